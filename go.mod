@@ -1,0 +1,3 @@
+module github.com/retrystorm/retrystorm
+
+go 1.26

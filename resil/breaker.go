@@ -1,0 +1,478 @@
+package resil
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// State is a circuit breaker's state.
+type State uint8
+
+const (
+	// Closed lets calls through and watches their outcomes.
+	Closed State = iota
+	// Open refuses calls until the cooldown ends.
+	Open
+	// HalfOpen lets a bounded number of trial calls through: their
+	// successes close the breaker, a failure opens it again.
+	HalfOpen
+)
+
+var stateNames = [...]string{"closed", "open", "half-open"}
+
+// String returns "closed", "open" or "half-open".
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// TripRule is what opens a closed breaker.
+type TripRule uint8
+
+const (
+	// ConsecutiveFailures opens after Threshold failures in a row.
+	ConsecutiveFailures TripRule = iota
+	// CountWindow opens when, over the last WindowSize calls, the failure
+	// rate or the slow-call rate reaches its limit.
+	CountWindow
+	// TimeWindow opens when, over the last WindowPeriod, the failure rate
+	// or the slow-call rate reaches its limit.
+	TimeWindow
+)
+
+var ruleNames = [...]string{"consecutive", "count_window", "time_window"}
+
+// String returns "consecutive", "count_window" or "time_window".
+func (r TripRule) String() string {
+	if int(r) < len(ruleNames) {
+		return ruleNames[r]
+	}
+	return fmt.Sprintf("TripRule(%d)", uint8(r))
+}
+
+// StateChange describes one transition, as passed to OnStateChange.
+type StateChange struct {
+	Name     string
+	From, To State
+	At       time.Time
+	// Generation is the breaker's generation after the change.
+	Generation uint64
+}
+
+// BreakerSettings configures a [Breaker]. Fields that do not apply to the
+// chosen Rule must be zero.
+type BreakerSettings struct {
+	// Name is reported in StateChange; it may be empty.
+	Name string
+	// Rule is what opens the breaker. The zero value is
+	// ConsecutiveFailures.
+	Rule TripRule
+	// Threshold is, for ConsecutiveFailures, how many failures in a row
+	// open the breaker. Required there: at least 1.
+	Threshold int
+	// WindowSize is, for CountWindow, how many recent calls are judged.
+	// Required there: 1 to 1,000,000.
+	WindowSize int
+	// WindowPeriod is, for TimeWindow, how long calls count. Required
+	// there: 1ms to 24h.
+	WindowPeriod time.Duration
+	// MinCalls is, for the window rules, how many calls the window must
+	// hold before it can open the breaker, so that one failure is not a
+	// 100% failure rate. Zero means 10 (at most WindowSize).
+	MinCalls int
+	// FailureRate is, for the window rules, the share of failed calls
+	// (failures and timeouts) that opens the breaker, in (0, 1]. Zero
+	// means the rule does not look at failures.
+	FailureRate float64
+	// SlowCall is, for the window rules, how long a call must take to count
+	// as slow, whatever its outcome. Zero means no call is slow.
+	SlowCall time.Duration
+	// SlowCallRate is, for the window rules, the share of slow calls that
+	// opens the breaker, in (0, 1]. Zero means off; it needs SlowCall. A
+	// window rule needs FailureRate or SlowCallRate.
+	SlowCallRate float64
+	// Cooldown is how long the breaker stays open before it lets trial
+	// calls through. Zero means 5s.
+	Cooldown time.Duration
+	// MaxCooldown, when above Cooldown, makes the cooldown back off: each
+	// failed half-open trial doubles it, up to MaxCooldown; closing resets
+	// it. Zero means no backoff.
+	MaxCooldown time.Duration
+	// Probes is how many trial calls may be in flight at once when
+	// half-open, and how many must succeed to close it. Zero means 1.
+	Probes int
+	// OnStateChange, if set, is called after every transition, outside the
+	// breaker's lock, so it may call the breaker. Transitions made by
+	// concurrent callers may be reported out of order; Generation orders
+	// them.
+	OnStateChange func(StateChange)
+}
+
+// Permit is the breaker's admission of one call, returned by
+// [Breaker.Allow] and handed back to [Breaker.Record]. It carries the
+// generation it was issued in, so that a result arriving after the breaker
+// changed state does not count. The zero Permit is no admission: Record
+// ignores it.
+type Permit struct {
+	gen   uint64
+	probe bool
+}
+
+// Probe reports whether the permit is a half-open trial call.
+func (p Permit) Probe() bool { return p.probe }
+
+// Breaker is a circuit breaker: closed, open, half-open. Closed, it lets
+// calls through and judges their outcomes by its TripRule; when the rule
+// trips it opens and refuses calls for the cooldown; then it lets up to
+// Probes trial calls through (half-open): if they all succeed it closes, and
+// if one fails it opens again, for a longer cooldown if MaxCooldown allows.
+//
+// Use it in two steps, as middleware does: [Breaker.Allow] before the call
+// returns a [Permit], and [Breaker.Record] reports how the call ended. Every
+// state change starts a new generation; results for permits of an older
+// generation are dropped, so a slow answer from before a trip cannot close
+// or reopen the breaker. An Ignored outcome (a cancelled call) counts as
+// neither success nor failure but frees its probe slot.
+//
+// Time is an argument: the breaker reads no clock, and a now earlier than
+// one already seen is taken as is (only the cooldown compares times).
+//
+// Make one with [NewBreaker]; the zero value is not usable. A nil *Breaker
+// is a breaker that is always closed and records nothing. A Breaker is safe
+// for concurrent use.
+type Breaker struct {
+	mu sync.Mutex
+	s  BreakerSettings // normalized
+
+	state    State
+	gen      uint64
+	until    time.Time     // end of the cooldown, when open
+	cooldown time.Duration // current cooldown, grows with MaxCooldown
+
+	consecutive int // ConsecutiveFailures
+
+	ring  []uint8 // CountWindow: bit 0 failed, bit 1 slow
+	pos   int
+	count int // calls in the ring
+	win   sliding
+	// calls, failures and slow calls in the window (the count window's
+	// totals, or the time window's sums)
+	tot [3]int64
+
+	probes   int // trial calls in flight
+	probesOK int // trial calls that succeeded
+}
+
+const (
+	bitFail = 1 << iota
+	bitSlow
+)
+
+const (
+	kCalls = iota
+	kFails
+	kSlows
+)
+
+// NewBreaker returns a closed breaker with the given settings, or an error
+// naming the invalid field.
+func NewBreaker(s BreakerSettings) (*Breaker, error) {
+	s, err := s.normalize()
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{s: s, gen: 1, cooldown: s.Cooldown}
+	switch s.Rule {
+	case CountWindow:
+		b.ring = make([]uint8, s.WindowSize)
+	case TimeWindow:
+		b.win = newSliding(s.WindowPeriod)
+	}
+	return b, nil
+}
+
+func (s BreakerSettings) normalize() (BreakerSettings, error) {
+	const p = "BreakerSettings."
+	if s.Cooldown == 0 {
+		s.Cooldown = 5 * time.Second
+	}
+	if s.Probes == 0 {
+		s.Probes = 1
+	}
+	if s.Cooldown < 0 || s.Cooldown > 24*time.Hour {
+		return s, badSetting(p+"Cooldown", s.Cooldown, "must be in (0, 24h]")
+	}
+	if s.MaxCooldown != 0 && (s.MaxCooldown < s.Cooldown || s.MaxCooldown > 24*time.Hour) {
+		return s, badSetting(p+"MaxCooldown", s.MaxCooldown, "must be zero or in [Cooldown, 24h]")
+	}
+	if s.Probes < 0 || s.Probes > 1_000_000 {
+		return s, badSetting(p+"Probes", s.Probes, "must be in [1, 1e6]")
+	}
+	window := s.Rule == CountWindow || s.Rule == TimeWindow
+	switch s.Rule {
+	case ConsecutiveFailures:
+		if s.Threshold < 1 || s.Threshold > 1_000_000 {
+			return s, badSetting(p+"Threshold", s.Threshold, "required for ConsecutiveFailures, in [1, 1e6]")
+		}
+	case CountWindow:
+		if s.WindowSize < 1 || s.WindowSize > 1_000_000 {
+			return s, badSetting(p+"WindowSize", s.WindowSize, "required for CountWindow, in [1, 1e6]")
+		}
+	case TimeWindow:
+		if s.WindowPeriod < time.Millisecond || s.WindowPeriod > 24*time.Hour {
+			return s, badSetting(p+"WindowPeriod", s.WindowPeriod, "required for TimeWindow, in [1ms, 24h]")
+		}
+	default:
+		return s, badSetting(p+"Rule", s.Rule, "unknown rule")
+	}
+	if !window {
+		for _, f := range []struct {
+			name string
+			zero bool
+		}{
+			{"WindowSize", s.WindowSize == 0}, {"WindowPeriod", s.WindowPeriod == 0},
+			{"MinCalls", s.MinCalls == 0}, {"FailureRate", s.FailureRate == 0},
+			{"SlowCall", s.SlowCall == 0}, {"SlowCallRate", s.SlowCallRate == 0},
+		} {
+			if !f.zero {
+				return s, badSetting(p+f.name, nil, "applies to the window rules only")
+			}
+		}
+		return s, nil
+	}
+	if s.Threshold != 0 {
+		return s, badSetting(p+"Threshold", s.Threshold, "applies to ConsecutiveFailures only")
+	}
+	if s.Rule == CountWindow && s.WindowPeriod != 0 {
+		return s, badSetting(p+"WindowPeriod", s.WindowPeriod, "applies to TimeWindow only")
+	}
+	if s.Rule == TimeWindow && s.WindowSize != 0 {
+		return s, badSetting(p+"WindowSize", s.WindowSize, "applies to CountWindow only")
+	}
+	if s.MinCalls == 0 {
+		s.MinCalls = 10
+		if s.Rule == CountWindow {
+			s.MinCalls = min(10, s.WindowSize)
+		}
+	}
+	if s.MinCalls < 1 || s.MinCalls > 1_000_000 || (s.Rule == CountWindow && s.MinCalls > s.WindowSize) {
+		return s, badSetting(p+"MinCalls", s.MinCalls, "must be in [1, WindowSize]")
+	}
+	if !finite(s.FailureRate) || s.FailureRate < 0 || s.FailureRate > 1 {
+		return s, badSetting(p+"FailureRate", s.FailureRate, "must be in (0, 1], or zero for off")
+	}
+	if !finite(s.SlowCallRate) || s.SlowCallRate < 0 || s.SlowCallRate > 1 {
+		return s, badSetting(p+"SlowCallRate", s.SlowCallRate, "must be in (0, 1], or zero for off")
+	}
+	if s.SlowCall < 0 {
+		return s, badSetting(p+"SlowCall", s.SlowCall, "must not be negative")
+	}
+	if s.SlowCallRate > 0 && s.SlowCall == 0 {
+		return s, badSetting(p+"SlowCall", s.SlowCall, "required when SlowCallRate is set")
+	}
+	if s.FailureRate == 0 && s.SlowCallRate == 0 {
+		return s, badSetting(p+"FailureRate", s.FailureRate, "a window rule needs FailureRate or SlowCallRate")
+	}
+	return s, nil
+}
+
+// Settings returns the breaker's settings, with defaults filled in.
+func (b *Breaker) Settings() BreakerSettings {
+	if b == nil {
+		return BreakerSettings{}
+	}
+	return b.s
+}
+
+// Allow asks to make one call at now. It returns a Permit to hand to Record
+// when the call ends, or ErrBreakerOpen (open, cooling down) or
+// ErrTooManyProbes (half-open, every trial slot taken).
+func (b *Breaker) Allow(now time.Time) (Permit, error) {
+	if b == nil {
+		return Permit{}, nil
+	}
+	b.mu.Lock()
+	change, changed := b.expire(now)
+	var p Permit
+	var err error
+	switch b.state {
+	case Closed:
+		p = Permit{gen: b.gen}
+	case Open:
+		err = ErrBreakerOpen
+	case HalfOpen:
+		if b.probes < b.s.Probes {
+			b.probes++
+			p = Permit{gen: b.gen, probe: true}
+		} else {
+			err = ErrTooManyProbes
+		}
+	}
+	b.mu.Unlock()
+	b.notify(change, changed)
+	return p, err
+}
+
+// Record reports how the call admitted by p ended, and how long it took (for
+// the slow-call rule). A permit from an older generation is ignored.
+func (b *Breaker) Record(now time.Time, p Permit, o Outcome, took time.Duration) {
+	if b == nil || p.gen == 0 {
+		return
+	}
+	b.mu.Lock()
+	if p.gen != b.gen {
+		b.mu.Unlock()
+		return
+	}
+	var change StateChange
+	changed := false
+	if p.probe {
+		b.probes--
+	}
+	if o != Ignored {
+		failed := o.failed()
+		slow := b.s.SlowCall > 0 && took >= b.s.SlowCall
+		switch b.state {
+		case Closed:
+			if b.judge(now, failed, slow) {
+				b.cooldown = b.s.Cooldown
+				change, changed = b.to(Open, now), true
+			}
+		case HalfOpen:
+			if failed || (slow && b.s.SlowCallRate > 0) {
+				if b.s.MaxCooldown > b.s.Cooldown {
+					b.cooldown = min(2*b.cooldown, b.s.MaxCooldown)
+				}
+				change, changed = b.to(Open, now), true
+			} else if b.probesOK++; b.probesOK >= b.s.Probes {
+				b.cooldown = b.s.Cooldown
+				change, changed = b.to(Closed, now), true
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.notify(change, changed)
+}
+
+// State returns the state at now. An open breaker whose cooldown has ended
+// turns half-open here, as it would in Allow.
+func (b *Breaker) State(now time.Time) State {
+	if b == nil {
+		return Closed
+	}
+	b.mu.Lock()
+	change, changed := b.expire(now)
+	s := b.state
+	b.mu.Unlock()
+	b.notify(change, changed)
+	return s
+}
+
+// Generation returns the current generation. It starts at 1 and grows by
+// one with every state change.
+func (b *Breaker) Generation() uint64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gen
+}
+
+// expire turns an open breaker half-open once its cooldown has ended.
+// Called with mu held.
+func (b *Breaker) expire(now time.Time) (StateChange, bool) {
+	if b.state == Open && !now.Before(b.until) {
+		return b.to(HalfOpen, now), true
+	}
+	return StateChange{}, false
+}
+
+// to moves to state s and starts a new generation. Called with mu held.
+func (b *Breaker) to(s State, now time.Time) StateChange {
+	c := StateChange{Name: b.s.Name, From: b.state, To: s, At: now}
+	b.state = s
+	b.gen++
+	c.Generation = b.gen
+	b.probes, b.probesOK = 0, 0
+	b.consecutive = 0
+	b.clearWindow()
+	if s == Open {
+		b.until = now.Add(b.cooldown)
+	}
+	return c
+}
+
+func (b *Breaker) clearWindow() {
+	switch b.s.Rule {
+	case CountWindow:
+		clear(b.ring)
+		b.pos, b.count = 0, 0
+	case TimeWindow:
+		b.win.reset()
+	}
+	b.tot = [3]int64{}
+}
+
+// judge adds one closed-state call to the rule and reports whether the
+// breaker must open. Called with mu held.
+func (b *Breaker) judge(now time.Time, failed, slow bool) bool {
+	switch b.s.Rule {
+	case ConsecutiveFailures:
+		if !failed {
+			b.consecutive = 0
+			return false
+		}
+		b.consecutive++
+		return b.consecutive >= b.s.Threshold
+	case CountWindow:
+		var bits uint8
+		if failed {
+			bits |= bitFail
+		}
+		if slow {
+			bits |= bitSlow
+		}
+		if b.count == len(b.ring) {
+			old := b.ring[b.pos]
+			b.tot[kCalls]--
+			b.tot[kFails] -= int64(old & bitFail)
+			b.tot[kSlows] -= int64(old&bitSlow) >> 1
+		} else {
+			b.count++
+		}
+		b.ring[b.pos] = bits
+		b.pos = (b.pos + 1) % len(b.ring)
+		b.tot[kCalls]++
+		b.tot[kFails] += int64(bits & bitFail)
+		b.tot[kSlows] += int64(bits&bitSlow) >> 1
+	case TimeWindow:
+		b.win.advance(now)
+		b.win.add(kCalls, 1)
+		if failed {
+			b.win.add(kFails, 1)
+		}
+		if slow {
+			b.win.add(kSlows, 1)
+		}
+		b.tot = b.win.sum
+	}
+	calls := b.tot[kCalls]
+	if calls < int64(b.s.MinCalls) {
+		return false
+	}
+	// Compare as rates without dividing: n/calls >= rate.
+	if b.s.FailureRate > 0 && float64(b.tot[kFails]) >= b.s.FailureRate*float64(calls) {
+		return true
+	}
+	return b.s.SlowCallRate > 0 && float64(b.tot[kSlows]) >= b.s.SlowCallRate*float64(calls)
+}
+
+func (b *Breaker) notify(c StateChange, changed bool) {
+	if changed && b.s.OnStateChange != nil {
+		b.s.OnStateChange(c)
+	}
+}

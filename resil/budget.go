@@ -1,0 +1,264 @@
+package resil
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Budget decides whether a retry (or a hedge) may be sent. It sees every
+// intent start and every attempt end, and is asked before each retry.
+//
+// The implementations in this package are [*TokenBucket] (the retry budget),
+// [*WindowBudget] (its time-window form), [*GRPCThrottle] (gRFC A6),
+// [*AWSQuota] (the AWS SDK retry quota) and [NoBudget] (the control). A nil
+// Budget in a [Policy] means no budget: only MaxRetries limits retries.
+//
+// Implementations must be safe for concurrent use.
+type Budget interface {
+	// Begin records that an intent starts: its first attempt is about to
+	// be sent. Request-funded budgets deposit here.
+	Begin(now time.Time)
+	// Record records how an attempt ended. paid is what Withdraw charged
+	// for that attempt: zero for a first attempt.
+	Record(now time.Time, o Outcome, paid float64)
+	// Withdraw asks to schedule one retry (or hedge) after an attempt that
+	// ended with after (Failure or Timeout). The charge is taken now, when
+	// the retry is scheduled and before its backoff wait, so retries
+	// waiting in backoff count against the budget. It returns the charge
+	// and whether the retry may go ahead; on false nothing is charged.
+	Withdraw(now time.Time, after Outcome) (cost float64, ok bool)
+	// Refund gives back the charge of a retry that was withdrawn but never
+	// sent (its caller gave up, or the breaker refused it).
+	Refund(now time.Time, cost float64)
+}
+
+// Funding says which traffic pays into a budget.
+type Funding uint8
+
+const (
+	// FundingUnset is the zero value and is invalid: the choice changes
+	// what the ratio means, so it has to be made explicitly.
+	FundingUnset Funding = iota
+	// FundedBySuccess deposits on every successful attempt, as gRPC's
+	// throttling and the AWS SDK do. Retries are then capped at a share of
+	// what works: in a total outage nothing funds them but the floor.
+	FundedBySuccess
+	// FundedByRequest deposits on every intent started, as Finagle and
+	// Linkerd do. Retries are capped at a share of demand, whatever fails.
+	FundedByRequest
+)
+
+// String returns "success", "request" or "unset".
+func (f Funding) String() string {
+	switch f {
+	case FundedBySuccess:
+		return "success"
+	case FundedByRequest:
+		return "request"
+	}
+	return "unset"
+}
+
+// Token amounts are kept in fixed point, as grpc-go does for its throttle,
+// so that ten deposits of 0.1 make exactly one token on every platform and
+// the simulator's runs are byte-identical.
+const tokenScale = 1_000_000
+
+type fixed = int64
+
+func toFixed(f float64) fixed   { return fixed(math.Round(f * tokenScale)) }
+func fromFixed(x fixed) float64 { return float64(x) / tokenScale }
+
+// TokenBucketSettings configures a [TokenBucket].
+type TokenBucketSettings struct {
+	// Ratio is the share of funding traffic that may be retried: each
+	// deposit adds Ratio tokens and a retry costs RetryCost (1). It has no
+	// default: 0 < Ratio <= 1, with a precision of 1e-6.
+	Ratio float64
+	// Funding chooses who pays: FundedBySuccess or FundedByRequest.
+	// Required.
+	Funding Funding
+	// MinTokens is the floor: the balance the bucket starts with, so that
+	// this many retries are allowed whatever the traffic. It is the
+	// deliberate hole in the scheme: in a total outage from a cold start it
+	// is the only thing that funds retries. Zero means no floor.
+	MinTokens float64
+	// MaxTokens caps the balance, and so the burst of retries a healthy
+	// period can save up for. Zero means 100.
+	MaxTokens float64
+	// RetryCost is what a retry after a failure costs. Zero means 1.
+	RetryCost float64
+	// TimeoutCost is what a retry after a timeout costs: a timeout often
+	// means the dependency is overloaded, so it may be charged more.
+	// Zero means RetryCost.
+	TimeoutCost float64
+}
+
+// TokenBucket is a retry budget: a token bucket funded by a share of the
+// traffic, with a floor.
+//
+// Each deposit (an intent started, or a successful attempt, per Funding)
+// adds Ratio tokens up to MaxTokens; each retry withdraws RetryCost (or
+// TimeoutCost) and is refused when the balance is short. Over any sequence
+// of calls, retries <= Ratio × deposits + MinTokens (for unit costs), so the
+// retries/requests ratio of a fleet stays near Ratio however many clients
+// share the dependency. The bucket starts at MinTokens.
+//
+// Make one with [NewTokenBucket]; the zero value is not usable. A TokenBucket
+// is safe for concurrent use. It reads no clock: the time arguments exist so
+// that every [Budget] has the same shape.
+type TokenBucket struct {
+	mu      sync.Mutex
+	tokens  fixed
+	ratio   fixed
+	max     fixed
+	cost    fixed
+	timeout fixed
+	funding Funding
+}
+
+// NewTokenBucket returns a bucket with the given settings, or an error
+// naming the invalid field.
+func NewTokenBucket(s TokenBucketSettings) (*TokenBucket, error) {
+	s = s.withDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &TokenBucket{
+		tokens:  toFixed(s.MinTokens),
+		ratio:   toFixed(s.Ratio),
+		max:     toFixed(s.MaxTokens),
+		cost:    toFixed(s.RetryCost),
+		timeout: toFixed(s.TimeoutCost),
+		funding: s.Funding,
+	}, nil
+}
+
+func (s TokenBucketSettings) withDefaults() TokenBucketSettings {
+	if s.MaxTokens == 0 {
+		s.MaxTokens = 100
+	}
+	if s.RetryCost == 0 {
+		s.RetryCost = 1
+	}
+	if s.TimeoutCost == 0 {
+		s.TimeoutCost = s.RetryCost
+	}
+	return s
+}
+
+func (s TokenBucketSettings) validate() error {
+	const p = "TokenBucketSettings."
+	if err := checkRatio(p+"Ratio", s.Ratio); err != nil {
+		return err
+	}
+	if err := checkFunding(p+"Funding", s.Funding); err != nil {
+		return err
+	}
+	if !finite(s.MaxTokens) || s.MaxTokens <= 0 || s.MaxTokens > 1e9 {
+		return badSetting(p+"MaxTokens", s.MaxTokens, "must be in (0, 1e9]")
+	}
+	if !finite(s.MinTokens) || s.MinTokens < 0 || s.MinTokens > s.MaxTokens {
+		return badSetting(p+"MinTokens", s.MinTokens, "must be in [0, MaxTokens]")
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"RetryCost", s.RetryCost}, {"TimeoutCost", s.TimeoutCost}} {
+		if !finite(c.v) || c.v <= 0 || c.v > s.MaxTokens {
+			return badSetting(p+c.name, c.v, "must be in (0, MaxTokens]: a retry must be affordable")
+		}
+	}
+	return nil
+}
+
+func checkRatio(field string, r float64) error {
+	if !finite(r) || r <= 0 || r > 1 {
+		return badSetting(field, r, "required, in (0, 1]; it has no default")
+	}
+	if toFixed(r) == 0 {
+		return badSetting(field, r, "below the precision of 1e-6")
+	}
+	return nil
+}
+
+func checkFunding(field string, f Funding) error {
+	if f != FundedBySuccess && f != FundedByRequest {
+		return badSetting(field, f, "required: FundedBySuccess or FundedByRequest")
+	}
+	return nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Begin deposits Ratio when the bucket is funded by requests.
+func (b *TokenBucket) Begin(now time.Time) {
+	if b.funding == FundedByRequest {
+		b.deposit(b.ratio)
+	}
+}
+
+// Record deposits Ratio for a success when the bucket is funded by successes.
+func (b *TokenBucket) Record(now time.Time, o Outcome, paid float64) {
+	if o == Success && b.funding == FundedBySuccess {
+		b.deposit(b.ratio)
+	}
+}
+
+func (b *TokenBucket) deposit(x fixed) {
+	b.mu.Lock()
+	b.tokens = min(b.max, b.tokens+x)
+	b.mu.Unlock()
+}
+
+// Withdraw takes RetryCost (TimeoutCost after a Timeout) if the balance
+// covers it.
+func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	c := b.cost
+	if after == Timeout {
+		c = b.timeout
+	}
+	b.mu.Lock()
+	ok := b.tokens >= c
+	if ok {
+		b.tokens -= c
+	}
+	b.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return fromFixed(c), true
+}
+
+// Refund gives back a withdrawn charge, up to MaxTokens.
+func (b *TokenBucket) Refund(now time.Time, cost float64) {
+	if cost > 0 {
+		b.deposit(toFixed(cost))
+	}
+}
+
+// Tokens returns the balance.
+func (b *TokenBucket) Tokens(now time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fromFixed(b.tokens)
+}
+
+// NoBudget is the control: it allows every retry and counts nothing. With
+// MaxRetries it makes the count-only policy (a fixed number of retries per
+// call, whatever the fleet does). Its zero value is ready and it is safe for
+// concurrent use.
+type NoBudget struct{}
+
+// Begin does nothing.
+func (NoBudget) Begin(time.Time) {}
+
+// Record does nothing.
+func (NoBudget) Record(time.Time, Outcome, float64) {}
+
+// Withdraw always allows, at no charge.
+func (NoBudget) Withdraw(time.Time, Outcome) (float64, bool) { return 0, true }
+
+// Refund does nothing.
+func (NoBudget) Refund(time.Time, float64) {}

@@ -1,0 +1,184 @@
+package resil
+
+import (
+	"sync"
+	"time"
+)
+
+// GRPCThrottleSettings configures a [GRPCThrottle] with the two numbers of
+// a gRPC service config's retryThrottling.
+type GRPCThrottleSettings struct {
+	// MaxTokens is the bucket size: 0 < MaxTokens <= 1000. Required.
+	MaxTokens float64
+	// TokenRatio is what a success adds: 0 < TokenRatio, at most three
+	// decimal places count. Required.
+	TokenRatio float64
+}
+
+// GRPCThrottle is gRPC's client-side retry throttling, as gRFC A6 specifies
+// it: the bucket starts full at MaxTokens; every failed attempt takes one
+// token and every success adds TokenRatio (never beyond MaxTokens); retries
+// and hedges are allowed only while the balance is above MaxTokens/2.
+// Unlike [TokenBucket], a retry itself costs nothing: failures pay.
+//
+// Make one with [NewGRPCThrottle]; the zero value is not usable. It is safe
+// for concurrent use and reads no clock.
+type GRPCThrottle struct {
+	mu     sync.Mutex
+	tokens int64 // thousandths, as in the spec's fixed-point arithmetic
+	max    int64
+	ratio  int64
+}
+
+// NewGRPCThrottle returns a throttle, or an error naming the invalid field.
+func NewGRPCThrottle(s GRPCThrottleSettings) (*GRPCThrottle, error) {
+	if !finite(s.MaxTokens) || s.MaxTokens <= 0 || s.MaxTokens > 1000 {
+		return nil, badSetting("GRPCThrottleSettings.MaxTokens", s.MaxTokens, "required, in (0, 1000]")
+	}
+	r := int64(s.TokenRatio*1000 + 0.5)
+	if !finite(s.TokenRatio) || s.TokenRatio <= 0 || r == 0 || s.TokenRatio > 1000 {
+		return nil, badSetting("GRPCThrottleSettings.TokenRatio", s.TokenRatio, "required, in (0, 1000] with at least 0.001")
+	}
+	m := int64(s.MaxTokens*1000 + 0.5)
+	return &GRPCThrottle{tokens: m, max: m, ratio: r}, nil
+}
+
+// Begin does nothing: gRPC's throttle is funded by successes.
+func (g *GRPCThrottle) Begin(time.Time) {}
+
+// Record takes a token for a failure or a timeout and adds TokenRatio for a
+// success.
+func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
+	g.mu.Lock()
+	switch {
+	case o == Success:
+		g.tokens = min(g.max, g.tokens+g.ratio)
+	case o.failed():
+		g.tokens = max(0, g.tokens-1000)
+	}
+	g.mu.Unlock()
+}
+
+// Withdraw allows a retry while the balance is above MaxTokens/2. It
+// charges nothing.
+func (g *GRPCThrottle) Withdraw(time.Time, Outcome) (float64, bool) {
+	g.mu.Lock()
+	ok := g.tokens*2 > g.max
+	g.mu.Unlock()
+	return 0, ok
+}
+
+// Refund does nothing: nothing was charged.
+func (g *GRPCThrottle) Refund(time.Time, float64) {}
+
+// Tokens returns the balance.
+func (g *GRPCThrottle) Tokens(time.Time) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return float64(g.tokens) / 1000
+}
+
+// AWSQuotaSettings configures an [AWSQuota]. The zero value gives the AWS
+// SDKs' standard retry mode.
+type AWSQuotaSettings struct {
+	// Capacity is the bucket size, which it starts at. Zero means 500.
+	Capacity int
+	// RetryCost is charged for a retry. Zero means 5.
+	RetryCost int
+	// TimeoutCost is charged for a retry after a timeout. Zero means 10.
+	TimeoutCost int
+	// NoRetryIncrement is added when a first attempt succeeds. Zero means 1.
+	NoRetryIncrement int
+}
+
+// AWSQuota is the AWS SDKs' retry quota (standard retry mode): a bucket of
+// 500 that starts full; a retry costs 5, or 10 after a timeout; a retried
+// attempt that succeeds gives its cost back, and a first attempt that
+// succeeds adds 1. When the balance is short, no retry.
+//
+// Make one with [NewAWSQuota]; the zero value is not usable. It is safe for
+// concurrent use and reads no clock.
+type AWSQuota struct {
+	mu                                    sync.Mutex
+	tokens, capacity, cost, timeout, incr int
+}
+
+// NewAWSQuota returns a quota, or an error naming the invalid field.
+func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	q := &AWSQuota{
+		capacity: def(s.Capacity, 500),
+		cost:     def(s.RetryCost, 5),
+		timeout:  def(s.TimeoutCost, 10),
+		incr:     def(s.NoRetryIncrement, 1),
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Capacity", q.capacity}, {"RetryCost", q.cost}, {"TimeoutCost", q.timeout}, {"NoRetryIncrement", q.incr}} {
+		if f.v < 0 || f.v > 1_000_000 {
+			return nil, badSetting("AWSQuotaSettings."+f.name, f.v, "must be in [0, 1e6]")
+		}
+	}
+	q.tokens = q.capacity
+	return q, nil
+}
+
+// Begin does nothing: the quota is funded by successes.
+func (q *AWSQuota) Begin(time.Time) {}
+
+// Record gives back a successful retry's cost, or adds NoRetryIncrement for
+// a first attempt that succeeded.
+func (q *AWSQuota) Record(now time.Time, o Outcome, paid float64) {
+	if o != Success {
+		return
+	}
+	add := q.incr
+	if paid > 0 {
+		add = int(paid + 0.5)
+	}
+	q.mu.Lock()
+	q.tokens = min(q.capacity, q.tokens+add)
+	q.mu.Unlock()
+}
+
+// Withdraw takes RetryCost (TimeoutCost after a Timeout) if the balance
+// covers it.
+func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	c := q.cost
+	if after == Timeout {
+		c = q.timeout
+	}
+	q.mu.Lock()
+	ok := q.tokens >= c
+	if ok {
+		q.tokens -= c
+	}
+	q.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return float64(c), true
+}
+
+// Refund gives back a withdrawn charge.
+func (q *AWSQuota) Refund(now time.Time, cost float64) {
+	if cost <= 0 {
+		return
+	}
+	q.mu.Lock()
+	q.tokens = min(q.capacity, q.tokens+int(cost+0.5))
+	q.mu.Unlock()
+}
+
+// Tokens returns the balance.
+func (q *AWSQuota) Tokens(time.Time) float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return float64(q.tokens)
+}

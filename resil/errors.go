@@ -1,0 +1,56 @@
+package resil
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Test for them with errors.Is: the errors returned by
+// [Guard.Do] and [Policy] wrap them.
+var (
+	// ErrBudgetExhausted: the retry budget refused a retry or a hedge.
+	ErrBudgetExhausted = errors.New("resil: retry budget exhausted")
+	// ErrBreakerOpen: the circuit breaker is open and refused the call.
+	ErrBreakerOpen = errors.New("resil: circuit breaker open")
+	// ErrTooManyProbes: the breaker is half-open and all its probe slots
+	// are taken. errors.Is(ErrTooManyProbes, ErrBreakerOpen) is true: to a
+	// caller both mean the breaker refused.
+	ErrTooManyProbes = fmt.Errorf("%w: half-open probe limit reached", ErrBreakerOpen)
+	// ErrNotIdempotent: the call is not idempotent and carries no
+	// idempotency key, so it is never retried.
+	ErrNotIdempotent = errors.New("resil: not idempotent and no idempotency key")
+	// ErrRetriesExhausted: the call used all of MaxRetries.
+	ErrRetriesExhausted = errors.New("resil: retries exhausted")
+	// ErrNoTimeLeft: the retry could not start (or finish) before the
+	// caller's deadline.
+	ErrNoTimeLeft = errors.New("resil: no time left before the deadline")
+	// ErrPushback: the server asked the client not to retry.
+	ErrPushback = errors.New("resil: server pushback said do not retry")
+	// ErrNotRetryable: the classifier said the error is permanent.
+	ErrNotRetryable = errors.New("resil: error not retryable")
+)
+
+// SettingError reports an invalid setting. Field names the setting as it
+// is spelled in the Go struct (for example "TokenBucketSettings.Ratio").
+type SettingError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *SettingError) Error() string {
+	var b strings.Builder
+	b.WriteString("resil: ")
+	b.WriteString(e.Field)
+	if e.Value != nil {
+		fmt.Fprintf(&b, " = %v", e.Value)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+func badSetting(field string, value any, reason string) error {
+	return &SettingError{Field: field, Value: value, Reason: reason}
+}

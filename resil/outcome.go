@@ -1,0 +1,31 @@
+package resil
+
+import "fmt"
+
+// Outcome is how one attempt ended, as the budget and the breaker see it.
+type Outcome uint8
+
+const (
+	// Success is an answer the caller accepts.
+	Success Outcome = iota
+	// Failure is an error, an overload rejection or a 5xx answer.
+	Failure
+	// Timeout is no answer within the attempt's time.
+	Timeout
+	// Ignored counts as neither success nor failure: the caller cancelled, or
+	// the error says nothing about the dependency's health.
+	Ignored
+)
+
+var outcomeNames = [...]string{"success", "failure", "timeout", "ignored"}
+
+// String returns the outcome's lower-case name.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// failed reports whether the outcome counts against the dependency.
+func (o Outcome) failed() bool { return o == Failure || o == Timeout }

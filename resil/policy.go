@@ -1,0 +1,368 @@
+package resil
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Unlimited as MaxRetries removes the per-call count: retries are then
+// bounded only by the budget and the deadline.
+const Unlimited = -1
+
+// Scope says which attempts a breaker may refuse.
+type Scope uint8
+
+const (
+	// GuardAll lets the breaker refuse first attempts and retries alike. It
+	// is the zero value.
+	GuardAll Scope = iota
+	// GuardRetries lets the breaker refuse retries and hedges only: first
+	// attempts always go. Traffic is never shed, only amplification.
+	GuardRetries
+)
+
+// String returns "all" or "retries".
+func (s Scope) String() string {
+	if s == GuardRetries {
+		return "retries"
+	}
+	return "all"
+}
+
+// HedgeSettings configures hedged requests: when an attempt has not
+// answered after Delay, a second one is sent beside it, and the first
+// answer wins. Hedges are paid from the retry budget and pass the breaker,
+// like retries.
+type HedgeSettings struct {
+	// Delay is how long to wait for an answer before hedging. Zero means no
+	// hedging.
+	Delay time.Duration
+	// Max is how many hedges one intent may send. Zero means 1 when Delay
+	// is set.
+	Max int
+}
+
+// Policy is the decision core of a guarded call: may the first attempt go,
+// may this failure be retried and after how long, may a hedge go. It
+// composes a [Budget], a [Breaker] and a [Backoff], and keeps no state of
+// its own: the shared state lives in the budget and the breaker, the
+// per-call state in an [Intent]. Every method takes the time, and the one
+// that draws takes the random source, so a blocking client ([Guard]), a
+// simulator on virtual time and a page in a browser drive the same
+// decisions.
+//
+// The zero Policy sends one attempt and never retries. A Policy must not be
+// changed while in use; it is safe for concurrent use as long as its Budget
+// and Breaker are.
+type Policy struct {
+	// MaxRetries is how many retries one intent may send after its first
+	// attempt. Zero means none; Unlimited means no count.
+	MaxRetries int
+	// Backoff is the wait before each retry.
+	Backoff Backoff
+	// Budget pays for retries and hedges. Nil means no budget.
+	Budget Budget
+	// Breaker guards the dependency. Nil means no breaker.
+	Breaker *Breaker
+	// BreakerScope says which attempts the breaker may refuse.
+	BreakerScope Scope
+	// Hedge configures hedged requests. The zero value means none.
+	Hedge HedgeSettings
+	// MaxPushback clamps the wait a server asks for (Retry-After,
+	// pushback). Zero means Backoff.Cap, or one minute without a cap.
+	MaxPushback time.Duration
+}
+
+// Validate reports the first invalid field, or nil.
+func (p *Policy) Validate() error {
+	if p.MaxRetries < Unlimited || p.MaxRetries > 1_000_000 {
+		return badSetting("Policy.MaxRetries", p.MaxRetries, "must be in [0, 1e6], or Unlimited")
+	}
+	if err := p.Backoff.Validate(); err != nil {
+		return err
+	}
+	if p.BreakerScope > GuardRetries {
+		return badSetting("Policy.BreakerScope", p.BreakerScope, "unknown scope")
+	}
+	if p.Hedge.Delay < 0 {
+		return badSetting("Policy.Hedge.Delay", p.Hedge.Delay, "must not be negative")
+	}
+	if p.Hedge.Max < 0 || p.Hedge.Max > 100 || (p.Hedge.Max > 0 && p.Hedge.Delay == 0) {
+		return badSetting("Policy.Hedge.Max", p.Hedge.Max, "must be in [0, 100], and needs Hedge.Delay")
+	}
+	if p.MaxPushback < 0 {
+		return badSetting("Policy.MaxPushback", p.MaxPushback, "must not be negative")
+	}
+	return nil
+}
+
+// Intent is one logical call's progress through a [Policy]: how many
+// attempts it sent, the previous backoff, and the charge held for a retry
+// waiting in backoff. Set Idempotent and Key before Begin; the zero value
+// is a non-idempotent intent without a key, which is never retried.
+//
+// An Intent belongs to one call: it is not safe for concurrent use.
+type Intent struct {
+	// Idempotent says the operation may safely run more than once.
+	Idempotent bool
+	// Key is the idempotency key the operation carries, if any. A
+	// non-idempotent intent with a key may be retried: the server
+	// deduplicates by the key.
+	Key string
+
+	attempts int
+	retries  int
+	hedges   int
+	prev     time.Duration
+	pending  float64 // charge withdrawn for the scheduled retry
+	waiting  bool    // a retry is scheduled and not yet sent
+}
+
+// Attempts returns how many attempts the intent has sent.
+func (in *Intent) Attempts() int { return in.attempts }
+
+// Retries returns how many retries the intent has sent.
+func (in *Intent) Retries() int { return in.retries }
+
+// Hedges returns how many hedges the intent has sent.
+func (in *Intent) Hedges() int { return in.hedges }
+
+// Kind says why an attempt was sent.
+type Kind uint8
+
+const (
+	// First is an intent's first attempt.
+	First Kind = iota
+	// Retry follows a failed attempt.
+	Retry
+	// Hedged runs beside a slow attempt.
+	Hedged
+)
+
+// String returns "first", "retry" or "hedge".
+func (k Kind) String() string {
+	switch k {
+	case Retry:
+		return "retry"
+	case Hedged:
+		return "hedge"
+	}
+	return "first"
+}
+
+// Ticket is the policy's handle on one attempt: the breaker's permit and
+// the budget's charge. Hand it back to [Policy.End] when the attempt ends.
+type Ticket struct {
+	permit Permit
+	paid   float64
+	kind   Kind
+}
+
+// Kind says why the attempt was sent.
+func (t Ticket) Kind() Kind { return t.kind }
+
+// Paid is what the budget charged for the attempt.
+func (t Ticket) Paid() float64 { return t.paid }
+
+// guards reports whether the breaker may refuse an attempt of kind k.
+func (p *Policy) guards(k Kind) bool {
+	return p.Breaker != nil && (k != First || p.BreakerScope == GuardAll)
+}
+
+// Begin starts the intent: it asks the breaker to admit the first attempt
+// (unless BreakerScope is GuardRetries) and tells the budget an intent
+// started. On error (ErrBreakerOpen, ErrTooManyProbes) nothing is sent and
+// the intent is over.
+func (p *Policy) Begin(now time.Time, in *Intent) (Ticket, error) {
+	var t Ticket
+	if p.guards(First) {
+		pm, err := p.Breaker.Allow(now)
+		if err != nil {
+			return t, err
+		}
+		t.permit = pm
+	}
+	if p.Budget != nil {
+		p.Budget.Begin(now)
+	}
+	in.attempts++
+	return t, nil
+}
+
+// End records how an attempt ended, and how long it took, with the breaker
+// and the budget.
+func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.Duration) {
+	if p.Breaker != nil {
+		p.Breaker.Record(now, t.permit, o, took)
+	}
+	if p.Budget != nil {
+		p.Budget.Record(now, o, t.paid)
+	}
+}
+
+// Retry decides whether the intent retries after an attempt that ended
+// with o (Failure or Timeout), and schedules it: it returns the wait, and
+// the budget's charge is held in the intent until [Policy.Resume] sends the
+// retry or [Policy.Abandon] drops it.
+//
+// pushback is the wait the server asked for (zero: none; negative: do not
+// retry); it replaces the backoff, clamped to MaxPushback, and the retry is
+// still paid from the budget. latest is the last moment a retry may start
+// (the zero Time: no deadline). src draws the jitter.
+//
+// The reasons for no retry, in the order they are checked:
+// ErrNotIdempotent, ErrRetriesExhausted, ErrPushback, ErrNoTimeLeft,
+// ErrBudgetExhausted.
+func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Duration, latest time.Time, src rand.Source) (time.Duration, error) {
+	if !in.Idempotent && in.Key == "" {
+		return 0, ErrNotIdempotent
+	}
+	if p.MaxRetries != Unlimited && in.retries >= p.MaxRetries {
+		return 0, ErrRetriesExhausted
+	}
+	if pushback < 0 {
+		return 0, ErrPushback
+	}
+	var d time.Duration
+	if pushback > 0 {
+		d = min(pushback, p.maxPushback())
+	} else {
+		d = p.Backoff.Delay(in.retries+1, in.prev, src)
+	}
+	if !latest.IsZero() && !now.Add(d).Before(latest) {
+		return 0, ErrNoTimeLeft
+	}
+	var cost float64
+	if p.Budget != nil {
+		c, ok := p.Budget.Withdraw(now, o)
+		if !ok {
+			return 0, ErrBudgetExhausted
+		}
+		cost = c
+	}
+	in.prev = d
+	in.pending, in.waiting = cost, true
+	return d, nil
+}
+
+func (p *Policy) maxPushback() time.Duration {
+	switch {
+	case p.MaxPushback > 0:
+		return p.MaxPushback
+	case p.Backoff.Cap > 0:
+		return p.Backoff.Cap
+	}
+	return time.Minute
+}
+
+// Resume sends the retry that Retry scheduled, once its wait is over: the
+// breaker must admit it. When the breaker refuses, the budget's charge is
+// refunded and the intent is over.
+func (p *Policy) Resume(now time.Time, in *Intent) (Ticket, error) {
+	cost := in.pending
+	in.pending, in.waiting = 0, false
+	t := Ticket{paid: cost, kind: Retry}
+	if p.guards(Retry) {
+		pm, err := p.Breaker.Allow(now)
+		if err != nil {
+			p.refund(now, cost)
+			return Ticket{}, err
+		}
+		t.permit = pm
+	}
+	in.attempts++
+	in.retries++
+	return t, nil
+}
+
+// Abandon drops a scheduled retry that will not be sent (its caller gave
+// up) and refunds its charge. It does nothing when no retry is waiting.
+func (p *Policy) Abandon(now time.Time, in *Intent) {
+	if in.waiting {
+		p.refund(now, in.pending)
+		in.pending, in.waiting = 0, false
+	}
+}
+
+func (p *Policy) refund(now time.Time, cost float64) {
+	if p.Budget != nil && cost > 0 {
+		p.Budget.Refund(now, cost)
+	}
+}
+
+// HedgeDelay returns how long to wait for an attempt before hedging it:
+// zero when the policy does not hedge or the intent may not send another
+// hedge.
+func (p *Policy) HedgeDelay(in *Intent) time.Duration {
+	if p.Hedge.Delay <= 0 || in.hedges >= max(p.Hedge.Max, 1) || (!in.Idempotent && in.Key == "") {
+		return 0
+	}
+	return p.Hedge.Delay
+}
+
+// StartHedge sends a hedge beside a slow attempt: the budget pays for it as
+// for a retry, and the breaker must admit it. Call it when HedgeDelay has
+// passed without an answer.
+func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
+	if p.HedgeDelay(in) == 0 {
+		return Ticket{}, ErrRetriesExhausted
+	}
+	t := Ticket{kind: Hedged}
+	if p.Budget != nil {
+		c, ok := p.Budget.Withdraw(now, Failure)
+		if !ok {
+			return Ticket{}, ErrBudgetExhausted
+		}
+		t.paid = c
+	}
+	if p.guards(Hedged) {
+		pm, err := p.Breaker.Allow(now)
+		if err != nil {
+			p.refund(now, t.paid)
+			return Ticket{}, err
+		}
+		t.permit = pm
+	}
+	in.attempts++
+	in.hedges++
+	return t, nil
+}
+
+// RetryShare is implemented by budgets that cap retries at a share of the
+// traffic that funds them, in steady state and floor aside.
+type RetryShare interface {
+	RetryShare() float64
+}
+
+// RetryShare returns Ratio / RetryCost.
+func (b *TokenBucket) RetryShare() float64 { return fromFixed(b.ratio) / fromFixed(b.cost) }
+
+// RetryShare returns Ratio / RetryCost.
+func (w *WindowBudget) RetryShare() float64 { return fromFixed(w.ratio) / fromFixed(w.cost) }
+
+// RetryShare returns TokenRatio: in sustained failure, failed attempts (and
+// so retries) cannot outrun TokenRatio per success for long.
+func (g *GRPCThrottle) RetryShare() float64 { return float64(g.ratio) / 1000 }
+
+// RetryShare returns NoRetryIncrement / RetryCost.
+func (q *AWSQuota) RetryShare() float64 { return float64(q.incr) / float64(q.cost) }
+
+// Ceiling returns the most attempts per second the policy permits at a
+// steady rate of intents per second: rate × (1 + max retries + hedges)
+// without a budget, rate × (1 + share) with one that reports a
+// [RetryShare] (floors aside). It is +Inf for Unlimited retries without a
+// budget.
+func (p *Policy) Ceiling(rate float64) float64 {
+	extra := math.Inf(1)
+	if p.MaxRetries != Unlimited {
+		extra = float64(p.MaxRetries)
+		if p.Hedge.Delay > 0 {
+			extra += float64(max(p.Hedge.Max, 1))
+		}
+	}
+	if s, ok := p.Budget.(RetryShare); ok {
+		extra = min(extra, s.RetryShare())
+	}
+	return rate * (1 + extra)
+}

@@ -1,0 +1,158 @@
+package resil
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// WindowBudgetSettings configures a [WindowBudget].
+type WindowBudgetSettings struct {
+	// Ratio is the share of funding traffic in the window that may be
+	// retried. Required: 0 < Ratio <= 1.
+	Ratio float64
+	// Funding chooses who pays: FundedBySuccess or FundedByRequest.
+	// Required.
+	Funding Funding
+	// MinRetriesPerSecond is the floor: retries allowed per second of TTL
+	// whatever the traffic, so a client with little traffic can still
+	// retry. Zero means no floor.
+	MinRetriesPerSecond float64
+	// TTL is how long a deposit or a retry counts. Zero means 10s.
+	TTL time.Duration
+	// RetryCost and TimeoutCost are what a retry after a failure or a
+	// timeout counts for. Zero means 1, and TimeoutCost zero means
+	// RetryCost.
+	RetryCost, TimeoutCost float64
+}
+
+// WindowBudget is the time-window form of the retry budget, as in Finagle,
+// Linkerd, Envoy's retry budgets and Gateway API GEP-3388: over the last
+// TTL, retries may be at most max(Ratio × deposits, MinRetriesPerSecond ×
+// TTL). Unlike [TokenBucket] it forgets: a quiet period neither saves up
+// retries nor leaves a debt, and the floor renews every TTL.
+//
+// Make one with [NewWindowBudget]; the zero value is not usable. It is safe
+// for concurrent use. The window moves with the now arguments, lazily: it
+// reads no clock, and a now earlier than one already seen counts as that
+// one.
+type WindowBudget struct {
+	mu      sync.Mutex
+	ratio   fixed
+	floor   fixed
+	cost    fixed
+	timeout fixed
+	funding Funding
+	win     sliding // deposits (count) and retries (fixed point)
+}
+
+const (
+	winDeposits = 0
+	winRetries  = 1
+)
+
+// NewWindowBudget returns a window budget with the given settings, or an
+// error naming the invalid field.
+func NewWindowBudget(s WindowBudgetSettings) (*WindowBudget, error) {
+	const p = "WindowBudgetSettings."
+	if s.TTL == 0 {
+		s.TTL = 10 * time.Second
+	}
+	if s.RetryCost == 0 {
+		s.RetryCost = 1
+	}
+	if s.TimeoutCost == 0 {
+		s.TimeoutCost = s.RetryCost
+	}
+	if err := checkRatio(p+"Ratio", s.Ratio); err != nil {
+		return nil, err
+	}
+	if err := checkFunding(p+"Funding", s.Funding); err != nil {
+		return nil, err
+	}
+	if s.TTL < time.Millisecond || s.TTL > 24*time.Hour {
+		return nil, badSetting(p+"TTL", s.TTL, "must be in [1ms, 24h]")
+	}
+	if !finite(s.MinRetriesPerSecond) || s.MinRetriesPerSecond < 0 || s.MinRetriesPerSecond > 1e6 {
+		return nil, badSetting(p+"MinRetriesPerSecond", s.MinRetriesPerSecond, "must be in [0, 1e6]")
+	}
+	if !finite(s.RetryCost) || s.RetryCost <= 0 || s.RetryCost > 1e6 {
+		return nil, badSetting(p+"RetryCost", s.RetryCost, "must be in (0, 1e6]")
+	}
+	if !finite(s.TimeoutCost) || s.TimeoutCost <= 0 || s.TimeoutCost > 1e6 {
+		return nil, badSetting(p+"TimeoutCost", s.TimeoutCost, "must be in (0, 1e6]")
+	}
+	return &WindowBudget{
+		ratio:   toFixed(s.Ratio),
+		floor:   toFixed(s.MinRetriesPerSecond * s.TTL.Seconds()),
+		cost:    toFixed(s.RetryCost),
+		timeout: toFixed(s.TimeoutCost),
+		funding: s.Funding,
+		win:     newSliding(s.TTL),
+	}, nil
+}
+
+func (w *WindowBudget) deposit(now time.Time) {
+	w.mu.Lock()
+	w.win.advance(now)
+	w.win.add(winDeposits, 1)
+	w.mu.Unlock()
+}
+
+// allowance is what the window permits now. Called with mu held.
+func (w *WindowBudget) allowance() fixed {
+	return max(w.ratio*w.win.sum[winDeposits], w.floor)
+}
+
+// Begin deposits when the budget is funded by requests.
+func (w *WindowBudget) Begin(now time.Time) {
+	if w.funding == FundedByRequest {
+		w.deposit(now)
+	}
+}
+
+// Record deposits for a success when the budget is funded by successes.
+func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
+	if o == Success && w.funding == FundedBySuccess {
+		w.deposit(now)
+	}
+}
+
+// Withdraw allows the retry if the retries in the window, this one
+// included, stay within the allowance.
+func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	c := w.cost
+	if after == Timeout {
+		c = w.timeout
+	}
+	w.mu.Lock()
+	w.win.advance(now)
+	ok := w.win.sum[winRetries]+c <= w.allowance()
+	if ok {
+		w.win.add(winRetries, c)
+	}
+	w.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return fromFixed(c), true
+}
+
+// Refund takes an abandoned retry out of the window again. A retry that
+// has already left the window is not refunded twice.
+func (w *WindowBudget) Refund(now time.Time, cost float64) {
+	if c := toFixed(cost); c > 0 {
+		w.mu.Lock()
+		w.win.advance(now)
+		w.win.take(winRetries, c)
+		w.mu.Unlock()
+	}
+}
+
+// Tokens returns how many more unit-cost retries the window allows now.
+func (w *WindowBudget) Tokens(now time.Time) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.win.advance(now)
+	return math.Max(0, fromFixed(w.allowance()-w.win.sum[winRetries]))
+}
