@@ -1,0 +1,106 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// otherSeeds are the twenty seeds besides the default that every claim
+// must hold for.
+func otherSeeds() []uint64 {
+	var s []uint64
+	for i := uint64(2); i <= 21; i++ {
+		s = append(s, i*7919)
+	}
+	return s
+}
+
+func runExperiment(t *testing.T, e *Experiment, opts Options) *Outcome {
+	t.Helper()
+	out, err := e.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func checkClaims(t *testing.T, out *Outcome, what string) {
+	t.Helper()
+	if len(out.Claims) == 0 {
+		t.Fatalf("%s: no claims", what)
+	}
+	for _, c := range out.Claims {
+		if !c.Holds {
+			t.Errorf("%s: claim fails: %s (%s)", what, c.Text, c.Detail)
+		}
+	}
+}
+
+// TestClaimsHold runs every experiment for its default seed and twenty
+// others: each claim must hold for every one.
+func TestClaimsHold(t *testing.T) {
+	for _, e := range All() {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			checkClaims(t, runExperiment(t, e, Options{}), "default seed")
+			if testing.Short() {
+				return
+			}
+			for _, seed := range otherSeeds() {
+				checkClaims(t, runExperiment(t, e, Options{Seed: &seed}), "seed "+itoa(seed))
+			}
+		})
+	}
+}
+
+func itoa(n uint64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestGolden pins each experiment's JSON for the default seed. Run with
+// -update after a deliberate change, and read the diff.
+func TestGolden(t *testing.T) {
+	for _, e := range All() {
+		t.Run(e.Name, func(t *testing.T) {
+			out := runExperiment(t, e, Options{})
+			got, err := json.MarshalIndent(out.JSON, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", e.Name+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./experiment -run TestGolden -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from %s; rerun with -update if the change is meant", e.Name, path)
+			}
+		})
+	}
+}
+
+func TestEmbeddedScenariosParse(t *testing.T) {
+	for _, e := range All() {
+		if e.Config == nil {
+			continue
+		}
+		if _, err := scenarioFor(e.Name, Options{}); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+	}
+}

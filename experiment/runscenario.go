@@ -1,0 +1,53 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// RunScenario runs a scenario file as it is, for `retrystorm run`: every
+// fleet, the table, the charts, and the run's JSON. A file states no
+// expectations, so there are no claims.
+func RunScenario(ctx context.Context, sc *scenario.Scenario) (*Outcome, error) {
+	res, err := sim.Run(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	t := report.Table{
+		Columns: []report.Column{
+			{Name: "fleet"}, {Name: "ceiling", Align: report.Right}, {Name: "r/req", Align: report.Right},
+			{Name: "failures", Align: report.Right}, {Name: "after", Align: report.Right},
+			{Name: "recovery", Align: report.Right}, {Name: "lost", Align: report.Right}, {Name: "victims", Align: report.Right},
+		},
+		Emphasis: map[[2]int]bool{},
+	}
+	for i, f := range res.Fleets {
+		s := f.Summary
+		t.Rows = append(t.Rows, []string{
+			f.Name, ceilingText(s), report.Float(s.RetriesPerRequest, 3), report.Int(s.Failures),
+			report.Int(s.FailuresAfterClear), recoveryText(s), report.Int(s.IntentsLost), report.Int(s.Victims),
+		})
+		if !s.Recovered {
+			t.Emphasis[[2]int{i, 5}] = true
+		}
+	}
+	notes := []string{capacityModelNote(sc)}
+	sec := report.Section{
+		ID:    "run",
+		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
+		Intro: []string{fmt.Sprintf("%g intents/s over %d clients against a %s origin; %s.",
+			sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
+		Tables: []report.Table{t},
+		Charts: runCharts(res, sc, nil),
+		Notes:  notes,
+	}
+	return &Outcome{
+		Name:    "run",
+		Section: sec,
+		JSON:    runJSON{Result: res, Claims: []report.Claim{}, Notes: notes},
+	}, nil
+}

@@ -1,0 +1,128 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// runJSON is the JSON of a run-based experiment: the run as DESIGN.md
+// specifies it, and the claims.
+type runJSON struct {
+	*sim.Result
+	Claims []report.Claim `json:"claims"`
+	Notes  []string       `json:"notes,omitempty"`
+}
+
+// recoveryText says how long a fleet took to recover: "+3 ticks", "+0",
+// or "never".
+func recoveryText(s sim.Summary) string {
+	switch {
+	case !s.Recovered:
+		return "never"
+	case *s.RecoveryTicks == 0:
+		return "+0"
+	case *s.RecoveryTicks == 1:
+		return "+1 tick"
+	}
+	return fmt.Sprintf("+%d ticks", *s.RecoveryTicks)
+}
+
+func ceilingText(s sim.Summary) string {
+	if s.Ceiling == nil {
+		return "none"
+	}
+	return report.Int(int64(math.Round(*s.Ceiling)))
+}
+
+// shade marks the trigger window on a run's charts.
+func shade(res *sim.Result) []report.Span {
+	if res.Trigger == nil {
+		return nil
+	}
+	return []report.Span{{From: res.Trigger.Start, To: res.Trigger.End, Label: "trigger"}}
+}
+
+// runCharts draws the standard charts of a run, one per metric with every
+// fleet as a line. dashed marks fleets to draw dashed (controls and
+// counterfactuals).
+func runCharts(res *sim.Result, sc *scenario.Scenario, dashed map[string]bool) []report.Chart {
+	if len(res.Fleets) == 0 {
+		return nil
+	}
+	n := len(res.Fleets[0].Series.Tick)
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = float64(i) * res.TickSeconds
+	}
+	tick := fmt.Sprintf("%g s", res.TickSeconds)
+	if res.TickSeconds == 1 {
+		tick = "s"
+	}
+	metric := func(title, unit string, pick func(sim.Series) []float64) report.Chart {
+		c := report.Chart{Title: title, XLabel: "time (s)", YLabel: unit, X: x, Shade: shade(res)}
+		for _, f := range res.Fleets {
+			c.Lines = append(c.Lines, report.Line{Name: f.Name, Y: pick(f.Series), Dashed: dashed[f.Name]})
+		}
+		return c
+	}
+	ints := func(v []int64) []float64 {
+		out := make([]float64, len(v))
+		for i, n := range v {
+			out[i] = float64(n)
+		}
+		return out
+	}
+	charts := []report.Chart{
+		metric("Offered load: attempts reaching the origin", "attempts / "+tick, func(s sim.Series) []float64 { return ints(s.Offered) }),
+		metric("Error rate: failed attempts / attempts sent", "share of attempts", func(s sim.Series) []float64 { return s.ErrorRate }),
+		metric("Retries / requests: the early-warning signal", "retries per intent", func(s sim.Series) []float64 { return s.RetriesPerRequest }),
+		metric("Goodput: successes whose caller still waited", "answers / "+tick, func(s sim.Series) []float64 { return ints(s.Goodput) }),
+	}
+	charts[1].Percent, charts[1].YMax = true, 1
+	switch sc.Origin.Model {
+	case scenario.ModelQueue:
+		charts = append(charts, metric("Queue: requests waiting at the origin", "requests", func(s sim.Series) []float64 { return ints(s.Queue) }))
+	case scenario.ModelConcurrency:
+		charts = append(charts, metric("In flight at the origin", "requests", func(s sim.Series) []float64 { return ints(s.Queue) }))
+	}
+	return charts
+}
+
+// mean averages v over [from, to).
+func mean(v []int64, from, to int) float64 {
+	from, to = max(from, 0), min(to, len(v))
+	if to <= from {
+		return 0
+	}
+	sum := int64(0)
+	for _, x := range v[from:to] {
+		sum += x
+	}
+	return float64(sum) / float64(to-from)
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// triggerEndTick is the first tick wholly after the triggers.
+func triggerEndTick(res *sim.Result) int {
+	if res.Trigger == nil {
+		return 0
+	}
+	return int(math.Ceil(res.Trigger.End/res.TickSeconds - 1e-9))
+}
+
+// perTick turns a per-second rate into a per-tick count.
+func perTick(rate float64, res *sim.Result) float64 { return rate * res.TickSeconds }
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

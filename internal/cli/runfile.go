@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// runFile runs a scenario file as it is: every fleet, a table, charts and
+// the run's JSON. It checks no claims: a file states no expectations.
+func runFile(ctx context.Context, cl *commandLine) error {
+	if len(cl.args) != 1 {
+		return usagef("run takes one scenario file: retrystorm run FILE.yaml")
+	}
+	sc, err := scenario.Load(cl.args[0])
+	if err != nil {
+		return err
+	}
+	if cl.seed != nil {
+		sc.Seed = *cl.seed
+	}
+	out, err := experiment.RunScenario(ctx, sc)
+	if err != nil {
+		return err
+	}
+	return cl.emit([]*experiment.Outcome{out}, out.JSON, fmt.Sprintf("retrystorm run %s", cl.args[0]))
+}

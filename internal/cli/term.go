@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// isTerminal reports whether w is a character device (a terminal), using
+// nothing but the standard library.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// useColor says whether to colour output on w: only on a terminal, and
+// never when NO_COLOR is set (https://no-color.org).
+func useColor(w io.Writer) bool {
+	return isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// progress draws a one-line progress bar on a terminal and nothing
+// elsewhere. It is safe for concurrent use.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	on    bool
+	label string
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, on bool, label string) *progress {
+	return &progress{w: w, on: on && isTerminal(w), label: label, start: time.Now()}
+}
+
+// update is the callback experiments call; it redraws at most ten times a
+// second.
+func (p *progress) update(done, total int) {
+	if p == nil || !p.on || total <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if done < total && now.Sub(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = now
+	const width = 30
+	filled := width * done / total
+	eta := ""
+	if done > 0 && done < total {
+		left := time.Duration(float64(now.Sub(p.start)) * float64(total-done) / float64(done))
+		eta = fmt.Sprintf(" ~%s left", left.Round(time.Second))
+	}
+	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d%s\x1b[K", p.label, strings.Repeat("█", filled), strings.Repeat("·", width-filled), done, total, eta)
+	p.drawn = true
+}
+
+// clear removes the bar.
+func (p *progress) clear() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}

@@ -1,0 +1,92 @@
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"os"
+	"path/filepath"
+)
+
+// Section is one experiment's part of a report.
+type Section struct {
+	ID     string
+	Title  string
+	Intro  []string // paragraphs, plain text
+	Tables []Table
+	Claims []Claim
+	Charts []Chart
+	// Figures are pre-rendered SVG (heatmaps and other non-line charts).
+	Figures []template.HTML
+	Notes   []string
+}
+
+// Page is a whole report.
+type Page struct {
+	Title    string
+	Subtitle string
+	Command  string // the command line that produced it
+	Findings []string
+	Sections []Section
+}
+
+//go:embed report.html.tmpl
+var pageTemplate string
+
+var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+	"svg":    func(c Chart) template.HTML { return template.HTML(c.SVG()) },
+	"right":  func(a Align) bool { return a == Right },
+	"emph":   func(t Table, r, c int) bool { return t.Emphasis[[2]int{r, c}] },
+	"allok":  AllHold,
+	"plural": func(n int) string { return map[bool]string{true: "", false: "s"}[n == 1] },
+}).Parse(pageTemplate))
+
+// HTML renders the page as one self-contained HTML document: inline style,
+// inline SVG, no script, nothing fetched.
+func (p Page) HTML() ([]byte, error) {
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, p); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Write renders the page to dir/index.html and returns that path. The file
+// is written to a temporary name first and renamed, so a failed run never
+// leaves half a report.
+func Write(dir string, p Page) (string, error) {
+	doc, err := p.HTML()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	path := filepath.Join(dir, "index.html")
+	return path, WriteFileAtomic(path, doc)
+}
+
+// WriteFileAtomic writes data to a temporary file beside path and renames
+// it over path.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Align is a column's alignment.
+type Align uint8
+
+const (
+	Left Align = iota
+	Right
+)
+
+// Column is one column of a Table.
+type Column struct {
+	Name  string
+	Align Align
+}
+
+// Table is a titled grid of cells, already formatted as text.
+type Table struct {
+	Title   string
+	Columns []Column
+	Rows    [][]string
+	// Emphasis marks cells to draw attention to (bad news), by row and
+	// column; only shown in colour.
+	Emphasis map[[2]int]bool
+}
+
+// Style says how to draw on a terminal.
+type Style struct {
+	Color bool
+	Width int // 0 means 80
+}
+
+const (
+	ansiBold  = "\x1b[1m"
+	ansiDim   = "\x1b[2m"
+	ansiRed   = "\x1b[31m"
+	ansiGreen = "\x1b[32m"
+	ansiReset = "\x1b[0m"
+)
+
+func (s Style) wrap(code, text string) string {
+	if !s.Color || text == "" {
+		return text
+	}
+	return code + text + ansiReset
+}
+
+// Render writes the table as aligned text. Columns are separated by two
+// spaces; a column that does not fit the width is not cut: the title and
+// rule still fit, and narrow terminals wrap as they must.
+func (t Table) Render(w io.Writer, st Style) error {
+	widths := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		widths[i] = utf8.RuneCountInString(c.Name)
+	}
+	for _, r := range t.Rows {
+		for i := range widths {
+			if i < len(r) {
+				widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+			}
+		}
+	}
+	total := 0
+	for _, n := range widths {
+		total += n + 2
+	}
+	total -= 2
+	var b strings.Builder
+	if t.Title != "" {
+		b.WriteString(st.wrap(ansiBold, t.Title))
+		b.WriteByte('\n')
+	}
+	cells := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cells[i] = pad(c.Name, widths[i], c.Align)
+	}
+	b.WriteString(st.wrap(ansiDim, strings.TrimRight(strings.Join(cells, "  "), " ")))
+	b.WriteByte('\n')
+	b.WriteString(st.wrap(ansiDim, strings.Repeat("─", total)))
+	b.WriteByte('\n')
+	for ri, r := range t.Rows {
+		for i, c := range t.Columns {
+			v := ""
+			if i < len(r) {
+				v = r[i]
+			}
+			cell := pad(v, widths[i], c.Align)
+			if t.Emphasis[[2]int{ri, i}] {
+				cell = st.wrap(ansiRed, cell)
+			}
+			cells[i] = cell
+		}
+		b.WriteString(strings.TrimRight(strings.Join(cells, "  "), " "))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pad(s string, n int, a Align) string {
+	gap := n - utf8.RuneCountInString(s)
+	if gap <= 0 {
+		return s
+	}
+	if a == Right {
+		return strings.Repeat(" ", gap) + s
+	}
+	return s + strings.Repeat(" ", gap)
+}
+
+// Int formats a count with thousands separators: 12,345.
+func Int(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Float formats x with the given decimals, without a trailing ".0" noise
+// for whole numbers when decimals is 0.
+func Float(x float64, decimals int) string {
+	return fmt.Sprintf("%.*f", decimals, x)
+}
+
+// Percent formats a share in [0, 1] as a percentage.
+func Percent(x float64, decimals int) string {
+	return fmt.Sprintf("%.*f%%", decimals, 100*x)
+}

@@ -1,0 +1,698 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// clientState is what the client knows of an attempt.
+type clientState uint8
+
+const (
+	waiting   clientState = iota // sent, no answer yet
+	answered                     // the answer came in time
+	gaveUp                       // the attempt timed out
+	cancelled                    // the intent ended elsewhere (a hedge won)
+)
+
+// attempt is one send to the origin. Its slot is reused once both the
+// client and the origin are done with it; gen tells the uses apart.
+type attempt struct {
+	id       uint64 // the intent's number, for draws
+	sent     int64
+	deadline int64 // an answer at the deadline is in time; the client gives up 1ns later
+	ticket   resil.Ticket
+	intent   int32 // slot of the intent, valid while state == waiting
+	next     int32 // next attempt of the same intent in flight, or -1
+	n        int32 // attempt number within the intent, for draws
+	tick     int32 // the tick it was sent in
+	replica  int32
+	gen      uint32
+	state    clientState
+	broken   bool // its key is in the broken share
+	done     bool // the origin is done with it
+	known    bool // an answer is scheduled in time: no timeout event needed
+	serving  bool // a queue worker holds it
+	free     bool
+}
+
+// intent is one logical call, from arrival to success or loss.
+type intent struct {
+	in         resil.Intent
+	id         uint64
+	arrival    int64
+	latest     int64 // the caller's deadline; 0 = none
+	client     int32
+	head       int32 // first attempt in flight, or -1
+	inflight   int32
+	sent       int32 // attempts numbered so far, sent or refused
+	gen        uint32
+	afterClear bool
+	failed     bool
+	broken     bool
+	free       bool
+}
+
+// lossReason is why an intent ended without success.
+type lossReason uint8
+
+const (
+	lostNone lossReason = iota
+	lostExhausted
+	lostBudget
+	lostBreaker
+	lostNotIdempotent
+	lostDeadline
+	lostUnfinished
+)
+
+// fleet runs one fleet of a scenario: its clients, its copy of the origin,
+// and the accounting.
+type fleet struct {
+	sc   *scenario.Scenario
+	cfg  *scenario.Fleet
+	seed uint64
+
+	tickNs   int64
+	nTicks   int
+	end      int64 // arrivals stop here
+	clearAt  int64 // the triggers' end; valid when hasClear
+	hasClear bool
+	timeout  int64
+	deadline int64
+	idemOnly bool
+	replicas int
+
+	policies []resil.Policy
+	jitter   rand.Source
+	arrivals *rand.Rand
+	epoch    time.Time
+	lastNs   int64
+	lastT    time.Time
+
+	q      eventQueue
+	atts   []attempt
+	freeA  []int32
+	ints   []intent
+	freeI  []int32
+	live   int // intents not yet ended
+	sched  schedule
+	envAt  int // index of the env in force
+	env    *env
+	origin origin
+
+	nextArrival int64
+	count       uint64 // intents so far
+	nextSample  int    // next tick to sample
+	boundary    int64  // the end of tick nextSample
+
+	s   Series
+	sum Summary
+	lat histogram
+}
+
+// drainLimit bounds how long intents that arrived during the run are
+// followed after it: long enough for any sane retry chain, short enough
+// that an unlimited policy without a deadline cannot run forever.
+const drainLimit = int64(time.Hour)
+
+func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
+	cfg := &sc.Fleets[idx]
+	replicas := max(sc.Origin.Replicas, 1)
+	tick := sc.Tick
+	if tick <= 0 {
+		return nil, fmt.Errorf("sim: tick must be positive")
+	}
+	f := &fleet{
+		sc:       sc,
+		cfg:      cfg,
+		seed:     sc.Seed,
+		tickNs:   int64(tick),
+		nTicks:   int((sc.Duration + tick - 1) / tick),
+		end:      int64(sc.Duration),
+		timeout:  int64(cfg.Timeout),
+		deadline: int64(cfg.Deadline),
+		idemOnly: cfg.Retry.IdempotentOnly,
+		replicas: replicas,
+		// Streams: the arrival stream is shared by every fleet (same
+		// traffic); the jitter stream is the fleet's own.
+		arrivals: rand.New(rand.NewPCG(sc.Seed, 0xa77)),
+		jitter:   rand.NewPCG(sc.Seed, 0x1000+uint64(idx)),
+		epoch:    time.Unix(0, 0).UTC(),
+		lastT:    time.Unix(0, 0).UTC(),
+		sched:    buildSchedule(sc, replicas),
+		q:        eventQueue{best: unknown},
+		boundary: int64(tick),
+	}
+	if _, end, ok := triggerWindow(sc); ok {
+		f.clearAt, f.hasClear = int64(end), true
+	}
+	clients := max(sc.Traffic.Clients, 1)
+	f.policies = make([]resil.Policy, clients)
+	for i := range f.policies {
+		p, err := cfg.NewPolicy()
+		if err != nil {
+			return nil, err
+		}
+		f.policies[i] = p
+	}
+	f.env = &f.sched.envs[0]
+	f.origin = newOrigin(&sc.Origin, replicas)
+	f.origin.envChanged(f, 0, f.env)
+	f.s = newSeries(f.nTicks)
+	f.nextArrival = f.firstArrival(0)
+	return f, nil
+}
+
+// vt is virtual time ns as a time.Time for resil. Several calls in a row
+// ask for the same instant, so the last one is kept.
+func (f *fleet) vt(ns int64) time.Time {
+	if ns != f.lastNs {
+		f.lastNs, f.lastT = ns, f.epoch.Add(time.Duration(ns))
+	}
+	return f.lastT
+}
+
+// tickOf is the tick of ns, or -1 after the run. Events come in time
+// order, so the present's tick is the next one to sample: no division on
+// the hot path.
+func (f *fleet) tickOf(ns int64) int32 {
+	if ns >= f.boundary-f.tickNs && ns < f.boundary && f.nextSample < f.nTicks {
+		return int32(f.nextSample)
+	}
+	k := ns / f.tickNs
+	if k >= int64(f.nTicks) {
+		return -1
+	}
+	return int32(k)
+}
+
+// gap is the time to the next arrival at the rate in force.
+func (f *fleet) gap() int64 {
+	r := f.env.rate
+	if r <= 0 {
+		return math.MaxInt64
+	}
+	if f.sc.Traffic.Arrivals == "poisson" {
+		return max(1, int64(f.arrivals.ExpFloat64()/r*1e9))
+	}
+	return max(1, int64(1e9/r))
+}
+
+// firstArrival is the first arrival at or after from, at the rate in force.
+func (f *fleet) firstArrival(from int64) int64 {
+	if f.env.rate <= 0 {
+		return math.MaxInt64
+	}
+	if f.sc.Traffic.Arrivals == "poisson" {
+		return satAdd(from, f.gap())
+	}
+	return from
+}
+
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// run plays the fleet to the end and returns its result. Events are taken
+// in time order: trigger boundaries first, then arrivals, then scheduled
+// events, ties in the order they were scheduled.
+func (f *fleet) run(stop func() bool) (FleetResult, error) {
+	const (
+		none = iota
+		doEnv
+		doArrival
+		doEvent
+	)
+	limit := satAdd(f.end, drainLimit)
+	for steps := 1; ; steps++ {
+		now, what := int64(math.MaxInt64), none
+		if f.nextArrival < f.end {
+			now, what = f.nextArrival, doArrival
+		}
+		if f.envAt+1 < len(f.sched.at) && f.sched.at[f.envAt+1] <= now {
+			now, what = f.sched.at[f.envAt+1], doEnv
+		}
+		if f.q.len() > 0 && f.q.peek().at < now {
+			now, what = f.q.peek().at, doEvent
+		}
+		// Once arrivals stopped and every intent ended, what is left is
+		// the origin working for nobody: it changes no result.
+		if what == none || now > limit || (now >= f.end && f.live == 0) {
+			break
+		}
+		if now >= f.boundary {
+			f.sampleUpTo(int(min(now/f.tickNs, int64(f.nTicks))))
+		}
+		switch what {
+		case doEnv:
+			f.switchEnv(now)
+		case doArrival:
+			f.arrive(now)
+			f.nextArrival = satAdd(now, f.gap())
+		case doEvent:
+			f.handle(f.q.pop())
+		}
+		if steps&0xffff == 0 && stop != nil && stop() {
+			return FleetResult{}, errStopped
+		}
+	}
+	f.sampleUpTo(f.nTicks)
+	f.finishUnfinished()
+	return FleetResult{Name: f.cfg.Name, Summary: f.summarize(), Series: f.s}, nil
+}
+
+var errStopped = errors.New("sim: stopped")
+
+// switchEnv moves to the next trigger boundary's env, at time at.
+func (f *fleet) switchEnv(at int64) {
+	f.envAt++
+	old := f.env
+	f.env = &f.sched.envs[f.envAt]
+	f.origin.envChanged(f, at, f.env)
+	if f.env.rate != old.rate {
+		// Restart arrivals at the new rate; Poisson arrivals are
+		// memoryless, so this is exact for them.
+		f.nextArrival = f.firstArrival(at)
+	}
+}
+
+// sampleUpTo records the end-of-tick samples of every tick before k.
+func (f *fleet) sampleUpTo(k int) {
+	defer func() { f.boundary = int64(f.nextSample+1) * f.tickNs }()
+	for ; f.nextSample < k; f.nextSample++ {
+		t := f.nextSample
+		f.s.Queue[t] = int64(f.origin.queued())
+		end := f.vt(int64(t+1) * f.tickNs)
+		open := 0
+		for i := range f.policies {
+			if f.policies[i].Breaker.State(end) == resil.Open {
+				open++
+			}
+		}
+		f.s.BreakerOpen[t] = float64(open) / float64(len(f.policies))
+	}
+}
+
+func (f *fleet) handle(e event) {
+	switch e.kind {
+	case evRetry:
+		in := &f.ints[e.ref]
+		if in.gen != e.gen || in.free {
+			return
+		}
+		f.resume(e.ref, e.at)
+	case evTimeout:
+		a := &f.atts[e.ref]
+		if a.gen != e.gen || a.free || a.state != waiting {
+			return
+		}
+		a.state = gaveUp
+		f.finish(e.ref, e.at, resil.Timeout)
+		f.origin.gaveUp(f, e.ref, e.at)
+		f.release(e.ref)
+	case evAnswer:
+		if f.atts[e.ref].gen == e.gen {
+			f.deliver(e.ref, e.at, e.aux == 1)
+		}
+	case evComplete:
+		if f.atts[e.ref].gen == e.gen {
+			f.origin.complete(f, e.ref, int(e.aux), e.at)
+		}
+	case evHedge:
+		a := &f.atts[e.ref]
+		if a.gen != e.gen || a.free || a.state != waiting {
+			return
+		}
+		f.hedge(a.intent, e.at)
+	}
+}
+
+// arrive starts a new intent.
+func (f *fleet) arrive(now int64) {
+	id := f.count
+	f.count++
+	if k := f.tickOf(now); k >= 0 {
+		f.s.Intents[k]++
+	}
+	i := f.newIntent()
+	in := &f.ints[i]
+	in.id, in.arrival = id, now
+	in.client = int32(id % uint64(len(f.policies)))
+	if f.deadline > 0 {
+		in.latest = now + f.deadline
+	}
+	in.in = resil.Intent{Idempotent: true}
+	if f.idemOnly && draw(f.seed, id, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
+		in.in.Idempotent = false
+		if draw(f.seed, id, 0, drawKey) < f.sc.Traffic.Keys {
+			in.in.Key = "key"
+		}
+	}
+	in.broken = f.sc.Origin.Broken > 0 && draw(f.seed, id, 0, drawBroken) < f.sc.Origin.Broken
+	in.afterClear = f.hasClear && now >= f.clearAt
+	t, err := f.policies[in.client].Begin(f.vt(now), &in.in)
+	if err != nil {
+		f.refused(i, now)
+		f.endIntent(i, lostBreaker)
+		return
+	}
+	f.send(i, now, t)
+}
+
+// send puts one attempt of intent i on the wire.
+func (f *fleet) send(i int32, now int64, t resil.Ticket) {
+	ai := f.newAttempt()
+	in := &f.ints[i]
+	a := &f.atts[ai]
+	a.id, a.intent, a.n = in.id, i, in.sent
+	in.sent++
+	a.sent, a.deadline = now, now+f.timeout
+	if in.latest > 0 {
+		a.deadline = min(a.deadline, in.latest)
+	}
+	a.ticket, a.state, a.broken = t, waiting, in.broken
+	a.next, in.head = in.head, ai
+	in.inflight++
+	if k := f.tickOf(now); k >= 0 {
+		a.tick = k
+		f.s.Offered[k]++
+		switch t.Kind() {
+		case resil.First:
+			f.s.FirstAttempts[k]++
+		case resil.Retry:
+			f.s.Retries[k]++
+		case resil.Hedged:
+			f.s.Hedges[k]++
+		}
+	} else {
+		a.tick = -1
+	}
+	if f.replicas > 1 {
+		a.replica = int32(draw(f.seed, in.id, int(a.n), drawReplica) * float64(f.replicas))
+	}
+	if f.env.outage {
+		a.done = true // nothing answers: it is never seen
+	} else {
+		f.origin.arrive(f, ai, now)
+	}
+	a = &f.atts[ai]
+	if !a.known {
+		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+	}
+	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
+		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
+	}
+}
+
+// outcome draws whether the origin's answer to attempt a is a success.
+func (f *fleet) outcome(a int32) bool {
+	at := &f.atts[a]
+	return !at.broken && !(f.env.errRate > 0 && draw(f.seed, at.id, int(at.n), drawError) < f.env.errRate)
+}
+
+// answerAt schedules the origin's answer to attempt a at time at.
+func (f *fleet) answerAt(a int32, at int64, ok bool) {
+	x := &f.atts[a]
+	x.known = at <= x.deadline
+	var aux uint8
+	if ok {
+		aux = 1
+	}
+	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evAnswer, aux: aux}, laneAnswer)
+}
+
+// reject answers attempt a with an overload rejection.
+func (f *fleet) reject(a int32, now int64) {
+	x := &f.atts[a]
+	x.known = now+rejectDelay <= x.deadline
+	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer}, laneReject)
+}
+
+// complete schedules the end of attempt a's service at replica r.
+func (f *fleet) complete(a int32, r int, at int64) {
+	x := &f.atts[a]
+	x.known = at <= x.deadline
+	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete, aux: uint8(r)}, laneComplete)
+}
+
+// expired reports whether attempt a's client has given up, or will have
+// by time at.
+func (f *fleet) expired(a int32, at int64) bool {
+	x := &f.atts[a]
+	return x.state != waiting || at > x.deadline
+}
+
+// drop is a drop_expired origin skipping attempt a.
+func (f *fleet) drop(a int32) {
+	f.sum.Dropped++
+	f.atts[a].done = true
+	f.release(a)
+}
+
+// deliver is the origin's answer to attempt a reaching its client.
+func (f *fleet) deliver(a int32, now int64, ok bool) {
+	x := &f.atts[a]
+	x.done = true
+	if ok && x.tick >= 0 {
+		f.s.Successes[x.tick]++
+	}
+	switch {
+	case x.state != waiting:
+		f.sum.WastedWork++
+	case f.env.outage:
+		// The answer is lost: the client will time out.
+		if x.known {
+			x.known = false
+			f.q.push(event{at: max(now, x.deadline+1), ref: a, gen: x.gen, kind: evTimeout}, laneTimeout)
+		}
+		return
+	default:
+		x.state = answered
+		o := resil.Failure
+		if ok {
+			o = resil.Success
+			if x.tick >= 0 {
+				f.s.Goodput[x.tick]++
+			}
+		}
+		f.finish(a, now, o)
+	}
+	f.release(a)
+}
+
+// finish ends attempt a on the client's side with outcome o and decides
+// what the intent does next.
+func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
+	a := &f.atts[ai]
+	i := a.intent
+	in := &f.ints[i]
+	f.unlink(in, ai)
+	pol := &f.policies[in.client]
+	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
+	if o == resil.Success {
+		f.lat.add(now - in.arrival)
+		for in.head >= 0 { // the other attempts lost the race
+			h := in.head
+			f.unlink(in, h)
+			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.Ignored, time.Duration(now-f.atts[h].sent))
+			f.atts[h].state = cancelled
+			f.release(h)
+		}
+		f.endIntent(i, lostNone)
+		return
+	}
+	if a.tick >= 0 {
+		f.s.FailedAttempts[a.tick]++
+		if o == resil.Timeout {
+			f.sum.Timeouts++
+		}
+	}
+	in.failed = true
+	if in.inflight > 0 {
+		return // a hedge is still out: it may yet succeed
+	}
+	var latest time.Time
+	if in.latest > 0 {
+		latest = f.vt(in.latest)
+	}
+	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
+	if err != nil {
+		f.endIntent(i, reasonOf(err))
+		if errors.Is(err, resil.ErrBudgetExhausted) {
+			f.sum.BudgetDenials++
+		}
+		return
+	}
+	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
+}
+
+func reasonOf(err error) lossReason {
+	switch err {
+	case resil.ErrBudgetExhausted:
+		return lostBudget
+	case resil.ErrNotIdempotent:
+		return lostNotIdempotent
+	case resil.ErrNoTimeLeft:
+		return lostDeadline
+	case resil.ErrBreakerOpen, resil.ErrTooManyProbes:
+		return lostBreaker
+	}
+	return lostExhausted
+}
+
+// resume sends intent i's retry at the end of its backoff.
+func (f *fleet) resume(i int32, now int64) {
+	in := &f.ints[i]
+	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
+	if err != nil {
+		f.refused(i, now)
+		f.endIntent(i, lostBreaker)
+		return
+	}
+	f.send(i, now, t)
+}
+
+// hedge sends a hedge for intent i if the policy and the budget allow.
+func (f *fleet) hedge(i int32, now int64) {
+	in := &f.ints[i]
+	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
+	if err != nil {
+		if err == resil.ErrBudgetExhausted {
+			f.sum.BudgetDenials++
+		}
+		return // a refused hedge is no loss: the attempt is still out
+	}
+	f.send(i, now, t)
+}
+
+// refused counts an attempt the breaker refused, and draws its ground
+// truth: would it have succeeded had it been sent? The draw changes nothing
+// in the origin.
+func (f *fleet) refused(i int32, now int64) {
+	in := &f.ints[i]
+	n := int(in.sent)
+	in.sent++
+	in.failed = true
+	if k := f.tickOf(now); k >= 0 {
+		f.s.BreakerRefusals[k]++
+		f.sum.BreakerRefusals++
+	} else {
+		return
+	}
+	if f.env.outage || in.broken {
+		return
+	}
+	if f.env.errRate > 0 && draw(f.seed, in.id, n, drawError) < f.env.errRate {
+		return
+	}
+	r := 0
+	if f.replicas > 1 {
+		r = int(draw(f.seed, in.id, n, drawReplica) * float64(f.replicas))
+	}
+	timeout := f.timeout
+	if in.latest > 0 {
+		timeout = min(timeout, in.latest-now)
+	}
+	if f.origin.inTime(f, r, now, timeout) {
+		f.sum.AnswersThrownAway++
+	}
+}
+
+// endIntent ends intent i; reason is lostNone for a success.
+func (f *fleet) endIntent(i int32, reason lossReason) {
+	in := &f.ints[i]
+	if in.failed && in.afterClear {
+		f.sum.Victims++
+	}
+	if reason != lostNone {
+		f.sum.IntentsLost++
+		l := &f.sum.LostBy
+		switch reason {
+		case lostExhausted:
+			l.RetriesExhausted++
+		case lostBudget:
+			l.Budget++
+		case lostBreaker:
+			l.Breaker++
+		case lostNotIdempotent:
+			l.NotIdempotent++
+		case lostDeadline:
+			l.Deadline++
+		case lostUnfinished:
+			l.Unfinished++
+		}
+	}
+	in.free = true
+	in.gen++
+	f.freeI = append(f.freeI, i)
+	f.live--
+}
+
+// finishUnfinished ends the intents still open when the drain limit hit.
+func (f *fleet) finishUnfinished() {
+	for i := range f.ints {
+		if !f.ints[i].free {
+			f.endIntent(int32(i), lostUnfinished)
+		}
+	}
+}
+
+func (f *fleet) unlink(in *intent, a int32) {
+	p := &in.head
+	for *p >= 0 {
+		if *p == a {
+			*p = f.atts[a].next
+			in.inflight--
+			return
+		}
+		p = &f.atts[*p].next
+	}
+}
+
+func (f *fleet) newIntent() int32 {
+	f.live++
+	if n := len(f.freeI); n > 0 {
+		i := f.freeI[n-1]
+		f.freeI = f.freeI[:n-1]
+		in := &f.ints[i]
+		gen := in.gen
+		*in = intent{gen: gen, head: -1}
+		return i
+	}
+	f.ints = append(f.ints, intent{gen: 1, head: -1})
+	return int32(len(f.ints) - 1)
+}
+
+func (f *fleet) newAttempt() int32 {
+	if n := len(f.freeA); n > 0 {
+		a := f.freeA[n-1]
+		f.freeA = f.freeA[:n-1]
+		x := &f.atts[a]
+		gen := x.gen
+		*x = attempt{gen: gen, next: -1}
+		return a
+	}
+	f.atts = append(f.atts, attempt{gen: 1, next: -1})
+	return int32(len(f.atts) - 1)
+}
+
+// release frees attempt a's slot once both sides are done with it.
+func (f *fleet) release(a int32) {
+	x := &f.atts[a]
+	if x.free || x.state == waiting || !x.done {
+		return
+	}
+	x.free = true
+	x.gen++
+	f.freeA = append(f.freeA, a)
+}

@@ -1,0 +1,132 @@
+package sim
+
+// Result is one run of a scenario: every fleet's summary and per-tick
+// series. Its JSON form is the contract in DESIGN.md; times are seconds.
+type Result struct {
+	Scenario    string        `json:"scenario"`
+	Seed        uint64        `json:"seed"`
+	TickSeconds float64       `json:"tick_seconds"`
+	Trigger     *Window       `json:"trigger"`
+	Fleets      []FleetResult `json:"fleets"`
+}
+
+// Window is a span of the run, in seconds from its start.
+type Window struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// FleetResult is one fleet's run.
+type FleetResult struct {
+	Name    string  `json:"name"`
+	Summary Summary `json:"summary"`
+	Series  Series  `json:"series"`
+}
+
+// Summary is a fleet's run in numbers. Attempt counts cover attempts sent
+// during the run (the series' sums); intent counts cover every intent that
+// arrived during the run, followed to its end after the run if need be.
+type Summary struct {
+	Intents  int64 `json:"intents"`
+	Attempts int64 `json:"attempts"`
+	Retries  int64 `json:"retries"`
+	Hedges   int64 `json:"hedges"`
+	// Successes are attempts the origin answered with success, in time or
+	// not; Goodput those whose caller still waited.
+	Successes int64 `json:"successes"`
+	Goodput   int64 `json:"goodput"`
+	// Failures = FailedAttempts + BreakerRefusals.
+	Failures        int64 `json:"failures"`
+	FailedAttempts  int64 `json:"failed_attempts"`
+	Timeouts        int64 `json:"timeouts"`
+	BreakerRefusals int64 `json:"breaker_refusals"`
+	// FailuresAfterClear are failures in the ticks after the trigger ended.
+	FailuresAfterClear int64 `json:"failures_after_clear"`
+	// Victims are intents that arrived after the trigger ended and still
+	// saw a failure.
+	Victims   int64 `json:"victims"`
+	Recovered bool  `json:"recovered"`
+	// RecoveryTicks is nil when Recovered is false.
+	RecoveryTicks *int `json:"recovery_ticks"`
+	// IntentsLost never succeeded; LostBy says why.
+	IntentsLost int64  `json:"intents_lost"`
+	LostBy      LostBy `json:"lost_by"`
+	// Ceiling is the most offered load per tick the policy permits at the
+	// base intent rate; nil when it has none (unlimited retries).
+	Ceiling           *float64 `json:"ceiling"`
+	PeakOffered       int64    `json:"peak_offered"`
+	RetriesPerRequest float64  `json:"retries_per_request"`
+	// AnswersThrownAway are attempts a breaker refused whose ground-truth
+	// outcome was success.
+	AnswersThrownAway int64 `json:"answers_thrown_away"`
+	// WastedWork is attempts the origin served after their client gave up.
+	WastedWork int64 `json:"wasted_work"`
+	// Dropped is attempts a drop_expired origin skipped.
+	Dropped int64 `json:"dropped"`
+	// BudgetDenials are retries and hedges the budget refused.
+	BudgetDenials int64 `json:"budget_denials"`
+	// Latency of the intents that succeeded, from arrival to answer, in
+	// seconds.
+	LatencyP50 float64 `json:"latency_p50"`
+	LatencyP99 float64 `json:"latency_p99"`
+	// BaselineErrorRate is the failure share before the trigger, against
+	// which recovery is judged.
+	BaselineErrorRate float64 `json:"baseline_error_rate"`
+}
+
+// LostBy splits IntentsLost by the reason the last attempt was not
+// followed by another.
+type LostBy struct {
+	RetriesExhausted int64 `json:"retries_exhausted"`
+	Budget           int64 `json:"budget"`
+	Breaker          int64 `json:"breaker"`
+	NotIdempotent    int64 `json:"not_idempotent"`
+	Deadline         int64 `json:"deadline"`
+	Unfinished       int64 `json:"unfinished"`
+}
+
+// Series holds per-tick arrays, all of the same length. Attempt counts are
+// attributed to the tick the attempt was sent in; breaker refusals and
+// intents to the tick they happened in; Queue and BreakerOpen are sampled at
+// the end of each tick.
+type Series struct {
+	Tick              []int     `json:"tick"`
+	Intents           []int64   `json:"intents"`
+	Offered           []int64   `json:"offered"`
+	FirstAttempts     []int64   `json:"first_attempts"`
+	Retries           []int64   `json:"retries"`
+	Hedges            []int64   `json:"hedges"`
+	Successes         []int64   `json:"successes"`
+	Goodput           []int64   `json:"goodput"`
+	Failures          []int64   `json:"failures"`
+	FailedAttempts    []int64   `json:"failed_attempts"`
+	BreakerRefusals   []int64   `json:"breaker_refusals"`
+	ErrorRate         []float64 `json:"error_rate"`
+	RetriesPerRequest []float64 `json:"retries_per_request"`
+	Queue             []int64   `json:"queue"`
+	BreakerOpen       []float64 `json:"breaker_open"`
+}
+
+func newSeries(n int) Series {
+	s := Series{
+		Tick:              make([]int, n),
+		Intents:           make([]int64, n),
+		Offered:           make([]int64, n),
+		FirstAttempts:     make([]int64, n),
+		Retries:           make([]int64, n),
+		Hedges:            make([]int64, n),
+		Successes:         make([]int64, n),
+		Goodput:           make([]int64, n),
+		Failures:          make([]int64, n),
+		FailedAttempts:    make([]int64, n),
+		BreakerRefusals:   make([]int64, n),
+		ErrorRate:         make([]float64, n),
+		RetriesPerRequest: make([]float64, n),
+		Queue:             make([]int64, n),
+		BreakerOpen:       make([]float64, n),
+	}
+	for i := range s.Tick {
+		s.Tick[i] = i
+	}
+	return s
+}

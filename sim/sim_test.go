@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+func run(t *testing.T, sc *scenario.Scenario) *Result {
+	t.Helper()
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func parse(t testing.TB, yaml string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func encode(t *testing.T, r *Result) []byte {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSameSeedSameBytes(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	a, b := encode(t, run(t, sc)), encode(t, run(t, sc))
+	if !bytes.Equal(a, b) {
+		t.Fatal("two runs with the same seed differ")
+	}
+	sc.Seed = 2
+	if bytes.Equal(a, encode(t, run(t, sc))) {
+		t.Fatal("seeds 1 and 2 give the same bytes: the seed is not used")
+	}
+}
+
+func TestFleetsShareTraffic(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	r := run(t, sc)
+	a, b := r.Fleets[0].Series.Intents, r.Fleets[1].Series.Intents
+	for k := range a {
+		if a[k] != b[k] {
+			t.Fatalf("tick %d: fleets saw %d and %d intents; traffic must be identical", k, a[k], b[k])
+		}
+	}
+}
+
+// checkInvariants checks what must hold of any run, whatever the policy.
+func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
+	t.Helper()
+	for i, f := range r.Fleets {
+		s, se := f.Summary, f.Series
+		name := fmt.Sprintf("%s/%s", sc.Name, f.Name)
+		var first, retries, hedges, offered, failed, refused, intents, good, succ int64
+		for k := range se.Tick {
+			first += se.FirstAttempts[k]
+			retries += se.Retries[k]
+			hedges += se.Hedges[k]
+			offered += se.Offered[k]
+			failed += se.FailedAttempts[k]
+			refused += se.BreakerRefusals[k]
+			intents += se.Intents[k]
+			good += se.Goodput[k]
+			succ += se.Successes[k]
+			if se.Offered[k] != se.FirstAttempts[k]+se.Retries[k]+se.Hedges[k] {
+				t.Errorf("%s tick %d: offered %d != first %d + retries %d + hedges %d", name, k, se.Offered[k], se.FirstAttempts[k], se.Retries[k], se.Hedges[k])
+			}
+			if se.Failures[k] != se.FailedAttempts[k]+se.BreakerRefusals[k] {
+				t.Errorf("%s tick %d: failures != failed attempts + refusals", name, k)
+			}
+			if se.Goodput[k] > se.Successes[k] {
+				t.Errorf("%s tick %d: goodput %d > successes %d", name, k, se.Goodput[k], se.Successes[k])
+			}
+			if se.FailedAttempts[k]+se.Goodput[k] > se.Offered[k] {
+				t.Errorf("%s tick %d: failed %d + goodput %d > offered %d", name, k, se.FailedAttempts[k], se.Goodput[k], se.Offered[k])
+			}
+			for _, v := range []float64{se.ErrorRate[k], se.BreakerOpen[k]} {
+				if v < 0 || v > 1 || math.IsNaN(v) {
+					t.Errorf("%s tick %d: share %v out of [0, 1]", name, k, v)
+				}
+			}
+		}
+		if s.Attempts != offered || s.Retries != retries || s.Hedges != hedges || s.Intents != intents ||
+			s.FailedAttempts != failed || s.BreakerRefusals != refused || s.Goodput != good || s.Successes != succ {
+			t.Errorf("%s: summary does not match the series' sums: %+v", name, s)
+		}
+		if s.Failures != s.FailedAttempts+s.BreakerRefusals {
+			t.Errorf("%s: failures %d != %d + %d", name, s.Failures, s.FailedAttempts, s.BreakerRefusals)
+		}
+		l := s.LostBy
+		if s.IntentsLost != l.RetriesExhausted+l.Budget+l.Breaker+l.NotIdempotent+l.Deadline+l.Unfinished {
+			t.Errorf("%s: intents lost %d != the sum of its reasons %+v", name, s.IntentsLost, l)
+		}
+		// Every intent either succeeded once (one answer in time) or was
+		// lost; intents arriving late in the run may answer after it.
+		if won := s.Intents - s.IntentsLost; won < 0 || won > s.Goodput+int64(sc.Traffic.Rate*10) {
+			t.Errorf("%s: %d intents succeeded but goodput is %d", name, won, s.Goodput)
+		}
+		if s.AnswersThrownAway > s.BreakerRefusals {
+			t.Errorf("%s: %d answers thrown away from %d refusals", name, s.AnswersThrownAway, s.BreakerRefusals)
+		}
+		if s.Victims > s.Intents {
+			t.Errorf("%s: victims %d > intents %d", name, s.Victims, s.Intents)
+		}
+		if m := sc.Fleets[i].Retry.MaxRetries; m >= 0 && s.Retries > int64(m)*s.Intents {
+			t.Errorf("%s: %d retries for %d intents at most %d each", name, s.Retries, s.Intents, m)
+		}
+		if s.Recovered != (s.RecoveryTicks != nil) {
+			t.Errorf("%s: recovered %v with recovery_ticks %v", name, s.Recovered, s.RecoveryTicks)
+		}
+		// A success-funded token bucket with unit costs: per client,
+		// retries <= ratio × successes + floor.
+		b := sc.Fleets[i].Budget
+		if b.Use == scenario.BudgetTokenBucket && b.Funding == "success" && b.RetryCost == 1 && b.TimeoutCost == 1 {
+			bound := b.Ratio*float64(s.Successes+int64(sc.Traffic.Rate*10)) + b.MinTokens*float64(sc.Traffic.Clients) + float64(sc.Traffic.Clients)
+			if float64(s.Retries+s.Hedges) > bound {
+				t.Errorf("%s: %d retries break the budget bound %.0f", name, s.Retries, bound)
+			}
+		}
+	}
+}
+
+// matrix is a spread of origins, triggers and policies, small enough to
+// run quickly.
+func matrix() []string {
+	origins := []string{
+		"{model: capacity, capacity: 120}",
+		"{model: capacity, capacity: 120, rejection_cost: 0.5}",
+		"{model: queue, capacity: 120, workers: 12}",
+		"{model: queue, capacity: 120, workers: 12, queue_limit: 50, discipline: lifo, drop_expired: true}",
+		"{model: queue, capacity: 120, workers: 12, replicas: 3, error_rate: 0.02, broken: 0.1}",
+		"{model: concurrency, base: 50ms, per_inflight: 5ms, replicas: 2}",
+	}
+	triggers := []string{
+		"[{kind: capacity, at: 10s, for: 5s, capacity: 30}]",
+		"[{kind: errors, at: 10s, for: 5s, error_rate: 0.5}]",
+		"[{kind: outage, at: 10s, for: 3s}, {kind: load, at: 20s, for: 5s, rate: 200}]",
+		"[{kind: latency, at: 10s, for: 5s, factor: 8, replicas: 1}]",
+	}
+	fleets := `
+  - name: naive
+    timeout: 1s
+    retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 2s}}
+    budget: {use: none}
+  - name: bucket
+    timeout: 500ms
+    deadline: 3s
+    retry: {max_retries: unlimited, idempotent_only: true, backoff: {use: exponential, base: 50ms, cap: 1s, jitter: decorrelated}}
+    budget: {use: token_bucket, settings: {budget_ratio: 0.2, min_tokens: 2, max_tokens: 20}}
+    breaker: {use: count_window, settings: {window_size: 20, failure_rate: 0.5, min_calls: 10, cooldown: 2s, probes: 2}}
+    hedge: {delay: 200ms}
+  - name: window
+    timeout: 1s
+    retry: {max_retries: 2, backoff: {use: fixed, base: 200ms, jitter: equal}}
+    budget: {use: window, settings: {budget_ratio: 0.1, min_retries_per_second: 1, funded_by: request}}
+    breaker: {use: time_window, settings: {window: 2s, failure_rate: 0.5, slow_call: 400ms, slow_call_rate: 0.8, scope: retries}}
+  - name: grpc
+    timeout: 1s
+    retry: {max_retries: 4, backoff: {use: exponential, base: 100ms, cap: 1s, jitter: full}}
+    budget: {use: grpc, settings: {max_tokens: 10, token_ratio: 0.1}}
+  - name: aws
+    timeout: 1s
+    retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 1s, jitter: factor, factor: 0.5}}
+    budget: {use: aws}
+    breaker: {use: consecutive, settings: {threshold: 3, cooldown: 1s, max_cooldown: 8s}}
+`
+	var out []string
+	for i, o := range origins {
+		for j, tr := range triggers {
+			if strings.Contains(o, "concurrency") && strings.Contains(tr, "capacity") {
+				continue // a concurrency origin has no capacity to dip
+			}
+			out = append(out, fmt.Sprintf(`name: m%d-%d
+seed: %d
+duration: 40s
+tick: 500ms
+traffic: {rate: 100, arrivals: poisson, clients: 5, idempotent: 0.8, keys: 0.5}
+origin: %s
+triggers: %s
+fleets:%s`, i, j, i*10+j, o, tr, fleets))
+		}
+	}
+	return out
+}
+
+func TestInvariants(t *testing.T) {
+	for _, y := range matrix() {
+		sc := parse(t, y)
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			checkInvariants(t, sc, run(t, sc))
+		})
+	}
+}
+
+func TestStormCollapsesAndRecovers(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	r := run(t, sc)
+	checkInvariants(t, sc, r)
+	naive, guarded := r.Fleets[0].Summary, r.Fleets[1].Summary
+	if naive.Recovered {
+		t.Errorf("naive recovered in %d ticks; it must stay collapsed", *naive.RecoveryTicks)
+	}
+	if !guarded.Recovered {
+		t.Error("guarded never recovered")
+	}
+	if naive.WastedWork == 0 {
+		t.Error("a collapsed queue must serve requests nobody waits for")
+	}
+	sc.Origin.DropExpired = true
+	sc.Fleets = sc.Fleets[:1]
+	if s := run(t, sc).Fleets[0].Summary; !s.Recovered || s.WastedWork != 0 {
+		t.Errorf("with drop_expired the naive fleet must recover and waste nothing: recovered %v, wasted %d", s.Recovered, s.WastedWork)
+	}
+}
+
+// TestOriginRates checks each model against its own arithmetic, without
+// retries: what it serves per tick at a steady overload.
+func TestOriginRates(t *testing.T) {
+	cases := []struct {
+		origin  string
+		rate    float64
+		goodput float64 // expected answers in time per second, steady state
+		tol     float64
+	}{
+		{"{model: capacity, capacity: 120}", 200, 120, 3},
+		{"{model: capacity, capacity: 120, rejection_cost: 0.25}", 200, (120 - 0.25*200) / 0.75, 3},
+		{"{model: capacity, capacity: 120, rejection_cost: 0.5}", 300, 0, 1},
+		{"{model: queue, capacity: 120, workers: 12, queue_limit: 24}", 200, 120, 3},
+		{"{model: queue, capacity: 50, workers: 5}", 40, 40, 2},
+		// A concurrency origin below its limit answers everything.
+		{"{model: concurrency, base: 10ms, per_inflight: 1ms}", 100, 100, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.origin, func(t *testing.T) {
+			sc := parse(t, fmt.Sprintf(`
+duration: 30s
+traffic: {rate: %g}
+origin: %s
+fleets:
+  - name: once
+    timeout: 1s
+    budget: {use: none}
+`, c.rate, c.origin))
+			r := run(t, sc)
+			got := mean(r.Fleets[0].Series.Goodput[10:])
+			if math.Abs(got-c.goodput) > c.tol {
+				t.Errorf("goodput %.1f/s, want %.1f ± %g", got, c.goodput, c.tol)
+			}
+		})
+	}
+}
+
+func mean(v []int64) float64 {
+	s := int64(0)
+	for _, x := range v {
+		s += x
+	}
+	return float64(s) / float64(len(v))
+}
+
+func TestBreakerGroundTruth(t *testing.T) {
+	// Half the key space is broken: a breaker that opens sheds healthy
+	// calls too, and the simulator must count them as thrown away.
+	sc := parse(t, `
+duration: 60s
+traffic: {rate: 100, clients: 2}
+origin: {model: capacity, capacity: 1000, broken: 0.5}
+fleets:
+  - name: breaker
+    timeout: 1s
+    budget: {use: none}
+    breaker: {use: count_window, settings: {window_size: 20, failure_rate: 0.3, cooldown: 2s}}
+`)
+	s := run(t, sc).Fleets[0].Summary
+	if s.BreakerRefusals == 0 {
+		t.Fatal("the breaker never opened at 50% failures")
+	}
+	share := float64(s.AnswersThrownAway) / float64(s.BreakerRefusals)
+	if share < 0.4 || share > 0.6 {
+		t.Errorf("%d of %d refused calls would have succeeded (%.2f); half the keys are healthy", s.AnswersThrownAway, s.BreakerRefusals, share)
+	}
+}
+
+func TestStopsOnCancel(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	sc.Duration = 24 * time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, sc); err == nil {
+		t.Fatal("a cancelled run returned no error")
+	}
+}
