@@ -1,0 +1,269 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxFileSize bounds what Parse reads: a scenario is a page of YAML, and a
+// bound keeps a pathological file from costing the parser much.
+const maxFileSize = 1 << 20
+
+// Load reads and parses the scenario file at path. See [Parse].
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			msg = pe.Err.Error()
+		}
+		return nil, &Error{File: path, Msg: "cannot read the file: " + msg, Err: err}
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a scenario from the YAML in data; filename is only used in
+// messages and for the default name. It is strict: an unknown key, a value
+// of the wrong type or out of range, a duplicate key, a setting that does
+// not apply to the chosen kind, or a second YAML document is an error. The
+// error is always an [*Error] naming the line and the field, and on error
+// the scenario is nil. Defaults are filled in (docs/scenario.md lists
+// them) and the result passes [Scenario.Validate].
+func Parse(filename string, data []byte) (*Scenario, error) {
+	d := &decoder{file: filename, pos: map[string]*yaml.Node{}}
+	root, err := d.document(data)
+	if err != nil {
+		return nil, err
+	}
+	s := new(Scenario)
+	if err := scenarioObject(s).read(d, root, ""); err != nil {
+		return nil, err
+	}
+	if _, named := d.pos["name"]; !named {
+		s.Name = defaultName(filename)
+	}
+	if e := s.validate(); e != nil {
+		e.File = filename
+		d.place(e)
+		return nil, e
+	}
+	return s, nil
+}
+
+// defaultName is the file's base name without its extension, or
+// "scenario" when that would not make a valid name.
+func defaultName(filename string) string {
+	base := filepath.Base(filename)
+	n := strings.TrimSuffix(base, filepath.Ext(base))
+	c := new(checker)
+	name(c, "name", n)
+	if !c.ok() || n == "." || n == "/" {
+		return "scenario"
+	}
+	return n
+}
+
+// decoder walks the YAML tree of one file.
+type decoder struct {
+	file string
+	// pos holds the node behind every field path read, so that an error
+	// found later on the struct (by Validate) can point at its line.
+	pos map[string]*yaml.Node
+}
+
+// document parses data and returns its one top-level node.
+func (d *decoder) document(data []byte) (*yaml.Node, error) {
+	if len(data) > maxFileSize {
+		return nil, &Error{File: d.file, Msg: fmt.Sprintf("the file is too large (%d bytes; at most %d)", len(data), maxFileSize)}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	switch err := decodeNode(dec, &doc); {
+	case err == io.EOF:
+		return nil, d.empty()
+	case err != nil:
+		return nil, d.syntaxError(err)
+	}
+	var next yaml.Node
+	switch err := decodeNode(dec, &next); {
+	case err == io.EOF:
+	case err != nil:
+		return nil, d.syntaxError(err)
+	default:
+		at := &next
+		if len(next.Content) > 0 {
+			at = next.Content[0]
+		}
+		return nil, d.errorOn(at, "", "a second YAML document: a scenario file holds exactly one (remove the \"---\" separator)")
+	}
+	if len(doc.Content) == 0 {
+		return nil, d.empty()
+	}
+	root := doc.Content[0]
+	if r := resolve(root); r.Kind == yaml.ScalarNode && r.ShortTag() == tagNull {
+		return nil, d.empty() // "---" alone, or "~"
+	}
+	d.pos[""] = root
+	return root, nil
+}
+
+// decodeNode parses the next document. The YAML parser reports errors by
+// panicking and recovering inside; should a malformed file ever get a panic
+// past it, the caller still gets an error and not a crash.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: the parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func (d *decoder) empty() error {
+	return &Error{File: d.file, Msg: "the file is empty: a scenario needs at least duration, traffic, origin and fleets"}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parserProblems are the messages of the YAML parser proper, as opposed to
+// its scanner. It numbers their lines from 0 (the scanner's from 1); the
+// line is the problem's, or where the enclosing map or list starts.
+var parserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected <document start>",
+	"did not find expected key",
+	"did not find expected node content",
+	"found duplicate %TAG directive",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found undefined tag handle",
+}
+
+// syntaxError turns the parser's "yaml: line 3: ..." into an Error.
+func (d *decoder) syntaxError(err error) error {
+	e := &Error{File: d.file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = "invalid YAML: " + m[2]
+		if slices.Contains(parserProblems, m[2]) {
+			e.Line++
+		}
+	}
+	return e
+}
+
+// errorOn returns an Error at node n about the field at path.
+func (d *decoder) errorOn(n *yaml.Node, path, format string, args ...any) *Error {
+	return &Error{File: d.file, Line: n.Line, Column: n.Column, Field: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errorAt returns an Error about the field at path, placed at the nearest
+// node read on that path (the field may be absent).
+func (d *decoder) errorAt(path, format string, args ...any) *Error {
+	e := &Error{File: d.file, Field: path, Msg: fmt.Sprintf(format, args...)}
+	d.place(e)
+	return e
+}
+
+// place sets e's line and column to those of the field, or of the nearest
+// map that holds it when the field was not in the file (a default).
+func (d *decoder) place(e *Error) {
+	for p := e.Field; ; p = parent(p) {
+		if n, ok := d.pos[p]; ok {
+			e.Line, e.Column = n.Line, n.Column
+			return
+		}
+		if p == "" {
+			return
+		}
+	}
+}
+
+func (d *decoder) typeError(n *yaml.Node, path, want string) *Error {
+	msg := fmt.Sprintf("must be %s, got %s", want, describe(n))
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == tagStr && want == "a number" {
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			msg += " (remove the quotes)"
+		}
+	}
+	return d.errorOn(n, path, "%s", msg)
+}
+
+// resolve follows an alias (*name) to the node it stands for.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// scalar returns n's scalar, if its type is one of tags.
+func (d *decoder) scalar(n *yaml.Node, path, want string, tags ...string) (*yaml.Node, error) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || !slices.Contains(tags, n.ShortTag()) {
+		return nil, d.typeError(n, path, want)
+	}
+	return n, nil
+}
+
+// integer reads a whole number that fits an int.
+func (d *decoder) integer(n *yaml.Node, path string) (int, error) {
+	n, err := d.scalar(n, path, "a whole number", tagInt)
+	if err != nil {
+		return 0, err
+	}
+	var i int
+	if n.Decode(&i) != nil {
+		return 0, d.errorOn(n, path, "%s is out of range", n.Value)
+	}
+	return i, nil
+}
+
+// pair is one key of a map and its value.
+type pair struct {
+	key          string
+	keyNode, val *yaml.Node
+}
+
+// pairs returns the keys of the map n in the file's order, refusing keys
+// that are not plain words, merge keys and duplicates. A nil n (an absent
+// map) has no pairs.
+func (d *decoder) pairs(n *yaml.Node, path string) ([]pair, error) {
+	if n == nil {
+		return nil, nil
+	}
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return nil, d.typeError(n, path, "a map (key: value)")
+	}
+	pairs := make([]pair, 0, len(n.Content)/2)
+	first := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, d.errorOn(k, path, "a key must be a plain word, got %s", describe(resolve(k)))
+		}
+		if k.ShortTag() == "!!merge" {
+			return nil, d.errorOn(k, path, "merge keys (<<) are not supported: write the keys out (an alias such as *name may still stand for a whole value)")
+		}
+		if at, dup := first[k.Value]; dup {
+			return nil, d.errorOn(k, join(path, k.Value), "duplicate key %q (first at line %d)", k.Value, at.Line)
+		}
+		first[k.Value] = k
+		pairs = append(pairs, pair{key: k.Value, keyNode: k, val: v})
+	}
+	return pairs, nil
+}

@@ -1,0 +1,172 @@
+package scenario
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+)
+
+func loadKinds(t *testing.T) *Scenario {
+	t.Helper()
+	s, err := Load(filepath.Join("testdata", "kinds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newPolicy(t *testing.T, f Fleet) resil.Policy {
+	t.Helper()
+	p, err := f.NewPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNewPolicyStorm(t *testing.T) {
+	naive := newPolicy(t, storm.Fleets[0])
+	if naive.Budget != nil || naive.Breaker != nil {
+		t.Errorf("naive: budget %v, breaker %v; want neither", naive.Budget, naive.Breaker)
+	}
+	wantBackoff := resil.Backoff{
+		Schedule: resil.Exponential, Base: 100 * time.Millisecond, Cap: 10 * time.Second,
+		Multiplier: 2, Jitter: resil.NoJitter,
+	}
+	if naive.MaxRetries != 3 || naive.Backoff != wantBackoff {
+		t.Errorf("naive: %d retries, backoff %+v; want 3 and %+v", naive.MaxRetries, naive.Backoff, wantBackoff)
+	}
+
+	guarded := newPolicy(t, storm.Fleets[1])
+	bucket, ok := guarded.Budget.(*resil.TokenBucket)
+	if !ok {
+		t.Fatalf("guarded budget is %T, want *resil.TokenBucket", guarded.Budget)
+	}
+	if got := bucket.Tokens(time.Time{}); got != 10 {
+		t.Errorf("bucket starts with %v tokens, want min_tokens, 10", got)
+	}
+	if got := bucket.RetryShare(); got != 0.1 {
+		t.Errorf("bucket RetryShare = %v, want 0.1", got)
+	}
+	bs := guarded.Breaker.Settings()
+	if bs.Rule != resil.ConsecutiveFailures || bs.Threshold != 5 || bs.Cooldown != 5*time.Second || bs.Probes != 1 || bs.Name != "guarded" {
+		t.Errorf("guarded breaker settings = %+v", bs)
+	}
+	if guarded.BreakerScope != resil.GuardAll || guarded.Backoff.Jitter != resil.FullJitter {
+		t.Errorf("guarded: scope %v, jitter %v; want all and full", guarded.BreakerScope, guarded.Backoff.Jitter)
+	}
+	if got := guarded.Ceiling(100); math.Abs(got-110) > 1e-9 {
+		t.Errorf("guarded ceiling at 100/s = %v, want 110", got)
+	}
+}
+
+func TestNewPolicyKinds(t *testing.T) {
+	s := loadKinds(t)
+	byName := map[string]resil.Policy{}
+	for _, f := range s.Fleets {
+		byName[f.Name] = newPolicy(t, f)
+	}
+
+	count := byName["count only"]
+	if count.MaxRetries != resil.Unlimited || count.Backoff.Jitter != resil.FactorJitter || count.Backoff.Factor != 0.25 || count.Backoff.Schedule != resil.Fixed {
+		t.Errorf("count only: %+v", count)
+	}
+
+	bucket := byName["bucket by request"]
+	if _, ok := bucket.Budget.(*resil.TokenBucket); !ok {
+		t.Errorf("bucket by request budget is %T", bucket.Budget)
+	}
+	if bucket.BreakerScope != resil.GuardRetries {
+		t.Errorf("scope retries became %v", bucket.BreakerScope)
+	}
+	if bucket.Hedge != (resil.HedgeSettings{Delay: 100 * time.Millisecond, Max: 2}) {
+		t.Errorf("hedge = %+v", bucket.Hedge)
+	}
+	bs := bucket.Breaker.Settings()
+	if bs.Rule != resil.CountWindow || bs.WindowSize != 50 || bs.MinCalls != 20 || bs.FailureRate != 0.5 ||
+		bs.SlowCall != 200*time.Millisecond || bs.SlowCallRate != 0.8 || bs.Cooldown != 2*time.Second ||
+		bs.MaxCooldown != 30*time.Second || bs.Probes != 3 {
+		t.Errorf("count window settings = %+v", bs)
+	}
+
+	window := byName["window"]
+	if _, ok := window.Budget.(*resil.WindowBudget); !ok {
+		t.Errorf("window budget is %T", window.Budget)
+	}
+	if ws := window.Breaker.Settings(); ws.Rule != resil.TimeWindow || ws.WindowPeriod != 10*time.Second || ws.MinCalls != 5 {
+		t.Errorf("time window settings = %+v", ws)
+	}
+	if window.Backoff.Jitter != resil.DecorrelatedJitter || window.Backoff.Schedule != resil.NoDelay {
+		t.Errorf("window backoff = %+v", window.Backoff)
+	}
+
+	if g, ok := byName["grpc"].Budget.(*resil.GRPCThrottle); !ok || g.Tokens(time.Time{}) != 10 {
+		t.Errorf("grpc budget = %T %v, want a full *resil.GRPCThrottle of 10", byName["grpc"].Budget, byName["grpc"].Budget)
+	}
+	if q, ok := byName["true"].Budget.(*resil.AWSQuota); !ok || q.Tokens(time.Time{}) != 50 || q.RetryShare() != 0.2 {
+		t.Errorf("aws budget = %T %v, want a full *resil.AWSQuota of 50 with share 1/5", byName["true"].Budget, byName["true"].Budget)
+	}
+}
+
+// TestNewPolicyFresh checks that every call makes its own budget and
+// breaker: the clients of a fleet do not share them.
+func TestNewPolicyFresh(t *testing.T) {
+	f := storm.Fleets[1]
+	a, b := newPolicy(t, f), newPolicy(t, f)
+	if a.Budget == b.Budget || a.Breaker == b.Breaker {
+		t.Fatal("two policies share a budget or a breaker")
+	}
+	var now time.Time
+	for range 10 {
+		a.Budget.Withdraw(now, resil.Failure)
+		a.Breaker.Record(now, mustAllow(t, a.Breaker, now), resil.Failure, 0)
+	}
+	if got := b.Budget.(*resil.TokenBucket).Tokens(now); got != 10 {
+		t.Errorf("spending one bucket left the other with %v tokens, want 10", got)
+	}
+	if a.Breaker.State(now) != resil.Open || b.Breaker.State(now) != resil.Closed {
+		t.Errorf("breakers: %v and %v, want open and closed", a.Breaker.State(now), b.Breaker.State(now))
+	}
+}
+
+func mustAllow(t *testing.T, b *resil.Breaker, now time.Time) resil.Permit {
+	p, _ := b.Allow(now)
+	return p
+}
+
+func TestNewPolicyRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    Fleet
+		want string
+	}{
+		{"bucket without ratio", Fleet{Name: "x", Budget: Budget{Use: BudgetTokenBucket, Funding: "success"}}, "Ratio"},
+		{"unknown budget", Fleet{Name: "x", Budget: Budget{Use: "leaky"}}, `unknown budget use "leaky"`},
+		{"unknown jitter", Fleet{Name: "x", Retry: Retry{Backoff: Backoff{Jitter: "wobbly"}}}, `unknown jitter "wobbly"`},
+		{"breaker without threshold", Fleet{Name: "x", Breaker: Breaker{Use: BreakerConsecutive}}, "Threshold"},
+		{"negative retries", Fleet{Name: "x", Retry: Retry{MaxRetries: -2}}, "MaxRetries"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.f.NewPolicy()
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), `fleet "x"`) {
+				t.Errorf("NewPolicy error = %v, want one naming the fleet and %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestZeroFleetPolicy checks that the zero kinds read as none: a Fleet
+// written in code needs only what it uses.
+func TestZeroFleetPolicy(t *testing.T) {
+	p, err := Fleet{Name: "bare", Timeout: time.Second}.NewPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Budget != nil || p.Breaker != nil || p.MaxRetries != 0 || p.Backoff != (resil.Backoff{}) {
+		t.Errorf("zero fleet policy = %+v, want the zero policy", p)
+	}
+}

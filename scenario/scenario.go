@@ -1,0 +1,194 @@
+// Package scenario is retrystorm's scenario file: the traffic, the origin,
+// the triggers and the fleets of one run, read from strict YAML.
+//
+// Durations are Go duration strings ("30s", "100ms"); rates are per second;
+// shares are in [0, 1]. The file format, with every field, its unit and its
+// default, is documented in docs/scenario.md.
+package scenario
+
+import "time"
+
+// Scenario is one run: the same traffic, origin and triggers for every
+// fleet, each fleet on its own copy of the origin.
+type Scenario struct {
+	Name     string        // default: the file's base name, without extension
+	Seed     uint64        // default 1
+	Duration time.Duration // virtual time the run covers; required
+	Tick     time.Duration // reporting interval; default 1s
+	Traffic  Traffic
+	Origin   Origin
+	Triggers []Trigger
+	Fleets   []Fleet
+}
+
+// Traffic is the open-loop stream of intents.
+type Traffic struct {
+	Rate     float64 // intents per second; required, > 0
+	Arrivals string  // "constant" (default) or "poisson"
+	Clients  int     // clients the intents are spread over, round robin; default 1
+	// Idempotent is the share of intents that are idempotent; default 1.
+	Idempotent float64
+	// Keys is the share of non-idempotent intents that carry an
+	// idempotency key (and so may be retried); default 0.
+	Keys float64
+}
+
+// Origin models.
+const (
+	ModelCapacity    = "capacity"
+	ModelQueue       = "queue"
+	ModelConcurrency = "concurrency"
+)
+
+// Origin is the dependency every fleet calls.
+type Origin struct {
+	Model string // capacity, queue or concurrency; required
+
+	// Capacity is attempts answered per second (capacity model), or the
+	// service rate of the whole origin (queue model). Required, > 0, for
+	// both.
+	Capacity float64
+	// RejectionCost is the share of a request's work a rejection still
+	// consumes (capacity model), in [0, 1]; default 0.
+	RejectionCost float64
+	// Latency is how long an admitted attempt takes (capacity model);
+	// default 10ms.
+	Latency time.Duration
+
+	Workers     int    // queue model: requests served in parallel; default 1
+	QueueLimit  int    // queue model: waiting requests at most; 0 = unbounded
+	Discipline  string // queue model: "fifo" (default) or "lifo"
+	DropExpired bool   // queue model: skip requests whose client gave up
+
+	Base        time.Duration // concurrency model: latency with nothing in flight; required there
+	PerInflight time.Duration // concurrency model: added latency per request in flight
+
+	// ErrorRate is the background share of attempts that fail, in [0, 1].
+	ErrorRate float64
+	// Broken is the share of the key space that always fails (partial
+	// failure): an intent whose key falls there fails on every attempt.
+	Broken float64
+	// Replicas is how many replicas share the load, at random; default 1.
+	// Each holds an equal share of the capacity and workers.
+	Replicas int
+}
+
+// Trigger kinds.
+const (
+	TriggerCapacity = "capacity" // capacity dips to Capacity
+	TriggerErrors   = "errors"   // extra error rate ErrorRate
+	TriggerOutage   = "outage"   // nothing answers
+	TriggerLoad     = "load"     // intent rate changes to Rate
+	TriggerLatency  = "latency"  // latency multiplied by Factor on Replicas replicas
+)
+
+// Trigger is a temporary change of the origin or the traffic.
+type Trigger struct {
+	Kind string
+	At   time.Duration // start, from the beginning of the run; >= 0, default 0
+	For  time.Duration // length; required, > 0
+
+	Capacity  float64 // capacity trigger: the capacity during the dip, >= 0
+	ErrorRate float64 // errors trigger: extra error rate, in (0, 1]
+	Rate      float64 // load trigger: the intent rate during the trigger, >= 0
+	Factor    float64 // latency trigger: latency multiplier, >= 1
+	Replicas  int     // latency trigger: replicas affected; 0 = all
+}
+
+// End returns when the trigger ends.
+func (t Trigger) End() time.Duration { return t.At + t.For }
+
+// Fleet is one population of clients and the policy they all run. Each
+// client has its own budget and breaker.
+type Fleet struct {
+	Name     string
+	Timeout  time.Duration // per attempt; required, > 0
+	Deadline time.Duration // per intent, from its arrival; 0 = none
+	Retry    Retry
+	Budget   Budget
+	Breaker  Breaker
+	Hedge    Hedge
+}
+
+// Retry is the per-call retry rule.
+type Retry struct {
+	// MaxRetries is retries after the first attempt; resil.Unlimited (-1)
+	// for no limit (written "unlimited" in YAML). Default 0.
+	MaxRetries int
+	// IdempotentOnly retries only idempotent intents and those with a key.
+	// Default false: every failed intent may be retried.
+	IdempotentOnly bool
+	Backoff        Backoff
+}
+
+// Backoff is resil.Backoff in the file's words.
+type Backoff struct {
+	Use        string        // none (default), fixed, exponential
+	Base       time.Duration // required by fixed, exponential and decorrelated jitter
+	Cap        time.Duration // 0 = no cap
+	Multiplier float64       // exponential growth; default 2
+	Jitter     string        // none (default), full, equal, decorrelated, factor
+	Factor     float64       // factor jitter's spread, in (0, 1]
+}
+
+// Budget kinds.
+const (
+	BudgetNone        = "none"
+	BudgetTokenBucket = "token_bucket"
+	BudgetWindow      = "window"
+	BudgetGRPC        = "grpc"
+	BudgetAWS         = "aws"
+)
+
+// Budget is the retry budget: Use picks the kind, the other fields are its
+// settings. Use is required; "none" is the control.
+type Budget struct {
+	Use string
+
+	// token_bucket and window
+	Ratio     float64 // budget_ratio: required, in (0, 1]; no default
+	Funding   string  // funded_by: "success" (default) or "request"
+	MinTokens float64 // token_bucket floor; default 0
+	MaxTokens float64 // token_bucket cap; default 100; grpc: required
+	// RetryCost and TimeoutCost: token_bucket and window default 1 and
+	// RetryCost; aws default 5 and 10 (whole numbers there).
+	RetryCost, TimeoutCost float64
+	MinRetriesPerSecond    float64       // window floor; default 0
+	TTL                    time.Duration // window length; default 10s
+
+	TokenRatio float64 // grpc: what a success adds; required there
+
+	Capacity         int // aws: bucket size; default 500
+	NoRetryIncrement int // aws: added by a first-attempt success; default 1
+}
+
+// Breaker kinds.
+const (
+	BreakerNone        = "none"
+	BreakerConsecutive = "consecutive"
+	BreakerCountWindow = "count_window"
+	BreakerTimeWindow  = "time_window"
+)
+
+// Breaker is the circuit breaker: Use picks the trip rule ("none" or
+// absent: no breaker), the other fields are its settings.
+type Breaker struct {
+	Use          string
+	Threshold    int           // consecutive: failures in a row; required there
+	WindowSize   int           // count_window: calls; required there
+	Window       time.Duration // time_window: length; required there
+	MinCalls     int           // windows: default 10 (at most WindowSize)
+	FailureRate  float64       // windows: in (0, 1]
+	SlowCall     time.Duration // windows: a call this long is slow
+	SlowCallRate float64       // windows: in (0, 1]
+	Cooldown     time.Duration // default 5s
+	MaxCooldown  time.Duration // default 0: no backoff of the cooldown
+	Probes       int           // half-open trial calls; default 1
+	Scope        string        // "all" (default) or "retries"
+}
+
+// Hedge is hedged requests: after Delay without an answer, another attempt.
+type Hedge struct {
+	Delay time.Duration // 0 = no hedging
+	Max   int           // hedges per intent; default 1 when Delay is set
+}

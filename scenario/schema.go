@@ -1,0 +1,262 @@
+package scenario
+
+import "time"
+
+// The file's shape: one table per YAML map, bound to the struct it fills,
+// with each key's kinds, whether it is required, and the defaults. Keys
+// appear in the order Marshal writes them. docs/scenario.md documents
+// every one of them: keep it in step.
+
+// Names of the kinds and choices, as the file spells them.
+var (
+	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
+	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
+	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS}
+	breakerKinds = []string{BreakerNone, BreakerConsecutive, BreakerCountWindow, BreakerTimeWindow}
+	schedules    = []string{"none", "fixed", "exponential"}
+	jitters      = []string{"none", "full", "equal", "decorrelated", "factor"}
+	arrivals     = []string{"constant", "poisson"}
+	disciplines  = []string{"fifo", "lifo"}
+	fundings     = []string{"success", "request"}
+	scopes       = []string{"all", "retries"}
+)
+
+func scenarioObject(s *Scenario) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "name", v: text{&s.Name}},
+			{key: "seed", v: unsigned{&s.Seed}},
+			{key: "duration", need: true, v: duration{&s.Duration}},
+			{key: "tick", v: duration{&s.Tick}},
+			{key: "traffic", v: trafficObject(&s.Traffic)},
+			{key: "origin", v: originObject(&s.Origin)},
+			{key: "triggers", v: list[Trigger]{&s.Triggers, triggerObject}},
+			{key: "fleets", need: true, why: "(a scenario runs at least one fleet)", v: list[Fleet]{&s.Fleets, fleetObject}},
+		},
+		preset: func(string) { s.Seed, s.Tick = 1, time.Second },
+		check:  s.check,
+	}
+}
+
+func trafficObject(t *Traffic) *object {
+	return &object{
+		fields: []field{
+			{key: "rate", need: true, v: number{&t.Rate}},
+			{key: "arrivals", v: word{&t.Arrivals, arrivals}},
+			{key: "clients", v: integer{&t.Clients}},
+			{key: "idempotent", v: number{&t.Idempotent}},
+			{key: "keys", v: number{&t.Keys}},
+		},
+		preset: func(string) { t.Arrivals, t.Clients, t.Idempotent = "constant", 1, 1 },
+		check:  t.check,
+	}
+}
+
+func originObject(o *Origin) *object {
+	var (
+		withCapacity = []string{ModelCapacity, ModelQueue}
+		capacity     = []string{ModelCapacity}
+		queue        = []string{ModelQueue}
+		concurrency  = []string{ModelConcurrency}
+	)
+	return &object{
+		selector: "model", kind: &o.Model, kinds: models, what: "the %s model",
+		fields: []field{
+			{key: "capacity", kinds: withCapacity, need: true, v: number{&o.Capacity}},
+			{key: "rejection_cost", kinds: capacity, v: number{&o.RejectionCost}},
+			{key: "latency", kinds: capacity, v: duration{&o.Latency}},
+			{key: "workers", kinds: queue, v: integer{&o.Workers}},
+			{key: "queue_limit", kinds: queue, v: integer{&o.QueueLimit}},
+			{key: "drop_expired", kinds: queue, v: boolean{&o.DropExpired}},
+			{key: "discipline", kinds: queue, v: word{&o.Discipline, disciplines}},
+			{key: "base", kinds: concurrency, need: true, v: duration{&o.Base}},
+			{key: "per_inflight", kinds: concurrency, v: duration{&o.PerInflight}},
+			{key: "error_rate", v: number{&o.ErrorRate}},
+			{key: "broken", v: number{&o.Broken}},
+			{key: "replicas", v: integer{&o.Replicas}},
+		},
+		preset: func(model string) {
+			o.Replicas = 1
+			switch model {
+			case ModelCapacity:
+				o.Latency = 10 * time.Millisecond
+			case ModelQueue:
+				o.Workers, o.Discipline = 1, "fifo"
+			}
+		},
+		check: o.check,
+	}
+}
+
+func triggerObject(t *Trigger) *object {
+	return &object{
+		selector: "kind", kind: &t.Kind, kinds: triggerKinds, what: "a %s trigger",
+		fields: []field{
+			{key: "at", v: duration{&t.At}},
+			{key: "for", need: true, v: duration{&t.For}},
+			{key: "capacity", kinds: []string{TriggerCapacity}, need: true, v: number{&t.Capacity}},
+			{key: "error_rate", kinds: []string{TriggerErrors}, need: true, v: number{&t.ErrorRate}},
+			{key: "rate", kinds: []string{TriggerLoad}, need: true, v: number{&t.Rate}},
+			{key: "factor", kinds: []string{TriggerLatency}, need: true, v: number{&t.Factor}},
+			{key: "replicas", kinds: []string{TriggerLatency}, v: integer{&t.Replicas}},
+		},
+		check: t.check,
+	}
+}
+
+func fleetObject(f *Fleet) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "name", need: true, v: text{&f.Name}},
+			{key: "timeout", need: true, v: duration{&f.Timeout}},
+			{key: "deadline", v: duration{&f.Deadline}},
+			{key: "retry", v: retryObject(&f.Retry)},
+			{key: "budget", need: true, why: "(write budget: {use: none} for none)", v: budgetObject(&f.Budget)},
+			{key: "breaker", v: breakerObject(&f.Breaker)},
+			{key: "hedge", v: hedgeObject(&f.Hedge)},
+		},
+		check: f.check,
+	}
+}
+
+func retryObject(r *Retry) *object {
+	return &object{
+		fields: []field{
+			{key: "max_retries", v: retries{&r.MaxRetries}},
+			{key: "idempotent_only", v: boolean{&r.IdempotentOnly}},
+			{key: "backoff", v: backoffObject(&r.Backoff)},
+		},
+		check: r.check,
+	}
+}
+
+func backoffObject(b *Backoff) *object {
+	return &object{
+		selector: "use", kind: &b.Use, kinds: schedules, defKind: "none", absentKind: "none", what: "use: %s",
+		fields: []field{
+			{key: "base", v: duration{&b.Base}},
+			{key: "cap", v: duration{&b.Cap}},
+			{key: "multiplier", kinds: []string{"exponential"}, v: number{&b.Multiplier}},
+			{key: "jitter", v: word{&b.Jitter, jitters}},
+			{key: "factor", v: number{&b.Factor}},
+		},
+		preset: func(use string) {
+			b.Jitter = "none"
+			if use == "exponential" {
+				b.Multiplier = 2
+			}
+		},
+		check: b.check,
+	}
+}
+
+func budgetObject(b *Budget) *object {
+	var (
+		ratio  = []string{BudgetTokenBucket, BudgetWindow}
+		bucket = []string{BudgetTokenBucket}
+		window = []string{BudgetWindow}
+		grpc   = []string{BudgetGRPC}
+		aws    = []string{BudgetAWS}
+	)
+	settings := &object{
+		kind: &b.Use, what: "%s",
+		fields: []field{
+			{key: "budget_ratio", kinds: ratio, need: true, v: number{&b.Ratio}},
+			{key: "min_tokens", kinds: bucket, v: number{&b.MinTokens}},
+			{key: "max_tokens", kinds: bucket, v: number{&b.MaxTokens}},
+			{key: "max_tokens", kinds: grpc, need: true, v: number{&b.MaxTokens}},
+			{key: "token_ratio", kinds: grpc, need: true, v: number{&b.TokenRatio}},
+			{key: "funded_by", kinds: ratio, v: word{&b.Funding, fundings}},
+			{key: "capacity", kinds: aws, v: integer{&b.Capacity}},
+			{key: "retry_cost", kinds: ratio, v: number{&b.RetryCost}},
+			{key: "retry_cost", kinds: aws, v: count{&b.RetryCost}},
+			{key: "timeout_cost", kinds: ratio, v: number{&b.TimeoutCost}},
+			{key: "timeout_cost", kinds: aws, v: count{&b.TimeoutCost}},
+			{key: "no_retry_increment", kinds: aws, v: integer{&b.NoRetryIncrement}},
+			{key: "min_retries_per_second", kinds: window, v: number{&b.MinRetriesPerSecond}},
+			{key: "ttl", kinds: window, v: duration{&b.TTL}},
+		},
+		preset: func(use string) {
+			switch use {
+			case BudgetTokenBucket:
+				b.Funding, b.MaxTokens, b.RetryCost = "success", 100, 1
+			case BudgetWindow:
+				b.Funding, b.TTL, b.RetryCost = "success", 10*time.Second, 1
+			case BudgetAWS:
+				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
+			}
+		},
+		finish: func(has func(string) bool) {
+			// A retry after a timeout costs what any retry costs unless
+			// said otherwise, as in resil.
+			if (b.Use == BudgetTokenBucket || b.Use == BudgetWindow) && !has("timeout_cost") {
+				b.TimeoutCost = b.RetryCost
+			}
+		},
+	}
+	return &object{
+		selector: "use", kind: &b.Use, kinds: budgetKinds, what: "%s",
+		fields: []field{{key: "settings", v: settings}},
+		check:  b.check,
+	}
+}
+
+func breakerObject(b *Breaker) *object {
+	var (
+		rules   = []string{BreakerConsecutive, BreakerCountWindow, BreakerTimeWindow}
+		windows = []string{BreakerCountWindow, BreakerTimeWindow}
+	)
+	settings := &object{
+		kind: &b.Use, absentKind: BreakerNone, what: "%s",
+		fields: []field{
+			{key: "threshold", kinds: []string{BreakerConsecutive}, need: true, v: integer{&b.Threshold}},
+			{key: "window_size", kinds: []string{BreakerCountWindow}, need: true, v: integer{&b.WindowSize}},
+			{key: "window", kinds: []string{BreakerTimeWindow}, need: true, v: duration{&b.Window}},
+			{key: "min_calls", kinds: windows, v: integer{&b.MinCalls}},
+			{key: "failure_rate", kinds: windows, v: number{&b.FailureRate}},
+			{key: "slow_call", kinds: windows, v: duration{&b.SlowCall}},
+			{key: "slow_call_rate", kinds: windows, v: number{&b.SlowCallRate}},
+			{key: "cooldown", kinds: rules, v: duration{&b.Cooldown}},
+			{key: "max_cooldown", kinds: rules, v: duration{&b.MaxCooldown}},
+			{key: "probes", kinds: rules, v: integer{&b.Probes}},
+			{key: "scope", kinds: rules, v: word{&b.Scope, scopes}},
+		},
+		preset: func(use string) {
+			if use != BreakerNone {
+				b.Cooldown, b.Probes, b.Scope = 5*time.Second, 1, "all"
+			}
+		},
+		finish: func(has func(string) bool) {
+			if has("min_calls") {
+				return
+			}
+			switch b.Use {
+			case BreakerCountWindow:
+				b.MinCalls = min(10, b.WindowSize)
+			case BreakerTimeWindow:
+				b.MinCalls = 10
+			}
+		},
+	}
+	return &object{
+		selector: "use", kind: &b.Use, kinds: breakerKinds, absentKind: BreakerNone, what: "%s",
+		fields: []field{{key: "settings", v: settings}},
+		check:  b.check,
+	}
+}
+
+func hedgeObject(h *Hedge) *object {
+	return &object{
+		fields: []field{
+			{key: "delay", v: duration{&h.Delay}},
+			{key: "max", v: integer{&h.Max}},
+		},
+		finish: func(has func(string) bool) {
+			if h.Delay > 0 && !has("max") {
+				h.Max = 1
+			}
+		},
+	}
+}

@@ -1,0 +1,356 @@
+package scenario
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds that the design leaves open. They keep a typo ("120h" for "120s",
+// a rate of 1e12) from starting a run that never ends, and keep every sum
+// of virtual times far from overflow.
+const (
+	maxTicks    = 100_000
+	maxRun      = 30 * 24 * time.Hour // a run's duration
+	maxWait     = 24 * time.Hour      // a timeout, a latency, a cooldown
+	maxRate     = 1e6                 // intents per second
+	maxCapacity = 1e9                 // attempts per second
+	maxCount    = 1_000_000           // clients, workers, retries, thresholds
+	maxReplicas = 10_000
+	maxNameLen  = 100
+)
+
+// Validate checks a scenario as Parse leaves it, defaults filled in: every
+// value in range, nothing set that its kind does not use, and the rules
+// that tie fields together (a tick that divides the duration, triggers
+// within the run). A scenario built or changed in code should pass it
+// before it runs; there an empty breaker or backoff use reads as none, but
+// every other word must be spelled out. The error is an [*Error] whose
+// Field is the path the file would use; it has no line.
+func (s *Scenario) Validate() error {
+	if e := s.validate(); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (s *Scenario) validate() *Error {
+	c := new(checker)
+	scenarioObject(s).validate(c, "")
+	if c.ok() {
+		s.crossCheck(c)
+	}
+	if c.ok() {
+		// Every fleet must build: the resil constructors are the last word
+		// on a policy's settings. The checks above should already have said
+		// why one cannot; this catches them falling out of step.
+		for i := range s.Fleets {
+			if _, err := s.Fleets[i].NewPolicy(); err != nil {
+				c.fail(fmt.Sprintf("fleets[%d]", i), "%v", err)
+			}
+		}
+	}
+	return c.err
+}
+
+// checker keeps the first failed rule.
+type checker struct{ err *Error }
+
+func (c *checker) ok() bool { return c.err == nil }
+
+func (c *checker) fail(field, format string, args ...any) {
+	if c.err == nil {
+		c.err = &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+type ordered interface {
+	~int | ~float64 | ~int64
+}
+
+// in checks lo <= v <= hi; over checks lo < v <= hi. Written so that NaN
+// fails both.
+func in[T ordered](c *checker, field string, v, lo, hi T) {
+	if !(v >= lo && v <= hi) {
+		c.fail(field, "must be in [%s, %s], got %s", show(lo), show(hi), show(v))
+	}
+}
+
+func over[T ordered](c *checker, field string, v, lo, hi T) {
+	if !(v > lo && v <= hi) {
+		c.fail(field, "must be in (%s, %s], got %s", show(lo), show(hi), show(v))
+	}
+}
+
+// show writes a bound or a value in the file's own notation.
+func show(v any) string {
+	switch v := v.(type) {
+	case time.Duration:
+		return formatDuration(v)
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		return formatFloat(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// name checks a scenario or fleet name: it labels tables and plots.
+func name(c *checker, field, s string) {
+	switch {
+	case s == "":
+		c.fail(field, "must not be empty")
+	case len(s) > maxNameLen:
+		c.fail(field, "is %d bytes long; at most %d", len(s), maxNameLen)
+	case !utf8.ValidString(s):
+		c.fail(field, "is not valid UTF-8")
+	case slices.ContainsFunc([]rune(s), unicode.IsControl):
+		c.fail(field, "must not hold control characters (a newline, a tab)")
+	}
+}
+
+func (s *Scenario) check(c *checker, path string) {
+	name(c, "name", s.Name)
+	over(c, "duration", s.Duration, 0, maxRun)
+	if !c.ok() {
+		return
+	}
+	switch {
+	case s.Tick <= 0:
+		c.fail("tick", "must be more than 0, got %s", show(s.Tick))
+	case s.Tick > s.Duration:
+		c.fail("tick", "%s is longer than the duration (%s)", show(s.Tick), show(s.Duration))
+	case s.Duration%s.Tick != 0:
+		c.fail("duration", "%s is not a whole number of ticks of %s", show(s.Duration), show(s.Tick))
+	case s.Duration/s.Tick > maxTicks:
+		c.fail("tick", "%s makes %d ticks of the %s run; at most %d: use a longer tick", show(s.Tick), s.Duration/s.Tick, show(s.Duration), maxTicks)
+	}
+}
+
+// crossCheck holds the rules between sections.
+func (s *Scenario) crossCheck(c *checker) {
+	if len(s.Fleets) == 0 {
+		c.fail("fleets", "at least one fleet is required")
+	}
+	for i, f := range s.Fleets {
+		if j := slices.IndexFunc(s.Fleets[:i], func(g Fleet) bool { return g.Name == f.Name }); j >= 0 {
+			c.fail(fmt.Sprintf("fleets[%d].name", i), "%q is the name of fleets[%d] too: fleet names must differ", f.Name, j)
+		}
+	}
+	for i, t := range s.Triggers {
+		p := fmt.Sprintf("triggers[%d]", i)
+		switch {
+		case t.At >= s.Duration:
+			c.fail(p+".at", "%s is not within the %s run", show(t.At), show(s.Duration))
+		case t.For > s.Duration-t.At:
+			c.fail(p+".for", "the trigger ends at %s, after the end of the %s run", show(t.At+t.For), show(s.Duration))
+		case t.Kind == TriggerCapacity && s.Origin.Model == ModelConcurrency:
+			c.fail(p+".kind", "a capacity trigger needs an origin with a capacity; the concurrency model has none (try a latency trigger)")
+		case t.Replicas > s.Origin.Replicas:
+			c.fail(p+".replicas", "%d replicas, but the origin has %d", t.Replicas, s.Origin.Replicas)
+		}
+	}
+}
+
+func (t *Traffic) check(c *checker, path string) {
+	over(c, join(path, "rate"), t.Rate, 0, maxRate)
+	in(c, join(path, "clients"), t.Clients, 1, maxCount)
+	in(c, join(path, "idempotent"), t.Idempotent, 0, 1)
+	in(c, join(path, "keys"), t.Keys, 0, 1)
+}
+
+func (o *Origin) check(c *checker, path string) {
+	at := func(key string) string { return join(path, key) }
+	switch o.Model {
+	case ModelCapacity:
+		over(c, at("capacity"), o.Capacity, 0, maxCapacity)
+		in(c, at("rejection_cost"), o.RejectionCost, 0, 1)
+		over(c, at("latency"), o.Latency, 0, maxWait)
+	case ModelQueue:
+		over(c, at("capacity"), o.Capacity, 0, maxCapacity)
+		in(c, at("workers"), o.Workers, 1, maxCount)
+		in(c, at("queue_limit"), o.QueueLimit, 0, 1e9)
+	case ModelConcurrency:
+		over(c, at("base"), o.Base, 0, maxWait)
+		in(c, at("per_inflight"), o.PerInflight, 0, time.Hour)
+	}
+	in(c, at("error_rate"), o.ErrorRate, 0, 1)
+	in(c, at("broken"), o.Broken, 0, 1)
+	in(c, at("replicas"), o.Replicas, 1, maxReplicas)
+	if c.ok() && o.Model == ModelQueue && o.Workers%o.Replicas != 0 {
+		if o.Workers < o.Replicas {
+			c.fail(at("workers"), "%d workers for %d replicas: each replica needs at least one", o.Workers, o.Replicas)
+		} else {
+			c.fail(at("workers"), "%d workers cannot be shared equally by %d replicas: make workers a multiple of replicas", o.Workers, o.Replicas)
+		}
+	}
+}
+
+func (t *Trigger) check(c *checker, path string) {
+	at := func(key string) string { return join(path, key) }
+	in(c, at("at"), t.At, 0, maxRun)
+	over(c, at("for"), t.For, 0, maxRun)
+	switch t.Kind {
+	case TriggerCapacity:
+		in(c, at("capacity"), t.Capacity, 0, maxCapacity)
+	case TriggerErrors:
+		over(c, at("error_rate"), t.ErrorRate, 0, 1)
+	case TriggerLoad:
+		in(c, at("rate"), t.Rate, 0, maxRate)
+	case TriggerLatency:
+		in(c, at("factor"), t.Factor, 1, 1e6)
+		in(c, at("replicas"), t.Replicas, 0, maxReplicas)
+	}
+}
+
+func (f *Fleet) check(c *checker, path string) {
+	at := func(key string) string { return join(path, key) }
+	name(c, at("name"), f.Name)
+	over(c, at("timeout"), f.Timeout, 0, maxWait)
+	in(c, at("deadline"), f.Deadline, 0, maxWait)
+	h := f.Hedge
+	switch {
+	case h.Delay < 0:
+		c.fail(at("hedge.delay"), "must not be negative, got %s", show(h.Delay))
+	case h.Delay >= f.Timeout && h.Delay > 0:
+		c.fail(at("hedge.delay"), "%s is not shorter than the timeout (%s): the hedge would go after the attempt gave up", show(h.Delay), show(f.Timeout))
+	case h.Delay == 0 && h.Max != 0:
+		c.fail(at("hedge.max"), "needs a delay: hedging is off while delay is 0s")
+	case h.Delay > 0:
+		in(c, at("hedge.max"), h.Max, 1, 100)
+	}
+}
+
+func (r *Retry) check(c *checker, path string) {
+	if r.MaxRetries != -1 {
+		in(c, join(path, "max_retries"), r.MaxRetries, 0, maxCount)
+	}
+}
+
+func (b *Backoff) check(c *checker, path string) {
+	at := func(key string) string { return join(path, key) }
+	use := cmp.Or(b.Use, "none")
+	in(c, at("base"), b.Base, 0, maxWait)
+	in(c, at("cap"), b.Cap, 0, maxWait)
+	if !c.ok() {
+		return
+	}
+	// Decorrelated jitter makes its own delays from base and cap, whatever
+	// the schedule; the other jitters spread the schedule's delay, which
+	// use: none does not have.
+	decorrelated := b.Jitter == "decorrelated"
+	delays := use != "none" || decorrelated
+	switch {
+	case delays && b.Base == 0 && decorrelated:
+		c.fail(at("base"), "is required by decorrelated jitter (it has no default)")
+	case delays && b.Base == 0:
+		c.fail(at("base"), "is required by use: %s (it has no default)", use)
+	case !delays && b.Base != 0:
+		c.fail(at("base"), "does nothing with use: none, which retries at once: remove it, or use fixed or exponential")
+	case !delays && b.Cap != 0:
+		c.fail(at("cap"), "does nothing with use: none, which retries at once: remove it, or use fixed or exponential")
+	case !delays && b.Jitter != "none" && slices.Contains(jitters, b.Jitter):
+		c.fail(at("jitter"), "%s jitter spreads a delay, and use: none has none: use fixed or exponential, or decorrelated jitter", b.Jitter)
+	case decorrelated && b.Cap == 0:
+		c.fail(at("cap"), "is required by decorrelated jitter (it has no default)")
+	case b.Cap != 0 && b.Cap < b.Base:
+		c.fail(at("cap"), "%s is below base (%s): make it 0s for no cap, or at least base", show(b.Cap), show(b.Base))
+	case use == "exponential":
+		in(c, at("multiplier"), b.Multiplier, 1, 1000)
+	}
+	if b.Jitter == "factor" {
+		over(c, at("factor"), b.Factor, 0, 1)
+	} else if b.Factor != 0 {
+		c.fail(at("factor"), "applies to factor jitter only")
+	}
+}
+
+func (b *Budget) check(c *checker, path string) {
+	at := func(key string) string { return join(path, "settings."+key) }
+	switch b.Use {
+	case BudgetTokenBucket:
+		ratio(c, at("budget_ratio"), b.Ratio)
+		over(c, at("max_tokens"), b.MaxTokens, 0, 1e9)
+		in(c, at("min_tokens"), b.MinTokens, 0, b.MaxTokens)
+		over(c, at("retry_cost"), b.RetryCost, 0, b.MaxTokens)
+		over(c, at("timeout_cost"), b.TimeoutCost, 0, b.MaxTokens)
+	case BudgetWindow:
+		ratio(c, at("budget_ratio"), b.Ratio)
+		over(c, at("retry_cost"), b.RetryCost, 0, 1e6)
+		over(c, at("timeout_cost"), b.TimeoutCost, 0, 1e6)
+		in(c, at("min_retries_per_second"), b.MinRetriesPerSecond, 0, 1e6)
+		in(c, at("ttl"), b.TTL, time.Millisecond, maxWait)
+	case BudgetGRPC:
+		over(c, at("max_tokens"), b.MaxTokens, 0, 1000)
+		in(c, at("token_ratio"), b.TokenRatio, 0.001, 1000)
+	case BudgetAWS:
+		in(c, at("capacity"), b.Capacity, 1, maxCount)
+		whole(c, at("retry_cost"), b.RetryCost, float64(b.Capacity))
+		whole(c, at("timeout_cost"), b.TimeoutCost, float64(b.Capacity))
+		in(c, at("no_retry_increment"), b.NoRetryIncrement, 1, maxCount)
+	}
+}
+
+// ratio checks budget_ratio, which has no default: the share of traffic
+// that may be retried is the one decision a budget cannot make for you.
+func ratio(c *checker, field string, r float64) {
+	switch {
+	case !(r > 0 && r <= 1):
+		c.fail(field, "must be in (0, 1], got %s; it has no default", show(r))
+	case r < 1e-6:
+		c.fail(field, "%s is below the budget's precision of 0.000001", show(r))
+	}
+}
+
+// whole checks an AWS cost: a whole number of tokens the bucket can hold.
+func whole(c *checker, field string, v, capacity float64) {
+	if v != math.Trunc(v) {
+		c.fail(field, "must be a whole number, got %s", show(v))
+	}
+	in(c, field, v, 1, capacity)
+}
+
+func (b *Breaker) check(c *checker, path string) {
+	at := func(key string) string { return join(path, "settings."+key) }
+	if b.Use == BreakerNone || b.Use == "" {
+		return
+	}
+	switch b.Use {
+	case BreakerConsecutive:
+		in(c, at("threshold"), b.Threshold, 1, maxCount)
+	case BreakerCountWindow:
+		in(c, at("window_size"), b.WindowSize, 1, maxCount)
+		in(c, at("min_calls"), b.MinCalls, 1, b.WindowSize)
+	case BreakerTimeWindow:
+		in(c, at("window"), b.Window, time.Millisecond, maxWait)
+		in(c, at("min_calls"), b.MinCalls, 1, maxCount)
+	}
+	if b.Use != BreakerConsecutive {
+		in(c, at("failure_rate"), b.FailureRate, 0, 1)
+		in(c, at("slow_call"), b.SlowCall, 0, maxWait)
+		in(c, at("slow_call_rate"), b.SlowCallRate, 0, 1)
+		switch {
+		case b.SlowCallRate > 0 && b.SlowCall == 0:
+			c.fail(at("slow_call"), "is required when slow_call_rate is set: how long is slow?")
+		case b.FailureRate == 0 && b.SlowCallRate == 0:
+			c.fail(at("failure_rate"), "a %s breaker needs failure_rate or slow_call_rate (or both): nothing would open it", b.Use)
+		}
+	}
+	over(c, at("cooldown"), b.Cooldown, 0, maxWait)
+	if m := b.MaxCooldown; m != 0 && !(m >= b.Cooldown && m <= maxWait) {
+		c.fail(at("max_cooldown"), "must be 0s (the cooldown does not grow) or in [%s, %s], got %s", show(b.Cooldown), show(maxWait), show(m))
+	}
+	in(c, at("probes"), b.Probes, 1, maxCount)
+}
+
+func (v word) validate(c *checker, path string) {
+	if !slices.Contains(v.words, *v.p) {
+		c.fail(path, "must be %s, got %q", oneOf(v.words), *v.p)
+	}
+}

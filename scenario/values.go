@@ -1,0 +1,262 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The scalar values of a scenario file. Each checks the YAML type before
+// anything else: "30" (a string) is not a number, 30 is not a duration, and
+// yes is not a boolean.
+
+const (
+	tagStr   = "!!str"
+	tagInt   = "!!int"
+	tagFloat = "!!float"
+	tagBool  = "!!bool"
+	tagNull  = "!!null"
+)
+
+// number is a finite float.
+type number struct{ p *float64 }
+
+func (v number) read(d *decoder, n *yaml.Node, path string) error {
+	n, err := d.scalar(n, path, "a number", tagInt, tagFloat)
+	if err != nil {
+		return err
+	}
+	var f float64
+	if n.Decode(&f) != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return d.errorOn(n, path, "must be a finite number, got %s", n.Value)
+	}
+	*v.p = f
+	return nil
+}
+
+func (v number) write() *yaml.Node { return plain(formatFloat(*v.p)) }
+func (v number) zero() bool        { return *v.p == 0 }
+
+// integer is a whole number.
+type integer struct{ p *int }
+
+func (v integer) read(d *decoder, n *yaml.Node, path string) error {
+	i, err := d.integer(n, path)
+	if err != nil {
+		return err
+	}
+	*v.p = i
+	return nil
+}
+
+func (v integer) write() *yaml.Node { return plain(strconv.Itoa(*v.p)) }
+func (v integer) zero() bool        { return *v.p == 0 }
+
+// count is a whole number kept in a float64 field (the AWS quota's costs,
+// which share their field with the token bucket's fractional ones).
+type count struct{ p *float64 }
+
+func (v count) read(d *decoder, n *yaml.Node, path string) error {
+	i, err := d.integer(n, path)
+	if err != nil {
+		return err
+	}
+	*v.p = float64(i)
+	return nil
+}
+
+func (v count) write() *yaml.Node { return plain(formatFloat(*v.p)) }
+func (v count) zero() bool        { return *v.p == 0 }
+
+// retries is max_retries: a whole number, or the word unlimited.
+type retries struct{ p *int }
+
+func (v retries) read(d *decoder, n *yaml.Node, path string) error {
+	if r := resolve(n); r.Kind == yaml.ScalarNode && r.ShortTag() == tagStr {
+		if r.Value != "unlimited" {
+			return d.errorOn(r, path, "must be a whole number or unlimited, got %s", describe(r))
+		}
+		*v.p = -1
+		return nil
+	}
+	i, err := d.integer(n, path)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		return d.errorOn(resolve(n), path, "must not be negative; write unlimited for no limit")
+	}
+	*v.p = i
+	return nil
+}
+
+func (v retries) write() *yaml.Node {
+	if *v.p == -1 {
+		return plain("unlimited")
+	}
+	return plain(strconv.Itoa(*v.p))
+}
+
+func (v retries) zero() bool { return *v.p == 0 }
+
+// unsigned is the seed.
+type unsigned struct{ p *uint64 }
+
+func (v unsigned) read(d *decoder, n *yaml.Node, path string) error {
+	n, err := d.scalar(n, path, "a whole number", tagInt)
+	if err != nil {
+		return err
+	}
+	if n.Decode(v.p) != nil {
+		if strings.HasPrefix(n.Value, "-") {
+			return d.errorOn(n, path, "must not be negative, got %s", n.Value)
+		}
+		return d.errorOn(n, path, "must be at most %d, got %s", uint64(math.MaxUint64), n.Value)
+	}
+	return nil
+}
+
+func (v unsigned) write() *yaml.Node { return plain(strconv.FormatUint(*v.p, 10)) }
+func (v unsigned) zero() bool        { return *v.p == 0 }
+
+// duration is a Go duration string. The number 0 is taken as well, as
+// time.ParseDuration takes "0": zero needs no unit.
+type duration struct{ p *time.Duration }
+
+const durationHint = `a duration with a unit, such as "30s", "100ms" or "1m30s"`
+
+func (v duration) read(d *decoder, n *yaml.Node, path string) error {
+	n = resolve(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == tagInt && n.Value == "0" {
+		*v.p = 0
+		return nil
+	}
+	n, err := d.scalar(n, path, durationHint, tagStr)
+	if err != nil {
+		return err
+	}
+	t, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return d.errorOn(n, path, "%q is not a duration: write %s", n.Value, durationHint)
+	}
+	*v.p = t
+	return nil
+}
+
+func (v duration) write() *yaml.Node { return str(formatDuration(*v.p)) }
+func (v duration) zero() bool        { return *v.p == 0 }
+
+// boolean is true or false.
+type boolean struct{ p *bool }
+
+func (v boolean) read(d *decoder, n *yaml.Node, path string) error {
+	n, err := d.scalar(n, path, "true or false", tagBool)
+	if err != nil {
+		return err
+	}
+	if n.Decode(v.p) != nil { // an explicit !!bool tag on something else
+		return d.errorOn(n, path, "must be true or false, got %q", n.Value)
+	}
+	return nil
+}
+
+func (v boolean) write() *yaml.Node { return plain(strconv.FormatBool(*v.p)) }
+func (v boolean) zero() bool        { return !*v.p }
+
+// word is one of a fixed set of names.
+type word struct {
+	p     *string
+	words []string
+}
+
+func (v word) read(d *decoder, n *yaml.Node, path string) error {
+	n, err := d.scalar(n, path, oneOf(v.words), tagStr)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(v.words, n.Value) {
+		return d.errorOn(n, path, "unknown value %q%s", n.Value, didYouMean(n.Value, v.words))
+	}
+	*v.p = n.Value
+	return nil
+}
+
+func (v word) write() *yaml.Node { return plain(*v.p) }
+func (v word) zero() bool        { return *v.p == "" }
+
+// text is a free string: a name.
+type text struct{ p *string }
+
+func (v text) read(d *decoder, n *yaml.Node, path string) error {
+	n, err := d.scalar(n, path, "a string", tagStr)
+	if err != nil {
+		return err
+	}
+	*v.p = n.Value
+	return nil
+}
+
+// write leaves the quoting to the encoder, which quotes a name that would
+// otherwise read back as another type ("1", "true").
+func (v text) write() *yaml.Node { return str(strings.ToValidUTF8(*v.p, "\uFFFD")) }
+func (v text) zero() bool        { return *v.p == "" }
+
+// plain is a scalar written as is: a number, a word, a boolean.
+func plain(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
+
+// str is a string scalar, quoted when it would read back as another type.
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tagStr, Value: s} }
+
+// formatFloat writes the shortest form that reads back as the same float.
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// formatDuration writes d in the unit a person would: "5m", "90s",
+// "100ms". Unlike time.Duration.String ("1m30s") it uses a single unit, the
+// largest that divides d exactly among h, m, s, ms, us and ns; the result
+// always reads back as d.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+// describe names what a node holds, for a message about a wrong type.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a map"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	switch n.ShortTag() {
+	case tagNull:
+		return "nothing"
+	case tagStr:
+		return fmt.Sprintf("the string %q", v)
+	case tagInt, tagFloat:
+		return "the number " + v
+	case tagBool:
+		return v
+	case "!!timestamp":
+		return "the date " + v
+	}
+	return fmt.Sprintf("%q (%s)", v, n.ShortTag())
+}
