@@ -32,6 +32,8 @@ type Options struct {
 	// Workers bounds the parallel runs of the experiments that make many
 	// (sweep); zero means GOMAXPROCS.
 	Workers int
+	// Grid is the sweep's cells per axis; zero means DefaultGrid.
+	Grid int
 }
 
 // Outcome is what an experiment produces.
@@ -67,8 +69,17 @@ func register(e *Experiment) *Experiment {
 	return e
 }
 
+// order is the order experiments are documented and run in.
+var order = []string{"storm", "fleets", "jitter", "breaker", "outage", "hedge", "sweep"}
+
 // All returns the experiments in the order they are documented.
-func All() []*Experiment { return slices.Clone(registry) }
+func All() []*Experiment {
+	all := slices.Clone(registry)
+	slices.SortStableFunc(all, func(a, b *Experiment) int {
+		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
+	})
+	return all
+}
 
 // Lookup returns the experiment called name.
 func Lookup(name string) (*Experiment, bool) {

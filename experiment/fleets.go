@@ -153,8 +153,8 @@ func fleetsClaims(sc *scenario.Scenario, res *sim.Result) []report.Claim {
 
 func fleetsFindings(sc *scenario.Scenario, res *sim.Result) []string {
 	c := res.Fleets[0].Summary
-	out := []string{fmt.Sprintf("Fleets: through %s, the control (%s) failed %s requests, %s of them after the cause cleared, recovered %s and lost %s intents.",
-		describeTriggers(sc), res.Fleets[0].Name, report.Int(c.Failures), report.Int(c.FailuresAfterClear), strings.TrimPrefix(recoveryText(c), "+"), report.Int(c.IntentsLost))}
+	out := []string{fmt.Sprintf("Fleets: through %s, the control (%s) failed %s requests, %s of them after the cause cleared, %s and lost %s intents.",
+		describeTriggers(sc), res.Fleets[0].Name, report.Int(c.Failures), report.Int(c.FailuresAfterClear), recoveredPhrase(c), report.Int(c.IntentsLost))}
 	for i := 1; i < len(res.Fleets); i++ {
 		s := res.Fleets[i].Summary
 		out = append(out, fmt.Sprintf("Fleets: %s failed %s requests (%s after the cause cleared) and lost %s intents; %s answers were thrown away by a breaker.",

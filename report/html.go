@@ -67,6 +67,14 @@ func Write(dir string, p Page) (string, error) {
 	return path, WriteFileAtomic(path, doc)
 }
 
+// WriteFileAtomicMkdir is WriteFileAtomic, making path's directory first.
+func WriteFileAtomicMkdir(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return WriteFileAtomic(path, data)
+}
+
 // WriteFileAtomic writes data to a temporary file beside path and renames
 // it over path.
 func WriteFileAtomic(path string, data []byte) error {

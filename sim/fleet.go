@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
@@ -114,7 +115,51 @@ type fleet struct {
 
 	s   Series
 	sum Summary
-	lat histogram
+	lat *histogram
+	scr *scratch
+}
+
+// scratch is the memory a run works in and gives back when it ends:
+// pooled, so that a sweep's thousands of runs do not each allocate and
+// grow it again.
+type scratch struct {
+	atts  []attempt
+	freeA []int32
+	ints  []intent
+	freeI []int32
+	heap  []event
+	lanes [nLanes][]event
+	lat   histogram
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// take gives f the pooled memory, emptied.
+func (f *fleet) take() {
+	sc := scratchPool.Get().(*scratch)
+	f.scr = sc
+	f.atts, f.freeA, f.ints, f.freeI = sc.atts[:0], sc.freeA[:0], sc.ints[:0], sc.freeI[:0]
+	f.q.heap = sc.heap[:0]
+	for i := range f.q.lanes {
+		f.q.lanes[i] = ring{buf: sc.lanes[i]}
+	}
+	sc.lat = histogram{}
+	f.lat = &sc.lat
+}
+
+// give returns f's memory to the pool; f must not run again.
+func (f *fleet) give() {
+	sc := f.scr
+	if sc == nil {
+		return
+	}
+	sc.atts, sc.freeA, sc.ints, sc.freeI = f.atts[:0], f.freeA[:0], f.ints[:0], f.freeI[:0]
+	sc.heap = f.q.heap[:0]
+	for i := range f.q.lanes {
+		sc.lanes[i] = f.q.lanes[i].buf
+	}
+	f.scr, f.lat, f.atts, f.ints = nil, nil, nil, nil
+	scratchPool.Put(sc)
 }
 
 // drainLimit bounds how long intents that arrived during the run are
@@ -162,6 +207,7 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 		}
 		f.policies[i] = p
 	}
+	f.take()
 	f.env = &f.sched.envs[0]
 	f.origin = newOrigin(&sc.Origin, replicas)
 	f.origin.envChanged(f, 0, f.env)
@@ -263,12 +309,15 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 			f.handle(f.q.pop())
 		}
 		if steps&0xffff == 0 && stop != nil && stop() {
+			f.give()
 			return FleetResult{}, errStopped
 		}
 	}
 	f.sampleUpTo(f.nTicks)
 	f.finishUnfinished()
-	return FleetResult{Name: f.cfg.Name, Summary: f.summarize(), Series: f.s}, nil
+	sum := f.summarize()
+	f.give()
+	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s}, nil
 }
 
 var errStopped = errors.New("sim: stopped")
@@ -333,7 +382,7 @@ func (f *fleet) handle(e event) {
 		if a.gen != e.gen || a.free || a.state != waiting {
 			return
 		}
-		f.hedge(a.intent, e.at)
+		f.hedge(e.ref, e.at)
 	}
 }
 
@@ -366,11 +415,13 @@ func (f *fleet) arrive(now int64) {
 		f.endIntent(i, lostBreaker)
 		return
 	}
-	f.send(i, now, t)
+	f.send(i, now, t, -1)
 }
 
-// send puts one attempt of intent i on the wire.
-func (f *fleet) send(i int32, now int64, t resil.Ticket) {
+// send puts one attempt of intent i on the wire. A hedge goes to another
+// replica than the attempt it runs beside (avoid), as a load balancer sends
+// a hedge elsewhere; other attempts pick a replica at random.
+func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	ai := f.newAttempt()
 	in := &f.ints[i]
 	a := &f.atts[ai]
@@ -398,7 +449,12 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket) {
 		a.tick = -1
 	}
 	if f.replicas > 1 {
-		a.replica = int32(draw(f.seed, in.id, int(a.n), drawReplica) * float64(f.replicas))
+		u := draw(f.seed, in.id, int(a.n), drawReplica)
+		if avoid >= 0 {
+			a.replica = (avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas)
+		} else {
+			a.replica = int32(u * float64(f.replicas))
+		}
 	}
 	if f.env.outage {
 		a.done = true // nothing answers: it is never seen
@@ -559,11 +615,12 @@ func (f *fleet) resume(i int32, now int64) {
 		f.endIntent(i, lostBreaker)
 		return
 	}
-	f.send(i, now, t)
+	f.send(i, now, t, -1)
 }
 
-// hedge sends a hedge for intent i if the policy and the budget allow.
-func (f *fleet) hedge(i int32, now int64) {
+// hedge sends a hedge beside attempt a if the policy and the budget allow.
+func (f *fleet) hedge(a int32, now int64) {
+	i := f.atts[a].intent
 	in := &f.ints[i]
 	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
 	if err != nil {
@@ -572,7 +629,7 @@ func (f *fleet) hedge(i int32, now int64) {
 		}
 		return // a refused hedge is no loss: the attempt is still out
 	}
-	f.send(i, now, t)
+	f.send(i, now, t, f.atts[a].replica)
 }
 
 // refused counts an attempt the breaker refused, and draws its ground

@@ -65,6 +65,9 @@ type Summary struct {
 	Dropped int64 `json:"dropped"`
 	// BudgetDenials are retries and hedges the budget refused.
 	BudgetDenials int64 `json:"budget_denials"`
+	// BreakerTrips counts the times a client's breaker opened from
+	// closed, over all clients.
+	BreakerTrips int64 `json:"breaker_trips"`
 	// Latency of the intents that succeeded, from arrival to answer, in
 	// seconds.
 	LatencyP50 float64 `json:"latency_p50"`

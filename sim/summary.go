@@ -28,6 +28,9 @@ func (f *fleet) summarize() Summary {
 		sum.PeakOffered = max(sum.PeakOffered, s.Offered[k])
 	}
 	sum.Failures = sum.FailedAttempts + sum.BreakerRefusals
+	for i := range f.policies {
+		sum.BreakerTrips += int64(f.policies[i].Breaker.Trips())
+	}
 	sum.RetriesPerRequest = ratio(sum.Retries, sum.Intents)
 
 	start, end := f.triggerTicks()

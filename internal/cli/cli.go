@@ -83,6 +83,8 @@ type commandLine struct {
 	out         string
 	config      string
 	printConfig bool
+	grid        int    // sweep and all
+	findings    string // all only
 }
 
 func commands() []command {
@@ -185,7 +187,7 @@ func (cl *commandLine) noArgs() error {
 
 // options turns the flags into experiment options, loading --config.
 func (cl *commandLine) options() (experiment.Options, error) {
-	opts := experiment.Options{Seed: cl.seed}
+	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid}
 	if cl.config != "" {
 		sc, err := scenario.Load(cl.config)
 		if err != nil {
@@ -249,7 +251,7 @@ func (cl *commandLine) emit(outs []*experiment.Outcome, js any, title string) er
 		page := report.Page{
 			Title:    title,
 			Subtitle: "Retries turn a short blip into an outage that outlives its cause. These are the numbers.",
-			Command:  "retrystorm " + strings.Join(append([]string{cl.name}, cl.flagsAsText()...), " "),
+			Command:  cl.commandText(),
 		}
 		if cl.name == "demo" {
 			page.Command = "retrystorm"

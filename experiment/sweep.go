@@ -1,0 +1,345 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+const sweepTitle = "Sweep: the vulnerability map"
+
+// Sweep maps where each policy recovers: base load × trigger size, for
+// the naive control, a budget, a budget with a breaker, and the server fix.
+var Sweep = register(&Experiment{
+	Name:    "sweep",
+	Title:   sweepTitle,
+	Summary: "a vulnerability map: base load × trigger size → recovered and recovery time, per policy",
+	Run:     runSweep,
+})
+
+// DefaultGrid is the sweep's grid size on each axis.
+const DefaultGrid = 40
+
+// The grid's ranges: base load as a share of capacity, and the share of
+// capacity the dip takes away.
+const (
+	sweepLoadLo, sweepLoadHi = 0.50, 0.975
+	sweepDipLo, sweepDipHi   = 0.05, 1.0
+)
+
+// SweepPolicy is one policy's map: Recovery[y][x] is recovery ticks, or
+// -1 for never.
+type SweepPolicy struct {
+	Policy   string  `json:"policy"`
+	Recovery [][]int `json:"recovery_ticks"`
+	// Recovered is how many cells recovered.
+	Recovered int `json:"recovered"`
+}
+
+type sweepJSON struct {
+	Scenario string         `json:"scenario"`
+	Seed     uint64         `json:"seed"`
+	Load     []float64      `json:"load"` // x: intent rate / capacity
+	Dip      []float64      `json:"dip"`  // y: share of capacity the trigger removes
+	Policies []SweepPolicy  `json:"policies"`
+	Claims   []report.Claim `json:"claims"`
+}
+
+// sweepPolicy is a variant of the base scenario run on every cell.
+type sweepPolicy struct {
+	name  string
+	fleet scenario.Fleet
+	fix   bool // the origin drops expired requests
+}
+
+func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
+	sc, err := scenarioFor("sweep", opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(sc.Fleets) < 2 || len(sc.Triggers) != 1 || sc.Triggers[0].Kind != scenario.TriggerCapacity || sc.Origin.Model != scenario.ModelQueue {
+		return nil, fmt.Errorf("sweep: the scenario needs a queue origin, one capacity trigger, and two fleets (the naive control, then a guarded one)")
+	}
+	n := opts.Grid
+	if n == 0 {
+		n = DefaultGrid
+	}
+	if n < 2 || n > 200 {
+		return nil, fmt.Errorf("sweep: grid %d out of [2, 200]", n)
+	}
+	naive, guarded := sc.Fleets[0], sc.Fleets[1]
+	budgetOnly := guarded
+	budgetOnly.Name = "budget"
+	budgetOnly.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
+	pols := []sweepPolicy{
+		{name: naive.Name, fleet: naive},
+		{name: "budget", fleet: budgetOnly},
+		{name: guarded.Name, fleet: guarded},
+		{name: naive.Name + ", drop_expired", fleet: naive, fix: true},
+	}
+	js := sweepJSON{Scenario: sc.Name, Seed: sc.Seed, Load: linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n)}
+	for _, p := range pols {
+		sp := SweepPolicy{Policy: p.name, Recovery: make([][]int, n)}
+		for y := range sp.Recovery {
+			sp.Recovery[y] = make([]int, n)
+		}
+		js.Policies = append(js.Policies, sp)
+	}
+	if err := sweepRuns(ctx, sc, pols, &js, opts); err != nil {
+		return nil, err
+	}
+	for i := range js.Policies {
+		for _, row := range js.Policies[i].Recovery {
+			for _, v := range row {
+				if v >= 0 {
+					js.Policies[i].Recovered++
+				}
+			}
+		}
+	}
+	js.Claims = sweepClaims(js)
+	sec := report.Section{
+		ID:    "sweep",
+		Title: sweepTitle,
+		Intro: []string{
+			fmt.Sprintf("%s: %g intents/s against a queue whose capacity sets the base load (%.0f%% to %.1f%% of capacity, across), and a %s dip that takes away %.0f%% to %.0f%% of it (up). Each cell is a run; its colour is the recovery time, dark where it never recovered.",
+				sc.Name, sc.Traffic.Rate, 100*sweepLoadLo, 100*sweepLoadHi, sc.Triggers[0].For, 100*sweepDipLo, 100*sweepDipHi),
+			"The boundary is where the system becomes metastable: on one side it heals once the cause clears, on the other it stays down. Near it, recovery time blows up.",
+		},
+		Tables:  []report.Table{sweepTable(js)},
+		Claims:  js.Claims,
+		Figures: sweepHeatmaps(js),
+		Charts:  []report.Chart{sweepLine(js)},
+	}
+	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}, nil
+}
+
+func linspace(lo, hi float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Round((lo+(hi-lo)*float64(i)/float64(n-1))*10000) / 10000
+	}
+	return out
+}
+
+// sweepRuns runs every cell of every policy on all cores. Each run is one
+// fleet on its own scenario, so the result does not depend on scheduling.
+func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options) error {
+	n := len(js.Load)
+	total := len(pols) * n * n
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var done atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for job := range jobs {
+				p, y, x := job/(n*n), job/n%n, job%n
+				sc := clone(base)
+				sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
+				sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
+				sc.Origin.DropExpired = pols[p].fix
+				sc.Fleets = []scenario.Fleet{pols[p].fleet}
+				res, err := sim.Run(ctx, sc)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				s := res.Fleets[0].Summary
+				r := -1
+				if s.Recovered {
+					r = *s.RecoveryTicks
+				}
+				js.Policies[p].Recovery[y][x] = r
+				if d := int(done.Add(1)); opts.Progress != nil {
+					opts.Progress(d, total)
+				}
+			}
+		})
+	}
+	for job := range total {
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+func sweepTable(js sweepJSON) report.Table {
+	t := report.Table{
+		Title: fmt.Sprintf("Cells that recovered, of %d", len(js.Load)*len(js.Dip)),
+		Columns: []report.Column{{Name: "policy"}, {Name: "recovered", Align: report.Right}, {Name: "share", Align: report.Right},
+			{Name: "slowest", Align: report.Right}, {Name: "highest load", Align: report.Right}},
+	}
+	for _, p := range js.Policies {
+		slowest, edge := 0, -1.0
+		for _, row := range p.Recovery {
+			for x, v := range row {
+				slowest = max(slowest, v)
+				if v >= 0 {
+					edge = max(edge, js.Load[x])
+				}
+			}
+		}
+		edgeText := "none"
+		if edge >= 0 {
+			edgeText = report.Percent(edge, 1)
+		}
+		t.Rows = append(t.Rows, []string{p.Policy, report.Int(int64(p.Recovered)),
+			report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0), fmt.Sprintf("+%d ticks", slowest), edgeText})
+	}
+	return t
+}
+
+func sweepHeatmaps(js sweepJSON) []template.HTML {
+	top := 0
+	for _, p := range js.Policies {
+		for _, row := range p.Recovery {
+			for _, v := range row {
+				top = max(top, v)
+			}
+		}
+	}
+	var out []template.HTML
+	for _, p := range js.Policies {
+		cells := make([][]float64, len(p.Recovery))
+		for y, row := range p.Recovery {
+			cells[y] = make([]float64, len(row))
+			for x, v := range row {
+				cells[y][x] = float64(v)
+				if v < 0 {
+					cells[y][x] = math.NaN()
+				}
+			}
+		}
+		h := report.Heatmap{
+			Title: p.Policy, XLabel: "base load", YLabel: "dip", X: js.Load, Y: js.Dip, Cells: cells,
+			Unit: "ticks", Max: float64(top), Never: "never recovered",
+			XFmt: func(v float64) string { return report.Percent(v, 0) },
+			YFmt: func(v float64) string { return report.Percent(v, 0) },
+		}
+		out = append(out, template.HTML(h.SVG()))
+	}
+	return out
+}
+
+// sweepRow is the dip the line chart follows: the middle of the grid.
+func sweepRow(js sweepJSON) int { return len(js.Dip) / 2 }
+
+func sweepLine(js sweepJSON) report.Chart {
+	y := sweepRow(js)
+	c := report.Chart{
+		Title:  fmt.Sprintf("Recovery time against base load, dip of %s", report.Percent(js.Dip[y], 0)),
+		XLabel: "base load (share of capacity)", YLabel: "recovery (ticks; gap = never)", X: js.Load,
+	}
+	for _, p := range js.Policies {
+		v := make([]float64, len(js.Load))
+		for x, r := range p.Recovery[y] {
+			v[x] = float64(r)
+			if r < 0 {
+				v[x] = math.NaN()
+			}
+		}
+		c.Lines = append(c.Lines, report.Line{Name: p.Policy, Y: v})
+	}
+	return c
+}
+
+func sweepClaims(js sweepJSON) []report.Claim {
+	byName := map[int]SweepPolicy{}
+	for i, p := range js.Policies {
+		byName[i] = p
+	}
+	naive, budget, guarded, fix := byName[0], byName[1], byName[2], byName[3]
+	var cs []report.Claim
+	for _, p := range []SweepPolicy{budget, guarded, fix} {
+		cs = append(cs, report.Check(fmt.Sprintf("%s recovers in more of the map than %s", p.Policy, naive.Policy),
+			p.Recovered > naive.Recovered, map[string]any{"recovered": p.Recovered, "naive_recovered": naive.Recovered},
+			"%d cells against %d", p.Recovered, naive.Recovered))
+	}
+	// Near the boundary recovery time blows up for a policy whose backlog
+	// drains at the spare capacity; the naive fleet's edge is a cliff.
+	rows, blown := blowUps(budget)
+	cs = append(cs, report.Check(fmt.Sprintf("%s's recovery time blows up near its boundary: 10+ ticks slower there than far from it, in most rows that cross it", budget.Policy),
+		rows > 0 && 2*blown > rows, map[string]any{"rows_with_boundary": rows, "rows_blown_up": blown},
+		"%d of %d rows", blown, rows))
+	slowest := 0
+	for _, row := range naive.Recovery {
+		for _, v := range row {
+			slowest = max(slowest, v)
+		}
+	}
+	cs = append(cs, report.Check(fmt.Sprintf("%s's boundary is a cliff: it recovers within 10 ticks or never", naive.Policy),
+		slowest <= 10, map[string]any{"slowest_recovery_ticks": slowest}, "slowest recovery +%d ticks", slowest))
+	return cs
+}
+
+// blowUps counts the rows of p's map that cross a boundary (recovered,
+// then never, as load grows) and those where the recovery just before the
+// boundary is 10+ ticks slower than the row's fastest.
+func blowUps(p SweepPolicy) (rows, blown int) {
+	for _, row := range p.Recovery {
+		edge := -1
+		for x, v := range row {
+			if v < 0 {
+				break
+			}
+			edge = x
+		}
+		if edge < 0 || edge == len(row)-1 {
+			continue
+		}
+		rows++
+		fastest, near := math.MaxInt, 0
+		for x := 0; x <= edge; x++ {
+			fastest = min(fastest, row[x])
+		}
+		for x := max(0, edge-2); x <= edge; x++ {
+			near = max(near, row[x])
+		}
+		if near >= fastest+10 {
+			blown++
+		}
+	}
+	return rows, blown
+}
+
+func sweepFindings(js sweepJSON) []string {
+	var out []string
+	cells := len(js.Load) * len(js.Dip)
+	for _, p := range js.Policies {
+		out = append(out, fmt.Sprintf("Sweep: %s recovered in %d of %d cells (%s) of base load %s–%s × dip %s–%s.",
+			p.Policy, p.Recovered, cells, report.Percent(float64(p.Recovered)/float64(cells), 0),
+			report.Percent(js.Load[0], 0), report.Percent(js.Load[len(js.Load)-1], 1), report.Percent(js.Dip[0], 0), report.Percent(js.Dip[len(js.Dip)-1], 0)))
+	}
+	return out
+}
