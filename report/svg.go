@@ -143,6 +143,30 @@ func (c Chart) legend(b *strings.Builder, pw float64) {
 	}
 }
 
+// standaloneStyle is what an SVG needs when it is not inside the HTML
+// report, whose style sheet otherwise colours it: for a README or a file.
+const standaloneStyle = `<style>
+text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1b1b1b; }
+.ct { font-weight: 600; font-size: 14px; }
+.grid { stroke: #ddd; stroke-width: 1; }
+.axis, .tick { stroke: #666; stroke-width: 1; }
+.yt { font-size: 11px; text-anchor: end; fill: #666; }
+.xt { font-size: 11px; text-anchor: middle; fill: #666; }
+.xl, .yl { font-size: 12px; text-anchor: middle; fill: #666; }
+.lg { font-size: 12px; }
+.sl { font-size: 11px; fill: #666; }
+.shade { fill: #f6d5cc; opacity: .7; }
+.hover rect { fill: transparent; }
+</style>`
+
+// StandaloneSVG is SVG with its own style sheet and a white background,
+// for use outside the HTML report.
+func (c Chart) StandaloneSVG() string {
+	s := c.SVG()
+	i := strings.Index(s, ">") + 1
+	return s[:i] + standaloneStyle + fmt.Sprintf(`<rect width="%d" height="%d" fill="#fff"/>`, svgW, svgH) + s[i:]
+}
+
 // hover lays an invisible column over each X with a tooltip of the values.
 func (c Chart) hover(b *strings.Builder, sx func(float64) float64, pw, ph float64) {
 	if len(c.X) == 0 {
@@ -171,6 +195,9 @@ func (c Chart) yLabel(v float64) string {
 }
 
 func (c Chart) value(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
 	if c.Percent {
 		return fmt.Sprintf("%.1f%%", 100*v)
 	}

@@ -1,0 +1,67 @@
+/*
+Retrystorm shows a retry storm, measures what each defence costs, and
+checks its own claims on the numbers it computes.
+
+Usage:
+
+	retrystorm [flags]                 the demo: storm and fleets
+	retrystorm <command> [flags]
+	retrystorm help [command]
+
+With no command, retrystorm runs the demo on its embedded scenarios:
+the storm and fleets experiments, their tables on the terminal, and an HTML
+report with plots in retrystorm-report/index.html. It says where.
+
+# Commands
+
+	storm     one blip, a naive fleet and a guarded one, against a queueing
+	          origin; and the naive fleet against an origin that drops
+	          expired requests
+	fleets    four fleets through the same capacity dip: ceiling, failures,
+	          failures after the cause cleared, recovery, intents lost
+	jitter    a herd of clients that failed together against spare
+	          capacity, and contention for one resource, per jitter kind
+	breaker   false trips against background errors, and what a breaker
+	          sheds under partial failure
+	outage    retries each policy permits in a total outage; amplification
+	          against failure probability
+	hedge     hedged requests against one slow replica and against broad
+	          slowness, with and without a budget
+	sweep     a vulnerability map: base load × trigger size, per policy
+	run FILE  run a scenario file as it is
+	all       every experiment, the full report and FINDINGS.md
+
+# Flags
+
+Every experiment takes:
+
+	--json          print JSON on stdout instead of tables; the JSON carries
+	                "claims": [{"text", "holds", "measured"}]. No report is
+	                written unless --out is given.
+	--seed N        replace the scenario's seed
+	--out DIR       write the HTML report to DIR (default retrystorm-report)
+	--config FILE   run this scenario file instead of the embedded default
+	--print-config  print the embedded default scenario, to copy and edit
+
+sweep and all take --grid N (cells per axis of the map, default 40); all
+takes --findings FILE (also write the findings as Markdown).
+
+# Output
+
+Tables fit 80 columns, in colour only on a terminal (and never with
+NO_COLOR set). Long runs show a progress bar on a terminal's standard
+error, and nothing when it is not a terminal or with --json. The same seed
+gives the same output, byte for byte.
+
+# Exit status
+
+0 when every claim holds; 1 when one does not (after everything has been
+printed and written) or when a run fails; 2 for a usage error or an invalid
+scenario file, with a message naming the file, line and field.
+
+# Files
+
+Scenario files are strict YAML; the format is documented in
+docs/scenario.md. The HTML report is one file that fetches nothing.
+*/
+package main

@@ -1,0 +1,135 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestInt(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"}, {-4543, "-4,543"}} {
+		if got := Int(c.n); got != c.want {
+			t.Errorf("Int(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
+func TestTableRender(t *testing.T) {
+	tb := Table{
+		Title:   "T",
+		Columns: []Column{{Name: "fleet"}, {Name: "n", Align: Right}},
+		Rows:    [][]string{{"naive", "4,543"}, {"guarded", "12"}},
+	}
+	var b bytes.Buffer
+	if err := tb.Render(&b, Style{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "T\nfleet        n\n──────────────\nnaive    4,543\nguarded     12\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	tb.Emphasis = map[[2]int]bool{{0, 1}: true}
+	tb.Render(&b, Style{Color: true})
+	if !strings.Contains(b.String(), "\x1b[31m") {
+		t.Error("emphasis is not coloured on a colour terminal")
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		n      int
+		want   []float64
+	}{
+		{0, 400, 5, []float64{0, 100, 200, 300, 400}},
+		{0, 1, 5, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
+		{0, 119, 8, []float64{0, 20, 40, 60, 80, 100, 120}},
+	} {
+		got := niceTicks(c.lo, c.hi, c.n)
+		if len(got) != len(c.want) {
+			t.Errorf("niceTicks(%g, %g, %d) = %v, want %v", c.lo, c.hi, c.n, got, c.want)
+			continue
+		}
+		for i := range got {
+			if math.Abs(got[i]-c.want[i]) > 1e-9 {
+				t.Errorf("niceTicks(%g, %g, %d) = %v, want %v", c.lo, c.hi, c.n, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+// wellFormed parses s as XML to the end.
+func wellFormed(t *testing.T, s string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+	}
+}
+
+func TestChartSVG(t *testing.T) {
+	c := Chart{
+		Title: "Offered <load> & more", XLabel: "time (s)", YLabel: "attempts / s",
+		X:     []float64{0, 1, 2, 3},
+		Lines: []Line{{Name: "naive", Y: []float64{1, 2, math.NaN(), 4}, Dashed: true}, {Name: "guarded", Y: []float64{1, 1, 1, 1}}},
+		Shade: []Span{{From: 1, To: 2, Label: "trigger"}},
+	}
+	s := c.SVG()
+	wellFormed(t, s)
+	for _, want := range []string{"Offered &lt;load&gt; &amp; more", "time (s)", "attempts / s", `class="shade"`, "naive", "guarded", "stroke-dasharray", "<title>1 s\nnaive: 2\nguarded: 1</title>", "naive: –"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	wellFormed(t, c.StandaloneSVG())
+	empty := Chart{Title: "empty"}
+	wellFormed(t, empty.SVG())
+}
+
+func TestHeatmapSVG(t *testing.T) {
+	h := Heatmap{Title: "map", XLabel: "load", YLabel: "dip", X: []float64{0.5, 0.9}, Y: []float64{0.1, 0.5},
+		Cells: [][]float64{{0, 3}, {7, math.NaN()}}, Unit: "ticks", Never: "never recovered"}
+	s := h.SVG()
+	wellFormed(t, s)
+	if strings.Count(s, `class="cell"`) != 4 || !strings.Contains(s, "never recovered") {
+		t.Errorf("heatmap cells or legend missing:\n%s", s)
+	}
+	if heatColor(math.NaN(), 1) == heatColor(1, 1) {
+		t.Error("never must not look like the slowest recovery")
+	}
+}
+
+func TestPageHTML(t *testing.T) {
+	p := Page{Title: "T", Sections: []Section{{ID: "s", Title: "S", Intro: []string{"<b>not html</b>"},
+		Tables: []Table{{Columns: []Column{{Name: "a"}}, Rows: [][]string{{"1"}}}},
+		Claims: []Claim{{Text: "c", Holds: false, Detail: "d"}},
+		Charts: []Chart{{Title: "c", X: []float64{0, 1}, Lines: []Line{{Name: "l", Y: []float64{0, 1}}}}}}}}
+	doc, err := p.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"&lt;b&gt;not html&lt;/b&gt;", "✗ fails", "<svg"} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script", "<link", "@import", "url("} {
+		if bytes.Contains(doc, []byte(bad)) {
+			t.Errorf("page is not self-contained: %q", bad)
+		}
+	}
+}
