@@ -3,10 +3,12 @@ package resil
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// State is a circuit breaker's state.
+// State is a circuit breaker's state. The zero value is Closed. A State is
+// a plain value, safe to copy and share.
 type State uint8
 
 const (
@@ -29,7 +31,8 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// TripRule is what opens a closed breaker.
+// TripRule is what opens a closed breaker. The zero value is
+// ConsecutiveFailures. A plain value, safe to copy and share.
 type TripRule uint8
 
 const (
@@ -53,17 +56,23 @@ func (r TripRule) String() string {
 	return fmt.Sprintf("TripRule(%d)", uint8(r))
 }
 
-// StateChange describes one transition, as passed to OnStateChange.
+// StateChange describes one transition, as passed to OnStateChange. The
+// zero value describes no transition. A plain value, safe to copy and share.
 type StateChange struct {
-	Name     string
+	// Name is the breaker's BreakerSettings.Name.
+	Name string
+	// From and To are the states before and after.
 	From, To State
-	At       time.Time
+	// At is the time of the call that made the change.
+	At time.Time
 	// Generation is the breaker's generation after the change.
 	Generation uint64
 }
 
 // BreakerSettings configures a [Breaker]. Fields that do not apply to the
-// chosen Rule must be zero.
+// chosen Rule must be zero. The zero value is invalid: its rule,
+// ConsecutiveFailures, needs a Threshold. A plain value: copying it is safe
+// (OnStateChange is shared by the copies).
 type BreakerSettings struct {
 	// Name is reported in StateChange; it may be empty.
 	Name string
@@ -115,7 +124,8 @@ type BreakerSettings struct {
 // [Breaker.Allow] and handed back to [Breaker.Record]. It carries the
 // generation it was issued in, so that a result arriving after the breaker
 // changed state does not count. The zero Permit is no admission: Record
-// ignores it.
+// ignores it. A Permit is a plain value, safe to copy and to hand to
+// another goroutine; report each one once.
 type Permit struct {
 	gen   uint64
 	probe bool
@@ -147,12 +157,18 @@ type Breaker struct {
 	mu sync.Mutex
 	s  BreakerSettings // normalized
 
+	// word is gen<<2 | state, stored under mu at every change and read
+	// without it: a closed breaker admits calls and takes their successes
+	// with one atomic load, and drops stale permits without the lock.
+	word atomic.Uint64
+	// consecutive counts failures in a row (ConsecutiveFailures). It is
+	// written under mu and read without it by the success fast path.
+	consecutive atomic.Int64
+
 	state    State
 	gen      uint64
 	until    time.Time     // end of the cooldown, when open
 	cooldown time.Duration // current cooldown, grows with MaxCooldown
-
-	consecutive int // ConsecutiveFailures
 
 	ring  []uint8 // CountWindow: bit 0 failed, bit 1 slow
 	pos   int
@@ -185,6 +201,7 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 		return nil, err
 	}
 	b := &Breaker{s: s, gen: 1, cooldown: s.Cooldown}
+	b.word.Store(b.gen << 2)
 	switch s.Rule {
 	case CountWindow:
 		b.ring = make([]uint8, s.WindowSize)
@@ -291,11 +308,22 @@ func (b *Breaker) Settings() BreakerSettings {
 // when the call ends, or ErrBreakerOpen (open, cooling down) or
 // ErrTooManyProbes (half-open, every trial slot taken).
 func (b *Breaker) Allow(now time.Time) (Permit, error) {
+	t := at(now)
+	return b.allow(&t)
+}
+
+func (b *Breaker) allow(now *instant) (Permit, error) {
 	if b == nil {
 		return Permit{}, nil
 	}
+	// A closed breaker admits every call: no lock, no clock. A transition
+	// racing with this load makes the permit stale, exactly as if the call
+	// had been admitted just before it.
+	if w := b.word.Load(); State(w&3) == Closed {
+		return Permit{gen: w >> 2}, nil
+	}
 	b.mu.Lock()
-	change, changed := b.expire(now)
+	change, changed := b.expire(now.get())
 	var p Permit
 	var err error
 	switch b.state {
@@ -316,11 +344,49 @@ func (b *Breaker) Allow(now time.Time) (Permit, error) {
 	return p, err
 }
 
+// observe returns a permit of the current generation for a call the breaker
+// may not refuse (a first attempt under [GuardRetries]): the call goes in
+// every state, and its outcome still informs the breaker, as a closed call's
+// or a half-open trial's would. It never takes a probe slot.
+func (b *Breaker) observe(now *instant) Permit {
+	if b == nil {
+		return Permit{}
+	}
+	if w := b.word.Load(); State(w&3) == Closed {
+		return Permit{gen: w >> 2}
+	}
+	b.mu.Lock()
+	change, changed := b.expire(now.get())
+	p := Permit{gen: b.gen}
+	b.mu.Unlock()
+	b.notify(change, changed)
+	return p
+}
+
 // Record reports how the call admitted by p ended, and how long it took (for
 // the slow-call rule). A permit from an older generation is ignored.
 func (b *Breaker) Record(now time.Time, p Permit, o Outcome, took time.Duration) {
+	t := at(now)
+	b.record(&t, p, o, took)
+}
+
+func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) {
 	if b == nil || p.gen == 0 {
 		return
+	}
+	if !p.probe {
+		if o == Ignored {
+			return // neither success nor failure, and no probe slot to free
+		}
+		w := b.word.Load()
+		if w>>2 != p.gen {
+			return // stale: generations only grow, so it stays stale
+		}
+		// A success in a closed breaker with no failure streak changes
+		// nothing under ConsecutiveFailures: skip the lock.
+		if State(w&3) == Closed && o == Success && b.s.Rule == ConsecutiveFailures && b.consecutive.Load() == 0 {
+			return
+		}
 	}
 	b.mu.Lock()
 	if p.gen != b.gen {
@@ -339,17 +405,17 @@ func (b *Breaker) Record(now time.Time, p Permit, o Outcome, took time.Duration)
 		case Closed:
 			if b.judge(now, failed, slow) {
 				b.cooldown = b.s.Cooldown
-				change, changed = b.to(Open, now), true
+				change, changed = b.to(Open, now.get()), true
 			}
 		case HalfOpen:
 			if failed || (slow && b.s.SlowCallRate > 0) {
 				if b.s.MaxCooldown > b.s.Cooldown {
 					b.cooldown = min(2*b.cooldown, b.s.MaxCooldown)
 				}
-				change, changed = b.to(Open, now), true
+				change, changed = b.to(Open, now.get()), true
 			} else if b.probesOK++; b.probesOK >= b.s.Probes {
 				b.cooldown = b.s.Cooldown
-				change, changed = b.to(Closed, now), true
+				change, changed = b.to(Closed, now.get()), true
 			}
 		}
 	}
@@ -398,7 +464,8 @@ func (b *Breaker) to(s State, now time.Time) StateChange {
 	b.gen++
 	c.Generation = b.gen
 	b.probes, b.probesOK = 0, 0
-	b.consecutive = 0
+	b.consecutive.Store(0)
+	b.word.Store(b.gen<<2 | uint64(s))
 	b.clearWindow()
 	if s == Open {
 		b.until = now.Add(b.cooldown)
@@ -419,15 +486,15 @@ func (b *Breaker) clearWindow() {
 
 // judge adds one closed-state call to the rule and reports whether the
 // breaker must open. Called with mu held.
-func (b *Breaker) judge(now time.Time, failed, slow bool) bool {
+func (b *Breaker) judge(now *instant, failed, slow bool) bool {
 	switch b.s.Rule {
 	case ConsecutiveFailures:
 		if !failed {
-			b.consecutive = 0
+			b.consecutive.Store(0)
 			return false
 		}
-		b.consecutive++
-		return b.consecutive >= b.s.Threshold
+		n := b.consecutive.Add(1)
+		return n >= int64(b.s.Threshold)
 	case CountWindow:
 		var bits uint8
 		if failed {
@@ -450,7 +517,7 @@ func (b *Breaker) judge(now time.Time, failed, slow bool) bool {
 		b.tot[kFails] += int64(bits & bitFail)
 		b.tot[kSlows] += int64(bits&bitSlow) >> 1
 	case TimeWindow:
-		b.win.advance(now)
+		b.win.advance(now.get())
 		b.win.add(kCalls, 1)
 		if failed {
 			b.win.add(kFails, 1)

@@ -2,7 +2,7 @@ package resil
 
 import (
 	"math"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +14,8 @@ import (
 // [*AWSQuota] (the AWS SDK retry quota) and [NoBudget] (the control). A nil
 // Budget in a [Policy] means no budget: only MaxRetries limits retries.
 //
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use. The zero Budget (nil) is
+// not callable; a Policy takes it to mean no budget.
 type Budget interface {
 	// Begin records that an intent starts: its first attempt is about to
 	// be sent. Request-funded budgets deposit here.
@@ -33,7 +34,9 @@ type Budget interface {
 	Refund(now time.Time, cost float64)
 }
 
-// Funding says which traffic pays into a budget.
+// Funding says which traffic pays into a budget. Its zero value,
+// FundingUnset, is invalid in every budget's settings. A Funding is a plain
+// value, safe to copy and share.
 type Funding uint8
 
 const (
@@ -70,7 +73,8 @@ type fixed = int64
 func toFixed(f float64) fixed   { return fixed(math.Round(f * tokenScale)) }
 func fromFixed(x fixed) float64 { return float64(x) / tokenScale }
 
-// TokenBucketSettings configures a [TokenBucket].
+// TokenBucketSettings configures a [TokenBucket]. The zero value is invalid
+// (Ratio and Funding have no default). A plain value: copying it is safe.
 type TokenBucketSettings struct {
 	// Ratio is the share of funding traffic that may be retried: each
 	// deposit adds Ratio tokens and a retry costs RetryCost (1). It has no
@@ -109,8 +113,9 @@ type TokenBucketSettings struct {
 // is safe for concurrent use. It reads no clock: the time arguments exist so
 // that every [Budget] has the same shape.
 type TokenBucket struct {
-	mu      sync.Mutex
-	tokens  fixed
+	// tokens changes by compare-and-swap: a healthy bucket sits at max,
+	// where a deposit is a single load.
+	tokens  atomic.Int64
 	ratio   fixed
 	max     fixed
 	cost    fixed
@@ -125,14 +130,15 @@ func NewTokenBucket(s TokenBucketSettings) (*TokenBucket, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	return &TokenBucket{
-		tokens:  toFixed(s.MinTokens),
+	b := &TokenBucket{
 		ratio:   toFixed(s.Ratio),
 		max:     toFixed(s.MaxTokens),
 		cost:    toFixed(s.RetryCost),
 		timeout: toFixed(s.TimeoutCost),
 		funding: s.Funding,
-	}, nil
+	}
+	b.tokens.Store(toFixed(s.MinTokens))
+	return b, nil
 }
 
 func (s TokenBucketSettings) withDefaults() TokenBucketSettings {
@@ -207,9 +213,15 @@ func (b *TokenBucket) Record(now time.Time, o Outcome, paid float64) {
 }
 
 func (b *TokenBucket) deposit(x fixed) {
-	b.mu.Lock()
-	b.tokens = min(b.max, b.tokens+x)
-	b.mu.Unlock()
+	for {
+		t := b.tokens.Load()
+		if t >= b.max {
+			return
+		}
+		if b.tokens.CompareAndSwap(t, min(b.max, t+x)) {
+			return
+		}
+	}
 }
 
 // Withdraw takes RetryCost (TimeoutCost after a Timeout) if the balance
@@ -219,16 +231,15 @@ func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	if after == Timeout {
 		c = b.timeout
 	}
-	b.mu.Lock()
-	ok := b.tokens >= c
-	if ok {
-		b.tokens -= c
+	for {
+		t := b.tokens.Load()
+		if t < c {
+			return 0, false
+		}
+		if b.tokens.CompareAndSwap(t, t-c) {
+			return fromFixed(c), true
+		}
 	}
-	b.mu.Unlock()
-	if !ok {
-		return 0, false
-	}
-	return fromFixed(c), true
 }
 
 // Refund gives back a withdrawn charge, up to MaxTokens.
@@ -240,9 +251,7 @@ func (b *TokenBucket) Refund(now time.Time, cost float64) {
 
 // Tokens returns the balance.
 func (b *TokenBucket) Tokens(now time.Time) float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return fromFixed(b.tokens)
+	return fromFixed(b.tokens.Load())
 }
 
 // NoBudget is the control: it allows every retry and counts nothing. With

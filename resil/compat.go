@@ -6,7 +6,8 @@ import (
 )
 
 // GRPCThrottleSettings configures a [GRPCThrottle] with the two numbers of
-// a gRPC service config's retryThrottling.
+// a gRPC service config's retryThrottling. The zero value is invalid: both
+// are required. A plain value: copying it is safe.
 type GRPCThrottleSettings struct {
 	// MaxTokens is the bucket size: 0 < MaxTokens <= 1000. Required.
 	MaxTokens float64
@@ -79,7 +80,7 @@ func (g *GRPCThrottle) Tokens(time.Time) float64 {
 }
 
 // AWSQuotaSettings configures an [AWSQuota]. The zero value gives the AWS
-// SDKs' standard retry mode.
+// SDKs' standard retry mode. A plain value: copying it is safe.
 type AWSQuotaSettings struct {
 	// Capacity is the bucket size, which it starts at. Zero means 500.
 	Capacity int

@@ -23,6 +23,36 @@
 // has. The price is paid in intents: a budget refuses retries that would have
 // rescued some calls. Measure both, failures and intents lost.
 //
+// # The guarded call
+//
+// A [Guard] runs a function under a Policy:
+//
+//	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
+//		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10,
+//	})
+//	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
+//	g, _ := resil.NewGuard(resil.Settings{
+//		Idempotent:     true,
+//		AttemptTimeout: time.Second,
+//		Policy: resil.Policy{
+//			MaxRetries: 3, Budget: budget, Breaker: breaker,
+//			Backoff: resil.Backoff{Schedule: resil.Exponential,
+//				Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: resil.FullJitter},
+//		},
+//	})
+//	err := g.Do(ctx, func(ctx context.Context) error { return callTheDependency(ctx) })
+//
+// When it gives up, the error wraps the reason (errors.Is(err,
+// resil.ErrBudgetExhausted), ...) and the last attempt's error. [Call] and
+// [CallWith] return values, pass the attempt's number, kind and idempotency
+// key to the function, and take per-call options. [Guard.Stats] and
+// [Guard.Observe] expose what happened, retries per request included.
+//
+// A successful call through a Guard with a budget and a closed breaker, and
+// no per-attempt timeout, allocates nothing and reads no clock: the policies take the time as an
+// argument, and the Guard reads it only when a decision needs it (an open
+// breaker, a time window, a retry) or an observer wants durations.
+//
 // # Adapters
 //
 // HTTP lives in resil/resilhttp (an http.RoundTripper) and Prometheus in

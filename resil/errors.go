@@ -33,12 +33,18 @@ var (
 
 // SettingError reports an invalid setting. Field names the setting as it
 // is spelled in the Go struct (for example "TokenBucketSettings.Ratio").
+// The zero value is an empty report. A SettingError is not changed once
+// returned, so it may be shared between goroutines.
 type SettingError struct {
-	Field  string
-	Value  any
+	// Field is the setting, as "Struct.Field".
+	Field string
+	// Value is the value given, or nil when it says nothing.
+	Value any
+	// Reason says what a valid value is.
 	Reason string
 }
 
+// Error returns "resil: Field = Value: Reason".
 func (e *SettingError) Error() string {
 	var b strings.Builder
 	b.WriteString("resil: ")

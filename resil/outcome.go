@@ -3,6 +3,7 @@ package resil
 import "fmt"
 
 // Outcome is how one attempt ended, as the budget and the breaker see it.
+// The zero value is Success. A plain value, safe to copy and share.
 type Outcome uint8
 
 const (

@@ -10,7 +10,8 @@ import (
 // bounded only by the budget and the deadline.
 const Unlimited = -1
 
-// Scope says which attempts a breaker may refuse.
+// Scope says which attempts a breaker may refuse. The zero value is
+// GuardAll. A plain value, safe to copy and share.
 type Scope uint8
 
 const (
@@ -33,7 +34,8 @@ func (s Scope) String() string {
 // HedgeSettings configures hedged requests: when an attempt has not
 // answered after Delay, a second one is sent beside it, and the first
 // answer wins. Hedges are paid from the retry budget and pass the breaker,
-// like retries.
+// like retries. The zero value hedges nothing. A plain value, safe to copy
+// and share.
 type HedgeSettings struct {
 	// Delay is how long to wait for an answer before hedging. Zero means no
 	// hedging.
@@ -128,7 +130,8 @@ func (in *Intent) Retries() int { return in.retries }
 // Hedges returns how many hedges the intent has sent.
 func (in *Intent) Hedges() int { return in.hedges }
 
-// Kind says why an attempt was sent.
+// Kind says why an attempt was sent. The zero value is First. A plain value,
+// safe to copy and share.
 type Kind uint8
 
 const (
@@ -153,6 +156,9 @@ func (k Kind) String() string {
 
 // Ticket is the policy's handle on one attempt: the breaker's permit and
 // the budget's charge. Hand it back to [Policy.End] when the attempt ends.
+// The zero Ticket is a first attempt with no breaker permit and no charge.
+// A Ticket is a plain value: it may be handed to the goroutine that runs
+// the attempt, but must be ended once.
 type Ticket struct {
 	permit Permit
 	paid   float64
@@ -171,33 +177,60 @@ func (p *Policy) guards(k Kind) bool {
 }
 
 // Begin starts the intent: it asks the breaker to admit the first attempt
-// (unless BreakerScope is GuardRetries) and tells the budget an intent
-// started. On error (ErrBreakerOpen, ErrTooManyProbes) nothing is sent and
-// the intent is over.
+// (under GuardRetries the breaker only watches its outcome) and tells the
+// budget an intent started. On error (ErrBreakerOpen, ErrTooManyProbes)
+// nothing is sent and the intent is over.
 func (p *Policy) Begin(now time.Time, in *Intent) (Ticket, error) {
+	t := at(now)
+	return p.begin(&t, in)
+}
+
+// begin is Begin with the time read only if a decision needs it.
+func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 	var t Ticket
 	if p.guards(First) {
-		pm, err := p.Breaker.Allow(now)
+		pm, err := p.Breaker.allow(now)
 		if err != nil {
 			return t, err
 		}
 		t.permit = pm
+	} else if p.Breaker != nil {
+		// GuardRetries: the first attempt goes whatever the state, but
+		// its outcome must still reach the breaker, or a breaker that
+		// guards retries would learn only from retries.
+		t.permit = p.Breaker.observe(now)
 	}
 	if p.Budget != nil {
-		p.Budget.Begin(now)
+		p.Budget.Begin(p.budgetTime(now))
 	}
 	in.attempts++
 	return t, nil
 }
 
+// budgetTime is the time to hand the budget: the budgets of this package
+// that read no time get the instant as it is, read or not.
+func (p *Policy) budgetTime(now *instant) time.Time {
+	switch p.Budget.(type) {
+	case *TokenBucket, *GRPCThrottle, *AWSQuota, NoBudget:
+		return now.t
+	}
+	return now.get()
+}
+
 // End records how an attempt ended, and how long it took, with the breaker
 // and the budget.
 func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.Duration) {
+	i := at(now)
+	p.end(&i, in, t, o, took)
+}
+
+// end is End with the time read only if a decision needs it.
+func (p *Policy) end(now *instant, in *Intent, t Ticket, o Outcome, took time.Duration) {
 	if p.Breaker != nil {
-		p.Breaker.Record(now, t.permit, o, took)
+		p.Breaker.record(now, t.permit, o, took)
 	}
 	if p.Budget != nil {
-		p.Budget.Record(now, o, t.paid)
+		p.Budget.Record(p.budgetTime(now), o, t.paid)
 	}
 }
 
@@ -233,6 +266,8 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 	if !latest.IsZero() && !now.Add(d).Before(latest) {
 		return 0, ErrNoTimeLeft
 	}
+	// A retry scheduled twice without Resume would lose the first charge.
+	p.Abandon(now, in)
 	var cost float64
 	if p.Budget != nil {
 		c, ok := p.Budget.Withdraw(now, o)
@@ -330,8 +365,11 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 }
 
 // RetryShare is implemented by budgets that cap retries at a share of the
-// traffic that funds them, in steady state and floor aside.
+// traffic that funds them, in steady state and floor aside. Implementations
+// must be safe for concurrent use; the budgets of this package are.
 type RetryShare interface {
+	// RetryShare returns the steady-state share of retries per funding
+	// deposit.
 	RetryShare() float64
 }
 

@@ -39,7 +39,7 @@ func (w *sliding) advance(now time.Time) {
 	default:
 		for w.head < slot {
 			w.head++
-			s := &w.slots[w.head%windowSlots]
+			s := &w.slots[slotIndex(w.head)]
 			for k := range s {
 				w.sum[k] -= s[k]
 				s[k] = 0
@@ -52,9 +52,20 @@ func (w *sliding) reset() {
 	w.slots, w.sum, w.started = [windowSlots][3]int64{}, [3]int64{}, false
 }
 
+// slotIndex maps an absolute slot index to its place in the ring. Go's %
+// keeps the sign of the dividend, and times before 1970 (the zero Time, as
+// virtual clocks often start from, is one) have negative slot indices.
+func slotIndex(abs int64) int64 {
+	i := abs % windowSlots
+	if i < 0 {
+		i += windowSlots
+	}
+	return i
+}
+
 // add adds v to quantity k in the newest slot.
 func (w *sliding) add(k int, v int64) {
-	w.slots[w.head%windowSlots][k] += v
+	w.slots[slotIndex(w.head)][k] += v
 	w.sum[k] += v
 }
 
@@ -64,10 +75,7 @@ func (w *sliding) take(k int, v int64) int64 {
 	v = min(v, w.sum[k])
 	taken := int64(0)
 	for back := int64(0); taken < v && back < windowSlots; back++ {
-		i := (w.head - back) % windowSlots
-		if i < 0 {
-			i += windowSlots
-		}
+		i := slotIndex(w.head - back)
 		d := min(v-taken, w.slots[i][k])
 		w.slots[i][k] -= d
 		taken += d

@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// WindowBudgetSettings configures a [WindowBudget].
+// WindowBudgetSettings configures a [WindowBudget]. The zero value is
+// invalid (Ratio and Funding have no default). A plain value: copying it is
+// safe.
 type WindowBudgetSettings struct {
 	// Ratio is the share of funding traffic in the window that may be
 	// retried. Required: 0 < Ratio <= 1.

@@ -1,0 +1,170 @@
+package resil
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+func TestBackoffSchedules(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		b    Backoff
+		want []time.Duration // retries 1, 2, ...
+	}{
+		{"none", Backoff{}, []time.Duration{0, 0, 0}},
+		{"fixed", Backoff{Schedule: Fixed, Base: 100 * ms}, []time.Duration{100 * ms, 100 * ms, 100 * ms}},
+		{"fixed capped", Backoff{Schedule: Fixed, Base: 100 * ms, Cap: 100 * ms}, []time.Duration{100 * ms, 100 * ms}},
+		{"exponential", Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second},
+			[]time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second}},
+		{"exponential ×1.5", Backoff{Schedule: Exponential, Base: 100 * ms, Multiplier: 1.5},
+			[]time.Duration{100 * ms, 150 * ms, 225 * ms, 337500 * time.Microsecond}},
+		{"exponential ×1", Backoff{Schedule: Exponential, Base: 100 * ms, Multiplier: 1},
+			[]time.Duration{100 * ms, 100 * ms}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.b.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range c.want {
+				if got := c.b.Delay(i+1, 0, nil); got != w {
+					t.Fatalf("retry %d: %v, want %v", i+1, got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBackoffJitter checks each jitter kind with a fixed draw, and that the
+// cap is applied before jitter: retry 10 of 100ms×2^9 = 51.2s is capped to
+// 1s first, so full jitter at 0.5 gives 500ms (jittering first would give
+// min(25.6s, 1s) = 1s).
+func TestBackoffJitter(t *testing.T) {
+	exp := Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second}
+	with := func(j Jitter, f float64) Backoff { b := exp; b.Jitter, b.Factor = j, f; return b }
+	for _, c := range []struct {
+		name  string
+		b     Backoff
+		u     float64 // the draw
+		retry int
+		prev  time.Duration
+		want  time.Duration
+	}{
+		{"full 0.5", with(FullJitter, 0), 0.5, 3, 0, 200 * ms},
+		{"full 0", with(FullJitter, 0), 0, 3, 0, 0},
+		{"full capped first", with(FullJitter, 0), 0.5, 10, 0, 500 * ms},
+		{"equal 0.5", with(EqualJitter, 0), 0.5, 3, 0, 300 * ms},
+		{"equal 0", with(EqualJitter, 0), 0, 3, 0, 200 * ms},
+		{"equal capped first", with(EqualJitter, 0), 0.5, 10, 0, 750 * ms},
+		{"factor low", with(FactorJitter, 0.2), 0, 3, 0, 320 * ms},
+		{"factor mid", with(FactorJitter, 0.2), 0.5, 3, 0, 400 * ms},
+		{"factor above cap", with(FactorJitter, 0.2), 0.75, 10, 0, time.Second},
+		{"factor below cap", with(FactorJitter, 0.2), 0.25, 10, 0, 900 * ms},
+		// Decorrelated: uniform(Base, 3 × prev), prev starting at Base, capped.
+		{"decorrelated first", with(DecorrelatedJitter, 0), 0.5, 1, 0, 200 * ms},
+		{"decorrelated next", with(DecorrelatedJitter, 0), 0.5, 2, 200 * ms, 350 * ms},
+		{"decorrelated low", with(DecorrelatedJitter, 0), 0, 2, 200 * ms, 100 * ms},
+		{"decorrelated capped", with(DecorrelatedJitter, 0), 0.5, 5, 800 * ms, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.b.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.b.Delay(c.retry, c.prev, draw(c.u)); got != c.want {
+				t.Fatalf("Delay(%d, %v) at %v = %v, want %v", c.retry, c.prev, c.u, got, c.want)
+			}
+		})
+	}
+}
+
+type countingSource struct {
+	n   int
+	src rand.Source
+}
+
+func (c *countingSource) Uint64() uint64 { c.n++; return c.src.Uint64() }
+
+func TestBackoffDrawsAtMostOnce(t *testing.T) {
+	for j := NoJitter; j <= FactorJitter; j++ {
+		b := Backoff{Schedule: Exponential, Base: ms, Cap: time.Second, Jitter: j}
+		if j == FactorJitter {
+			b.Factor = 0.5
+		}
+		src := &countingSource{src: rand.NewPCG(1, 2)}
+		for i := 1; i <= 20; i++ {
+			before := src.n
+			b.Delay(i, time.Duration(i)*ms, src)
+			if d := src.n - before; d > 1 || (j != NoJitter && d != 1) {
+				t.Fatalf("%v: %d draws", j, d)
+			}
+		}
+	}
+}
+
+func TestBackoffSaturates(t *testing.T) {
+	b := Backoff{Schedule: Exponential, Base: time.Second, Multiplier: 1000}
+	for _, r := range []int{1, 10, 100, 1 << 30} {
+		if d := b.Delay(r, 0, nil); d <= 0 {
+			t.Fatalf("retry %d: %v", r, d)
+		}
+	}
+	if d := b.Delay(100, 0, nil); d != time.Duration(math.MaxInt64) {
+		t.Fatalf("uncapped delay = %v, want saturation", d)
+	}
+	b.Jitter, b.Factor = FactorJitter, 1
+	if d := b.Delay(100, 0, draw(0.999)); d != time.Duration(math.MaxInt64) {
+		t.Fatalf("factor jitter overflowed: %v", d)
+	}
+}
+
+func TestBackoffValidate(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		b     Backoff
+	}{
+		{"Backoff.Schedule", Backoff{Schedule: 7}},
+		{"Backoff.Jitter", Backoff{Jitter: 9}},
+		{"Backoff.Base", Backoff{Base: -1}},
+		{"Backoff.Cap", Backoff{Cap: -1}},
+		{"Backoff.Base", Backoff{Schedule: Fixed}},
+		{"Backoff.Base", Backoff{Jitter: DecorrelatedJitter, Cap: time.Second}},
+		{"Backoff.Cap", Backoff{Schedule: Fixed, Base: time.Second, Cap: ms}},
+		{"Backoff.Cap", Backoff{Schedule: Fixed, Base: ms, Jitter: DecorrelatedJitter}},
+		{"Backoff.Multiplier", Backoff{Schedule: Exponential, Base: ms, Multiplier: 0.5}},
+		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Jitter: FactorJitter}},
+		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Factor: 0.5}},
+	} {
+		err := c.b.Validate()
+		wantSettingError(t, err, c.field)
+	}
+}
+
+func TestBackoffZeroAlloc(t *testing.T) {
+	b := Backoff{Schedule: Exponential, Base: ms, Cap: time.Second, Jitter: DecorrelatedJitter}
+	src := rand.NewPCG(1, 2)
+	if n := testing.AllocsPerRun(100, func() { b.Delay(3, 10*ms, src) }); n != 0 {
+		t.Fatalf("Delay allocates %v times", n)
+	}
+}
+
+func TestBackoffDoublingIsPow(t *testing.T) {
+	// The shift used for the default multiplier must give what math.Pow
+	// gives, so that the simulator's runs do not depend on the shortcut.
+	for k := range 63 {
+		if got, want := float64(uint64(1)<<k), math.Pow(2, float64(k)); got != want {
+			t.Fatalf("2^%d: %v != %v", k, got, want)
+		}
+	}
+	b := Backoff{Schedule: Exponential, Base: 3 * ms}
+	b2 := b
+	b2.Multiplier = 2.0000000000000004 // takes the math.Pow path
+	for r := 1; r < 70; r++ {
+		d, d2 := b.Delay(r, 0, nil), b2.Delay(r, 0, nil)
+		if d <= 0 || d2 < d {
+			t.Fatalf("retry %d: %v, %v with a hair more growth", r, d, d2)
+		}
+	}
+}

@@ -1,0 +1,305 @@
+package resil
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// breakerStep is one call on the fixed time grid: Allow at at, then, unless
+// the call was refused or hold is set, Record its outcome (and took) at at.
+type breakerStep struct {
+	at      float64
+	o       Outcome
+	took    time.Duration
+	refused error // the error Allow must return (nil: admitted)
+	state   State // the state after the step
+	hold    bool  // keep the permit for a later step (see release)
+	release int   // >0: record the permit held at step release-1 instead
+}
+
+func runBreakerSteps(t *testing.T, b *Breaker, steps []breakerStep) {
+	t.Helper()
+	held := map[int]Permit{}
+	for i, s := range steps {
+		now := ts(s.at)
+		if s.release > 0 {
+			b.Record(now, held[s.release-1], s.o, s.took)
+		} else {
+			p, err := b.Allow(now)
+			if !errors.Is(err, s.refused) || (err == nil) != (s.refused == nil) {
+				t.Fatalf("step %d at %vs: Allow err = %v, want %v", i, s.at, err, s.refused)
+			}
+			if err == nil {
+				if s.hold {
+					held[i] = p
+				} else {
+					b.Record(now, p, s.o, s.took)
+				}
+			}
+		}
+		if got := b.State(now); got != s.state {
+			t.Fatalf("step %d at %vs: state = %v, want %v", i, s.at, got, s.state)
+		}
+	}
+}
+
+func TestBreakerConsecutive(t *testing.T) {
+	var changes []StateChange
+	b := mustBreaker(t, BreakerSettings{Name: "db", Threshold: 3, Cooldown: 2 * time.Second,
+		OnStateChange: func(c StateChange) { changes = append(changes, c) }})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Timeout, state: Closed},
+		{at: 0, o: Success, state: Closed}, // breaks the streak
+		{at: 1, o: Failure, state: Closed},
+		{at: 1, o: Ignored, state: Closed}, // neither: the streak goes on
+		{at: 1, o: Failure, state: Closed},
+		{at: 1, o: Failure, state: Open}, // three in a row
+		{at: 2, refused: ErrBreakerOpen, state: Open},
+		{at: 2.999, refused: ErrBreakerOpen, state: Open},
+		{at: 3, o: Success, state: Closed}, // cooldown over: one probe, it succeeds
+	})
+	want := []struct{ from, to State }{{Closed, Open}, {Open, HalfOpen}, {HalfOpen, Closed}}
+	if len(changes) != len(want) {
+		t.Fatalf("changes = %+v", changes)
+	}
+	for i, w := range want {
+		c := changes[i]
+		if c.From != w.from || c.To != w.to || c.Name != "db" || c.Generation != uint64(i+2) {
+			t.Fatalf("change %d = %+v, want %v→%v gen %d", i, c, w.from, w.to, i+2)
+		}
+	}
+	if !changes[0].At.Equal(ts(1)) || !changes[1].At.Equal(ts(3)) {
+		t.Fatalf("change times %v %v", changes[0].At, changes[1].At)
+	}
+}
+
+func TestBreakerProbesAndCooldownBackoff(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Second, MaxCooldown: 3 * time.Second, Probes: 2})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Failure, state: Open},                    // cooldown 1s
+		{at: 1, hold: true, state: HalfOpen},                // probe 1
+		{at: 1, hold: true, state: HalfOpen},                // probe 2
+		{at: 1, refused: ErrTooManyProbes, state: HalfOpen}, // a third is refused
+		{at: 1.5, release: 2, o: Ignored, state: HalfOpen},  // a cancelled probe frees its slot
+		{at: 1.5, hold: true, state: HalfOpen},              // so another may go
+		{at: 1.6, release: 2, o: Success, state: HalfOpen},  // one success of two
+		{at: 1.7, release: 6, o: Failure, state: Open},      // a failed probe reopens: cooldown 2s
+		{at: 3.6, refused: ErrBreakerOpen, state: Open},
+		{at: 3.7, o: Timeout, state: Open}, // half-open at 3.7; fails: cooldown 3s (max)
+		{at: 6.6, refused: ErrBreakerOpen, state: Open},
+		{at: 6.7, o: Failure, state: Open}, // again: still 3s, never beyond
+		{at: 9.6, refused: ErrBreakerOpen, state: Open},
+		{at: 9.7, o: Success, state: HalfOpen},
+		{at: 9.7, o: Success, state: Closed}, // both probes succeeded: closed, cooldown reset
+		{at: 10, o: Failure, state: Open},
+		{at: 10.9, refused: ErrBreakerOpen, state: Open},
+		{at: 11, o: Success, state: HalfOpen}, // back to 1s
+	})
+}
+
+func TestBreakerGenerations(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Threshold: 2, Cooldown: time.Second})
+	if g := b.Generation(); g != 1 {
+		t.Fatalf("generation = %d, want 1", g)
+	}
+	slow, _ := b.Allow(ts(0)) // a call from the closed generation, still running
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Failure, state: Open},
+	})
+	b.Record(ts(0.5), slow, Failure, 0) // stale: must not touch the open breaker
+	probe, err := b.Allow(ts(1))
+	if err != nil || !probe.Probe() {
+		t.Fatalf("probe = %+v, %v", probe, err)
+	}
+	b.Record(ts(1), slow, Success, 0) // stale success must not close it
+	if s := b.State(ts(1)); s != HalfOpen {
+		t.Fatalf("a stale success changed the state to %v", s)
+	}
+	if _, err := b.Allow(ts(1)); !errors.Is(err, ErrTooManyProbes) {
+		t.Fatalf("stale record freed a probe slot: %v", err)
+	}
+	b.Record(ts(1), probe, Success, 0)
+	if s := b.State(ts(1)); s != Closed {
+		t.Fatalf("state = %v", s)
+	}
+	if g := b.Generation(); g != 4 {
+		t.Fatalf("generation = %d, want 4 (closed→open→half-open→closed)", g)
+	}
+	b.Record(ts(2), probe, Failure, 0) // the probe's permit is stale now
+	b.Record(ts(2), Permit{}, Failure, 0)
+	p, _ := b.Allow(ts(2))
+	b.Record(ts(2), p, Failure, 0)
+	if s := b.State(ts(2)); s != Closed {
+		t.Fatalf("one failure opened a threshold-2 breaker: stale permits counted")
+	}
+}
+
+func TestBreakerCountWindow(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 4, MinCalls: 4, FailureRate: 0.75})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Success, state: Closed},
+		{at: 0, o: Success, state: Closed},
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Failure, state: Closed}, // 2/4
+		{at: 0, o: Ignored, state: Closed}, // not a call for the window
+		{at: 0, o: Failure, state: Open},   // SFFF once the oldest S left: 3 >= 0.75 × 4
+	})
+
+	// MinCalls: three failures in a window of 10 are not a rate yet.
+	b = mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 10, MinCalls: 4, FailureRate: 0.5})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Success, state: Open}, // 3/4 with enough calls
+	})
+}
+
+func TestBreakerSlowCalls(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 4, MinCalls: 4, SlowCall: 100 * time.Millisecond, SlowCallRate: 0.5, Cooldown: time.Second})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Success, took: 10 * time.Millisecond, state: Closed},
+		{at: 0, o: Failure, took: 10 * time.Millisecond, state: Closed}, // failures are off
+		{at: 0, o: Success, took: 100 * time.Millisecond, state: Closed},
+		{at: 0, o: Success, took: time.Second, state: Open}, // 2 of 4 slow
+		{at: 1, o: Success, took: time.Second, state: Open}, // a slow probe reopens
+		{at: 2, o: Success, took: time.Millisecond, state: Closed},
+	})
+}
+
+func TestBreakerTimeWindow(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: 10 * time.Second, MinCalls: 4, FailureRate: 0.5})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Failure, state: Closed},
+		{at: 0, o: Failure, state: Closed},
+		{at: 5, o: Success, state: Closed},
+		{at: 11, o: Failure, state: Closed}, // the two failures at 0 have left
+		{at: 11, o: Failure, state: Closed}, // S F F: 3 calls < MinCalls
+		{at: 12, o: Failure, state: Open},   // S F F F: 3/4
+	})
+	// Slow-call rate over time.
+	b = mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, MinCalls: 2, SlowCall: time.Second, SlowCallRate: 1})
+	runBreakerSteps(t, b, []breakerStep{
+		{at: 0, o: Success, took: 2 * time.Second, state: Closed},
+		{at: 5, o: Success, took: 2 * time.Second, state: Closed}, // the first left
+		{at: 5, o: Failure, took: 2 * time.Second, state: Open},
+	})
+}
+
+func TestBreakerCallbackMayCallBreaker(t *testing.T) {
+	var b *Breaker
+	var seen []State
+	done := make(chan struct{})
+	b = mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Second, OnStateChange: func(c StateChange) {
+		// Called outside the lock: all of these would deadlock inside it.
+		seen = append(seen, b.State(c.At))
+		_ = b.Generation()
+		if p, err := b.Allow(c.At); err == nil {
+			b.Record(c.At, p, Ignored, 0)
+		}
+	}})
+	go func() {
+		defer close(done)
+		p, _ := b.Allow(ts(0))
+		b.Record(ts(0), p, Failure, 0)
+		b.State(ts(1))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock: the state-change callback runs under the breaker's lock")
+	}
+	if len(seen) != 2 || seen[0] != Open || seen[1] != HalfOpen {
+		t.Fatalf("states seen from the callback: %v", seen)
+	}
+}
+
+func TestBreakerNil(t *testing.T) {
+	var b *Breaker
+	p, err := b.Allow(t0)
+	if err != nil || p.Probe() {
+		t.Fatal(err)
+	}
+	b.Record(t0, p, Failure, 0)
+	if b.State(t0) != Closed || b.Generation() != 0 || b.Settings().Threshold != 0 {
+		t.Fatal("nil breaker is not a closed breaker")
+	}
+}
+
+func TestBreakerSettingErrors(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		s     BreakerSettings
+	}{
+		{"BreakerSettings.Threshold", BreakerSettings{}},
+		{"BreakerSettings.Cooldown", BreakerSettings{Threshold: 1, Cooldown: -1}},
+		{"BreakerSettings.MaxCooldown", BreakerSettings{Threshold: 1, Cooldown: 2 * time.Second, MaxCooldown: time.Second}},
+		{"BreakerSettings.Probes", BreakerSettings{Threshold: 1, Probes: -1}},
+		{"BreakerSettings.Rule", BreakerSettings{Rule: 9}},
+		{"BreakerSettings.FailureRate", BreakerSettings{Threshold: 1, FailureRate: 0.5}},
+		{"BreakerSettings.WindowSize", BreakerSettings{Rule: CountWindow, FailureRate: 0.5}},
+		{"BreakerSettings.WindowPeriod", BreakerSettings{Rule: TimeWindow, FailureRate: 0.5}},
+		{"BreakerSettings.WindowPeriod", BreakerSettings{Rule: CountWindow, WindowSize: 5, WindowPeriod: time.Second, FailureRate: 0.5}},
+		{"BreakerSettings.WindowSize", BreakerSettings{Rule: TimeWindow, WindowSize: 5, WindowPeriod: time.Second, FailureRate: 0.5}},
+		{"BreakerSettings.Threshold", BreakerSettings{Rule: CountWindow, WindowSize: 5, Threshold: 1, FailureRate: 0.5}},
+		{"BreakerSettings.MinCalls", BreakerSettings{Rule: CountWindow, WindowSize: 5, MinCalls: 6, FailureRate: 0.5}},
+		{"BreakerSettings.FailureRate", BreakerSettings{Rule: CountWindow, WindowSize: 5, FailureRate: 1.5}},
+		{"BreakerSettings.FailureRate", BreakerSettings{Rule: CountWindow, WindowSize: 5}},
+		{"BreakerSettings.SlowCall", BreakerSettings{Rule: CountWindow, WindowSize: 5, SlowCallRate: 0.5}},
+		{"BreakerSettings.SlowCallRate", BreakerSettings{Rule: CountWindow, WindowSize: 5, SlowCall: 1, SlowCallRate: 2}},
+	} {
+		_, err := NewBreaker(c.s)
+		wantSettingError(t, err, c.field)
+	}
+	b := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 5, FailureRate: 0.5})
+	if s := b.Settings(); s.MinCalls != 5 || s.Cooldown != 5*time.Second || s.Probes != 1 {
+		t.Fatalf("defaults = %+v", s)
+	}
+}
+
+// TestBreakerConcurrentProbes hammers a half-open breaker: however the
+// calls interleave, no more than Probes trial calls of one half-open
+// generation are ever in flight (a stale probe of an older generation no
+// longer holds a slot).
+func TestBreakerConcurrentProbes(t *testing.T) {
+	const probes = 3
+	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Nanosecond, Probes: probes})
+	var mu sync.Mutex
+	inflight, peak := map[uint64]int{}, 0
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				now := ts(float64(i) / 1000)
+				p, err := b.Allow(now)
+				if err != nil {
+					continue
+				}
+				if p.Probe() {
+					mu.Lock()
+					inflight[p.gen]++
+					peak = max(peak, inflight[p.gen])
+					mu.Unlock()
+				}
+				o := Success
+				if (i+w)%3 == 0 {
+					o = Failure
+				}
+				if p.Probe() {
+					mu.Lock()
+					inflight[p.gen]--
+					mu.Unlock()
+				}
+				b.Record(now, p, o, 0)
+			}
+		})
+	}
+	wg.Wait()
+	if peak > probes {
+		t.Fatalf("%d probes in flight at once, limit %d", peak, probes)
+	}
+}

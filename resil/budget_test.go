@@ -1,0 +1,279 @@
+package resil
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// budgetStep is one step of a budget test on the fixed time grid.
+type budgetStep struct {
+	at     float64 // seconds after t0
+	op     string  // begin, success, failure, retry, retry-timeout, refund
+	arg    float64 // refund: the amount
+	ok     bool    // retry: allowed?
+	tokens float64 // balance after the step
+}
+
+func runBudgetSteps(t *testing.T, b Budget, steps []budgetStep) {
+	t.Helper()
+	tr := b.(TokenReporter)
+	for i, s := range steps {
+		now := ts(s.at)
+		switch s.op {
+		case "begin":
+			b.Begin(now)
+		case "success":
+			b.Record(now, Success, s.arg)
+		case "failure":
+			b.Record(now, Failure, 0)
+		case "timeout":
+			b.Record(now, Timeout, 0)
+		case "retry", "retry-timeout":
+			after := Failure
+			if s.op == "retry-timeout" {
+				after = Timeout
+			}
+			_, ok := b.Withdraw(now, after)
+			if ok != s.ok {
+				t.Fatalf("step %d (%s at %vs): allowed = %v, want %v", i, s.op, s.at, ok, s.ok)
+			}
+		case "refund":
+			b.Refund(now, s.arg)
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		if got := tr.Tokens(now); !near(got, s.tokens) {
+			t.Fatalf("step %d (%s at %vs): tokens = %v, want %v", i, s.op, s.at, got, s.tokens)
+		}
+	}
+}
+
+func TestTokenBucketFundedBySuccess(t *testing.T) {
+	b := mustTB(t, TokenBucketSettings{Ratio: 0.5, Funding: FundedBySuccess, MinTokens: 2, MaxTokens: 3, TimeoutCost: 2})
+	runBudgetSteps(t, b, []budgetStep{
+		{at: 0, op: "retry", ok: true, tokens: 1},    // the floor pays
+		{at: 0, op: "retry", ok: true, tokens: 0},    //
+		{at: 0, op: "retry", ok: false, tokens: 0},   // floor spent
+		{at: 1, op: "begin", tokens: 0},              // requests do not fund it
+		{at: 1, op: "failure", tokens: 0},            // nor failures
+		{at: 1, op: "success", tokens: 0.5},          // a success adds Ratio
+		{at: 2, op: "retry", ok: false, tokens: 0.5}, // half a token is not a retry
+		{at: 2, op: "success", tokens: 1},
+		{at: 2, op: "retry", ok: true, tokens: 0},
+		{at: 3, op: "refund", arg: 1, tokens: 1}, // abandoned retry: given back
+		{at: 4, op: "success", tokens: 1.5},
+		{at: 4, op: "success", tokens: 2},
+		{at: 4, op: "retry-timeout", ok: true, tokens: 0}, // a timeout costs 2
+		{at: 5, op: "success", tokens: 0.5},
+		{at: 5, op: "success", tokens: 1},
+		{at: 5, op: "retry-timeout", ok: false, tokens: 1},
+		{at: 6, op: "success", tokens: 1.5},
+		{at: 6, op: "success", tokens: 2},
+		{at: 6, op: "success", tokens: 2.5},
+		{at: 6, op: "success", tokens: 3},
+		{at: 6, op: "success", tokens: 3}, // capped at MaxTokens
+		{at: 7, op: "refund", arg: 1, tokens: 3},
+	})
+}
+
+func TestTokenBucketFundedByRequest(t *testing.T) {
+	b := mustTB(t, TokenBucketSettings{Ratio: 0.25, Funding: FundedByRequest, MaxTokens: 1})
+	runBudgetSteps(t, b, []budgetStep{
+		{at: 0, op: "retry", ok: false, tokens: 0}, // no floor
+		{at: 0, op: "success", tokens: 0},          // successes do not fund it
+		{at: 0, op: "begin", tokens: 0.25},
+		{at: 0, op: "begin", tokens: 0.5},
+		{at: 0, op: "begin", tokens: 0.75},
+		{at: 0, op: "retry", ok: false, tokens: 0.75},
+		{at: 0, op: "begin", tokens: 1},
+		{at: 0, op: "begin", tokens: 1}, // capped
+		{at: 1, op: "retry", ok: true, tokens: 0},
+	})
+}
+
+func TestTokenBucketFixedPoint(t *testing.T) {
+	// Ten deposits of 0.1 make exactly one token: the balance is fixed
+	// point, so runs are identical on every platform.
+	b := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedByRequest})
+	for range 10 {
+		b.Begin(t0)
+	}
+	if _, ok := b.Withdraw(t0, Failure); !ok {
+		t.Fatalf("10 × 0.1 did not pay for one retry (tokens %v)", b.Tokens(t0))
+	}
+	if got := b.Tokens(t0); got != 0 {
+		t.Fatalf("tokens = %v, want exactly 0", got)
+	}
+	if got := b.RetryShare(); !near(got, 0.1) {
+		t.Fatalf("RetryShare = %v", got)
+	}
+}
+
+func TestTokenBucketSettingErrors(t *testing.T) {
+	ok := TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess}
+	for _, c := range []struct {
+		field string
+		edit  func(*TokenBucketSettings)
+	}{
+		{"TokenBucketSettings.Ratio", func(s *TokenBucketSettings) { s.Ratio = 0 }},
+		{"TokenBucketSettings.Ratio", func(s *TokenBucketSettings) { s.Ratio = 1.5 }},
+		{"TokenBucketSettings.Ratio", func(s *TokenBucketSettings) { s.Ratio = math.NaN() }},
+		{"TokenBucketSettings.Ratio", func(s *TokenBucketSettings) { s.Ratio = 1e-9 }},
+		{"TokenBucketSettings.Funding", func(s *TokenBucketSettings) { s.Funding = FundingUnset }},
+		{"TokenBucketSettings.Funding", func(s *TokenBucketSettings) { s.Funding = 9 }},
+		{"TokenBucketSettings.MaxTokens", func(s *TokenBucketSettings) { s.MaxTokens = -1 }},
+		{"TokenBucketSettings.MaxTokens", func(s *TokenBucketSettings) { s.MaxTokens = math.Inf(1) }},
+		{"TokenBucketSettings.MinTokens", func(s *TokenBucketSettings) { s.MinTokens = 101 }},
+		{"TokenBucketSettings.MinTokens", func(s *TokenBucketSettings) { s.MinTokens = -1 }},
+		{"TokenBucketSettings.RetryCost", func(s *TokenBucketSettings) { s.RetryCost = -1 }},
+		{"TokenBucketSettings.TimeoutCost", func(s *TokenBucketSettings) { s.TimeoutCost = 1000 }},
+	} {
+		s := ok
+		c.edit(&s)
+		_, err := NewTokenBucket(s)
+		wantSettingError(t, err, c.field)
+	}
+	if _, err := NewTokenBucket(ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSettingErrorMessage(t *testing.T) {
+	_, err := NewTokenBucket(TokenBucketSettings{Funding: FundedBySuccess})
+	want := "resil: TokenBucketSettings.Ratio = 0: required, in (0, 1]; it has no default"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+func TestWindowBudget(t *testing.T) {
+	// TTL 10s in ten 1s slots; floor 0.2/s × 10s = 2 retries per window.
+	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 0.2, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []budgetStep{
+		{at: 0, op: "retry", ok: true, tokens: 1}, // the floor
+		{at: 0, op: "retry", ok: true, tokens: 0},
+		{at: 0, op: "retry", ok: false, tokens: 0},
+	}
+	for range 10 { // ten requests: the allowance is 5, 2 spent
+		steps = append(steps, budgetStep{at: 1, op: "begin"})
+	}
+	steps[len(steps)-1].tokens = 3
+	for i := range steps[3 : len(steps)-1] {
+		s := &steps[3+i]
+		s.tokens = math.Max(0, float64(i+1)*0.5-2)
+	}
+	steps = append(steps,
+		budgetStep{at: 2, op: "retry", ok: true, tokens: 2},
+		budgetStep{at: 2, op: "retry", ok: true, tokens: 1},
+		budgetStep{at: 2, op: "refund", arg: 1, tokens: 2}, // newest retry leaves the window
+		budgetStep{at: 2, op: "success", tokens: 2},        // successes do not fund it
+		// At 10s the retries of t=0 have left; the deposits of t=1 still
+		// count: allowance 5, retries 1 (t=2).
+		budgetStep{at: 10, op: "retry", ok: true, tokens: 3},
+		// At 11s the deposits left: the floor again, 2 retries at t=2 and t=10.
+		budgetStep{at: 11, op: "retry", ok: false, tokens: 0},
+		// A whole quiet window later: no debt, the floor renews.
+		budgetStep{at: 30, op: "retry", ok: true, tokens: 1},
+		// A time earlier than one seen counts as that one.
+		budgetStep{at: 5, op: "retry", ok: true, tokens: 0},
+	)
+	runBudgetSteps(t, w, steps)
+	if got := w.RetryShare(); got != 0.5 {
+		t.Fatalf("RetryShare = %v", got)
+	}
+}
+
+func TestWindowBudgetFundedBySuccessAndCosts(t *testing.T) {
+	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedBySuccess, TimeoutCost: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBudgetSteps(t, w, []budgetStep{
+		{at: 0, op: "begin", tokens: 0},
+		{at: 0, op: "success", tokens: 1},
+		{at: 0, op: "retry-timeout", ok: false, tokens: 1},
+		{at: 0, op: "success", tokens: 2},
+		{at: 0, op: "retry-timeout", ok: true, tokens: 0},
+	})
+}
+
+func TestWindowBudgetBeforeEpoch(t *testing.T) {
+	// Virtual clocks often start at the zero Time, before 1970: the window
+	// must work there too (negative slot indices).
+	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedByRequest, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero time.Time
+	for i := range 30 {
+		now := zero.Add(time.Duration(i) * 150 * time.Millisecond)
+		w.Begin(now)
+		if _, ok := w.Withdraw(now, Failure); !ok {
+			t.Fatalf("step %d: refused", i)
+		}
+		w.Refund(now, 1)
+	}
+	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, FailureRate: 0.5, MinCalls: 2})
+	p, _ := b.Allow(zero)
+	b.Record(zero, p, Failure, 0)
+	p, _ = b.Allow(zero.Add(time.Millisecond))
+	b.Record(zero.Add(time.Millisecond), p, Failure, 0)
+	if s := b.State(zero.Add(time.Millisecond)); s != Open {
+		t.Fatalf("state = %v, want open", s)
+	}
+}
+
+func TestWindowBudgetSettingErrors(t *testing.T) {
+	ok := WindowBudgetSettings{Ratio: 0.1, Funding: FundedByRequest}
+	for _, c := range []struct {
+		field string
+		edit  func(*WindowBudgetSettings)
+	}{
+		{"WindowBudgetSettings.Ratio", func(s *WindowBudgetSettings) { s.Ratio = 0 }},
+		{"WindowBudgetSettings.Funding", func(s *WindowBudgetSettings) { s.Funding = 0 }},
+		{"WindowBudgetSettings.TTL", func(s *WindowBudgetSettings) { s.TTL = time.Microsecond }},
+		{"WindowBudgetSettings.MinRetriesPerSecond", func(s *WindowBudgetSettings) { s.MinRetriesPerSecond = -1 }},
+		{"WindowBudgetSettings.RetryCost", func(s *WindowBudgetSettings) { s.RetryCost = -1 }},
+		{"WindowBudgetSettings.TimeoutCost", func(s *WindowBudgetSettings) { s.TimeoutCost = math.NaN() }},
+	} {
+		s := ok
+		c.edit(&s)
+		_, err := NewWindowBudget(s)
+		wantSettingError(t, err, c.field)
+	}
+}
+
+func TestNoBudget(t *testing.T) {
+	var b NoBudget
+	b.Begin(t0)
+	b.Record(t0, Failure, 0)
+	for range 1000 {
+		if c, ok := b.Withdraw(t0, Timeout); !ok || c != 0 {
+			t.Fatal("NoBudget refused or charged")
+		}
+	}
+	b.Refund(t0, 1)
+}
+
+func TestFundingAndNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{FundedBySuccess.String(), "success"}, {FundedByRequest.String(), "request"}, {FundingUnset.String(), "unset"},
+		{Success.String(), "success"}, {Failure.String(), "failure"}, {Timeout.String(), "timeout"}, {Ignored.String(), "ignored"},
+		{Outcome(9).String(), "Outcome(9)"},
+		{Closed.String(), "closed"}, {Open.String(), "open"}, {HalfOpen.String(), "half-open"}, {State(7).String(), "State(7)"},
+		{ConsecutiveFailures.String(), "consecutive"}, {CountWindow.String(), "count_window"}, {TimeWindow.String(), "time_window"},
+		{NoDelay.String(), "none"}, {Fixed.String(), "fixed"}, {Exponential.String(), "exponential"},
+		{FullJitter.String(), "full"}, {DecorrelatedJitter.String(), "decorrelated"}, {Jitter(9).String(), "Jitter(9)"},
+		{First.String(), "first"}, {Retry.String(), "retry"}, {Hedged.String(), "hedge"},
+		{GuardAll.String(), "all"}, {GuardRetries.String(), "retries"},
+		{EventAttempt.String(), "attempt"}, {EventDone.String(), "done"}, {EventKind(99).String(), "unknown"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

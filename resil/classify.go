@@ -1,0 +1,173 @@
+package resil
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Classifier decides how an attempt's error counts for the breaker and the
+// budget, and whether the attempt may be retried. It is called only for a
+// non-nil error from an attempt the [Guard] did not end itself: the caller
+// giving up, a per-attempt timeout and a lost hedge are judged by the Guard
+// before any Classifier, so a cancelled caller is never a failure.
+//
+// A nil Classifier in Settings means [DefaultClassifier]. A Classifier is
+// called concurrently by the calls of a Guard and must be safe for that.
+type Classifier func(err error) (o Outcome, retryable bool)
+
+// DefaultClassifier is the classifier a [Guard] uses when Settings.Classify
+// is nil and neither RetryOn nor NoRetryOn is set: an error marked with
+// [Permanent] is a Failure not to retry; an error that reports a timeout
+// (context.DeadlineExceeded, or any error in the chain with a Timeout() bool
+// method returning true, such as net.Error) is a Timeout to retry; every
+// other error is a Failure to retry.
+func DefaultClassifier(err error) (Outcome, bool) {
+	if err == nil {
+		return Success, false
+	}
+	if isPermanent(err) {
+		return Failure, false
+	}
+	if isTimeout(err) {
+		return Timeout, true
+	}
+	return Failure, true
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	// errors.AsType, unlike errors.As, does not make its target escape:
+	// classifying a failure allocates nothing.
+	t, ok := errors.AsType[interface {
+		error
+		Timeout() bool
+	}](err)
+	return ok && t.Timeout()
+}
+
+// Permanent marks err as not worth retrying: the default classification
+// counts it as a Failure and never retries it. errors.Is and errors.As see
+// through the mark. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func isPermanent(err error) bool {
+	_, ok := errors.AsType[*permanentError](err)
+	return ok
+}
+
+// Pushback is implemented by errors that carry a server's request about the
+// next retry: Retry-After, gRPC's retry pushback. A positive duration
+// replaces the backoff (clamped by Policy.MaxPushback, still paid from the
+// budget); a negative one asks for no retry at all ([ErrPushback]); zero
+// says nothing. [RetryAfter] makes one; resilhttp's status errors are one.
+//
+// Implementations are usually immutable errors, safe to share.
+type Pushback interface {
+	// RetryAfter returns the wait the server asked for.
+	RetryAfter() time.Duration
+}
+
+// RetryAfter wraps err with the wait the server asked for before the next
+// retry; see [Pushback]. A negative d asks for no retry. RetryAfter(nil, d)
+// is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &pushbackError{err: err, d: d}
+}
+
+type pushbackError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *pushbackError) Error() string             { return e.err.Error() }
+func (e *pushbackError) Unwrap() error             { return e.err }
+func (e *pushbackError) RetryAfter() time.Duration { return e.d }
+
+// PushbackOf returns the wait asked for by the first error in err's chain
+// that implements [Pushback].
+func PushbackOf(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false
+	}
+	p, ok := errors.AsType[interface {
+		error
+		Pushback
+	}](err)
+	if !ok {
+		return 0, false
+	}
+	return p.RetryAfter(), true
+}
+
+// ErrAttemptTimeout is the cause of an attempt's context when its
+// per-attempt timeout (Settings.AttemptTimeout) expired, and is wrapped in
+// the error of such an attempt. errors.Is(ErrAttemptTimeout,
+// context.DeadlineExceeded) is true, and it reports Timeout() true.
+var ErrAttemptTimeout error = attemptTimeout{}
+
+type attemptTimeout struct{}
+
+func (attemptTimeout) Error() string        { return "resil: attempt timed out" }
+func (attemptTimeout) Timeout() bool        { return true }
+func (attemptTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// timedOut is the error of an attempt whose own timeout expired: it says so
+// and keeps what the attempt returned.
+type timedOut struct{ err error }
+
+func (e *timedOut) Error() string   { return "resil: attempt timed out: " + e.err.Error() }
+func (e *timedOut) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
+
+// StopError is the error of a guarded call that stopped without success
+// after sending at least one attempt: Reason says why it stopped
+// ([ErrRetriesExhausted], [ErrBudgetExhausted], [ErrNotIdempotent],
+// [ErrNotRetryable], [ErrNoTimeLeft], [ErrPushback], [ErrBreakerOpen], or
+// the caller's context error), and Last is the last attempt's error.
+// errors.Is and errors.As match both.
+//
+// The zero value is not meaningful; the Guard returns a *StopError that is
+// not changed afterwards, so it may be shared between goroutines.
+type StopError struct {
+	// Reason is why the call stopped.
+	Reason error
+	// Last is the last attempt's error (nil when none was sent).
+	Last error
+	// Attempts is how many attempts were sent, hedges included.
+	Attempts int
+}
+
+// Error returns the reason followed by the last attempt's error.
+func (e *StopError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Reason.Error())
+	if e.Last != nil {
+		b.WriteString(": last attempt: ")
+		b.WriteString(e.Last.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns Reason and Last, so errors.Is matches either.
+func (e *StopError) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Last}
+}

@@ -1,0 +1,114 @@
+package resil
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestGRPCThrottleA6 checks the throttle against gRFC A6's rule: the token
+// count starts at maxTokens and stays in [0, maxTokens]; every failed RPC
+// takes 1, every success adds tokenRatio; retries and hedges are allowed
+// only while the count is above maxTokens/2.
+func TestGRPCThrottleA6(t *testing.T) {
+	g, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBudgetSteps(t, g, []budgetStep{
+		{at: 0, op: "retry", ok: true, tokens: 10}, // starts full; a retry itself costs nothing
+		{at: 0, op: "success", tokens: 10},         // never above max
+		{at: 0, op: "failure", tokens: 9},
+		{at: 0, op: "timeout", tokens: 8}, // a timeout is a failed RPC
+		{at: 0, op: "failure", tokens: 7},
+		{at: 0, op: "failure", tokens: 6},
+		{at: 0, op: "retry", ok: true, tokens: 6}, // 6 > 5
+		{at: 0, op: "failure", tokens: 5},
+		{at: 0, op: "retry", ok: false, tokens: 5}, // 5 <= 10/2: throttled
+		{at: 0, op: "begin", tokens: 5},            // starting an RPC changes nothing
+		{at: 0, op: "success", tokens: 5.1},
+		{at: 0, op: "retry", ok: true, tokens: 5.1},
+	})
+	for range 20 {
+		g.Record(t0, Failure, 0)
+	}
+	if got := g.Tokens(t0); got != 0 {
+		t.Fatalf("tokens = %v, want 0 (never below)", got)
+	}
+	g.Record(t0, Ignored, 0)
+	if got := g.Tokens(t0); got != 0 {
+		t.Fatalf("an ignored RPC changed the count: %v", got)
+	}
+	// 51 successes of 0.1 from 0 reach 5.1, exactly (three decimals).
+	for range 51 {
+		g.Record(t0, Success, 0)
+	}
+	if got := g.Tokens(t0); got != 5.1 {
+		t.Fatalf("tokens = %v, want 5.1", got)
+	}
+	if got := g.RetryShare(); got != 0.1 {
+		t.Fatalf("RetryShare = %v", got)
+	}
+}
+
+func TestGRPCThrottleOddMax(t *testing.T) {
+	// maxTokens 3: the threshold is 1.5; 2 allows, 1 does not.
+	g, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 3, TokenRatio: 0.5})
+	runBudgetSteps(t, g, []budgetStep{
+		{at: 0, op: "failure", tokens: 2},
+		{at: 0, op: "retry", ok: true, tokens: 2},
+		{at: 0, op: "failure", tokens: 1},
+		{at: 0, op: "retry", ok: false, tokens: 1},
+		{at: 0, op: "success", tokens: 1.5},
+		{at: 0, op: "retry", ok: false, tokens: 1.5}, // equal is not above
+		{at: 0, op: "success", tokens: 2},
+		{at: 0, op: "retry", ok: true, tokens: 2},
+	})
+}
+
+func TestGRPCThrottleSettings(t *testing.T) {
+	for _, s := range []GRPCThrottleSettings{
+		{MaxTokens: 0, TokenRatio: 0.1}, {MaxTokens: 1001, TokenRatio: 0.1},
+		{MaxTokens: 10, TokenRatio: 0}, {MaxTokens: 10, TokenRatio: 0.0001},
+	} {
+		var se *SettingError
+		if _, err := NewGRPCThrottle(s); !errors.As(err, &se) {
+			t.Errorf("%+v: err = %v, want SettingError", s, err)
+		}
+	}
+}
+
+// TestAWSQuotaStandard checks the quota against the AWS SDKs' standard
+// retry mode: 500 tokens to start with and at most; a retry costs 5, or
+// 10 after a timeout; no retry when the balance is short; a successful
+// retry gives its cost back; a first attempt that succeeds adds 1.
+func TestAWSQuotaStandard(t *testing.T) {
+	q, err := NewAWSQuota(AWSQuotaSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []budgetStep{
+		{at: 0, op: "success", tokens: 500}, // full: capped
+		{at: 0, op: "retry", ok: true, tokens: 495},
+		{at: 0, op: "retry-timeout", ok: true, tokens: 485},
+		{at: 0, op: "success", arg: 5, tokens: 490},  // the retry succeeded: its 5 back
+		{at: 0, op: "success", arg: 10, tokens: 500}, // the timeout retry's 10 back
+		{at: 0, op: "failure", tokens: 500},          // failures cost nothing by themselves
+	}
+	for i := range 99 {
+		steps = append(steps, budgetStep{op: "retry", ok: true, tokens: float64(495 - 5*i)})
+	}
+	steps = append(steps,
+		budgetStep{op: "retry-timeout", ok: false, tokens: 5}, // 10 > 5
+		budgetStep{op: "retry", ok: true, tokens: 0},
+		budgetStep{op: "retry", ok: false, tokens: 0},
+		budgetStep{op: "success", tokens: 1}, // a first attempt: +1
+		budgetStep{op: "refund", arg: 5, tokens: 6},
+	)
+	runBudgetSteps(t, q, steps)
+	if got := q.RetryShare(); got != 0.2 {
+		t.Fatalf("RetryShare = %v, want 1/5", got)
+	}
+	if _, err := NewAWSQuota(AWSQuotaSettings{Capacity: -1}); err == nil {
+		t.Fatal("negative capacity accepted")
+	}
+}

@@ -1,0 +1,153 @@
+package resil_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+)
+
+// A retry budget funded by requests: each intent adds 0.1 token, a retry
+// costs 1, and the floor of 2 lets a quiet client retry twice.
+func ExampleTokenBucket() {
+	b, err := resil.NewTokenBucket(resil.TokenBucketSettings{
+		Ratio:     0.1,
+		Funding:   resil.FundedByRequest,
+		MinTokens: 2,
+	})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(0, 0)
+	for i := range 3 {
+		_, ok := b.Withdraw(now, resil.Failure)
+		fmt.Printf("retry %d allowed: %v\n", i+1, ok)
+	}
+	for range 10 { // ten intents fund one retry
+		b.Begin(now)
+	}
+	_, ok := b.Withdraw(now, resil.Failure)
+	fmt.Printf("after 10 intents: %v, tokens left %.1f\n", ok, b.Tokens(now))
+	// Output:
+	// retry 1 allowed: true
+	// retry 2 allowed: true
+	// retry 3 allowed: false
+	// after 10 intents: true, tokens left 0.0
+}
+
+// A breaker that opens after three failures in a row, cools down for five
+// seconds, then lets one trial call through. The time is an argument.
+func ExampleBreaker() {
+	b, err := resil.NewBreaker(resil.BreakerSettings{
+		Threshold: 3,
+		Cooldown:  5 * time.Second,
+		OnStateChange: func(c resil.StateChange) {
+			fmt.Printf("%s: %v -> %v\n", c.Name, c.From, c.To)
+		},
+		Name: "db",
+	})
+	if err != nil {
+		panic(err)
+	}
+	t := time.Unix(0, 0)
+	for range 3 {
+		p, _ := b.Allow(t)
+		b.Record(t, p, resil.Failure, 0)
+	}
+	_, err = b.Allow(t.Add(time.Second))
+	fmt.Println("1s later:", err)
+	p, _ := b.Allow(t.Add(5 * time.Second))
+	fmt.Println("probe:", p.Probe())
+	b.Record(t.Add(5*time.Second), p, resil.Success, 0)
+	// Output:
+	// db: closed -> open
+	// 1s later: resil: circuit breaker open
+	// db: open -> half-open
+	// probe: true
+	// db: half-open -> closed
+}
+
+// Exponential backoff capped at one second, then the same with full jitter
+// (applied after the cap). The random source is injected: here a seeded
+// one, so the output is stable.
+func ExampleBackoff() {
+	b := resil.Backoff{
+		Schedule: resil.Exponential,
+		Base:     100 * time.Millisecond,
+		Cap:      time.Second,
+	}
+	var plain, jittered []time.Duration
+	src := rand.NewPCG(1, 2)
+	for retry := 1; retry <= 5; retry++ {
+		plain = append(plain, b.Delay(retry, 0, nil))
+		j := b
+		j.Jitter = resil.FullJitter
+		jittered = append(jittered, j.Delay(retry, 0, src).Round(time.Millisecond))
+	}
+	fmt.Println(plain)
+	fmt.Println(jittered)
+	// Output:
+	// [100ms 200ms 400ms 800ms 1s]
+	// [68ms 92ms 203ms 344ms 798ms]
+}
+
+var errUnavailable = errors.New("unavailable")
+
+// Do retries a flaky idempotent call under a budget; when it gives up, the
+// error says why and what the last attempt returned.
+func ExampleGuard_Do() {
+	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
+		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1,
+	})
+	g, err := resil.NewGuard(resil.Settings{
+		Idempotent: true,
+		Policy: resil.Policy{
+			MaxRetries: 3,
+			Budget:     budget,
+			Backoff:    resil.Backoff{Schedule: resil.Exponential, Base: time.Millisecond, Cap: 10 * time.Millisecond},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	calls := 0
+	err = g.Do(context.Background(), func(ctx context.Context) error {
+		calls++
+		return errUnavailable
+	})
+	fmt.Println(calls, "calls")
+	fmt.Println(errors.Is(err, resil.ErrBudgetExhausted), errors.Is(err, errUnavailable))
+	fmt.Println(err)
+	s := g.Stats()
+	fmt.Printf("intents %d, attempts %d, retries/requests %.1f\n", s.Intents, s.Attempts, s.RetriesPerRequest)
+	// Output:
+	// 2 calls
+	// true true
+	// resil: retry budget exhausted: last attempt: unavailable
+	// intents 1, attempts 2, retries/requests 1.0
+}
+
+// Call passes the attempt to the function, so that a non-idempotent call
+// can carry the same idempotency key on every attempt.
+func ExampleCallWith() {
+	g, _ := resil.NewGuard(resil.Settings{
+		Policy: resil.Policy{MaxRetries: 2},
+		NewKey: func() string { return "key-42" },
+	})
+	v, err := resil.CallWith(context.Background(), g, resil.CallOptions[string]{NewKey: true},
+		func(ctx context.Context, a resil.Attempt) (string, error) {
+			fmt.Println("attempt", a.Number, a.Kind, a.Key)
+			if a.Number < 2 {
+				return "", errUnavailable
+			}
+			return "charged once", nil
+		})
+	fmt.Println(v, err)
+	// Output:
+	// attempt 1 first key-42
+	// attempt 2 retry key-42
+	// charged once <nil>
+}

@@ -1,0 +1,288 @@
+// Package resilhttp guards HTTP clients with resil: an http.RoundTripper
+// that sends every request under a [resil.Guard], so that retries are paid
+// from its budget, pass its breaker, wait out its backoff or the server's
+// Retry-After, and hedge slow requests.
+//
+// What HTTP adds to the Guard:
+//
+//   - Only idempotent methods (RFC 9110: GET, HEAD, OPTIONS, TRACE, PUT,
+//     DELETE) are retried or hedged, and requests that carry an idempotency
+//     key. With Keys set, POST and PATCH requests get an Idempotency-Key
+//     header, the same on every attempt of one call, and may then be
+//     retried: the server deduplicates by it.
+//   - A request body is replayed with Request.GetBody (http.NewRequest sets
+//     it for the usual body types). A request whose body cannot be replayed
+//     is sent once.
+//   - Statuses 429, 502, 503 and 504 are retried by default (RetryStatus);
+//     Retry-After, in seconds or as an HTTP date, replaces the backoff,
+//     clamped by Policy.MaxPushback, and is still paid from the budget.
+//   - Timeouts (net.Error.Timeout, deadlines) count as resil.Timeout, other
+//     connection errors as resil.Failure, so a budget's TimeoutCost applies.
+//   - Response bodies of discarded attempts are drained and closed. When
+//     the retries stop on a retryable status, the last response is returned
+//     with a nil error, as any RoundTripper returns an HTTP error status.
+package resilhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+)
+
+// DefaultKeyHeader is the header that carries the idempotency key.
+const DefaultKeyHeader = "Idempotency-Key"
+
+// Transport is an http.RoundTripper that sends each request under Guard.
+//
+// The zero value is not usable: Guard is required (RoundTrip returns an
+// error without it). A Transport is safe for concurrent use; it must not be
+// changed once in use.
+type Transport struct {
+	// Guard decides retries, hedges and refusals. Required. Its
+	// Settings.Idempotent is not used: the method decides.
+	Guard *resil.Guard
+	// Base sends each attempt. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// RetryStatus reports whether a response status is worth a retry.
+	// Nil means DefaultRetryStatus: 429, 502, 503, 504.
+	RetryStatus func(code int) bool
+	// FailureStatus reports whether a status the Transport does not retry
+	// still counts as a failure of the server, for the breaker and the
+	// budget. Nil means DefaultFailureStatus: every 5xx.
+	FailureStatus func(code int) bool
+	// Keys adds an idempotency key to POST and PATCH requests that have
+	// none, so that they may be retried. A request that already carries
+	// the header keeps its key, and is retried whatever Keys says.
+	Keys bool
+	// KeyHeader names the key's header. Empty means DefaultKeyHeader.
+	KeyHeader string
+}
+
+// DefaultRetryStatus reports whether code is 429 Too Many Requests, 502 Bad
+// Gateway, 503 Service Unavailable or 504 Gateway Timeout: the statuses
+// that say the request may succeed if sent again.
+func DefaultRetryStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// DefaultFailureStatus reports whether code is a 5xx: the server failed.
+func DefaultFailureStatus(code int) bool { return code >= 500 && code <= 599 }
+
+// StatusError is the error of an attempt that got a retryable (or failed)
+// status. The response itself is returned by RoundTrip, not carried here.
+// It implements resil.Pushback with the Retry-After the response carried.
+// The zero value is a status 0 without Retry-After; a StatusError is not
+// changed once made, so it may be shared between goroutines.
+type StatusError struct {
+	// Code is the response's status code.
+	Code int
+	// Wait is the Retry-After delay, zero when absent or in the past.
+	Wait time.Duration
+}
+
+// Error returns "resilhttp: status 503 Service Unavailable".
+func (e *StatusError) Error() string {
+	return "resilhttp: status " + strconv.Itoa(e.Code) + " " + http.StatusText(e.Code)
+}
+
+// RetryAfter returns Wait, for resil's pushback.
+func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
+
+var errNoGuard = errors.New("resilhttp: Transport.Guard is nil")
+
+// Idempotent reports whether method is idempotent by RFC 9110 section
+// 9.2.2 (the empty method is GET).
+func Idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// RoundTrip sends req under the Guard. It returns the first response that
+// is not retried, or the last one when the retries stop; an error when no
+// response came (a refused call wraps resil.ErrBreakerOpen, a stopped one
+// is a *resil.StopError).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.Guard == nil {
+		closeBody(req)
+		return nil, errNoGuard
+	}
+	hdr := t.KeyHeader
+	if hdr == "" {
+		hdr = DefaultKeyHeader
+	}
+	o := resil.CallOptions[*http.Response]{
+		Idempotency: resil.NotIdempotent,
+		Key:         req.Header.Get(hdr),
+		Discard:     discard,
+		Keep:        keep,
+	}
+	if Idempotent(req.Method) {
+		o.Idempotency = resil.Idempotent
+	} else if o.Key == "" && t.Keys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
+		o.NewKey = true
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody && req.GetBody == nil {
+		o.Once = true // the body can be sent once only
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	retry, failed := t.RetryStatus, t.FailureStatus
+	if retry == nil {
+		retry = DefaultRetryStatus
+	}
+	if failed == nil {
+		failed = DefaultFailureStatus
+	}
+
+	// The original body goes with the first attempt; every later attempt
+	// (retry or hedge) gets a fresh copy from GetBody.
+	var bodyUsed sync.Once
+	usedOriginal := false
+	send := func(ctx context.Context, a resil.Attempt) (*http.Response, error) {
+		r := req.WithContext(ctx)
+		if hasBody {
+			first := false
+			if a.Number == 1 {
+				bodyUsed.Do(func() { first, usedOriginal = true, true })
+			}
+			if !first {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, resil.Permanent(err)
+				}
+				r.Body = body
+			}
+		}
+		if a.Key != "" && r.Header.Get(hdr) != a.Key {
+			r.Header = req.Header.Clone()
+			if r.Header == nil {
+				r.Header = make(http.Header)
+			}
+			r.Header.Set(hdr, a.Key)
+		}
+		resp, err := base.RoundTrip(r)
+		if err != nil {
+			return nil, classify(err)
+		}
+		switch {
+		case retry(resp.StatusCode):
+			return resp, &StatusError{Code: resp.StatusCode, Wait: retryAfter(resp.Header.Get("Retry-After"), t.Guard.Now())}
+		case failed(resp.StatusCode):
+			return resp, resil.Permanent(&StatusError{Code: resp.StatusCode})
+		}
+		return resp, nil
+	}
+	resp, err := resil.CallWith(req.Context(), t.Guard, o, send)
+	if hasBody {
+		bodyUsed.Do(func() {}) // no attempt may take it from here on
+		if !usedOriginal {
+			closeBody(req) // never sent: RoundTrip must close it all the same
+		}
+	}
+	if resp != nil {
+		return resp, nil // the answer, or the last one when retries stopped
+	}
+	return nil, err
+}
+
+// classify marks the errors that no retry can fix.
+func classify(err error) error {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return resil.Permanent(err)
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return resil.Permanent(err)
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return resil.Permanent(err)
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return resil.Permanent(err)
+	}
+	return err
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP date,
+// measured from now. Absent, malformed or past: zero.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0
+		}
+		if n > int64(100*365*24*time.Hour/time.Second) {
+			n = int64(100 * 365 * 24 * time.Hour / time.Second) // the policy clamps it anyway
+		}
+		return time.Duration(n) * time.Second
+	}
+	when, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	return max(0, when.Sub(now))
+}
+
+// drainLimit is how much of a discarded response body is read so that its
+// connection can be reused; beyond that, closing is cheaper.
+const drainLimit = 64 << 10
+
+// discard drains and closes the body of a response nobody will read.
+func discard(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	_ = resp.Body.Close()
+}
+
+// keep ties the attempt's context to the response body: the body is read
+// under that context, so it is released when the body is closed.
+func keep(resp *http.Response, release func()) *http.Response {
+	if resp == nil || resp.Body == nil {
+		release()
+		return resp
+	}
+	resp.Body = &heldBody{ReadCloser: resp.Body, release: release}
+	return resp
+}
+
+type heldBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
