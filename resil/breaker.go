@@ -178,8 +178,9 @@ type Breaker struct {
 	// totals, or the time window's sums)
 	tot [3]int64
 
-	probes   int // trial calls in flight
-	probesOK int // trial calls that succeeded
+	trips    uint64 // times it opened from closed
+	probes   int    // trial calls in flight
+	probesOK int    // trial calls that succeeded
 }
 
 const (
@@ -448,6 +449,17 @@ func (b *Breaker) Generation() uint64 {
 	return b.gen
 }
 
+// Trips returns how many times the breaker has opened from closed: its
+// trips, not counting reopenings after a failed half-open trial.
+func (b *Breaker) Trips() uint64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.trips
+}
+
 // expire turns an open breaker half-open once its cooldown has ended.
 // Called with mu held.
 func (b *Breaker) expire(now time.Time) (StateChange, bool) {
@@ -460,6 +472,9 @@ func (b *Breaker) expire(now time.Time) (StateChange, bool) {
 // to moves to state s and starts a new generation. Called with mu held.
 func (b *Breaker) to(s State, now time.Time) StateChange {
 	c := StateChange{Name: b.s.Name, From: b.state, To: s, At: now}
+	if b.state == Closed && s == Open {
+		b.trips++
+	}
 	b.state = s
 	b.gen++
 	c.Generation = b.gen

@@ -98,6 +98,14 @@ func TestBreakerProbesAndCooldownBackoff(t *testing.T) {
 		{at: 10.9, refused: ErrBreakerOpen, state: Open},
 		{at: 11, o: Success, state: HalfOpen}, // back to 1s
 	})
+	// Trips count openings from closed only: at 0 and at 10, not the three
+	// reopenings after failed trials.
+	if got := b.Trips(); got != 2 {
+		t.Errorf("Trips() = %d, want 2", got)
+	}
+	if got := (*Breaker)(nil).Trips(); got != 0 {
+		t.Errorf("nil Trips() = %d", got)
+	}
 }
 
 func TestBreakerGenerations(t *testing.T) {
