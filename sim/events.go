@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // eventKind says what an event does when its time comes.
 type eventKind uint8
 
@@ -52,7 +54,8 @@ type eventQueue struct {
 	heap  []event
 	seq   uint64
 	n     int
-	best  int // where the earliest event is: a lane, fromHeap, or unknown
+	best  int   // where the earliest event is: a lane, fromHeap, or unknown
+	full  uint8 // bit l is set when lane l holds events
 }
 
 const (
@@ -71,6 +74,7 @@ func (q *eventQueue) push(e event, l lane) {
 		r := &q.lanes[l]
 		if r.size == 0 || r.last().at <= e.at {
 			r.push(e)
+			q.full |= 1 << l
 			return
 		}
 	}
@@ -87,12 +91,10 @@ func (q *eventQueue) peek() *event {
 		if len(q.heap) > 0 {
 			best = &q.heap[0]
 		}
-		for i := range q.lanes {
-			r := &q.lanes[i]
-			if r.size > 0 {
-				if h := r.first(); best == nil || h.before(best) {
-					best, q.best = h, i
-				}
+		for m := q.full; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros8(m)
+			if h := q.lanes[i].first(); best == nil || h.before(best) {
+				best, q.best = h, i
 			}
 		}
 	}
@@ -109,7 +111,12 @@ func (q *eventQueue) pop() event {
 	q.best = unknown
 	q.n--
 	if from >= 0 {
-		return q.lanes[from].pop()
+		r := &q.lanes[from]
+		e := r.pop()
+		if r.size == 0 {
+			q.full &^= 1 << from
+		}
+		return e
 	}
 	return q.heapPop()
 }

@@ -88,6 +88,8 @@ type fleet struct {
 	timeout  int64
 	deadline int64
 	idemOnly bool
+	poisson  bool
+	hedging  bool
 	replicas int
 
 	policies []resil.Policy
@@ -110,13 +112,23 @@ type fleet struct {
 
 	nextArrival int64
 	count       uint64 // intents so far
+	nextClient  int32  // the client of the next intent
 	nextSample  int    // next tick to sample
 	boundary    int64  // the end of tick nextSample
 
-	s   Series
-	sum Summary
+	ticks []tickCounts // during the run; copied into s at the end
+	s     Series
+	sum   Summary
 	lat *histogram
 	scr *scratch
+}
+
+// tickCounts are one tick's counters, kept together while the run
+// counts them: the hot path touches one or two cache lines per tick rather
+// than one per series.
+type tickCounts struct {
+	intents, offered, first, retries, hedges int64
+	successes, goodput, failed, refused      int64
 }
 
 // scratch is the memory a run works in and gives back when it ends:
@@ -129,6 +141,7 @@ type scratch struct {
 	freeI []int32
 	heap  []event
 	lanes [nLanes][]event
+	ticks []tickCounts
 	lat   histogram
 }
 
@@ -143,6 +156,11 @@ func (f *fleet) take() {
 	for i := range f.q.lanes {
 		f.q.lanes[i] = ring{buf: sc.lanes[i]}
 	}
+	if cap(sc.ticks) < f.nTicks {
+		sc.ticks = make([]tickCounts, f.nTicks)
+	}
+	f.ticks = sc.ticks[:f.nTicks]
+	clear(f.ticks)
 	sc.lat = histogram{}
 	f.lat = &sc.lat
 }
@@ -158,7 +176,8 @@ func (f *fleet) give() {
 	for i := range f.q.lanes {
 		sc.lanes[i] = f.q.lanes[i].buf
 	}
-	f.scr, f.lat, f.atts, f.ints = nil, nil, nil, nil
+	sc.ticks = f.ticks[:0]
+	f.scr, f.lat, f.atts, f.ints, f.ticks = nil, nil, nil, nil, nil
 	scratchPool.Put(sc)
 }
 
@@ -184,6 +203,8 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 		timeout:  int64(cfg.Timeout),
 		deadline: int64(cfg.Deadline),
 		idemOnly: cfg.Retry.IdempotentOnly,
+		poisson:  sc.Traffic.Arrivals == "poisson",
+		hedging:  cfg.Hedge.Delay > 0,
 		replicas: replicas,
 		// Streams: the arrival stream is shared by every fleet (same
 		// traffic); the jitter stream is the fleet's own.
@@ -245,7 +266,7 @@ func (f *fleet) gap() int64 {
 	if r <= 0 {
 		return math.MaxInt64
 	}
-	if f.sc.Traffic.Arrivals == "poisson" {
+	if f.poisson {
 		return max(1, int64(f.arrivals.ExpFloat64()/r*1e9))
 	}
 	return max(1, int64(1e9/r))
@@ -256,7 +277,7 @@ func (f *fleet) firstArrival(from int64) int64 {
 	if f.env.rate <= 0 {
 		return math.MaxInt64
 	}
-	if f.sc.Traffic.Arrivals == "poisson" {
+	if f.poisson {
 		return satAdd(from, f.gap())
 	}
 	return from
@@ -337,7 +358,9 @@ func (f *fleet) switchEnv(at int64) {
 
 // sampleUpTo records the end-of-tick samples of every tick before k.
 func (f *fleet) sampleUpTo(k int) {
-	defer func() { f.boundary = int64(f.nextSample+1) * f.tickNs }()
+	if f.nextSample >= k {
+		return
+	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample
 		f.s.Queue[t] = int64(f.origin.queued())
@@ -350,6 +373,7 @@ func (f *fleet) sampleUpTo(k int) {
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(len(f.policies))
 	}
+	f.boundary = int64(f.nextSample+1) * f.tickNs
 }
 
 func (f *fleet) handle(e event) {
@@ -391,12 +415,15 @@ func (f *fleet) arrive(now int64) {
 	id := f.count
 	f.count++
 	if k := f.tickOf(now); k >= 0 {
-		f.s.Intents[k]++
+		f.ticks[k].intents++
 	}
 	i := f.newIntent()
 	in := &f.ints[i]
 	in.id, in.arrival = id, now
-	in.client = int32(id % uint64(len(f.policies)))
+	in.client = f.nextClient
+	if f.nextClient++; int(f.nextClient) == len(f.policies) {
+		f.nextClient = 0 // round robin, without a division per intent
+	}
 	if f.deadline > 0 {
 		in.latest = now + f.deadline
 	}
@@ -436,14 +463,15 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {
 		a.tick = k
-		f.s.Offered[k]++
+		c := &f.ticks[k]
+		c.offered++
 		switch t.Kind() {
 		case resil.First:
-			f.s.FirstAttempts[k]++
+			c.first++
 		case resil.Retry:
-			f.s.Retries[k]++
+			c.retries++
 		case resil.Hedged:
-			f.s.Hedges[k]++
+			c.hedges++
 		}
 	} else {
 		a.tick = -1
@@ -464,6 +492,9 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	a = &f.atts[ai]
 	if !a.known {
 		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+	}
+	if !f.hedging {
+		return
 	}
 	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
 		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
@@ -520,7 +551,7 @@ func (f *fleet) deliver(a int32, now int64, ok bool) {
 	x := &f.atts[a]
 	x.done = true
 	if ok && x.tick >= 0 {
-		f.s.Successes[x.tick]++
+		f.ticks[x.tick].successes++
 	}
 	switch {
 	case x.state != waiting:
@@ -538,7 +569,7 @@ func (f *fleet) deliver(a int32, now int64, ok bool) {
 		if ok {
 			o = resil.Success
 			if x.tick >= 0 {
-				f.s.Goodput[x.tick]++
+				f.ticks[x.tick].goodput++
 			}
 		}
 		f.finish(a, now, o)
@@ -568,7 +599,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 		return
 	}
 	if a.tick >= 0 {
-		f.s.FailedAttempts[a.tick]++
+		f.ticks[a.tick].failed++
 		if o == resil.Timeout {
 			f.sum.Timeouts++
 		}
@@ -641,7 +672,7 @@ func (f *fleet) refused(i int32, now int64) {
 	in.sent++
 	in.failed = true
 	if k := f.tickOf(now); k >= 0 {
-		f.s.BreakerRefusals[k]++
+		f.ticks[k].refused++
 		f.sum.BreakerRefusals++
 	} else {
 		return

@@ -14,6 +14,10 @@ const recoveryTail = 10
 func (f *fleet) summarize() Summary {
 	s := &f.s
 	sum := f.sum
+	for k, c := range f.ticks {
+		s.Intents[k], s.Offered[k], s.FirstAttempts[k], s.Retries[k], s.Hedges[k] = c.intents, c.offered, c.first, c.retries, c.hedges
+		s.Successes[k], s.Goodput[k], s.FailedAttempts[k], s.BreakerRefusals[k] = c.successes, c.goodput, c.failed, c.refused
+	}
 	for k := range s.Tick {
 		s.Failures[k] = s.FailedAttempts[k] + s.BreakerRefusals[k]
 		s.ErrorRate[k] = ratio(s.FailedAttempts[k], s.Offered[k])
