@@ -119,8 +119,8 @@ type fleet struct {
 	ticks []tickCounts // during the run; copied into s at the end
 	s     Series
 	sum   Summary
-	lat *histogram
-	scr *scratch
+	lat   *histogram
+	scr   *scratch
 }
 
 // tickCounts are one tick's counters, kept together while the run
