@@ -234,3 +234,33 @@ func TestFailedClaimExits1(t *testing.T) {
 		t.Fatalf("the JSON must still be printed: %v", err)
 	}
 }
+
+// TestFindingsCurrent regenerates FINDINGS.md the way the README says and
+// compares it with the committed one. Rewrite it with
+// go run ./cmd/retrystorm all --findings FINDINGS.md.
+func TestFindingsCurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every experiment on the full sweep grid; skipped with -short")
+	}
+	path := filepath.Join(t.TempDir(), "FINDINGS.md")
+	r := runCLI(t, "all", "--findings", path, "--out", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("../../FINDINGS.md", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("../../FINDINGS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("FINDINGS.md is out of date: go run ./cmd/retrystorm all --findings FINDINGS.md")
+	}
+}
