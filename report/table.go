@@ -11,8 +11,8 @@ import (
 type Align uint8
 
 const (
-	Left Align = iota
-	Right
+	Left  Align = iota // text: names
+	Right              // numbers, so that their digits line up
 )
 
 // Column is one column of a Table.
