@@ -198,21 +198,26 @@ func sweepTable(js sweepJSON) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("Cells that recovered, of %d", len(js.Load)*len(js.Dip)),
 		Columns: []report.Column{{Name: "policy"}, {Name: "recovered", Align: report.Right}, {Name: "share", Align: report.Right},
-			{Name: "slowest", Align: report.Right}, {Name: "highest load", Align: report.Right}},
+			{Name: "slowest", Align: report.Right}, {Name: "edge at " + report.Percent(js.Dip[sweepRow(js)], 0) + " dip", Align: report.Right}},
 	}
 	for _, p := range js.Policies {
-		slowest, edge := 0, -1.0
+		slowest := 0
 		for _, row := range p.Recovery {
-			for x, v := range row {
+			for _, v := range row {
 				slowest = max(slowest, v)
-				if v >= 0 {
-					edge = max(edge, js.Load[x])
-				}
 			}
 		}
+		// The edge: the highest base load up to which every cell of the
+		// line chart's row recovered.
 		edgeText := "none"
-		if edge >= 0 {
-			edgeText = report.Percent(edge, 1)
+		for x, v := range p.Recovery[sweepRow(js)] {
+			if v < 0 {
+				break
+			}
+			edgeText = report.Percent(js.Load[x], 1)
+			if x == len(js.Load)-1 {
+				edgeText = "beyond " + edgeText
+			}
 		}
 		t.Rows = append(t.Rows, []string{p.Policy, report.Int(int64(p.Recovered)),
 			report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0), fmt.Sprintf("+%d ticks", slowest), edgeText})

@@ -21,7 +21,7 @@ type Heatmap struct {
 	Never  string // what a NaN cell means, e.g. "never recovered"
 }
 
-const hmW, hmH = 360, 340
+const hmW, hmH = 360, 356
 
 // SVG renders the heatmap with a colour legend. Each cell carries a
 // tooltip with its coordinates and value.
@@ -81,13 +81,13 @@ func (h Heatmap) SVG() string {
 	fmt.Fprintf(&b, `<text x="%g" y="%g" class="xl">%s</text>`, l+pw/2, t+ph+32, esc(h.XLabel))
 	fmt.Fprintf(&b, `<text transform="translate(12 %g) rotate(-90)" class="yl">%s</text>`, t+ph/2, esc(h.YLabel))
 	// Legend: a gradient in steps, then "never".
-	ly := float64(hmH) - 22
+	ly := float64(hmH) - 36
 	steps := 8
 	for k := range steps {
 		v := top * float64(k) / float64(steps-1)
 		fmt.Fprintf(&b, `<rect x="%g" y="%g" width="18" height="10" fill="%s"/>`, l+float64(k)*18, ly, heatColor(v, top))
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" class="lg">0 → %s %s</text>`, l, ly+22, trimFloat(top), esc(h.Unit))
+	fmt.Fprintf(&b, `<text x="%g" y="%g" class="lg">0 → %s %s</text>`, l, ly+24, trimFloat(top), esc(h.Unit))
 	nxl := l + float64(steps)*18 + 12
 	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="18" height="10" fill="%s"/><text x="%g" y="%g" class="lg">%s</text>`,
 		nxl, ly, heatColor(math.NaN(), top), nxl+22, ly+9, esc(h.Never))
