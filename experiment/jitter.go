@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -129,60 +130,29 @@ func runJitter(ctx context.Context, opts Options) (*Outcome, error) {
 	return &Outcome{Name: "jitter", Claims: js.Claims, Section: sec, Findings: jitterFindings(js), JSON: js}, nil
 }
 
-// herd plays the synchronised herd: every client failed at time zero; an
-// arrival in a tick that already took herdSpare answers fails and retries.
+// herd plays the synchronised herd: every client failed at time zero and
+// makes its first retry after one backoff; an arrival in a tick that
+// already took herdSpare answers fails and retries.
 func herd(b resil.Backoff, src rand.Source) HerdResult {
-	type client struct {
-		at    time.Duration // next arrival
-		retry int
-		prev  time.Duration
-	}
-	cs := make([]client, herdClients)
-	for i := range cs {
-		d := b.Delay(1, 0, src)
-		cs[i] = client{at: d, retry: 1, prev: d}
-	}
 	r := HerdResult{Arrivals: make([]int, 0, 64)}
 	served := map[int]int{}
-	pending := make([]int, len(cs))
-	for i := range pending {
-		pending[i] = i
-	}
-	for len(pending) > 0 {
-		// Take arrivals in time order (ties by client, for determinism).
-		slices.SortFunc(pending, func(a, b int) int {
-			if c := cs[a].at - cs[b].at; c != 0 {
-				if c < 0 {
-					return -1
-				}
-				return 1
-			}
-			return a - b
-		})
-		i := pending[0]
-		pending = pending[1:]
-		c := &cs[i]
-		tick := int(c.at / herdTick)
+	r.Attempts = untilServed(herdClients, b, src, true, func(at time.Duration) (bool, bool) {
+		tick := int(at / herdTick)
 		if tick >= herdMaxTicks {
-			break
+			return false, true
 		}
 		for len(r.Arrivals) <= tick {
 			r.Arrivals = append(r.Arrivals, 0)
 		}
 		r.Arrivals[tick]++
-		r.Attempts++
 		if served[tick] < herdSpare {
 			served[tick]++
-			r.DrainSeconds = max(r.DrainSeconds, c.at.Seconds())
-			continue
+			r.DrainSeconds = max(r.DrainSeconds, at.Seconds())
+			return true, false
 		}
 		r.Refail++
-		c.retry++
-		d := b.Delay(c.retry, c.prev, src)
-		c.at += d
-		c.prev = d
-		pending = append(pending, i)
-	}
+		return false, false
+	}, 1_000_000)
 	for _, a := range r.Arrivals {
 		r.Peak = max(r.Peak, a)
 	}
@@ -194,45 +164,77 @@ func herd(b resil.Backoff, src rand.Source) HerdResult {
 // time: a call that finds it busy fails and backs off. It returns the calls
 // made until all succeeded, and when the last one did.
 func contend(n int, b resil.Backoff, src rand.Source) (int, time.Duration) {
-	type client struct {
-		at    time.Duration
-		retry int
-		prev  time.Duration
-	}
-	cs := make([]client, n)
-	pending := make([]int, n)
-	for i := range pending {
-		pending[i] = i
-	}
 	busyUntil := time.Duration(-1)
-	work := 0
 	var last time.Duration
-	for len(pending) > 0 && work < 1_000_000 {
-		slices.SortFunc(pending, func(a, b int) int {
-			if c := cs[a].at - cs[b].at; c != 0 {
-				if c < 0 {
-					return -1
-				}
-				return 1
-			}
-			return a - b
-		})
-		i := pending[0]
-		pending = pending[1:]
-		c := &cs[i]
-		work++
-		if c.at >= busyUntil {
-			busyUntil = c.at + contendHold
-			last = max(last, busyUntil)
+	work := untilServed(n, b, src, false, func(at time.Duration) (bool, bool) {
+		if at < busyUntil {
+			return false, false
+		}
+		busyUntil = at + contendHold
+		last = max(last, busyUntil)
+		return true, false
+	}, 1_000_000)
+	return work, last
+}
+
+// untilServed plays n clients that retry with b until served. They all
+// start at time zero: with a first call each, or, when failed is set, as if
+// that call had just failed (their first arrival is a retry, one backoff
+// later). Arrivals are taken in time order, ties by client, and serve says
+// whether each is answered (or stops the play). It returns the arrivals
+// made, at most limit.
+func untilServed(n int, b resil.Backoff, src rand.Source, failed bool, serve func(at time.Duration) (served, stop bool), limit int) int {
+	cs := make(clientHeap, n)
+	for i := range cs {
+		cs[i] = backingOff{id: i}
+		if failed {
+			d := b.Delay(1, 0, src)
+			cs[i].at, cs[i].retry, cs[i].prev = d, 1, d
+		}
+	}
+	heap.Init(&cs)
+	arrivals := 0
+	for len(cs) > 0 && arrivals < limit {
+		c := &cs[0]
+		arrivals++
+		ok, stop := serve(c.at)
+		if stop {
+			break
+		}
+		if ok {
+			heap.Pop(&cs)
 			continue
 		}
 		c.retry++
 		d := b.Delay(c.retry, c.prev, src)
-		c.at += d
-		c.prev = d
-		pending = append(pending, i)
+		c.at, c.prev = c.at+d, d
+		heap.Fix(&cs, 0)
 	}
-	return work, last
+	return arrivals
+}
+
+// backingOff is one client between its tries.
+type backingOff struct {
+	id    int
+	at    time.Duration // its next arrival
+	retry int           // retries so far
+	prev  time.Duration // its last backoff
+}
+
+// clientHeap orders clients by next arrival, then by id.
+type clientHeap []backingOff
+
+func (h clientHeap) Len() int { return len(h) }
+func (h clientHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].id < h[j].id)
+}
+func (h clientHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *clientHeap) Push(x any)   { *h = append(*h, x.(backingOff)) }
+func (h *clientHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func herdTable(hs []HerdResult) report.Table {
