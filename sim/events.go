@@ -32,7 +32,11 @@ func (e *event) before(o *event) bool {
 // lane says which FIFO lane an event may go to. Most events are scheduled
 // a constant delay after the present (timeouts, hedges, fixed latencies),
 // so each such kind arrives in time order and a FIFO ring keeps it sorted
-// for O(1). An event that would break its lane's order goes to the heap.
+// for O(1). An event that would break its lane's order, or has no lane
+// (retries, whose delays vary), goes to the first spare lane it keeps in
+// order, and only then to the heap: patience sorting, exact all the same,
+// since every lane stays sorted and the queue takes the least of their
+// heads.
 type lane uint8
 
 const (
@@ -41,8 +45,9 @@ const (
 	laneAnswer
 	laneReject
 	laneComplete
-	nLanes
-	laneHeap = nLanes // no lane: always the heap
+	laneSpare // the first of the spare lanes
+	nLanes    = laneSpare + 3
+	laneHeap  = nLanes // no lane of its own
 )
 
 // eventQueue is a priority queue on (at, seq): FIFO lanes for events that
@@ -70,15 +75,26 @@ func (q *eventQueue) push(e event, l lane) {
 	e.seq = q.seq
 	q.n++
 	q.best = unknown
-	if l < nLanes {
-		r := &q.lanes[l]
-		if r.size == 0 || r.last().at <= e.at {
-			r.push(e)
-			q.full |= 1 << l
+	if l < laneSpare && q.pushLane(e, l) {
+		return
+	}
+	for l := laneSpare; l < nLanes; l++ {
+		if q.pushLane(e, l) {
 			return
 		}
 	}
 	q.heapPush(e)
+}
+
+// pushLane appends e to lane l if that keeps the lane sorted.
+func (q *eventQueue) pushLane(e event, l lane) bool {
+	r := &q.lanes[l]
+	if r.size > 0 && r.last().at > e.at {
+		return false
+	}
+	r.push(e)
+	q.full |= 1 << l
+	return true
 }
 
 // peek returns the earliest event; the queue must not be empty. It
