@@ -223,7 +223,8 @@ func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
 }
 
 // Run computes panel name for req. progress, when set, is told how far a
-// long experiment (the sweep) has come. A failure is the View's Error.
+// long experiment (the sweep) has come, from any of its goroutines. A
+// failure is the View's Error.
 func Run(ctx context.Context, name string, req Request, progress func(done, total int)) View {
 	v := View{Name: name}
 	e, _, err := lookup(name)

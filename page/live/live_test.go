@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/experiment"
@@ -286,8 +287,8 @@ func TestRun(t *testing.T) {
 			continue // seconds each under the race detector; the browser test runs them
 		}
 		t.Run(e.Name, func(t *testing.T) {
-			var progressed bool
-			v := Run(context.Background(), e.Name, Request{}, func(done, total int) { progressed = true })
+			var progressed atomic.Bool // the sweep reports from each of its goroutines
+			v := Run(context.Background(), e.Name, Request{}, func(done, total int) { progressed.Store(true) })
 			if v.Error != "" {
 				t.Fatal(v.Error)
 			}
@@ -304,8 +305,8 @@ func TestRun(t *testing.T) {
 					t.Errorf("a chart is not the report's SVG: %.80s", svg)
 				}
 			}
-			if e.Name == "sweep" && (!progressed || len(v.Figures) != 4) {
-				t.Errorf("the sweep reported progress %v and %d maps", progressed, len(v.Figures))
+			if e.Name == "sweep" && (!progressed.Load() || len(v.Figures) != 4) {
+				t.Errorf("the sweep reported progress %v and %d maps", progressed.Load(), len(v.Figures))
 			}
 			if (v.YAML != "") != (e.Config != nil) {
 				t.Errorf("YAML %q", v.YAML)
