@@ -68,7 +68,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, c *commandLine) error
+	// about, when set, is a longer description for its --help.
+	about string
+	// own means the command takes only the flags extraFlags gives it,
+	// none of the experiments' (--json, --seed, --out, --config).
+	own bool
+	run func(ctx context.Context, c *commandLine) error
 }
 
 // commandLine is what a subcommand gets: its flags and the I/O.
@@ -85,6 +90,7 @@ type commandLine struct {
 	printConfig bool
 	grid        int    // sweep and all
 	findings    string // all only
+	output      string // page only
 }
 
 func commands() []command {
@@ -126,19 +132,21 @@ func parse(c command, args []string, stdout, stderr io.Writer) (*commandLine, er
 	cl := &commandLine{name: c.name, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("retrystorm "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.BoolVar(&cl.json, "json", false, "print machine-readable JSON instead of tables")
-	fs.Func("seed", "replace the scenario's seed (an unsigned integer)", func(s string) error {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("want an unsigned integer, got %q", s)
+	if !c.own {
+		fs.BoolVar(&cl.json, "json", false, "print machine-readable JSON instead of tables")
+		fs.Func("seed", "replace the scenario's seed (an unsigned integer)", func(s string) error {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("want an unsigned integer, got %q", s)
+			}
+			cl.seed = &n
+			return nil
+		})
+		fs.StringVar(&cl.out, "out", "", "write the HTML report to this directory (default retrystorm-report, none with --json)")
+		if c.name != "run" && c.name != "demo" {
+			fs.StringVar(&cl.config, "config", "", "run this scenario file instead of the embedded default")
+			fs.BoolVar(&cl.printConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
 		}
-		cl.seed = &n
-		return nil
-	})
-	fs.StringVar(&cl.out, "out", "", "write the HTML report to this directory (default retrystorm-report, none with --json)")
-	if c.name != "run" && c.name != "demo" {
-		fs.StringVar(&cl.config, "config", "", "run this scenario file instead of the embedded default")
-		fs.BoolVar(&cl.printConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
 	}
 	cl.flags = fs
 	if extra, ok := extraFlags[c.name]; ok {

@@ -58,7 +58,11 @@ func commandHelp(w io.Writer, c command, fs *flag.FlagSet) {
 	if c.name == "run" {
 		usage = "retrystorm run FILE.yaml [flags]"
 	}
-	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", usage, c.summary)
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", usage, c.summary)
+	if c.about != "" {
+		fmt.Fprintf(w, "\n%s\n", c.about)
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)

@@ -1,0 +1,312 @@
+// Package live is the part of retrystorm's page that runs in the browser,
+// compiled to WebAssembly: it sets the page's knobs on an experiment's
+// default scenario, runs the experiment (the very code the command runs),
+// and hands back what the page draws: claims, tables, SVG charts and the
+// YAML of the scenario it ran.
+//
+// It is plain Go with no tie to JavaScript, so the tests run it natively;
+// page/wasm is the thin bridge that exposes it to the page.
+package live
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Panel is one experiment on the page and the knobs it takes.
+type Panel struct {
+	Name    string `json:"name"`
+	Title   string `json:"title"`
+	Summary string `json:"summary"`
+	// Heavy panels take seconds: the page computes them after the first
+	// render, apart from the others, and only when a knob is let go.
+	Heavy bool `json:"heavy"`
+	// Cost ranks the panels by how long they take to compute, cheapest
+	// first: the page computes them in that order on first load, so that
+	// numbers are on screen as soon as can be.
+	Cost  int    `json:"cost"`
+	Knobs []Knob `json:"knobs"`
+	// Fleets names the default scenario's fleets, which Knob.Changes and
+	// Knob.Controls index.
+	Fleets []string `json:"fleets,omitempty"`
+	// Fixed says what the panel cannot change, for panels with few knobs.
+	Fixed string `json:"fixed,omitempty"`
+	// Config is the file name the page offers the YAML under, or "" for
+	// an experiment that runs no scenario file.
+	Config string `json:"config,omitempty"`
+}
+
+// GridKnob is the sweep's grid: not a scenario setting, but how many cells
+// per axis the map has.
+const GridKnob = "grid"
+
+// DefaultGrid is the sweep's grid on the page: coarse, so that the map
+// takes seconds in a browser rather than a minute.
+const DefaultGrid = 8
+
+// layout is the page: each experiment in the order the CLI documents them,
+// with the knobs of the catalogue it takes. Experiments whose numbers are
+// their own (jitter, breaker) take none; the sweep sets the rate, the
+// capacity and the dip itself on every cell.
+var layout = []panelLayout{
+	{name: "storm", knobs: scenarioKnobs, cost: 40},
+	{name: "fleets", knobs: scenarioKnobs, cost: 15},
+	{name: "jitter", cost: 70, fixed: "The herd is the experiment's own: 200 clients that failed at the same instant, against 60 spare answers a tick, for every kind of jitter side by side. Change the seed to draw it again."},
+	{name: "breaker", heavy: true, cost: 700, fixed: "Each breaker is run against background error rates from 0 to 30% and against a partly broken origin; the rates and shares are the experiment's own. Change the seed to draw them again."},
+	{name: "outage", cost: 180, knobs: []string{"max_retries", "budget_ratio", "budget_floor"},
+		fixed: "Every attempt fails for the whole run: the total outage is the experiment."},
+	{name: "hedge", cost: 85, knobs: []string{"rate", "budget_ratio"},
+		fixed: "The slow replica and the broad slowness are the experiment's own."},
+	{name: "sweep", heavy: true, cost: 1200, knobs: []string{GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+		fixed: "The sweep sets the intent rate (as a share of capacity) and the depth of the dip on every cell of its map."},
+}
+
+type panelLayout struct {
+	name  string
+	knobs []string // keys of the catalogue, and GridKnob
+	heavy bool
+	cost  int // measured: milliseconds of a default run, natively
+	fixed string
+}
+
+var scenarioKnobs = []string{"rate", "model", "capacity", "dip", "dip_for", "drop_expired", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"}
+
+// Panels describes every panel of the page, with its knobs set as in the
+// experiment's default scenario.
+func Panels() ([]Panel, error) {
+	var out []Panel
+	for _, l := range layout {
+		e, ok := experiment.Lookup(l.name)
+		if !ok {
+			return nil, fmt.Errorf("live: no experiment %q", l.name)
+		}
+		p := Panel{Name: e.Name, Title: e.Title, Summary: e.Summary, Heavy: l.heavy, Cost: l.cost, Fixed: l.fixed}
+		if e.Config != nil {
+			p.Config = e.Name + ".yaml"
+			def, err := defaultScenario(e)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range def.Fleets {
+				p.Fleets = append(p.Fleets, f.Name)
+			}
+			for _, k := range catalogue {
+				if !slices.Contains(l.knobs, k.key) {
+					continue
+				}
+				if kn, ok := k.describe(def); ok {
+					p.Knobs = append(p.Knobs, kn)
+				}
+			}
+		}
+		if slices.Contains(l.knobs, GridKnob) {
+			p.Knobs = append([]Knob{{
+				Key: GridKnob, Label: "grid", Kind: "select", Options: []string{"6", "8", "12", "16"},
+				Value: strconv.Itoa(DefaultGrid), Unit: "cells per axis",
+				Hint: "runs per policy grow with its square: 16 takes a while",
+			}}, p.Knobs...)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Request is what the page asks of a panel: the seed, and the knobs the
+// user moved, by key. A knob not in Values keeps its default.
+type Request struct {
+	Seed   *uint64           `json:"seed,omitempty"`
+	Values map[string]string `json:"values,omitempty"`
+}
+
+// View is a computed panel, as the page draws it.
+type View struct {
+	Name   string   `json:"name"`
+	Title  string   `json:"title"`
+	Intro  []string `json:"intro"`
+	Claims []Claim  `json:"claims"`
+	Tables []Table  `json:"tables"`
+	// Charts and Figures are inline SVG, drawn by package report as in
+	// the command's HTML report.
+	Charts   []string `json:"charts"`
+	Figures  []string `json:"figures"`
+	Notes    []string `json:"notes"`
+	Findings []string `json:"findings"`
+	// YAML is the scenario the panel ran, as a file that `retrystorm run`
+	// and `retrystorm NAME --config` take unchanged; empty for an
+	// experiment that runs no scenario file.
+	YAML string `json:"yaml,omitempty"`
+	// Fleets names the fleets of the scenario run, which a knob may have
+	// renamed.
+	Fleets []string `json:"fleets,omitempty"`
+	// Inactive lists the panel's knobs that do nothing to the scenario
+	// run (drop_expired without a queue).
+	Inactive []string `json:"inactive,omitempty"`
+	// Error is why the panel could not be computed; the rest is empty.
+	Error string `json:"error,omitempty"`
+}
+
+// Claim is a report.Claim with its evidence in words.
+type Claim struct {
+	Text     string `json:"text"`
+	Holds    bool   `json:"holds"`
+	Detail   string `json:"detail"`
+	Measured any    `json:"measured"`
+}
+
+// Table is a report.Table in a form JSON carries.
+type Table struct {
+	Title   string     `json:"title,omitempty"`
+	Columns []Column   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+	// Emphasis lists the cells that carry bad news, as [row, column].
+	Emphasis [][2]int `json:"emphasis,omitempty"`
+}
+
+// Column is a table column.
+type Column struct {
+	Name  string `json:"name"`
+	Right bool   `json:"right,omitempty"`
+}
+
+// Scenario returns the scenario panel name runs for req: the experiment's
+// default with the knobs applied, validated, and the knobs that had no
+// effect. It returns a nil scenario for an experiment that runs none.
+func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
+	e, l, err := lookup(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, key := range slices.Sorted(maps.Keys(req.Values)) {
+		if !slices.Contains(l.knobs, key) {
+			return nil, nil, fmt.Errorf("%s takes no knob %q", name, key)
+		}
+	}
+	if e.Config == nil {
+		return nil, nil, nil
+	}
+	def, err := defaultScenario(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc := *def
+	sc.Triggers = slices.Clone(def.Triggers)
+	sc.Fleets = slices.Clone(def.Fleets)
+	if req.Seed != nil {
+		sc.Seed = *req.Seed
+	}
+	// The catalogue's order, not the map's: the model comes before the
+	// settings that depend on it.
+	for _, k := range catalogue {
+		if v, ok := req.Values[k.key]; ok {
+			if err := k.apply(def, &sc, v); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", k.label, err)
+			}
+		}
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, nil, err
+	}
+	var inactive []string
+	for _, k := range catalogue {
+		if k.inert != nil && slices.Contains(l.knobs, k.key) && k.inert(&sc) {
+			inactive = append(inactive, k.key)
+		}
+	}
+	return &sc, inactive, nil
+}
+
+// Run computes panel name for req. progress, when set, is told how far a
+// long experiment (the sweep) has come, from any of its goroutines. A
+// failure is the View's Error.
+func Run(ctx context.Context, name string, req Request, progress func(done, total int)) View {
+	v := View{Name: name}
+	e, _, err := lookup(name)
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	v.Title = e.Title
+	sc, inactive, err := Scenario(name, req)
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	v.Inactive = inactive
+	opts := experiment.Options{Seed: req.Seed, Scenario: sc, Progress: progress, Grid: DefaultGrid}
+	if g, ok := req.Values[GridKnob]; ok {
+		if opts.Grid, err = strconv.Atoi(g); err != nil {
+			v.Error = fmt.Sprintf("grid: want a whole number, got %q", g)
+			return v
+		}
+	}
+	out, err := e.Run(ctx, opts)
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	if sc != nil {
+		v.YAML = string(scenario.Marshal(sc))
+		for _, f := range sc.Fleets {
+			v.Fleets = append(v.Fleets, f.Name)
+		}
+	}
+	s := out.Section
+	v.Intro, v.Notes, v.Findings = s.Intro, s.Notes, out.Findings
+	for _, c := range out.Claims {
+		v.Claims = append(v.Claims, Claim{Text: c.Text, Holds: c.Holds, Detail: c.Detail, Measured: c.Measured})
+	}
+	for _, t := range s.Tables {
+		v.Tables = append(v.Tables, tableOf(t))
+	}
+	for _, c := range s.Charts {
+		v.Charts = append(v.Charts, c.SVG())
+	}
+	for _, f := range s.Figures {
+		v.Figures = append(v.Figures, string(f))
+	}
+	return v
+}
+
+func lookup(name string) (*experiment.Experiment, panelLayout, error) {
+	i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.name == name })
+	e, ok := experiment.Lookup(name)
+	if i < 0 || !ok {
+		return nil, panelLayout{}, fmt.Errorf("no panel %q", name)
+	}
+	return e, layout[i], nil
+}
+
+func defaultScenario(e *experiment.Experiment) (*scenario.Scenario, error) {
+	sc, err := scenario.Parse(e.Name+".yaml", e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("live: the embedded scenario of %s: %w", e.Name, err)
+	}
+	return sc, nil
+}
+
+func tableOf(t report.Table) Table {
+	out := Table{Title: t.Title, Rows: t.Rows}
+	for _, c := range t.Columns {
+		out.Columns = append(out.Columns, Column{Name: c.Name, Right: c.Align == report.Right})
+	}
+	for cell, on := range t.Emphasis {
+		if on {
+			out.Emphasis = append(out.Emphasis, cell)
+		}
+	}
+	// Map order is random; the JSON should not be.
+	slices.SortFunc(out.Emphasis, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	return out
+}

@@ -1,0 +1,366 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+func panelsByName(t *testing.T) map[string]Panel {
+	t.Helper()
+	ps, err := Panels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Panel{}
+	for _, p := range ps {
+		out[p.Name] = p
+	}
+	return out
+}
+
+func TestPanels(t *testing.T) {
+	ps, err := Panels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	var want []string
+	for _, e := range experiment.All() {
+		want = append(want, e.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("panels %v, want every experiment in order: %v", names, want)
+	}
+	keys := func(p Panel) []string {
+		var out []string
+		for _, k := range p.Knobs {
+			out = append(out, k.Key)
+		}
+		return out
+	}
+	by := panelsByName(t)
+	for name, want := range map[string][]string{
+		"storm":   scenarioKnobs,
+		"fleets":  scenarioKnobs,
+		"jitter":  nil,
+		"breaker": nil,
+		"outage":  {"max_retries", "budget_ratio", "budget_floor"},
+		"hedge":   {"rate", "budget_ratio"},
+		"sweep":   {GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+	} {
+		if got := keys(by[name]); !slices.Equal(got, want) {
+			t.Errorf("%s's knobs are %v, want %v", name, got, want)
+		}
+	}
+	for _, p := range ps {
+		if (p.Config != "") != (p.Name != "jitter") {
+			t.Errorf("%s: config %q", p.Name, p.Config)
+		}
+		for _, k := range p.Knobs {
+			switch k.Kind {
+			case "range":
+				v, err := strconv.ParseFloat(k.Value, 64)
+				if err != nil || v < k.Min || v > k.Max || k.Step <= 0 {
+					t.Errorf("%s.%s: value %q outside [%g, %g] step %g", p.Name, k.Key, k.Value, k.Min, k.Max, k.Step)
+				}
+			case "select":
+				if !slices.Contains(k.Options, k.Value) {
+					t.Errorf("%s.%s: value %q not among %v", p.Name, k.Key, k.Value, k.Options)
+				}
+			case "check":
+				if k.Value != "true" && k.Value != "false" {
+					t.Errorf("%s.%s: value %q", p.Name, k.Key, k.Value)
+				}
+			default:
+				t.Errorf("%s.%s: kind %q", p.Name, k.Key, k.Kind)
+			}
+			for _, i := range append(slices.Clone(k.Changes), k.Controls...) {
+				if i < 0 || i >= len(p.Fleets) {
+					t.Errorf("%s.%s: fleet %d of %d", p.Name, k.Key, i, len(p.Fleets))
+				}
+			}
+		}
+	}
+}
+
+// TestEachPolicyBesideItsControl: a knob of a policy changes the fleets
+// that have it and leaves their control alone.
+func TestEachPolicyBesideItsControl(t *testing.T) {
+	by := panelsByName(t)
+	knob := func(panel, key string) Knob {
+		for _, k := range by[panel].Knobs {
+			if k.Key == key {
+				return k
+			}
+		}
+		t.Fatalf("%s has no knob %s", panel, key)
+		return Knob{}
+	}
+	names := func(p string, idx []int) []string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, by[p].Fleets[i])
+		}
+		return out
+	}
+	for _, c := range []struct {
+		panel, key        string
+		changes, controls []string
+	}{
+		{"storm", "budget_ratio", []string{"guarded"}, []string{"naive"}},
+		{"storm", "jitter", []string{"guarded"}, []string{"naive"}},
+		{"fleets", "jitter", []string{"no budget", "budget 0.10", "budget + breaker"}, []string{"no budget, no jitter"}},
+		{"fleets", "breaker_threshold", []string{"budget + breaker"}, []string{"no budget", "no budget, no jitter", "budget 0.10"}},
+		{"outage", "budget_floor", []string{"token bucket"}, []string{"no budget", "count-only", "grpc", "aws"}},
+		{"hedge", "budget_ratio", []string{"hedge + budget 0.30"}, []string{"no hedge", "hedge, no budget"}},
+	} {
+		k := knob(c.panel, c.key)
+		if got := names(c.panel, k.Changes); !slices.Equal(got, c.changes) {
+			t.Errorf("%s.%s changes %q, want %q", c.panel, c.key, got, c.changes)
+		}
+		if got := names(c.panel, k.Controls); !slices.Equal(got, c.controls) {
+			t.Errorf("%s.%s leaves %q as controls, want %q", c.panel, c.key, got, c.controls)
+		}
+		if len(k.Controls) > 0 && k.Control == "" {
+			t.Errorf("%s.%s does not say what its controls have", c.panel, c.key)
+		}
+	}
+}
+
+// TestDefaults: with no knob moved, a panel runs the experiment's own
+// default scenario.
+func TestDefaults(t *testing.T) {
+	for _, e := range experiment.All() {
+		sc, _, err := Scenario(e.Name, Request{})
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		if e.Config == nil {
+			if sc != nil {
+				t.Errorf("%s runs no scenario file, got one", e.Name)
+			}
+			continue
+		}
+		def, err := scenario.Parse(e.Name+".yaml", e.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(scenario.Marshal(sc), scenario.Marshal(def)) {
+			t.Errorf("%s: the page's default differs from the experiment's", e.Name)
+		}
+	}
+}
+
+// TestEveryKnobPosition moves each knob to each end of its range and to
+// every option: the scenario stays valid, and the YAML the page shows
+// reads back as the same scenario.
+func TestEveryKnobPosition(t *testing.T) {
+	ps, err := Panels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		for _, k := range p.Knobs {
+			if k.Key == GridKnob {
+				continue
+			}
+			var values []string
+			switch k.Kind {
+			case "range":
+				values = []string{num(k.Min), num(k.Max)}
+			case "select":
+				values = k.Options
+			case "check":
+				values = []string{"true", "false"}
+			}
+			for _, v := range values {
+				req := Request{Values: map[string]string{k.Key: v}}
+				sc, _, err := Scenario(p.Name, req)
+				if err != nil {
+					t.Errorf("%s: %s = %s: %v", p.Name, k.Key, v, err)
+					continue
+				}
+				yaml := scenario.Marshal(sc)
+				back, err := scenario.Parse(p.Config, yaml)
+				if err != nil {
+					t.Errorf("%s: %s = %s: the YAML does not parse: %v\n%s", p.Name, k.Key, v, err, yaml)
+					continue
+				}
+				if !bytes.Equal(scenario.Marshal(back), yaml) {
+					t.Errorf("%s: %s = %s: the YAML does not read back as the same scenario", p.Name, k.Key, v)
+				}
+			}
+		}
+	}
+}
+
+func TestKnobEffects(t *testing.T) {
+	seed := uint64(7)
+	sc, inactive, err := Scenario("fleets", Request{Seed: &seed, Values: map[string]string{
+		"rate": "105", "capacity": "150", "dip": "30", "dip_for": "12", "max_retries": "5",
+		"jitter": "decorrelated", "budget_ratio": "0.25", "budget_floor": "3", "breaker_threshold": "8",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Seed != 7 || sc.Traffic.Rate != 105 || sc.Origin.Capacity != 150 || sc.Triggers[0].Capacity != 30 || sc.Triggers[0].For.Seconds() != 12 {
+		t.Errorf("seed %d, rate %g, capacity %g, dip %g for %s", sc.Seed, sc.Traffic.Rate, sc.Origin.Capacity, sc.Triggers[0].Capacity, sc.Triggers[0].For)
+	}
+	if !slices.Equal(inactive, []string{"drop_expired"}) {
+		t.Errorf("inactive %v: drop_expired does nothing to a capacity origin", inactive)
+	}
+	f := sc.Fleets
+	if f[2].Name != "budget 0.25" || f[2].Budget.Ratio != 0.25 || f[2].Budget.MinTokens != 3 {
+		t.Errorf("the budget fleet is %q, ratio %g, floor %g", f[2].Name, f[2].Budget.Ratio, f[2].Budget.MinTokens)
+	}
+	if f[1].Retry.Backoff.Jitter != "none" || f[0].Retry.Backoff.Jitter != "decorrelated" {
+		t.Errorf("jitter: control %q, first %q", f[1].Retry.Backoff.Jitter, f[0].Retry.Backoff.Jitter)
+	}
+	if f[3].Breaker.Threshold != 8 || f[0].Retry.MaxRetries != 5 || f[0].Budget.Use != scenario.BudgetNone {
+		t.Errorf("threshold %d, retries %d, control budget %q", f[3].Breaker.Threshold, f[0].Retry.MaxRetries, f[0].Budget.Use)
+	}
+
+	// A queue origin for the fleets, with the server fix.
+	sc, inactive, err = Scenario("fleets", Request{Values: map[string]string{"model": "queue", "drop_expired": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Origin.Model != scenario.ModelQueue || !sc.Origin.DropExpired || sc.Origin.Workers < 1 || len(inactive) != 0 {
+		t.Errorf("origin %+v, inactive %v", sc.Origin, inactive)
+	}
+	// And a capacity origin for the storm.
+	sc, inactive, err = Scenario("storm", Request{Values: map[string]string{"model": "capacity", "drop_expired": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Origin.Model != scenario.ModelCapacity || sc.Origin.DropExpired || !slices.Equal(inactive, []string{"drop_expired"}) {
+		t.Errorf("origin %+v, inactive %v", sc.Origin, inactive)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	for _, c := range []struct {
+		panel  string
+		values map[string]string
+		want   string
+	}{
+		{"nosuch", nil, `no panel "nosuch"`},
+		{"storm", map[string]string{"grid": "8"}, `storm takes no knob "grid"`},
+		{"jitter", map[string]string{"rate": "10"}, `jitter takes no knob "rate"`},
+		{"storm", map[string]string{"rate": "lots"}, `intent rate: want a number, got "lots"`},
+		{"storm", map[string]string{"rate": "NaN"}, "want a number"},
+		{"storm", map[string]string{"rate": "-5"}, "traffic.rate"},
+		{"storm", map[string]string{"model": "concurrency"}, "capacity and queue models"},
+		{"storm", map[string]string{"jitter": "factor"}, "want none, full, equal or decorrelated"},
+		{"storm", map[string]string{"max_retries": "1.5"}, "want a whole number"},
+		{"storm", map[string]string{"dip_for": "1000"}, "triggers[0].for"},
+		{"sweep", map[string]string{"grid": "many"}, "grid: want a whole number"},
+		{"sweep", map[string]string{"grid": "1"}, "grid 1 out of"},
+	} {
+		v := Run(context.Background(), c.panel, Request{Values: c.values}, nil)
+		if !strings.Contains(v.Error, c.want) {
+			t.Errorf("%s %v: error %q, want %q", c.panel, c.values, v.Error, c.want)
+		}
+		if len(v.Claims) > 0 || len(v.Charts) > 0 {
+			t.Errorf("%s %v: a failed panel still has results", c.panel, c.values)
+		}
+	}
+}
+
+// TestRun computes every panel on its defaults, as the page does first:
+// every claim holds, and the view carries what the page draws.
+func TestRun(t *testing.T) {
+	for _, e := range experiment.All() {
+		if testing.Short() && (e.Name == "breaker" || e.Name == "sweep") {
+			continue // seconds each under the race detector; the browser test runs them
+		}
+		t.Run(e.Name, func(t *testing.T) {
+			var progressed atomic.Bool // the sweep reports from each of its goroutines
+			v := Run(context.Background(), e.Name, Request{}, func(done, total int) { progressed.Store(true) })
+			if v.Error != "" {
+				t.Fatal(v.Error)
+			}
+			if len(v.Claims) == 0 || len(v.Tables) == 0 || len(v.Charts) == 0 {
+				t.Fatalf("%d claims, %d tables, %d charts", len(v.Claims), len(v.Tables), len(v.Charts))
+			}
+			for _, c := range v.Claims {
+				if !c.Holds {
+					t.Errorf("%s does not hold (%s)", c.Text, c.Detail)
+				}
+			}
+			for _, svg := range v.Charts {
+				if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, `class="hover"`) {
+					t.Errorf("a chart is not the report's SVG: %.80s", svg)
+				}
+			}
+			if e.Name == "sweep" && (!progressed.Load() || len(v.Figures) != 4) {
+				t.Errorf("the sweep reported progress %v and %d maps", progressed.Load(), len(v.Figures))
+			}
+			if (v.YAML != "") != (e.Config != nil) {
+				t.Errorf("YAML %q", v.YAML)
+			}
+			if _, err := json.Marshal(v); err != nil {
+				t.Errorf("the view does not travel as JSON: %v", err)
+			}
+		})
+	}
+}
+
+// TestMovedSliderYAMLRuns: after a slider moves, the YAML the panel shows
+// runs unchanged in `retrystorm run`, and gives the numbers the panel
+// shows.
+func TestMovedSliderYAMLRuns(t *testing.T) {
+	v := Run(context.Background(), "fleets", Request{Values: map[string]string{"rate": "105", "budget_ratio": "0.2"}}, nil)
+	if v.Error != "" {
+		t.Fatal(v.Error)
+	}
+	sc, err := scenario.Parse("fleets.yaml", []byte(v.YAML))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, v.YAML)
+	}
+	if sc.Traffic.Rate != 105 || sc.Fleets[2].Budget.Ratio != 0.2 || sc.Fleets[2].Name != "budget 0.20" {
+		t.Errorf("rate %g, ratio %g, name %q", sc.Traffic.Rate, sc.Fleets[2].Budget.Ratio, sc.Fleets[2].Name)
+	}
+	if !slices.Equal(v.Fleets, []string{"no budget", "no budget, no jitter", "budget 0.20", "budget + breaker"}) {
+		t.Errorf("fleets %q", v.Fleets)
+	}
+	out, err := experiment.RunScenario(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fleets' failures column, in both tables.
+	if got, want := column(out.Section.Tables[0].Rows, 3), column(v.Tables[0].Rows, 2); !slices.Equal(got, want) {
+		t.Errorf("retrystorm run gives failures %v, the page %v", got, want)
+	}
+}
+
+func column(rows [][]string, i int) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r[i])
+	}
+	return out
+}
+
+// TestDeterministic: the page shows the same numbers for the same
+// settings, every time.
+func TestDeterministic(t *testing.T) {
+	req := Request{Values: map[string]string{"rate": "90"}}
+	a, _ := json.Marshal(Run(context.Background(), "fleets", req, nil))
+	b, _ := json.Marshal(Run(context.Background(), "fleets", req, nil))
+	if !bytes.Equal(a, b) {
+		t.Error("two runs of the same settings differ")
+	}
+}

@@ -1,0 +1,134 @@
+package page
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/report"
+)
+
+// WasmPackage is the main package compiled to WebAssembly for the page.
+const WasmPackage = "github.com/retrystorm/retrystorm/page/wasm"
+
+// The generated assets, as `go generate ./page` writes them. They are not
+// committed (the module is megabytes); assets/README.md is, so that the
+// embed pattern always matches and the package always compiles.
+const (
+	AssetsDir    = "assets"
+	ModuleFile   = "retrystorm.wasm.gz"
+	WasmExecFile = "wasm_exec.js"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Assets are what the page inlines besides its own HTML, CSS and script.
+type Assets struct {
+	// Module is the gzipped WebAssembly module of WasmPackage. The page
+	// inflates it with the browser's DecompressionStream.
+	Module []byte
+	// WasmExec is wasm_exec.js from the toolchain that built Module: the
+	// JavaScript half of Go's js/wasm port, which must match it.
+	WasmExec []byte
+}
+
+// Embedded returns the assets `go generate ./page` left in this binary,
+// and reports false when there are none.
+func Embedded() (Assets, bool) {
+	m, err1 := fs.ReadFile(assets, AssetsDir+"/"+ModuleFile)
+	w, err2 := fs.ReadFile(assets, AssetsDir+"/"+WasmExecFile)
+	if err1 != nil || err2 != nil {
+		return Assets{}, false
+	}
+	return Assets{Module: m, WasmExec: w}, true
+}
+
+// BuildAssets compiles WasmPackage with the go command on the PATH, run in
+// dir, which must lie in a module that has the package (this repository,
+// or one that requires it). The build is reproducible: -trimpath and
+// -buildvcs=false keep the paths and the VCS state of the checkout out of
+// it, so the same source and toolchain give the same bytes, which is how
+// the tests know the embedded module is current.
+func BuildAssets(ctx context.Context, dir string) (Assets, error) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return Assets{}, errors.New("page: building the WebAssembly module needs the go command, and none is on the PATH")
+	}
+	tmp, err := os.MkdirTemp("", "retrystorm-page-")
+	if err != nil {
+		return Assets{}, fmt.Errorf("page: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	wasmPath := filepath.Join(tmp, "retrystorm.wasm")
+	env := append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	goTool := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, goCmd, args...)
+		cmd.Dir = dir
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("page: go %s: %w\n%s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	}
+	if _, err := goTool("build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", wasmPath, WasmPackage); err != nil {
+		return Assets{}, err
+	}
+	wasm, err := os.ReadFile(wasmPath)
+	if err != nil {
+		return Assets{}, fmt.Errorf("page: %w", err)
+	}
+	// The GOROOT of the toolchain that just built the module, which need
+	// not be the one this program was built with.
+	goroot, err := goTool("env", "GOROOT")
+	if err != nil {
+		return Assets{}, err
+	}
+	wasmExec, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec.js"))
+	if err != nil {
+		return Assets{}, fmt.Errorf("page: wasm_exec.js of the toolchain: %w", err)
+	}
+	module, err := gzipBytes(wasm)
+	if err != nil {
+		return Assets{}, err
+	}
+	return Assets{Module: module, WasmExec: wasmExec}, nil
+}
+
+// gzipBytes compresses b with no name and no time in the header, so the
+// same input always gives the same output.
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(b); err != nil {
+		return nil, fmt.Errorf("page: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("page: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteAssets writes a into dir under the names Embedded reads, each file
+// to a temporary name first and renamed, so an interrupted `go generate`
+// never leaves half a module to embed.
+func WriteAssets(dir string, a Assets) error {
+	if err := report.WriteFileAtomic(filepath.Join(dir, ModuleFile), a.Module); err != nil {
+		return err
+	}
+	return report.WriteFileAtomic(filepath.Join(dir, WasmExecFile), a.WasmExec)
+}

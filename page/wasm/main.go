@@ -1,0 +1,65 @@
+//go:build js && wasm
+
+// Command wasm is the simulator and the experiments compiled for the
+// browser page (GOOS=js GOARCH=wasm). It exposes package live to the page's
+// workers as a global object:
+//
+//	retrystorm.run(name, requestJSON, progress) → viewJSON
+//
+// and then waits for calls for ever. `go generate ./page` builds it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"syscall/js"
+
+	"github.com/retrystorm/retrystorm/page/live"
+)
+
+func main() {
+	api := js.Global().Get("Object").New()
+	api.Set("run", js.FuncOf(run))
+	js.Global().Set("retrystorm", api)
+	// Returning would end the program and the functions with it.
+	select {}
+}
+
+// run is retrystorm.run. It answers with JSON, a string, because a string
+// crosses into JavaScript in one piece where a tree of js.Values would take
+// a call per node.
+func run(_ js.Value, args []js.Value) (result any) {
+	if len(args) < 2 {
+		return errorView("", "retrystorm.run(name, request[, progress]) takes at least two arguments")
+	}
+	name := args[0].String()
+	defer func() {
+		// A bug must show on the page and in the console, not end the
+		// program under every panel.
+		if r := recover(); r != nil {
+			result = errorView(name, fmt.Sprintf("internal error: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	var req live.Request
+	if err := json.Unmarshal([]byte(args[1].String()), &req); err != nil {
+		return errorView(name, "bad request: "+err.Error())
+	}
+	var progress func(done, total int)
+	if len(args) > 2 && args[2].Type() == js.TypeFunction {
+		f := args[2]
+		progress = func(done, total int) { f.Invoke(done, total) }
+	}
+	v := live.Run(context.Background(), name, req, progress)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errorView(name, err.Error())
+	}
+	return string(b)
+}
+
+func errorView(name, msg string) string {
+	b, _ := json.Marshal(live.View{Name: name, Error: msg})
+	return string(b)
+}

@@ -1,0 +1,532 @@
+// retrystorm's page. It draws the panels and their knobs from the data
+// `retrystorm page` wrote into the file, starts the Go module (inlined,
+// gzipped) in a few workers, and asks them to compute a panel whenever its
+// knobs move. Every number comes from Go; this script only draws.
+'use strict';
+
+const panels = JSON.parse(document.getElementById('panel-data').textContent);
+const byName = new Map(panels.map((p) => [p.name, p]));
+
+const state = {
+  seed: 1,
+  values: Object.fromEntries(panels.map((p) => [p.name, {}])), // moved knobs only
+  views: {},
+};
+
+// Timings, in milliseconds since the page started loading; the browser
+// test reads them.
+const timings = (window.retrystormTimings = { boot: {}, runs: [] });
+
+let nextID = 1;
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const el = (tag, attrs = {}, ...children) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'text') e.textContent = v;
+    else if (v !== false && v != null) e.setAttribute(k, v === true ? '' : v);
+  }
+  e.append(...children);
+  return e;
+};
+
+// ---- Panels and knobs ------------------------------------------------
+
+function buildPage() {
+  const nav = $('#nav');
+  const main = $('#panels');
+  for (const p of panels) {
+    nav.append(el('a', { href: '#' + p.name, id: 'nav-' + p.name, 'data-state': 'pending' },
+      el('span', { class: 'dot' }), shortTitle(p.title)));
+    main.append(buildPanel(p));
+  }
+}
+
+function shortTitle(title) {
+  return title.split(':')[0];
+}
+
+function buildPanel(p) {
+  const controls = el('aside', { class: 'controls' }, el('h3', { text: 'Knobs' }));
+  if (p.fixed) controls.append(el('p', { class: 'fixed', text: p.fixed }));
+  for (const k of p.knobs || []) controls.append(buildKnob(p, k));
+  const actions = el('div', { class: 'actions' });
+  if ((p.knobs || []).length > 0) {
+    const reset = el('button', { type: 'button', class: 'reset', text: 'Reset to defaults' });
+    reset.addEventListener('click', () => resetPanel(p));
+    actions.append(reset);
+  }
+  controls.append(actions);
+  if (p.config) controls.append(buildYAML(p));
+
+  const results = el('div', { class: 'results' },
+    el('div', { class: 'progress' }, el('div')),
+    el('div', { class: 'stale' }, el('p', { class: 'placeholder', text: 'Computing…' })));
+  return el('section', { class: 'panel', id: p.name, 'data-panel': p.name },
+    el('header', { class: 'panel-head' },
+      el('div', {}, el('h2', { text: p.title }), el('p', { class: 'summary', text: p.summary })),
+      el('div', { class: 'badge', 'data-state': 'pending' }, el('span', { class: 'dot' }),
+        el('span', { class: 'badge-text', text: 'computing' }), el('span', { class: 'ms' }))),
+    el('div', { class: 'panel-body' }, controls, results));
+}
+
+function buildKnob(p, k) {
+  const id = `${p.name}-${k.key}`;
+  const out = el('output', { for: id });
+  let input;
+  if (k.kind === 'range') {
+    input = el('input', { type: 'range', id, min: k.min, max: k.max, step: k.step, value: k.value });
+  } else if (k.kind === 'select') {
+    input = el('select', { id }, ...k.options.map((o) => el('option', { value: o, text: o, selected: o === k.value })));
+  } else {
+    input = el('input', { type: 'checkbox', id, checked: k.value === 'true' });
+  }
+  const box = el('div', { class: 'knob', 'data-key': k.key, title: k.hint || '' },
+    el('div', { class: 'knob-top' }, el('label', { for: id, text: k.label }), out));
+  box.append(k.kind === 'check' ? el('div', { class: 'switch' }, input, el('span', { class: 'knob-meta', text: k.hint })) : input);
+  box.append(el('div', { class: 'knob-meta' }));
+  const value = () => (k.kind === 'check' ? String(input.checked) : input.value);
+  // A slider shows as many decimals as its step has: 0.10, not 0.1.
+  const decimals = k.kind === 'range' ? (String(k.step).split('.')[1] || '').length : 0;
+  const show = () => {
+    const v = value();
+    const text = k.kind === 'range' ? Number(v).toFixed(decimals) : v;
+    out.textContent = k.kind === 'check' ? (v === 'true' ? 'on' : 'off') : k.unit ? `${text} ${k.unit}` : text;
+  };
+  const changed = () => {
+    show();
+    const v = value();
+    if (v === k.value) delete state.values[p.name][k.key];
+    else state.values[p.name][k.key] = v;
+    box.toggleAttribute('data-moved', v !== k.value);
+    schedule(p.name);
+  };
+  // A slider recomputes as it moves on a fast panel, and when let go on
+  // a heavy one.
+  input.addEventListener(k.kind === 'range' && !p.heavy ? 'input' : 'change', changed);
+  if (k.kind === 'range') input.addEventListener('input', show);
+  box.reset = () => {
+    if (k.kind === 'check') input.checked = k.value === 'true';
+    else input.value = k.value;
+    box.removeAttribute('data-moved');
+    show();
+  };
+  show();
+  return box;
+}
+
+// knobMeta says which fleets a knob changes and which are its controls,
+// with the names the last run gave them.
+function knobMeta(p, k, names) {
+  const meta = $(`.knob[data-key="${k.key}"] > .knob-meta`, document.getElementById(p.name));
+  if (!meta || !k.changes) return;
+  const chips = (idx, cls) => idx.map((i) => el('span', { class: cls, text: names[i] }));
+  meta.replaceChildren(el('span', { class: 'meta-label', text: 'changes' }), ...chips(k.changes, 'chip'));
+  if (k.controls && k.controls.length > 0) {
+    meta.append(el('span', { class: 'meta-label', text: `control (${k.control})` }), ...chips(k.controls, 'chip ctl'));
+  }
+}
+
+function resetPanel(p) {
+  for (const box of document.getElementById(p.name).querySelectorAll('.knob')) box.reset();
+  state.values[p.name] = {};
+  schedule(p.name);
+}
+
+function buildYAML(p) {
+  const pre = el('pre', { class: 'yaml-text' });
+  const copy = el('button', { type: 'button', text: 'Copy' });
+  copy.addEventListener('click', async () => {
+    const text = pre.textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      // Without the clipboard API, select the text for Ctrl-C.
+      getSelection().selectAllChildren(pre);
+      document.execCommand('copy');
+    }
+    copy.textContent = 'Copied';
+    setTimeout(() => (copy.textContent = 'Copy'), 1200);
+  });
+  const save = el('button', { type: 'button', text: 'Save ' + p.config });
+  save.addEventListener('click', () => {
+    const url = URL.createObjectURL(new Blob([pre.textContent], { type: 'text/yaml' }));
+    const a = el('a', { href: url, download: p.config });
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  });
+  return el('details', { class: 'yaml' },
+    el('summary', { text: 'Scenario file of these settings' }),
+    pre,
+    el('div', { class: 'actions' }, copy, save),
+    el('p', { class: 'run-hint' }, 'Run it with ', el('code', { text: `retrystorm run ${p.config}` }),
+      ' or ', el('code', { text: `retrystorm ${p.name} --config ${p.config}` }), '.'));
+}
+
+// ---- Computing -------------------------------------------------------
+
+// Pool runs the Go module in a few workers, one panel per worker at a
+// time. A panel asked for again while it waits is asked once, with its
+// latest knobs; a panel is never computed twice at once; and heavy panels
+// never take the last worker, so that the other panels' knobs stay quick.
+class Pool {
+  constructor(url) {
+    this.url = url;
+    this.queue = new Map(); // panel → job, in the order first asked
+    this.slots = [];
+    this.module = null;
+    this.grow(1);
+  }
+
+  // grow starts workers up to size. Each worker gets the module as soon
+  // as it is compiled.
+  grow(size) {
+    while (this.slots.length < size) {
+      const n = this.slots.length + 1;
+      const slot = { name: `worker ${n}`, worker: new Worker(this.url, { name: `retrystorm-${n}` }), ready: false, job: null };
+      slot.worker.onmessage = (e) => this.receive(slot, e.data);
+      slot.worker.onerror = (e) => console.error(`retrystorm: ${slot.name} failed: ${e.message}`);
+      if (this.module) slot.worker.postMessage({ type: 'init', module: this.module });
+      this.slots.push(slot);
+    }
+  }
+
+  start(module) {
+    this.module = module;
+    for (const slot of this.slots) slot.worker.postMessage({ type: 'init', module });
+  }
+
+  run(panel, job) {
+    this.queue.set(panel, job);
+    this.pump();
+  }
+
+  pump() {
+    for (const slot of this.slots) {
+      if (!slot.ready || slot.job) continue;
+      const busy = this.slots.filter((s) => s.job);
+      const heavy = busy.filter((s) => byName.get(s.job.panel).heavy).length;
+      let next = null;
+      for (const [panel, job] of this.queue) {
+        if (busy.some((s) => s.job.panel === panel)) continue;
+        if (byName.get(panel).heavy && heavy >= this.slots.length - 1) continue;
+        next = job;
+        break;
+      }
+      if (!next) return;
+      this.queue.delete(next.panel);
+      slot.job = next;
+      slot.worker.postMessage({ type: 'run', panel: next.panel, id: next.id, request: JSON.stringify(next.request) });
+    }
+  }
+
+  receive(slot, m) {
+    switch (m.type) {
+      case 'ready':
+        slot.ready = true;
+        timings.boot.ready ??= performance.now();
+        this.pump();
+        break;
+      case 'progress':
+        progress(m.panel, m.done, m.total);
+        break;
+      case 'console':
+        console[m.level](`[retrystorm ${slot.name}]`, m.text);
+        break;
+      case 'result': {
+        const job = slot.job;
+        slot.job = null;
+        draw(m.panel, JSON.parse(m.view), job, m.ms);
+        this.pump();
+        break;
+      }
+      case 'exit':
+        console.error(`retrystorm: the simulator in ${slot.name} stopped`);
+        status('The simulator stopped; reload the page.');
+        break;
+    }
+  }
+}
+
+let pool = null;
+
+function schedule(name) {
+  if (!pool || !pool.module) return; // the first round is scheduled when the module is up
+  const job = {
+    id: nextID++,
+    panel: name,
+    request: { seed: state.seed, values: { ...state.values[name] } },
+    since: performance.now(),
+  };
+  pool.run(name, job);
+  const results = $('.results', document.getElementById(name));
+  // Dim the old numbers only if the new ones take a moment: a fast
+  // panel should not flicker as a slider moves.
+  clearTimeout(results._dim);
+  results._dim = setTimeout(() => results.setAttribute('data-busy', ''), 180);
+}
+
+// loadModule inflates the module with the browser's own gzip and compiles
+// it as it streams in.
+async function loadModule() {
+  const b64 = document.getElementById('module').textContent.trim();
+  const gz = Uint8Array.fromBase64 ? Uint8Array.fromBase64(b64) : decodeBase64(b64);
+  timings.boot.gzipBytes = gz.length;
+  let size = 0;
+  const count = new TransformStream({
+    transform(chunk, out) {
+      size += chunk.byteLength;
+      out.enqueue(chunk);
+    },
+  });
+  const wasm = new Blob([gz]).stream().pipeThrough(new DecompressionStream('gzip')).pipeThrough(count);
+  const module = await WebAssembly.compileStreaming(new Response(wasm, { headers: { 'Content-Type': 'application/wasm' } }));
+  timings.boot.moduleBytes = size;
+  timings.boot.compiled = performance.now();
+  return module;
+}
+
+function decodeBase64(b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+async function boot() {
+  timings.boot.script = performance.now();
+  buildPage();
+  wireSeed();
+  wireTips();
+  try {
+    const src = document.getElementById('wasm-exec').textContent + '\n;\n' + document.getElementById('worker-src').textContent;
+    const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+    // One worker until the first panel is drawn: while the module's code
+    // is cold, the browser needs a free core to optimise it.
+    pool = new Pool(url);
+    if (document.readyState === 'loading') await new Promise((ok) => document.addEventListener('DOMContentLoaded', ok, { once: true }));
+    pool.start(await loadModule());
+    status(`Simulator loaded: ${mb(timings.boot.moduleBytes)} of WebAssembly (${mb(timings.boot.gzipBytes)} in this page), ` +
+      `compiled in ${Math.round(timings.boot.compiled - timings.boot.script)} ms. Computing…`);
+    // The fast panels first, cheapest first; the heavy ones wait for the
+    // first render.
+    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (!p.heavy) schedule(p.name);
+  } catch (err) {
+    console.error('retrystorm: cannot load the simulator: ' + err);
+    status('This browser cannot run the simulator: ' + err);
+  }
+}
+
+function wireSeed() {
+  const input = $('#seed');
+  const set = (n) => {
+    state.seed = n;
+    input.value = String(n);
+    for (const p of panels) schedule(p.name);
+  };
+  input.addEventListener('change', () => {
+    const n = Number(input.value);
+    if (Number.isInteger(n) && n >= 0 && n <= 4294967295) set(n);
+    else input.value = String(state.seed);
+  });
+  $('#reseed').addEventListener('click', () => set(1 + Math.floor(Math.random() * 99999)));
+}
+
+// ---- Drawing ---------------------------------------------------------
+
+function draw(name, view, job, computeMs) {
+  const p = byName.get(name);
+  const section = document.getElementById(name);
+  const results = $('.results', section);
+  const old = state.views[name];
+  state.views[name] = view;
+  progress(name, 0, 0);
+
+  const body = el('div', { class: 'stale' });
+  if (view.error) {
+    body.append(el('p', { class: 'error', text: view.error }));
+    // A setting the scenario refuses is the user's to fix; anything else
+    // is a bug.
+    if (view.error.startsWith('internal error')) console.error(`retrystorm: ${name}: ${view.error}`);
+  } else {
+    for (const para of view.intro || []) body.append(el('p', { class: 'intro', text: para }));
+    body.append(el('h3', { text: 'Claims' }), claimList(view.claims || []));
+    (view.tables || []).forEach((t, i) => body.append(table(t, old && !old.error ? (old.tables || [])[i] : null)));
+    const charts = el('div', { class: 'charts' });
+    charts.innerHTML = (view.charts || []).join('');
+    const figures = el('div', { class: 'figures' });
+    figures.innerHTML = (view.figures || []).join('');
+    body.append(charts, figures);
+    prepareSVG(charts);
+    prepareSVG(figures);
+    if (view.findings && view.findings.length) {
+      body.append(el('h3', { text: 'Findings' }), el('ul', { class: 'findings' }, ...view.findings.map((f) => el('li', { text: f }))));
+    }
+    for (const n of view.notes || []) body.append(el('p', { class: 'note', text: n }));
+    if (view.yaml != null) $('.yaml-text', section).textContent = view.yaml;
+    const names = view.fleets || p.fleets || [];
+    for (const k of p.knobs || []) {
+      knobMeta(p, k, names);
+      $(`.knob[data-key="${k.key}"]`, section).toggleAttribute('data-inactive', (view.inactive || []).includes(k.key));
+    }
+  }
+  $('.stale', results).replaceWith(body);
+  clearTimeout(results._dim);
+  results.removeAttribute('data-busy');
+
+  const roundtrip = performance.now() - job.since;
+  timings.runs.push({ panel: name, compute: computeMs, roundtrip, at: performance.now() });
+  const held = (view.claims || []).filter((c) => c.holds).length;
+  const total = (view.claims || []).length;
+  const verdict = view.error ? 'bad' : held === total ? 'ok' : 'bad';
+  const badge = $('.badge', section);
+  badge.dataset.state = verdict;
+  $('.badge-text', badge).textContent = view.error ? 'error' : `${held} of ${total} claims hold`;
+  $('.ms', badge).textContent = `${Math.round(computeMs)} ms`;
+  document.getElementById('nav-' + name).dataset.state = verdict;
+  section.dataset.computed = String(job.id);
+  score();
+  milestones(name);
+}
+
+function claimList(claims) {
+  return el('ul', { class: 'claims' }, ...claims.map((c) =>
+    el('li', { 'data-holds': String(c.holds) },
+      el('span', { class: 'mark', text: c.holds ? '✓' : '✗', title: c.holds ? 'holds' : 'does not hold' }),
+      el('span', {}, el('span', { class: 'claim-text', text: c.text }), el('span', { class: 'detail', text: c.detail })))));
+}
+
+// table draws a table as the command prints it; the cells that changed
+// since the last run flash.
+function table(t, old) {
+  const emph = new Set((t.emphasis || []).map(([r, c]) => `${r},${c}`));
+  const same = old && old.columns.length === t.columns.length && old.rows.length === t.rows.length;
+  const tbl = el('table', {},
+    ...(t.title ? [el('caption', { text: t.title })] : []),
+    el('thead', {}, el('tr', {}, ...t.columns.map((c) => el('th', { class: c.right ? 'r' : false, text: c.name })))),
+    el('tbody', {}, ...t.rows.map((row, r) => el('tr', {}, ...t.columns.map((c, i) => {
+      const cls = [c.right ? 'r' : '', emph.has(`${r},${i}`) ? 'e' : '', same && old.rows[r][i] !== row[i] ? 'changed' : '']
+        .filter(Boolean).join(' ');
+      return el('td', { class: cls || false, text: row[i] ?? '' });
+    })))));
+  return el('div', { class: 'tablewrap' }, tbl);
+}
+
+function progress(name, done, total) {
+  const bar = $('.progress', document.getElementById(name));
+  bar.toggleAttribute('data-on', total > 0 && done < total);
+  bar.firstChild.style.width = total > 0 ? `${(100 * done) / total}%` : '0';
+}
+
+function score() {
+  let held = 0;
+  let total = 0;
+  let failed = false;
+  for (const v of Object.values(state.views)) {
+    failed ||= Boolean(v.error);
+    for (const c of v.claims || []) {
+      total++;
+      if (c.holds) held++;
+    }
+  }
+  $('#score-held').textContent = held;
+  $('#score-total').textContent = total;
+  const complete = panels.every((p) => state.views[p.name]);
+  $('#score').dataset.state = failed || held < total ? 'bad' : complete ? 'ok' : 'pending';
+}
+
+function milestones(name) {
+  const b = timings.boot;
+  if (b.firstRender == null) {
+    b.firstRender = performance.now();
+    pool.grow(Math.max(2, Math.min(4, navigator.hardwareConcurrency || 2)));
+    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (p.heavy) schedule(p.name);
+  }
+  const light = panels.filter((p) => !p.heavy).every((p) => state.views[p.name]);
+  if (light && b.lightRendered == null) b.lightRendered = performance.now();
+  if (panels.every((p) => state.views[p.name]) && b.allRendered == null) {
+    b.allRendered = performance.now();
+    status(`Simulator: ${mb(b.moduleBytes)} of Go compiled to WebAssembly, ready in ${Math.round(b.compiled)} ms; ` +
+      `first panel drawn at ${Math.round(b.firstRender)} ms, every panel at ${(b.allRendered / 1000).toFixed(1)} s. Move a knob.`);
+  }
+}
+
+function status(text) {
+  $('#status').textContent = text;
+}
+
+function mb(n) {
+  return (n / (1 << 20)).toFixed(1) + ' MB';
+}
+
+// ---- Reading the charts ----------------------------------------------
+
+// prepareSVG moves the values the report's SVG carries in <title>
+// tooltips into data attributes, for the read-out below; the browser's own
+// tooltip would come late and repeat it.
+function prepareSVG(root) {
+  for (const svg of root.querySelectorAll('svg.chart')) {
+    const colours = {};
+    for (const line of svg.querySelectorAll('polyline')) {
+      const t = line.querySelector('title');
+      // The control's near black follows the text colour, as in the CSS.
+      const stroke = line.getAttribute('stroke');
+      if (t) colours[t.textContent] = stroke === '#222222' ? 'var(--fg)' : stroke;
+    }
+    svg._colours = colours;
+    for (const rect of svg.querySelectorAll('.hover rect, rect.cell')) {
+      const t = rect.querySelector('title');
+      if (!t) continue;
+      rect.dataset.tip = t.textContent;
+      t.remove();
+    }
+  }
+}
+
+function wireTips() {
+  const tip = $('#tip');
+  let guide = null;
+  const hide = () => {
+    tip.hidden = true;
+    if (guide) guide.remove();
+    guide = null;
+  };
+  document.addEventListener('pointerover', (e) => {
+    const rect = e.target.closest && e.target.closest('rect[data-tip]');
+    if (!rect) return hide();
+    const svg = rect.ownerSVGElement;
+    const [head, ...rows] = rect.dataset.tip.split('\n');
+    tip.replaceChildren(el('div', { class: 'tip-head', text: head }), ...rows.map((r) => {
+      const i = r.lastIndexOf(': ');
+      const name = i > 0 ? r.slice(0, i) : r;
+      return el('div', { class: 'tip-row' },
+        el('i', { style: `background:${(svg._colours || {})[name] || 'transparent'}` }),
+        el('span', { text: name }), el('span', { text: i > 0 ? r.slice(i + 2) : '' }));
+    }));
+    tip.hidden = false;
+    if (guide) guide.remove();
+    guide = null;
+    if (rect.parentNode.classList.contains('hover')) {
+      const x = Number(rect.getAttribute('x')) + Number(rect.getAttribute('width')) / 2;
+      const y = Number(rect.getAttribute('y'));
+      guide = document.createElementNS('http://www.w3.org/2000/svg', 'line');
+      guide.setAttribute('class', 'guide');
+      for (const [k, v] of Object.entries({ x1: x, x2: x, y1: y, y2: y + Number(rect.getAttribute('height')) })) guide.setAttribute(k, v);
+      rect.parentNode.before(guide);
+    }
+  });
+  document.addEventListener('pointermove', (e) => {
+    if (tip.hidden) return;
+    const pad = 16;
+    const w = tip.offsetWidth;
+    const h = tip.offsetHeight;
+    const x = e.clientX + pad + w > innerWidth ? e.clientX - pad - w : e.clientX + pad;
+    const y = Math.min(e.clientY + pad, innerHeight - h - 4);
+    tip.style.left = `${Math.max(4, x)}px`;
+    tip.style.top = `${Math.max(4, y)}px`;
+  });
+  document.addEventListener('pointerleave', hide);
+  addEventListener('scroll', hide, { passive: true });
+}
+
+boot();
