@@ -85,6 +85,7 @@ type commandLine struct {
 	printConfig bool
 	grid        int    // sweep and all
 	findings    string // all only
+	lab         labFlags
 }
 
 func commands() []command {
