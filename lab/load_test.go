@@ -78,14 +78,16 @@ func TestLoadIsOpenLoop(t *testing.T) {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	last := tg.arrivals[len(tg.arrivals)-1].Sub(start)
-	limit := 350 * time.Millisecond
+	// Waiting for answers would take 60 × 400 ms; sending on schedule
+	// ends at 295 ms.
+	limit := 400 * time.Millisecond
 	if slow() {
-		limit = 600 * time.Millisecond
+		limit = 800 * time.Millisecond
 	}
 	if last > limit {
 		t.Errorf("the last intent arrived %v after the start; the schedule ends at 295ms: the generator waited for answers", last)
 	}
-	if !slow() && st.LateMax > 0.05 {
+	if !slow() && st.LateMax > 0.1 {
 		t.Errorf("intents were sent up to %.0f ms late", 1000*st.LateMax)
 	}
 }
