@@ -38,23 +38,17 @@ func runStorm(ctx context.Context, opts Options) (*Outcome, error) {
 		return nil, err
 	}
 	var notes []string
-	// The counterfactual: the control against an origin that drops the
-	// requests whose client already gave up.
-	cfName := ""
-	if sc.Origin.Model == scenario.ModelQueue && !sc.Origin.DropExpired {
-		cf := clone(sc)
-		cf.Origin.DropExpired = true
-		cf.Fleets = cf.Fleets[:1]
+	cf, cfName := StormCounterfactual(sc)
+	if cf != nil {
 		cfRes, err := sim.Run(ctx, cf)
 		if err != nil {
 			return nil, err
 		}
-		cfName = sc.Fleets[0].Name + ", drop_expired"
 		f := cfRes.Fleets[0]
 		f.Name = cfName
 		res.Fleets = append(res.Fleets, f)
 	} else {
-		notes = append(notes, "The drop_expired counterfactual needs a queue origin that does not already drop expired requests; it was not run.")
+		notes = append(notes, noCounterfactual)
 	}
 	naive, guarded := res.Fleets[0], res.Fleets[1]
 	claims := stormClaims(sc, res, cfName)
@@ -79,6 +73,22 @@ func runStorm(ctx context.Context, opts Options) (*Outcome, error) {
 		Findings: findings,
 		JSON:     runJSON{Result: res, Claims: claims, Notes: notes},
 	}, nil
+}
+
+const noCounterfactual = "The drop_expired counterfactual needs a queue origin that does not already drop expired requests; it was not run."
+
+// StormCounterfactual returns the storm's counterfactual, the control (the
+// first fleet) against the same origin dropping the requests whose client
+// already gave up, and the name its fleet is reported under. It is nil
+// when the origin is not a queue or already drops them.
+func StormCounterfactual(sc *scenario.Scenario) (*scenario.Scenario, string) {
+	if sc.Origin.Model != scenario.ModelQueue || sc.Origin.DropExpired || len(sc.Fleets) == 0 {
+		return nil, ""
+	}
+	cf := clone(sc)
+	cf.Origin.DropExpired = true
+	cf.Fleets = cf.Fleets[:1]
+	return cf, sc.Fleets[0].Name + ", drop_expired"
 }
 
 func stormTable(res *sim.Result) report.Table {

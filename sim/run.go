@@ -32,9 +32,7 @@ func Run(ctx context.Context, sc *scenario.Scenario) (*Result, error) {
 		TickSeconds: sc.Tick.Seconds(),
 		Fleets:      make([]FleetResult, len(fleets)),
 	}
-	if s, e, ok := triggerWindow(sc); ok {
-		res.Trigger = &Window{Start: s.Seconds(), End: e.Seconds()}
-	}
+	res.Trigger = TriggerSpan(sc)
 	stop := func() bool { return ctx.Err() != nil }
 	errs := make([]error, len(fleets))
 	var wg sync.WaitGroup

@@ -1,6 +1,10 @@
 package sim
 
-import "math"
+import (
+	"math"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
 
 // recoveryTolerance is how far above the pre-trigger baseline the failure
 // share may be for a tick to count as recovered: one percentage point.
@@ -12,12 +16,35 @@ const recoveryTail = 10
 
 // summarize fills the derived series and the summary at the end of a run.
 func (f *fleet) summarize() Summary {
-	s := &f.s
 	sum := f.sum
+	s := &f.s
 	for k, c := range f.ticks {
 		s.Intents[k], s.Offered[k], s.FirstAttempts[k], s.Retries[k], s.Hedges[k] = c.intents, c.offered, c.first, c.retries, c.hedges
 		s.Successes[k], s.Goodput[k], s.FailedAttempts[k], s.BreakerRefusals[k] = c.successes, c.goodput, c.failed, c.refused
 	}
+	start, end := f.triggerTicks()
+	Summarize(&f.s, &sum, start, end)
+	for i := range f.policies {
+		sum.BreakerTrips += int64(f.policies[i].Breaker.Trips())
+	}
+	rate := f.sc.Traffic.Rate * float64(f.tickNs) / 1e9
+	if c := f.policies[0].Ceiling(rate); !math.IsInf(c, 0) {
+		sum.Ceiling = &c
+	}
+	sum.LatencyP50 = float64(f.lat.quantile(0.50)) / 1e9
+	sum.LatencyP99 = float64(f.lat.quantile(0.99)) / 1e9
+	return sum
+}
+
+// Summarize fills what follows from a run's series: the derived series
+// (failures, error_rate, retries_per_request) and, in sum, the totals, the
+// peak offered load, retries per request, the pre-trigger baseline, the
+// failures after the cause cleared and the recovery. start and end are the
+// triggers' ticks (see [TriggerTicks]). The fields the series do not hold
+// (breaker refusals in total, timeouts, victims, intents lost, ...) must
+// be in sum already: failures add sum.BreakerRefusals. The lab uses it on
+// series measured over real HTTP, so both judge recovery the same way.
+func Summarize(s *Series, sum *Summary, start, end int) {
 	for k := range s.Tick {
 		s.Failures[k] = s.FailedAttempts[k] + s.BreakerRefusals[k]
 		s.ErrorRate[k] = ratio(s.FailedAttempts[k], s.Offered[k])
@@ -32,48 +59,54 @@ func (f *fleet) summarize() Summary {
 		sum.PeakOffered = max(sum.PeakOffered, s.Offered[k])
 	}
 	sum.Failures = sum.FailedAttempts + sum.BreakerRefusals
-	for i := range f.policies {
-		sum.BreakerTrips += int64(f.policies[i].Breaker.Trips())
-	}
 	sum.RetriesPerRequest = ratio(sum.Retries, sum.Intents)
 
-	start, end := f.triggerTicks()
-	sum.BaselineErrorRate = f.failureShare(0, start)
+	sum.BaselineErrorRate = failureShare(s, 0, start)
 	for k := end; k < len(s.Tick); k++ {
 		sum.FailuresAfterClear += s.Failures[k]
 	}
-	if r, ok := f.recovery(end, sum.BaselineErrorRate); ok {
+	if r, ok := recovery(s, end, sum.BaselineErrorRate); ok {
 		sum.Recovered, sum.RecoveryTicks = true, &r
 	}
-
-	rate := f.sc.Traffic.Rate * float64(f.tickNs) / 1e9
-	if c := f.policies[0].Ceiling(rate); !math.IsInf(c, 0) {
-		sum.Ceiling = &c
-	}
-	sum.LatencyP50 = float64(f.lat.quantile(0.50)) / 1e9
-	sum.LatencyP99 = float64(f.lat.quantile(0.99)) / 1e9
-	return sum
 }
 
-// triggerTicks returns the first tick the triggers touch and the first tick
-// wholly after they ended. Without triggers both are 0.
-func (f *fleet) triggerTicks() (start, end int) {
-	s, e, ok := triggerWindow(f.sc)
+// NewSeries returns series of n ticks, numbered, every count zero.
+func NewSeries(n int) Series { return newSeries(n) }
+
+// TriggerTicks returns, for a run of sc, the first tick its triggers touch
+// and the first tick wholly after they ended. Without triggers both are 0.
+func TriggerTicks(sc *scenario.Scenario) (start, end int) {
+	s, e, ok := triggerWindow(sc)
 	if !ok {
 		return 0, 0
 	}
-	start = int(int64(s) / f.tickNs)
-	end = int((int64(e) + f.tickNs - 1) / f.tickNs)
-	return min(start, f.nTicks), min(end, f.nTicks)
+	tick := int64(sc.Tick)
+	n := int((sc.Duration + sc.Tick - 1) / sc.Tick)
+	start = int(int64(s) / tick)
+	end = int((int64(e) + tick - 1) / tick)
+	return min(start, n), min(end, n)
 }
+
+// TriggerSpan returns the span sc's triggers cover, in seconds, as
+// [Result] reports it: nil without triggers.
+func TriggerSpan(sc *scenario.Scenario) *Window {
+	s, e, ok := triggerWindow(sc)
+	if !ok {
+		return nil
+	}
+	return &Window{Start: s.Seconds(), End: e.Seconds()}
+}
+
+// triggerTicks is TriggerTicks for the fleet's scenario.
+func (f *fleet) triggerTicks() (start, end int) { return TriggerTicks(f.sc) }
 
 // failureShare is the share of the caller's tries (attempts sent and calls
 // the breaker refused) that failed, over ticks [from, to).
-func (f *fleet) failureShare(from, to int) float64 {
+func failureShare(s *Series, from, to int) float64 {
 	var failed, tried int64
 	for k := from; k < to; k++ {
-		failed += f.s.Failures[k]
-		tried += f.s.Offered[k] + f.s.BreakerRefusals[k]
+		failed += s.Failures[k]
+		tried += s.Offered[k] + s.BreakerRefusals[k]
 	}
 	return ratio(failed, tried)
 }
@@ -83,11 +116,11 @@ func (f *fleet) failureShare(from, to int) float64 {
 // run, with at least recoveryTail ticks left, and returns k - end. The
 // failure share counts breaker refusals, so a breaker refusing everything
 // is not mistaken for health.
-func (f *fleet) recovery(end int, baseline float64) (int, bool) {
-	n := len(f.s.Tick)
+func recovery(s *Series, end int, baseline float64) (int, bool) {
+	n := len(s.Tick)
 	first := n
 	for k := n - 1; k >= end; k-- {
-		if f.failureShare(k, k+1) > baseline+recoveryTolerance {
+		if failureShare(s, k, k+1) > baseline+recoveryTolerance {
 			break
 		}
 		first = k

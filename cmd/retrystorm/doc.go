@@ -30,6 +30,9 @@ report with plots in retrystorm-report/index.html. It says where.
 	sweep     a vulnerability map: base load × trigger size, per policy
 	run FILE  run a scenario file as it is
 	all       every experiment, the full report and FINDINGS.md
+	lab       the storm over real HTTP on loopback (an origin, a gateway
+	          on resilhttp, an open-loop load generator) in scaled time,
+	          beside the simulator, with a live view; docs/lab.md
 
 # Flags
 
@@ -44,14 +47,18 @@ Every experiment takes:
 	--print-config  print the embedded default scenario, to copy and edit
 
 sweep and all take --grid N (cells per axis of the map, default 40); all
-takes --findings FILE (also write the findings as Markdown).
+takes --findings FILE (also write the findings as Markdown). lab takes
+--tick D (the wall-clock length of a tick, default 100ms), --duration D
+(run this much scenario time) and --port N (the live view's port on
+127.0.0.1).
 
 # Output
 
 Tables fit 80 columns, in colour only on a terminal (and never with
 NO_COLOR set). Long runs show a progress bar on a terminal's standard
 error, and nothing when it is not a terminal or with --json. The same seed
-gives the same output, byte for byte.
+gives the same output, byte for byte, except in the lab, which measures
+real time.
 
 # Exit status
 

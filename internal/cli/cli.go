@@ -91,6 +91,7 @@ type commandLine struct {
 	grid        int    // sweep and all
 	findings    string // all only
 	output      string // page only
+	lab         labFlags
 }
 
 func commands() []command {

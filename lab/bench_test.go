@@ -1,0 +1,114 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkGatewayOverhead measures what the gateway adds to a call on
+// loopback: the same GET straight to the origin ("direct") and through the
+// gateway ("gateway": a guarded client with a token bucket and a breaker,
+// closed, the per-attempt timeout on, every hop over h2c as in the lab).
+// The origin answers at once (64 workers, no service time), so what is
+// measured is HTTP, the proxy and resil.
+//
+// "serial" is one caller at a time: p50-µs and p99-µs are then the
+// latency of a call, without queueing. "parallel" is 16 callers
+// (SetParallelism 8 on 2 CPUs), enough to saturate the machine: req/s is
+// then the most each path serves, and ns/op its inverse.
+//
+//	go test -run '^$' -bench GatewayOverhead -benchtime 20000x -count 3 ./lab
+func BenchmarkGatewayOverhead(b *testing.B) {
+	o := queueOrigin(64, 64e9)
+	org, err := NewOrigin(OriginConfig{Origin: o})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { org.Run(ctx) })
+	defer func() { cancel(); running.Wait() }()
+	osrv, err := Listen("127.0.0.1:0", org.Handler())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer osrv.Close()
+	gw, err := NewGateway(GatewayConfig{Fleet: guardedFleet(time.Second, 10, 5), Clients: 20, Origin: osrv.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	gsrv, err := Listen("127.0.0.1:0", gw.Handler())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gsrv.Close()
+
+	for _, par := range []int{0, 8} {
+		mode := "serial"
+		if par > 0 {
+			mode = "parallel"
+		}
+		b.Run(mode+"/direct", func(b *testing.B) { benchCalls(b, osrv.URL(), par) })
+		b.Run(mode+"/gateway", func(b *testing.B) { benchCalls(b, gsrv.URL(), par) })
+	}
+}
+
+// benchCalls calls u b.N times, from one goroutine (par 0) or from par
+// goroutines per CPU, and reports the latencies and the throughput.
+func benchCalls(b *testing.B, u *url.URL, par int) {
+	t := h2cTransport()
+	defer t.CloseIdleConnections()
+	client := &http.Client{Transport: t}
+	target := u.String() + "/work"
+	call := func() error {
+		resp, err := client.Get(target)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	if err := call(); err != nil { // open the connection
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	timed := func(next func() bool) {
+		var mine []time.Duration
+		for next() {
+			start := time.Now()
+			if err := call(); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(start))
+		}
+		mu.Lock()
+		all = append(all, mine...)
+		mu.Unlock()
+	}
+	b.ResetTimer()
+	if par == 0 {
+		n := 0
+		timed(func() bool { n++; return n <= b.N })
+	} else {
+		b.SetParallelism(par)
+		b.RunParallel(func(pb *testing.PB) { timed(pb.Next) })
+	}
+	b.StopTimer()
+	slices.Sort(all)
+	if len(all) == 0 {
+		return
+	}
+	at := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}

@@ -1,0 +1,226 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// env is the state of the origin the faults set: it changes only at the
+// start or end of a fault.
+type env struct {
+	capacity float64 // per second
+	errRate  float64 // background and injected error shares combined
+	outage   bool    // nothing answers
+	factor   float64 // latency multiplier
+}
+
+// envAt combines the faults in force at t (time since the origin's start)
+// as the simulator does: the lowest capacity, error rates as independent
+// causes, any outage, latency factors multiplied. Load triggers are the
+// load generator's.
+func envAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration) env {
+	e := env{capacity: o.Capacity, errRate: o.ErrorRate, factor: 1}
+	for _, f := range faults {
+		if t < f.At || t >= f.End() {
+			continue
+		}
+		switch f.Kind {
+		case scenario.TriggerCapacity:
+			e.capacity = min(e.capacity, f.Capacity)
+		case scenario.TriggerErrors:
+			e.errRate = 1 - (1-e.errRate)*(1-f.ErrorRate)
+		case scenario.TriggerOutage:
+			e.outage = true
+		case scenario.TriggerLatency:
+			e.factor *= f.Factor
+		}
+	}
+	return e
+}
+
+// nextChange returns the first start or end of a fault after t, or false.
+func nextChange(faults []scenario.Trigger, t time.Duration) (time.Duration, bool) {
+	best, ok := time.Duration(0), false
+	for _, f := range faults {
+		for _, b := range [2]time.Duration{f.At, f.End()} {
+			if b > t && (!ok || b < best) {
+				best, ok = b, true
+			}
+		}
+	}
+	return best, ok
+}
+
+// faultView is a fault as the admin endpoint shows it: times in seconds
+// from the origin's start.
+type faultView struct {
+	Kind      string  `json:"kind"`
+	At        float64 `json:"at"`
+	For       float64 `json:"for"`
+	Capacity  float64 `json:"capacity,omitempty"`
+	ErrorRate float64 `json:"error_rate,omitempty"`
+	Factor    float64 `json:"factor,omitempty"`
+	Source    string  `json:"source"` // "scenario" or "admin"
+}
+
+type adminState struct {
+	Now       float64     `json:"now"` // seconds since the origin's start
+	Capacity  float64     `json:"capacity"`
+	ErrorRate float64     `json:"error_rate"`
+	Outage    bool        `json:"outage"`
+	Factor    float64     `json:"latency_factor"`
+	Queue     int         `json:"queue"`
+	Faults    []faultView `json:"faults"`
+}
+
+// serveAdmin is the fault-injection endpoint, /admin/faults:
+//
+//	GET                              the state and every fault
+//	POST kind=capacity&capacity=40&for=5s   a capacity dip, from now
+//	POST kind=errors&error_rate=0.2&for=5s  an error blip
+//	POST kind=outage&for=5s                 nothing answers
+//	POST kind=latency&factor=3&for=5s       slower service
+//	DELETE                           ends the faults injected here
+//
+// Values are in the origin's own units (its capacity per second of wall
+// time, real durations); an optional at= delays the start.
+func (o *Origin) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+	case http.MethodPost:
+		f, err := parseFault(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		o.inject(f)
+	case http.MethodDelete:
+		o.clearInjected()
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(o.adminState())
+}
+
+func parseFault(r *http.Request) (scenario.Trigger, error) {
+	if err := r.ParseForm(); err != nil {
+		return scenario.Trigger{}, err
+	}
+	f := scenario.Trigger{Kind: r.Form.Get("kind")}
+	dur := func(name string, need bool) (time.Duration, error) {
+		v := r.Form.Get(name)
+		if v == "" {
+			if need {
+				return 0, fmt.Errorf("%s is required", name)
+			}
+			return 0, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("%s: want a duration such as 5s, got %q", name, v)
+		}
+		return d, nil
+	}
+	num := func(name string, lo, hi float64) (float64, error) {
+		v := r.Form.Get(name)
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < lo || x > hi {
+			return 0, fmt.Errorf("%s: want a number in [%g, %g], got %q", name, lo, hi, v)
+		}
+		return x, nil
+	}
+	var err error
+	if f.At, err = dur("at", false); err != nil {
+		return f, err
+	}
+	if f.For, err = dur("for", true); err != nil {
+		return f, err
+	}
+	if f.For == 0 {
+		return f, fmt.Errorf("for must be more than 0")
+	}
+	switch f.Kind {
+	case scenario.TriggerCapacity:
+		f.Capacity, err = num("capacity", 0, 1e9)
+	case scenario.TriggerErrors:
+		f.ErrorRate, err = num("error_rate", 0, 1)
+	case scenario.TriggerLatency:
+		f.Factor, err = num("factor", 1, 1e6)
+	case scenario.TriggerOutage:
+	default:
+		err = fmt.Errorf("kind: want capacity, errors, outage or latency, got %q", f.Kind)
+	}
+	return f, err
+}
+
+// inject adds a fault that starts f.At from now.
+func (o *Origin) inject(f scenario.Trigger) {
+	o.mu.Lock()
+	f.At += time.Since(o.start)
+	o.injected = append(o.injected, f)
+	o.applyFaults(time.Now())
+	o.mu.Unlock()
+	o.reschedule()
+}
+
+// clearInjected ends every fault injected through the endpoint.
+func (o *Origin) clearInjected() {
+	o.mu.Lock()
+	o.injected = nil
+	o.applyFaults(time.Now())
+	o.mu.Unlock()
+	o.reschedule()
+}
+
+// applyFaults puts in force the env the faults make at now, and returns
+// the faults. The lock is held.
+func (o *Origin) applyFaults(now time.Time) []scenario.Trigger {
+	faults := o.faults()
+	o.setEnv(envAt(&o.cfg.Origin, faults, now.Sub(o.start)), now)
+	return faults
+}
+
+// reschedule wakes the fault schedule, to wait for the next boundary of
+// the faults as they now are.
+func (o *Origin) reschedule() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// faults returns the scenario's faults and the injected ones.
+func (o *Origin) faults() []scenario.Trigger {
+	return append(slices.Clone(o.cfg.Triggers), o.injected...)
+}
+
+func (o *Origin) adminState() adminState {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := adminState{
+		Now:      time.Since(o.start).Seconds(),
+		Capacity: o.env.capacity, ErrorRate: o.env.errRate, Outage: o.env.outage, Factor: o.env.factor,
+		Queue:  o.queued(),
+		Faults: []faultView{},
+	}
+	for i, f := range o.faults() {
+		src := "scenario"
+		if i >= len(o.cfg.Triggers) {
+			src = "admin"
+		}
+		s.Faults = append(s.Faults, faultView{
+			Kind: f.Kind, At: f.At.Seconds(), For: f.For.Seconds(),
+			Capacity: f.Capacity, ErrorRate: f.ErrorRate, Factor: f.Factor, Source: src,
+		})
+	}
+	return s
+}

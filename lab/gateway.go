@@ -1,0 +1,503 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/resilhttp"
+	"github.com/retrystorm/retrystorm/resil/resilprom"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Headers the gateway answers with, so that its caller (the load
+// generator) knows how an intent went without asking.
+const (
+	// AttemptsHeader is the attempts the gateway sent for the intent.
+	AttemptsHeader = "Retrystorm-Attempts"
+	// FailedHeader is how many of them failed.
+	FailedHeader = "Retrystorm-Failed-Attempts"
+	// StopHeader says why the gateway stopped without success:
+	// retries_exhausted, budget, breaker, not_idempotent or deadline
+	// (sim.LostBy's names).
+	StopHeader = "Retrystorm-Stop"
+	// FallbackHeader marks the fallback answer given when the breaker is
+	// open.
+	FallbackHeader = "Retrystorm-Fallback"
+)
+
+// retryKeyHeader carries the key that lets a naive gateway retry a POST
+// blindly: the origin does not deduplicate by it, so the duplicates show.
+const retryKeyHeader = "Retrystorm-Retry-Key"
+
+// GatewayConfig configures a Gateway. Its durations are wall-clock ones:
+// give it a scaled scenario's fleet (see Scale). The zero value is not
+// usable: Origin is required.
+type GatewayConfig struct {
+	// Fleet is the policy every client runs: retries, backoff, budget,
+	// breaker, per-attempt timeout.
+	Fleet scenario.Fleet
+	// Clients is how many clients the gateway stands for, each with its
+	// own Guard (its own budget and breaker), as the simulator's fleet
+	// has. The caller picks one with ClientHeader. Zero means 1.
+	Clients int
+	// Origin is where the attempts go.
+	Origin *url.URL
+	// Base sends each attempt. Nil means an HTTP/2 transport without TLS
+	// (h2c): an attempt given up is a cancelled stream, not a closed
+	// connection, as in a service mesh.
+	Base http.RoundTripper
+	// Seed seeds the clients' jitter.
+	Seed uint64
+	// Tally, if set, receives the attempts by kind and their fate per
+	// tick.
+	Tally *Tally
+	// Truth, if set, says whether the origin would have answered a
+	// request sent now within timeout: the ground truth for the calls a
+	// breaker refused (answers thrown away).
+	Truth func(timeout time.Duration) bool
+}
+
+// Gateway is a reverse proxy whose outbound transport is resilhttp: every
+// request goes to the origin under the Guard of the client it comes from,
+// naive or guarded as the fleet says, with a fallback answer when that
+// client's breaker is open. It propagates the caller's deadline, and each
+// attempt's, to the origin (TimeoutHeader), tells the origin why each
+// attempt was sent (AttemptHeader), and serves Prometheus metrics on a
+// registry of its own at /metrics.
+//
+// Make one with NewGateway; Close it when done. It is safe for concurrent
+// use.
+type Gateway struct {
+	cfg     GatewayConfig
+	clients []*resilhttp.Transport
+	guards  []*resil.Guard
+	proxy   *httputil.ReverseProxy
+	base    http.RoundTripper
+	own     *http.Transport // the default Base, closed by Close
+	reg     *prometheus.Registry
+	m       gatewayMetrics
+	next    atomic.Uint64 // round robin when the caller names no client
+}
+
+// NewGateway returns a gateway, or an error naming an invalid setting.
+func NewGateway(cfg GatewayConfig) (*Gateway, error) {
+	if cfg.Origin == nil {
+		return nil, errors.New("lab: GatewayConfig.Origin is required")
+	}
+	n := max(cfg.Clients, 1)
+	g := &Gateway{cfg: cfg, reg: prometheus.NewRegistry(), base: cfg.Base}
+	if g.base == nil {
+		g.own = h2cTransport()
+		g.base = g.own
+	}
+	attempts := &attemptTransport{base: g.base, tally: cfg.Tally}
+	for k := range n {
+		p, err := cfg.Fleet.NewPolicy()
+		if err != nil {
+			return nil, err
+		}
+		guard, err := resil.NewGuard(resil.Settings{
+			Policy:         p,
+			AttemptTimeout: cfg.Fleet.Timeout,
+			Rand:           rand.NewPCG(cfg.Seed, 0x1000+uint64(k)),
+		})
+		if err != nil {
+			return nil, err
+		}
+		t := &resilhttp.Transport{Guard: guard, Base: attempts}
+		if !cfg.Fleet.Retry.IdempotentOnly {
+			// The simulator's naive client retries every intent. resilhttp
+			// retries a POST only with a key: give each POST one in a header
+			// the origin does not deduplicate by, so it is retried blindly
+			// and its duplicate executions show.
+			t.Keys, t.KeyHeader = true, retryKeyHeader
+		}
+		g.clients = append(g.clients, t)
+		g.guards = append(g.guards, guard)
+		name := fmt.Sprintf("%s-%02d", cfg.Fleet.Name, k)
+		if _, err := resilprom.Register(g.reg, name, guard); err != nil {
+			return nil, fmt.Errorf("lab: gateway metrics: %w", err)
+		}
+	}
+	if err := g.register(); err != nil {
+		return nil, err
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        func(pr *httputil.ProxyRequest) { pr.SetURL(cfg.Origin) },
+		Transport:      clientTransport{g},
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.errorHandler,
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}
+	return g, nil
+}
+
+// h2cTransport is an HTTP/2 client without TLS, for loopback.
+func h2cTransport() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		Protocols:          &p,
+		DisableCompression: true,
+		HTTP2:              &http.HTTP2Config{MaxEncoderHeaderTableSize: noHeaderTable},
+	}
+}
+
+// noHeaderTable turns off HPACK's dynamic table: every request carries an
+// intent number and a deadline of its own, and indexing values that never
+// repeat costs an eviction per header (7% of the lab's CPU, measured) to
+// save bytes on loopback, where bytes are free.
+const noHeaderTable = 1
+
+// Handler serves the gateway: /metrics, and every other path proxied.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc(healthPath, serveHealth)
+	mux.Handle("/", g)
+	return mux
+}
+
+// warm opens the connection from the gateway to the origin.
+func (g *Gateway) warm(ctx context.Context) error {
+	u := *g.cfg.Origin
+	u.Path = healthPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := g.base.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("lab: the gateway cannot reach the origin: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// Registry returns the registry the gateway's metrics are on.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// Guards returns the clients' Guards, in client order.
+func (g *Gateway) Guards() []*resil.Guard { return g.guards }
+
+// Close closes the idle connections of the transport the gateway made.
+func (g *Gateway) Close() {
+	if g.own != nil {
+		g.own.CloseIdleConnections()
+	}
+}
+
+// trace is one intent's progress through the gateway.
+type trace struct {
+	client   int
+	sent     atomic.Int32 // attempts sent
+	inflight atomic.Int32
+	failed   atomic.Int32
+}
+
+type traceKey struct{}
+
+func traceOf(ctx context.Context) *trace {
+	t, _ := ctx.Value(traceKey{}).(*trace)
+	return t
+}
+
+// ServeHTTP proxies one intent to the origin under its client's Guard.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	g.m.inflight.Inc()
+	defer g.m.inflight.Dec()
+	n := uint64(len(g.clients))
+	k := g.next.Add(1) % n
+	if v, err := strconv.ParseUint(r.Header.Get(ClientHeader), 10, 64); err == nil {
+		k = v % n
+	}
+	tr := &trace{client: int(k)}
+	ctx := context.WithValue(r.Context(), traceKey{}, tr)
+	// The caller's deadline, so that the Guard never waits past it and the
+	// origin hears it.
+	if d, err := time.ParseDuration(r.Header.Get(TimeoutHeader)); err == nil && d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	g.proxy.ServeHTTP(rec, r.WithContext(ctx))
+	g.m.requests.WithLabelValues(strconv.Itoa(rec.code)).Inc()
+	g.m.latency.Observe(time.Since(start).Seconds())
+}
+
+// statusRecorder remembers the status written, for the metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// clientTransport sends a request through the resilhttp transport of the
+// client its trace names.
+type clientTransport struct{ g *Gateway }
+
+func (c clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	k := 0
+	if tr := traceOf(r.Context()); tr != nil {
+		k = tr.client
+	}
+	return c.g.clients[k].RoundTrip(r)
+}
+
+// modifyResponse tells the caller how the intent went.
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	tr := traceOf(resp.Request.Context())
+	if tr == nil {
+		return nil
+	}
+	h := resp.Header
+	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
+	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
+	if resp.StatusCode >= 300 {
+		h.Set(StopHeader, g.inferStop(resp.Request.Context(), resp.StatusCode, tr, resp.Request))
+	}
+	return nil
+}
+
+// inferStop says why the Guard stopped on a failed answer. resilhttp hands
+// the last answer back without the reason, so it is worked out from what
+// the Guard must have seen, in the order the Policy checks.
+func (g *Gateway) inferStop(ctx context.Context, code int, tr *trace, r *http.Request) string {
+	p := g.guards[tr.client].Policy()
+	switch {
+	case ctx.Err() != nil:
+		return lossNames[lostDeadline]
+	case !resilhttp.DefaultRetryStatus(code):
+		return lossNames[lostExhausted] // not retryable: the simulator's default reason
+	case p.MaxRetries >= 0 && int(tr.sent.Load()) >= 1+p.MaxRetries:
+		return lossNames[lostExhausted]
+	case g.cfg.Fleet.Retry.IdempotentOnly && !resilhttp.Idempotent(r.Method) && r.Header.Get(resilhttp.DefaultKeyHeader) == "":
+		return lossNames[lostNotIdempotent]
+	case p.Budget != nil:
+		return lossNames[lostBudget]
+	}
+	return lossNames[lostDeadline]
+}
+
+// errorHandler answers when no response came: the fallback when the breaker
+// refused, a gateway timeout or a bad gateway otherwise.
+func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	tr := traceOf(r.Context())
+	if tr == nil {
+		tr = &trace{}
+	}
+	h := w.Header()
+	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
+	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
+	h.Set(StopHeader, stopName(r.Context(), err))
+	if errors.Is(err, resil.ErrBreakerOpen) {
+		now := time.Now()
+		g.cfg.Tally.addNow(cRefused, now)
+		if g.cfg.Truth != nil && g.cfg.Tally.TickOf(now) >= 0 && g.cfg.Truth(g.attemptTime(r.Context(), now)) {
+			g.cfg.Tally.inc(tThrown)
+		}
+		g.m.fallbacks.Inc()
+		h.Set(FallbackHeader, "breaker-open")
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "fallback: the circuit breaker is open\n")
+		return
+	}
+	code := http.StatusBadGateway
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = http.StatusGatewayTimeout
+	}
+	http.Error(w, "gateway: "+err.Error(), code)
+}
+
+// attemptTime is how long an attempt sent now could wait: the per-attempt
+// timeout, or less before the caller's deadline.
+func (g *Gateway) attemptTime(ctx context.Context, now time.Time) time.Duration {
+	d := g.cfg.Fleet.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, dl.Sub(now))
+	}
+	return d
+}
+
+// stopName maps the Guard's reason to sim.LostBy's names.
+func stopName(ctx context.Context, err error) string {
+	var reason error = err
+	if se, ok := errors.AsType[*resil.StopError](err); ok {
+		reason = se.Reason
+	}
+	switch {
+	case errors.Is(reason, resil.ErrBreakerOpen):
+		return lossNames[lostBreaker]
+	case errors.Is(reason, resil.ErrBudgetExhausted):
+		return lossNames[lostBudget]
+	case errors.Is(reason, resil.ErrNotIdempotent):
+		return lossNames[lostNotIdempotent]
+	case errors.Is(reason, resil.ErrNoTimeLeft), ctx.Err() != nil,
+		errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded) && !errors.Is(reason, resil.ErrAttemptTimeout):
+		return lossNames[lostDeadline]
+	}
+	return lossNames[lostExhausted]
+}
+
+// attemptTransport is the gateway's last hop: it sees every attempt the
+// Guards send. It tells the origin why the attempt was sent and how long
+// its sender will wait, and counts the attempt and its fate for the tick it
+// was sent in.
+type attemptTransport struct {
+	base  http.RoundTripper
+	tally *Tally
+}
+
+func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	tr := traceOf(ctx)
+	if tr == nil {
+		tr = &trace{}
+	}
+	now := time.Now()
+	k := t.tally.TickOf(now)
+	kind, c := "first", cFirst
+	if n := tr.sent.Add(1); n > 1 {
+		kind, c = "retry", cRetries
+		if tr.inflight.Load() > 0 {
+			kind, c = "hedge", cHedges // sent beside one still out
+		}
+	}
+	tr.inflight.Add(1)
+	defer tr.inflight.Add(-1)
+	t.tally.add(c, k)
+
+	// The request's header is shared by every attempt of the call: copy it.
+	out := *r
+	out.Header = r.Header.Clone()
+	out.Header.Set(AttemptHeader, kind)
+	if dl, ok := ctx.Deadline(); ok {
+		out.Header.Set(TimeoutHeader, formatTimeout(dl.Sub(now)))
+	}
+	resp, err := t.base.RoundTrip(&out)
+	switch {
+	case err == nil && resp.StatusCode < 300:
+		t.tally.add(cGoodput, k)
+	case err != nil && lostRace(ctx):
+		// A hedge or a first attempt that lost the race: cancelled, not
+		// failed.
+	default:
+		tr.failed.Add(1)
+		t.tally.add(cFailed, k)
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && k >= 0 {
+			t.tally.inc(tTimeouts)
+		}
+	}
+	return resp, err
+}
+
+// lostRace reports whether an attempt's context was cancelled for another
+// reason than a timeout: the Guard cancelled it because a hedge answered.
+func lostRace(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), resil.ErrAttemptTimeout)
+}
+
+// formatTimeout writes a propagated deadline for TimeoutHeader, in whole
+// milliseconds, rounded down: the receiver then never thinks it has more
+// time than it has.
+func formatTimeout(d time.Duration) string {
+	return strconv.FormatInt(max(d, 0).Milliseconds(), 10) + "ms"
+}
+
+// OpenShare returns the share of clients whose breaker is open.
+func (g *Gateway) OpenShare(now time.Time) float64 {
+	open := 0
+	for _, guard := range g.guards {
+		if b := guard.Policy().Breaker; b != nil && b.State(now) == resil.Open {
+			open++
+		}
+	}
+	return float64(open) / float64(len(g.guards))
+}
+
+// GatewayCounts are the gateway's totals over its clients.
+type GatewayCounts struct {
+	Intents         uint64 `json:"intents"`
+	Retries         uint64 `json:"retries"`
+	BudgetDenials   uint64 `json:"budget_denials"`
+	BreakerRefusals uint64 `json:"breaker_refusals"`
+	BreakerTrips    uint64 `json:"breaker_trips"`
+}
+
+// Counts sums the clients' Guard stats.
+func (g *Gateway) Counts() GatewayCounts {
+	var c GatewayCounts
+	for _, guard := range g.guards {
+		s := guard.Stats()
+		c.Intents += s.Intents
+		c.Retries += s.Retries
+		c.BudgetDenials += s.BudgetDenials
+		c.BreakerRefusals += s.BreakerRefusals
+		if b := guard.Policy().Breaker; b != nil {
+			c.BreakerTrips += b.Trips()
+		}
+	}
+	return c
+}
+
+type gatewayMetrics struct {
+	requests  *prometheus.CounterVec
+	inflight  prometheus.Gauge
+	latency   prometheus.Histogram
+	fallbacks prometheus.Counter
+}
+
+func (g *Gateway) register() error {
+	g.m = gatewayMetrics{
+		requests: counterVec("retrystorm_gateway_requests_total",
+			"Requests the gateway answered, by status code (a fallback answer is a 200 with the Retrystorm-Fallback header).", "code"),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_gateway_in_flight",
+			Help: "Requests the gateway is working on."}),
+		latency: latencyHistogram("retrystorm_gateway_request_duration_seconds",
+			"Time the gateway took per request, retries and backoff included."),
+		fallbacks: counter("retrystorm_gateway_fallbacks_total",
+			"Fallback answers given because the client's breaker was open."),
+	}
+	sum := func(name, help string, get func(GatewayCounts) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(g.Counts())) })
+	}
+	return registerAll(g.reg, "gateway",
+		g.m.requests, g.m.inflight, g.m.latency, g.m.fallbacks,
+		sum("retrystorm_gateway_intents_total", "Intents the clients started, over every client.", func(c GatewayCounts) uint64 { return c.Intents }),
+		sum("retrystorm_gateway_retries_total", "Retries the clients sent, over every client.", func(c GatewayCounts) uint64 { return c.Retries }),
+		sum("retrystorm_gateway_budget_denials_total", "Retries the clients' budgets refused, over every client.", func(c GatewayCounts) uint64 { return c.BudgetDenials }),
+		sum("retrystorm_gateway_breaker_refusals_total", "Attempts the clients' breakers refused, over every client.", func(c GatewayCounts) uint64 { return c.BreakerRefusals }),
+		gaugeFunc("retrystorm_gateway_retries_per_request",
+			"Retries per intent since start, over every client: the retry-storm early warning (alert on its rate form, see deploy/prometheus).",
+			func() float64 {
+				c := g.Counts()
+				return share(int64(c.Retries), int64(c.Intents))
+			}),
+		gaugeFunc("retrystorm_gateway_breakers_open", "Share of the clients whose circuit breaker is open.",
+			func() float64 { return g.OpenShare(time.Now()) }),
+	)
+}

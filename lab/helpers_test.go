@@ -1,0 +1,113 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// startOrigin runs an origin on loopback until the test ends.
+func startOrigin(t *testing.T, cfg OriginConfig) (*Origin, string) {
+	t.Helper()
+	o, err := NewOrigin(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.Run(ctx)
+	}()
+	srv, err := Listen("127.0.0.1:0", o.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		srv.Close()
+	})
+	return o, srv.URL().String()
+}
+
+// startServer serves h on loopback until the test ends.
+func startServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv, err := Listen("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv.URL().String()
+}
+
+// testClient is an HTTP/1.1 client whose connections are closed when the
+// test ends (a client that gives up closes its connection, which is how the
+// servers hear of it).
+func testClient(t *testing.T) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// reply is what a test request got.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+	took   time.Duration
+	err    error
+}
+
+// send makes one request that gives up after timeout; headers are name,
+// value pairs.
+func send(c *http.Client, method, url string, timeout time.Duration, headers ...string) reply {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return reply{err: err}
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return reply{err: err, took: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b), took: time.Since(start)}
+}
+
+// queueOrigin is a queue origin of workers serving capacity per second.
+func queueOrigin(workers int, capacity float64) scenario.Origin {
+	return scenario.Origin{Model: scenario.ModelQueue, Workers: workers, Capacity: capacity, Discipline: "fifo", Replicas: 1}
+}
+
+// slow reports whether timing assertions should be lenient: under the race
+// detector, or when asked (a loaded machine).
+func slow() bool { return raceEnabled || os.Getenv("RETRYSTORM_SLOW") != "" }
+
+func contains(s string, subs ...string) (missing []string) {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			missing = append(missing, x)
+		}
+	}
+	return missing
+}

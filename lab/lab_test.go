@@ -1,0 +1,258 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// stormScenario is the storm experiment's default scenario, with its rates
+// and workers divided by div.
+func stormScenario(t *testing.T, div float64) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Load("../experiment/scenarios/storm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Traffic.Rate /= div
+	sc.Origin.Capacity /= div
+	sc.Origin.Workers = int(float64(sc.Origin.Workers) / div)
+	for i := range sc.Triggers {
+		sc.Triggers[i].Capacity /= div
+	}
+	return sc
+}
+
+// TestLabSmoke runs a short storm through every component, under the race
+// detector too: both fleets, a trigger, the live view, and nothing left
+// behind (TestMain checks for goroutines).
+func TestLabSmoke(t *testing.T) {
+	sc := stormScenario(t, 5) // 20 intents/s, capacity 24/s
+	sc.Duration = 20 * time.Second
+	sc.Triggers[0].At, sc.Triggers[0].For, sc.Triggers[0].Capacity = 5*time.Second, 4*time.Second, 8
+	live := NewLive(sc, nil, 100*time.Millisecond, nil)
+	defer live.Close()
+	var mu sync.Mutex
+	ready := map[string]bool{}
+	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond, Live: live,
+		Ready: func(fleet string, origin, gateway *url.URL) {
+			mu.Lock()
+			ready[fleet] = origin.Hostname() == "127.0.0.1" && gateway.Hostname() == "127.0.0.1"
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Fleets) != 2 || len(res.Lab.Fleets) != 2 || !ready["naive"] || !ready["guarded"] {
+		t.Fatalf("%d fleets, ready on loopback: %v", len(res.Fleets), ready)
+	}
+	if res.Fleets[0].Summary.Retries == 0 {
+		t.Error("the naive fleet never retried through a dip to a third of its load")
+	}
+	if res.TickSeconds != 1 || res.Trigger == nil || res.Trigger.End != 9 || res.Lab.Scale != 0.1 {
+		t.Errorf("result in scenario time: tick %g, trigger %+v, scale %g", res.TickSeconds, res.Trigger, res.Lab.Scale)
+	}
+	for i, f := range res.Fleets {
+		s, info := f.Summary, res.Lab.Fleets[i]
+		t.Logf("%s: intents %d, attempts %d, r/req %.3f, goodput %d, recovered %v; %+v", f.Name, s.Intents, s.Attempts, s.RetriesPerRequest, s.Goodput, s.Recovered, info)
+		if len(f.Series.Tick) != 20 || s.Intents < 300 || s.Intents > 500 || info.Load.Shed != 0 {
+			t.Errorf("%s: %d ticks, %d intents (want about 400), %d shed", f.Name, len(f.Series.Tick), s.Intents, info.Load.Shed)
+		}
+		if s.Attempts < s.Intents*9/10 || s.Goodput == 0 || s.Goodput > s.Successes || s.Failures == 0 {
+			t.Errorf("%s: %d attempts, %d successes, %d goodput, %d failures for %d intents", f.Name, s.Attempts, s.Successes, s.Goodput, s.Failures, s.Intents)
+		}
+	}
+}
+
+// TestLabStormAgreesWithSimulator is the lab's check on the simulator (and
+// the simulator's on the lab): the storm scenario, run in both, must tell
+// the same story: the naive fleet collapses and never recovers, the guarded
+// fleet recovers, the naive fleet against a drop_expired origin recovers,
+// and offered load and retries/requests agree within LabTolerances.
+//
+// It runs the storm with its rates halved at 50 ms a tick: 18 s in all,
+// with the same wall-clock load (1,000 intents per second, 4,000 attempts
+// per second in the collapse) as `retrystorm lab` at its default 100 ms;
+// RETRYSTORM_LAB_FULL=1 runs exactly what `retrystorm lab` runs instead.
+func TestLabStormAgreesWithSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the storm over real HTTP takes 18 s: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows real HTTP several times over: the lab would measure it; TestLabSmoke runs under it")
+	}
+	sc, tick := stormScenario(t, 2), 50*time.Millisecond
+	if os.Getenv("RETRYSTORM_LAB_FULL") != "" {
+		sc, tick = stormScenario(t, 1), DefaultTick
+	}
+	ctx := context.Background()
+	simRes, err := sim.Run(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, sc, Options{Tick: tick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, cfName := experiment.StormCounterfactual(sc)
+	cf.Fleets[0].Name = cfName
+	cfSim, err := sim.Run(ctx, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simRes.Fleets = append(simRes.Fleets, cfSim.Fleets...)
+	f, info, err := RunFleet(ctx, cf, 0, Options{Tick: tick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Fleets = append(res.Fleets, f)
+	res.Lab.Fleets = append(res.Lab.Fleets, info)
+
+	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick, Storm: true, CounterfactualName: cfName})
+	var b strings.Builder
+	for _, tb := range out.Section.Tables {
+		_ = tb.Render(&b, report.Style{})
+		b.WriteString("\n")
+	}
+	_ = report.RenderClaims(&b, out.Claims, report.Style{})
+	for _, f := range res.Lab.Fleets {
+		fmt.Fprintf(&b, "%s: %d intents sent, %d shed, late p99 %.1f ms, max %.1f ms; %.1f s\n",
+			f.Name, f.Load.Sent, f.Load.Shed, 1000*f.Load.LateP99, 1000*f.Load.LateMax, f.WallSeconds)
+	}
+	t.Log("\n" + b.String())
+	if !report.AllHold(out.Claims) {
+		t.Error("the lab and the simulator disagree (see the claims above)")
+	}
+}
+
+// TestLabHoldsOverload drives the lab at ten times its origin's capacity,
+// with the naive fleet's retries on top (up to forty times in attempts),
+// and checks that the lab itself holds: the load generator keeps its
+// schedule, memory stays flat, and nothing is left running (TestMain). It
+// runs for 5 s; RETRYSTORM_LAB_SOAK=60s runs it for a minute (or any
+// other duration).
+func TestLabHoldsOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the overload run takes 5 s: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("under the race detector the lab would measure the detector at 4,000 attempts per second")
+	}
+	d := 5 * time.Second
+	if v := os.Getenv("RETRYSTORM_LAB_SOAK"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < time.Second {
+			t.Fatalf("RETRYSTORM_LAB_SOAK=%q: want a duration of at least 1s", v)
+		}
+	}
+	d = d.Truncate(time.Second)
+	fleet := naiveFleet(200 * time.Millisecond)
+	fleet.Retry.Backoff.Base = 10 * time.Millisecond
+	sc := &scenario.Scenario{
+		Name: "overload", Seed: 1, Duration: d, Tick: time.Second,
+		Traffic: scenario.Traffic{Rate: 1000, Arrivals: "poisson", Clients: 20, Idempotent: 1},
+		Origin:  queueOrigin(10, 100), // 100 requests per second
+		Fleets:  []scenario.Fleet{fleet},
+	}
+
+	var mu sync.Mutex
+	var samples []memSample
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	// The live heap as the last collection found it: what the lab holds,
+	// not the garbage a raised GOGC lets pile up between collections.
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	sampler.Go(func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			metrics.Read(live)
+			mu.Lock()
+			samples = append(samples, memSample{time.Since(start), live[0].Value.Uint64(), runtime.NumGoroutine()})
+			mu.Unlock()
+		}
+	})
+	f, info, err := RunFleet(context.Background(), sc, 0, Options{Tick: time.Second})
+	close(stop)
+	sampler.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Summary
+	t.Logf("%v at 10× capacity: %d intents, %d attempts reached the origin (%.1f× its capacity), %d served for nobody; generator late p99 %.1f ms, max %.1f ms, %d shed",
+		d, s.Intents, s.Attempts, float64(s.Attempts)/(100*d.Seconds()), info.Origin.Wasted, 1000*info.Load.LateP99, 1000*info.Load.LateMax, info.Load.Shed)
+	if info.Load.Shed != 0 || info.Load.Sent != s.Intents {
+		t.Errorf("the generator shed %d intents and sent %d of %d", info.Load.Shed, info.Load.Sent, s.Intents)
+	}
+	if !slow() && info.Load.LateP99 > 0.1 {
+		t.Errorf("the generator fell behind: p99 %.0f ms late", 1000*info.Load.LateP99)
+	}
+	if s.Attempts < int64(25*100*d.Seconds()) {
+		t.Errorf("only %d attempts reached the origin: the overload did not happen", s.Attempts)
+	}
+
+	// Memory: the second half of the run must not hold more than the first
+	// (a leak grows with time; a bounded lab plateaus once it is full).
+	mu.Lock()
+	defer mu.Unlock()
+	var first, second memSample
+	for _, m := range samples {
+		half := &first
+		if m.at > d/2 {
+			half = &second
+		}
+		half.heap = max(half.heap, m.heap)
+		half.goroutines = max(half.goroutines, m.goroutines)
+	}
+	t.Logf("peak live heap %.1f MiB in the first half, %.1f MiB in the second; peak goroutines %d, %d",
+		mib(first.heap), mib(second.heap), first.goroutines, second.goroutines)
+	if second.heap > first.heap*3/2+8<<20 {
+		t.Errorf("the heap grew from %.1f MiB to %.1f MiB", mib(first.heap), mib(second.heap))
+	}
+	if second.goroutines > first.goroutines*3/2+500 {
+		t.Errorf("goroutines grew from %d to %d", first.goroutines, second.goroutines)
+	}
+}
+
+type memSample struct {
+	at         time.Duration
+	heap       uint64
+	goroutines int
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// TestRunStopsWhenCancelled: Ctrl-C cancels the command's context; the run
+// stops at once, shuts every server down, and leaves nothing running.
+func TestRunStopsWhenCancelled(t *testing.T) {
+	sc := stormScenario(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Run(ctx, sc, Options{Tick: 100 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run returned %v, want the context's error", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Run took %v to stop", took)
+	}
+}

@@ -1,0 +1,311 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil/resilhttp"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// LoadConfig configures an open-loop load generator. Rates and durations
+// are wall-clock ones: give it a scaled scenario's (see Scale). The zero
+// value is not usable: Target and a rate are required.
+type LoadConfig struct {
+	// Target is the gateway's URL.
+	Target *url.URL
+	// Traffic is the intent stream: rate per second, constant or Poisson
+	// arrivals, the clients the intents are spread over (round robin),
+	// the share that is idempotent (GET; the others are POSTs) and the
+	// share of POSTs that carry an idempotency key.
+	Traffic scenario.Traffic
+	// Triggers may change the rate (load triggers); others are ignored.
+	Triggers []scenario.Trigger
+	// Start is when the first intent is due; zero means now.
+	Start time.Time
+	// Duration is how long intents keep coming.
+	Duration time.Duration
+	// Deadline is how long each intent waits for its answer before giving
+	// up. Required: it bounds every intent, so the run ends.
+	Deadline time.Duration
+	// ClearAt is when the triggers end, from Start: an intent due then or
+	// later that sees a failure is a victim. Negative: no trigger.
+	ClearAt time.Duration
+	// Seed seeds Poisson arrivals and who is idempotent.
+	Seed uint64
+	// Tally, if set, receives intents per tick and their outcomes.
+	Tally *Tally
+	// MaxInFlight bounds the intents waiting at once; an intent due when
+	// the bound is reached is not sent, and counted as shed (the report
+	// says so: nothing is omitted silently). Zero means 1<<16.
+	MaxInFlight int
+	// Transport sends the intents. Nil means an h2c transport of its own,
+	// closed at the end.
+	Transport http.RoundTripper
+}
+
+// LoadStats is what the generator did.
+type LoadStats struct {
+	// Due is intents the schedule called for; Sent were sent; Shed were
+	// not, because MaxInFlight intents were already waiting.
+	Due  int64 `json:"due"`
+	Sent int64 `json:"sent"`
+	Shed int64 `json:"shed"`
+	// Succeeded got a success in time; Fallbacks got the gateway's
+	// fallback; Lost never succeeded (fallbacks included).
+	Succeeded int64 `json:"succeeded"`
+	Fallbacks int64 `json:"fallbacks"`
+	Lost      int64 `json:"lost"`
+	// LateP99 and LateMax are how late intents were sent after they were
+	// due, in seconds of wall-clock time: the check that the generator
+	// never waited for an answer before sending the next (no coordinated
+	// omission) and kept up with its schedule.
+	LateP99 float64 `json:"late_p99_seconds"`
+	LateMax float64 `json:"late_max_seconds"`
+}
+
+// RunLoad sends intents on schedule, whatever comes back, until the
+// duration is over, then waits for the intents still out (each bounded by
+// its deadline). It returns early, cancelling what is out, when ctx is
+// done.
+func RunLoad(ctx context.Context, cfg LoadConfig) (LoadStats, error) {
+	if cfg.Target == nil || cfg.Deadline <= 0 {
+		return LoadStats{}, errors.New("lab: LoadConfig needs a Target and a Deadline")
+	}
+	g := &generator{cfg: cfg, url: cfg.Target.String()}
+	g.late.init(4096, cfg.Seed)
+	if g.cfg.MaxInFlight <= 0 {
+		g.cfg.MaxInFlight = 1 << 16
+	}
+	if g.cfg.Start.IsZero() {
+		g.cfg.Start = time.Now()
+	}
+	client := &http.Client{Transport: cfg.Transport}
+	if cfg.Transport == nil {
+		t := h2cTransport()
+		defer t.CloseIdleConnections()
+		client.Transport = t
+	}
+	g.client = client
+	g.warm(ctx)
+	g.schedule(ctx)
+	g.wg.Wait()
+	st := LoadStats{
+		Due: g.due, Sent: g.sent.Load(), Shed: g.shed.Load(),
+		Succeeded: g.ok.Load(), Fallbacks: g.fallbacks.Load(), Lost: g.lost.Load(),
+	}
+	q := g.late.quantiles(0.99, 1)
+	st.LateP99, st.LateMax = q[0], q[1]
+	return st, ctx.Err()
+}
+
+type generator struct {
+	cfg    LoadConfig
+	url    string
+	client *http.Client
+	wg     sync.WaitGroup
+	out    atomic.Int64 // intents waiting
+	due    int64
+	late   reservoir
+
+	sent, shed, ok, fallbacks, lost atomic.Int64
+}
+
+// rateAt is the intent rate in force at t from the start: the latest load
+// trigger's, as in the simulator.
+func (g *generator) rateAt(t time.Duration) float64 {
+	r, from := g.cfg.Traffic.Rate, time.Duration(-1)
+	for _, tr := range g.cfg.Triggers {
+		if tr.Kind == scenario.TriggerLoad && t >= tr.At && t < tr.End() && tr.At > from {
+			r, from = tr.Rate, tr.At
+		}
+	}
+	return r
+}
+
+// nextLoadChange is the first start or end of a load trigger after t.
+func (g *generator) nextLoadChange(t time.Duration) time.Duration {
+	best := time.Duration(math.MaxInt64)
+	for _, tr := range g.cfg.Triggers {
+		if tr.Kind != scenario.TriggerLoad {
+			continue
+		}
+		for _, b := range [2]time.Duration{tr.At, tr.End()} {
+			if b > t && b < best {
+				best = b
+			}
+		}
+	}
+	return best
+}
+
+// schedule sends every intent when it is due. It never waits for an
+// answer: each intent has a goroutine of its own. When it falls behind (a
+// pause), it sends what is due at once, and the lateness is measured.
+func (g *generator) schedule(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(g.cfg.Seed, 0xa77))
+	poisson := g.cfg.Traffic.Arrivals == "poisson"
+	gap := func(rate float64) time.Duration {
+		if rate <= 0 {
+			return time.Duration(math.MaxInt64)
+		}
+		if poisson {
+			return max(1, time.Duration(rng.ExpFloat64()/rate*1e9))
+		}
+		return max(1, time.Duration(1e9/rate))
+	}
+	first := func(from time.Duration) time.Duration {
+		r := g.rateAt(from)
+		if r <= 0 {
+			return time.Duration(math.MaxInt64)
+		}
+		if poisson {
+			return from + gap(r)
+		}
+		return from
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	next := first(0)
+	change := g.nextLoadChange(0)
+	var id uint64
+	for {
+		// A rate change restarts arrivals at the new rate, as in the
+		// simulator (exact for Poisson arrivals, which are memoryless).
+		for change <= next && change < g.cfg.Duration {
+			next, change = first(change), g.nextLoadChange(change)
+		}
+		if next >= g.cfg.Duration {
+			return
+		}
+		due := g.cfg.Start.Add(next)
+		if d := time.Until(due); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		g.launch(ctx, id, due)
+		id++
+		if r := g.rateAt(next); r > 0 {
+			next += gap(r)
+		} else {
+			next = time.Duration(math.MaxInt64)
+		}
+	}
+}
+
+// launch sends intent id, due at due, unless too many are out.
+func (g *generator) launch(ctx context.Context, id uint64, due time.Time) {
+	g.due++
+	g.cfg.Tally.addNow(cIntents, due)
+	if g.out.Load() >= int64(g.cfg.MaxInFlight) {
+		g.shed.Add(1)
+		g.lost.Add(1)
+		g.cfg.Tally.lose(lostUnfinished)
+		return
+	}
+	g.out.Add(1)
+	g.sent.Add(1)
+	g.late.add(time.Since(due).Seconds())
+	g.wg.Go(func() {
+		defer g.out.Add(-1)
+		g.intent(ctx, id, due)
+	})
+}
+
+// intent is one logical operation: one request to the gateway, which
+// retries as its client's policy says.
+func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
+	ctx, cancel := context.WithDeadline(ctx, due.Add(g.cfg.Deadline))
+	defer cancel()
+	tf := g.cfg.Traffic
+	method := http.MethodGet
+	key := ""
+	if tf.Idempotent < 1 && unitHash(g.cfg.Seed, "i"+strconv.FormatUint(id, 10)) >= tf.Idempotent {
+		method = http.MethodPost
+		if tf.Keys > 0 && unitHash(g.cfg.Seed, "k"+strconv.FormatUint(id, 10)) < tf.Keys {
+			key = "intent-" + strconv.FormatUint(id, 10)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.url, nil)
+	if err != nil {
+		g.record(id, due, false, false, 1, lostExhausted)
+		return
+	}
+	ids := strconv.FormatUint(id, 10)
+	req.Header.Set(IntentHeader, ids)
+	req.Header.Set(ClientHeader, strconv.FormatUint(id%uint64(max(tf.Clients, 1)), 10))
+	req.Header.Set(TimeoutHeader, formatTimeout(time.Until(due.Add(g.cfg.Deadline))))
+	if key != "" {
+		req.Header.Set(resilhttp.DefaultKeyHeader, key)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		why := lostDeadline
+		if errors.Is(err, context.Canceled) {
+			why = lostUnfinished // the run was stopped
+		}
+		g.record(id, due, false, false, 1, why)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	_ = resp.Body.Close()
+	failed, _ := strconv.Atoi(resp.Header.Get(FailedHeader))
+	fallback := resp.Header.Get(FallbackHeader) != ""
+	ok := resp.StatusCode < 300 && !fallback
+	why, known := lossByName(resp.Header.Get(StopHeader))
+	if !known {
+		why = lostExhausted
+	}
+	if fallback {
+		why = lostBreaker
+		failed++ // the refusal is a failure the caller saw
+	}
+	g.record(id, due, ok, fallback, failed, why)
+}
+
+// record books how intent id ended.
+func (g *generator) record(id uint64, due time.Time, ok, fallback bool, failed int, why loss) {
+	t := g.cfg.Tally
+	if g.cfg.ClearAt >= 0 && failed > 0 && !due.Before(g.cfg.Start.Add(g.cfg.ClearAt)) {
+		t.inc(tVictims)
+	}
+	if fallback {
+		g.fallbacks.Add(1)
+	}
+	if ok {
+		g.ok.Add(1)
+		t.succeed(time.Since(due))
+		return
+	}
+	g.lost.Add(1)
+	t.lose(why)
+}
+
+// warm opens the connection to the gateway before the first intent is due.
+func (g *generator) warm(ctx context.Context) {
+	u := *g.cfg.Target
+	u.Path = healthPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return
+	}
+	if resp, err := g.client.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+}

@@ -1,0 +1,345 @@
+package lab
+
+import (
+	"context"
+
+	"fmt"
+	"math"
+	"net/url"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// DefaultTick is the wall-clock length of one scenario tick when Options
+// says nothing: a scenario of 120 one-second ticks runs in 12 s per fleet.
+const DefaultTick = 100 * time.Millisecond
+
+// Options configures Run.
+type Options struct {
+	// Tick is the wall-clock length of one tick of the scenario: every
+	// duration of the scenario is scaled by Tick / scenario tick, and every
+	// rate by its inverse (see Scale). Zero means DefaultTick.
+	Tick time.Duration
+	// Live, if set, is told about every tick as it happens.
+	Live *Live
+	// Ready, if set, is called when a fleet's origin and gateway are up,
+	// before its first tick, with their base URLs: both serve /metrics,
+	// and the origin /admin/faults.
+	Ready func(fleet string, origin, gateway *url.URL)
+}
+
+// Result is a lab run in the simulator's terms (the same JSON, so the
+// same tables, charts and comparisons), with what only the lab measures.
+// Times and rates in the embedded result are the scenario's (ticks of
+// scenario time), whatever the wall-clock tick.
+type Result struct {
+	*sim.Result
+	Lab Info `json:"lab"`
+}
+
+// Info is what the lab measures beyond the simulator's series.
+type Info struct {
+	// WallTickSeconds is how long one tick lasted on the wall clock.
+	WallTickSeconds float64 `json:"wall_tick_seconds"`
+	// Scale is WallTickSeconds / the scenario's tick.
+	Scale  float64     `json:"scale"`
+	Fleets []FleetInfo `json:"fleets"`
+}
+
+// FleetInfo is one fleet's run as the lab's components counted it.
+type FleetInfo struct {
+	Name        string        `json:"name"`
+	WallSeconds float64       `json:"wall_seconds"`
+	Origin      OriginCounts  `json:"origin"`
+	Gateway     GatewayCounts `json:"gateway"`
+	Load        LoadStats     `json:"load"`
+}
+
+// Run plays every fleet of sc, one after the other, each against a fresh
+// origin and gateway on loopback, and returns the result. It stops early
+// with ctx's error.
+//
+// While it runs, the garbage collector's target is raised (GOGC 400, as
+// RunFleet does): the lab's heap is small and churns fast, and collecting
+// it at the default target took a fifth of the lab's CPU in measurements,
+// time the servers need. Runs must not overlap.
+func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
+	if err := Check(sc); err != nil {
+		return nil, err
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = DefaultTick
+	}
+	res := &Result{
+		Result: &sim.Result{
+			Scenario:    sc.Name,
+			Seed:        sc.Seed,
+			TickSeconds: sc.Tick.Seconds(),
+			Trigger:     sim.TriggerSpan(sc),
+		},
+		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds()},
+	}
+	for i := range sc.Fleets {
+		f, info, err := RunFleet(ctx, sc, i, opts)
+		if err != nil {
+			return nil, err
+		}
+		res.Fleets = append(res.Fleets, f)
+		res.Lab.Fleets = append(res.Lab.Fleets, info)
+	}
+	return res, nil
+}
+
+// labGOGC is the garbage collector's target while a fleet runs.
+const labGOGC = 400
+
+// Check reports why the lab cannot run sc, or nil: the lab's origin is
+// one replica of the queue, capacity or concurrency model.
+func Check(sc *scenario.Scenario) error {
+	if len(sc.Fleets) == 0 {
+		return fmt.Errorf("lab: scenario %q has no fleets", sc.Name)
+	}
+	if sc.Tick <= 0 {
+		return fmt.Errorf("lab: scenario %q has no tick", sc.Name)
+	}
+	_, err := NewOrigin(OriginConfig{Origin: sc.Origin})
+	return err
+}
+
+// lead is how long the servers get to come up before the first tick.
+const lead = 100 * time.Millisecond
+
+// RunFleet plays fleet i of sc against a fresh origin and gateway, and
+// shuts them down before it returns.
+func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (sim.FleetResult, FleetInfo, error) {
+	if opts.Tick <= 0 {
+		opts.Tick = DefaultTick
+	}
+	if i < 0 || i >= len(sc.Fleets) {
+		return sim.FleetResult{}, FleetInfo{}, fmt.Errorf("lab: no fleet %d in scenario %q", i, sc.Name)
+	}
+	scale := opts.Tick.Seconds() / sc.Tick.Seconds()
+	wall := Scale(sc, scale)
+	fleet := wall.Fleets[i]
+	n := int((sc.Duration + sc.Tick - 1) / sc.Tick)
+	defer debug.SetGCPercent(debug.SetGCPercent(labGOGC))
+	// What the previous fleet left (thousands of requests' garbage) is
+	// collected now rather than during this fleet's first ticks, where a
+	// pause looks like an outage to a breaker.
+	runtime.GC()
+	began := time.Now()
+	start := began.Add(lead)
+	tally := NewTally(start, wall.Tick, n)
+
+	r, err := startRig(ctx, wall, i, sc.Seed, tally, start)
+	if err != nil {
+		return sim.FleetResult{}, FleetInfo{}, err
+	}
+	defer r.close()
+	if opts.Ready != nil {
+		opts.Ready(fleet.Name, r.osrv.URL(), r.gsrv.URL())
+	}
+	page := opts.Live.beginFleet(fleet.Name, liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String()})
+
+	sampling := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() { sample(sampling, tally, r.origin, r.gw, opts.Live, page, fleet.Timeout) })
+
+	clearAt := time.Duration(-1)
+	if w := sim.TriggerSpan(wall); w != nil {
+		clearAt = time.Duration(w.End * float64(time.Second))
+	}
+	load, err := RunLoad(ctx, LoadConfig{
+		Target: r.gsrv.url, Traffic: wall.Traffic, Triggers: wall.Triggers,
+		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
+		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
+	})
+	close(sampling)
+	sampler.Wait()
+	r.close()
+	if err != nil {
+		return sim.FleetResult{}, FleetInfo{}, err
+	}
+
+	info := FleetInfo{
+		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
+		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load,
+	}
+	fr := sim.FleetResult{Name: fleet.Name, Series: tally.series()}
+	fr.Summary = summarize(sc, i, &fr.Series, tally, info, scale)
+	opts.Live.endFleet(page, fr)
+	return fr, info, nil
+}
+
+// rig is one fleet's servers: the origin and the gateway in front of it.
+type rig struct {
+	origin     *Origin
+	gw         *Gateway
+	osrv, gsrv *Server
+	stop       context.CancelFunc // stops the origin's workers
+	running    sync.WaitGroup
+	closed     bool
+}
+
+// startRig starts fleet i's origin and gateway on loopback, and opens the
+// gateway's connection to the origin before the first tick, so that the
+// first intents do not pay for it. On error it leaves nothing running.
+func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time) (*rig, error) {
+	origin, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally})
+	if err != nil {
+		return nil, err
+	}
+	r := &rig{origin: origin}
+	octx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	r.running.Go(func() { origin.Run(octx) })
+	fail := func(err error) (*rig, error) {
+		r.close()
+		return nil, err
+	}
+	if r.osrv, err = Listen("127.0.0.1:0", origin.Handler()); err != nil {
+		return fail(err)
+	}
+	r.gw, err = NewGateway(GatewayConfig{
+		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: r.osrv.url,
+		Seed: seed, Tally: tally, Truth: origin.WouldAnswer,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if r.gsrv, err = Listen("127.0.0.1:0", r.gw.Handler()); err != nil {
+		return fail(err)
+	}
+	if err := warm(ctx, r.gw); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// close shuts the rig down, front to back: the gateway's server, its
+// connections, the origin's workers, the origin's server. Calling it again
+// does nothing.
+func (r *rig) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.gsrv != nil {
+		r.gsrv.Close()
+	}
+	if r.gw != nil {
+		r.gw.Close()
+	}
+	r.stop()
+	if r.osrv != nil {
+		r.osrv.Close()
+	}
+	r.running.Wait()
+}
+
+// sample records the gauges at the end of every tick, and tells the live
+// view, until stop is closed after the last tick.
+func sample(stop <-chan struct{}, t *Tally, o *Origin, g *Gateway, live *Live, fleet int, timeout time.Duration) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	// The ticks whose attempts may still be out when they end: the live
+	// view gets them again as their answers come in.
+	revise := int(timeout/t.tick) + 1
+	for k := range t.n {
+		end := t.start.Add(time.Duration(k+1) * t.tick)
+		timer.Reset(time.Until(end))
+		select {
+		case <-stop:
+			return
+		case <-timer.C:
+		}
+		t.sample(k, int64(o.Queued()), g.OpenShare(end))
+		for j := max(0, k-revise); j <= k; j++ {
+			live.tick(fleet, t.values(j))
+		}
+	}
+	// The last ticks settle after the run: send them once more.
+	for j := max(0, t.n-revise); j < t.n; j++ {
+		select {
+		case <-stop:
+		case <-time.After(timeout):
+		}
+		live.tick(fleet, t.values(j))
+	}
+}
+
+// intentDeadline is how long the load generator lets an intent wait. The
+// simulator follows an intent to its end; the lab needs a bound, so it is
+// the fleet's deadline or, without one, twice as long as the retries can
+// take (every attempt's timeout and every backoff at its longest, and one
+// more timeout): twice, so that the delays of a loaded machine do not cut
+// retries short. Unlimited retries count as ten.
+func intentDeadline(f scenario.Fleet) time.Duration {
+	if f.Deadline > 0 {
+		return f.Deadline
+	}
+	retries := f.Retry.MaxRetries
+	if retries < 0 {
+		retries = 10
+	}
+	total := time.Duration(retries+2) * f.Timeout
+	p, err := f.NewPolicy()
+	if err != nil {
+		return total
+	}
+	b := p.Backoff
+	longest := b
+	longest.Jitter = resil.NoJitter
+	var prev time.Duration
+	for r := 1; r <= retries; r++ {
+		d := longest.Delay(r, prev, nil)
+		switch b.Jitter {
+		case resil.DecorrelatedJitter:
+			d = b.Cap
+		case resil.FactorJitter:
+			d = time.Duration(float64(d) * (1 + b.Factor))
+			if b.Cap > 0 {
+				d = min(d, b.Cap)
+			}
+		}
+		prev = d
+		total += d
+	}
+	return 2 * total
+}
+
+// summarize fills a fleet's summary from what the tally and the
+// components counted, judging recovery as the simulator does.
+func summarize(sc *scenario.Scenario, i int, s *sim.Series, t *Tally, info FleetInfo, scale float64) sim.Summary {
+	sum := sim.Summary{
+		Timeouts:          t.get(tTimeouts),
+		Victims:           t.get(tVictims),
+		LostBy:            t.lostBy(),
+		AnswersThrownAway: t.get(tThrown),
+		WastedWork:        info.Origin.Wasted,
+		Dropped:           info.Origin.Dropped,
+		BudgetDenials:     int64(info.Gateway.BudgetDenials),
+		BreakerTrips:      int64(info.Gateway.BreakerTrips),
+	}
+	for _, r := range s.BreakerRefusals {
+		sum.BreakerRefusals += r
+	}
+	l := sum.LostBy
+	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.NotIdempotent + l.Deadline + l.Unfinished
+	start, end := sim.TriggerTicks(sc)
+	sim.Summarize(s, &sum, start, end)
+	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
+		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
+			sum.Ceiling = &c
+		}
+	}
+	q := t.latencies.quantiles(0.50, 0.99)
+	sum.LatencyP50, sum.LatencyP99 = q[0]/scale, q[1]/scale
+	return sum
+}

@@ -1,0 +1,60 @@
+package lab
+
+import (
+	"slices"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// resil's defaults for the durations a scenario may leave zero: the loader
+// writes them out, but a scenario built in Go may not, and resil would
+// read a zero as its own default in unscaled time.
+const (
+	defaultCooldown = 5 * time.Second
+	defaultTTL      = 10 * time.Second
+)
+
+// Scale returns a copy of sc that runs 1/f times as fast when f < 1:
+// every duration is multiplied by f and every rate (per second) divided by
+// f, so that what happens in one tick, counted per tick, stays the same.
+// With f = 0.1 a scenario of 120 one-second ticks runs in 12 s of wall-clock
+// time with ten times the requests per second. Counts (clients, workers,
+// queue limits, token balances, retries) and shares (error rates, budget
+// ratios) do not change. sc is not modified.
+func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
+	r := func(x float64) float64 { return x / f }
+	s := *sc
+	s.Duration, s.Tick = d(s.Duration), d(s.Tick)
+	s.Traffic.Rate = r(s.Traffic.Rate)
+	o := &s.Origin
+	o.Capacity = r(o.Capacity)
+	o.Latency, o.Base, o.PerInflight = d(o.Latency), d(o.Base), d(o.PerInflight)
+	s.Triggers = slices.Clone(sc.Triggers)
+	for i := range s.Triggers {
+		t := &s.Triggers[i]
+		t.At, t.For = d(t.At), d(t.For)
+		t.Capacity, t.Rate = r(t.Capacity), r(t.Rate)
+	}
+	s.Fleets = slices.Clone(sc.Fleets)
+	for i := range s.Fleets {
+		fl := &s.Fleets[i]
+		fl.Timeout, fl.Deadline = d(fl.Timeout), d(fl.Deadline)
+		b := &fl.Retry.Backoff
+		b.Base, b.Cap = d(b.Base), d(b.Cap)
+		if fl.Budget.Use == scenario.BudgetWindow && fl.Budget.TTL == 0 {
+			fl.Budget.TTL = defaultTTL // resil's default is in real seconds
+		}
+		fl.Budget.TTL = d(fl.Budget.TTL)
+		fl.Budget.MinRetriesPerSecond = r(fl.Budget.MinRetriesPerSecond)
+		br := &fl.Breaker
+		if br.Use != "" && br.Use != scenario.BreakerNone && br.Cooldown == 0 {
+			br.Cooldown = defaultCooldown // resil's default is in real seconds
+		}
+		br.Window, br.SlowCall = d(br.Window), d(br.SlowCall)
+		br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
+		fl.Hedge.Delay = d(fl.Hedge.Delay)
+	}
+	return &s
+}

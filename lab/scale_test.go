@@ -1,0 +1,119 @@
+package lab
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// rates are the float fields of a scenario that are per second: Scale
+// divides them. Every other float is a count or a share and stays.
+var rates = map[string]bool{
+	"Traffic.Rate": true, "Origin.Capacity": true,
+	"Triggers.Capacity": true, "Triggers.Rate": true,
+	"Fleets.Budget.MinRetriesPerSecond": true,
+}
+
+// notRates are the float fields Scale must leave alone. A float field in
+// neither list fails the test: decide which it is.
+var notRates = map[string]bool{
+	"Traffic.Idempotent": true, "Traffic.Keys": true,
+	"Origin.RejectionCost": true, "Origin.ErrorRate": true, "Origin.Broken": true,
+	"Triggers.ErrorRate": true, "Triggers.Factor": true,
+	"Fleets.Retry.Backoff.Multiplier": true, "Fleets.Retry.Backoff.Factor": true,
+	"Fleets.Budget.Ratio": true, "Fleets.Budget.MinTokens": true, "Fleets.Budget.MaxTokens": true,
+	"Fleets.Budget.RetryCost": true, "Fleets.Budget.TimeoutCost": true, "Fleets.Budget.TokenRatio": true,
+	"Fleets.Breaker.FailureRate": true, "Fleets.Breaker.SlowCallRate": true,
+}
+
+// fill sets every duration and float field reachable from v to a value of
+// its own, and returns the paths it set.
+func fill(v reflect.Value, path string, n *int) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			fill(v.Field(i), strings.TrimPrefix(path+"."+f.Name, "."), n)
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), path, n)
+	case reflect.Int64:
+		if v.Type() == reflect.TypeFor[time.Duration]() {
+			*n++
+			v.SetInt(int64(*n) * int64(time.Second))
+		}
+	case reflect.Float64:
+		*n++
+		v.SetFloat(float64(*n))
+	}
+}
+
+// walk calls f on every duration and float field of a and b side by side.
+func walk(a, b reflect.Value, path string, f func(path string, a, b reflect.Value)) {
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := range a.NumField() {
+			walk(a.Field(i), b.Field(i), strings.TrimPrefix(path+"."+a.Type().Field(i).Name, "."), f)
+		}
+	case reflect.Slice:
+		for i := range a.Len() {
+			walk(a.Index(i), b.Index(i), path, f)
+		}
+	case reflect.Int64, reflect.Float64:
+		f(path, a, b)
+	}
+}
+
+// TestScaleEveryField scales every duration and every rate of a scenario,
+// and nothing else: a field added to the scenario later is caught here.
+func TestScaleEveryField(t *testing.T) {
+	var sc scenario.Scenario
+	n := 0
+	fill(reflect.ValueOf(&sc).Elem(), "", &n)
+	const f = 0.1
+	got := Scale(&sc, f)
+	walk(reflect.ValueOf(sc), reflect.ValueOf(*got), "", func(path string, a, b reflect.Value) {
+		switch {
+		case a.Type() == reflect.TypeFor[time.Duration]():
+			if want := time.Duration(float64(a.Int()) * f); time.Duration(b.Int()) != want {
+				t.Errorf("%s: %v scaled to %v, want %v", path, time.Duration(a.Int()), time.Duration(b.Int()), want)
+			}
+		case a.Kind() == reflect.Float64 && rates[path]:
+			if want := a.Float() / f; b.Float() != want {
+				t.Errorf("%s (a rate): %g scaled to %g, want %g", path, a.Float(), b.Float(), want)
+			}
+		case a.Kind() == reflect.Float64 && notRates[path]:
+			if b.Float() != a.Float() {
+				t.Errorf("%s (not a rate): %g changed to %g", path, a.Float(), b.Float())
+			}
+		case a.Kind() == reflect.Float64:
+			t.Errorf("%s: a float field Scale does not know; add it to rates or notRates (and to Scale if it is a rate)", path)
+		}
+	})
+	if &got.Fleets[0] == &sc.Fleets[0] || &got.Triggers[0] == &sc.Triggers[0] {
+		t.Error("Scale shares its input's slices")
+	}
+}
+
+// TestScaleDefaults writes out the defaults resil would read in real
+// seconds, so they scale too.
+func TestScaleDefaults(t *testing.T) {
+	sc := &scenario.Scenario{Tick: time.Second, Duration: time.Minute, Fleets: []scenario.Fleet{{
+		Breaker: scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 3},
+		Budget:  scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1},
+	}}}
+	got := Scale(sc, 0.1)
+	if c := got.Fleets[0].Breaker.Cooldown; c != 500*time.Millisecond {
+		t.Errorf("cooldown = %v, want 500ms (5s scaled)", c)
+	}
+	if ttl := got.Fleets[0].Budget.TTL; ttl != time.Second {
+		t.Errorf("ttl = %v, want 1s (10s scaled)", ttl)
+	}
+	if sc.Fleets[0].Breaker.Cooldown != 0 {
+		t.Error("Scale changed its input")
+	}
+}
