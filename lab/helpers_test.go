@@ -11,10 +11,14 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
 func TestMain(m *testing.M) {
+	// These tests time real servers: no CPU-heavy test package may run
+	// beside them (see internal/testlock).
+	testlock.Exclusive()
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,0 +1,15 @@
+package experiment
+
+import (
+	"os"
+	"testing"
+
+	"github.com/retrystorm/retrystorm/internal/testlock"
+)
+
+// TestMain keeps these CPU-heavy tests from running beside the lab's, which
+// time real servers (see internal/testlock).
+func TestMain(m *testing.M) {
+	testlock.Shared()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,48 @@
+// Package testlock lets the tests that measure real time run alone.
+//
+// go test runs packages in parallel, each in its own process. The lab's
+// tests time real servers on loopback; beside a package that keeps both
+// cores busy (the experiments' claims over 21 seeds, the browser page) they
+// would measure the machine, not the lab. So the lab's tests take the lock
+// exclusively and the CPU-heavy packages take it shared, for the whole
+// test binary: they may run together, but not beside the lab.
+//
+// The lock is an advisory file lock in the temporary directory, released
+// by the operating system when the test process exits, however it exits.
+// Where file locks are not available it does nothing.
+package testlock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// path is the lock file every retrystorm test binary agrees on; this
+// package's own test points it elsewhere.
+var path = func() string { return filepath.Join(os.TempDir(), "retrystorm-tests.lock") }
+
+// Exclusive blocks until no other test binary holds the lock, then holds
+// it until the process exits.
+func Exclusive() { hold(true) }
+
+// Shared blocks while a test binary holds the lock exclusively, then holds
+// it, shared with other such binaries, until the process exits.
+func Shared() { hold(false) }
+
+// held keeps the lock file open, and so the lock, for the process's life.
+var held *os.File
+
+func hold(exclusive bool) {
+	f, err := os.OpenFile(path(), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testlock: %v (running without the lock)\n", err)
+		return
+	}
+	if err := lock(f, exclusive); err != nil {
+		fmt.Fprintf(os.Stderr, "testlock: %v (running without the lock)\n", err)
+		f.Close()
+		return
+	}
+	held = f
+}

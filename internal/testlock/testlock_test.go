@@ -1,0 +1,53 @@
+//go:build unix
+
+package testlock
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestExclusiveWaitsForShared holds the lock shared here and checks that a
+// child process asking for it exclusively waits until it is let go.
+func TestExclusiveWaitsForShared(t *testing.T) {
+	// A lock file of the test's own, so that the other test binaries of
+	// the repository, running beside this one, do not take part.
+	if p := os.Getenv("TESTLOCK_PATH"); p != "" {
+		path = func() string { return p }
+		Exclusive()
+		return
+	}
+	own := filepath.Join(t.TempDir(), "lock")
+	f, err := os.OpenFile(own, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock(f, false); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestExclusiveWaitsForShared$")
+	cmd.Env = append(os.Environ(), "TESTLOCK_PATH="+own)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		t.Fatal("the exclusive lock was taken while a shared one was held")
+	case <-time.After(300 * time.Millisecond):
+	}
+	f.Close() // releases the shared lock
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the exclusive lock was not taken after the shared one was released")
+	}
+}
