@@ -21,27 +21,12 @@ type env struct {
 }
 
 // envAt combines the faults in force at t (time since the origin's start)
-// as the simulator does: the lowest capacity, error rates as independent
-// causes, any outage, latency factors multiplied. Load triggers are the
-// load generator's.
+// by the scenario's rule, the simulator's too (scenario.At). The origin is
+// one replica; load triggers are the load generator's.
 func envAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration) env {
-	e := env{capacity: o.Capacity, errRate: o.ErrorRate, factor: 1}
-	for _, f := range faults {
-		if t < f.At || t >= f.End() {
-			continue
-		}
-		switch f.Kind {
-		case scenario.TriggerCapacity:
-			e.capacity = min(e.capacity, f.Capacity)
-		case scenario.TriggerErrors:
-			e.errRate = 1 - (1-e.errRate)*(1-f.ErrorRate)
-		case scenario.TriggerOutage:
-			e.outage = true
-		case scenario.TriggerLatency:
-			e.factor *= f.Factor
-		}
-	}
-	return e
+	base := scenario.Conditions{Capacity: o.Capacity, ErrorRate: o.ErrorRate, Factor: []float64{1}}
+	c := scenario.At(base, faults, t)
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, factor: c.Factor[0]}
 }
 
 // nextChange returns the first start or end of a fault after t, or false.

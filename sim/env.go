@@ -41,46 +41,11 @@ func buildSchedule(s *scenario.Scenario, replicas int) schedule {
 	return sc
 }
 
-// envAt is the env at time t. Overlapping triggers combine: the lowest
-// capacity, error rates as independent causes, the latest load change,
-// latency factors multiplied.
+// envAt is the env at time t: the scenario's conditions, as the triggers
+// in force change them.
 func envAt(s *scenario.Scenario, replicas int, t time.Duration) env {
-	e := env{
-		capacity: s.Origin.Capacity,
-		errRate:  s.Origin.ErrorRate,
-		rate:     s.Traffic.Rate,
-		factor:   make([]float64, replicas),
-	}
-	for i := range e.factor {
-		e.factor[i] = 1
-	}
-	loadFrom := time.Duration(-1)
-	for _, tr := range s.Triggers {
-		if t < tr.At || t >= tr.End() {
-			continue
-		}
-		switch tr.Kind {
-		case scenario.TriggerCapacity:
-			e.capacity = min(e.capacity, tr.Capacity)
-		case scenario.TriggerErrors:
-			e.errRate = 1 - (1-e.errRate)*(1-tr.ErrorRate)
-		case scenario.TriggerOutage:
-			e.outage = true
-		case scenario.TriggerLoad:
-			if tr.At > loadFrom {
-				e.rate, loadFrom = tr.Rate, tr.At
-			}
-		case scenario.TriggerLatency:
-			n := tr.Replicas
-			if n <= 0 || n > replicas {
-				n = replicas
-			}
-			for i := range n {
-				e.factor[i] *= tr.Factor
-			}
-		}
-	}
-	return e
+	c := scenario.At(s.Base(replicas), s.Triggers, t)
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, rate: c.Rate, factor: c.Factor}
 }
 
 // window returns the span the triggers cover: the earliest start and the
