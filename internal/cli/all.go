@@ -28,6 +28,9 @@ func runAll(ctx context.Context, cl *commandLine) error {
 	if err := cl.noArgs(); err != nil {
 		return err
 	}
+	if _, err := cl.options(); err != nil {
+		return err
+	}
 	var outs []*experiment.Outcome
 	js := map[string]any{}
 	for _, e := range experiment.All() {

@@ -196,6 +196,9 @@ func (cl *commandLine) noArgs() error {
 
 // options turns the flags into experiment options, loading --config.
 func (cl *commandLine) options() (experiment.Options, error) {
+	if cl.grid != 0 && (cl.grid < 2 || cl.grid > 200) {
+		return experiment.Options{}, usagef("%s: --grid %d: want 2 to 200 cells per axis", cl.name, cl.grid)
+	}
 	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid}
 	if cl.config != "" {
 		sc, err := scenario.Load(cl.config)

@@ -183,6 +183,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "/nonexistent.yaml"}, "nonexistent.yaml"},
 		{[]string{"storm", "--config", bad}, "bad.yaml:4:"},
 		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
+		{[]string{"sweep", "--grid", "1"}, "--grid 1: want 2 to 200"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, c.args...)
