@@ -347,6 +347,11 @@ func abs(x float64) float64 {
 func breakerFindings(js breakerJSON) []string {
 	var out []string
 	for _, ft := range js.FalseTrips {
+		if ft.FirstRate == nil {
+			out = append(out, fmt.Sprintf("Breaker: %s never opened, at any background error rate up to %s.",
+				ft.Breaker, report.Percent(js.ErrorRates[len(js.ErrorRates)-1], 0)))
+			continue
+		}
 		out = append(out, fmt.Sprintf("Breaker: %s first opened at a %s background error rate; at 2%% it tripped %s times per 10,000 calls, at 10%% %s.",
 			ft.Breaker, firstText(ft.FirstRate), trimNum(ft.Per10k[2]), trimNum(ft.Per10k[4])))
 	}
