@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/internal/testlock"
@@ -9,7 +8,4 @@ import (
 
 // TestMain keeps these CPU-heavy tests from running beside the lab's, which
 // time real servers (see internal/testlock).
-func TestMain(m *testing.M) {
-	testlock.Shared()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testlock.RunShared(m) }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 )
 
 // path is the lock file every retrystorm test binary agrees on; this
@@ -29,6 +30,13 @@ func Exclusive() { hold(true) }
 // Shared blocks while a test binary holds the lock exclusively, then holds
 // it, shared with other such binaries, until the process exits.
 func Shared() { hold(false) }
+
+// RunShared is a TestMain for a CPU-heavy test package: it holds the lock
+// shared, runs the tests and exits with their status.
+func RunShared(m *testing.M) {
+	Shared()
+	os.Exit(m.Run())
+}
 
 // held keeps the lock file open, and so the lock, for the process's life.
 var held *os.File
