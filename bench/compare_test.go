@@ -64,7 +64,7 @@ func BenchmarkBreakerAllowRecord(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ours.Record(time.Now(), p, resil.Success, 0)
+		ours.Record(time.Now(), p, resil.OutcomeSuccess, 0)
 	})
 	now := time.Now()
 	ours2 := newOurs(b)
@@ -73,7 +73,7 @@ func BenchmarkBreakerAllowRecord(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ours2.Record(now, p, resil.Success, 0)
+		ours2.Record(now, p, resil.OutcomeSuccess, 0)
 	})
 	gb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreakerSettings())
 	serialAndParallel(b, "gobreaker", func() {
@@ -98,7 +98,7 @@ var ok = func(context.Context) error { return nil }
 // each library's one-call API.
 func BenchmarkGuardedCall(b *testing.B) {
 	ctx := context.Background()
-	g, err := resil.NewGuard(resil.Settings{Policy: resil.Policy{Breaker: newOurs(b)}})
+	g, err := resil.NewGuard(resil.GuardSettings{Policy: resil.Policy{Breaker: newOurs(b)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +128,7 @@ var errOnce = errors.New("transient")
 // succeeds on the retry. gobreaker has no retry policy.
 func BenchmarkRetry(b *testing.B) {
 	ctx := context.Background()
-	g, err := resil.NewGuard(resil.Settings{Idempotent: true, Policy: resil.Policy{MaxRetries: 3, Breaker: newOurs(b)}})
+	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: resil.Policy{MaxRetries: 3, Breaker: newOurs(b)}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -110,7 +110,9 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
-		guard, err := resil.NewGuard(resil.Settings{
+		guard, err := resil.NewGuard(resil.GuardSettings{
+			// resilhttp decides by the method; this is the safe default.
+			Idempotency:    resil.NotIdempotent,
 			Policy:         p,
 			AttemptTimeout: cfg.Fleet.Timeout,
 			Rand:           rand.NewPCG(cfg.Seed, 0x1000+uint64(k)),
@@ -431,7 +433,7 @@ func formatTimeout(d time.Duration) string {
 func (g *Gateway) OpenShare(now time.Time) float64 {
 	open := 0
 	for _, guard := range g.guards {
-		if b := guard.Policy().Breaker; b != nil && b.State(now) == resil.Open {
+		if b := guard.Policy().Breaker; b != nil && b.State(now) == resil.StateOpen {
 			open++
 		}
 	}

@@ -15,13 +15,13 @@ func BenchmarkTokenBucket(b *testing.B) {
 		tb := mustTB(b, TokenBucketSettings{Ratio: 0.5, Funding: funding, MinTokens: 50})
 		// One withdraw and two deposits per op: the balance stays put.
 		op := func(now time.Time) {
-			if _, ok := tb.Withdraw(now, Failure); !ok {
+			if _, ok := tb.Withdraw(now, OutcomeFailure); !ok {
 				b.Fatal("refused")
 			}
 			tb.Begin(now)
-			tb.Record(now, Success, 0)
+			tb.Record(now, OutcomeSuccess, 0)
 			tb.Begin(now)
-			tb.Record(now, Success, 0)
+			tb.Record(now, OutcomeSuccess, 0)
 		}
 		b.Run("withdraw+deposit/"+funding.String(), func(b *testing.B) {
 			b.ReportAllocs()
@@ -42,7 +42,7 @@ func BenchmarkTokenBucket(b *testing.B) {
 	b.Run("deposit-at-max", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			tb.Record(t0, Success, 0)
+			tb.Record(t0, OutcomeSuccess, 0)
 		}
 	})
 }
@@ -55,7 +55,7 @@ func BenchmarkWindowBudget(b *testing.B) {
 		for b.Loop() {
 			now = now.Add(time.Microsecond)
 			w.Begin(now)
-			if _, ok := w.Withdraw(now, Failure); ok {
+			if _, ok := w.Withdraw(now, OutcomeFailure); ok {
 				w.Refund(now, 1)
 			}
 		}
@@ -79,7 +79,7 @@ func BenchmarkBreaker(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				br.Record(t0, p, Success, time.Millisecond)
+				br.Record(t0, p, OutcomeSuccess, time.Millisecond)
 			}
 		})
 		b.Run("allow+record/"+c.name+"/parallel", func(b *testing.B) {
@@ -90,7 +90,7 @@ func BenchmarkBreaker(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					br.Record(t0, p, Success, time.Millisecond)
+					br.Record(t0, p, OutcomeSuccess, time.Millisecond)
 				}
 			})
 		})
@@ -101,7 +101,7 @@ func BenchmarkBreaker(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			p, _ := br.Allow(t0)
-			br.Record(t0, p, Failure, 0)
+			br.Record(t0, p, OutcomeFailure, 0)
 		}
 	})
 }
@@ -142,7 +142,7 @@ func BenchmarkBackoff(b *testing.B) {
 func benchGuard(b testing.TB, timeout time.Duration) *Guard {
 	tb := mustTB(b, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 10})
 	br := mustBreaker(b, BreakerSettings{Threshold: 5})
-	return mustGuard(b, Settings{Idempotent: true, AttemptTimeout: timeout, Policy: Policy{
+	return mustGuard(b, GuardSettings{Idempotency: Idempotent, AttemptTimeout: timeout, Policy: Policy{
 		MaxRetries: 3, Budget: tb, Breaker: br,
 		Backoff: Backoff{Schedule: Exponential, Base: time.Millisecond, Cap: time.Second, Jitter: FullJitter},
 	}})
@@ -177,7 +177,7 @@ func BenchmarkDo(b *testing.B) {
 	}
 	// A call that fails once and succeeds on an immediate retry: the
 	// failure path (clock reads, budget withdrawal, StopError not built).
-	g := mustGuard(b, Settings{Idempotent: true, Policy: Policy{MaxRetries: 1,
+	g := mustGuard(b, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 1,
 		Budget: mustTB(b, TokenBucketSettings{Ratio: 1, Funding: FundedByRequest, MinTokens: 10})}})
 	b.Run("retry-once", func(b *testing.B) {
 		b.ReportAllocs()

@@ -7,18 +7,18 @@ import (
 	"time"
 )
 
-// State is a circuit breaker's state. The zero value is Closed. A State is
+// State is a circuit breaker's state. The zero value is StateClosed. A State is
 // a plain value, safe to copy and share.
 type State uint8
 
 const (
-	// Closed lets calls through and watches their outcomes.
-	Closed State = iota
-	// Open refuses calls until the cooldown ends.
-	Open
-	// HalfOpen lets a bounded number of trial calls through: their
+	// StateClosed lets calls through and watches their outcomes.
+	StateClosed State = iota
+	// StateOpen refuses calls until the cooldown ends.
+	StateOpen
+	// StateHalfOpen lets a bounded number of trial calls through: their
 	// successes close the breaker, a failure opens it again.
-	HalfOpen
+	StateHalfOpen
 )
 
 var stateNames = [...]string{"closed", "open", "half-open"}
@@ -144,7 +144,7 @@ func (p Permit) Probe() bool { return p.probe }
 // returns a [Permit], and [Breaker.Record] reports how the call ended. Every
 // state change starts a new generation; results for permits of an older
 // generation are dropped, so a slow answer from before a trip cannot close
-// or reopen the breaker. An Ignored outcome (a cancelled call) counts as
+// or reopen the breaker. An OutcomeIgnored outcome (a cancelled call) counts as
 // neither success nor failure but frees its probe slot.
 //
 // Time is an argument: the breaker reads no clock, and a now earlier than
@@ -320,7 +320,7 @@ func (b *Breaker) allow(now *instant) (Permit, error) {
 	// A closed breaker admits every call: no lock, no clock. A transition
 	// racing with this load makes the permit stale, exactly as if the call
 	// had been admitted just before it.
-	if w := b.word.Load(); State(w&3) == Closed {
+	if w := b.word.Load(); State(w&3) == StateClosed {
 		return Permit{gen: w >> 2}, nil
 	}
 	b.mu.Lock()
@@ -328,11 +328,11 @@ func (b *Breaker) allow(now *instant) (Permit, error) {
 	var p Permit
 	var err error
 	switch b.state {
-	case Closed:
+	case StateClosed:
 		p = Permit{gen: b.gen}
-	case Open:
+	case StateOpen:
 		err = ErrBreakerOpen
-	case HalfOpen:
+	case StateHalfOpen:
 		if b.probes < b.s.Probes {
 			b.probes++
 			p = Permit{gen: b.gen, probe: true}
@@ -353,7 +353,7 @@ func (b *Breaker) observe(now *instant) Permit {
 	if b == nil {
 		return Permit{}
 	}
-	if w := b.word.Load(); State(w&3) == Closed {
+	if w := b.word.Load(); State(w&3) == StateClosed {
 		return Permit{gen: w >> 2}
 	}
 	b.mu.Lock()
@@ -376,7 +376,7 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 		return
 	}
 	if !p.probe {
-		if o == Ignored {
+		if o == OutcomeIgnored {
 			return // neither success nor failure, and no probe slot to free
 		}
 		w := b.word.Load()
@@ -385,7 +385,7 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 		}
 		// A success in a closed breaker with no failure streak changes
 		// nothing under ConsecutiveFailures: skip the lock.
-		if State(w&3) == Closed && o == Success && b.s.Rule == ConsecutiveFailures && b.consecutive.Load() == 0 {
+		if State(w&3) == StateClosed && o == OutcomeSuccess && b.s.Rule == ConsecutiveFailures && b.consecutive.Load() == 0 {
 			return
 		}
 	}
@@ -399,24 +399,24 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 	if p.probe {
 		b.probes--
 	}
-	if o != Ignored {
+	if o != OutcomeIgnored {
 		failed := o.failed()
 		slow := b.s.SlowCall > 0 && took >= b.s.SlowCall
 		switch b.state {
-		case Closed:
+		case StateClosed:
 			if b.judge(now, failed, slow) {
 				b.cooldown = b.s.Cooldown
-				change, changed = b.to(Open, now.get()), true
+				change, changed = b.to(StateOpen, now.get()), true
 			}
-		case HalfOpen:
+		case StateHalfOpen:
 			if failed || (slow && b.s.SlowCallRate > 0) {
 				if b.s.MaxCooldown > b.s.Cooldown {
 					b.cooldown = min(2*b.cooldown, b.s.MaxCooldown)
 				}
-				change, changed = b.to(Open, now.get()), true
+				change, changed = b.to(StateOpen, now.get()), true
 			} else if b.probesOK++; b.probesOK >= b.s.Probes {
 				b.cooldown = b.s.Cooldown
-				change, changed = b.to(Closed, now.get()), true
+				change, changed = b.to(StateClosed, now.get()), true
 			}
 		}
 	}
@@ -428,7 +428,7 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 // turns half-open here, as it would in Allow.
 func (b *Breaker) State(now time.Time) State {
 	if b == nil {
-		return Closed
+		return StateClosed
 	}
 	b.mu.Lock()
 	change, changed := b.expire(now)
@@ -463,8 +463,8 @@ func (b *Breaker) Trips() uint64 {
 // expire turns an open breaker half-open once its cooldown has ended.
 // Called with mu held.
 func (b *Breaker) expire(now time.Time) (StateChange, bool) {
-	if b.state == Open && !now.Before(b.until) {
-		return b.to(HalfOpen, now), true
+	if b.state == StateOpen && !now.Before(b.until) {
+		return b.to(StateHalfOpen, now), true
 	}
 	return StateChange{}, false
 }
@@ -472,7 +472,7 @@ func (b *Breaker) expire(now time.Time) (StateChange, bool) {
 // to moves to state s and starts a new generation. Called with mu held.
 func (b *Breaker) to(s State, now time.Time) StateChange {
 	c := StateChange{Name: b.s.Name, From: b.state, To: s, At: now}
-	if b.state == Closed && s == Open {
+	if b.state == StateClosed && s == StateOpen {
 		b.trips++
 	}
 	b.state = s
@@ -482,7 +482,7 @@ func (b *Breaker) to(s State, now time.Time) StateChange {
 	b.consecutive.Store(0)
 	b.word.Store(b.gen<<2 | uint64(s))
 	b.clearWindow()
-	if s == Open {
+	if s == StateOpen {
 		b.until = now.Add(b.cooldown)
 	}
 	return c

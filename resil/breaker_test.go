@@ -50,18 +50,18 @@ func TestBreakerConsecutive(t *testing.T) {
 	b := mustBreaker(t, BreakerSettings{Name: "db", Threshold: 3, Cooldown: 2 * time.Second,
 		OnStateChange: func(c StateChange) { changes = append(changes, c) }})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Timeout, state: Closed},
-		{at: 0, o: Success, state: Closed}, // breaks the streak
-		{at: 1, o: Failure, state: Closed},
-		{at: 1, o: Ignored, state: Closed}, // neither: the streak goes on
-		{at: 1, o: Failure, state: Closed},
-		{at: 1, o: Failure, state: Open}, // three in a row
-		{at: 2, refused: ErrBreakerOpen, state: Open},
-		{at: 2.999, refused: ErrBreakerOpen, state: Open},
-		{at: 3, o: Success, state: Closed}, // cooldown over: one probe, it succeeds
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeTimeout, state: StateClosed},
+		{at: 0, o: OutcomeSuccess, state: StateClosed}, // breaks the streak
+		{at: 1, o: OutcomeFailure, state: StateClosed},
+		{at: 1, o: OutcomeIgnored, state: StateClosed}, // neither: the streak goes on
+		{at: 1, o: OutcomeFailure, state: StateClosed},
+		{at: 1, o: OutcomeFailure, state: StateOpen}, // three in a row
+		{at: 2, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 2.999, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 3, o: OutcomeSuccess, state: StateClosed}, // cooldown over: one probe, it succeeds
 	})
-	want := []struct{ from, to State }{{Closed, Open}, {Open, HalfOpen}, {HalfOpen, Closed}}
+	want := []struct{ from, to State }{{StateClosed, StateOpen}, {StateOpen, StateHalfOpen}, {StateHalfOpen, StateClosed}}
 	if len(changes) != len(want) {
 		t.Fatalf("changes = %+v", changes)
 	}
@@ -79,24 +79,24 @@ func TestBreakerConsecutive(t *testing.T) {
 func TestBreakerProbesAndCooldownBackoff(t *testing.T) {
 	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Second, MaxCooldown: 3 * time.Second, Probes: 2})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Failure, state: Open},                    // cooldown 1s
-		{at: 1, hold: true, state: HalfOpen},                // probe 1
-		{at: 1, hold: true, state: HalfOpen},                // probe 2
-		{at: 1, refused: ErrTooManyProbes, state: HalfOpen}, // a third is refused
-		{at: 1.5, release: 2, o: Ignored, state: HalfOpen},  // a cancelled probe frees its slot
-		{at: 1.5, hold: true, state: HalfOpen},              // so another may go
-		{at: 1.6, release: 2, o: Success, state: HalfOpen},  // one success of two
-		{at: 1.7, release: 6, o: Failure, state: Open},      // a failed probe reopens: cooldown 2s
-		{at: 3.6, refused: ErrBreakerOpen, state: Open},
-		{at: 3.7, o: Timeout, state: Open}, // half-open at 3.7; fails: cooldown 3s (max)
-		{at: 6.6, refused: ErrBreakerOpen, state: Open},
-		{at: 6.7, o: Failure, state: Open}, // again: still 3s, never beyond
-		{at: 9.6, refused: ErrBreakerOpen, state: Open},
-		{at: 9.7, o: Success, state: HalfOpen},
-		{at: 9.7, o: Success, state: Closed}, // both probes succeeded: closed, cooldown reset
-		{at: 10, o: Failure, state: Open},
-		{at: 10.9, refused: ErrBreakerOpen, state: Open},
-		{at: 11, o: Success, state: HalfOpen}, // back to 1s
+		{at: 0, o: OutcomeFailure, state: StateOpen},                   // cooldown 1s
+		{at: 1, hold: true, state: StateHalfOpen},                      // probe 1
+		{at: 1, hold: true, state: StateHalfOpen},                      // probe 2
+		{at: 1, refused: ErrTooManyProbes, state: StateHalfOpen},       // a third is refused
+		{at: 1.5, release: 2, o: OutcomeIgnored, state: StateHalfOpen}, // a cancelled probe frees its slot
+		{at: 1.5, hold: true, state: StateHalfOpen},                    // so another may go
+		{at: 1.6, release: 2, o: OutcomeSuccess, state: StateHalfOpen}, // one success of two
+		{at: 1.7, release: 6, o: OutcomeFailure, state: StateOpen},     // a failed probe reopens: cooldown 2s
+		{at: 3.6, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 3.7, o: OutcomeTimeout, state: StateOpen}, // half-open at 3.7; fails: cooldown 3s (max)
+		{at: 6.6, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 6.7, o: OutcomeFailure, state: StateOpen}, // again: still 3s, never beyond
+		{at: 9.6, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 9.7, o: OutcomeSuccess, state: StateHalfOpen},
+		{at: 9.7, o: OutcomeSuccess, state: StateClosed}, // both probes succeeded: closed, cooldown reset
+		{at: 10, o: OutcomeFailure, state: StateOpen},
+		{at: 10.9, refused: ErrBreakerOpen, state: StateOpen},
+		{at: 11, o: OutcomeSuccess, state: StateHalfOpen}, // back to 1s
 	})
 	// Trips count openings from closed only: at 0 and at 10, not the three
 	// reopenings after failed trials.
@@ -115,33 +115,33 @@ func TestBreakerGenerations(t *testing.T) {
 	}
 	slow, _ := b.Allow(ts(0)) // a call from the closed generation, still running
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Failure, state: Open},
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateOpen},
 	})
-	b.Record(ts(0.5), slow, Failure, 0) // stale: must not touch the open breaker
+	b.Record(ts(0.5), slow, OutcomeFailure, 0) // stale: must not touch the open breaker
 	probe, err := b.Allow(ts(1))
 	if err != nil || !probe.Probe() {
 		t.Fatalf("probe = %+v, %v", probe, err)
 	}
-	b.Record(ts(1), slow, Success, 0) // stale success must not close it
-	if s := b.State(ts(1)); s != HalfOpen {
+	b.Record(ts(1), slow, OutcomeSuccess, 0) // stale success must not close it
+	if s := b.State(ts(1)); s != StateHalfOpen {
 		t.Fatalf("a stale success changed the state to %v", s)
 	}
 	if _, err := b.Allow(ts(1)); !errors.Is(err, ErrTooManyProbes) {
 		t.Fatalf("stale record freed a probe slot: %v", err)
 	}
-	b.Record(ts(1), probe, Success, 0)
-	if s := b.State(ts(1)); s != Closed {
+	b.Record(ts(1), probe, OutcomeSuccess, 0)
+	if s := b.State(ts(1)); s != StateClosed {
 		t.Fatalf("state = %v", s)
 	}
 	if g := b.Generation(); g != 4 {
 		t.Fatalf("generation = %d, want 4 (closed→open→half-open→closed)", g)
 	}
-	b.Record(ts(2), probe, Failure, 0) // the probe's permit is stale now
-	b.Record(ts(2), Permit{}, Failure, 0)
+	b.Record(ts(2), probe, OutcomeFailure, 0) // the probe's permit is stale now
+	b.Record(ts(2), Permit{}, OutcomeFailure, 0)
 	p, _ := b.Allow(ts(2))
-	b.Record(ts(2), p, Failure, 0)
-	if s := b.State(ts(2)); s != Closed {
+	b.Record(ts(2), p, OutcomeFailure, 0)
+	if s := b.State(ts(2)); s != StateClosed {
 		t.Fatalf("one failure opened a threshold-2 breaker: stale permits counted")
 	}
 }
@@ -149,52 +149,52 @@ func TestBreakerGenerations(t *testing.T) {
 func TestBreakerCountWindow(t *testing.T) {
 	b := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 4, MinCalls: 4, FailureRate: 0.75})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Success, state: Closed},
-		{at: 0, o: Success, state: Closed},
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Failure, state: Closed}, // 2/4
-		{at: 0, o: Ignored, state: Closed}, // not a call for the window
-		{at: 0, o: Failure, state: Open},   // SFFF once the oldest S left: 3 >= 0.75 × 4
+		{at: 0, o: OutcomeSuccess, state: StateClosed},
+		{at: 0, o: OutcomeSuccess, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateClosed}, // 2/4
+		{at: 0, o: OutcomeIgnored, state: StateClosed}, // not a call for the window
+		{at: 0, o: OutcomeFailure, state: StateOpen},   // SFFF once the oldest S left: 3 >= 0.75 × 4
 	})
 
 	// MinCalls: three failures in a window of 10 are not a rate yet.
 	b = mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 10, MinCalls: 4, FailureRate: 0.5})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Success, state: Open}, // 3/4 with enough calls
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeSuccess, state: StateOpen}, // 3/4 with enough calls
 	})
 }
 
 func TestBreakerSlowCalls(t *testing.T) {
 	b := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 4, MinCalls: 4, SlowCall: 100 * time.Millisecond, SlowCallRate: 0.5, Cooldown: time.Second})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Success, took: 10 * time.Millisecond, state: Closed},
-		{at: 0, o: Failure, took: 10 * time.Millisecond, state: Closed}, // failures are off
-		{at: 0, o: Success, took: 100 * time.Millisecond, state: Closed},
-		{at: 0, o: Success, took: time.Second, state: Open}, // 2 of 4 slow
-		{at: 1, o: Success, took: time.Second, state: Open}, // a slow probe reopens
-		{at: 2, o: Success, took: time.Millisecond, state: Closed},
+		{at: 0, o: OutcomeSuccess, took: 10 * time.Millisecond, state: StateClosed},
+		{at: 0, o: OutcomeFailure, took: 10 * time.Millisecond, state: StateClosed}, // failures are off
+		{at: 0, o: OutcomeSuccess, took: 100 * time.Millisecond, state: StateClosed},
+		{at: 0, o: OutcomeSuccess, took: time.Second, state: StateOpen}, // 2 of 4 slow
+		{at: 1, o: OutcomeSuccess, took: time.Second, state: StateOpen}, // a slow probe reopens
+		{at: 2, o: OutcomeSuccess, took: time.Millisecond, state: StateClosed},
 	})
 }
 
 func TestBreakerTimeWindow(t *testing.T) {
 	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: 10 * time.Second, MinCalls: 4, FailureRate: 0.5})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Failure, state: Closed},
-		{at: 0, o: Failure, state: Closed},
-		{at: 5, o: Success, state: Closed},
-		{at: 11, o: Failure, state: Closed}, // the two failures at 0 have left
-		{at: 11, o: Failure, state: Closed}, // S F F: 3 calls < MinCalls
-		{at: 12, o: Failure, state: Open},   // S F F F: 3/4
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 0, o: OutcomeFailure, state: StateClosed},
+		{at: 5, o: OutcomeSuccess, state: StateClosed},
+		{at: 11, o: OutcomeFailure, state: StateClosed}, // the two failures at 0 have left
+		{at: 11, o: OutcomeFailure, state: StateClosed}, // S F F: 3 calls < MinCalls
+		{at: 12, o: OutcomeFailure, state: StateOpen},   // S F F F: 3/4
 	})
 	// Slow-call rate over time.
 	b = mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, MinCalls: 2, SlowCall: time.Second, SlowCallRate: 1})
 	runBreakerSteps(t, b, []breakerStep{
-		{at: 0, o: Success, took: 2 * time.Second, state: Closed},
-		{at: 5, o: Success, took: 2 * time.Second, state: Closed}, // the first left
-		{at: 5, o: Failure, took: 2 * time.Second, state: Open},
+		{at: 0, o: OutcomeSuccess, took: 2 * time.Second, state: StateClosed},
+		{at: 5, o: OutcomeSuccess, took: 2 * time.Second, state: StateClosed}, // the first left
+		{at: 5, o: OutcomeFailure, took: 2 * time.Second, state: StateOpen},
 	})
 }
 
@@ -207,13 +207,13 @@ func TestBreakerCallbackMayCallBreaker(t *testing.T) {
 		seen = append(seen, b.State(c.At))
 		_ = b.Generation()
 		if p, err := b.Allow(c.At); err == nil {
-			b.Record(c.At, p, Ignored, 0)
+			b.Record(c.At, p, OutcomeIgnored, 0)
 		}
 	}})
 	go func() {
 		defer close(done)
 		p, _ := b.Allow(ts(0))
-		b.Record(ts(0), p, Failure, 0)
+		b.Record(ts(0), p, OutcomeFailure, 0)
 		b.State(ts(1))
 	}()
 	select {
@@ -221,7 +221,7 @@ func TestBreakerCallbackMayCallBreaker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("deadlock: the state-change callback runs under the breaker's lock")
 	}
-	if len(seen) != 2 || seen[0] != Open || seen[1] != HalfOpen {
+	if len(seen) != 2 || seen[0] != StateOpen || seen[1] != StateHalfOpen {
 		t.Fatalf("states seen from the callback: %v", seen)
 	}
 }
@@ -232,8 +232,8 @@ func TestBreakerNil(t *testing.T) {
 	if err != nil || p.Probe() {
 		t.Fatal(err)
 	}
-	b.Record(t0, p, Failure, 0)
-	if b.State(t0) != Closed || b.Generation() != 0 || b.Settings().Threshold != 0 {
+	b.Record(t0, p, OutcomeFailure, 0)
+	if b.State(t0) != StateClosed || b.Generation() != 0 || b.Settings().Threshold != 0 {
 		t.Fatal("nil breaker is not a closed breaker")
 	}
 }
@@ -293,9 +293,9 @@ func TestBreakerConcurrentProbes(t *testing.T) {
 					peak = max(peak, inflight[p.gen])
 					mu.Unlock()
 				}
-				o := Success
+				o := OutcomeSuccess
 				if (i+w)%3 == 0 {
-					o = Failure
+					o = OutcomeFailure
 				}
 				if p.Probe() {
 					mu.Lock()

@@ -24,7 +24,7 @@ type Budget interface {
 	// for that attempt: zero for a first attempt.
 	Record(now time.Time, o Outcome, paid float64)
 	// Withdraw asks to schedule one retry (or hedge) after an attempt that
-	// ended with after (Failure or Timeout). The charge is taken now, when
+	// ended with after (OutcomeFailure or OutcomeTimeout). The charge is taken now, when
 	// the retry is scheduled and before its backoff wait, so retries
 	// waiting in backoff count against the budget. It returns the charge
 	// and whether the retry may go ahead; on false nothing is charged.
@@ -207,7 +207,7 @@ func (b *TokenBucket) Begin(now time.Time) {
 
 // Record deposits Ratio for a success when the bucket is funded by successes.
 func (b *TokenBucket) Record(now time.Time, o Outcome, paid float64) {
-	if o == Success && b.funding == FundedBySuccess {
+	if o == OutcomeSuccess && b.funding == FundedBySuccess {
 		b.deposit(b.ratio)
 	}
 }
@@ -224,11 +224,11 @@ func (b *TokenBucket) deposit(x fixed) {
 	}
 }
 
-// Withdraw takes RetryCost (TimeoutCost after a Timeout) if the balance
+// Withdraw takes RetryCost (TimeoutCost after an OutcomeTimeout) if the balance
 // covers it.
 func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	c := b.cost
-	if after == Timeout {
+	if after == OutcomeTimeout {
 		c = b.timeout
 	}
 	for {

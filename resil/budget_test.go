@@ -24,15 +24,15 @@ func runBudgetSteps(t *testing.T, b Budget, steps []budgetStep) {
 		case "begin":
 			b.Begin(now)
 		case "success":
-			b.Record(now, Success, s.arg)
+			b.Record(now, OutcomeSuccess, s.arg)
 		case "failure":
-			b.Record(now, Failure, 0)
+			b.Record(now, OutcomeFailure, 0)
 		case "timeout":
-			b.Record(now, Timeout, 0)
+			b.Record(now, OutcomeTimeout, 0)
 		case "retry", "retry-timeout":
-			after := Failure
+			after := OutcomeFailure
 			if s.op == "retry-timeout" {
-				after = Timeout
+				after = OutcomeTimeout
 			}
 			_, ok := b.Withdraw(now, after)
 			if ok != s.ok {
@@ -99,7 +99,7 @@ func TestTokenBucketFixedPoint(t *testing.T) {
 	for range 10 {
 		b.Begin(t0)
 	}
-	if _, ok := b.Withdraw(t0, Failure); !ok {
+	if _, ok := b.Withdraw(t0, OutcomeFailure); !ok {
 		t.Fatalf("10 × 0.1 did not pay for one retry (tokens %v)", b.Tokens(t0))
 	}
 	if got := b.Tokens(t0); got != 0 {
@@ -212,17 +212,17 @@ func TestWindowBudgetBeforeEpoch(t *testing.T) {
 	for i := range 30 {
 		now := zero.Add(time.Duration(i) * 150 * time.Millisecond)
 		w.Begin(now)
-		if _, ok := w.Withdraw(now, Failure); !ok {
+		if _, ok := w.Withdraw(now, OutcomeFailure); !ok {
 			t.Fatalf("step %d: refused", i)
 		}
 		w.Refund(now, 1)
 	}
 	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, FailureRate: 0.5, MinCalls: 2})
 	p, _ := b.Allow(zero)
-	b.Record(zero, p, Failure, 0)
+	b.Record(zero, p, OutcomeFailure, 0)
 	p, _ = b.Allow(zero.Add(time.Millisecond))
-	b.Record(zero.Add(time.Millisecond), p, Failure, 0)
-	if s := b.State(zero.Add(time.Millisecond)); s != Open {
+	b.Record(zero.Add(time.Millisecond), p, OutcomeFailure, 0)
+	if s := b.State(zero.Add(time.Millisecond)); s != StateOpen {
 		t.Fatalf("state = %v, want open", s)
 	}
 }
@@ -250,9 +250,9 @@ func TestWindowBudgetSettingErrors(t *testing.T) {
 func TestNoBudget(t *testing.T) {
 	var b NoBudget
 	b.Begin(t0)
-	b.Record(t0, Failure, 0)
+	b.Record(t0, OutcomeFailure, 0)
 	for range 1000 {
-		if c, ok := b.Withdraw(t0, Timeout); !ok || c != 0 {
+		if c, ok := b.Withdraw(t0, OutcomeTimeout); !ok || c != 0 {
 			t.Fatal("NoBudget refused or charged")
 		}
 	}
@@ -262,13 +262,13 @@ func TestNoBudget(t *testing.T) {
 func TestFundingAndNames(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{FundedBySuccess.String(), "success"}, {FundedByRequest.String(), "request"}, {FundingUnset.String(), "unset"},
-		{Success.String(), "success"}, {Failure.String(), "failure"}, {Timeout.String(), "timeout"}, {Ignored.String(), "ignored"},
+		{OutcomeSuccess.String(), "success"}, {OutcomeFailure.String(), "failure"}, {OutcomeTimeout.String(), "timeout"}, {OutcomeIgnored.String(), "ignored"},
 		{Outcome(9).String(), "Outcome(9)"},
-		{Closed.String(), "closed"}, {Open.String(), "open"}, {HalfOpen.String(), "half-open"}, {State(7).String(), "State(7)"},
+		{StateClosed.String(), "closed"}, {StateOpen.String(), "open"}, {StateHalfOpen.String(), "half-open"}, {State(7).String(), "State(7)"},
 		{ConsecutiveFailures.String(), "consecutive"}, {CountWindow.String(), "count_window"}, {TimeWindow.String(), "time_window"},
 		{NoDelay.String(), "none"}, {Fixed.String(), "fixed"}, {Exponential.String(), "exponential"},
 		{FullJitter.String(), "full"}, {DecorrelatedJitter.String(), "decorrelated"}, {Jitter(9).String(), "Jitter(9)"},
-		{First.String(), "first"}, {Retry.String(), "retry"}, {Hedged.String(), "hedge"},
+		{KindFirst.String(), "first"}, {KindRetry.String(), "retry"}, {KindHedge.String(), "hedge"},
 		{GuardAll.String(), "all"}, {GuardRetries.String(), "retries"},
 		{EventAttempt.String(), "attempt"}, {EventDone.String(), "done"}, {EventKind(99).String(), "unknown"},
 	} {

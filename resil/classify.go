@@ -17,23 +17,23 @@ import (
 // called concurrently by the calls of a Guard and must be safe for that.
 type Classifier func(err error) (o Outcome, retryable bool)
 
-// DefaultClassifier is the classifier a [Guard] uses when Settings.Classify
+// DefaultClassifier is the classifier a [Guard] uses when GuardSettings.Classify
 // is nil and neither RetryOn nor NoRetryOn is set: an error marked with
-// [Permanent] is a Failure not to retry; an error that reports a timeout
+// [Permanent] is an OutcomeFailure not to retry; an error that reports a timeout
 // (context.DeadlineExceeded, or any error in the chain with a Timeout() bool
-// method returning true, such as net.Error) is a Timeout to retry; every
-// other error is a Failure to retry.
+// method returning true, such as net.Error) is an OutcomeTimeout to retry; every
+// other error is an OutcomeFailure to retry.
 func DefaultClassifier(err error) (Outcome, bool) {
 	if err == nil {
-		return Success, false
+		return OutcomeSuccess, false
 	}
 	if isPermanent(err) {
-		return Failure, false
+		return OutcomeFailure, false
 	}
 	if isTimeout(err) {
-		return Timeout, true
+		return OutcomeTimeout, true
 	}
-	return Failure, true
+	return OutcomeFailure, true
 }
 
 func isTimeout(err error) bool {
@@ -50,7 +50,7 @@ func isTimeout(err error) bool {
 }
 
 // Permanent marks err as not worth retrying: the default classification
-// counts it as a Failure and never retries it. errors.Is and errors.As see
+// counts it as an OutcomeFailure and never retries it. errors.Is and errors.As see
 // through the mark. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
@@ -117,7 +117,7 @@ func PushbackOf(err error) (time.Duration, bool) {
 }
 
 // ErrAttemptTimeout is the cause of an attempt's context when its
-// per-attempt timeout (Settings.AttemptTimeout) expired, and is wrapped in
+// per-attempt timeout (GuardSettings.AttemptTimeout) expired, and is wrapped in
 // the error of such an attempt. errors.Is(ErrAttemptTimeout,
 // context.DeadlineExceeded) is true, and it reports Timeout() true.
 var ErrAttemptTimeout error = attemptTimeout{}

@@ -52,7 +52,7 @@ func (g *GRPCThrottle) Begin(time.Time) {}
 func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
 	g.mu.Lock()
 	switch {
-	case o == Success:
+	case o == OutcomeSuccess:
 		g.tokens = min(g.max, g.tokens+g.ratio)
 	case o.failed():
 		g.tokens = max(0, g.tokens-1000)
@@ -136,7 +136,7 @@ func (q *AWSQuota) Begin(time.Time) {}
 // Record gives back a successful retry's cost, or adds NoRetryIncrement for
 // a first attempt that succeeded.
 func (q *AWSQuota) Record(now time.Time, o Outcome, paid float64) {
-	if o != Success {
+	if o != OutcomeSuccess {
 		return
 	}
 	add := q.incr
@@ -148,11 +148,11 @@ func (q *AWSQuota) Record(now time.Time, o Outcome, paid float64) {
 	q.mu.Unlock()
 }
 
-// Withdraw takes RetryCost (TimeoutCost after a Timeout) if the balance
+// Withdraw takes RetryCost (TimeoutCost after an OutcomeTimeout) if the balance
 // covers it.
 func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	c := q.cost
-	if after == Timeout {
+	if after == OutcomeTimeout {
 		c = q.timeout
 	}
 	q.mu.Lock()

@@ -29,18 +29,18 @@ func TestGRPCThrottleA6(t *testing.T) {
 		{at: 0, op: "retry", ok: true, tokens: 5.1},
 	})
 	for range 20 {
-		g.Record(t0, Failure, 0)
+		g.Record(t0, OutcomeFailure, 0)
 	}
 	if got := g.Tokens(t0); got != 0 {
 		t.Fatalf("tokens = %v, want 0 (never below)", got)
 	}
-	g.Record(t0, Ignored, 0)
+	g.Record(t0, OutcomeIgnored, 0)
 	if got := g.Tokens(t0); got != 0 {
 		t.Fatalf("an ignored RPC changed the count: %v", got)
 	}
 	// 51 successes of 0.1 from 0 reach 5.1, exactly (three decimals).
 	for range 51 {
-		g.Record(t0, Success, 0)
+		g.Record(t0, OutcomeSuccess, 0)
 	}
 	if got := g.Tokens(t0); got != 5.1 {
 		t.Fatalf("tokens = %v, want 5.1", got)

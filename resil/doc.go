@@ -31,8 +31,8 @@
 //		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10,
 //	})
 //	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
-//	g, _ := resil.NewGuard(resil.Settings{
-//		Idempotent:     true,
+//	g, _ := resil.NewGuard(resil.GuardSettings{
+//		Idempotency:    resil.Idempotent,
 //		AttemptTimeout: time.Second,
 //		Policy: resil.Policy{
 //			MaxRetries: 3, Budget: budget, Breaker: breaker,

@@ -39,7 +39,7 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Event is one thing a [Guard] did, passed by value to Settings.OnEvent and
+// Event is one thing a [Guard] did, passed by value to GuardSettings.OnEvent and
 // to the functions added with [Guard.Observe]. Adapters (metrics, logs,
 // traces) are built on it. The zero Event reports nothing. An Event is a
 // plain value: observers may keep it and hand it to other goroutines.
@@ -83,7 +83,7 @@ type Stats struct {
 	BreakerRefusals uint64
 	// Fallbacks is the refused intents a fallback answered.
 	Fallbacks uint64
-	// BreakerState is the breaker's state now (Closed without a breaker).
+	// BreakerState is the breaker's state now (StateClosed without a breaker).
 	BreakerState State
 	// BudgetTokens is the budget's balance now, when HasBudgetTokens.
 	BudgetTokens float64

@@ -23,13 +23,13 @@ func ExampleTokenBucket() {
 	}
 	now := time.Unix(0, 0)
 	for i := range 3 {
-		_, ok := b.Withdraw(now, resil.Failure)
+		_, ok := b.Withdraw(now, resil.OutcomeFailure)
 		fmt.Printf("retry %d allowed: %v\n", i+1, ok)
 	}
 	for range 10 { // ten intents fund one retry
 		b.Begin(now)
 	}
-	_, ok := b.Withdraw(now, resil.Failure)
+	_, ok := b.Withdraw(now, resil.OutcomeFailure)
 	fmt.Printf("after 10 intents: %v, tokens left %.1f\n", ok, b.Tokens(now))
 	// Output:
 	// retry 1 allowed: true
@@ -55,13 +55,13 @@ func ExampleBreaker() {
 	t := time.Unix(0, 0)
 	for range 3 {
 		p, _ := b.Allow(t)
-		b.Record(t, p, resil.Failure, 0)
+		b.Record(t, p, resil.OutcomeFailure, 0)
 	}
 	_, err = b.Allow(t.Add(time.Second))
 	fmt.Println("1s later:", err)
 	p, _ := b.Allow(t.Add(5 * time.Second))
 	fmt.Println("probe:", p.Probe())
-	b.Record(t.Add(5*time.Second), p, resil.Success, 0)
+	b.Record(t.Add(5*time.Second), p, resil.OutcomeSuccess, 0)
 	// Output:
 	// db: closed -> open
 	// 1s later: resil: circuit breaker open
@@ -102,8 +102,8 @@ func ExampleGuard_Do() {
 	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
 		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1,
 	})
-	g, err := resil.NewGuard(resil.Settings{
-		Idempotent: true,
+	g, err := resil.NewGuard(resil.GuardSettings{
+		Idempotency: resil.Idempotent,
 		Policy: resil.Policy{
 			MaxRetries: 3,
 			Budget:     budget,
@@ -133,10 +133,14 @@ func ExampleGuard_Do() {
 // Call passes the attempt to the function, so that a non-idempotent call
 // can carry the same idempotency key on every attempt.
 func ExampleCallWith() {
-	g, _ := resil.NewGuard(resil.Settings{
-		Policy: resil.Policy{MaxRetries: 2},
-		NewKey: func() string { return "key-42" },
+	g, err := resil.NewGuard(resil.GuardSettings{
+		Idempotency: resil.NotIdempotent, // retried only with a key
+		Policy:      resil.Policy{MaxRetries: 2},
+		NewKey:      func() string { return "key-42" },
 	})
+	if err != nil {
+		panic(err)
+	}
 	v, err := resil.CallWith(context.Background(), g, resil.CallOptions[string]{NewKey: true},
 		func(ctx context.Context, a resil.Attempt) (string, error) {
 			fmt.Println("attempt", a.Number, a.Kind, a.Key)

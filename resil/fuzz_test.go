@@ -43,16 +43,16 @@ func FuzzTokenBucket(f *testing.F) {
 					deposits++
 				}
 			case 1:
-				b.Record(t0, Success, 0)
+				b.Record(t0, OutcomeSuccess, 0)
 				if !byRequest {
 					deposits++
 				}
 			case 2:
-				b.Record(t0, Failure, 0)
+				b.Record(t0, OutcomeFailure, 0)
 			case 3, 5:
-				after := Failure
+				after := OutcomeFailure
 				if op%6 == 5 {
-					after = Timeout
+					after = OutcomeTimeout
 				}
 				if c, ok := b.Withdraw(t0, after); ok {
 					charged += toFixed(c)
@@ -102,17 +102,17 @@ func FuzzBudgetTokens(f *testing.F) {
 				case 0:
 					c.b.Begin(now)
 				case 1:
-					c.b.Record(now, Success, 0)
+					c.b.Record(now, OutcomeSuccess, 0)
 				case 2:
-					c.b.Record(now, Failure, 0)
+					c.b.Record(now, OutcomeFailure, 0)
 				case 3:
-					c.b.Record(now, Timeout, 0)
+					c.b.Record(now, OutcomeTimeout, 0)
 				case 4:
-					if cost, ok := c.b.Withdraw(now, Failure); ok {
+					if cost, ok := c.b.Withdraw(now, OutcomeFailure); ok {
 						pending = append(pending, cost)
 					}
 				case 5:
-					if cost, ok := c.b.Withdraw(now, Timeout); ok {
+					if cost, ok := c.b.Withdraw(now, OutcomeTimeout); ok {
 						pending = append(pending, cost)
 					}
 				case 6:
@@ -155,12 +155,12 @@ func FuzzBreakerProbes(f *testing.F) {
 				if len(held) == 0 {
 					// Record a fresh closed-state call's failure to trip it.
 					if p, err := b.Allow(now); err == nil {
-						b.Record(now, p, Failure, 0)
+						b.Record(now, p, OutcomeFailure, 0)
 					}
 					break
 				}
 				i := int(op) % len(held)
-				o := [...]Outcome{Success, Failure, Timeout, Ignored}[op%4]
+				o := [...]Outcome{OutcomeSuccess, OutcomeFailure, OutcomeTimeout, OutcomeIgnored}[op%4]
 				b.Record(now, held[i], o, 0)
 				held = append(held[:i], held[i+1:]...)
 			}

@@ -5,34 +5,38 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Settings configures a [Guard]. Only Policy matters for most uses; every
-// other field has a working zero value, and the zero Settings make a Guard
-// that sends one attempt per call. NewGuard copies the Settings; the
+// GuardSettings configures a [Guard]. Only Policy matters for most uses; every
+// other field has a working zero value, and the zero GuardSettings make a Guard
+// that sends one attempt per call. NewGuard copies the GuardSettings; the
 // functions in them are called concurrently and must be safe for that.
-type Settings struct {
+type GuardSettings struct {
 	// Policy is the decision core the Guard drives: retries, budget,
 	// breaker, backoff, hedging. It is copied; its Budget and Breaker are
 	// shared (share them between Guards to share their state).
 	Policy Policy
 	// AttemptTimeout bounds each attempt: its context is cancelled with
 	// cause [ErrAttemptTimeout] after this long, and the attempt counts as
-	// a Timeout. Zero means none: attempts run under the caller's context.
+	// an OutcomeTimeout. Zero means none: attempts run under the caller's context.
 	AttemptTimeout time.Duration
 	// MinAttempt is the least time an attempt needs. A retry is refused
 	// (ErrNoTimeLeft) unless it can start MinAttempt before the caller's
 	// deadline, so a retry that cannot finish in time is not paid for.
 	// Zero means a retry only has to start before the deadline.
 	MinAttempt time.Duration
-	// Idempotent is the default for calls that do not say: Do always uses
-	// it. Zero (false) is the safe choice: a non-idempotent call is never
-	// retried or hedged unless it carries an idempotency key.
-	Idempotent bool
+	// Idempotency is the default for calls that do not say (Do always
+	// uses it): Idempotent calls may be retried and hedged, NotIdempotent
+	// calls only when they carry an idempotency key. It is required when
+	// the policy may send more than one attempt (MaxRetries or hedging):
+	// a retry policy that silently retries nothing is a trap, so the
+	// choice is made explicitly, as Funding is for a budget.
+	Idempotency Idempotency
 	// AutoKey gives every non-idempotent Call or CallWith an idempotency
 	// key from NewKey, so that it may be retried; fn sees the key in its
 	// Attempt and must send it. Do never makes keys: its fn could not see
@@ -80,7 +84,7 @@ type Settings struct {
 // for concurrent use; share one per dependency.
 type Guard struct {
 	p        Policy
-	s        Settings
+	s        GuardSettings
 	clock    Clock
 	real     bool // clock is the real one: use time directly, no interface calls
 	src      lockedSource
@@ -97,15 +101,22 @@ type Guard struct {
 }
 
 // NewGuard returns a Guard, or an error naming the invalid setting.
-func NewGuard(s Settings) (*Guard, error) {
+func NewGuard(s GuardSettings) (*Guard, error) {
 	if err := s.Policy.Validate(); err != nil {
 		return nil, err
 	}
 	if s.AttemptTimeout < 0 {
-		return nil, badSetting("Settings.AttemptTimeout", s.AttemptTimeout, "must not be negative")
+		return nil, badSetting("GuardSettings.AttemptTimeout", s.AttemptTimeout, "must not be negative")
 	}
 	if s.MinAttempt < 0 {
-		return nil, badSetting("Settings.MinAttempt", s.MinAttempt, "must not be negative")
+		return nil, badSetting("GuardSettings.MinAttempt", s.MinAttempt, "must not be negative")
+	}
+	if s.Idempotency > NotIdempotent {
+		return nil, badSetting("GuardSettings.Idempotency", s.Idempotency, "unknown idempotency")
+	}
+	if s.Idempotency == IdempotencyUnset && (s.Policy.MaxRetries != 0 || s.Policy.Hedge.Delay > 0) {
+		return nil, badSetting("GuardSettings.Idempotency", s.Idempotency,
+			"required when the policy retries or hedges: Idempotent (any call may run twice) or NotIdempotent (only calls with an idempotency key are retried)")
 	}
 	g := &Guard{p: s.Policy, s: s, clock: s.Clock, newKey: s.NewKey, classify: s.Classify}
 	if g.clock == nil {
@@ -197,7 +208,7 @@ func (g *Guard) Stats() Stats {
 }
 
 // Observe adds f to the functions called with every [Event], after
-// Settings.OnEvent, and returns a function that removes it. f is called
+// GuardSettings.OnEvent, and returns a function that removes it. f is called
 // synchronously on the goroutine that made the event and must not block.
 func (g *Guard) Observe(f func(Event)) (remove func()) {
 	g.hookMu.Lock()
@@ -247,12 +258,14 @@ func (g *Guard) emit(e Event) {
 }
 
 // Idempotency says whether one call may safely run more than once. The
-// zero value is DefaultIdempotency. A plain value, safe to copy and share.
+// zero value is IdempotencyUnset. A plain value, safe to copy and share.
 type Idempotency uint8
 
 const (
-	// DefaultIdempotency takes the Guard's Settings.Idempotent.
-	DefaultIdempotency Idempotency = iota
+	// IdempotencyUnset is the zero value. In [CallOptions] it takes the
+	// Guard's GuardSettings.Idempotency; in GuardSettings it is invalid
+	// when the policy may retry or hedge.
+	IdempotencyUnset Idempotency = iota
 	// Idempotent calls may be retried and hedged.
 	Idempotent
 	// NotIdempotent calls are retried and hedged only with a key.
@@ -279,12 +292,12 @@ type Attempt struct {
 // may be called while other attempts still run, but never concurrently
 // with itself or Keep (both run on the caller's goroutine).
 type CallOptions[T any] struct {
-	// Idempotency overrides Settings.Idempotent for this call.
+	// Idempotency overrides GuardSettings.Idempotency for this call.
 	Idempotency Idempotency
 	// Key is the call's idempotency key, passed to every attempt. A
 	// non-idempotent call with a key may be retried.
 	Key string
-	// NewKey makes a key with Settings.NewKey when Key is empty.
+	// NewKey makes a key with GuardSettings.NewKey when Key is empty.
 	NewKey bool
 	// Once sends a single attempt: no retry, no hedge, whatever the other
 	// options say, for a call that cannot be repeated (an HTTP request
@@ -292,7 +305,7 @@ type CallOptions[T any] struct {
 	// ErrNotIdempotent.
 	Once bool
 	// Fallback, if set, answers when the breaker refuses this call,
-	// instead of Settings.Fallback.
+	// instead of GuardSettings.Fallback.
 	Fallback func(ctx context.Context, err error) (T, error)
 	// Discard, if set, is given the value of every attempt whose result is
 	// not returned: a failure followed by a retry, a hedge that lost. It
@@ -317,10 +330,10 @@ type CallOptions[T any] struct {
 // When the call stops without success it returns a [*StopError] that wraps
 // both the reason and the last attempt's error. When the breaker refuses
 // the first attempt, it returns ErrBreakerOpen (or ErrTooManyProbes), or
-// what Settings.Fallback returns. A caller whose context is already done
+// what GuardSettings.Fallback returns. A caller whose context is already done
 // gets its error and nothing is sent.
 //
-// Do calls are not retried unless Settings.Idempotent is set. When the
+// Do calls are retried only when GuardSettings.Idempotency is Idempotent. When the
 // policy hedges, attempts run on goroutines of their own; Do cancels the
 // losers and waits for them before it returns, so no goroutine outlives it.
 func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -369,7 +382,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		return zero, err
 	}
 	c := call[T]{g: g, o: o, fn: fn, do: do}
-	c.in.Idempotent = g.s.Idempotent
+	c.in.Idempotent = g.s.Idempotency == Idempotent
 	if o != nil {
 		switch o.Idempotency {
 		case Idempotent:
@@ -409,7 +422,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	start := began
 	for {
 		r := c.round(ctx, t, &start, timed)
-		if r.o == Success {
+		if r.o == OutcomeSuccess {
 			c.done(began.t, nil)
 			return c.keep(r), nil
 		}
@@ -426,7 +439,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		}
 		if reason != nil {
 			if reason == ErrBudgetExhausted {
-				g.denied(now, c.next(Retry), r.err)
+				g.denied(now, c.next(KindRetry), r.err)
 			}
 			err := &StopError{Reason: reason, Last: r.err, Attempts: c.in.Attempts()}
 			g.st.failures.Add(1)
@@ -434,7 +447,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			return c.keep(r), err
 		}
 		if g.observed() {
-			g.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(Retry), Wait: wait, Err: r.err})
+			g.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
 		}
 		c.discard(r)
 		if err := g.sleep(ctx, wait); err != nil {
@@ -465,7 +478,7 @@ func (c *call[T]) refused(ctx context.Context, began, now time.Time, err, last e
 	g.st.refusals.Add(1)
 	a := Attempt{}
 	if last != nil {
-		a = c.next(Retry)
+		a = c.next(KindRetry)
 		err = &StopError{Reason: err, Last: last, Attempts: c.in.Attempts()}
 	}
 	if g.observed() {
@@ -544,7 +557,7 @@ func (c *call[T]) round(ctx context.Context, t Ticket, start *instant, timed boo
 	defer func() {
 		if !ended { // fn panicked: free the breaker's permit, then let it go on
 			now := at(g.Now())
-			g.p.end(&now, &c.in, t, Ignored, 0)
+			g.p.end(&now, &c.in, t, OutcomeIgnored, 0)
 			if release != nil {
 				release()
 			}
@@ -574,23 +587,23 @@ func (c *call[T]) end(now *instant, t Ticket, a Attempt, r *result[T], took time
 }
 
 // judge decides how an attempt ended. The caller's context comes first: a
-// caller who cancelled makes the attempt Ignored, never a failure; a
-// caller's deadline that passed makes it a Timeout (the dependency was too
+// caller who cancelled makes the attempt OutcomeIgnored, never a failure; a
+// caller's deadline that passed makes it an OutcomeTimeout (the dependency was too
 // slow for the caller). Then the per-attempt timeout, then the classifier.
 func (c *call[T]) judge(ctx, actx context.Context, r *result[T]) {
 	if r.err == nil {
-		r.o = Success
+		r.o = OutcomeSuccess
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		r.o = Ignored
+		r.o = OutcomeIgnored
 		if err == context.DeadlineExceeded {
-			r.o = Timeout
+			r.o = OutcomeTimeout
 		}
 		return
 	}
 	if actx != ctx && context.Cause(actx) == ErrAttemptTimeout {
-		r.o, r.retry = Timeout, true
+		r.o, r.retry = OutcomeTimeout, true
 		if !errors.Is(r.err, ErrAttemptTimeout) {
 			r.err = &timedOut{r.err}
 		}
@@ -683,4 +696,14 @@ func randomUUID() string {
 	s[23] = '-'
 	hex.Encode(s[24:], b[10:])
 	return string(s[:])
+}
+
+var idempotencyNames = [...]string{"unset", "idempotent", "not_idempotent"}
+
+// String returns "unset", "idempotent" or "not_idempotent".
+func (i Idempotency) String() string {
+	if int(i) < len(idempotencyNames) {
+		return idempotencyNames[i]
+	}
+	return fmt.Sprintf("Idempotency(%d)", uint8(i))
 }

@@ -14,7 +14,7 @@ import (
 
 var errBoom = errors.New("boom")
 
-func mustGuard(t testing.TB, s Settings) *Guard {
+func mustGuard(t testing.TB, s GuardSettings) *Guard {
 	t.Helper()
 	g, err := NewGuard(s)
 	if err != nil {
@@ -35,7 +35,7 @@ func failing(n int, err error) (fn func(context.Context) error, calls *atomic.In
 }
 
 func TestGuardSuccess(t *testing.T) {
-	g := mustGuard(t, Settings{})
+	g := mustGuard(t, GuardSettings{})
 	if err := g.Do(context.Background(), func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestGuardSuccess(t *testing.T) {
 func TestGuardRetriesWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.5, Funding: FundedBySuccess, MinTokens: 5})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{
 			MaxRetries: 3, Budget: tb,
 			Backoff: Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second},
 		}})
@@ -69,10 +69,10 @@ func TestGuardRetriesWithBackoff(t *testing.T) {
 
 func TestGuardStopReasons(t *testing.T) {
 	{
-		idem := func(p Policy) Settings { return Settings{Idempotent: true, Policy: p} }
+		idem := func(p Policy) GuardSettings { return GuardSettings{Idempotency: Idempotent, Policy: p} }
 		for _, c := range []struct {
 			name   string
-			s      Settings
+			s      GuardSettings
 			err    error // what fn returns
 			ctx    func() (context.Context, context.CancelFunc)
 			reason error
@@ -81,11 +81,11 @@ func TestGuardStopReasons(t *testing.T) {
 			{"retries exhausted", idem(Policy{MaxRetries: 2}), errBoom, nil, ErrRetriesExhausted, 3},
 			{"budget", idem(Policy{MaxRetries: 5, Budget: mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 1})}),
 				errBoom, nil, ErrBudgetExhausted, 2},
-			{"not idempotent", Settings{Policy: Policy{MaxRetries: 5}}, errBoom, nil, ErrNotIdempotent, 1},
+			{"not idempotent", GuardSettings{Idempotency: NotIdempotent, Policy: Policy{MaxRetries: 5}}, errBoom, nil, ErrNotIdempotent, 1},
 			{"not retryable", idem(Policy{MaxRetries: 5}), Permanent(errBoom), nil, ErrNotRetryable, 1},
 			{"pushback", idem(Policy{MaxRetries: 5}), RetryAfter(errBoom, -1), nil, ErrPushback, 1},
 			{"breaker", idem(Policy{MaxRetries: 5, Breaker: mustBreaker(t, BreakerSettings{Threshold: 2})}), errBoom, nil, ErrBreakerOpen, 2},
-			{"no time left", Settings{Idempotent: true, MinAttempt: 100 * ms, Policy: Policy{MaxRetries: 5, Backoff: Backoff{Schedule: Fixed, Base: 100 * ms}}},
+			{"no time left", GuardSettings{Idempotency: Idempotent, MinAttempt: 100 * ms, Policy: Policy{MaxRetries: 5, Backoff: Backoff{Schedule: Fixed, Base: 100 * ms}}},
 				errBoom, func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 350*ms) },
 				ErrNoTimeLeft, 3}, // at 0, 100ms, 200ms; a retry at 300ms would start after 350ms - 100ms
 		} {
@@ -125,7 +125,7 @@ func TestGuardStopReasons(t *testing.T) {
 func TestGuardNeverSleepsPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 5})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Budget: tb,
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Budget: tb,
 			Backoff: Backoff{Schedule: Fixed, Base: 5 * time.Second}}})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -144,7 +144,7 @@ func TestGuardAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var outcomes []Outcome
 		var mu sync.Mutex
-		g := mustGuard(t, Settings{Idempotent: true, AttemptTimeout: time.Second,
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, AttemptTimeout: time.Second,
 			Policy: Policy{MaxRetries: 1, Backoff: Backoff{Schedule: Fixed, Base: 10 * ms}},
 			OnEvent: func(e Event) {
 				if e.Kind == EventAttempt {
@@ -166,7 +166,7 @@ func TestGuardAttemptTimeout(t *testing.T) {
 		if d := time.Since(start); d != 2010*ms {
 			t.Fatalf("took %v, want 2 × 1s + 10ms", d)
 		}
-		if len(outcomes) != 2 || outcomes[0] != Timeout || outcomes[1] != Timeout {
+		if len(outcomes) != 2 || outcomes[0] != OutcomeTimeout || outcomes[1] != OutcomeTimeout {
 			t.Fatalf("outcomes = %v", outcomes)
 		}
 		if causes[0] != ErrAttemptTimeout {
@@ -178,7 +178,7 @@ func TestGuardAttemptTimeout(t *testing.T) {
 func TestGuardTimeoutCostsMore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 5, TimeoutCost: 3})
-		g := mustGuard(t, Settings{Idempotent: true, AttemptTimeout: 100 * ms, Policy: Policy{MaxRetries: 1, Budget: tb}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, AttemptTimeout: 100 * ms, Policy: Policy{MaxRetries: 1, Budget: tb}})
 		g.Do(context.Background(), func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 		if got := tb.Tokens(time.Now()); got != 2 {
 			t.Fatalf("tokens = %v: a retry after a timeout must cost TimeoutCost", got)
@@ -189,7 +189,7 @@ func TestGuardTimeoutCostsMore(t *testing.T) {
 func TestGuardCallerCancelIsIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		br := mustBreaker(t, BreakerSettings{Threshold: 1})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Breaker: br}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Breaker: br}})
 		ctx, cancel := context.WithCancel(context.Background())
 		err := g.Do(ctx, func(ctx context.Context) error {
 			cancel()
@@ -198,7 +198,7 @@ func TestGuardCallerCancelIsIgnored(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
-		if br.State(time.Now()) != Closed {
+		if br.State(time.Now()) != StateClosed {
 			t.Fatal("a cancelled caller counted as a failure")
 		}
 		if err := g.Do(ctx, func(context.Context) error { t.Fatal("called"); return nil }); err != context.Canceled {
@@ -213,14 +213,14 @@ func TestGuardCallerCancelIsIgnored(t *testing.T) {
 func TestGuardCallerDeadlineIsTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		br := mustBreaker(t, BreakerSettings{Threshold: 1})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Breaker: br}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Breaker: br}})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		err := g.Do(ctx, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v", err)
 		}
-		if br.State(time.Now()) != Open {
+		if br.State(time.Now()) != StateOpen {
 			t.Fatal("a dependency too slow for the caller's deadline is a timeout for the breaker")
 		}
 	})
@@ -229,7 +229,7 @@ func TestGuardCallerDeadlineIsTimeout(t *testing.T) {
 func TestGuardCancelDuringBackoffRefunds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 5})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Budget: tb,
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Budget: tb,
 			Backoff: Backoff{Schedule: Fixed, Base: time.Hour}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -252,7 +252,7 @@ func TestGuardCancelDuringBackoffRefunds(t *testing.T) {
 func TestGuardPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedByRequest, MinTokens: 5})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Budget: tb, MaxPushback: 2 * time.Second,
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Budget: tb, MaxPushback: 2 * time.Second,
 			Backoff: Backoff{Schedule: Fixed, Base: 10 * ms}}})
 		fn, _ := failing(2, RetryAfter(errBoom, time.Minute))
 		start := time.Now()
@@ -277,7 +277,7 @@ func TestGuardPushback(t *testing.T) {
 func TestGuardFallback(t *testing.T) {
 	br := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Hour})
 	var got error
-	g := mustGuard(t, Settings{Policy: Policy{Breaker: br}, Fallback: func(ctx context.Context, err error) error {
+	g := mustGuard(t, GuardSettings{Policy: Policy{Breaker: br}, Fallback: func(ctx context.Context, err error) error {
 		got = err
 		return nil
 	}})
@@ -295,11 +295,11 @@ func TestGuardFallback(t *testing.T) {
 		t.Fatalf("per-call fallback: %q %v", v, err)
 	}
 	s := g.Stats()
-	if s.Fallbacks != 2 || s.BreakerRefusals != 2 || s.Attempts != 1 || s.Intents != 3 || s.BreakerState != Open || s.Failures != 1 {
+	if s.Fallbacks != 2 || s.BreakerRefusals != 2 || s.Attempts != 1 || s.Intents != 3 || s.BreakerState != StateOpen || s.Failures != 1 {
 		t.Fatalf("stats = %+v", s)
 	}
 	// Without a fallback the refusal is the error.
-	g2 := mustGuard(t, Settings{Policy: Policy{Breaker: br}})
+	g2 := mustGuard(t, GuardSettings{Policy: Policy{Breaker: br}})
 	if err := g2.Do(context.Background(), func(context.Context) error { return nil }); err != ErrBreakerOpen {
 		t.Fatalf("err = %v", err)
 	}
@@ -307,7 +307,7 @@ func TestGuardFallback(t *testing.T) {
 
 func TestGuardFallbackOnRefusedRetry(t *testing.T) {
 	br := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Hour})
-	g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 2, Breaker: br}})
+	g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 2, Breaker: br}})
 	v, err := CallWith(context.Background(), g, CallOptions[int]{Fallback: func(ctx context.Context, err error) (int, error) {
 		if !errors.Is(err, ErrBreakerOpen) || !errors.Is(err, errBoom) {
 			t.Errorf("fallback got %v", err)
@@ -322,7 +322,7 @@ func TestGuardFallbackOnRefusedRetry(t *testing.T) {
 func TestGuardAttemptsAndKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
-		g := mustGuard(t, Settings{Policy: Policy{MaxRetries: 3}, NewKey: func() string { n++; return fmt.Sprint("key-", n) }})
+		g := mustGuard(t, GuardSettings{Idempotency: NotIdempotent, Policy: Policy{MaxRetries: 3}, NewKey: func() string { n++; return fmt.Sprint("key-", n) }})
 		var seen []Attempt
 		fn := func(ctx context.Context, a Attempt) (int, error) {
 			seen = append(seen, a)
@@ -341,7 +341,7 @@ func TestGuardAttemptsAndKeys(t *testing.T) {
 		if err != nil || v != 3 {
 			t.Fatalf("%v %v", v, err)
 		}
-		want := []Attempt{{1, First, "key-1"}, {2, Retry, "key-1"}, {3, Retry, "key-1"}}
+		want := []Attempt{{1, KindFirst, "key-1"}, {2, KindRetry, "key-1"}, {3, KindRetry, "key-1"}}
 		if fmt.Sprint(seen) != fmt.Sprint(want) {
 			t.Fatalf("attempts = %v, want %v", seen, want)
 		}
@@ -357,7 +357,7 @@ func TestGuardAttemptsAndKeys(t *testing.T) {
 			t.Fatalf("attempts = %v", seen)
 		}
 		// AutoKey keys non-idempotent calls, not idempotent ones, not Do.
-		g2 := mustGuard(t, Settings{Policy: Policy{MaxRetries: 3}, AutoKey: true, Idempotent: true})
+		g2 := mustGuard(t, GuardSettings{Policy: Policy{MaxRetries: 3}, AutoKey: true, Idempotency: Idempotent})
 		seen = nil
 		CallWith(context.Background(), g2, CallOptions[int]{Idempotency: NotIdempotent}, fn)
 		if len(seen) != 3 || len(seen[0].Key) != 36 || seen[0].Key != seen[2].Key {
@@ -378,21 +378,21 @@ func TestGuardClassifiers(t *testing.T) {
 	errRetry, errStop := errors.New("retry me"), errors.New("stop")
 	for _, c := range []struct {
 		name  string
-		s     Settings
+		s     GuardSettings
 		err   error
 		calls int
 	}{
-		{"RetryOn match", Settings{RetryOn: []error{errRetry}}, fmt.Errorf("x: %w", errRetry), 3},
-		{"RetryOn miss", Settings{RetryOn: []error{errRetry}}, errBoom, 1},
-		{"NoRetryOn", Settings{NoRetryOn: []error{errStop}}, errStop, 1},
-		{"NoRetryOn miss", Settings{NoRetryOn: []error{errStop}}, errBoom, 3},
-		{"Classify", Settings{Classify: func(err error) (Outcome, bool) { return Failure, err == errStop }}, errStop, 3},
-		{"Classify no", Settings{Classify: func(err error) (Outcome, bool) { return Failure, err == errStop }}, errBoom, 1},
-		{"Permanent", Settings{}, Permanent(errBoom), 1},
+		{"RetryOn match", GuardSettings{RetryOn: []error{errRetry}}, fmt.Errorf("x: %w", errRetry), 3},
+		{"RetryOn miss", GuardSettings{RetryOn: []error{errRetry}}, errBoom, 1},
+		{"NoRetryOn", GuardSettings{NoRetryOn: []error{errStop}}, errStop, 1},
+		{"NoRetryOn miss", GuardSettings{NoRetryOn: []error{errStop}}, errBoom, 3},
+		{"Classify", GuardSettings{Classify: func(err error) (Outcome, bool) { return OutcomeFailure, err == errStop }}, errStop, 3},
+		{"Classify no", GuardSettings{Classify: func(err error) (Outcome, bool) { return OutcomeFailure, err == errStop }}, errBoom, 1},
+		{"Permanent", GuardSettings{}, Permanent(errBoom), 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s
-			s.Idempotent, s.Policy = true, Policy{MaxRetries: 2}
+			s.Idempotency, s.Policy = Idempotent, Policy{MaxRetries: 2}
 			g := mustGuard(t, s)
 			calls := 0
 			g.Do(context.Background(), func(context.Context) error { calls++; return c.err })
@@ -401,16 +401,16 @@ func TestGuardClassifiers(t *testing.T) {
 			}
 		})
 	}
-	if o, r := DefaultClassifier(nil); o != Success || r {
+	if o, r := DefaultClassifier(nil); o != OutcomeSuccess || r {
 		t.Fatal("nil")
 	}
-	if o, r := DefaultClassifier(context.DeadlineExceeded); o != Timeout || !r {
+	if o, r := DefaultClassifier(context.DeadlineExceeded); o != OutcomeTimeout || !r {
 		t.Fatal("deadline")
 	}
-	if o, r := DefaultClassifier(timeoutErr{}); o != Timeout || !r {
+	if o, r := DefaultClassifier(timeoutErr{}); o != OutcomeTimeout || !r {
 		t.Fatal("net.Error-like timeout")
 	}
-	if o, _ := DefaultClassifier(ErrAttemptTimeout); o != Timeout {
+	if o, _ := DefaultClassifier(ErrAttemptTimeout); o != OutcomeTimeout {
 		t.Fatal("ErrAttemptTimeout")
 	}
 }
@@ -424,19 +424,19 @@ func TestGuardHedgeWinsAndCancelsLoser(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 5})
 		br := mustBreaker(t, BreakerSettings{Threshold: 1})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{Budget: tb, Breaker: br, Hedge: HedgeSettings{Delay: 50 * ms}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Budget: tb, Breaker: br, Hedge: HedgeSettings{Delay: 50 * ms}}})
 		var loserDone atomic.Bool
 		var discarded []string
 		start := time.Now()
 		v, err := CallWith(context.Background(), g, CallOptions[string]{Discard: func(v string) { discarded = append(discarded, v) }},
 			func(ctx context.Context, a Attempt) (string, error) {
-				if a.Kind == First {
+				if a.Kind == KindFirst {
 					<-ctx.Done() // the slow replica
 					time.Sleep(10 * ms)
 					loserDone.Store(true)
 					return "late", ctx.Err()
 				}
-				if a.Kind != Hedged || a.Number != 2 {
+				if a.Kind != KindHedge || a.Number != 2 {
 					t.Errorf("attempt %+v", a)
 				}
 				time.Sleep(5 * ms)
@@ -458,7 +458,7 @@ func TestGuardHedgeWinsAndCancelsLoser(t *testing.T) {
 		if s.Hedges != 1 || s.Attempts != 2 || s.Retries != 0 || tb.Tokens(time.Now()) != 4.1 {
 			t.Fatalf("stats = %+v, tokens %v (a hedge costs 1, the success adds 0.1)", s, tb.Tokens(time.Now()))
 		}
-		if br.State(time.Now()) != Closed {
+		if br.State(time.Now()) != StateClosed {
 			t.Fatal("the cancelled loser counted as a failure")
 		}
 	})
@@ -466,7 +466,7 @@ func TestGuardHedgeWinsAndCancelsLoser(t *testing.T) {
 
 func TestGuardHedgeFirstAnswerWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{Hedge: HedgeSettings{Delay: 50 * ms, Max: 3}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Hedge: HedgeSettings{Delay: 50 * ms, Max: 3}}})
 		start := time.Now()
 		v, err := Call(context.Background(), g, func(ctx context.Context, a Attempt) (int, error) {
 			if a.Number == 1 {
@@ -492,7 +492,7 @@ func TestGuardHedgeFirstAnswerWins(t *testing.T) {
 func TestGuardHedgeBudgetAndIdempotency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess})
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{Budget: tb, Hedge: HedgeSettings{Delay: 50 * ms}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Budget: tb, Hedge: HedgeSettings{Delay: 50 * ms}}})
 		slow := func(ctx context.Context) error { time.Sleep(200 * ms); return nil }
 		if err := g.Do(context.Background(), slow); err != nil {
 			t.Fatal(err)
@@ -500,7 +500,7 @@ func TestGuardHedgeBudgetAndIdempotency(t *testing.T) {
 		if s := g.Stats(); s.Hedges != 0 || s.BudgetDenials != 1 {
 			t.Fatalf("an empty budget let a hedge go: %+v", s)
 		}
-		g2 := mustGuard(t, Settings{Policy: Policy{Hedge: HedgeSettings{Delay: 50 * ms}}})
+		g2 := mustGuard(t, GuardSettings{Idempotency: NotIdempotent, Policy: Policy{Hedge: HedgeSettings{Delay: 50 * ms}}})
 		if err := g2.Do(context.Background(), slow); err != nil {
 			t.Fatal(err)
 		}
@@ -512,7 +512,7 @@ func TestGuardHedgeBudgetAndIdempotency(t *testing.T) {
 
 func TestGuardHedgeAllFailThenRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 1, Hedge: HedgeSettings{Delay: 10 * ms}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 1, Hedge: HedgeSettings{Delay: 10 * ms}}})
 		var kinds []Kind
 		var mu sync.Mutex
 		_, err := Call(context.Background(), g, func(ctx context.Context, a Attempt) (int, error) {
@@ -520,7 +520,7 @@ func TestGuardHedgeAllFailThenRetry(t *testing.T) {
 			kinds = append(kinds, a.Kind)
 			mu.Unlock()
 			time.Sleep(20 * ms)
-			if a.Kind == Retry {
+			if a.Kind == KindRetry {
 				return 1, nil
 			}
 			return 0, errBoom
@@ -532,7 +532,7 @@ func TestGuardHedgeAllFailThenRetry(t *testing.T) {
 			t.Fatalf("kinds = %v", kinds)
 		}
 		// Both failed: the call stops with the last failure.
-		g = mustGuard(t, Settings{Idempotent: true, Policy: Policy{Hedge: HedgeSettings{Delay: 10 * ms}}})
+		g = mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Hedge: HedgeSettings{Delay: 10 * ms}}})
 		_, err = Call(context.Background(), g, func(ctx context.Context, a Attempt) (int, error) {
 			time.Sleep(20 * ms)
 			return 0, fmt.Errorf("attempt %d: %w", a.Number, errBoom)
@@ -545,7 +545,7 @@ func TestGuardHedgeAllFailThenRetry(t *testing.T) {
 
 func TestGuardHedgeCallerCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 3, Hedge: HedgeSettings{Delay: 10 * ms, Max: 2}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Hedge: HedgeSettings{Delay: 10 * ms, Max: 2}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(25*ms, cancel)
 		var running atomic.Int32
@@ -566,7 +566,7 @@ func TestGuardHedgeCallerCancels(t *testing.T) {
 
 func TestGuardKeepHoldsTheAttemptContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGuard(t, Settings{AttemptTimeout: time.Second})
+		g := mustGuard(t, GuardSettings{AttemptTimeout: time.Second})
 		var actx context.Context
 		var release func()
 		v, err := CallWith(context.Background(), g, CallOptions[int]{Keep: func(v int, r func()) int { release = r; return v + 1 }},
@@ -591,7 +591,7 @@ func TestGuardKeepHoldsTheAttemptContext(t *testing.T) {
 
 func TestGuardPanicFreesProbe(t *testing.T) {
 	br := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Nanosecond})
-	g := mustGuard(t, Settings{Policy: Policy{Breaker: br}})
+	g := mustGuard(t, GuardSettings{Policy: Policy{Breaker: br}})
 	g.Do(context.Background(), func(context.Context) error { return errBoom }) // open
 	time.Sleep(time.Millisecond)
 	func() {
@@ -609,7 +609,7 @@ func TestGuardPanicFreesProbe(t *testing.T) {
 
 func TestGuardHedgePanicPropagates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{Hedge: HedgeSettings{Delay: 10 * ms}}})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Hedge: HedgeSettings{Delay: 10 * ms}}})
 		defer func() {
 			if recover() != "bug" {
 				t.Fatal("the panic was swallowed")
@@ -625,7 +625,7 @@ func TestGuardHedgePanicPropagates(t *testing.T) {
 func TestGuardEventsAndObserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []string
-		g := mustGuard(t, Settings{Idempotent: true, Policy: Policy{MaxRetries: 1, Backoff: Backoff{Schedule: Fixed, Base: 10 * ms}},
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 1, Backoff: Backoff{Schedule: Fixed, Base: 10 * ms}},
 			OnEvent: func(e Event) { got = append(got, e.Kind.String()) }})
 		var took []time.Duration
 		remove := g.Observe(func(e Event) {
@@ -652,7 +652,7 @@ func TestGuardEventsAndObserve(t *testing.T) {
 
 func TestGuardFakeClock(t *testing.T) {
 	clk := newFakeClock(t0)
-	g := mustGuard(t, Settings{Idempotent: true, Clock: clk, AttemptTimeout: time.Second,
+	g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Clock: clk, AttemptTimeout: time.Second,
 		Policy: Policy{MaxRetries: 2, Backoff: Backoff{Schedule: Fixed, Base: 3 * time.Second}}})
 	if !g.Now().Equal(t0) {
 		t.Fatal("the injected clock is not used")
@@ -693,7 +693,7 @@ func TestGuardFakeClock(t *testing.T) {
 func TestGuardConcurrent(t *testing.T) {
 	tb := mustTB(t, TokenBucketSettings{Ratio: 0.2, Funding: FundedByRequest, MinTokens: 10})
 	br := mustBreaker(t, BreakerSettings{Rule: CountWindow, WindowSize: 50, FailureRate: 0.9, Cooldown: ms, Probes: 2})
-	g := mustGuard(t, Settings{Idempotent: true, AttemptTimeout: 50 * ms, Policy: Policy{MaxRetries: 3, Budget: tb, Breaker: br,
+	g := mustGuard(t, GuardSettings{Idempotency: Idempotent, AttemptTimeout: 50 * ms, Policy: Policy{MaxRetries: 3, Budget: tb, Breaker: br,
 		Backoff: Backoff{Schedule: Exponential, Base: 10 * time.Microsecond, Cap: ms, Jitter: FullJitter},
 		Hedge:   HedgeSettings{Delay: 200 * time.Microsecond}}})
 	var wg sync.WaitGroup
@@ -725,16 +725,19 @@ func TestGuardConcurrent(t *testing.T) {
 func TestNewGuardErrors(t *testing.T) {
 	for _, c := range []struct {
 		field string
-		s     Settings
+		s     GuardSettings
 	}{
-		{"Policy.MaxRetries", Settings{Policy: Policy{MaxRetries: -5}}},
-		{"Settings.AttemptTimeout", Settings{AttemptTimeout: -1}},
-		{"Settings.MinAttempt", Settings{MinAttempt: -1}},
+		{"Policy.MaxRetries", GuardSettings{Policy: Policy{MaxRetries: -5}}},
+		{"GuardSettings.AttemptTimeout", GuardSettings{AttemptTimeout: -1}},
+		{"GuardSettings.MinAttempt", GuardSettings{MinAttempt: -1}},
+		{"GuardSettings.Idempotency", GuardSettings{Policy: Policy{MaxRetries: 1}}},
+		{"GuardSettings.Idempotency", GuardSettings{Policy: Policy{Hedge: HedgeSettings{Delay: time.Millisecond}}}},
+		{"GuardSettings.Idempotency", GuardSettings{Idempotency: 7}},
 	} {
 		_, err := NewGuard(c.s)
 		wantSettingError(t, err, c.field)
 	}
-	g := mustGuard(t, Settings{Clock: RealClock(), Policy: Policy{MaxRetries: 2}})
+	g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Clock: RealClock(), Policy: Policy{MaxRetries: 2}})
 	if g.Policy().MaxRetries != 2 || time.Since(g.Now()) > time.Minute {
 		t.Fatal("Policy or Now")
 	}
@@ -780,10 +783,10 @@ func TestPoliciesAllocateNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() {
 			b.Begin(t0)
 			b.Begin(t0)
-			if c, ok := b.Withdraw(t0, Failure); ok {
+			if c, ok := b.Withdraw(t0, OutcomeFailure); ok {
 				b.Refund(t0, c)
 			}
-			b.Record(t0, Success, 0)
+			b.Record(t0, OutcomeSuccess, 0)
 		}); n != 0 {
 			t.Fatalf("%T allocates %v times", b, n)
 		}
@@ -796,7 +799,7 @@ func TestPoliciesAllocateNothing(t *testing.T) {
 		br := mustBreaker(t, s)
 		if n := testing.AllocsPerRun(1000, func() {
 			p, _ := br.Allow(t0)
-			br.Record(t0, p, Success, ms)
+			br.Record(t0, p, OutcomeSuccess, ms)
 		}); n != 0 {
 			t.Fatalf("%v breaker allocates %v times", s.Rule, n)
 		}

@@ -20,7 +20,7 @@ type flight struct {
 // that counts: the first success or final failure, or else the last
 // retryable failure once every attempt has failed. The other attempts are
 // cancelled and waited for, so no goroutine outlives the round; a cancelled
-// attempt counts as Ignored unless it succeeded anyway.
+// attempt counts as OutcomeIgnored unless it succeeded anyway.
 func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt) result[T] {
 	g := c.g
 	fn, do := c.fn, c.do
@@ -68,13 +68,13 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 			inst := at(now)
 			r.release = f.release
 			if r.didPanic {
-				g.p.end(&inst, &c.in, f.t, Ignored, now.Sub(f.start))
+				g.p.end(&inst, &c.in, f.t, OutcomeIgnored, now.Sub(f.start))
 				win, haveWin = r, true
 				break
 			}
 			c.judge(ctx, f.ctx, &r)
 			c.end(&inst, f.t, f.a, &r, now.Sub(f.start))
-			if r.o == Success || !r.retry {
+			if r.o == OutcomeSuccess || !r.retry {
 				win, haveWin = r, true
 				break
 			}
@@ -87,18 +87,18 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 			ht, err := g.p.StartHedge(now, &c.in)
 			if err != nil {
 				if err == ErrBudgetExhausted {
-					g.denied(now, c.next(Hedged), nil)
+					g.denied(now, c.next(KindHedge), nil)
 				} else if err != ErrRetriesExhausted {
 					g.st.refusals.Add(1)
 					if g.observed() {
-						g.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: c.next(Hedged), Err: err})
+						g.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: c.next(KindHedge), Err: err})
 					}
 				}
 				timer, fire = nil, nil
 				break
 			}
 			g.st.hedges.Add(1)
-			ha := Attempt{Number: c.in.Attempts(), Kind: Hedged, Key: c.in.Key}
+			ha := Attempt{Number: c.in.Attempts(), Kind: KindHedge, Key: c.in.Key}
 			if g.observed() {
 				g.emit(Event{Kind: EventHedge, At: now, Attempt: ha})
 			}
@@ -108,7 +108,7 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 		case <-done:
 			// The caller gave up: every attempt's context is a child of
 			// ctx and is cancelled already; their answers come back as
-			// Ignored (or Timeout, past a deadline). Stop hedging.
+			// OutcomeIgnored (or OutcomeTimeout, past a deadline). Stop hedging.
 			done = nil
 			if timer != nil {
 				timer.Stop()
@@ -137,9 +137,9 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 		f.running = false
 		r.release = f.release
 		now := g.Now()
-		o := Ignored
+		o := OutcomeIgnored
 		if r.err == nil && !r.didPanic {
-			o = Success // it answered after all: the dependency did the work
+			o = OutcomeSuccess // it answered after all: the dependency did the work
 		}
 		r.o = o
 		inst := at(now)

@@ -3,19 +3,19 @@ package resil
 import "fmt"
 
 // Outcome is how one attempt ended, as the budget and the breaker see it.
-// The zero value is Success. A plain value, safe to copy and share.
+// The zero value is OutcomeSuccess. A plain value, safe to copy and share.
 type Outcome uint8
 
 const (
-	// Success is an answer the caller accepts.
-	Success Outcome = iota
-	// Failure is an error, an overload rejection or a 5xx answer.
-	Failure
-	// Timeout is no answer within the attempt's time.
-	Timeout
-	// Ignored counts as neither success nor failure: the caller cancelled, or
+	// OutcomeSuccess is an answer the caller accepts.
+	OutcomeSuccess Outcome = iota
+	// OutcomeFailure is an error, an overload rejection or a 5xx answer.
+	OutcomeFailure
+	// OutcomeTimeout is no answer within the attempt's time.
+	OutcomeTimeout
+	// OutcomeIgnored counts as neither success nor failure: the caller cancelled, or
 	// the error says nothing about the dependency's health.
-	Ignored
+	OutcomeIgnored
 )
 
 var outcomeNames = [...]string{"success", "failure", "timeout", "ignored"}
@@ -29,4 +29,4 @@ func (o Outcome) String() string {
 }
 
 // failed reports whether the outcome counts against the dependency.
-func (o Outcome) failed() bool { return o == Failure || o == Timeout }
+func (o Outcome) failed() bool { return o == OutcomeFailure || o == OutcomeTimeout }

@@ -130,25 +130,25 @@ func (in *Intent) Retries() int { return in.retries }
 // Hedges returns how many hedges the intent has sent.
 func (in *Intent) Hedges() int { return in.hedges }
 
-// Kind says why an attempt was sent. The zero value is First. A plain value,
+// Kind says why an attempt was sent. The zero value is KindFirst. A plain value,
 // safe to copy and share.
 type Kind uint8
 
 const (
-	// First is an intent's first attempt.
-	First Kind = iota
-	// Retry follows a failed attempt.
-	Retry
-	// Hedged runs beside a slow attempt.
-	Hedged
+	// KindFirst is an intent's first attempt.
+	KindFirst Kind = iota
+	// KindRetry follows a failed attempt.
+	KindRetry
+	// KindHedge runs beside a slow attempt.
+	KindHedge
 )
 
 // String returns "first", "retry" or "hedge".
 func (k Kind) String() string {
 	switch k {
-	case Retry:
+	case KindRetry:
 		return "retry"
-	case Hedged:
+	case KindHedge:
 		return "hedge"
 	}
 	return "first"
@@ -173,7 +173,7 @@ func (t Ticket) Paid() float64 { return t.paid }
 
 // guards reports whether the breaker may refuse an attempt of kind k.
 func (p *Policy) guards(k Kind) bool {
-	return p.Breaker != nil && (k != First || p.BreakerScope == GuardAll)
+	return p.Breaker != nil && (k != KindFirst || p.BreakerScope == GuardAll)
 }
 
 // Begin starts the intent: it asks the breaker to admit the first attempt
@@ -188,7 +188,7 @@ func (p *Policy) Begin(now time.Time, in *Intent) (Ticket, error) {
 // begin is Begin with the time read only if a decision needs it.
 func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 	var t Ticket
-	if p.guards(First) {
+	if p.guards(KindFirst) {
 		pm, err := p.Breaker.allow(now)
 		if err != nil {
 			return t, err
@@ -235,7 +235,7 @@ func (p *Policy) end(now *instant, in *Intent, t Ticket, o Outcome, took time.Du
 }
 
 // Retry decides whether the intent retries after an attempt that ended
-// with o (Failure or Timeout), and schedules it: it returns the wait, and
+// with o (OutcomeFailure or OutcomeTimeout), and schedules it: it returns the wait, and
 // the budget's charge is held in the intent until [Policy.Resume] sends the
 // retry or [Policy.Abandon] drops it.
 //
@@ -297,8 +297,8 @@ func (p *Policy) maxPushback() time.Duration {
 func (p *Policy) Resume(now time.Time, in *Intent) (Ticket, error) {
 	cost := in.pending
 	in.pending, in.waiting = 0, false
-	t := Ticket{paid: cost, kind: Retry}
-	if p.guards(Retry) {
+	t := Ticket{paid: cost, kind: KindRetry}
+	if p.guards(KindRetry) {
 		pm, err := p.Breaker.Allow(now)
 		if err != nil {
 			p.refund(now, cost)
@@ -343,15 +343,15 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 	if p.HedgeDelay(in) == 0 {
 		return Ticket{}, ErrRetriesExhausted
 	}
-	t := Ticket{kind: Hedged}
+	t := Ticket{kind: KindHedge}
 	if p.Budget != nil {
-		c, ok := p.Budget.Withdraw(now, Failure)
+		c, ok := p.Budget.Withdraw(now, OutcomeFailure)
 		if !ok {
 			return Ticket{}, ErrBudgetExhausted
 		}
 		t.paid = c
 	}
-	if p.guards(Hedged) {
+	if p.guards(KindHedge) {
 		pm, err := p.Breaker.Allow(now)
 		if err != nil {
 			p.refund(now, t.paid)

@@ -41,7 +41,7 @@ func TestPolicyRefusalOrder(t *testing.T) {
 			if c.latest > 0 {
 				latest = ts(c.latest)
 			}
-			_, err := p.Retry(now, &in, Failure, c.pushback, latest, draw(0))
+			_, err := p.Retry(now, &in, OutcomeFailure, c.pushback, latest, draw(0))
 			if err != c.want {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
@@ -57,9 +57,9 @@ func TestPolicyRetryChargesAndRefunds(t *testing.T) {
 	p := Policy{MaxRetries: 5, Budget: b, Backoff: Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second}}
 	in := Intent{Idempotent: true}
 	tk, _ := p.Begin(ts(0), &in)
-	p.End(ts(0), &in, tk, Timeout, 0)
+	p.End(ts(0), &in, tk, OutcomeTimeout, 0)
 
-	d, err := p.Retry(ts(0), &in, Timeout, 0, time.Time{}, nil)
+	d, err := p.Retry(ts(0), &in, OutcomeTimeout, 0, time.Time{}, nil)
 	if err != nil || d != 100*ms || b.Tokens(t0) != 1 {
 		t.Fatalf("retry after a timeout: %v, %v, tokens %v", d, err, b.Tokens(t0))
 	}
@@ -70,13 +70,13 @@ func TestPolicyRetryChargesAndRefunds(t *testing.T) {
 		t.Fatalf("tokens after Abandon = %v, want 3", got)
 	}
 	// Scheduling twice without Resume refunds the first charge.
-	p.Retry(ts(0.1), &in, Failure, 0, time.Time{}, nil)
-	p.Retry(ts(0.1), &in, Failure, 0, time.Time{}, nil)
+	p.Retry(ts(0.1), &in, OutcomeFailure, 0, time.Time{}, nil)
+	p.Retry(ts(0.1), &in, OutcomeFailure, 0, time.Time{}, nil)
 	if got := b.Tokens(t0); got != 2 {
 		t.Fatalf("tokens after a double schedule = %v, want 2", got)
 	}
 	rt, err := p.Resume(ts(0.2), &in)
-	if err != nil || rt.Kind() != Retry || rt.Paid() != 1 || in.Attempts() != 2 || in.Retries() != 1 {
+	if err != nil || rt.Kind() != KindRetry || rt.Paid() != 1 || in.Attempts() != 2 || in.Retries() != 1 {
 		t.Fatalf("Resume: %+v %v attempts %d retries %d", rt, err, in.Attempts(), in.Retries())
 	}
 	p.Abandon(ts(0.2), &in) // nothing waits: no refund
@@ -84,7 +84,7 @@ func TestPolicyRetryChargesAndRefunds(t *testing.T) {
 		t.Fatalf("Abandon after Resume refunded: %v", got)
 	}
 	// The next retry's backoff grows.
-	if d, _ := p.Retry(ts(0.3), &in, Failure, 0, time.Time{}, nil); d != 200*ms {
+	if d, _ := p.Retry(ts(0.3), &in, OutcomeFailure, 0, time.Time{}, nil); d != 200*ms {
 		t.Fatalf("second backoff = %v", d)
 	}
 }
@@ -95,8 +95,8 @@ func TestPolicyResumeRefundsWhenBreakerRefuses(t *testing.T) {
 	p := Policy{MaxRetries: 3, Budget: b, Breaker: br}
 	in := Intent{Idempotent: true}
 	tk, _ := p.Begin(ts(0), &in)
-	p.End(ts(0), &in, tk, Failure, 0) // opens the breaker
-	if _, err := p.Retry(ts(0), &in, Failure, 0, time.Time{}, nil); err != nil {
+	p.End(ts(0), &in, tk, OutcomeFailure, 0) // opens the breaker
+	if _, err := p.Retry(ts(0), &in, OutcomeFailure, 0, time.Time{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b.Tokens(t0) != 4 {
@@ -133,7 +133,7 @@ func TestPolicyPushback(t *testing.T) {
 		in := Intent{Idempotent: true}
 		p.Begin(t0, &in)
 		before := b.Tokens(t0)
-		d, err := p.Retry(t0, &in, Failure, c.push, time.Time{}, nil)
+		d, err := p.Retry(t0, &in, OutcomeFailure, c.push, time.Time{}, nil)
 		if err != nil || d != c.want {
 			t.Errorf("%s: %v, %v; want %v", c.name, d, err, c.want)
 		}
@@ -148,14 +148,14 @@ func TestPolicyDeadline(t *testing.T) {
 	p := Policy{MaxRetries: 3, Backoff: Backoff{Schedule: Fixed, Base: time.Second}}
 	in := Intent{Idempotent: true}
 	p.Begin(ts(0), &in)
-	if _, err := p.Retry(ts(0), &in, Failure, 0, ts(1), nil); err != ErrNoTimeLeft {
+	if _, err := p.Retry(ts(0), &in, OutcomeFailure, 0, ts(1), nil); err != ErrNoTimeLeft {
 		t.Fatalf("a retry starting at the deadline: %v", err)
 	}
-	if d, err := p.Retry(ts(0), &in, Failure, 0, ts(1.001), nil); err != nil || d != time.Second {
+	if d, err := p.Retry(ts(0), &in, OutcomeFailure, 0, ts(1.001), nil); err != nil || d != time.Second {
 		t.Fatalf("a retry starting before the deadline: %v %v", d, err)
 	}
 	// Pushback counts against the deadline too.
-	if _, err := p.Retry(ts(0), &in, Failure, 5*time.Second, ts(2), nil); err != ErrNoTimeLeft {
+	if _, err := p.Retry(ts(0), &in, OutcomeFailure, 5*time.Second, ts(2), nil); err != ErrNoTimeLeft {
 		t.Fatalf("pushback past the deadline: %v", err)
 	}
 }
@@ -181,11 +181,11 @@ func TestPolicyHedging(t *testing.T) {
 		t.Fatalf("HedgeDelay = %v", d)
 	}
 	h, err := p.StartHedge(t0, &in)
-	if err != nil || h.Kind() != Hedged || h.Paid() != 1 || in.Hedges() != 1 {
+	if err != nil || h.Kind() != KindHedge || h.Paid() != 1 || in.Hedges() != 1 {
 		t.Fatalf("hedge: %+v %v", h, err)
 	}
 	// The second hedge: the budget is down to 1; the breaker opens first.
-	p.End(t0, &in, h, Failure, 0)
+	p.End(t0, &in, h, OutcomeFailure, 0)
 	if _, err := p.StartHedge(t0, &in); !errors.Is(err, ErrBreakerOpen) {
 		t.Fatalf("hedge through an open breaker: %v", err)
 	}
@@ -218,9 +218,9 @@ func TestPolicyGuardRetriesScope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.End(t0, &in, tk, Failure, 0)
+		p.End(t0, &in, tk, OutcomeFailure, 0)
 	}
-	if s := br.State(t0); s != Open {
+	if s := br.State(t0); s != StateOpen {
 		t.Fatalf("first-attempt failures did not reach the breaker: %v", s)
 	}
 	in := Intent{Idempotent: true}
@@ -228,8 +228,8 @@ func TestPolicyGuardRetriesScope(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a first attempt was refused under GuardRetries: %v", err)
 	}
-	p.End(ts(1), &in, tk, Success, 0) // open: ignored
-	if _, err := p.Retry(ts(1), &in, Failure, 0, time.Time{}, nil); err != nil {
+	p.End(ts(1), &in, tk, OutcomeSuccess, 0) // open: ignored
+	if _, err := p.Retry(ts(1), &in, OutcomeFailure, 0, time.Time{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Resume(ts(1), &in); !errors.Is(err, ErrBreakerOpen) {
@@ -238,11 +238,11 @@ func TestPolicyGuardRetriesScope(t *testing.T) {
 	// Half-open: first attempts go and their success closes it.
 	in = Intent{}
 	tk, _ = p.Begin(ts(61), &in)
-	if br.State(ts(61)) != HalfOpen {
+	if br.State(ts(61)) != StateHalfOpen {
 		t.Fatal("not half-open")
 	}
-	p.End(ts(61), &in, tk, Success, 0)
-	if s := br.State(ts(61)); s != Closed {
+	p.End(ts(61), &in, tk, OutcomeSuccess, 0)
+	if s := br.State(ts(61)); s != StateClosed {
 		t.Fatalf("state = %v, want closed", s)
 	}
 }
@@ -254,17 +254,17 @@ func TestPolicyZeroAndBegin(t *testing.T) {
 	}
 	in := Intent{Idempotent: true}
 	tk, err := p.Begin(t0, &in)
-	if err != nil || tk.Kind() != First || tk.Paid() != 0 {
+	if err != nil || tk.Kind() != KindFirst || tk.Paid() != 0 {
 		t.Fatal(err)
 	}
-	p.End(t0, &in, tk, Failure, 0)
-	if _, err := p.Retry(t0, &in, Failure, 0, time.Time{}, nil); err != ErrRetriesExhausted {
+	p.End(t0, &in, tk, OutcomeFailure, 0)
+	if _, err := p.Retry(t0, &in, OutcomeFailure, 0, time.Time{}, nil); err != ErrRetriesExhausted {
 		t.Fatalf("the zero Policy retried: %v", err)
 	}
 	br := mustBreaker(t, BreakerSettings{Threshold: 1})
 	p.Breaker = br
 	tk, _ = p.Begin(t0, &in)
-	p.End(t0, &in, tk, Failure, 0)
+	p.End(t0, &in, tk, OutcomeFailure, 0)
 	if _, err := p.Begin(t0, &in); !errors.Is(err, ErrBreakerOpen) {
 		t.Fatalf("Begin through an open breaker: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestPolicyUnlimited(t *testing.T) {
 	in := Intent{Idempotent: true}
 	p.Begin(t0, &in)
 	for range 1000 {
-		if _, err := p.Retry(t0, &in, Failure, 0, time.Time{}, nil); err != nil {
+		if _, err := p.Retry(t0, &in, OutcomeFailure, 0, time.Time{}, nil); err != nil {
 			t.Fatal(err)
 		}
 		p.Resume(t0, &in)

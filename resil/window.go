@@ -115,7 +115,7 @@ func (w *WindowBudget) Begin(now time.Time) {
 
 // Record deposits for a success when the budget is funded by successes.
 func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
-	if o == Success && w.funding == FundedBySuccess {
+	if o == OutcomeSuccess && w.funding == FundedBySuccess {
 		w.deposit(now)
 	}
 }
@@ -124,7 +124,7 @@ func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
 // included, stay within the allowance.
 func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	c := w.cost
-	if after == Timeout {
+	if after == OutcomeTimeout {
 		c = w.timeout
 	}
 	w.mu.Lock()

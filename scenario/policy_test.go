@@ -122,13 +122,13 @@ func TestNewPolicyFresh(t *testing.T) {
 	}
 	var now time.Time
 	for range 10 {
-		a.Budget.Withdraw(now, resil.Failure)
-		a.Breaker.Record(now, mustAllow(t, a.Breaker, now), resil.Failure, 0)
+		a.Budget.Withdraw(now, resil.OutcomeFailure)
+		a.Breaker.Record(now, mustAllow(t, a.Breaker, now), resil.OutcomeFailure, 0)
 	}
 	if got := b.Budget.(*resil.TokenBucket).Tokens(now); got != 10 {
 		t.Errorf("spending one bucket left the other with %v tokens, want 10", got)
 	}
-	if a.Breaker.State(now) != resil.Open || b.Breaker.State(now) != resil.Closed {
+	if a.Breaker.State(now) != resil.StateOpen || b.Breaker.State(now) != resil.StateClosed {
 		t.Errorf("breakers: %v and %v, want open and closed", a.Breaker.State(now), b.Breaker.State(now))
 	}
 }

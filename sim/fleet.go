@@ -367,7 +367,7 @@ func (f *fleet) sampleUpTo(k int) {
 		end := f.vt(int64(t+1) * f.tickNs)
 		open := 0
 		for i := range f.policies {
-			if f.policies[i].Breaker.State(end) == resil.Open {
+			if f.policies[i].Breaker.State(end) == resil.StateOpen {
 				open++
 			}
 		}
@@ -390,7 +390,7 @@ func (f *fleet) handle(e event) {
 			return
 		}
 		a.state = gaveUp
-		f.finish(e.ref, e.at, resil.Timeout)
+		f.finish(e.ref, e.at, resil.OutcomeTimeout)
 		f.origin.gaveUp(f, e.ref, e.at)
 		f.release(e.ref)
 	case evAnswer:
@@ -466,11 +466,11 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		c := &f.ticks[k]
 		c.offered++
 		switch t.Kind() {
-		case resil.First:
+		case resil.KindFirst:
 			c.first++
-		case resil.Retry:
+		case resil.KindRetry:
 			c.retries++
-		case resil.Hedged:
+		case resil.KindHedge:
 			c.hedges++
 		}
 	} else {
@@ -565,9 +565,9 @@ func (f *fleet) deliver(a int32, now int64, ok bool) {
 		return
 	default:
 		x.state = answered
-		o := resil.Failure
+		o := resil.OutcomeFailure
 		if ok {
-			o = resil.Success
+			o = resil.OutcomeSuccess
 			if x.tick >= 0 {
 				f.ticks[x.tick].goodput++
 			}
@@ -586,12 +586,12 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	f.unlink(in, ai)
 	pol := &f.policies[in.client]
 	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
-	if o == resil.Success {
+	if o == resil.OutcomeSuccess {
 		f.lat.add(now - in.arrival)
 		for in.head >= 0 { // the other attempts lost the race
 			h := in.head
 			f.unlink(in, h)
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.Ignored, time.Duration(now-f.atts[h].sent))
+			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
 			f.atts[h].state = cancelled
 			f.release(h)
 		}
@@ -600,7 +600,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	}
 	if a.tick >= 0 {
 		f.ticks[a.tick].failed++
-		if o == resil.Timeout {
+		if o == resil.OutcomeTimeout {
 			f.sum.Timeouts++
 		}
 	}

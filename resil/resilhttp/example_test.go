@@ -28,7 +28,7 @@ func ExampleTransport() {
 	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
 		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 5,
 	})
-	g, _ := resil.NewGuard(resil.Settings{Policy: resil.Policy{MaxRetries: 2, Budget: budget}})
+	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, Policy: resil.Policy{MaxRetries: 2, Budget: budget}})
 	client := &http.Client{Transport: &resilhttp.Transport{Guard: g, Base: srv.Client().Transport}}
 
 	resp, err := client.Get(srv.URL)

@@ -16,8 +16,8 @@
 //   - Statuses 429, 502, 503 and 504 are retried by default (RetryStatus);
 //     Retry-After, in seconds or as an HTTP date, replaces the backoff,
 //     clamped by Policy.MaxPushback, and is still paid from the budget.
-//   - Timeouts (net.Error.Timeout, deadlines) count as resil.Timeout, other
-//     connection errors as resil.Failure, so a budget's TimeoutCost applies.
+//   - Timeouts (net.Error.Timeout, deadlines) count as resil.OutcomeTimeout, other
+//     connection errors as resil.OutcomeFailure, so a budget's TimeoutCost applies.
 //   - Response bodies of discarded attempts are drained and closed. When
 //     the retries stop on a retryable status, the last response is returned
 //     with a nil error, as any RoundTripper returns an HTTP error status.
@@ -48,7 +48,8 @@ const DefaultKeyHeader = "Idempotency-Key"
 // changed once in use.
 type Transport struct {
 	// Guard decides retries, hedges and refusals. Required. Its
-	// Settings.Idempotent is not used: the method decides.
+	// GuardSettings.Idempotency is not used: the method decides (RFC 9110
+	// idempotent methods may be retried; others only with a key).
 	Guard *resil.Guard
 	// Base sends each attempt. Nil means http.DefaultTransport.
 	Base http.RoundTripper

@@ -64,7 +64,7 @@ var epoch = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func newGuard(t *testing.T, clk resil.Clock, p resil.Policy) *resil.Guard {
 	t.Helper()
-	g, err := resil.NewGuard(resil.Settings{Policy: p, Clock: clk, NewKey: keySeq()})
+	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, Policy: p, Clock: clk, NewKey: keySeq()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	g, _ := resil.NewGuard(resil.Settings{Clock: &skipClock{now: epoch}, OnEvent: record, Policy: resil.Policy{MaxRetries: 1}})
+	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, Clock: &skipClock{now: epoch}, OnEvent: record, Policy: resil.Policy{MaxRetries: 1}})
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	c := &http.Client{Transport: &Transport{Guard: g, Base: base}}
@@ -329,7 +329,7 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	if !errors.Is(err, resil.ErrRetriesExhausted) {
 		t.Fatalf("err = %v", err)
 	}
-	if len(outcomes) != 2 || outcomes[0] != resil.Failure {
+	if len(outcomes) != 2 || outcomes[0] != resil.OutcomeFailure {
 		t.Fatalf("outcomes = %v", outcomes)
 	}
 
@@ -345,14 +345,14 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedBySuccess, MinTokens: 10, TimeoutCost: 4})
-	g, _ = resil.NewGuard(resil.Settings{AttemptTimeout: 20 * time.Millisecond, OnEvent: record,
+	g, _ = resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, AttemptTimeout: 20 * time.Millisecond, OnEvent: record,
 		Policy: resil.Policy{MaxRetries: 1, Budget: tb}})
 	c = &http.Client{Transport: &Transport{Guard: g, Base: base}}
 	_, err = c.Get(srv.URL)
 	if !errors.Is(err, resil.ErrRetriesExhausted) || !errors.Is(err, resil.ErrAttemptTimeout) {
 		t.Fatalf("err = %v", err)
 	}
-	if len(outcomes) != 2 || outcomes[0] != resil.Timeout || outcomes[1] != resil.Timeout {
+	if len(outcomes) != 2 || outcomes[0] != resil.OutcomeTimeout || outcomes[1] != resil.OutcomeTimeout {
 		t.Fatalf("outcomes = %v", outcomes)
 	}
 	if got := tb.Tokens(time.Now()); got != 6 {
@@ -379,7 +379,7 @@ func TestTransportHedge(t *testing.T) {
 			io.WriteString(w, "fast")
 		})
 		tr := &closeTracker{base: handlerTransport{h}}
-		g, _ := resil.NewGuard(resil.Settings{AttemptTimeout: 5 * time.Second,
+		g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, AttemptTimeout: 5 * time.Second,
 			Policy: resil.Policy{Hedge: resil.HedgeSettings{Delay: 50 * time.Millisecond}}})
 		c := &http.Client{Transport: &Transport{Guard: g, Base: tr}}
 		start := time.Now()

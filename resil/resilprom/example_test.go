@@ -14,7 +14,7 @@ import (
 // Register a guard's metrics on a registry of your own (here a fresh one;
 // in a service, the one your /metrics handler serves).
 func ExampleRegister() {
-	g, _ := resil.NewGuard(resil.Settings{})
+	g, _ := resil.NewGuard(resil.GuardSettings{})
 	reg := prometheus.NewRegistry()
 	if _, err := resilprom.Register(reg, "payments", g); err != nil {
 		panic(err)

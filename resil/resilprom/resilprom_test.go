@@ -21,7 +21,7 @@ var errBoom = errors.New("boom")
 func TestMetrics(t *testing.T) {
 	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.5, Funding: resil.FundedByRequest, MinTokens: 1})
 	br, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 3, Cooldown: time.Hour})
-	g, err := resil.NewGuard(resil.Settings{Idempotent: true, Policy: resil.Policy{MaxRetries: 2, Budget: tb, Breaker: br}})
+	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: resil.Policy{MaxRetries: 2, Budget: tb, Breaker: br}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ resil_retries_per_request{name="db"} 0.25
 	if _, err := Register(reg, "db", g); err == nil {
 		t.Fatal("duplicate registration accepted")
 	}
-	g2, _ := resil.NewGuard(resil.Settings{})
+	g2, _ := resil.NewGuard(resil.GuardSettings{})
 	c2, err := Register(reg, "cache", g2)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ resil_retries_per_request{name="db"} 0.25
 }
 
 func TestRegisterErrors(t *testing.T) {
-	g, _ := resil.NewGuard(resil.Settings{})
+	g, _ := resil.NewGuard(resil.GuardSettings{})
 	reg := prometheus.NewRegistry()
 	if _, err := Register(nil, "x", g); err == nil {
 		t.Fatal("nil registerer")
