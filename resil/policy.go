@@ -74,6 +74,11 @@ type Policy struct {
 	// MaxPushback clamps the wait a server asks for (Retry-After,
 	// pushback). Zero means Backoff.Cap, or one minute without a cap.
 	MaxPushback time.Duration
+	// PushbackRestarts makes the backoff start again from its first delay
+	// after a retry that waited a server's pushback, as gRFC A6 specifies
+	// for gRPC ("retry delay will reset to initial backoff"). False, the
+	// zero value, counts every retry of the intent.
+	PushbackRestarts bool
 }
 
 // Validate reports the first invalid field, or nil.
@@ -117,6 +122,7 @@ type Intent struct {
 	retries  int
 	hedges   int
 	prev     time.Duration
+	pushed   int     // retries up to the last one that waited a pushback
 	pending  float64 // charge withdrawn for the scheduled retry
 	waiting  bool    // a retry is scheduled and not yet sent
 }
@@ -261,7 +267,7 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 	if pushback > 0 {
 		d = min(pushback, p.maxPushback())
 	} else {
-		d = p.Backoff.Delay(in.retries+1, in.prev, src)
+		d = p.Backoff.Delay(in.retries+1-in.pushed, in.prev, src)
 	}
 	if !latest.IsZero() && !now.Add(d).Before(latest) {
 		return 0, ErrNoTimeLeft
@@ -277,6 +283,9 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 		cost = c
 	}
 	in.prev = d
+	if pushback > 0 && p.PushbackRestarts {
+		in.pushed = in.retries + 1
+	}
 	in.pending, in.waiting = cost, true
 	return d, nil
 }
