@@ -304,6 +304,10 @@ type CallOptions[T any] struct {
 	// whose body cannot be replayed). A retry is refused with
 	// ErrNotIdempotent.
 	Once bool
+	// NoHedge sends no hedge for this call, whatever the policy says;
+	// retries go on. For a call whose attempts cannot run side by side (a
+	// gRPC stream).
+	NoHedge bool
 	// Fallback, if set, answers when the breaker refuses this call,
 	// instead of GuardSettings.Fallback.
 	Fallback func(ctx context.Context, err error) (T, error)
@@ -391,6 +395,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			c.in.Idempotent = false
 		}
 		c.in.Key = o.Key
+		c.in.NoHedge = o.NoHedge
 		if c.in.Key == "" && o.NewKey {
 			c.in.Key = g.newKey()
 		}

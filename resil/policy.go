@@ -106,8 +106,8 @@ func (p *Policy) Validate() error {
 
 // Intent is one logical call's progress through a [Policy]: how many
 // attempts it sent, the previous backoff, and the charge held for a retry
-// waiting in backoff. Set Idempotent and Key before Begin; the zero value
-// is a non-idempotent intent without a key, which is never retried.
+// waiting in backoff. Set Idempotent, Key and NoHedge before Begin; the zero
+// value is a non-idempotent intent without a key, which is never retried.
 //
 // An Intent belongs to one call: it is not safe for concurrent use.
 type Intent struct {
@@ -117,6 +117,9 @@ type Intent struct {
 	// non-idempotent intent with a key may be retried: the server
 	// deduplicates by the key.
 	Key string
+	// NoHedge keeps the intent from hedging, whatever the policy says: for
+	// a call whose attempts cannot run side by side.
+	NoHedge bool
 
 	attempts int
 	retries  int
@@ -339,7 +342,7 @@ func (p *Policy) refund(now time.Time, cost float64) {
 // zero when the policy does not hedge or the intent may not send another
 // hedge.
 func (p *Policy) HedgeDelay(in *Intent) time.Duration {
-	if p.Hedge.Delay <= 0 || in.hedges >= max(p.Hedge.Max, 1) || (!in.Idempotent && in.Key == "") {
+	if p.Hedge.Delay <= 0 || in.NoHedge || in.hedges >= max(p.Hedge.Max, 1) || (!in.Idempotent && in.Key == "") {
 		return 0
 	}
 	return p.Hedge.Delay

@@ -233,6 +233,11 @@ func TestPolicyHedging(t *testing.T) {
 	if _, err := p.StartHedge(t0, &in2); err != ErrBudgetExhausted {
 		t.Fatalf("hedge with an empty budget: %v", err)
 	}
+	still := Intent{Idempotent: true, NoHedge: true}
+	p.Begin(t0, &still)
+	if d := p.HedgeDelay(&still); d != 0 {
+		t.Fatalf("an intent with NoHedge may hedge after %v", d)
+	}
 }
 
 func TestPolicyGuardRetriesScope(t *testing.T) {
