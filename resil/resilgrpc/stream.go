@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/retrystorm/retrystorm/resil"
 )
@@ -282,20 +283,32 @@ func (rs *retryStream) RecvMsg(m any) error {
 }
 
 // Header waits for the response headers of the current attempt; their
-// arrival commits the stream.
+// arrival commits the stream. As grpc-go's, it returns no error when the
+// call failed: RecvMsg says how.
 func (rs *retryStream) Header() (metadata.MD, error) {
 	for {
 		att, committed, err := rs.current()
 		if err != nil {
-			return nil, err
+			return nil, nil
 		}
 		md, err := att.s.Header()
-		if committed || md != nil || err == nil {
+		if committed || md != nil {
 			rs.commit(att)
 			return md, err
 		}
-		if err := rs.failed(att, err); err != nil {
-			return nil, err
+		if err == nil {
+			// The attempt ended without headers (grpc-go's Header hides
+			// its error): no message came either, so receiving reads only
+			// its status.
+			err = att.s.RecvMsg(&emptypb.Empty{})
+			if err == io.EOF {
+				rs.commit(att) // a success without headers or messages
+				rs.end()
+				return nil, nil
+			}
+		}
+		if rs.failed(att, err) != nil {
+			return nil, nil
 		}
 	}
 }
