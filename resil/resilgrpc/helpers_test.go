@@ -86,6 +86,11 @@ func (s *server) seen() []arrival {
 	return append([]arrival(nil), s.arrivals...)
 }
 
+// EmptyCall answers at once, unrecorded: a method no script governs.
+func (s *server) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
+	return &testpb.Empty{}, nil
+}
+
 func (s *server) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	n := s.arrive(ctx, "UnaryCall", string(req.GetPayload().GetBody()))
 	return s.unary(ctx, n, req)
