@@ -833,3 +833,31 @@ func TestGuardNoHedge(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardEventContext: every event of a call carries the caller's
+// context, hedges and refusals included, so that observers can find its
+// trace span.
+func TestGuardEventContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type key struct{}
+		ctx := context.WithValue(context.Background(), key{}, "caller")
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent,
+			Policy: Policy{MaxRetries: 1, Hedge: HedgeSettings{Delay: 10 * ms}}})
+		kinds := map[EventKind]bool{}
+		g.Observe(func(e Event) {
+			if e.Context == nil || e.Context.Value(key{}) != "caller" {
+				t.Errorf("%v event without the caller's context", e.Kind)
+			}
+			kinds[e.Kind] = true
+		})
+		g.Do(ctx, func(ctx context.Context) error {
+			time.Sleep(20 * ms)
+			return errBoom
+		})
+		for _, k := range []EventKind{EventAttempt, EventHedge, EventRetry, EventDone} {
+			if !kinds[k] {
+				t.Errorf("no %v event", k)
+			}
+		}
+	})
+}
