@@ -23,7 +23,7 @@ func TestServerSheds(t *testing.T) {
 	var shed atomic.Int32
 	sv, err := NewServer(ServerSettings{MinTime: 200 * time.Millisecond,
 		MinTimes: map[string]time.Duration{"/grpc.testing.TestService/EmptyCall": 0},
-		OnShed: func(string, time.Duration) { shed.Add(1) }})
+		OnShed:   func(string, time.Duration) { shed.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
