@@ -152,7 +152,7 @@ func NewClient(s ClientSettings) (*Client, error) {
 		c.def = m
 	}
 	for name, mm := range s.Methods {
-		if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 || strings.HasPrefix(name, "//") {
+		if !validName(name) {
 			return nil, fmt.Errorf("resilgrpc: ClientSettings.Methods[%q]: want \"/package.Service/Method\" or \"/package.Service/\"", name)
 		}
 		m, err := newMethod(fmt.Sprintf("ClientSettings.Methods[%q]", name), mm)
@@ -208,17 +208,34 @@ func newMethod(field string, m Method) (*method, error) {
 
 // lookup returns the entry for fullMethod, nil when it is not guarded.
 func (c *Client) lookup(fullMethod string) *method {
-	if len(c.methods) > 0 {
-		if m, ok := c.methods[fullMethod]; ok {
-			return m
+	if m, ok := match(c.methods, fullMethod); ok {
+		return m
+	}
+	return c.def
+}
+
+// match returns the entry of names for fullMethod: the method's own
+// ("/package.Service/Method"), else its service's ("/package.Service/"), as
+// gRPC matches service config names.
+func match[T any](names map[string]T, fullMethod string) (T, bool) {
+	if len(names) > 0 {
+		if v, ok := names[fullMethod]; ok {
+			return v, true
 		}
 		if k := strings.LastIndexByte(fullMethod, '/'); k > 0 {
-			if m, ok := c.methods[fullMethod[:k+1]]; ok {
-				return m
+			if v, ok := names[fullMethod[:k+1]]; ok {
+				return v, true
 			}
 		}
 	}
-	return c.def
+	var zero T
+	return zero, false
+}
+
+// validName reports whether name is "/package.Service/Method" or
+// "/package.Service/".
+func validName(name string) bool {
+	return strings.HasPrefix(name, "/") && !strings.HasPrefix(name, "//") && strings.Count(name, "/") == 2
 }
 
 // DialOptions returns the options that install both interceptors, and turn

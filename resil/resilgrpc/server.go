@@ -3,7 +3,6 @@ package resilgrpc
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,7 +63,7 @@ func NewServer(s ServerSettings) (*Server, error) {
 		if v < 0 {
 			return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTimes[%q] = %v: must not be negative", k, v)
 		}
-		if !strings.HasPrefix(k, "/") || strings.Count(k, "/") != 2 {
+		if !validName(k) {
 			return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTimes[%q]: want \"/package.Service/Method\" or \"/package.Service/\"", k)
 		}
 	}
@@ -135,15 +134,8 @@ func (s *Server) admit(ctx context.Context, fullMethod string) error {
 }
 
 func (s *Server) need(fullMethod string) time.Duration {
-	if len(s.mins) > 0 {
-		if d, ok := s.mins[fullMethod]; ok {
-			return d
-		}
-		if k := strings.LastIndexByte(fullMethod, '/'); k > 0 {
-			if d, ok := s.mins[fullMethod[:k+1]]; ok {
-				return d
-			}
-		}
+	if d, ok := match(s.mins, fullMethod); ok {
+		return d
 	}
 	return s.min
 }

@@ -58,12 +58,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	go rs.drive(o)
 
 	rs.mu.Lock()
-	for rs.cur == nil && !rs.finished {
-		ch := rs.changed
-		rs.mu.Unlock()
-		<-ch
-		rs.mu.Lock()
-	}
+	rs.waitLocked(func() bool { return rs.cur == nil })
 	cur, final := rs.cur, rs.final
 	rs.mu.Unlock()
 	if cur == nil {
@@ -114,6 +109,17 @@ type attempt struct {
 func (rs *retryStream) broadcast() {
 	close(rs.changed)
 	rs.changed = make(chan struct{})
+}
+
+// waitLocked waits, with mu held, while the Guard's call goes on and
+// still holds: until a new attempt or the end.
+func (rs *retryStream) waitLocked(still func() bool) {
+	for still() && !rs.finished {
+		ch := rs.changed
+		rs.mu.Unlock()
+		<-ch
+		rs.mu.Lock()
+	}
 }
 
 // drive runs the Guard's call: one attempt per call of send, until one
@@ -223,12 +229,7 @@ func (rs *retryStream) failed(att *attempt, err error) error {
 	default:
 	}
 	rs.mu.Lock()
-	for rs.cur == att && !rs.finished {
-		ch := rs.changed
-		rs.mu.Unlock()
-		<-ch
-		rs.mu.Lock()
-	}
+	rs.waitLocked(func() bool { return rs.cur == att })
 	finished, final := rs.finished, rs.final
 	rs.mu.Unlock()
 	if !finished {
