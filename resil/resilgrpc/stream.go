@@ -169,25 +169,21 @@ func (rs *retryStream) send(actx context.Context, a resil.Attempt) (*attempt, er
 	rs.cur = att
 	rs.broadcast()
 	rs.mu.Unlock()
-	select {
-	case err := <-att.end:
-		if err == nil {
-			stop()
-			return att, nil
-		}
-		cancel()
-		return att, err
+	select { // err is nil: the stream opened
+	case err = <-att.end:
 	case <-actx.Done():
 		rs.mu.Lock()
 		committed := rs.committed && rs.cur == att
 		rs.mu.Unlock()
-		if committed {
-			stop()
-			return att, nil
+		if !committed {
+			err = status.FromContextError(actx.Err()).Err()
 		}
-		cancel()
-		return att, status.FromContextError(actx.Err()).Err()
 	}
+	stop()
+	if err != nil {
+		cancel() // the attempt is over
+	}
+	return att, err
 }
 
 // current returns the attempt to use, whether the stream is committed, and
