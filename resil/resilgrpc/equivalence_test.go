@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
 
@@ -90,8 +91,9 @@ func equivRun(t *testing.T, s *server, tc testpb.TestServiceClient, calls int) (
 // retries and through resilgrpc, against servers that answer the same
 // script: the attempts of every call, the final codes, the codes retried,
 // the point where the throttle stops retrying, the
-// grpc-previous-rpc-attempts headers and the waits (within jitter and a
-// tolerance for a loaded machine) must be the same.
+// grpc-previous-rpc-attempts headers must be the same; resil's planned
+// waits must be grpc-go's formula, and both clients' real waits within
+// jitter and a tolerance for a loaded machine.
 func TestEquivalentToGRPC(t *testing.T) {
 	calls := len(equivAttempts)
 
@@ -103,7 +105,8 @@ func TestEquivalentToGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := FromServiceConfig(cfg, ConfigOptions{})
+	clk := &planClock{}
+	set, err := FromServiceConfig(cfg, ConfigOptions{Guard: resil.GuardSettings{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,29 +136,40 @@ func TestEquivalentToGRPC(t *testing.T) {
 		}
 	}
 
-	// The waits: the pushback's 200ms exactly, then the backoff restarts
-	// at 150ms, then 300ms; each backoff within grpc-go's jitter of ±20%.
-	// The margins tell a restarted backoff (120-180ms) from one that went
-	// on (240-360ms).
-	const slack = 50 * time.Millisecond // scheduling on a shared machine
-	type wait struct {
-		arrival int
-		base    time.Duration
-		exact   bool
-	}
+	// The waits resil planned, exactly: the pushback's 200ms, then the
+	// backoff restarts at 150ms, then 300ms (not 300 then 600, had it gone
+	// on counting); each backoff within grpc-go's jitter of ±20%.
 	const ms = time.Millisecond
-	for _, w := range []wait{{1, 200 * ms, true}, {2, 150 * ms, false}, {3, 300 * ms, false}, {6, 150 * ms, false}, {20, 150 * ms, false}} {
-		lo, hi := w.base*8/10, w.base*12/10+slack
-		if w.exact {
-			lo = w.base
+	plan := clk.Waits()
+	want := []time.Duration{200 * ms, 150 * ms, 300 * ms, 150 * ms, 150 * ms}
+	if len(plan) != len(want) {
+		t.Fatalf("resilgrpc planned waits %v, want %d", plan, len(want))
+	}
+	for i, w := range want {
+		lo, hi := w*8/10, w*12/10
+		if i == 0 {
+			lo, hi = w, w
+		}
+		if plan[i] < lo || plan[i] > hi {
+			t.Errorf("resilgrpc's wait %d is %v, want [%v, %v]", i, plan[i], lo, hi)
+		}
+	}
+	// And the waits both clients really took, between the server's
+	// arrivals: at least what was planned (grpc-go's within its jitter),
+	// and of the same order (the margin is for a loaded machine: a
+	// scheduler can only make a wait longer).
+	for k, n := range []int{1, 2, 3, 6, 20} {
+		lo, hi := want[k]*8/10, want[k]*12/10+2*time.Second
+		if k == 0 {
+			lo = want[k]
 		}
 		for _, r := range []struct {
 			name string
 			arr  []arrival
 		}{{"grpc-go", nArr}, {"resilgrpc", oArr}} {
-			gap := r.arr[w.arrival].at.Sub(r.arr[w.arrival-1].at)
-			if gap < lo-time.Millisecond || gap > hi {
-				t.Errorf("%s: wait before arrival %d is %v, want [%v, %v]", r.name, w.arrival, gap, lo, hi)
+			gap := r.arr[n].at.Sub(r.arr[n-1].at)
+			if gap < lo-ms || gap > hi {
+				t.Errorf("%s: wait before arrival %d is %v, want [%v, %v]", r.name, n, gap, lo, hi)
 			}
 		}
 	}

@@ -173,6 +173,19 @@ func (c *waitClock) Waits() []time.Duration {
 	return append([]time.Duration(nil), c.waits...)
 }
 
+// planClock is the real clock, which also records every wait the Guard
+// plans (backoff, pushback), exactly as the policy decided it.
+type planClock struct {
+	waitClock
+}
+
+func (c *planClock) NewTimer(d time.Duration) resil.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	return resil.RealClock().NewTimer(d)
+}
+
 type firedTimer chan time.Time
 
 func (t firedTimer) C() <-chan time.Time { return t }

@@ -2,6 +2,9 @@ package resilgrpc
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
@@ -37,7 +41,7 @@ type stormOrigin struct {
 }
 
 const (
-	stormMaxDelay   = 50 * time.Millisecond
+	stormMaxDelay   = 200 * time.Millisecond
 	stormRejectCost = 0.5
 )
 
@@ -66,13 +70,17 @@ func (o *stormOrigin) serve(context.Context, int, *testpb.SimpleRequest) (*testp
 }
 
 // stormRun sends rate intents per second for dur, open loop, and returns
-// whether each succeeded, by start time.
-func stormRun(tc testpb.TestServiceClient, start time.Time, rate float64, dur time.Duration) []bool {
+// whether each succeeded, by start time, and how late the generator was
+// (the 90th percentile): a starved machine cannot keep the schedule.
+func stormRun(tc testpb.TestServiceClient, start time.Time, rate float64, dur time.Duration) ([]bool, time.Duration) {
 	n := int(rate * dur.Seconds())
 	ok := make([]bool, n)
+	late := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		at := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		time.Sleep(time.Until(at))
+		late[i] = time.Since(at)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -81,7 +89,8 @@ func stormRun(tc testpb.TestServiceClient, start time.Time, rate float64, dur ti
 		})
 	}
 	wg.Wait()
-	return ok
+	slices.Sort(late)
+	return ok, late[n*9/10]
 }
 
 // successIn is the share of intents started in [from, to) that succeeded.
@@ -106,6 +115,9 @@ func TestStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-second storm per fleet; skipped with -short")
 	}
+	// The storm times a real server on loopback: no CPU-heavy test
+	// package may run beside it (see internal/testlock).
+	testlock.Exclusive()
 	const rate = 150.0
 	const dur = 3 * time.Second
 	after := func(ok []bool) float64 { return successIn(ok, rate, 2*time.Second, dur) }
@@ -120,7 +132,7 @@ func TestStorm(t *testing.T) {
 	ntc := dial(t, naive, nil, grpc.WithDefaultServiceConfig(stormConfig))
 	ntc.EmptyCall(context.Background(), &testpb.Empty{}) // connect before the clock starts
 	naiveOrigin.start = time.Now()
-	nOK := stormRun(ntc, naiveOrigin.start, rate, dur)
+	nOK, nLate := stormRun(ntc, naiveOrigin.start, rate, dur)
 
 	cfg, err := grpcconfig.Parse([]byte(stormConfig), grpcconfig.Options{})
 	if err != nil {
@@ -139,7 +151,16 @@ func TestStorm(t *testing.T) {
 	gtc := dial(t, guarded, mustClient(t, set))
 	gtc.EmptyCall(context.Background(), &testpb.Empty{})
 	guardedOrigin.start = time.Now()
-	gOK := stormRun(gtc, guardedOrigin.start, rate, dur)
+	gOK, gLate := stormRun(gtc, guardedOrigin.start, rate, dur)
+	if late := max(nLate, gLate); late > 20*time.Millisecond {
+		// The generator could not keep its schedule: the run measured the
+		// machine, not the policies.
+		msg := fmt.Sprintf("the machine is too loaded to time a storm: the load generator ran %v late (90th percentile)", late)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
 
 	g := set.Methods["/grpc.testing.TestService/"].Guard
 	st := g.Stats()
