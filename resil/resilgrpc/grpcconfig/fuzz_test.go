@@ -1,11 +1,14 @@
 package grpcconfig
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 )
 
-// FuzzParse checks that Parse never panics, and that every config it
-// accepts builds valid resil policies and a throttle.
+// FuzzParse checks that Parse never panics, gives the same answer twice
+// (no map order leaks into it), and that every config it accepts builds
+// valid resil policies and a throttle.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(full))
 	f.Add([]byte(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3}}]}`))
@@ -14,6 +17,10 @@ func FuzzParse(f *testing.F) {
 		"InitialBackoff": "9s", "MaxBackoff": ".001s", "BackoffMultiplier": 1000, "RetryableStatusCodes": [1, 16]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, Options{})
+		c2, err2 := Parse(data, Options{})
+		if fmt.Sprint(err) != fmt.Sprint(err2) || !reflect.DeepEqual(c, c2) {
+			t.Fatalf("two parses differ: %v / %v", err, err2)
+		}
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
 				t.Fatalf("error of type %T: %v", err, err)

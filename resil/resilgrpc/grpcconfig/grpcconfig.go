@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -373,12 +374,20 @@ func object(path string, raw json.RawMessage, allowed keyset) (map[string]json.R
 		return nil, fail(orTop(path), "must be a JSON object")
 	}
 	out := make(map[string]json.RawMessage, len(m))
-	for k, v := range m {
+	spelt := make(map[string]string, len(m))
+	// In a fixed order, so that the error names the same key every time.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
 		lk := strings.ToLower(k)
 		if _, ok := allowed[lk]; !ok {
 			return nil, fail(join(path, k), "unknown key; %s", expected(k, allowed))
 		}
-		out[lk] = v
+		if other, dup := spelt[lk]; dup {
+			// Which would win is not defined: refuse both.
+			a, b := min(k, other), max(k, other)
+			return nil, fail(join(path, a), "given twice, as %q and %q (keys match without regard to case)", a, b)
+		}
+		out[lk], spelt[lk] = v, k
 	}
 	return out, nil
 }

@@ -117,6 +117,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "{\n  \"methodConfig\": [,]\n}", "", "line 2, column 20"},
 		{"not an object", `[1]`, "(top)", "JSON object"},
 		{"unknown top key", `{"methodConfigs": []}`, "methodConfigs", "expected one of"},
+		{"a key twice", retry(`"maxAttempts": 3, "MaxAttempts": 4`), "methodConfig[0].retryPolicy.MaxAttempts", "given twice"},
 		{"snake case", retry(`"max_attempts": 3`), "methodConfig[0].retryPolicy.max_attempts", `did you mean "maxAttempts"`},
 		{"no name", `{"methodConfig": [{"timeout": "1s"}]}`, "methodConfig[0].name", "required"},
 		{"empty name list", `{"methodConfig": [{"name": []}]}`, "methodConfig[0].name", "apply to no method"},
