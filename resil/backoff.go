@@ -49,7 +49,8 @@ const (
 	// starting from previous = Base. It ignores the Schedule's growth: it
 	// grows by itself, and each client's delays drift apart.
 	DecorrelatedJitter
-	// FactorJitter waits d × (1 ± Factor), uniformly, capped at Cap.
+	// FactorJitter waits d × (1 ± Factor), uniformly, capped at Cap
+	// (unless UncappedJitter).
 	FactorJitter
 )
 
@@ -86,6 +87,12 @@ type Backoff struct {
 	Jitter Jitter
 	// Factor is FactorJitter's spread, in (0, 1]. Required there.
 	Factor float64
+	// UncappedJitter, with FactorJitter only, applies Cap to the schedule
+	// before the jitter and not after it, so a delay may reach
+	// Cap × (1 + Factor). That is grpc-go's retry backoff:
+	// min(initialBackoff × multiplier^n, maxBackoff) × uniform(0.8, 1.2).
+	// False, the zero value, keeps every delay within Cap.
+	UncappedJitter bool
 }
 
 // Validate reports the first invalid field, or nil.
@@ -123,6 +130,9 @@ func (b Backoff) Validate() error {
 	} else if b.Factor != 0 {
 		return badSetting(p+"Factor", b.Factor, "applies to factor jitter only")
 	}
+	if b.UncappedJitter && b.Jitter != FactorJitter {
+		return badSetting(p+"UncappedJitter", b.UncappedJitter, "applies to factor jitter only")
+	}
 	return nil
 }
 
@@ -132,7 +142,8 @@ func (b Backoff) Validate() error {
 // source for jitter; it may be nil when Jitter is NoJitter. Each call draws
 // at most one number from src.
 //
-// The result is in [0, Cap] (in [0, +292 years] without a cap). Delay
+// The result is in [0, Cap] (in [0, +292 years] without a cap; in
+// [0, Cap × (1 + Factor)] with UncappedJitter). Delay
 // assumes a valid Backoff (see Validate) and does not allocate.
 func (b Backoff) Delay(retry int, prev time.Duration, src rand.Source) time.Duration {
 	limit := time.Duration(math.MaxInt64)
@@ -181,6 +192,12 @@ func (b Backoff) Delay(retry int, prev time.Duration, src rand.Source) time.Dura
 		d = d/2 + time.Duration(uniform(src)*float64(d-d/2))
 	case FactorJitter:
 		f := float64(d) * (1 + b.Factor*(2*uniform(src)-1))
+		if b.UncappedJitter {
+			if f >= float64(math.MaxInt64) {
+				return math.MaxInt64
+			}
+			return max(0, time.Duration(f))
+		}
 		if f >= float64(limit) {
 			return limit
 		}

@@ -45,6 +45,7 @@ func TestBackoffSchedules(t *testing.T) {
 func TestBackoffJitter(t *testing.T) {
 	exp := Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second}
 	with := func(j Jitter, f float64) Backoff { b := exp; b.Jitter, b.Factor = j, f; return b }
+	uncapped := func(f float64) Backoff { b := with(FactorJitter, f); b.UncappedJitter = true; return b }
 	for _, c := range []struct {
 		name  string
 		b     Backoff
@@ -63,6 +64,9 @@ func TestBackoffJitter(t *testing.T) {
 		{"factor mid", with(FactorJitter, 0.2), 0.5, 3, 0, 400 * ms},
 		{"factor above cap", with(FactorJitter, 0.2), 0.75, 10, 0, time.Second},
 		{"factor below cap", with(FactorJitter, 0.2), 0.25, 10, 0, 900 * ms},
+		{"factor uncapped past cap", uncapped(0.2), 0.75, 10, 0, 1100 * ms},
+		{"factor uncapped low", uncapped(0.2), 0, 10, 0, 800 * ms},
+		{"factor uncapped under cap", uncapped(0.2), 0.5, 2, 0, 200 * ms},
 		// Decorrelated: uniform(Base, 3 × prev), prev starting at Base, capped.
 		{"decorrelated first", with(DecorrelatedJitter, 0), 0.5, 1, 0, 200 * ms},
 		{"decorrelated next", with(DecorrelatedJitter, 0), 0.5, 2, 200 * ms, 350 * ms},
@@ -136,6 +140,7 @@ func TestBackoffValidate(t *testing.T) {
 		{"Backoff.Multiplier", Backoff{Schedule: Exponential, Base: ms, Multiplier: 0.5}},
 		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Jitter: FactorJitter}},
 		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Factor: 0.5}},
+		{"Backoff.UncappedJitter", Backoff{Schedule: Fixed, Base: ms, Jitter: FullJitter, UncappedJitter: true}},
 	} {
 		err := c.b.Validate()
 		wantSettingError(t, err, c.field)
@@ -165,6 +170,37 @@ func TestBackoffDoublingIsPow(t *testing.T) {
 		d, d2 := b.Delay(r, 0, nil), b2.Delay(r, 0, nil)
 		if d <= 0 || d2 < d {
 			t.Fatalf("retry %d: %v, %v with a hair more growth", r, d, d2)
+		}
+	}
+}
+
+// TestBackoffGRPCFormula checks that Exponential with FactorJitter 0.2 and
+// UncappedJitter is grpc-go's retry backoff, delay for delay:
+// min(initialBackoff × multiplier^n, maxBackoff) × (0.8 + 0.4u), where n
+// counts the retries before this one and u is the draw.
+func TestBackoffGRPCFormula(t *testing.T) {
+	for _, c := range []struct {
+		initial, maxB time.Duration
+		mult          float64
+	}{
+		{100 * ms, time.Second, 2},
+		{10 * ms, 10 * ms, 1},
+		{50 * ms, 3 * time.Second, 1.5},
+		{time.Second, 120 * time.Second, 1.6},
+	} {
+		b := Backoff{Schedule: Exponential, Base: c.initial, Cap: c.maxB, Multiplier: c.mult,
+			Jitter: FactorJitter, Factor: 0.2, UncappedJitter: true}
+		if err := b.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 8 {
+			for _, u := range []float64{0, 0.25, 0.5, 0.999} {
+				cur := min(float64(c.initial)*math.Pow(c.mult, float64(n)), float64(c.maxB))
+				want := time.Duration(int64(cur * (0.8 + 0.4*u)))
+				if got := b.Delay(n+1, 0, draw(u)); got != want {
+					t.Errorf("%v×%v cap %v, retry %d, u=%v: %v, want %v", c.initial, c.mult, c.maxB, n+1, u, got, want)
+				}
+			}
 		}
 	}
 }

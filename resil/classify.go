@@ -19,7 +19,8 @@ type Classifier func(err error) (o Outcome, retryable bool)
 
 // DefaultClassifier is the classifier a [Guard] uses when GuardSettings.Classify
 // is nil and neither RetryOn nor NoRetryOn is set: an error marked with
-// [Permanent] is an OutcomeFailure not to retry; an error that reports a timeout
+// [Permanent] is an OutcomeFailure not to retry; one marked with [Neutral] is
+// an OutcomeIgnored not to retry; an error that reports a timeout
 // (context.DeadlineExceeded, or any error in the chain with a Timeout() bool
 // method returning true, such as net.Error) is an OutcomeTimeout to retry; every
 // other error is an OutcomeFailure to retry.
@@ -29,6 +30,9 @@ func DefaultClassifier(err error) (Outcome, bool) {
 	}
 	if isPermanent(err) {
 		return OutcomeFailure, false
+	}
+	if _, ok := errors.AsType[*neutralError](err); ok {
+		return OutcomeIgnored, false
 	}
 	if isTimeout(err) {
 		return OutcomeTimeout, true
@@ -63,6 +67,24 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Neutral marks err as an answer that says nothing about the dependency's
+// health, such as a gRPC INVALID_ARGUMENT or NOT_FOUND: the default
+// classification counts it as OutcomeIgnored (neither success nor failure,
+// for the breaker and the budget) and never retries it. gRFC A6's throttle
+// counts such answers so. errors.Is and errors.As see through the mark.
+// Neutral(nil) is nil.
+func Neutral(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &neutralError{err}
+}
+
+type neutralError struct{ err error }
+
+func (e *neutralError) Error() string { return e.err.Error() }
+func (e *neutralError) Unwrap() error { return e.err }
 
 func isPermanent(err error) bool {
 	_, ok := errors.AsType[*permanentError](err)

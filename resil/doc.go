@@ -55,6 +55,9 @@
 //
 // # Adapters
 //
-// HTTP lives in resil/resilhttp (an http.RoundTripper) and Prometheus in
-// resil/resilprom, so this package depends on the standard library alone.
+// HTTP lives in resil/resilhttp (an http.RoundTripper), gRPC in
+// resil/resilgrpc (interceptors, and gRPC service configs read by
+// resil/resilgrpc/grpcconfig), Prometheus in resil/resilprom and
+// OpenTelemetry in resil/resilotel, so this package depends on the standard
+// library alone.
 package resil

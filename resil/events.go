@@ -1,6 +1,7 @@
 package resil
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -60,6 +61,10 @@ type Event struct {
 	Wait time.Duration
 	// Err is the attempt's error, the refusal, or the intent's error.
 	Err error
+	// Context is the context the call was made with (the caller's), so
+	// that an observer can find the call's trace span in it. Nil for an
+	// Event not made by a Guard.
+	Context context.Context
 }
 
 // Stats is a snapshot of a [Guard]'s counters since it was made. Counters

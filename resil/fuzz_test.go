@@ -179,7 +179,8 @@ func FuzzBreakerProbes(f *testing.F) {
 }
 
 // FuzzBackoffDelay checks that every valid Backoff's delays stay in
-// [0, Cap] (or are non-negative without a cap), whatever the draw.
+// [0, Cap] (or are non-negative without a cap), whatever the draw, and in
+// [0, Cap × (1 + Factor)] with UncappedJitter.
 func FuzzBackoffDelay(f *testing.F) {
 	f.Add(uint8(2), uint8(1), int64(100e6), int64(1e9), 2.0, 0.0, 10, int64(0), uint64(1))
 	f.Add(uint8(2), uint8(3), int64(1e6), int64(30e9), 0.0, 0.0, 50, int64(29e9), uint64(7))
@@ -195,6 +196,15 @@ func FuzzBackoffDelay(f *testing.F) {
 		d := b.Delay(retry, time.Duration(prev), src)
 		if d < 0 || (b.Cap > 0 && d > b.Cap) {
 			t.Fatalf("%+v: Delay(%d, %v) = %v outside [0, %v]", b, retry, time.Duration(prev), d, b.Cap)
+		}
+		if b.Jitter != FactorJitter {
+			return
+		}
+		// Uncapped, the jitter may take a delay past Cap, by Factor at most.
+		b.UncappedJitter = true
+		d = b.Delay(retry, time.Duration(prev), src)
+		if d < 0 || (b.Cap > 0 && float64(d) > float64(b.Cap)*(1+b.Factor)+1) {
+			t.Fatalf("%+v: Delay(%d, %v) = %v outside [0, Cap×(1+Factor)]", b, retry, time.Duration(prev), d)
 		}
 	})
 }

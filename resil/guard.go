@@ -304,6 +304,10 @@ type CallOptions[T any] struct {
 	// whose body cannot be replayed). A retry is refused with
 	// ErrNotIdempotent.
 	Once bool
+	// NoHedge sends no hedge for this call, whatever the policy says;
+	// retries go on. For a call whose attempts cannot run side by side (a
+	// gRPC stream).
+	NoHedge bool
 	// Fallback, if set, answers when the breaker refuses this call,
 	// instead of GuardSettings.Fallback.
 	Fallback func(ctx context.Context, err error) (T, error)
@@ -361,6 +365,8 @@ type call[T any] struct {
 	fn func(context.Context, Attempt) (T, error)
 	do func(context.Context) error
 	in Intent
+	// ctx is the caller's context, handed to observers with each event.
+	ctx context.Context
 }
 
 // result is one attempt's answer and how it was judged.
@@ -381,7 +387,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	c := call[T]{g: g, o: o, fn: fn, do: do}
+	c := call[T]{g: g, o: o, fn: fn, do: do, ctx: ctx}
 	c.in.Idempotent = g.s.Idempotency == Idempotent
 	if o != nil {
 		switch o.Idempotency {
@@ -391,6 +397,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			c.in.Idempotent = false
 		}
 		c.in.Key = o.Key
+		c.in.NoHedge = o.NoHedge
 		if c.in.Key == "" && o.NewKey {
 			c.in.Key = g.newKey()
 		}
@@ -439,7 +446,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		}
 		if reason != nil {
 			if reason == ErrBudgetExhausted {
-				g.denied(now, c.next(KindRetry), r.err)
+				c.denied(now, c.next(KindRetry), r.err)
 			}
 			err := &StopError{Reason: reason, Last: r.err, Attempts: c.in.Attempts()}
 			g.st.failures.Add(1)
@@ -447,7 +454,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			return c.keep(r), err
 		}
 		if g.observed() {
-			g.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
+			c.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
 		}
 		c.discard(r)
 		if err := g.sleep(ctx, wait); err != nil {
@@ -482,7 +489,7 @@ func (c *call[T]) refused(ctx context.Context, began, now time.Time, err, last e
 		err = &StopError{Reason: err, Last: last, Attempts: c.in.Attempts()}
 	}
 	if g.observed() {
-		g.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: a, Err: err})
+		c.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: a, Err: err})
 	}
 	var v T
 	switch {
@@ -497,7 +504,7 @@ func (c *call[T]) refused(ctx context.Context, began, now time.Time, err, last e
 	}
 	g.st.fallbacks.Add(1)
 	if g.observed() {
-		g.emit(Event{Kind: EventFallback, At: g.Now(), Err: err})
+		c.emit(Event{Kind: EventFallback, At: g.Now(), Err: err})
 	}
 	c.done(began, err)
 	return v, err
@@ -506,7 +513,7 @@ func (c *call[T]) refused(ctx context.Context, began, now time.Time, err, last e
 func (c *call[T]) done(began time.Time, err error) {
 	if c.g.observed() {
 		now := c.g.Now()
-		c.g.emit(Event{Kind: EventDone, At: now, Took: now.Sub(began), Err: err})
+		c.emit(Event{Kind: EventDone, At: now, Took: now.Sub(began), Err: err})
 	}
 }
 
@@ -582,7 +589,7 @@ func (c *call[T]) end(now *instant, t Ticket, a Attempt, r *result[T], took time
 	g := c.g
 	g.p.end(now, &c.in, t, r.o, took)
 	if g.observed() {
-		g.emit(Event{Kind: EventAttempt, At: now.get(), Attempt: a, Outcome: r.o, Took: took, Err: r.err})
+		c.emit(Event{Kind: EventAttempt, At: now.get(), Attempt: a, Outcome: r.o, Took: took, Err: r.err})
 	}
 }
 
@@ -660,11 +667,19 @@ func (g *Guard) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (g *Guard) denied(now time.Time, a Attempt, err error) {
-	g.st.denials.Add(1)
-	if g.observed() {
-		g.emit(Event{Kind: EventBudgetDenied, At: now, Attempt: a, Err: err})
+// denied counts a retry or hedge the budget refused, and tells the
+// observers.
+func (c *call[T]) denied(now time.Time, a Attempt, err error) {
+	c.g.st.denials.Add(1)
+	if c.g.observed() {
+		c.emit(Event{Kind: EventBudgetDenied, At: now, Attempt: a, Err: err})
 	}
+}
+
+// emit tells the observers of an event of this call, with its context.
+func (c *call[T]) emit(e Event) {
+	e.Context = c.ctx
+	c.g.emit(e)
 }
 
 // lockedSource makes a rand.Source safe for the Guard's concurrent calls.

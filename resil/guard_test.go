@@ -389,6 +389,7 @@ func TestGuardClassifiers(t *testing.T) {
 		{"Classify", GuardSettings{Classify: func(err error) (Outcome, bool) { return OutcomeFailure, err == errStop }}, errStop, 3},
 		{"Classify no", GuardSettings{Classify: func(err error) (Outcome, bool) { return OutcomeFailure, err == errStop }}, errBoom, 1},
 		{"Permanent", GuardSettings{}, Permanent(errBoom), 1},
+		{"Neutral", GuardSettings{}, Neutral(errBoom), 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s
@@ -403,6 +404,12 @@ func TestGuardClassifiers(t *testing.T) {
 	}
 	if o, r := DefaultClassifier(nil); o != OutcomeSuccess || r {
 		t.Fatal("nil")
+	}
+	if o, r := DefaultClassifier(fmt.Errorf("w: %w", Neutral(errBoom))); o != OutcomeIgnored || r {
+		t.Fatalf("Neutral: %v, %v", o, r)
+	}
+	if Neutral(nil) != nil || !errors.Is(Neutral(errBoom), errBoom) || Neutral(errBoom).Error() != errBoom.Error() {
+		t.Fatal("Neutral does not wrap")
 	}
 	if o, r := DefaultClassifier(context.DeadlineExceeded); o != OutcomeTimeout || !r {
 		t.Fatal("deadline")
@@ -804,4 +811,53 @@ func TestPoliciesAllocateNothing(t *testing.T) {
 			t.Fatalf("%v breaker allocates %v times", s.Rule, n)
 		}
 	}
+}
+
+// TestGuardNoHedge: a call with NoHedge sends no hedge under a hedging
+// policy, but still retries.
+func TestGuardNoHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent,
+			Policy: Policy{MaxRetries: 1, Hedge: HedgeSettings{Delay: 10 * ms, Max: 3}}})
+		var kinds []Kind
+		_, err := CallWith(context.Background(), g, CallOptions[int]{NoHedge: true}, func(ctx context.Context, a Attempt) (int, error) {
+			kinds = append(kinds, a.Kind)
+			time.Sleep(100 * ms)
+			if a.Number == 1 {
+				return 0, errBoom
+			}
+			return 1, nil
+		})
+		if err != nil || len(kinds) != 2 || kinds[1] != KindRetry {
+			t.Fatalf("err %v, attempts %v; want a first attempt and a retry, no hedge", err, kinds)
+		}
+	})
+}
+
+// TestGuardEventContext: every event of a call carries the caller's
+// context, hedges and refusals included, so that observers can find its
+// trace span.
+func TestGuardEventContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type key struct{}
+		ctx := context.WithValue(context.Background(), key{}, "caller")
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent,
+			Policy: Policy{MaxRetries: 1, Hedge: HedgeSettings{Delay: 10 * ms}}})
+		kinds := map[EventKind]bool{}
+		g.Observe(func(e Event) {
+			if e.Context == nil || e.Context.Value(key{}) != "caller" {
+				t.Errorf("%v event without the caller's context", e.Kind)
+			}
+			kinds[e.Kind] = true
+		})
+		g.Do(ctx, func(ctx context.Context) error {
+			time.Sleep(20 * ms)
+			return errBoom
+		})
+		for _, k := range []EventKind{EventAttempt, EventHedge, EventRetry, EventDone} {
+			if !kinds[k] {
+				t.Errorf("no %v event", k)
+			}
+		}
+	})
 }

@@ -87,11 +87,11 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 			ht, err := g.p.StartHedge(now, &c.in)
 			if err != nil {
 				if err == ErrBudgetExhausted {
-					g.denied(now, c.next(KindHedge), nil)
+					c.denied(now, c.next(KindHedge), nil)
 				} else if err != ErrRetriesExhausted {
 					g.st.refusals.Add(1)
 					if g.observed() {
-						g.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: c.next(KindHedge), Err: err})
+						c.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: c.next(KindHedge), Err: err})
 					}
 				}
 				timer, fire = nil, nil
@@ -100,7 +100,7 @@ func (c *call[T]) race(ctx context.Context, t Ticket, start time.Time, a Attempt
 			g.st.hedges.Add(1)
 			ha := Attempt{Number: c.in.Attempts(), Kind: KindHedge, Key: c.in.Key}
 			if g.observed() {
-				g.emit(Event{Kind: EventHedge, At: now, Attempt: ha})
+				c.emit(Event{Kind: EventHedge, At: now, Attempt: ha})
 			}
 			launch(ht, ha, now)
 			inflight++

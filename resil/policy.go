@@ -74,6 +74,11 @@ type Policy struct {
 	// MaxPushback clamps the wait a server asks for (Retry-After,
 	// pushback). Zero means Backoff.Cap, or one minute without a cap.
 	MaxPushback time.Duration
+	// PushbackRestarts makes the backoff start again from its first delay
+	// after a retry that waited a server's pushback, as gRFC A6 specifies
+	// for gRPC ("retry delay will reset to initial backoff"). False, the
+	// zero value, counts every retry of the intent.
+	PushbackRestarts bool
 }
 
 // Validate reports the first invalid field, or nil.
@@ -101,8 +106,8 @@ func (p *Policy) Validate() error {
 
 // Intent is one logical call's progress through a [Policy]: how many
 // attempts it sent, the previous backoff, and the charge held for a retry
-// waiting in backoff. Set Idempotent and Key before Begin; the zero value
-// is a non-idempotent intent without a key, which is never retried.
+// waiting in backoff. Set Idempotent, Key and NoHedge before Begin; the zero
+// value is a non-idempotent intent without a key, which is never retried.
 //
 // An Intent belongs to one call: it is not safe for concurrent use.
 type Intent struct {
@@ -112,11 +117,15 @@ type Intent struct {
 	// non-idempotent intent with a key may be retried: the server
 	// deduplicates by the key.
 	Key string
+	// NoHedge keeps the intent from hedging, whatever the policy says: for
+	// a call whose attempts cannot run side by side.
+	NoHedge bool
 
 	attempts int
 	retries  int
 	hedges   int
 	prev     time.Duration
+	pushed   int     // retries up to the last one that waited a pushback
 	pending  float64 // charge withdrawn for the scheduled retry
 	waiting  bool    // a retry is scheduled and not yet sent
 }
@@ -261,7 +270,7 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 	if pushback > 0 {
 		d = min(pushback, p.maxPushback())
 	} else {
-		d = p.Backoff.Delay(in.retries+1, in.prev, src)
+		d = p.Backoff.Delay(in.retries+1-in.pushed, in.prev, src)
 	}
 	if !latest.IsZero() && !now.Add(d).Before(latest) {
 		return 0, ErrNoTimeLeft
@@ -277,6 +286,9 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 		cost = c
 	}
 	in.prev = d
+	if pushback > 0 && p.PushbackRestarts {
+		in.pushed = in.retries + 1
+	}
 	in.pending, in.waiting = cost, true
 	return d, nil
 }
@@ -330,7 +342,7 @@ func (p *Policy) refund(now time.Time, cost float64) {
 // zero when the policy does not hedge or the intent may not send another
 // hedge.
 func (p *Policy) HedgeDelay(in *Intent) time.Duration {
-	if p.Hedge.Delay <= 0 || in.hedges >= max(p.Hedge.Max, 1) || (!in.Idempotent && in.Key == "") {
+	if p.Hedge.Delay <= 0 || in.NoHedge || in.hedges >= max(p.Hedge.Max, 1) || (!in.Idempotent && in.Key == "") {
 		return 0
 	}
 	return p.Hedge.Delay

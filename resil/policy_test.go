@@ -144,6 +144,34 @@ func TestPolicyPushback(t *testing.T) {
 	}
 }
 
+// TestPolicyPushbackRestarts checks gRFC A6's rule: after a retry that
+// waited a server's pushback, the backoff starts again from its first
+// delay; without PushbackRestarts the schedule goes on counting.
+func TestPolicyPushbackRestarts(t *testing.T) {
+	for _, c := range []struct {
+		restarts bool
+		want     []time.Duration
+	}{
+		{true, []time.Duration{100 * ms, 200 * ms, 3 * time.Second, 100 * ms, 200 * ms}},
+		{false, []time.Duration{100 * ms, 200 * ms, 3 * time.Second, 800 * ms, 1600 * ms}},
+	} {
+		p := Policy{MaxRetries: 10, PushbackRestarts: c.restarts, MaxPushback: time.Minute,
+			Backoff: Backoff{Schedule: Exponential, Base: 100 * ms, Cap: 10 * time.Second}}
+		in := Intent{Idempotent: true}
+		p.Begin(t0, &in)
+		push := []time.Duration{0, 0, 3 * time.Second, 0, 0}
+		for i, pb := range push {
+			d, err := p.Retry(t0, &in, OutcomeFailure, pb, time.Time{}, nil)
+			if err != nil || d != c.want[i] {
+				t.Errorf("restarts=%v, retry %d: %v, %v; want %v", c.restarts, i+1, d, err, c.want[i])
+			}
+			if _, err := p.Resume(t0, &in); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func TestPolicyDeadline(t *testing.T) {
 	p := Policy{MaxRetries: 3, Backoff: Backoff{Schedule: Fixed, Base: time.Second}}
 	in := Intent{Idempotent: true}
@@ -204,6 +232,11 @@ func TestPolicyHedging(t *testing.T) {
 	p.Begin(t0, &in2)
 	if _, err := p.StartHedge(t0, &in2); err != ErrBudgetExhausted {
 		t.Fatalf("hedge with an empty budget: %v", err)
+	}
+	still := Intent{Idempotent: true, NoHedge: true}
+	p.Begin(t0, &still)
+	if d := p.HedgeDelay(&still); d != 0 {
+		t.Fatalf("an intent with NoHedge may hedge after %v", d)
 	}
 }
 

@@ -1,0 +1,88 @@
+package resilgrpc
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrystorm/retrystorm/resil"
+)
+
+// TestServerSheds: a call whose deadline leaves less than its method needs
+// is refused before the handler runs, with UNAVAILABLE and a pushback that
+// stops the client's retries; calls with time enough, or no deadline, pass.
+func TestServerSheds(t *testing.T) {
+	var shed atomic.Int32
+	sv, err := NewServer(ServerSettings{MinTime: 200 * time.Millisecond,
+		MinTimes: map[string]time.Duration{"/grpc.testing.TestService/EmptyCall": 0},
+		OnShed:   func(string, time.Duration) { shed.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	s := startServer(t, &server{
+		unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			handled.Add(1)
+			return resp("ok"), nil
+		},
+		output: func(n int, r *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			handled.Add(1)
+			return st.Send(outResp("ok"))
+		},
+	}, sv.ServerOptions()...)
+	g := retrying(t, &waitClock{}, 3, nil)
+	tc := dial(t, s, mustClient(t, ClientSettings{Default: Method{Guard: g}}))
+
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var trailer metadata.MD
+	_, err = tc.UnaryCall(short, req("x"), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, resil.ErrPushback) {
+		t.Fatalf("short deadline: %v; want UNAVAILABLE, and no retry", err)
+	}
+	if v := trailer.Get(PushbackHeader); len(v) != 1 || v[0] != "-1" {
+		t.Errorf("pushback trailer %q", v)
+	}
+	st, err := tc.StreamingOutputCall(short, outReq("m"))
+	if err == nil {
+		_, err = recvAll(st)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream with a short deadline: %v", err)
+	}
+	if _, err := tc.UnaryCall(context.Background(), req("x")); err != nil {
+		t.Fatalf("no deadline: %v", err)
+	}
+	long, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if _, err := tc.UnaryCall(long, req("x")); err != nil {
+		t.Fatalf("time enough: %v", err)
+	}
+	if handled.Load() != 2 || sv.Shed() != 2 || shed.Load() != 2 {
+		t.Errorf("handled %d, shed %d (OnShed %d); want 2 and 2", handled.Load(), sv.Shed(), shed.Load())
+	}
+	if n := len(s.seen()); n != 2 {
+		t.Errorf("%d calls reached the handlers", n)
+	}
+}
+
+func TestNewServerErrors(t *testing.T) {
+	for _, s := range []ServerSettings{
+		{MinTime: -1},
+		{MinTimes: map[string]time.Duration{"/a.A/B": -1}},
+		{MinTimes: map[string]time.Duration{"nope": 1}},
+		{Code: 99},
+	} {
+		if _, err := NewServer(s); err == nil {
+			t.Errorf("%+v accepted", s)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package resilotel
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/resilprom"
+)
+
+// names gathers the resil_* metric names a registry exposes.
+func names(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "resil_") {
+			out = append(out, mf.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSameVocabularyAsResilprom exports one Guard both ways: through
+// resilprom, and through resilotel and OpenTelemetry's Prometheus exporter.
+// Every name resilprom registers must come out of the exporter the same,
+// but retries and hedges, which OpenTelemetry counts as attempts of a kind.
+func TestSameVocabularyAsResilprom(t *testing.T) {
+	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
+	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
+		Policy: resil.Policy{MaxRetries: 1, Budget: budget, Breaker: breaker}})
+
+	preg := prometheus.NewRegistry()
+	if _, err := resilprom.Register(preg, "g", g); err != nil {
+		t.Fatal(err)
+	}
+	oreg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(oreg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	defer mp.Shutdown(context.Background())
+	inst, err := Instrument(g, Options{Name: "g", MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	g.Do(context.Background(), func(context.Context) error { return errBoom })
+
+	fromProm, fromOTel := names(t, preg), names(t, oreg)
+	t.Logf("resilprom: %v\nresilotel: %v", fromProm, fromOTel)
+	for _, n := range fromProm {
+		if n == "resil_retries_total" || n == "resil_hedges_total" {
+			continue // resil_attempts_total{resil_attempt_kind="retry"|"hedge"}
+		}
+		if !slices.Contains(fromOTel, n) {
+			t.Errorf("resilprom's %s is not exported by resilotel (it exports %v)", n, fromOTel)
+		}
+	}
+	for _, n := range fromOTel {
+		if !slices.Contains(fromProm, n) && n != "resil_breaker_trips_total" && n != "resil_breaker_transitions_total" {
+			t.Errorf("resilotel exports %s, which resilprom does not name", n)
+		}
+	}
+}
