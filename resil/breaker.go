@@ -150,9 +150,11 @@ func (p Permit) Probe() bool { return p.probe }
 // Time is an argument: the breaker reads no clock, and a now earlier than
 // one already seen is taken as is (only the cooldown compares times).
 //
-// Make one with [NewBreaker]; the zero value is not usable. A nil *Breaker
-// is a breaker that is always closed and records nothing. A Breaker is safe
-// for concurrent use.
+// Make one with [NewBreaker]. The zero Breaker is not silently off: it
+// refuses every call with [ErrNotBuilt] (which is an ErrBreakerOpen), its
+// State is StateOpen, and [Policy.Validate] (so [NewGuard]) refuses it. A
+// nil *Breaker is no breaker at all, as a nil Policy.Breaker says: always
+// closed, recording nothing. A Breaker is safe for concurrent use.
 type Breaker struct {
 	mu sync.Mutex
 	s  BreakerSettings // normalized
@@ -321,6 +323,9 @@ func (b *Breaker) allow(now *instant) (Permit, error) {
 	// racing with this load makes the permit stale, exactly as if the call
 	// had been admitted just before it.
 	if w := b.word.Load(); State(w&3) == StateClosed {
+		if w == 0 {
+			return Permit{}, ErrNotBuilt // generation 0: NewBreaker never ran
+		}
 		return Permit{gen: w >> 2}, nil
 	}
 	b.mu.Lock()
@@ -430,6 +435,9 @@ func (b *Breaker) State(now time.Time) State {
 	if b == nil {
 		return StateClosed
 	}
+	if !b.built() {
+		return StateOpen
+	}
 	b.mu.Lock()
 	change, changed := b.expire(now)
 	s := b.state
@@ -459,6 +467,9 @@ func (b *Breaker) Trips() uint64 {
 	defer b.mu.Unlock()
 	return b.trips
 }
+
+// built reports whether NewBreaker made b: it starts at generation 1.
+func (b *Breaker) built() bool { return b.word.Load() != 0 }
 
 // expire turns an open breaker half-open once its cooldown has ended.
 // Called with mu held.

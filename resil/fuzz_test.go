@@ -198,3 +198,60 @@ func FuzzBackoffDelay(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBudgetArithmetic feeds every budget extreme amounts (huge, tiny,
+// negative, NaN, infinite refunds and paid charges) between ordinary
+// operations, and checks that the balance stays in [0, max] and that a
+// budget that held tokens before can still grant a retry once refilled.
+func FuzzBudgetArithmetic(f *testing.F) {
+	f.Add(1e300, -1e300, []byte{0, 1, 2, 3})
+	f.Add(math.Inf(1), math.NaN(), []byte{1, 1, 0, 2, 3, 3})
+	f.Add(9.223372036854775807e12, 4.5e15, []byte{0, 0, 1, 2})
+	f.Add(math.MaxFloat64, math.SmallestNonzeroFloat64, []byte{3, 2, 1, 0})
+	f.Fuzz(func(t *testing.T, x, y float64, ops []byte) {
+		tb, _ := NewTokenBucket(TokenBucketSettings{Ratio: 1, Funding: FundedByRequest, MaxTokens: 10, MinTokens: 5})
+		win, _ := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedByRequest, MinRetriesPerSecond: 1, TTL: time.Second})
+		grpc, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 1})
+		aws, _ := NewAWSQuota(AWSQuotaSettings{Capacity: 50})
+		type budget interface {
+			Budget
+			TokenReporter
+		}
+		for _, c := range []struct {
+			b   budget
+			max float64
+		}{{tb, 10}, {win, 1e6}, {grpc, 10}, {aws, 50}} {
+			now := t0
+			for _, op := range ops {
+				switch op % 4 {
+				case 0:
+					c.b.Refund(now, x)
+				case 1:
+					c.b.Refund(now, y)
+				case 2:
+					c.b.Record(now, OutcomeSuccess, x)
+					c.b.Record(now, OutcomeSuccess, y)
+				case 3:
+					c.b.Withdraw(now, OutcomeFailure)
+					now = now.Add(100 * time.Millisecond)
+				}
+				if tok := c.b.Tokens(now); !(tok >= 0 && tok <= c.max) {
+					t.Fatalf("%T after %v, %v: tokens %v outside [0, %v]", c.b, x, y, tok, c.max)
+				}
+			}
+			// Refilled by ordinary traffic, it grants a retry again.
+			for range 200 {
+				c.b.Begin(now)
+				c.b.Record(now, OutcomeSuccess, 0)
+			}
+			now = now.Add(2 * time.Second)
+			for range 20 {
+				c.b.Begin(now)
+				c.b.Record(now, OutcomeSuccess, 0)
+			}
+			if _, ok := c.b.Withdraw(now, OutcomeFailure); !ok {
+				t.Fatalf("%T after %v, %v: refilled, it still refuses a retry (tokens %v)", c.b, x, y, c.b.Tokens(now))
+			}
+		}
+	})
+}

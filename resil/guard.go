@@ -80,8 +80,10 @@ type GuardSettings struct {
 // Every decision is the Policy's: the simulator drives the same Policy on
 // virtual time.
 //
-// Make one with [NewGuard]; the zero value is not usable. A Guard is safe
-// for concurrent use; share one per dependency.
+// Make one with [NewGuard]. A Guard it did not make fails closed: the zero
+// Guard and a nil *Guard run nothing, and every call returns [ErrNotBuilt]
+// at once; their Stats are zero. A Guard is safe for concurrent use; share
+// one per dependency.
 type Guard struct {
 	p        Policy
 	s        GuardSettings
@@ -167,14 +169,22 @@ func listClassifier(retryOn, noRetryOn []error) Classifier {
 	}
 }
 
+// built reports whether NewGuard made g: it always sets a classifier.
+func (g *Guard) built() bool { return g != nil && g.classify != nil }
+
 // Policy returns a copy of the policy the Guard drives.
-func (g *Guard) Policy() Policy { return g.p }
+func (g *Guard) Policy() Policy {
+	if g == nil {
+		return Policy{}
+	}
+	return g.p
+}
 
 // Now returns the time on the Guard's clock. Adapters use it (resilhttp
 // reads Retry-After dates with it) so that an injected clock is honoured
 // everywhere.
 func (g *Guard) Now() time.Time {
-	if g.real {
+	if g == nil || g.real || g.clock == nil {
 		return time.Now()
 	}
 	return g.clock.Now()
@@ -183,6 +193,9 @@ func (g *Guard) Now() time.Time {
 // Stats returns a snapshot of the counters, the breaker's state and the
 // budget's balance.
 func (g *Guard) Stats() Stats {
+	if !g.built() {
+		return Stats{}
+	}
 	now := g.Now()
 	s := Stats{
 		Intents:         g.st.intents.Load(),
@@ -211,6 +224,9 @@ func (g *Guard) Stats() Stats {
 // GuardSettings.OnEvent, and returns a function that removes it. f is called
 // synchronously on the goroutine that made the event and must not block.
 func (g *Guard) Observe(f func(Event)) (remove func()) {
+	if g == nil {
+		return func() {}
+	}
 	g.hookMu.Lock()
 	defer g.hookMu.Unlock()
 	g.hookID++
@@ -378,6 +394,9 @@ type result[T any] struct {
 
 func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(context.Context, Attempt) (T, error), do func(context.Context) error) (T, error) {
 	var zero T
+	if !g.built() {
+		return zero, ErrNotBuilt
+	}
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
