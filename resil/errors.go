@@ -29,6 +29,9 @@ var (
 	ErrPushback = errors.New("resil: server pushback said do not retry")
 	// ErrNotRetryable: the classifier said the error is permanent.
 	ErrNotRetryable = errors.New("resil: error not retryable")
+	// ErrPanicked: the guarded function panicked. It is never returned
+	// (the panic goes on); EventDone carries it.
+	ErrPanicked = errors.New("resil: the guarded function panicked")
 	// ErrNotBuilt: a value was used that its constructor did not make (a
 	// zero value, or the nil pointer a failed constructor returns). It
 	// fails closed: a budget grants no retry, a breaker refuses every

@@ -270,11 +270,12 @@ func (p *Policy) budgetTime(now *instant) time.Time {
 // and the budget.
 func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.Duration) {
 	i := at(now)
-	p.end(&i, in, t, o, took)
+	p.end(&i, t, o, took)
 }
 
-// end is End with the time read only if a decision needs it.
-func (p *Policy) end(now *instant, in *Intent, t Ticket, o Outcome, took time.Duration) {
+// end is End with the time read only if a decision needs it. It needs no
+// Intent: the ticket carries what the attempt holds.
+func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 	if p.Breaker != nil {
 		p.Breaker.record(now, t.permit, o, took)
 	}

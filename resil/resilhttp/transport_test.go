@@ -392,6 +392,9 @@ func TestTransportHedge(t *testing.T) {
 		if string(body) != "fast" || time.Since(start) != 50*time.Millisecond {
 			t.Fatalf("%q after %v", body, time.Since(start))
 		}
+		// The slow attempt lost: it ends in the background, and its
+		// response is closed then.
+		g.Wait(context.Background())
 		if o, c := tr.opened.Load(), tr.closed.Load(); o != 2 || c != 2 {
 			t.Fatalf("%d responses, %d closed", o, c)
 		}
