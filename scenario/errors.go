@@ -3,8 +3,8 @@ package scenario
 import (
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Error is what Parse, Load and Validate return for a scenario they refuse:
@@ -30,7 +30,7 @@ type Error struct {
 // would), and such characters elsewhere are escaped.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(QuoteName(e.File))
+	b.WriteString(safetext.Name(e.File))
 	if e.Line > 0 {
 		b.WriteString(":" + strconv.Itoa(e.Line))
 		if e.Column > 0 {
@@ -42,55 +42,9 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
-		b.WriteString(escape(e.Field) + ": ")
+		b.WriteString(safetext.Escape(e.Field) + ": ")
 	}
-	b.WriteString(escape(e.Msg))
-	return b.String()
-}
-
-// QuoteName returns a file name ready to print: as it is when every
-// character in it is printable (letters, marks, numbers, punctuation,
-// symbols, the ASCII space), and quoted in Go syntax otherwise, so that a
-// name holding an escape sequence, a newline or a right-to-left override
-// cannot disguise itself or drive the terminal.
-func QuoteName(name string) string {
-	if printable(name) {
-		return name
-	}
-	return strconv.Quote(name)
-}
-
-// printable reports whether s is valid UTF-8 made of printable characters
-// only.
-func printable(s string) bool {
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || !unicode.IsPrint(r) {
-			return false
-		}
-		i += size
-	}
-	return true
-}
-
-// escape replaces every character of s that is not printable, and every
-// byte that is not UTF-8, with its Go escape (\x1b, \u202e), leaving the
-// rest as it is.
-func escape(s string) string {
-	if printable(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || !unicode.IsPrint(r) {
-			q := strconv.QuoteToASCII(s[i : i+size])
-			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
+	b.WriteString(safetext.Escape(e.Msg))
 	return b.String()
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -40,6 +41,11 @@ var errClaims = errors.New("a claim does not hold")
 // the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
+	if err != nil {
+		// Messages quote file names and values from outside: none of
+		// their control characters may reach the terminal raw.
+		err = escapedError{err}
+	}
 	var ue *usageError
 	var se *scenario.Error
 	switch {
@@ -63,6 +69,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "retrystorm: %v\n", err)
 	return exitFailed
 }
+
+// escapedError prints its error with control and invisible characters
+// escaped; errors.Is and errors.As see through it.
+type escapedError struct{ err error }
+
+func (e escapedError) Error() string { return safetext.Escape(e.err.Error()) }
+func (e escapedError) Unwrap() error { return e.err }
 
 // command is one subcommand.
 type command struct {
@@ -277,7 +290,7 @@ func (cl *commandLine) emit(outs []*experiment.Outcome, js any, title string) er
 			return err
 		}
 		if !cl.json {
-			fmt.Fprintf(cl.stdout, "\nreport: %s\n", path)
+			fmt.Fprintf(cl.stdout, "\nreport: %s\n", safetext.Name(path))
 		}
 	}
 	for _, o := range outs {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -25,5 +25,5 @@ func runFile(ctx context.Context, cl *commandLine) error {
 	if err != nil {
 		return err
 	}
-	return cl.emit([]*experiment.Outcome{out}, out.JSON, fmt.Sprintf("retrystorm run %s", cl.args[0]))
+	return cl.emit([]*experiment.Outcome{out}, out.JSON, "retrystorm run "+safetext.Name(cl.args[0]))
 }
