@@ -75,6 +75,7 @@ type liveStatus struct {
 type liveLinks struct {
 	Origin  string `json:"origin"`
 	Gateway string `json:"gateway"`
+	Faults  string `json:"faults"` // the admin endpoint, with the run's token
 }
 
 type liveTick struct {
