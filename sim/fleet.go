@@ -120,6 +120,8 @@ type fleet struct {
 	sum   Summary
 	lat   *histogram
 	scr   *scratch
+
+	progress func(ticks int) // told of every tick sampled; nil: nobody asks
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -360,6 +362,9 @@ func (f *fleet) switchEnv(at int64) {
 func (f *fleet) sampleUpTo(k int) {
 	if f.nextSample >= k {
 		return
+	}
+	if f.progress != nil {
+		f.progress(k - f.nextSample)
 	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample
