@@ -105,6 +105,7 @@ type commandLine struct {
 	findings    string // all only
 	output      string // page only
 	lab         labFlags
+	cost        costFlags
 }
 
 func commands() []command {
@@ -161,6 +162,7 @@ func parse(c command, args []string, stdout, stderr io.Writer) (*commandLine, er
 			fs.StringVar(&cl.config, "config", "", "run this scenario file instead of the embedded default")
 			fs.BoolVar(&cl.printConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
 		}
+		addCostFlags(fs, &cl.cost)
 	}
 	cl.flags = fs
 	if extra, ok := extraFlags[c.name]; ok {
@@ -212,10 +214,13 @@ func (cl *commandLine) options() (experiment.Options, error) {
 	if cl.grid != 0 && (cl.grid < 2 || cl.grid > 200) {
 		return experiment.Options{}, usagef("%s: --grid %d: want 2 to 200 cells per axis", cl.name, cl.grid)
 	}
-	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid}
+	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid, Limits: cl.limits()}
 	if cl.config != "" {
 		sc, err := scenario.Load(cl.config)
 		if err != nil {
+			return opts, err
+		}
+		if err := cl.admit(sc); err != nil {
 			return opts, err
 		}
 		opts.Scenario = sc
@@ -242,7 +247,7 @@ func experimentCommand(e *experiment.Experiment) func(context.Context, *commandL
 		if cl.config != "" && e.Config == nil {
 			return usagef("%s does not run a scenario file", e.Name)
 		}
-		bar := newProgress(cl.stderr, !cl.json, e.Name)
+		bar := cl.newProgress(e.Name)
 		opts.Progress = bar.update
 		out, err := e.Run(ctx, opts)
 		bar.clear()

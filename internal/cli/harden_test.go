@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 const tinyScenario = "duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 20}\n" +
@@ -56,3 +58,68 @@ func TestFileNamesAreQuoted(t *testing.T) {
 		t.Errorf("report under a file: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// A small file that asks for a run that would not fit in memory is
+// refused before anything runs, with the estimate and the limit.
+func TestRunRefusesWhatWouldNotFit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "windows.yaml")
+	wide := "duration: 10s\ntraffic: {rate: 1, clients: 1000000}\norigin: {model: capacity, capacity: 10}\n" +
+		"fleets:\n  - name: f\n    timeout: 1s\n    budget: {use: none}\n" +
+		"    breaker: {use: count_window, settings: {window_size: 1000000, failure_rate: 0.5}}\n"
+	if err := os.WriteFile(path, []byte(wide), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"run", path}, {"storm", "--config", path}, {"run", path, "--max-memory", "1GiB"}} {
+		r := runCLI(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "would need about") || !strings.Contains(r.stderr, "more than the limit of") || !strings.Contains(r.stderr, "--max-memory") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	if r := runCLI(t, "run", path, "--max-memory", "lots"); r.code != exitUsage || !strings.Contains(r.stderr, "want a size") {
+		t.Errorf("--max-memory lots: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// A run estimated to take long is refused when nobody watches, unless
+// --long says to go ahead.
+func TestRunRefusesLongWorkUnlessLong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "month.yaml")
+	month := "duration: 720h\ntick: 1h\ntraffic: {rate: 1000000}\norigin: {model: capacity, capacity: 2000000}\n" +
+		"fleets:\n  - {name: f, timeout: 1s, budget: {use: none}}\n"
+	if err := os.WriteFile(path, []byte(month), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "run", path)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "days of work") || !strings.Contains(r.stderr, "--long") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// --long admits it (without running it here: it would take days).
+	cl, err := parse(command{name: "run"}, []string{"--long", path}, &strings.Builder{}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := loadForTest(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.admit(sc); err != nil {
+		t.Errorf("with --long: %v", err)
+	}
+}
+
+// --progress shows progress when standard error is not a terminal.
+func TestRunProgressWhenPiped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(path, []byte(tinyScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "run", path, "--json", "--progress")
+	if r.code != exitOK || !strings.Contains(r.stderr, "run: 100% (10/10)") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, "run", path, "--json"); r.stderr != "" {
+		t.Errorf("without --progress, piped: stderr %q", r.stderr)
+	}
+}
+
+func loadForTest(path string) (*scenario.Scenario, error) { return scenario.Load(path) }

@@ -21,7 +21,12 @@ func runFile(ctx context.Context, cl *commandLine) error {
 	if cl.seed != nil {
 		sc.Seed = *cl.seed
 	}
-	out, err := experiment.RunScenario(ctx, sc)
+	if err := cl.admit(sc); err != nil {
+		return err
+	}
+	bar := cl.newProgress("run")
+	out, err := experiment.RunScenarioWith(ctx, sc, experiment.Options{Limits: cl.limits(), Progress: bar.update})
+	bar.clear()
 	if err != nil {
 		return err
 	}
