@@ -35,18 +35,14 @@ type Options struct {
 	Workers int
 	// Grid is the sweep's cells per axis; zero means DefaultGrid.
 	Grid int
-	// Limits bounds each simulator run (see sim.Estimate); the zero value
-	// means sim.DefaultLimits.
+	// Limits bounds each simulator run (see sim.Estimate); zero fields
+	// mean sim.DefaultLimits'.
 	Limits sim.Limits
 }
 
 // run plays sc in the simulator within the options' limits.
 func (o Options) run(ctx context.Context, sc *scenario.Scenario) (*sim.Result, error) {
-	l := o.Limits
-	if l == (sim.Limits{}) {
-		l = sim.DefaultLimits
-	}
-	return sim.RunWith(ctx, sc, sim.Options{Limits: l})
+	return sim.RunWith(ctx, sc, sim.Options{Limits: o.Limits})
 }
 
 // Outcome is what an experiment produces.

@@ -20,11 +20,7 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario) (*Outcome, error) {
 // opts.Progress. opts.Scenario and opts.Seed are not used: sc is run as it
 // is.
 func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Outcome, error) {
-	l := opts.Limits
-	if l == (sim.Limits{}) {
-		l = sim.DefaultLimits
-	}
-	res, err := sim.RunWith(ctx, sc, sim.Options{Limits: l, Progress: opts.Progress})
+	res, err := sim.RunWith(ctx, sc, sim.Options{Limits: opts.Limits, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -88,6 +88,7 @@ type adminState struct {
 // Server.) Faults that have ended are forgotten, and at most
 // maxInjectedFaults injected ones are kept: more is refused with 429.
 func (o *Origin) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10) // a form of a few fields
 	if !o.authorized(r) {
 		http.Error(w, "lab: /admin/faults needs this run's token (token=... or Authorization: Bearer ...): the lab prints it", http.StatusForbidden)
 		return

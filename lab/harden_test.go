@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // A web page in the user's browser can reach 127.0.0.1. Every server the
@@ -171,4 +173,19 @@ func TestServerConnectionLimit(t *testing.T) {
 		t.Errorf("after one closed: %d %v, want 200", r.status, r.err)
 	}
 	held[1].Close()
+}
+
+// Each page that follows the live view holds a buffer: their number is
+// bounded.
+func TestLiveBoundsItsPages(t *testing.T) {
+	l := NewLive(&scenario.Scenario{Tick: time.Second, Duration: time.Second}, nil, time.Second, nil)
+	defer l.Close()
+	for i := range maxSubscribers {
+		if _, _, ok := l.subscribe(); !ok {
+			t.Fatalf("page %d refused", i+1)
+		}
+	}
+	if _, _, ok := l.subscribe(); ok {
+		t.Fatalf("page %d let in: no bound", maxSubscribers+1)
+	}
 }

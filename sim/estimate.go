@@ -31,7 +31,9 @@ type Cost struct {
 	Attempts float64
 }
 
-// Limits bounds what a run may cost. Zero fields mean no bound.
+// Limits bounds what a run may cost. A zero field means DefaultLimits'
+// (so the zero Limits bound memory to 2 GiB); math.MaxInt64 and +Inf mean
+// no bound.
 type Limits struct {
 	// Memory is the most bytes Cost.Memory may be.
 	Memory int64
@@ -87,6 +89,12 @@ func (e *CostError) Unwrap() error { return ErrTooCostly }
 
 // Check returns a *CostError if c exceeds l, or nil.
 func (c Cost) Check(name string, l Limits) error {
+	if l.Memory == 0 {
+		l.Memory = DefaultLimits.Memory
+	}
+	if l.Attempts == 0 {
+		l.Attempts = DefaultLimits.Attempts
+	}
 	switch {
 	case l.Memory > 0 && c.Memory > l.Memory:
 		return &CostError{Scenario: name, Cost: c, Limits: l, Memory: true}
@@ -166,12 +174,15 @@ func Estimate(sc *scenario.Scenario) Cost {
 			perClient += int64(max(f.Breaker.WindowSize, 0))
 		}
 		mem := satMul(ticks, tickBytes) + satMul(clients, perClient)
-		// Intents live at most their lifetime; attempts at most that too,
-		// as many as the policy sends each, unless a queue keeps them
-		// (ghosts are served, and hold their slot, after their client
-		// left).
+		// Intents live at most their lifetime, each with an attempt out
+		// and its hedges, unless a queue keeps attempts after their
+		// client left (ghosts are served, and hold their slot, later).
 		inflight := min(intents, peakRate*lifetime.Seconds())
-		held := min(attempts, inflight*perIntent)
+		out := 1.0
+		if f.Hedge.Delay > 0 {
+			out += float64(max(f.Hedge.Max, 1))
+		}
+		held := min(attempts, inflight*out)
 		if sc.Origin.Model == scenario.ModelQueue && !sc.Origin.DropExpired {
 			backlog := max(0, peakRate*perIntent-sc.Origin.Capacity) * sc.Duration.Seconds()
 			if sc.Origin.QueueLimit > 0 {

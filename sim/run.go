@@ -18,14 +18,14 @@ import (
 // refuses, before allocating anything, a scenario whose Estimate exceeds
 // DefaultLimits, with a *CostError.
 func Run(ctx context.Context, sc *scenario.Scenario) (*Result, error) {
-	return RunWith(ctx, sc, Options{Limits: DefaultLimits})
+	return RunWith(ctx, sc, Options{})
 }
 
 // Options are what RunWith takes beyond the scenario.
 type Options struct {
 	// Limits bounds the run's Estimate: a run that would exceed them is
-	// refused before it starts, with a *CostError. The zero Limits bound
-	// nothing.
+	// refused before it starts, with a *CostError. The zero Limits are
+	// DefaultLimits.
 	Limits Limits
 	// Progress, if set, is told how far the run has come, in ticks of
 	// virtual time summed over the fleets (total is fleets × ticks). It

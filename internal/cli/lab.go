@@ -55,6 +55,9 @@ func runLab(ctx context.Context, cl *commandLine) error {
 	if err := lab.Check(sc); err != nil {
 		return usagef("%v", err)
 	}
+	if err := cl.admit(sc); err != nil { // the simulator runs it first
+		return err
+	}
 	tick := cl.lab.tick
 	if tick < time.Millisecond {
 		return usagef("lab: --tick must be at least 1ms, got %s", tick)
