@@ -164,3 +164,28 @@ func TestRunProgress(t *testing.T) {
 		t.Errorf("progress ended at %d of %d after %d calls, want %d of %d", last, total, calls, want, want)
 	}
 }
+
+// A rate so small that the time to the next arrival overflows int64 means
+// no more arrivals, not one every nanosecond (a float beyond int64 converts
+// to the most negative int64 on amd64).
+func TestTinyRateArrivesOnce(t *testing.T) {
+	for _, arrivals := range []string{"constant", "poisson"} {
+		sc := parse(t, `
+duration: 10s
+traffic: {rate: 1e-300, arrivals: `+arrivals+`}
+origin: {model: capacity, capacity: 10}
+triggers: [{kind: load, at: 2s, for: 2s, rate: 1e-300}]
+fleets:
+  - {name: f, timeout: 1s, budget: {use: none}}
+`)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		r, err := Run(ctx, sc)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", arrivals, err)
+		}
+		if n := r.Fleets[0].Summary.Intents; n > 2 {
+			t.Errorf("%s: %d intents at a rate of 1e-300/s over 10s, want at most 2", arrivals, n)
+		}
+	}
+}
