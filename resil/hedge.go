@@ -287,10 +287,17 @@ func (c *call[T]) decide(h *hedged[T], d decision[T]) result[T] {
 			panicked, didPanic = r.panicked, true
 		}
 	}
-	if didPanic {
+	// From here on losers may settle on their goroutines: this call's
+	// Discard calls take their turn with theirs.
+	discardLast := func() {
 		if d.haveLast {
+			h.settleMu.Lock()
+			defer h.settleMu.Unlock()
 			c.discard(d.last)
 		}
+	}
+	if didPanic {
+		discardLast()
 		if d.win.didPanic && d.win.release != nil {
 			d.win.release()
 		}
@@ -298,9 +305,7 @@ func (c *call[T]) decide(h *hedged[T], d decision[T]) result[T] {
 	}
 	switch {
 	case d.haveWin:
-		if d.haveLast {
-			c.discard(d.last)
-		}
+		discardLast()
 		return d.win
 	case d.haveLast:
 		// Every attempt failed, or the caller gave up after one did: run
