@@ -77,6 +77,13 @@ func FuzzTokenBucket(f *testing.F) {
 	})
 }
 
+// reportingBudget is a budget that reports its balance, as all of this
+// package's do.
+type reportingBudget interface {
+	Budget
+	TokenReporter
+}
+
 // FuzzBudgetTokens checks that every budget's balance stays in [0, max]
 // over any sequence of operations and times.
 func FuzzBudgetTokens(f *testing.F) {
@@ -87,12 +94,8 @@ func FuzzBudgetTokens(f *testing.F) {
 		grpc, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1})
 		aws, _ := NewAWSQuota(AWSQuotaSettings{Capacity: 50})
 		win, _ := NewWindowBudget(WindowBudgetSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 1, TTL: time.Second})
-		type budget interface {
-			Budget
-			TokenReporter
-		}
 		for _, c := range []struct {
-			b   budget
+			b   reportingBudget
 			max float64
 		}{{grpc, 10}, {aws, 50}, {win, math.Inf(1)}} {
 			now := t0
@@ -212,12 +215,8 @@ func FuzzBudgetArithmetic(f *testing.F) {
 		win, _ := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedByRequest, MinRetriesPerSecond: 1, TTL: time.Second})
 		grpc, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 1})
 		aws, _ := NewAWSQuota(AWSQuotaSettings{Capacity: 50})
-		type budget interface {
-			Budget
-			TokenReporter
-		}
 		for _, c := range []struct {
-			b   budget
+			b   reportingBudget
 			max float64
 		}{{tb, 10}, {win, 1e6}, {grpc, 10}, {aws, 50}} {
 			now := t0
