@@ -8,7 +8,6 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 const breakerTitle = "Breakers: false trips, and the cost of one lever"
@@ -83,7 +82,7 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 		run := clone(sc)
 		run.Fleets = breakers
 		run.Origin.ErrorRate = 1 - (1-sc.Origin.ErrorRate)*(1-p)
-		res, err := sim.Run(ctx, run)
+		res, err := opts.run(ctx, run)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +108,7 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 		run.Duration = min(run.Duration, 120*time.Second)
 		run.Origin.Broken = b
 		run.Fleets = partialFleets
-		res, err := sim.Run(ctx, run)
+		res, err := opts.run(ctx, run)
 		if err != nil {
 			return nil, err
 		}

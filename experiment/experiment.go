@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 //go:embed scenarios/*.yaml
@@ -34,6 +35,14 @@ type Options struct {
 	Workers int
 	// Grid is the sweep's cells per axis; zero means DefaultGrid.
 	Grid int
+	// Limits bounds each simulator run (see sim.Estimate); zero fields
+	// mean sim.DefaultLimits'.
+	Limits sim.Limits
+}
+
+// run plays sc in the simulator within the options' limits.
+func (o Options) run(ctx context.Context, sc *scenario.Scenario) (*sim.Result, error) {
+	return sim.RunWith(ctx, sc, sim.Options{Limits: o.Limits})
 }
 
 // Outcome is what an experiment produces.

@@ -26,7 +26,7 @@ func runFleets(ctx context.Context, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := sim.Run(ctx, sc)
+	res, err := opts.run(ctx, sc)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 const hedgeTitle = "Hedging: a cure for one slow replica, a poison for broad slowness"
@@ -64,7 +63,7 @@ func runHedge(ctx context.Context, opts Options) (*Outcome, error) {
 		name string
 		sc   *scenario.Scenario
 	}{{"one slow replica", sc}, {"every replica slow", broad}} {
-		res, err := sim.Run(ctx, c.sc)
+		res, err := opts.run(ctx, c.sc)
 		if err != nil {
 			return nil, err
 		}

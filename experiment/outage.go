@@ -7,7 +7,6 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 const outageTitle = "Outage: what each policy permits when nothing works"
@@ -63,7 +62,7 @@ func runOutage(ctx context.Context, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := sim.Run(ctx, sc)
+	res, err := opts.run(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +81,7 @@ func runOutage(ctx context.Context, opts Options) (*Outcome, error) {
 		}
 	}
 	if count >= 0 && bucket >= 0 {
-		curves, err := amplification(ctx, sc, []int{count, bucket}, opts.Progress)
+		curves, err := amplification(ctx, sc, []int{count, bucket}, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +109,8 @@ func runOutage(ctx context.Context, opts Options) (*Outcome, error) {
 
 // amplification runs the chosen fleets with failure probability p, first
 // drawn per attempt, then as a broken share of the keys.
-func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, progress func(int, int)) ([]AmplificationCurve, error) {
+func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, opts Options) ([]AmplificationCurve, error) {
+	progress := opts.Progress
 	curves := make([]AmplificationCurve, len(fleets))
 	for j, i := range fleets {
 		curves[j].Fleet = base.Fleets[i].Name
@@ -135,7 +135,7 @@ func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, p
 			} else {
 				sc.Origin.Broken = p
 			}
-			res, err := sim.Run(ctx, sc)
+			res, err := opts.run(ctx, sc)
 			if err != nil {
 				return nil, err
 			}

@@ -13,7 +13,14 @@ import (
 // fleet, the table, the charts, and the run's JSON. A file states no
 // expectations, so there are no claims.
 func RunScenario(ctx context.Context, sc *scenario.Scenario) (*Outcome, error) {
-	res, err := sim.Run(ctx, sc)
+	return RunScenarioWith(ctx, sc, Options{})
+}
+
+// RunScenarioWith is RunScenario within opts.Limits, reporting
+// opts.Progress. opts.Scenario and opts.Seed are not used: sc is run as it
+// is.
+func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	res, err := sim.RunWith(ctx, sc, sim.Options{Limits: opts.Limits, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -33,14 +33,14 @@ func runStorm(ctx context.Context, opts Options) (*Outcome, error) {
 	if len(sc.Fleets) < 2 {
 		return nil, fmt.Errorf("storm: the scenario needs two fleets, the control (naive) first and the guarded one second; %s has %d", sc.Name, len(sc.Fleets))
 	}
-	res, err := sim.Run(ctx, sc)
+	res, err := opts.run(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
 	var notes []string
 	cf, cfName := StormCounterfactual(sc)
 	if cf != nil {
-		cfRes, err := sim.Run(ctx, cf)
+		cfRes, err := opts.run(ctx, cf)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 const sweepTitle = "Sweep: the vulnerability map"
@@ -155,7 +154,7 @@ func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 				sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
 				sc.Origin.DropExpired = pols[p].fix
 				sc.Fleets = []scenario.Fleet{pols[p].fleet}
-				res, err := sim.Run(ctx, sc)
+				res, err := opts.run(ctx, sc)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {

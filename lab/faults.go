@@ -1,11 +1,15 @@
 package lab
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
@@ -74,8 +78,21 @@ type adminState struct {
 //	DELETE                           ends the faults injected here
 //
 // Values are in the origin's own units (its capacity per second of wall
-// time, real durations); an optional at= delays the start.
+// time, real durations); an optional at= delays the start. Both at and
+// for are at most maxFaultTime.
+//
+// Every request must carry the origin's AdminToken, as token=... in the
+// query or form, or as "Authorization: Bearer ...": the lab makes one per
+// run and prints it, and its live view links with it. (The server it runs
+// on refuses foreign Host names and cross-origin writes besides: see
+// Server.) Faults that have ended are forgotten, and at most
+// maxInjectedFaults injected ones are kept: more is refused with 429.
 func (o *Origin) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10) // a form of a few fields
+	if !o.authorized(r) {
+		http.Error(w, "lab: /admin/faults needs this run's token (token=... or Authorization: Bearer ...): the lab prints it", http.StatusForbidden)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPost:
@@ -84,7 +101,10 @@ func (o *Origin) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		o.inject(f)
+		if !o.inject(f) {
+			http.Error(w, fmt.Sprintf("lab: %d injected faults are in force or to come; at most %d (DELETE ends them)", maxInjectedFaults, maxInjectedFaults), http.StatusTooManyRequests)
+			return
+		}
 	case http.MethodDelete:
 		o.clearInjected()
 	default:
@@ -94,6 +114,36 @@ func (o *Origin) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(o.adminState())
+}
+
+// Bounds of the admin endpoint: a fault's start and length, and how many
+// injected faults are kept (each costs the fault schedule a look at every
+// change).
+const (
+	maxFaultTime      = 24 * time.Hour
+	maxInjectedFaults = 100
+)
+
+// authorized reports whether r carries the origin's admin token. An origin
+// without one authorizes nothing.
+func (o *Origin) authorized(r *http.Request) bool {
+	want := o.cfg.AdminToken
+	if want == "" {
+		return false
+	}
+	got := r.URL.Query().Get("token")
+	if h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		got = h
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// NewToken returns a fresh secret for OriginConfig.AdminToken: 128 random
+// bits, in hexadecimal.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
 }
 
 func parseFault(r *http.Request) (scenario.Trigger, error) {
@@ -110,15 +160,15 @@ func parseFault(r *http.Request) (scenario.Trigger, error) {
 			return 0, nil
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("%s: want a duration such as 5s, got %q", name, v)
+		if err != nil || !(d >= 0 && d <= maxFaultTime) {
+			return 0, fmt.Errorf("%s: want a duration in [0s, %s], such as 5s, got %q", name, maxFaultTime, v)
 		}
 		return d, nil
 	}
 	num := func(name string, lo, hi float64) (float64, error) {
 		v := r.Form.Get(name)
 		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || x < lo || x > hi {
+		if err != nil || !(x >= lo && x <= hi) { // NaN fails this
 			return 0, fmt.Errorf("%s: want a number in [%g, %g], got %q", name, lo, hi, v)
 		}
 		return x, nil
@@ -147,14 +197,24 @@ func parseFault(r *http.Request) (scenario.Trigger, error) {
 	return f, err
 }
 
-// inject adds a fault that starts f.At from now.
-func (o *Origin) inject(f scenario.Trigger) {
+// inject adds a fault that starts f.At from now, forgetting those that
+// have ended, and reports false, adding nothing, when maxInjectedFaults
+// are kept already.
+func (o *Origin) inject(f scenario.Trigger) bool {
+	now := time.Now()
 	o.mu.Lock()
-	f.At += time.Since(o.start)
+	elapsed := now.Sub(o.start)
+	o.injected = slices.DeleteFunc(o.injected, func(g scenario.Trigger) bool { return g.End() <= elapsed })
+	if len(o.injected) >= maxInjectedFaults {
+		o.mu.Unlock()
+		return false
+	}
+	f.At += elapsed
 	o.injected = append(o.injected, f)
-	o.applyFaults(time.Now())
+	o.applyFaults(now)
 	o.mu.Unlock()
 	o.reschedule()
+	return true
 }
 
 // clearInjected ends every fault injected through the endpoint.

@@ -198,6 +198,16 @@ func (g *Gateway) Guards() []*resil.Guard { return g.guards }
 
 // Close closes the idle connections of the transport the gateway made.
 func (g *Gateway) Close() {
+	// Hedges that lost finish in the background, cancelled: give them a
+	// moment, so that their outcomes are counted and their connections
+	// come back before they are closed.
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	for _, gd := range g.guards {
+		if gd.Wait(ctx) != nil {
+			break
+		}
+	}
 	if g.own != nil {
 		g.own.CloseIdleConnections()
 	}

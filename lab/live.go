@@ -75,6 +75,7 @@ type liveStatus struct {
 type liveLinks struct {
 	Origin  string `json:"origin"`
 	Gateway string `json:"gateway"`
+	Faults  string `json:"faults"` // the admin endpoint, with the run's token
 }
 
 type liveTick struct {
@@ -134,13 +135,21 @@ func (l *Live) Handler() http.Handler {
 }
 
 // subscriberBuffer is how many events a slow page may fall behind by before
-// it is cut off (its EventSource reconnects and starts afresh).
-const subscriberBuffer = 4096
+// it is cut off (its EventSource reconnects and starts afresh), and
+// maxSubscribers how many pages may follow at once: each holds its buffer.
+const (
+	subscriberBuffer = 4096
+	maxSubscribers   = 32
+)
 
-// subscribe returns what happened so far and a channel for what comes.
-func (l *Live) subscribe() ([][]byte, chan []byte) {
+// subscribe returns what happened so far and a channel for what comes, or
+// false when maxSubscribers pages follow already.
+func (l *Live) subscribe() ([][]byte, chan []byte, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.subs) >= maxSubscribers {
+		return nil, nil, false
+	}
 	past := [][]byte{l.run}
 	for _, f := range l.fleets {
 		if f.status != nil {
@@ -153,11 +162,11 @@ func (l *Live) subscribe() ([][]byte, chan []byte) {
 		}
 	}
 	if l.closed {
-		return past, nil
+		return past, nil, true
 	}
 	ch := make(chan []byte, subscriberBuffer)
 	l.subs[ch] = struct{}{}
-	return past, ch
+	return past, ch, true
 }
 
 func (l *Live) unsubscribe(ch chan []byte) {
@@ -183,7 +192,11 @@ func (l *Live) publish(f []byte) {
 }
 
 func (l *Live) serveEvents(w http.ResponseWriter, r *http.Request) {
-	past, ch := l.subscribe()
+	past, ch, ok := l.subscribe()
+	if !ok {
+		http.Error(w, fmt.Sprintf("lab: %d pages follow the live view already", maxSubscribers), http.StatusServiceUnavailable)
+		return
+	}
 	if ch != nil {
 		defer l.unsubscribe(ch)
 	}

@@ -158,10 +158,14 @@ func (g *generator) schedule(ctx context.Context) {
 		if rate <= 0 {
 			return time.Duration(math.MaxInt64)
 		}
+		g := 1e9 / rate
 		if poisson {
-			return max(1, time.Duration(rng.ExpFloat64()/rate*1e9))
+			g = rng.ExpFloat64() / rate * 1e9
 		}
-		return max(1, time.Duration(1e9/rate))
+		if !(g < math.MaxInt64) { // a tiny rate: no next arrival, not garbage
+			return time.Duration(math.MaxInt64)
+		}
+		return max(1, time.Duration(g))
 	}
 	first := func(from time.Duration) time.Duration {
 		r := g.rateAt(from)

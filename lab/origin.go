@@ -58,6 +58,9 @@ type OriginConfig struct {
 	Seed uint64
 	// Tally, if set, receives offered load and successes per tick.
 	Tally *Tally
+	// AdminToken is the secret /admin/faults requires (see serveAdmin).
+	// Empty: the endpoint refuses every request.
+	AdminToken string
 }
 
 // Origin is an HTTP server with finite capacity, as the scenario's origin

@@ -164,12 +164,12 @@ func TestOriginBoundedQueueRejects(t *testing.T) {
 // errors come after the service time (they cost work), and end with the
 // fault.
 func TestOriginAdminFaults(t *testing.T) {
-	_, url := startOrigin(t, OriginConfig{Origin: queueOrigin(2, 40)}) // 50 ms each
+	_, url := startOrigin(t, OriginConfig{Origin: queueOrigin(2, 40), AdminToken: "t0"}) // 50 ms each
 	c := testClient(t)
 	if r := send(c, "GET", url, time.Second); r.status != http.StatusOK {
 		t.Fatalf("before the fault: %d %v", r.status, r.err)
 	}
-	r := send(c, "POST", url+"/admin/faults?kind=errors&error_rate=1&for=10s", time.Second)
+	r := send(c, "POST", url+"/admin/faults?token=t0&kind=errors&error_rate=1&for=10s", time.Second)
 	if r.status != http.StatusOK {
 		t.Fatalf("inject: %d %s", r.status, r.body)
 	}
@@ -184,18 +184,18 @@ func TestOriginAdminFaults(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.took < 45*time.Millisecond {
 		t.Errorf("during the blip: %d after %v, want 503 after the service time", r.status, r.took)
 	}
-	if r := send(c, "DELETE", url+"/admin/faults", time.Second); r.status != http.StatusOK {
+	if r := send(c, "DELETE", url+"/admin/faults?token=t0", time.Second); r.status != http.StatusOK {
 		t.Fatalf("clear: %d", r.status)
 	}
 	if r := send(c, "GET", url, time.Second); r.status != http.StatusOK {
 		t.Errorf("after clearing: %d", r.status)
 	}
 	for _, bad := range []string{"kind=nope&for=1s", "kind=errors&error_rate=2&for=1s", "kind=outage", "kind=capacity&capacity=x&for=1s", "kind=outage&for=-1s"} {
-		if r := send(c, "POST", url+"/admin/faults?"+bad, time.Second); r.status != http.StatusBadRequest {
+		if r := send(c, "POST", url+"/admin/faults?token=t0&"+bad, time.Second); r.status != http.StatusBadRequest {
 			t.Errorf("POST %s: %d, want 400", bad, r.status)
 		}
 	}
-	if r := send(c, "PUT", url+"/admin/faults", time.Second); r.status != http.StatusMethodNotAllowed {
+	if r := send(c, "PUT", url+"/admin/faults?token=t0", time.Second); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("PUT: %d, want 405", r.status)
 	}
 }

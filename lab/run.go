@@ -32,6 +32,10 @@ type Options struct {
 	// before its first tick, with their base URLs: both serve /metrics,
 	// and the origin /admin/faults.
 	Ready func(fleet string, origin, gateway *url.URL)
+	// AdminToken is the secret the origins' /admin/faults require (see
+	// NewToken); the live view's links carry it. Empty means a new one
+	// for each fleet, known to the live view alone.
+	AdminToken string
 }
 
 // Result is a lab run in the simulator's terms (the same JSON, so the
@@ -137,7 +141,11 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	start := began.Add(lead)
 	tally := NewTally(start, wall.Tick, n)
 
-	r, err := startRig(ctx, wall, i, sc.Seed, tally, start)
+	token := opts.AdminToken
+	if token == "" {
+		token = NewToken()
+	}
+	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token)
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
@@ -145,7 +153,9 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if opts.Ready != nil {
 		opts.Ready(fleet.Name, r.osrv.URL(), r.gsrv.URL())
 	}
-	page := opts.Live.beginFleet(fleet.Name, liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String()})
+	faults := r.osrv.URL()
+	faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
+	page := opts.Live.beginFleet(fleet.Name, liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String(), Faults: faults.String()})
 
 	sampling := make(chan struct{})
 	var sampler sync.WaitGroup
@@ -190,8 +200,8 @@ type rig struct {
 // startRig starts fleet i's origin and gateway on loopback, and opens the
 // gateway's connection to the origin before the first tick, so that the
 // first intents do not pay for it. On error it leaves nothing running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time) (*rig, error) {
-	origin, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally})
+func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string) (*rig, error) {
+	origin, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
 	if err != nil {
 		return nil, err
 	}

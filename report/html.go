@@ -7,6 +7,8 @@ import (
 	"html/template"
 	"os"
 	"path/filepath"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Section is one experiment's part of a report.
@@ -44,13 +46,36 @@ var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 
 // HTML renders the page as one self-contained HTML document: inline style,
 // inline SVG, no script, nothing fetched.
+//
+// Text from outside (a file name in the title or the command) is printed
+// with its control and invisible characters escaped (\x1b), so that
+// reading the file in a terminal cannot run an escape sequence; any other
+// control character is replaced.
 func (p Page) HTML() ([]byte, error) {
+	p.Title, p.Subtitle, p.Command = safetext.Escape(p.Title), safetext.Escape(p.Subtitle), safetext.Escape(p.Command)
 	var b bytes.Buffer
 	if err := tmpl.Execute(&b, p); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	return b.Bytes(), nil
+	return scrub(b.Bytes()), nil
 }
+
+// scrub replaces the C0 control characters other than tab, newline and
+// carriage return, and DEL, with U+FFFD: HTML allows none of them, and a
+// terminal would obey them.
+func scrub(doc []byte) []byte {
+	if !bytes.ContainsFunc(doc, control) {
+		return doc
+	}
+	return bytes.Map(func(r rune) rune {
+		if control(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, doc)
+}
+
+func control(r rune) bool { return (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f }
 
 // Write renders the page to dir/index.html and returns that path. The file
 // is written to a temporary name first and renamed, so a failed run never

@@ -127,7 +127,7 @@ func (c Chart) legend(b *strings.Builder, pw float64) {
 	x, y := padL, float64(38)
 	widths := make([]float64, len(c.Lines))
 	for i, l := range c.Lines {
-		widths[i] = 22 + 6.6*float64(len([]rune(l.Name))) + 14
+		widths[i] = 22 + 6.6*float64(Width(l.Name)) + 14
 	}
 	for i, l := range c.Lines {
 		if x+widths[i] > padL+pw && x > padL {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 )
 
 // Align is a column's alignment.
@@ -58,12 +57,12 @@ func (s Style) wrap(code, text string) string {
 func (t Table) Render(w io.Writer, st Style) error {
 	widths := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
-		widths[i] = utf8.RuneCountInString(c.Name)
+		widths[i] = Width(c.Name)
 	}
 	for _, r := range t.Rows {
 		for i := range widths {
 			if i < len(r) {
-				widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+				widths[i] = max(widths[i], Width(r[i]))
 			}
 		}
 	}
@@ -105,7 +104,7 @@ func (t Table) Render(w io.Writer, st Style) error {
 }
 
 func pad(s string, n int, a Align) string {
-	gap := n - utf8.RuneCountInString(s)
+	gap := n - Width(s)
 	if gap <= 0 {
 		return s
 	}

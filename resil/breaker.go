@@ -112,6 +112,9 @@ type BreakerSettings struct {
 	MaxCooldown time.Duration
 	// Probes is how many trial calls may be in flight at once when
 	// half-open, and how many must succeed to close it. Zero means 1.
+	// The bound counts every trial call not yet recorded, including those
+	// of an earlier half-open period that reopened the breaker: a permit
+	// that is never handed back to Record holds its slot for good.
 	Probes int
 	// OnStateChange, if set, is called after every transition, outside the
 	// breaker's lock, so it may call the breaker. Transitions made by
@@ -144,15 +147,20 @@ func (p Permit) Probe() bool { return p.probe }
 // returns a [Permit], and [Breaker.Record] reports how the call ended. Every
 // state change starts a new generation; results for permits of an older
 // generation are dropped, so a slow answer from before a trip cannot close
-// or reopen the breaker. An OutcomeIgnored outcome (a cancelled call) counts as
-// neither success nor failure but frees its probe slot.
+// or reopen the breaker; a trial call's slot, though, is freed only when
+// its result comes, whatever its generation, so that no more than Probes
+// trial calls are ever in flight at once. An OutcomeIgnored outcome (a
+// cancelled call) counts as neither success nor failure but frees its
+// probe slot.
 //
 // Time is an argument: the breaker reads no clock, and a now earlier than
 // one already seen is taken as is (only the cooldown compares times).
 //
-// Make one with [NewBreaker]; the zero value is not usable. A nil *Breaker
-// is a breaker that is always closed and records nothing. A Breaker is safe
-// for concurrent use.
+// Make one with [NewBreaker]. The zero Breaker is not silently off: it
+// refuses every call with [ErrNotBuilt] (which is an ErrBreakerOpen), its
+// State is StateOpen, and [Policy.Validate] (so [NewGuard]) refuses it. A
+// nil *Breaker is no breaker at all, as a nil Policy.Breaker says: always
+// closed, recording nothing. A Breaker is safe for concurrent use.
 type Breaker struct {
 	mu sync.Mutex
 	s  BreakerSettings // normalized
@@ -179,7 +187,7 @@ type Breaker struct {
 	tot [3]int64
 
 	trips    uint64 // times it opened from closed
-	probes   int    // trial calls in flight
+	probes   int    // trial calls in flight, of any generation
 	probesOK int    // trial calls that succeeded
 }
 
@@ -321,6 +329,9 @@ func (b *Breaker) allow(now *instant) (Permit, error) {
 	// racing with this load makes the permit stale, exactly as if the call
 	// had been admitted just before it.
 	if w := b.word.Load(); State(w&3) == StateClosed {
+		if w == 0 {
+			return Permit{}, ErrNotBuilt // generation 0: NewBreaker never ran
+		}
 		return Permit{gen: w >> 2}, nil
 	}
 	b.mu.Lock()
@@ -390,15 +401,17 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 		}
 	}
 	b.mu.Lock()
+	if p.probe && b.probes > 0 {
+		// A probe holds its slot until it ends, whatever generation it
+		// was admitted in: the bound is on trial calls in flight.
+		b.probes--
+	}
 	if p.gen != b.gen {
 		b.mu.Unlock()
 		return
 	}
 	var change StateChange
 	changed := false
-	if p.probe {
-		b.probes--
-	}
 	if o != OutcomeIgnored {
 		failed := o.failed()
 		slow := b.s.SlowCall > 0 && took >= b.s.SlowCall
@@ -430,6 +443,9 @@ func (b *Breaker) State(now time.Time) State {
 	if b == nil {
 		return StateClosed
 	}
+	if !b.built() {
+		return StateOpen
+	}
 	b.mu.Lock()
 	change, changed := b.expire(now)
 	s := b.state
@@ -460,6 +476,9 @@ func (b *Breaker) Trips() uint64 {
 	return b.trips
 }
 
+// built reports whether NewBreaker made b: it starts at generation 1.
+func (b *Breaker) built() bool { return b.word.Load() != 0 }
+
 // expire turns an open breaker half-open once its cooldown has ended.
 // Called with mu held.
 func (b *Breaker) expire(now time.Time) (StateChange, bool) {
@@ -478,7 +497,7 @@ func (b *Breaker) to(s State, now time.Time) StateChange {
 	b.state = s
 	b.gen++
 	c.Generation = b.gen
-	b.probes, b.probesOK = 0, 0
+	b.probesOK = 0 // probes in flight keep their slots: see record
 	b.consecutive.Store(0)
 	b.word.Store(b.gen<<2 | uint64(s))
 	b.clearWindow()

@@ -2,7 +2,9 @@ package resil
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -269,45 +271,77 @@ func TestBreakerSettingErrors(t *testing.T) {
 	}
 }
 
-// TestBreakerConcurrentProbes hammers a half-open breaker: however the
-// calls interleave, no more than Probes trial calls of one half-open
-// generation are ever in flight (a stale probe of an older generation no
-// longer holds a slot).
+// TestBreakerConcurrentProbes hammers a half-open breaker that reopens
+// and cools down within microseconds: however the calls interleave, no
+// more than Probes trial calls are ever in flight at once, whatever
+// generation admitted them (a probe of an older generation still holds its
+// slot until it is recorded). Run it with -race.
 func TestBreakerConcurrentProbes(t *testing.T) {
-	const probes = 3
-	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Nanosecond, Probes: probes})
-	var mu sync.Mutex
-	inflight, peak := map[uint64]int{}, 0
+	const probes = 5
+	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: 20 * time.Microsecond, Probes: probes})
+	var inflight, peak atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
-			for i := range 2000 {
-				now := ts(float64(i) / 1000)
+			for i := range 3000 {
+				now := ts(float64(i) / 1e5) // 10 µs a step: cooldowns end often
 				p, err := b.Allow(now)
 				if err != nil {
 					continue
 				}
 				if p.Probe() {
-					mu.Lock()
-					inflight[p.gen]++
-					peak = max(peak, inflight[p.gen])
-					mu.Unlock()
+					n := inflight.Add(1)
+					for {
+						old := peak.Load()
+						if n <= old || peak.CompareAndSwap(old, n) {
+							break
+						}
+					}
+				}
+				if i%7 == 0 {
+					runtime.Gosched() // hold the permit a while
 				}
 				o := OutcomeSuccess
 				if (i+w)%3 == 0 {
 					o = OutcomeFailure
 				}
 				if p.Probe() {
-					mu.Lock()
-					inflight[p.gen]--
-					mu.Unlock()
+					inflight.Add(-1) // before Record: the breaker counts it longer than we do
 				}
 				b.Record(now, p, o, 0)
 			}
 		})
 	}
 	wg.Wait()
-	if peak > probes {
-		t.Fatalf("%d probes in flight at once, limit %d", peak, probes)
+	if got := peak.Load(); got > probes {
+		t.Fatalf("%d probes in flight at once, limit %d", got, probes)
+	}
+}
+
+// A probe of an older generation still holds its slot: after a failed
+// trial reopens the breaker and the cooldown ends, the new half-open
+// generation may admit only as many probes as are free.
+func TestBreakerStaleProbesHoldTheirSlots(t *testing.T) {
+	b := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Second, Probes: 2})
+	p, _ := b.Allow(ts(0))
+	b.Record(ts(0), p, OutcomeFailure, 0) // open
+	p1, err1 := b.Allow(ts(1))
+	p2, err2 := b.Allow(ts(1))
+	if err1 != nil || err2 != nil || !p1.Probe() || !p2.Probe() {
+		t.Fatalf("two probes: %v, %v", err1, err2)
+	}
+	b.Record(ts(1), p1, OutcomeFailure, 0) // reopen; p2 still out
+	if _, err := b.Allow(ts(2)); err != nil {
+		t.Fatalf("one free slot: %v", err)
+	}
+	if _, err := b.Allow(ts(2)); !errors.Is(err, ErrTooManyProbes) {
+		t.Fatalf("second probe with p2 still out: %v, want ErrTooManyProbes", err)
+	}
+	b.Record(ts(2), p2, OutcomeSuccess, 0) // stale: frees its slot, judges nothing
+	if s := b.State(ts(2)); s != StateHalfOpen {
+		t.Fatalf("state %v after a stale success, want half-open", s)
+	}
+	if _, err := b.Allow(ts(2)); err != nil {
+		t.Fatalf("slot freed by the stale probe: %v", err)
 	}
 }

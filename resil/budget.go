@@ -70,7 +70,26 @@ const tokenScale = 1_000_000
 
 type fixed = int64
 
-func toFixed(f float64) fixed   { return fixed(math.Round(f * tokenScale)) }
+// maxFixed bounds every amount converted to fixed point: 1e12 tokens, far
+// beyond any valid setting (1e9 at most) and far from int64's overflow,
+// so that sums of two amounts cannot wrap either.
+const maxFixed fixed = 1e12 * tokenScale
+
+// toFixed converts f to fixed point, clamped to [-maxFixed, maxFixed]; NaN
+// is zero. Converting a float64 beyond int64's range is undefined in Go
+// (on amd64 it gives the most negative int64), so the clamp comes first.
+func toFixed(f float64) fixed {
+	switch {
+	case f != f:
+		return 0
+	case f >= float64(maxFixed)/tokenScale:
+		return maxFixed
+	case f <= -float64(maxFixed)/tokenScale:
+		return -maxFixed
+	}
+	return fixed(math.Round(f * tokenScale))
+}
+
 func fromFixed(x fixed) float64 { return float64(x) / tokenScale }
 
 // TokenBucketSettings configures a [TokenBucket]. The zero value is invalid
@@ -109,9 +128,13 @@ type TokenBucketSettings struct {
 // retries/requests ratio of a fleet stays near Ratio however many clients
 // share the dependency. The bucket starts at MinTokens.
 //
-// Make one with [NewTokenBucket]; the zero value is not usable. A TokenBucket
-// is safe for concurrent use. It reads no clock: the time arguments exist so
-// that every [Budget] has the same shape.
+// Make one with [NewTokenBucket]. A bucket it did not make fails closed:
+// the zero TokenBucket, and the nil *TokenBucket a failed NewTokenBucket
+// returns, grant no retry (Withdraw refuses), hold no tokens, and ignore
+// every deposit and refund; nothing panics, and [Policy.Validate] (so
+// [NewGuard]) refuses them with [ErrNotBuilt]. A TokenBucket is safe for
+// concurrent use. It reads no clock: the time arguments exist so that
+// every [Budget] has the same shape.
 type TokenBucket struct {
 	// tokens changes by compare-and-swap: a healthy bucket sits at max,
 	// where a deposit is a single load.
@@ -198,20 +221,26 @@ func checkFunding(field string, f Funding) error {
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
+// built reports whether NewTokenBucket made b: it never leaves Funding
+// unset.
+func (b *TokenBucket) built() bool { return b != nil && b.funding != FundingUnset }
+
 // Begin deposits Ratio when the bucket is funded by requests.
 func (b *TokenBucket) Begin(now time.Time) {
-	if b.funding == FundedByRequest {
+	if b.built() && b.funding == FundedByRequest {
 		b.deposit(b.ratio)
 	}
 }
 
 // Record deposits Ratio for a success when the bucket is funded by successes.
 func (b *TokenBucket) Record(now time.Time, o Outcome, paid float64) {
-	if o == OutcomeSuccess && b.funding == FundedBySuccess {
+	if o == OutcomeSuccess && b.built() && b.funding == FundedBySuccess {
 		b.deposit(b.ratio)
 	}
 }
 
+// deposit adds x (in (0, maxFixed]) up to max. The balance stays in [0,
+// max], so t+x cannot overflow.
 func (b *TokenBucket) deposit(x fixed) {
 	for {
 		t := b.tokens.Load()
@@ -227,6 +256,9 @@ func (b *TokenBucket) deposit(x fixed) {
 // Withdraw takes RetryCost (TimeoutCost after an OutcomeTimeout) if the balance
 // covers it.
 func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	if !b.built() {
+		return 0, false
+	}
 	c := b.cost
 	if after == OutcomeTimeout {
 		c = b.timeout
@@ -242,15 +274,20 @@ func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	}
 }
 
-// Refund gives back a withdrawn charge, up to MaxTokens.
+// Refund gives back a withdrawn charge, up to MaxTokens. A charge that is
+// not a positive number (NaN, negative) gives back nothing, and one beyond
+// MaxTokens gives back MaxTokens.
 func (b *TokenBucket) Refund(now time.Time, cost float64) {
-	if cost > 0 {
+	if cost > 0 && b.built() {
 		b.deposit(toFixed(cost))
 	}
 }
 
 // Tokens returns the balance.
 func (b *TokenBucket) Tokens(now time.Time) float64 {
+	if !b.built() {
+		return 0
+	}
 	return fromFixed(b.tokens.Load())
 }
 

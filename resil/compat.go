@@ -22,8 +22,10 @@ type GRPCThrottleSettings struct {
 // and hedges are allowed only while the balance is above MaxTokens/2.
 // Unlike [TokenBucket], a retry itself costs nothing: failures pay.
 //
-// Make one with [NewGRPCThrottle]; the zero value is not usable. It is safe
-// for concurrent use and reads no clock.
+// Make one with [NewGRPCThrottle]. A throttle it did not make fails
+// closed: the zero GRPCThrottle and a nil *GRPCThrottle grant no retry and
+// panic on nothing, and [Policy.Validate] refuses them with [ErrNotBuilt].
+// It is safe for concurrent use and reads no clock.
 type GRPCThrottle struct {
 	mu     sync.Mutex
 	tokens int64 // thousandths, as in the spec's fixed-point arithmetic
@@ -44,12 +46,18 @@ func NewGRPCThrottle(s GRPCThrottleSettings) (*GRPCThrottle, error) {
 	return &GRPCThrottle{tokens: m, max: m, ratio: r}, nil
 }
 
+// built reports whether NewGRPCThrottle made g: MaxTokens is required.
+func (g *GRPCThrottle) built() bool { return g != nil && g.max > 0 }
+
 // Begin does nothing: gRPC's throttle is funded by successes.
 func (g *GRPCThrottle) Begin(time.Time) {}
 
 // Record takes a token for a failure or a timeout and adds TokenRatio for a
 // success.
 func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
+	if !g.built() {
+		return
+	}
 	g.mu.Lock()
 	switch {
 	case o == OutcomeSuccess:
@@ -63,6 +71,9 @@ func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
 // Withdraw allows a retry while the balance is above MaxTokens/2. It
 // charges nothing.
 func (g *GRPCThrottle) Withdraw(time.Time, Outcome) (float64, bool) {
+	if !g.built() {
+		return 0, false
+	}
 	g.mu.Lock()
 	ok := g.tokens*2 > g.max
 	g.mu.Unlock()
@@ -74,6 +85,9 @@ func (g *GRPCThrottle) Refund(time.Time, float64) {}
 
 // Tokens returns the balance.
 func (g *GRPCThrottle) Tokens(time.Time) float64 {
+	if !g.built() {
+		return 0
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return float64(g.tokens) / 1000
@@ -97,8 +111,11 @@ type AWSQuotaSettings struct {
 // attempt that succeeds gives its cost back, and a first attempt that
 // succeeds adds 1. When the balance is short, no retry.
 //
-// Make one with [NewAWSQuota]; the zero value is not usable. It is safe for
-// concurrent use and reads no clock.
+// Make one with [NewAWSQuota]. A quota it did not make fails closed: the
+// zero AWSQuota and a nil *AWSQuota grant no retry and panic on nothing,
+// and [Policy.Validate] refuses them with [ErrNotBuilt]. (The zero
+// AWSQuotaSettings, unlike the zero AWSQuota, are the SDKs' standard
+// mode.) It is safe for concurrent use and reads no clock.
 type AWSQuota struct {
 	mu                                    sync.Mutex
 	tokens, capacity, cost, timeout, incr int
@@ -130,27 +147,43 @@ func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
 	return q, nil
 }
 
+// built reports whether NewAWSQuota made q: its capacity is never zero.
+func (q *AWSQuota) built() bool { return q != nil && q.capacity > 0 }
+
 // Begin does nothing: the quota is funded by successes.
 func (q *AWSQuota) Begin(time.Time) {}
 
 // Record gives back a successful retry's cost, or adds NoRetryIncrement for
 // a first attempt that succeeded.
 func (q *AWSQuota) Record(now time.Time, o Outcome, paid float64) {
-	if o != OutcomeSuccess {
+	if o != OutcomeSuccess || !q.built() {
 		return
 	}
 	add := q.incr
 	if paid > 0 {
-		add = int(paid + 0.5)
+		add = q.units(paid)
 	}
 	q.mu.Lock()
 	q.tokens = min(q.capacity, q.tokens+add)
 	q.mu.Unlock()
 }
 
+// units rounds a positive charge to whole tokens, at most the capacity: a
+// float beyond int's range converts to garbage in Go, so it is clamped
+// first.
+func (q *AWSQuota) units(cost float64) int {
+	if cost >= float64(q.capacity) {
+		return q.capacity
+	}
+	return int(cost + 0.5)
+}
+
 // Withdraw takes RetryCost (TimeoutCost after an OutcomeTimeout) if the balance
 // covers it.
 func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	if !q.built() {
+		return 0, false
+	}
 	c := q.cost
 	if after == OutcomeTimeout {
 		c = q.timeout
@@ -169,16 +202,20 @@ func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
 
 // Refund gives back a withdrawn charge.
 func (q *AWSQuota) Refund(now time.Time, cost float64) {
-	if cost <= 0 {
+	if !(cost > 0) || !q.built() {
 		return
 	}
+	add := q.units(cost)
 	q.mu.Lock()
-	q.tokens = min(q.capacity, q.tokens+int(cost+0.5))
+	q.tokens = min(q.capacity, q.tokens+add)
 	q.mu.Unlock()
 }
 
 // Tokens returns the balance.
 func (q *AWSQuota) Tokens(time.Time) float64 {
+	if !q.built() {
+		return 0
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return float64(q.tokens)

@@ -29,6 +29,15 @@ var (
 	ErrPushback = errors.New("resil: server pushback said do not retry")
 	// ErrNotRetryable: the classifier said the error is permanent.
 	ErrNotRetryable = errors.New("resil: error not retryable")
+	// ErrPanicked: the guarded function panicked. It is never returned
+	// (the panic goes on); EventDone carries it.
+	ErrPanicked = errors.New("resil: the guarded function panicked")
+	// ErrNotBuilt: a value was used that its constructor did not make (a
+	// zero value, or the nil pointer a failed constructor returns). It
+	// fails closed: a budget grants no retry, a breaker refuses every
+	// call, a Guard runs nothing. errors.Is(ErrNotBuilt, ErrBreakerOpen)
+	// is true, so a breaker's refusal is handled as one.
+	ErrNotBuilt = fmt.Errorf("resil: not made by its constructor (a zero value or a nil pointer): %w", ErrBreakerOpen)
 )
 
 // SettingError reports an invalid setting. Field names the setting as it
@@ -42,7 +51,12 @@ type SettingError struct {
 	Value any
 	// Reason says what a valid value is.
 	Reason string
+	// Err, if set, is a sentinel the error wraps (ErrNotBuilt).
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // Error returns "resil: Field = Value: Reason".
 func (e *SettingError) Error() string {

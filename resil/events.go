@@ -26,7 +26,8 @@ const (
 	// EventFallback: a fallback answered for a refused call.
 	EventFallback
 	// EventDone: the intent ended; Took is its whole duration and Err its
-	// error (nil on success).
+	// error (nil on success; one that wraps ErrPanicked when the function
+	// panicked, just before the panic goes on).
 	EventDone
 )
 
@@ -88,6 +89,10 @@ type Stats struct {
 	BreakerRefusals uint64
 	// Fallbacks is the refused intents a fallback answered.
 	Fallbacks uint64
+	// Panics is the attempts whose function panicked. The panic is passed
+	// on once everything is released; an intent that ended so counts in
+	// Failures too.
+	Panics uint64
 	// BreakerState is the breaker's state now (StateClosed without a breaker).
 	BreakerState State
 	// BudgetTokens is the budget's balance now, when HasBudgetTokens.
@@ -121,6 +126,7 @@ type counters struct {
 	retries, hedges, failures    atomic.Uint64
 	denials, refusals, fallbacks atomic.Uint64
 	firstRefusals                atomic.Uint64 // first attempts the breaker refused
+	panics                       atomic.Uint64
 }
 
 // hooks is the copy-on-write list of observers added with Guard.Observe.

@@ -77,6 +77,13 @@ func FuzzTokenBucket(f *testing.F) {
 	})
 }
 
+// reportingBudget is a budget that reports its balance, as all of this
+// package's do.
+type reportingBudget interface {
+	Budget
+	TokenReporter
+}
+
 // FuzzBudgetTokens checks that every budget's balance stays in [0, max]
 // over any sequence of operations and times.
 func FuzzBudgetTokens(f *testing.F) {
@@ -87,12 +94,8 @@ func FuzzBudgetTokens(f *testing.F) {
 		grpc, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1})
 		aws, _ := NewAWSQuota(AWSQuotaSettings{Capacity: 50})
 		win, _ := NewWindowBudget(WindowBudgetSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 1, TTL: time.Second})
-		type budget interface {
-			Budget
-			TokenReporter
-		}
 		for _, c := range []struct {
-			b   budget
+			b   reportingBudget
 			max float64
 		}{{grpc, 10}, {aws, 50}, {win, math.Inf(1)}} {
 			now := t0
@@ -131,8 +134,8 @@ func FuzzBudgetTokens(f *testing.F) {
 	})
 }
 
-// FuzzBreakerProbes checks that a half-open breaker never has more than
-// Probes trial calls of its generation in flight, whatever the sequence of
+// FuzzBreakerProbes checks that a breaker never has more than Probes trial
+// calls in flight at once, of any generation, whatever the sequence of
 // calls, outcomes and times.
 func FuzzBreakerProbes(f *testing.F) {
 	f.Add(uint8(1), []byte{1, 0, 0, 0, 9, 0, 0, 1, 2, 3})
@@ -164,10 +167,9 @@ func FuzzBreakerProbes(f *testing.F) {
 				b.Record(now, held[i], o, 0)
 				held = append(held[:i], held[i+1:]...)
 			}
-			gen := b.Generation()
 			inflight := 0
 			for _, p := range held {
-				if p.probe && p.gen == gen {
+				if p.probe {
 					inflight++
 				}
 			}
@@ -205,6 +207,59 @@ func FuzzBackoffDelay(f *testing.F) {
 		d = b.Delay(retry, time.Duration(prev), src)
 		if d < 0 || (b.Cap > 0 && float64(d) > float64(b.Cap)*(1+b.Factor)+1) {
 			t.Fatalf("%+v: Delay(%d, %v) = %v outside [0, Cap×(1+Factor)]", b, retry, time.Duration(prev), d)
+		}
+	})
+}
+
+// FuzzBudgetArithmetic feeds every budget extreme amounts (huge, tiny,
+// negative, NaN, infinite refunds and paid charges) between ordinary
+// operations, and checks that the balance stays in [0, max] and that a
+// budget that held tokens before can still grant a retry once refilled.
+func FuzzBudgetArithmetic(f *testing.F) {
+	f.Add(1e300, -1e300, []byte{0, 1, 2, 3})
+	f.Add(math.Inf(1), math.NaN(), []byte{1, 1, 0, 2, 3, 3})
+	f.Add(9.223372036854775807e12, 4.5e15, []byte{0, 0, 1, 2})
+	f.Add(math.MaxFloat64, math.SmallestNonzeroFloat64, []byte{3, 2, 1, 0})
+	f.Fuzz(func(t *testing.T, x, y float64, ops []byte) {
+		tb, _ := NewTokenBucket(TokenBucketSettings{Ratio: 1, Funding: FundedByRequest, MaxTokens: 10, MinTokens: 5})
+		win, _ := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedByRequest, MinRetriesPerSecond: 1, TTL: time.Second})
+		grpc, _ := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 1})
+		aws, _ := NewAWSQuota(AWSQuotaSettings{Capacity: 50})
+		for _, c := range []struct {
+			b   reportingBudget
+			max float64
+		}{{tb, 10}, {win, 1e6}, {grpc, 10}, {aws, 50}} {
+			now := t0
+			for _, op := range ops {
+				switch op % 4 {
+				case 0:
+					c.b.Refund(now, x)
+				case 1:
+					c.b.Refund(now, y)
+				case 2:
+					c.b.Record(now, OutcomeSuccess, x)
+					c.b.Record(now, OutcomeSuccess, y)
+				case 3:
+					c.b.Withdraw(now, OutcomeFailure)
+					now = now.Add(100 * time.Millisecond)
+				}
+				if tok := c.b.Tokens(now); !(tok >= 0 && tok <= c.max) {
+					t.Fatalf("%T after %v, %v: tokens %v outside [0, %v]", c.b, x, y, tok, c.max)
+				}
+			}
+			// Refilled by ordinary traffic, it grants a retry again.
+			for range 200 {
+				c.b.Begin(now)
+				c.b.Record(now, OutcomeSuccess, 0)
+			}
+			now = now.Add(2 * time.Second)
+			for range 20 {
+				c.b.Begin(now)
+				c.b.Record(now, OutcomeSuccess, 0)
+			}
+			if _, ok := c.b.Withdraw(now, OutcomeFailure); !ok {
+				t.Fatalf("%T after %v, %v: refilled, it still refuses a retry (tokens %v)", c.b, x, y, c.b.Tokens(now))
+			}
 		}
 	})
 }

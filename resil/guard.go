@@ -80,8 +80,10 @@ type GuardSettings struct {
 // Every decision is the Policy's: the simulator drives the same Policy on
 // virtual time.
 //
-// Make one with [NewGuard]; the zero value is not usable. A Guard is safe
-// for concurrent use; share one per dependency.
+// Make one with [NewGuard]. A Guard it did not make fails closed: the zero
+// Guard and a nil *Guard run nothing, and every call returns [ErrNotBuilt]
+// at once; their Stats are zero. A Guard is safe for concurrent use; share
+// one per dependency.
 type Guard struct {
 	p        Policy
 	s        GuardSettings
@@ -92,10 +94,13 @@ type Guard struct {
 	newKey   func() string
 	classify Classifier
 
-	timed  bool // the breaker judges durations (SlowCall): time every attempt
-	hooks  atomic.Pointer[hooks]
-	hookMu sync.Mutex // serialises Observe and its removals
-	hookID uint64
+	timed bool // the breaker judges durations (SlowCall): time every attempt
+	hooks atomic.Pointer[hooks]
+	// background counts hedged attempts on goroutines of their own,
+	// losers included, for Wait.
+	background detached
+	hookMu     sync.Mutex // serialises Observe and its removals
+	hookID     uint64
 
 	st counters // last, padded: written by every call
 }
@@ -103,6 +108,9 @@ type Guard struct {
 // NewGuard returns a Guard, or an error naming the invalid setting.
 func NewGuard(s GuardSettings) (*Guard, error) {
 	if err := s.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkSpin(&s.Policy); err != nil {
 		return nil, err
 	}
 	if s.AttemptTimeout < 0 {
@@ -146,6 +154,24 @@ func NewGuard(s GuardSettings) (*Guard, error) {
 	return g, nil
 }
 
+// checkSpin refuses unlimited retries with nothing to pace or cap them: no
+// budget and no backoff. A Guard would then retry a failing dependency in
+// a tight loop, millions of attempts a second, until the caller's deadline
+// (which NewGuard cannot see, and which may never come).
+func checkSpin(p *Policy) error {
+	if p.MaxRetries != Unlimited {
+		return nil
+	}
+	_, none := p.Budget.(NoBudget)
+	budget := p.Budget != nil && !none
+	paced := p.Backoff.Schedule != NoDelay || p.Backoff.Jitter == DecorrelatedJitter
+	if budget || paced {
+		return nil
+	}
+	return badSetting("Policy.MaxRetries", "Unlimited",
+		"with no Policy.Budget and no Policy.Backoff, retries would spin as fast as attempts fail: set a budget, a backoff, or a number of retries")
+}
+
 func listClassifier(retryOn, noRetryOn []error) Classifier {
 	return func(err error) (Outcome, bool) {
 		o, retry := DefaultClassifier(err)
@@ -167,14 +193,22 @@ func listClassifier(retryOn, noRetryOn []error) Classifier {
 	}
 }
 
+// built reports whether NewGuard made g: it always sets a classifier.
+func (g *Guard) built() bool { return g != nil && g.classify != nil }
+
 // Policy returns a copy of the policy the Guard drives.
-func (g *Guard) Policy() Policy { return g.p }
+func (g *Guard) Policy() Policy {
+	if g == nil {
+		return Policy{}
+	}
+	return g.p
+}
 
 // Now returns the time on the Guard's clock. Adapters use it (resilhttp
 // reads Retry-After dates with it) so that an injected clock is honoured
 // everywhere.
 func (g *Guard) Now() time.Time {
-	if g.real {
+	if g == nil || g.real || g.clock == nil {
 		return time.Now()
 	}
 	return g.clock.Now()
@@ -183,6 +217,9 @@ func (g *Guard) Now() time.Time {
 // Stats returns a snapshot of the counters, the breaker's state and the
 // budget's balance.
 func (g *Guard) Stats() Stats {
+	if !g.built() {
+		return Stats{}
+	}
 	now := g.Now()
 	s := Stats{
 		Intents:         g.st.intents.Load(),
@@ -192,6 +229,7 @@ func (g *Guard) Stats() Stats {
 		BudgetDenials:   g.st.denials.Load(),
 		BreakerRefusals: g.st.refusals.Load(),
 		Fallbacks:       g.st.fallbacks.Load(),
+		Panics:          g.st.panics.Load(),
 		BreakerState:    g.p.Breaker.State(now),
 	}
 	if g.tokens != nil {
@@ -211,6 +249,9 @@ func (g *Guard) Stats() Stats {
 // GuardSettings.OnEvent, and returns a function that removes it. f is called
 // synchronously on the goroutine that made the event and must not block.
 func (g *Guard) Observe(f func(Event)) (remove func()) {
+	if g == nil {
+		return func() {}
+	}
 	g.hookMu.Lock()
 	defer g.hookMu.Unlock()
 	g.hookID++
@@ -239,6 +280,22 @@ func (g *Guard) Observe(f func(Event)) (remove func()) {
 		} else {
 			g.hooks.Store(&hooks{keep})
 		}
+	}
+}
+
+// Wait blocks until no attempt of a hedged round is running: the losers
+// that Do and Call leave to finish in the background. It returns ctx's
+// error if ctx is done first. Use it to drain a Guard before shutdown, or
+// in tests that check that nothing is left running.
+func (g *Guard) Wait(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	select {
+	case <-g.background.wait():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -288,9 +345,11 @@ type Attempt struct {
 }
 
 // CallOptions are the per-call options of [CallWith]. The zero value uses
-// the Guard's defaults. CallWith copies them; when the call hedges, Discard
-// may be called while other attempts still run, but never concurrently
-// with itself or Keep (both run on the caller's goroutine).
+// the Guard's defaults. CallWith copies them. When the call hedges,
+// Discard may be called on another goroutine, for a hedge that lost, while
+// other attempts still run and after CallWith returned (so concurrently
+// with Keep and with the caller's code); calls to Discard for one call
+// never overlap.
 type CallOptions[T any] struct {
 	// Idempotency overrides GuardSettings.Idempotency for this call.
 	Idempotency Idempotency
@@ -337,9 +396,24 @@ type CallOptions[T any] struct {
 // what GuardSettings.Fallback returns. A caller whose context is already done
 // gets its error and nothing is sent.
 //
-// Do calls are retried only when GuardSettings.Idempotency is Idempotent. When the
-// policy hedges, attempts run on goroutines of their own; Do cancels the
-// losers and waits for them before it returns, so no goroutine outlives it.
+// Do calls are retried only when GuardSettings.Idempotency is Idempotent.
+//
+// When the policy hedges, attempts run on goroutines of their own, and Do
+// returns as soon as one answer counts, or at once when ctx is done, even
+// if an attempt ignores its context. The attempts still running are
+// cancelled and finish in the background: each, when its function
+// returns, is recorded with the breaker and the budget (a lost hedge as
+// OutcomeIgnored, unless it succeeded anyway; one the caller gave up on as
+// the caller's context says) and its value is discarded. Their bound is
+// their function's: its context is cancelled when Do returns, and nothing
+// else of the Guard runs after it. [Guard.Wait] waits for them.
+//
+// If fn panics, the panic goes on to the caller once the attempt's breaker
+// permit and context are released; it counts in Stats (Panics, Failures)
+// and EventDone reports it (ErrPanicked). A losing hedge that panics after
+// Do returned has no caller to go to: its panic is counted in Stats.Panics
+// and reported by its EventAttempt (an Err that wraps ErrPanicked), and
+// goes no further.
 func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	_, err := run[struct{}](ctx, g, nil, nil, fn)
 	return err
@@ -367,6 +441,8 @@ type call[T any] struct {
 	in Intent
 	// ctx is the caller's context, handed to observers with each event.
 	ctx context.Context
+	// began is when the intent started, if the Guard read the clock.
+	began time.Time
 }
 
 // result is one attempt's answer and how it was judged.
@@ -384,6 +460,9 @@ type result[T any] struct {
 
 func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(context.Context, Attempt) (T, error), do func(context.Context) error) (T, error) {
 	var zero T
+	if !g.built() {
+		return zero, ErrNotBuilt
+	}
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
@@ -412,6 +491,16 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	}
 
 	g.st.intents.Add(1)
+	// A panicking fn is counted and reported before its panic goes on:
+	// round (or race) has already released what the attempt held.
+	defer func() {
+		if p := recover(); p != nil {
+			g.st.panics.Add(1)
+			g.st.failures.Add(1)
+			c.done(c.began, fmt.Errorf("%w: %v", ErrPanicked, p))
+			panic(p)
+		}
+	}()
 	// The clock is read only when something needs a duration (the
 	// slow-call rule, observers) or a decision needs the time: on this
 	// machine's kind of VM a clock read costs more than the rest of a
@@ -421,6 +510,7 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	if timed {
 		began = at(g.Now())
 	}
+	c.began = began.t
 	t, err := g.p.begin(&began, &c.in)
 	if err != nil {
 		g.st.firstRefusals.Add(1)
@@ -564,7 +654,7 @@ func (c *call[T]) round(ctx context.Context, t Ticket, start *instant, timed boo
 	defer func() {
 		if !ended { // fn panicked: free the breaker's permit, then let it go on
 			now := at(g.Now())
-			g.p.end(&now, &c.in, t, OutcomeIgnored, 0)
+			g.p.end(&now, t, OutcomeIgnored, 0)
 			if release != nil {
 				release()
 			}
@@ -579,17 +669,23 @@ func (c *call[T]) round(ctx context.Context, t Ticket, start *instant, timed boo
 		took = end.t.Sub(start.t)
 	}
 	r := result[T]{v: v, err: err, release: release}
-	c.judge(ctx, actx, &r)
+	judge(g, ctx, actx, &r)
 	c.end(&end, t, a, &r, took)
 	return r
 }
 
 // end records an attempt's outcome with the policy and tells the observers.
 func (c *call[T]) end(now *instant, t Ticket, a Attempt, r *result[T], took time.Duration) {
-	g := c.g
-	g.p.end(now, &c.in, t, r.o, took)
+	c.g.endAttempt(c.ctx, now, t, a, r.o, r.err, took)
+}
+
+// endAttempt records an attempt's outcome with the policy and tells the
+// observers, with the caller's context ctx. It needs nothing else of the call, so a hedge that lost may call
+// it after the call returned.
+func (g *Guard) endAttempt(ctx context.Context, now *instant, t Ticket, a Attempt, o Outcome, err error, took time.Duration) {
+	g.p.end(now, t, o, took)
 	if g.observed() {
-		c.emit(Event{Kind: EventAttempt, At: now.get(), Attempt: a, Outcome: r.o, Took: took, Err: r.err})
+		g.emit(Event{Kind: EventAttempt, At: now.get(), Attempt: a, Outcome: o, Took: took, Err: err, Context: ctx})
 	}
 }
 
@@ -597,7 +693,7 @@ func (c *call[T]) end(now *instant, t Ticket, a Attempt, r *result[T], took time
 // caller who cancelled makes the attempt OutcomeIgnored, never a failure; a
 // caller's deadline that passed makes it an OutcomeTimeout (the dependency was too
 // slow for the caller). Then the per-attempt timeout, then the classifier.
-func (c *call[T]) judge(ctx, actx context.Context, r *result[T]) {
+func judge[T any](g *Guard, ctx, actx context.Context, r *result[T]) {
 	if r.err == nil {
 		r.o = OutcomeSuccess
 		return
@@ -615,7 +711,7 @@ func (c *call[T]) judge(ctx, actx context.Context, r *result[T]) {
 			r.err = &timedOut{r.err}
 		}
 	} else {
-		r.o, r.retry = c.g.classify(r.err)
+		r.o, r.retry = g.classify(r.err)
 	}
 	if r.retry {
 		r.push, _ = PushbackOf(r.err)

@@ -452,11 +452,17 @@ func TestGuardHedgeWinsAndCancelsLoser(t *testing.T) {
 		if v != "hedge" || err != nil {
 			t.Fatalf("%q %v", v, err)
 		}
-		if !loserDone.Load() {
-			t.Fatal("Call returned before the loser did: a goroutine outlives it")
+		if d := time.Since(start); d != 55*ms {
+			t.Fatalf("took %v, want 50ms + 5ms for the hedge's answer: the call must not wait for the loser", d)
 		}
-		if d := time.Since(start); d != 65*ms {
-			t.Fatalf("took %v, want 50ms + 5ms answer + 10ms for the loser to quit", d)
+		if loserDone.Load() {
+			t.Fatal("the loser finished before the call returned")
+		}
+		if err := g.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 65*ms || !loserDone.Load() {
+			t.Fatalf("Wait returned after %v (loser done: %v), want 65ms", d, loserDone.Load())
 		}
 		if len(discarded) != 1 || discarded[0] != "late" {
 			t.Fatalf("discarded = %v", discarded)
@@ -469,6 +475,131 @@ func TestGuardHedgeWinsAndCancelsLoser(t *testing.T) {
 			t.Fatal("the cancelled loser counted as a failure")
 		}
 	})
+}
+
+// An attempt that ignores its context does not hold the caller past the
+// winner: Do returns on the hedge's answer, and the stubborn loser is
+// recorded (freeing its probe slot) and discarded when it ends.
+func TestGuardHedgeReturnsAtWinnerDespiteStubbornLoser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := mustBreaker(t, BreakerSettings{Threshold: 1})
+		var events []string
+		var mu sync.Mutex
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{Breaker: br, Hedge: HedgeSettings{Delay: 50 * ms}},
+			OnEvent: func(e Event) { mu.Lock(); events = append(events, e.Kind.String()+"/"+e.Outcome.String()); mu.Unlock() }})
+		start := time.Now()
+		err := g.Do(context.Background(), func(ctx context.Context) error {
+			if time.Since(start) < 10*ms {
+				time.Sleep(time.Second) // ignores ctx
+				return errBoom
+			}
+			time.Sleep(5 * ms)
+			return nil
+		})
+		if err != nil || time.Since(start) != 55*ms {
+			t.Fatalf("Do = %v after %v, want nil after 55ms", err, time.Since(start))
+		}
+		g.Wait(context.Background())
+		if time.Since(start) != time.Second {
+			t.Fatalf("the loser ended after %v, want 1s", time.Since(start))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := "[hedge/success attempt/success done/success attempt/ignored]"
+		if fmt.Sprint(events) != want {
+			t.Fatalf("events = %v, want %s", events, want)
+		}
+		if br.State(time.Now()) != StateClosed {
+			t.Fatal("a cancelled loser's error counted as a failure")
+		}
+	})
+}
+
+// When the caller's deadline passes first, Do returns at the deadline even
+// if no attempt honours its context; the attempts, when they end, count as
+// timeouts (the dependency was too slow for the caller).
+func TestGuardHedgeReturnsAtCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := mustBreaker(t, BreakerSettings{Threshold: 3})
+		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 5, Breaker: br, Hedge: HedgeSettings{Delay: 30 * ms, Max: 2}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*ms)
+		defer cancel()
+		start := time.Now()
+		err := g.Do(ctx, func(context.Context) error {
+			time.Sleep(time.Second) // ignores ctx
+			return errBoom
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 100*ms {
+			t.Fatalf("Do = %v after %v, want the deadline after 100ms", err, time.Since(start))
+		}
+		if s := g.Stats(); s.Hedges != 2 || s.Retries != 0 || s.Failures != 1 {
+			t.Fatalf("stats = %+v", s)
+		}
+		g.Wait(context.Background())
+		if br.State(time.Now()) != StateOpen {
+			t.Fatal("three attempts past the caller's deadline did not count as timeouts")
+		}
+	})
+}
+
+func TestGuardPanicIsCountedAndReported(t *testing.T) {
+	for _, hedge := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			var events []Event
+			var mu sync.Mutex
+			s := GuardSettings{Idempotency: Idempotent, OnEvent: func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+			if hedge {
+				s.Policy.Hedge = HedgeSettings{Delay: 10 * ms}
+			}
+			g := mustGuard(t, s)
+			func() {
+				defer func() {
+					if recover() != "bug" {
+						t.Fatal("the panic was swallowed")
+					}
+				}()
+				g.Do(context.Background(), func(context.Context) error { panic("bug") })
+			}()
+			st := g.Stats()
+			if st.Panics != 1 || st.Failures != 1 || st.Intents != 1 {
+				t.Errorf("hedge %v: stats = %+v, want one intent, one failure, one panic", hedge, st)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) == 0 {
+				t.Fatal("no events")
+			}
+			last := events[len(events)-1]
+			if last.Kind != EventDone || !errors.Is(last.Err, ErrPanicked) || !strings.Contains(last.Err.Error(), "bug") {
+				t.Errorf("hedge %v: last event = %+v, want done with ErrPanicked", hedge, last)
+			}
+		})
+	}
+}
+
+// Unlimited retries with nothing to slow or stop them would spin: NewGuard
+// refuses the combination and names what would prevent it.
+func TestGuardRefusesUnboundedSpin(t *testing.T) {
+	_, err := NewGuard(GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: Unlimited}})
+	wantSettingError(t, err, "Policy.MaxRetries")
+	for _, f := range []string{"Policy.Budget", "Policy.Backoff"} {
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("%v does not name %s", err, f)
+		}
+	}
+	_, err = NewGuard(GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: Unlimited, Budget: NoBudget{}}})
+	wantSettingError(t, err, "Policy.MaxRetries")
+	// Either a budget or a backoff bounds the rate of retries.
+	tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedByRequest})
+	for _, p := range []Policy{
+		{MaxRetries: Unlimited, Budget: tb},
+		{MaxRetries: Unlimited, Backoff: Backoff{Schedule: Fixed, Base: ms}},
+		{MaxRetries: Unlimited, Backoff: Backoff{Jitter: DecorrelatedJitter, Base: ms, Cap: time.Second}},
+	} {
+		if _, err := NewGuard(GuardSettings{Idempotency: Idempotent, Policy: p}); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
+	}
 }
 
 func TestGuardHedgeFirstAnswerWins(t *testing.T) {
@@ -555,6 +686,7 @@ func TestGuardHedgeCallerCancels(t *testing.T) {
 		g := mustGuard(t, GuardSettings{Idempotency: Idempotent, Policy: Policy{MaxRetries: 3, Hedge: HedgeSettings{Delay: 10 * ms, Max: 2}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(25*ms, cancel)
+		start := time.Now()
 		var running atomic.Int32
 		err := g.Do(ctx, func(ctx context.Context) error {
 			running.Add(1)
@@ -562,8 +694,12 @@ func TestGuardHedgeCallerCancels(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		if !errors.Is(err, context.Canceled) || running.Load() != 0 {
-			t.Fatalf("err = %v, %d attempts still running", err, running.Load())
+		if !errors.Is(err, context.Canceled) || time.Since(start) != 25*ms {
+			t.Fatalf("err = %v after %v", err, time.Since(start))
+		}
+		g.Wait(context.Background())
+		if running.Load() != 0 {
+			t.Fatalf("%d attempts still running", running.Load())
 		}
 		if s := g.Stats(); s.Hedges != 2 || s.Retries != 0 {
 			t.Fatalf("stats = %+v", s)
@@ -620,6 +756,12 @@ func TestGuardHedgePanicPropagates(t *testing.T) {
 		defer func() {
 			if recover() != "bug" {
 				t.Fatal("the panic was swallowed")
+			}
+			// The hedge panics too, 10ms later, after Do has gone: it is
+			// counted, not passed on.
+			g.Wait(context.Background())
+			if s := g.Stats(); s.Panics != 2 || s.Failures != 1 {
+				t.Fatalf("stats = %+v, want two panics and one failed intent", s)
 			}
 		}()
 		g.Do(context.Background(), func(ctx context.Context) error {

@@ -1,8 +1,10 @@
 package resil
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"time"
 )
 
@@ -101,7 +103,54 @@ func (p *Policy) Validate() error {
 	if p.MaxPushback < 0 {
 		return badSetting("Policy.MaxPushback", p.MaxPushback, "must not be negative")
 	}
+	if err := checkBuilt("Policy.Budget", p.Budget); err != nil {
+		return err
+	}
+	if p.Breaker != nil && !p.Breaker.built() {
+		return notBuilt("Policy.Breaker", "*resil.Breaker", "NewBreaker")
+	}
 	return nil
+}
+
+// checkBuilt refuses a budget that holds a nil pointer, or one of this
+// package's budgets that its constructor did not make: a nil Budget means
+// none, but a non-nil one that grants nothing is a mistake (often an
+// ignored constructor error) that would silently turn retries off.
+func checkBuilt(field string, b Budget) error {
+	if b == nil {
+		return nil
+	}
+	if v, ok := b.(interface{ built() bool }); ok {
+		if !v.built() {
+			return notBuilt(field, fmt.Sprintf("%T", b), constructorOf(b))
+		}
+		return nil
+	}
+	if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer && v.IsNil() {
+		return notBuilt(field, fmt.Sprintf("%T", b), "its constructor")
+	}
+	return nil
+}
+
+func constructorOf(b Budget) string {
+	switch b.(type) {
+	case *TokenBucket:
+		return "NewTokenBucket"
+	case *WindowBudget:
+		return "NewWindowBudget"
+	case *GRPCThrottle:
+		return "NewGRPCThrottle"
+	case *AWSQuota:
+		return "NewAWSQuota"
+	}
+	return "its constructor"
+}
+
+// notBuilt is the SettingError for a part its constructor did not make;
+// it wraps ErrNotBuilt.
+func notBuilt(field, typ, constructor string) error {
+	return &SettingError{Field: field, Value: typ,
+		Reason: "a zero value or nil pointer, not made by " + constructor + " (was its error ignored?)", Err: ErrNotBuilt}
 }
 
 // Intent is one logical call's progress through a [Policy]: how many
@@ -230,11 +279,12 @@ func (p *Policy) budgetTime(now *instant) time.Time {
 // and the budget.
 func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.Duration) {
 	i := at(now)
-	p.end(&i, in, t, o, took)
+	p.end(&i, t, o, took)
 }
 
-// end is End with the time read only if a decision needs it.
-func (p *Policy) end(now *instant, in *Intent, t Ticket, o Outcome, took time.Duration) {
+// end is End with the time read only if a decision needs it. It needs no
+// Intent: the ticket carries what the attempt holds.
+func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 	if p.Breaker != nil {
 		p.Breaker.record(now, t.permit, o, took)
 	}
@@ -385,18 +435,42 @@ type RetryShare interface {
 	RetryShare() float64
 }
 
-// RetryShare returns Ratio / RetryCost.
-func (b *TokenBucket) RetryShare() float64 { return fromFixed(b.ratio) / fromFixed(b.cost) }
+// RetryShare returns Ratio / RetryCost, or 0 for a bucket NewTokenBucket
+// did not make.
+func (b *TokenBucket) RetryShare() float64 {
+	if !b.built() {
+		return 0
+	}
+	return fromFixed(b.ratio) / fromFixed(b.cost)
+}
 
-// RetryShare returns Ratio / RetryCost.
-func (w *WindowBudget) RetryShare() float64 { return fromFixed(w.ratio) / fromFixed(w.cost) }
+// RetryShare returns Ratio / RetryCost, or 0 for a budget NewWindowBudget
+// did not make.
+func (w *WindowBudget) RetryShare() float64 {
+	if !w.built() {
+		return 0
+	}
+	return fromFixed(w.ratio) / fromFixed(w.cost)
+}
 
 // RetryShare returns TokenRatio: in sustained failure, failed attempts (and
-// so retries) cannot outrun TokenRatio per success for long.
-func (g *GRPCThrottle) RetryShare() float64 { return float64(g.ratio) / 1000 }
+// so retries) cannot outrun TokenRatio per success for long. It is 0 for a
+// throttle NewGRPCThrottle did not make.
+func (g *GRPCThrottle) RetryShare() float64 {
+	if !g.built() {
+		return 0
+	}
+	return float64(g.ratio) / 1000
+}
 
-// RetryShare returns NoRetryIncrement / RetryCost.
-func (q *AWSQuota) RetryShare() float64 { return float64(q.incr) / float64(q.cost) }
+// RetryShare returns NoRetryIncrement / RetryCost, or 0 for a quota
+// NewAWSQuota did not make.
+func (q *AWSQuota) RetryShare() float64 {
+	if !q.built() {
+		return 0
+	}
+	return float64(q.incr) / float64(q.cost)
+}
 
 // Ceiling returns the most attempts per second the policy permits at a
 // steady rate of intents per second: rate × (1 + max retries + hedges)

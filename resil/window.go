@@ -34,8 +34,10 @@ type WindowBudgetSettings struct {
 // TTL). Unlike [TokenBucket] it forgets: a quiet period neither saves up
 // retries nor leaves a debt, and the floor renews every TTL.
 //
-// Make one with [NewWindowBudget]; the zero value is not usable. It is safe
-// for concurrent use. The window moves with the now arguments, lazily: it
+// Make one with [NewWindowBudget]. A budget it did not make fails closed:
+// the zero WindowBudget and a nil *WindowBudget grant no retry, count
+// nothing and panic on nothing, and [Policy.Validate] refuses them with
+// [ErrNotBuilt]. It is safe for concurrent use. The window moves with the now arguments, lazily: it
 // reads no clock, and a now earlier than one already seen counts as that
 // one.
 type WindowBudget struct {
@@ -94,6 +96,10 @@ func NewWindowBudget(s WindowBudgetSettings) (*WindowBudget, error) {
 	}, nil
 }
 
+// built reports whether NewWindowBudget made w: it never leaves Funding
+// unset.
+func (w *WindowBudget) built() bool { return w != nil && w.funding != FundingUnset }
+
 func (w *WindowBudget) deposit(now time.Time) {
 	w.mu.Lock()
 	w.win.advance(now)
@@ -108,14 +114,14 @@ func (w *WindowBudget) allowance() fixed {
 
 // Begin deposits when the budget is funded by requests.
 func (w *WindowBudget) Begin(now time.Time) {
-	if w.funding == FundedByRequest {
+	if w.built() && w.funding == FundedByRequest {
 		w.deposit(now)
 	}
 }
 
 // Record deposits for a success when the budget is funded by successes.
 func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
-	if o == OutcomeSuccess && w.funding == FundedBySuccess {
+	if o == OutcomeSuccess && w.built() && w.funding == FundedBySuccess {
 		w.deposit(now)
 	}
 }
@@ -123,6 +129,9 @@ func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
 // Withdraw allows the retry if the retries in the window, this one
 // included, stay within the allowance.
 func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	if !w.built() {
+		return 0, false
+	}
 	c := w.cost
 	if after == OutcomeTimeout {
 		c = w.timeout
@@ -143,7 +152,7 @@ func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
 // Refund takes an abandoned retry out of the window again. A retry that
 // has already left the window is not refunded twice.
 func (w *WindowBudget) Refund(now time.Time, cost float64) {
-	if c := toFixed(cost); c > 0 {
+	if c := toFixed(cost); c > 0 && w.built() {
 		w.mu.Lock()
 		w.win.advance(now)
 		w.win.take(winRetries, c)
@@ -153,6 +162,9 @@ func (w *WindowBudget) Refund(now time.Time, cost float64) {
 
 // Tokens returns how many more unit-cost retries the window allows now.
 func (w *WindowBudget) Tokens(now time.Time) float64 {
+	if !w.built() {
+		return 0
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.win.advance(now)

@@ -3,6 +3,8 @@ package scenario
 import (
 	"strconv"
 	"strings"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Error is what Parse, Load and Validate return for a scenario they refuse:
@@ -22,9 +24,13 @@ type Error struct {
 
 // Error returns "file:line:col: field: message", leaving out what is
 // unknown.
+//
+// Nothing in it reaches a terminal raw: a file name with a control,
+// invisible or direction-changing character is quoted (Go syntax, as %q
+// would), and such characters elsewhere are escaped.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.File)
+	b.WriteString(safetext.Name(e.File))
 	if e.Line > 0 {
 		b.WriteString(":" + strconv.Itoa(e.Line))
 		if e.Column > 0 {
@@ -36,9 +42,9 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
+		b.WriteString(safetext.Escape(e.Field) + ": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(safetext.Escape(e.Msg))
 	return b.String()
 }
 

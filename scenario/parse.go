@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,17 +23,47 @@ import (
 // bound keeps a pathological file from costing the parser much.
 const maxFileSize = 1 << 20
 
-// Load reads and parses the scenario file at path. See [Parse].
+// Load reads and parses the scenario file at path. See [Parse]. It reads
+// at most the size limit (1 MiB) and one byte more, so a file too large is
+// refused without being read whole: one whose size is known (a regular
+// file) before it is read at all, and one that streams (a pipe, a device
+// such as /dev/zero) as soon as it has sent too much. A directory is
+// refused.
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	cannot := func(err error) error {
 		msg := err.Error()
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			msg = pe.Err.Error()
 		}
-		return nil, &Error{File: path, Msg: "cannot read the file: " + msg, Err: err}
+		return &Error{File: path, Msg: "cannot read the file: " + msg, Err: err}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, cannot(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, cannot(err)
+	}
+	switch {
+	case fi.IsDir():
+		return nil, &Error{File: path, Msg: "is a directory: give a scenario file (.yaml)"}
+	case fi.Mode().IsRegular() && fi.Size() > maxFileSize:
+		return nil, tooLarge(path, fmt.Sprintf("%d bytes", fi.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, cannot(err)
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("the file is too large: it goes on past the limit of %d bytes", maxFileSize)}
 	}
 	return Parse(path, data)
+}
+
+func tooLarge(file, size string) *Error {
+	return &Error{File: file, Msg: fmt.Sprintf("the file is too large (%s; at most %d)", size, maxFileSize)}
 }
 
 // Parse reads a scenario from the YAML in data; filename is only used in
@@ -41,7 +74,7 @@ func Load(path string) (*Scenario, error) {
 // the scenario is nil. Defaults are filled in (docs/scenario.md lists
 // them) and the result passes [Scenario.Validate].
 func Parse(filename string, data []byte) (*Scenario, error) {
-	d := &decoder{file: filename, pos: map[string]*yaml.Node{}}
+	d := &decoder{file: filename, pos: map[string]*yaml.Node{}, shown: map[string]string{}}
 	root, err := d.document(data)
 	if err != nil {
 		return nil, err
@@ -53,7 +86,7 @@ func Parse(filename string, data []byte) (*Scenario, error) {
 	if _, named := d.pos["name"]; !named {
 		s.Name = defaultName(filename)
 	}
-	if e := s.validate(); e != nil {
+	if e := s.validate(d.shown); e != nil {
 		e.File = filename
 		d.place(e)
 		return nil, e
@@ -80,12 +113,21 @@ type decoder struct {
 	// pos holds the node behind every field path read, so that an error
 	// found later on the struct (by Validate) can point at its line.
 	pos map[string]*yaml.Node
+	// shown holds the text of numbers too large for their field, by path:
+	// they are read saturated, so that the range check refuses them and
+	// says the range, and the message quotes them as written.
+	shown map[string]string
 }
 
 // document parses data and returns its one top-level node.
 func (d *decoder) document(data []byte) (*yaml.Node, error) {
 	if len(data) > maxFileSize {
-		return nil, &Error{File: d.file, Msg: fmt.Sprintf("the file is too large (%d bytes; at most %d)", len(data), maxFileSize)}
+		return nil, tooLarge(d.file, fmt.Sprintf("%d bytes", len(data)))
+	}
+	// The YAML reader refuses these without saying where: find the
+	// place first.
+	if e := d.badBytes(data); e != nil {
+		return nil, e
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -93,13 +135,13 @@ func (d *decoder) document(data []byte) (*yaml.Node, error) {
 	case err == io.EOF:
 		return nil, d.empty()
 	case err != nil:
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	}
 	var next yaml.Node
 	switch err := decodeNode(dec, &next); {
 	case err == io.EOF:
 	case err != nil:
-		return nil, d.syntaxError(err)
+		return nil, d.syntaxError(err, data)
 	default:
 		at := &next
 		if len(next.Content) > 0 {
@@ -152,8 +194,9 @@ var parserProblems = []string{
 	"found undefined tag handle",
 }
 
-// syntaxError turns the parser's "yaml: line 3: ..." into an Error.
-func (d *decoder) syntaxError(err error) error {
+// syntaxError turns the parser's "yaml: line 3: ..." into an Error. The
+// messages that carry no line get one where the file lets us find it.
+func (d *decoder) syntaxError(err error, data []byte) error {
 	e := &Error{File: d.file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
@@ -161,8 +204,48 @@ func (d *decoder) syntaxError(err error) error {
 		if slices.Contains(parserProblems, m[2]) {
 			e.Line++
 		}
+	} else if m := unknownAnchor.FindStringSubmatch(err.Error()); m != nil {
+		// The first use of the alias: "*name" not followed by more of a
+		// name.
+		re := regexp.MustCompile(`\*` + regexp.QuoteMeta(m[1]) + `(?:[\s,\]}]|$)`)
+		if loc := re.FindIndex(data); loc != nil {
+			e.Line, e.Column = lineCol(data, loc[0])
+		}
 	}
 	return e
+}
+
+var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+
+// badBytes finds what the YAML reader refuses without a line: a byte that
+// is not UTF-8, and a control character other than tab, newline and
+// carriage return (YAML 1.2, 5.1).
+func (d *decoder) badBytes(data []byte) *Error {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		var msg string
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			msg = fmt.Sprintf("invalid YAML: invalid UTF-8 (byte 0x%02x): save the file as UTF-8", data[i])
+		case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0xfffe || r == 0xffff:
+			msg = fmt.Sprintf("invalid YAML: a control character (%U) is not allowed; write it as an escape in a double-quoted string if you mean it", r)
+		}
+		if msg != "" {
+			e := &Error{File: d.file, Msg: msg}
+			e.Line, e.Column = lineCol(data, i)
+			return e
+		}
+		i += size
+	}
+	return nil
+}
+
+// lineCol returns the 1-based line and column (in characters) of byte
+// offset off.
+func lineCol(data []byte, off int) (line, col int) {
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	return bytes.Count(data[:off], []byte{'\n'}) + 1, utf8.RuneCount(data[start:off]) + 1
 }
 
 // errorOn returns an Error at node n about the field at path.
@@ -219,17 +302,44 @@ func (d *decoder) scalar(n *yaml.Node, path, want string, tags ...string) (*yaml
 	return n, nil
 }
 
-// integer reads a whole number that fits an int.
+// integer reads a whole number. One too large for an int (the YAML
+// library types those beyond 64 bits as floats, or strings) is read as the
+// nearest int, and its text kept, for the range check to refuse.
 func (d *decoder) integer(n *yaml.Node, path string) (int, error) {
+	if big, ok := d.bigInteger(n); ok {
+		d.shown[path] = resolve(n).Value
+		if big.Sign() < 0 {
+			return math.MinInt, nil
+		}
+		return math.MaxInt, nil
+	}
 	n, err := d.scalar(n, path, "a whole number", tagInt)
 	if err != nil {
 		return 0, err
 	}
 	var i int
-	if n.Decode(&i) != nil {
-		return 0, d.errorOn(n, path, "%s is out of range", n.Value)
+	if n.Decode(&i) != nil { // an explicit !!int tag on something else
+		return 0, d.typeError(n, path, "a whole number")
 	}
 	return i, nil
+}
+
+// bigInteger returns the value of an unquoted whole number that does not
+// fit an int64 (decimal, or 0x, 0o, 0b), or false.
+func (d *decoder) bigInteger(n *yaml.Node) (*big.Int, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 || n.Tag == "!!str" && n.Style&yaml.TaggedStyle != 0 {
+		return nil, false
+	}
+	v := strings.ReplaceAll(n.Value, "_", "")
+	if strings.HasPrefix(v, "+") {
+		v = v[1:]
+	}
+	b, ok := new(big.Int).SetString(v, 0)
+	if !ok || b.IsInt64() {
+		return nil, false
+	}
+	return b, true
 }
 
 // pair is one key of a map and its value.

@@ -45,6 +45,13 @@ var parseErrorTests = []struct {
 	{"a list at the top", "- duration: 60s\n", "1:1", "", "must be a map (key: value), got a list"},
 	{"a string at the top", "storm\n", "1:1", "", `must be a map (key: value), got the string "storm"`},
 	{"too large", "name: " + strings.Repeat("x", maxFileSize) + "\n", "", "", "too large"},
+	// The YAML scanner's errors that carry no line get one.
+	{"invalid UTF-8", "duration: 60s\ntraffic: {rate: \xff}\n", "2:17", "", "invalid YAML: invalid UTF-8 (byte 0xff)"},
+	{"invalid UTF-8 after multibyte", "name: \u00e9t\u00e9\nseed: \xe2\x82\n", "2:7", "", "invalid UTF-8"},
+	{"NUL byte", "duration: 60s\n\nname: a\x00b\n", "3:8", "", "a control character (U+0000) is not allowed"},
+	{"escape character", "name: \x1b[41mEVIL\n", "1:7", "", "a control character (U+001B) is not allowed"},
+	{"C1 control", "name: a\u0085\u009bb\n", "1:9", "", "a control character (U+009B) is not allowed"},
+	{"undefined alias", head + "fleets: *nope\n", "4:9", "", "unknown anchor 'nope' referenced"},
 
 	// Keys.
 	{"unknown key", "duraton: 60s\n", "1:1", "duraton", `unknown key "duraton"; did you mean "duration"?`},
@@ -66,7 +73,14 @@ var parseErrorTests = []struct {
 	{"a map where a list goes", head + "fleets: {name: a}\n", "4:9", "fleets", "must be a list, got a map"},
 	{"nothing where a map goes", "duration: 60s\ntraffic:\norigin: {model: capacity, capacity: 1}\n", "2:9", "traffic", "must be a map (key: value), got nothing"},
 	{"fraction where a whole number goes", "duration: 60s\ntraffic: {rate: 10, clients: 2.5}\n", "2:30", "traffic.clients", "must be a whole number, got the number 2.5"},
-	{"whole number out of range", "duration: 60s\ntraffic: {rate: 10, clients: 0x7fffffffffffffffff}\n", "2:30", "traffic.clients", "must be a whole number"},
+	{"whole number out of range", "duration: 60s\ntraffic: {rate: 10, clients: 0x7fffffffffffffffff}\norigin: {model: capacity, capacity: 10}\n" + fleet, "2:30", "traffic.clients", "must be in [1, 1000000], got 0x7fffffffffffffffff"},
+	{"whole number beyond uint64", "duration: 60s\ntraffic: {rate: 10, clients: 18446744073709551616}\norigin: {model: capacity, capacity: 10}\n" + fleet, "2:30", "traffic.clients", "must be in [1, 1000000], got 18446744073709551616"},
+	{"whole number beyond int64", "duration: 60s\ntraffic: {rate: 10, clients: 9223372036854775808}\norigin: {model: capacity, capacity: 10}\n" + fleet, "2:30", "traffic.clients", "must be in [1, 1000000], got 9223372036854775808"},
+	{"negative whole number beyond int64", "duration: 60s\ntraffic: {rate: 10}\norigin: {model: queue, capacity: 10, queue_limit: -99999999999999999999}\n" + fleet, "3:51", "origin.queue_limit", "must be in [0, 1000000000], got -99999999999999999999"},
+	{"number beyond float64", "duration: 60s\ntraffic: {rate: 1e400}\norigin: {model: capacity, capacity: 10}\n" + fleet, "2:17", "traffic.rate", "must be in (0, 1000000], got 1e400"},
+	{"aws cost beyond int64", head + "fleets:\n  - {name: a, timeout: 1s, budget: {use: aws, settings: {retry_cost: 99999999999999999999}}}\n", "5:70", "fleets[0].budget.settings.retry_cost", "must be in [1, 500], got 99999999999999999999"},
+	{"max_retries beyond int64", withFleet("    retry: {max_retries: 99999999999999999999}\n"), "8:26", "fleets[0].retry.max_retries", "must be in [0, 1000000], got 99999999999999999999"},
+	{"seed beyond uint64", "seed: 18446744073709551616\n", "1:7", "seed", "must be at most 18446744073709551615"},
 	{"yes is not a boolean", withFleet("    retry: {idempotent_only: yes}\n"), "8:30", "fleets[0].retry.idempotent_only", `must be true or false, got the string "yes"`},
 	{"negative seed", "seed: -1\n", "1:7", "seed", "must not be negative"},
 	{"fractional seed", "seed: 1.5\n", "1:7", "seed", "must be a whole number"},
@@ -143,6 +157,11 @@ var parseErrorTests = []struct {
 	{"hedge max without delay", withFleet("    hedge: {max: 2}\n"), "8:18", "fleets[0].hedge.max", "needs a delay"},
 	{"empty fleet name", head + "fleets:\n  - {name: \"\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "must not be empty"},
 	{"fleet name with a newline", head + "fleets:\n  - {name: \"a\\nb\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "must not hold control characters"},
+	{"name with a right-to-left override", "name: \"naive\u202egol\"\n" + head + fleet, "1:7", "name", "must not hold invisible or direction-changing characters (U+202E)"},
+	{"fleet name with a zero-width space", head + "fleets:\n  - {name: \"na\u200bive\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "must not hold invisible or direction-changing characters (U+200B)"},
+	{"fleet name with a byte order mark", head + "fleets:\n  - {name: \"\ufeffa\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "(U+FEFF)"},
+	{"fleet name with a line separator", head + "fleets:\n  - {name: \"a\u2028b\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "(U+2028)"},
+	{"fleet name with a private-use character", head + "fleets:\n  - {name: \"a\ue000\", timeout: 1s, budget: {use: none}}\n", "5:12", "fleets[0].name", "(U+E000)"},
 
 	// Rules across fields.
 	{"tick longer than the duration", "duration: 60s\ntick: 2m\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 10}\n" + fleet, "2:7", "tick", "2m is longer than the duration (1m)"},
@@ -206,6 +225,12 @@ func TestErrorString(t *testing.T) {
 		{Error{File: "s.yaml", Line: 3, Msg: "invalid YAML: x"}, "s.yaml:3: invalid YAML: x"},
 		{Error{File: "s.yaml", Msg: "the file is empty"}, "s.yaml: the file is empty"},
 		{Error{Field: "fleets[0].timeout", Msg: "must be in (0s, 24h], got 0s"}, "scenario: fleets[0].timeout: must be in (0s, 24h], got 0s"},
+		// A file name with control or invisible characters is quoted, so
+		// that it cannot reach the terminal raw; a plain one is not.
+		{Error{File: "\x1b[41mEVIL\x1b[0m.yaml", Msg: "the file is empty"}, `"\x1b[41mEVIL\x1b[0m.yaml": the file is empty`},
+		{Error{File: "a\u202eb.yaml", Line: 2, Msg: "x"}, `"a\u202eb.yaml":2: x`},
+		{Error{File: "tempête é.yaml", Msg: "x"}, "tempête é.yaml: x"},
+		{Error{File: "s.yaml", Field: "fleets[0].\x1b[31m", Msg: "unknown key \"\x1b[31m\""}, `s.yaml: fleets[0].\x1b[31m: unknown key "\x1b[31m"`},
 	} {
 		if got := tt.e.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
@@ -409,5 +434,31 @@ func TestDefaultName(t *testing.T) {
 		if got := defaultName(file); got != want {
 			t.Errorf("defaultName(%q) = %q, want %q", file, got, want)
 		}
+	}
+}
+
+// Load reads at most the size limit and a byte, whatever the file: a pipe
+// that never ends is refused once it has sent too much, and a file whose
+// size is known is refused before any of it is read.
+func TestLoadReadsAtMostTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	sparse := filepath.Join(dir, "sparse.yaml")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: costs nothing to make
+		t.Skipf("cannot make a sparse file here: %v", err)
+	}
+	f.Close()
+	_, err = Load(sparse)
+	if err == nil || !strings.Contains(err.Error(), "too large (67108864 bytes; at most 1048576)") {
+		t.Errorf("Load(64 MiB file) = %v", err)
+	}
+
+	_, err = Load(dir)
+	var e *Error
+	if !errors.As(err, &e) || !strings.Contains(e.Msg, "is a directory") {
+		t.Errorf("Load(directory) = %v, want an *Error saying it is a directory", err)
 	}
 }

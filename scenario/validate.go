@@ -33,14 +33,17 @@ const (
 // every other word must be spelled out. The error is an [*Error] whose
 // Field is the path the file would use; it has no line.
 func (s *Scenario) Validate() error {
-	if e := s.validate(); e != nil {
+	if e := s.validate(nil); e != nil {
 		return e
 	}
 	return nil
 }
 
-func (s *Scenario) validate() *Error {
-	c := new(checker)
+// validate checks s; shown holds, by field path, how the file wrote the
+// values Parse had to saturate (a number beyond what its field can hold),
+// so that the range error quotes the file.
+func (s *Scenario) validate(shown map[string]string) *Error {
+	c := &checker{shown: shown}
 	scenarioObject(s).validate(c, "")
 	if c.ok() {
 		s.crossCheck(c)
@@ -59,7 +62,19 @@ func (s *Scenario) validate() *Error {
 }
 
 // checker keeps the first failed rule.
-type checker struct{ err *Error }
+type checker struct {
+	err   *Error
+	shown map[string]string
+}
+
+// show writes the value of field as the file did, if Parse saturated it,
+// or else v in the file's notation.
+func (c *checker) show(field string, v any) string {
+	if t, ok := c.shown[field]; ok {
+		return t
+	}
+	return show(v)
+}
 
 func (c *checker) ok() bool { return c.err == nil }
 
@@ -77,13 +92,13 @@ type ordered interface {
 // fails both.
 func in[T ordered](c *checker, field string, v, lo, hi T) {
 	if !(v >= lo && v <= hi) {
-		c.fail(field, "must be in [%s, %s], got %s", show(lo), show(hi), show(v))
+		c.fail(field, "must be in [%s, %s], got %s", show(lo), show(hi), c.show(field, v))
 	}
 }
 
 func over[T ordered](c *checker, field string, v, lo, hi T) {
 	if !(v > lo && v <= hi) {
-		c.fail(field, "must be in (%s, %s], got %s", show(lo), show(hi), show(v))
+		c.fail(field, "must be in (%s, %s], got %s", show(lo), show(hi), c.show(field, v))
 	}
 }
 
@@ -112,7 +127,22 @@ func name(c *checker, field, s string) {
 		c.fail(field, "is not valid UTF-8")
 	case slices.ContainsFunc([]rune(s), unicode.IsControl):
 		c.fail(field, "must not hold control characters (a newline, a tab)")
+	default:
+		if i := slices.IndexFunc([]rune(s), invisible); i >= 0 {
+			c.fail(field, "must not hold invisible or direction-changing characters (%U): they make a name look like another, and break the tables' alignment", []rune(s)[i])
+		}
 	}
+}
+
+// invisible reports whether r is a character a name must not hold
+// although it is not a control character: format characters (Unicode
+// category Cf: zero-width spaces and joiners, bidirectional overrides and
+// isolates, the byte order mark), line and paragraph separators, private
+// use, unassigned code points, and the other default-ignorable ones
+// (Hangul fillers), all of which print as nothing or as something they are
+// not.
+func invisible(r rune) bool {
+	return !unicode.IsGraphic(r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }
 
 func (s *Scenario) check(c *checker, path string) {
@@ -302,7 +332,7 @@ func (b *Budget) check(c *checker, path string) {
 func ratio(c *checker, field string, r float64) {
 	switch {
 	case !(r > 0 && r <= 1):
-		c.fail(field, "must be in (0, 1], got %s; it has no default", show(r))
+		c.fail(field, "must be in (0, 1], got %s; it has no default", c.show(field, r))
 	case r < 1e-6:
 		c.fail(field, "%s is below the budget's precision of 0.000001", show(r))
 	}

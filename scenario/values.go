@@ -27,6 +27,22 @@ const (
 type number struct{ p *float64 }
 
 func (v number) read(d *decoder, n *yaml.Node, path string) error {
+	if f, ok := beyondFloat(n); ok {
+		// Beyond float64: read as the largest finite number, for the
+		// range check to refuse with the file's text.
+		d.shown[path] = resolve(n).Value
+		*v.p = f
+		return nil
+	}
+	if _, ok := d.bigInteger(n); ok {
+		// A whole number beyond int64, typed float by the YAML library,
+		// or string: it is a number all the same.
+		f, _ := strconv.ParseFloat(strings.ReplaceAll(resolve(n).Value, "_", ""), 64)
+		if !math.IsInf(f, 0) && !math.IsNaN(f) {
+			*v.p = f
+			return nil
+		}
+	}
 	n, err := d.scalar(n, path, "a number", tagInt, tagFloat)
 	if err != nil {
 		return err
@@ -41,6 +57,20 @@ func (v number) read(d *decoder, n *yaml.Node, path string) error {
 
 func (v number) write() *yaml.Node { return plain(formatFloat(*v.p)) }
 func (v number) zero() bool        { return *v.p == 0 }
+
+// beyondFloat reports whether n is an unquoted decimal number beyond float64's
+// range (1e400), and returns the largest float64 of its sign.
+func beyondFloat(n *yaml.Node) (float64, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.Style != 0 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(n.Value, 64)
+	if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange || !math.IsInf(f, 0) {
+		return 0, false
+	}
+	return math.Copysign(math.MaxFloat64, f), true
+}
 
 // integer is a whole number.
 type integer struct{ p *int }
@@ -108,6 +138,12 @@ func (v retries) zero() bool { return *v.p == 0 }
 type unsigned struct{ p *uint64 }
 
 func (v unsigned) read(d *decoder, n *yaml.Node, path string) error {
+	if b, ok := d.bigInteger(n); ok && (b.Sign() < 0 || !b.IsUint64()) {
+		if b.Sign() < 0 {
+			return d.errorOn(resolve(n), path, "must not be negative, got %s", resolve(n).Value)
+		}
+		return d.errorOn(resolve(n), path, "must be at most %d, got %s", uint64(math.MaxUint64), resolve(n).Value)
+	}
 	n, err := d.scalar(n, path, "a whole number", tagInt)
 	if err != nil {
 		return err

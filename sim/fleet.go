@@ -120,6 +120,8 @@ type fleet struct {
 	sum   Summary
 	lat   *histogram
 	scr   *scratch
+
+	progress func(ticks int) // told of every tick sampled; nil: nobody asks
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -266,10 +268,16 @@ func (f *fleet) gap() int64 {
 	if r <= 0 {
 		return math.MaxInt64
 	}
+	g := 1e9 / r
 	if f.poisson {
-		return max(1, int64(f.arrivals.ExpFloat64()/r*1e9))
+		g = f.arrivals.ExpFloat64() / r * 1e9
 	}
-	return max(1, int64(1e9/r))
+	// A gap beyond int64 (a tiny rate) is no next arrival: converting it
+	// would give garbage (the most negative int64, on amd64).
+	if !(g < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return max(1, int64(g))
 }
 
 // firstArrival is the first arrival at or after from, at the rate in force.
@@ -360,6 +368,9 @@ func (f *fleet) switchEnv(at int64) {
 func (f *fleet) sampleUpTo(k int) {
 	if f.nextSample >= k {
 		return
+	}
+	if f.progress != nil {
+		f.progress(k - f.nextSample)
 	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample

@@ -67,5 +67,12 @@ fleets:
 			t.Fatal(err)
 		}
 		checkInvariants(t, sc, r)
+		var attempts int64
+		for _, f := range r.Fleets {
+			attempts += f.Summary.Attempts
+		}
+		if est := Estimate(sc); float64(attempts) > est.Attempts {
+			t.Fatalf("%d attempts, more than the estimate of %.0f", attempts, est.Attempts)
+		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -13,10 +14,33 @@ import (
 // the scenario alone (and its seed), never on scheduling: the same scenario
 // gives the same result, byte for byte once encoded.
 //
-// Run checks ctx now and then and returns its error if it is done.
+// Run checks ctx now and then and returns its error if it is done. It
+// refuses, before allocating anything, a scenario whose Estimate exceeds
+// DefaultLimits, with a *CostError.
 func Run(ctx context.Context, sc *scenario.Scenario) (*Result, error) {
+	return RunWith(ctx, sc, Options{})
+}
+
+// Options are what RunWith takes beyond the scenario.
+type Options struct {
+	// Limits bounds the run's Estimate: a run that would exceed them is
+	// refused before it starts, with a *CostError. The zero Limits are
+	// DefaultLimits.
+	Limits Limits
+	// Progress, if set, is told how far the run has come, in ticks of
+	// virtual time summed over the fleets (total is fleets × ticks). It
+	// is called from the fleets' goroutines, often: it must be safe for
+	// concurrent use, and quick.
+	Progress func(done, total int)
+}
+
+// RunWith is Run with options: other limits, and progress.
+func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
 	if len(sc.Fleets) == 0 {
 		return nil, fmt.Errorf("sim: scenario %q has no fleets", sc.Name)
+	}
+	if err := Estimate(sc).Check(sc.Name, opts.Limits); err != nil {
+		return nil, err
 	}
 	fleets := make([]*fleet, len(sc.Fleets))
 	for i := range fleets {
@@ -34,6 +58,16 @@ func Run(ctx context.Context, sc *scenario.Scenario) (*Result, error) {
 	}
 	res.Trigger = TriggerSpan(sc)
 	stop := func() bool { return ctx.Err() != nil }
+	if opts.Progress != nil {
+		var done atomic.Int64
+		total := 0
+		for _, f := range fleets {
+			total += f.nTicks
+		}
+		for _, f := range fleets {
+			f.progress = func(ticks int) { opts.Progress(int(done.Add(int64(ticks))), total) }
+		}
+	}
 	errs := make([]error, len(fleets))
 	var wg sync.WaitGroup
 	for i, f := range fleets {

@@ -45,6 +45,20 @@ Every experiment takes:
 	--out DIR       write the HTML report to DIR (default retrystorm-report)
 	--config FILE   run this scenario file instead of the embedded default
 	--print-config  print the embedded default scenario, to copy and edit
+	--max-memory N  refuse a scenario estimated to need more memory than N
+	                (default 2GiB; KiB, MiB, GiB, TiB)
+	--long          run a scenario estimated to take long (more than about
+	                two hundred million simulated attempts) even when
+	                standard error is not a terminal
+	--progress      show progress on standard error, a line every few
+	                seconds, even when it is not a terminal or with --json
+
+Before it runs a scenario file, retrystorm estimates what the run will
+cost: memory (fleets × ticks × series, clients × their budgets and
+breakers, attempts in flight and queued) and work (simulated attempts).
+Over --max-memory it refuses with the estimate and the limit (exit 2). A
+long run goes ahead on a terminal, showing the time left; elsewhere it is
+refused (exit 2) unless --long is given.
 
 sweep and all take --grid N (cells per axis of the map, default 40); all
 takes --findings FILE (also write the findings as Markdown). lab takes
@@ -55,8 +69,11 @@ takes --findings FILE (also write the findings as Markdown). lab takes
 # Output
 
 Tables fit 80 columns, in colour only on a terminal (and never with
-NO_COLOR set). Long runs show a progress bar on a terminal's standard
-error, and nothing when it is not a terminal or with --json. The same seed
+NO_COLOR set), aligned by display width (a CJK character takes two
+columns). Long runs show a progress bar and the time left on a terminal's
+standard error, and nothing when it is not a terminal or with --json,
+unless --progress is given. File names and values from outside are
+printed with their control characters escaped. The same seed
 gives the same output, byte for byte, except in the lab, which measures
 real time.
 

@@ -34,8 +34,8 @@ func runAll(ctx context.Context, cl *commandLine) error {
 	var outs []*experiment.Outcome
 	js := map[string]any{}
 	for _, e := range experiment.All() {
-		bar := newProgress(cl.stderr, !cl.json, e.Name)
-		out, err := e.Run(ctx, experiment.Options{Seed: cl.seed, Grid: cl.grid, Progress: bar.update})
+		bar := cl.newProgress(e.Name)
+		out, err := e.Run(ctx, experiment.Options{Seed: cl.seed, Grid: cl.grid, Progress: bar.update, Limits: cl.limits()})
 		bar.clear()
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -40,6 +41,11 @@ var errClaims = errors.New("a claim does not hold")
 // the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
+	if err != nil {
+		// Messages quote file names and values from outside: none of
+		// their control characters may reach the terminal raw.
+		err = escapedError{err}
+	}
 	var ue *usageError
 	var se *scenario.Error
 	switch {
@@ -63,6 +69,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "retrystorm: %v\n", err)
 	return exitFailed
 }
+
+// escapedError prints its error with control and invisible characters
+// escaped; errors.Is and errors.As see through it.
+type escapedError struct{ err error }
+
+func (e escapedError) Error() string { return safetext.Escape(e.err.Error()) }
+func (e escapedError) Unwrap() error { return e.err }
 
 // command is one subcommand.
 type command struct {
@@ -92,6 +105,7 @@ type commandLine struct {
 	findings    string // all only
 	output      string // page only
 	lab         labFlags
+	cost        costFlags
 }
 
 func commands() []command {
@@ -148,6 +162,7 @@ func parse(c command, args []string, stdout, stderr io.Writer) (*commandLine, er
 			fs.StringVar(&cl.config, "config", "", "run this scenario file instead of the embedded default")
 			fs.BoolVar(&cl.printConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
 		}
+		addCostFlags(fs, &cl.cost)
 	}
 	cl.flags = fs
 	if extra, ok := extraFlags[c.name]; ok {
@@ -199,10 +214,13 @@ func (cl *commandLine) options() (experiment.Options, error) {
 	if cl.grid != 0 && (cl.grid < 2 || cl.grid > 200) {
 		return experiment.Options{}, usagef("%s: --grid %d: want 2 to 200 cells per axis", cl.name, cl.grid)
 	}
-	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid}
+	opts := experiment.Options{Seed: cl.seed, Grid: cl.grid, Limits: cl.limits()}
 	if cl.config != "" {
 		sc, err := scenario.Load(cl.config)
 		if err != nil {
+			return opts, err
+		}
+		if err := cl.admit(sc); err != nil {
 			return opts, err
 		}
 		opts.Scenario = sc
@@ -229,7 +247,7 @@ func experimentCommand(e *experiment.Experiment) func(context.Context, *commandL
 		if cl.config != "" && e.Config == nil {
 			return usagef("%s does not run a scenario file", e.Name)
 		}
-		bar := newProgress(cl.stderr, !cl.json, e.Name)
+		bar := cl.newProgress(e.Name)
 		opts.Progress = bar.update
 		out, err := e.Run(ctx, opts)
 		bar.clear()
@@ -277,7 +295,7 @@ func (cl *commandLine) emit(outs []*experiment.Outcome, js any, title string) er
 			return err
 		}
 		if !cl.json {
-			fmt.Fprintf(cl.stdout, "\nreport: %s\n", path)
+			fmt.Fprintf(cl.stdout, "\nreport: %s\n", safetext.Name(path))
 		}
 	}
 	for _, o := range outs {

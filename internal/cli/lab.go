@@ -55,6 +55,9 @@ func runLab(ctx context.Context, cl *commandLine) error {
 	if err := lab.Check(sc); err != nil {
 		return usagef("%v", err)
 	}
+	if err := cl.admit(sc); err != nil { // the simulator runs it first
+		return err
+	}
 	tick := cl.lab.tick
 	if tick < time.Millisecond {
 		return usagef("lab: --tick must be at least 1ms, got %s", tick)
@@ -95,8 +98,9 @@ func runLab(ctx context.Context, cl *commandLine) error {
 	per := time.Duration(float64(tick) * sc.Duration.Seconds() / sc.Tick.Seconds())
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), page.URL())
 
-	opts := lab.Options{Tick: tick, Live: live, Ready: func(fleet string, origin, gateway *url.URL) {
-		fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults)\n", fleet, origin, gateway, origin)
+	token := lab.NewToken() // /admin/faults needs it: a web page cannot guess it
+	opts := lab.Options{Tick: tick, Live: live, AdminToken: token, Ready: func(fleet string, origin, gateway *url.URL) {
+		fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
 	}}
 	res, err := lab.Run(ctx, sc, opts)
 	if err != nil {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -21,9 +21,14 @@ func runFile(ctx context.Context, cl *commandLine) error {
 	if cl.seed != nil {
 		sc.Seed = *cl.seed
 	}
-	out, err := experiment.RunScenario(ctx, sc)
+	if err := cl.admit(sc); err != nil {
+		return err
+	}
+	bar := cl.newProgress("run")
+	out, err := experiment.RunScenarioWith(ctx, sc, experiment.Options{Limits: cl.limits(), Progress: bar.update})
+	bar.clear()
 	if err != nil {
 		return err
 	}
-	return cl.emit([]*experiment.Outcome{out}, out.JSON, fmt.Sprintf("retrystorm run %s", cl.args[0]))
+	return cl.emit([]*experiment.Outcome{out}, out.JSON, "retrystorm run "+safetext.Name(cl.args[0]))
 }

@@ -32,6 +32,7 @@ type progress struct {
 	mu    sync.Mutex
 	w     io.Writer
 	on    bool
+	lines bool // a line every few seconds (--progress when piped), not a bar
 	label string
 	start time.Time
 	last  time.Time
@@ -51,10 +52,22 @@ func (p *progress) update(done, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
+	every := 100 * time.Millisecond
+	if p.lines {
+		every = 5 * time.Second
+	}
+	if done < total && now.Sub(p.last) < every {
 		return
 	}
 	p.last = now
+	if p.lines {
+		left := ""
+		if done > 0 && done < total {
+			left = fmt.Sprintf(", ~%s left", time.Duration(float64(now.Sub(p.start))*float64(total-done)/float64(done)).Round(time.Second))
+		}
+		fmt.Fprintf(p.w, "%s: %d%% (%d/%d)%s\n", p.label, 100*done/total, done, total, left)
+		return
+	}
 	const width = 30
 	filled := width * done / total
 	eta := ""
@@ -73,7 +86,7 @@ func (p *progress) clear() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drawn {
+	if p.drawn && !p.lines {
 		fmt.Fprint(p.w, "\r\x1b[K")
 		p.drawn = false
 	}

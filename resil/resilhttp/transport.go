@@ -230,14 +230,18 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if v[0] >= '0' && v[0] <= '9' {
+		// A wait too long for int64 is as long as a wait can be: clamp it
+		// like any other long one (the policy clamps it further), rather
+		// than ignore it.
+		const longest = 100 * 365 * 24 * time.Hour
 		n, err := strconv.ParseInt(v, 10, 64)
+		if ne, ok := errors.AsType[*strconv.NumError](err); ok && ne.Err == strconv.ErrRange {
+			return longest
+		}
 		if err != nil || n < 0 {
 			return 0
 		}
-		if n > int64(100*365*24*time.Hour/time.Second) {
-			n = int64(100 * 365 * 24 * time.Hour / time.Second) // the policy clamps it anyway
-		}
-		return time.Duration(n) * time.Second
+		return min(time.Duration(n), longest/time.Second) * time.Second
 	}
 	when, err := http.ParseTime(v)
 	if err != nil {

@@ -392,6 +392,9 @@ func TestTransportHedge(t *testing.T) {
 		if string(body) != "fast" || time.Since(start) != 50*time.Millisecond {
 			t.Fatalf("%q after %v", body, time.Since(start))
 		}
+		// The slow attempt lost: it ends in the background, and its
+		// response is closed then.
+		g.Wait(context.Background())
 		if o, c := tr.opened.Load(), tr.closed.Load(); o != 2 || c != 2 {
 			t.Fatalf("%d responses, %d closed", o, c)
 		}
@@ -421,8 +424,12 @@ func TestRetryAfterParsing(t *testing.T) {
 		{epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{epoch.Add(-time.Hour).Format(http.TimeFormat), 0},
 		{"Sunday, 01-Jun-25 12:00:30 GMT", 30 * time.Second}, // RFC 850, obsolete but allowed
-		{"99999999999999999999", 0},
+		// Beyond int64 is clamped as a large number is, not ignored: a
+		// server that asks for a very long wait gets the longest.
+		{"99999999999999999999", 100 * 365 * 24 * time.Hour},
+		{strings.Repeat("9", 400), 100 * 365 * 24 * time.Hour},
 		{"9999999999999", 100 * 365 * 24 * time.Hour},
+		{"12abc", 0}, {"1e9", 0},
 	} {
 		if got := retryAfter(c.v, epoch); got != c.want {
 			t.Errorf("retryAfter(%q) = %v, want %v", c.v, got, c.want)

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// costFlags bound what a scenario may cost before it runs (see
+// sim.Estimate): --max-memory, --long; and --progress shows how far it is
+// when standard error is not a terminal.
+type costFlags struct {
+	maxMemory int64
+	long      bool
+	progress  bool
+}
+
+// longRun is the most simulated attempts a run may take without --long
+// when nobody watches (standard error is not a terminal): about a minute
+// and a half at sim.AttemptsPerSecond. On a terminal a longer run goes
+// ahead, with its progress and the time left.
+const longRun = 2e8
+
+func addCostFlags(fs *flag.FlagSet, c *costFlags) {
+	c.maxMemory = sim.DefaultLimits.Memory
+	fs.Func("max-memory", "refuse a scenario estimated to need more memory than this (default 2GiB; units B, KiB, MiB, GiB, TiB)", func(s string) error {
+		n, err := parseSize(s)
+		if err != nil {
+			return err
+		}
+		c.maxMemory = n
+		return nil
+	})
+	fs.BoolVar(&c.long, "long", false, "run a scenario estimated to take long even when standard error is not a terminal")
+	fs.BoolVar(&c.progress, "progress", false, "show progress on standard error even when it is not a terminal, one line every few seconds")
+}
+
+// parseSize reads a size such as 2GiB, 512MiB or 1000000 (bytes).
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := s, 1.0
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	n := f * mult
+	if err != nil || !(n >= 1<<20 && n <= 1<<50) {
+		return 0, fmt.Errorf("want a size from 1MiB to 1PiB, such as 2GiB or 512MiB, got %q", s)
+	}
+	return int64(math.Round(n)), nil
+}
+
+// limits are the bounds every simulator run of this command gets.
+func (cl *commandLine) limits() sim.Limits {
+	return sim.Limits{Memory: cl.cost.maxMemory}
+}
+
+// admit checks a user's scenario before it runs: refused (a usage error,
+// exit 2) when its estimated memory exceeds --max-memory, or when its
+// estimated work is long and nobody watches unless --long says so.
+func (cl *commandLine) admit(sc *scenario.Scenario) error {
+	cost := sim.Estimate(sc)
+	if err := cost.Check(sc.Name, cl.limits()); err != nil {
+		return usagef("%s: %v (--max-memory sets the limit)", cl.name, err)
+	}
+	if !cl.cost.long && !isTerminal(cl.stderr) {
+		if err := cost.Check(sc.Name, sim.Limits{Attempts: longRun}); err != nil {
+			return usagef("%s: %v: pass --long to run it anyway (with --progress to follow it)", cl.name, err)
+		}
+	}
+	return nil
+}
+
+// newProgress is the progress display of this command line: a bar on a
+// terminal (not with --json), lines with --progress elsewhere.
+func (cl *commandLine) newProgress(label string) *progress {
+	p := newProgress(cl.stderr, !cl.json, label)
+	if cl.cost.progress && !p.on {
+		p.on, p.lines = true, true
+	}
+	return p
+}

@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Cost is what running a scenario will take, estimated from the scenario
+// alone before anything is allocated: a small file can ask for a run that
+// would not fit in memory (ten thousand fleets of a hundred thousand ticks,
+// a million clients with a breaker window of a million calls each) or that
+// would take days (a million intents a second for a month, unlimited
+// retries followed for an hour each). Both figures are upper bounds of the
+// simulator's own work, not predictions: a run usually costs less.
+type Cost struct {
+	// Memory is the bytes the run holds at its peak, about: every fleet's
+	// per-tick series (and what the report and the JSON make of them),
+	// its clients' policies (budgets, breakers, count windows), and the
+	// intents and attempts in flight or queued at the origin.
+	Memory int64
+	// Attempts is the most attempts the run can simulate: intents times
+	// the attempts the policy allows each (retries, hedges), capped by
+	// the budget's share and floor, or by how often an intent can retry
+	// in the time it is followed.
+	Attempts float64
+}
+
+// Limits bounds what a run may cost. A zero field means DefaultLimits'
+// (so the zero Limits bound memory to 2 GiB); math.MaxInt64 and +Inf mean
+// no bound.
+type Limits struct {
+	// Memory is the most bytes Cost.Memory may be.
+	Memory int64
+	// Attempts is the most simulated attempts Cost.Attempts may be.
+	Attempts float64
+}
+
+// DefaultLimits are the bounds Run applies: 2 GiB of memory, which a
+// laptop has to spare, and no bound on the work (Run reports progress and
+// stops with its context; a command line decides how long is too long).
+var DefaultLimits = Limits{Memory: 2 << 30}
+
+// AttemptsPerSecond is about how many attempts the simulator plays a
+// second on one core (BENCHMARKS.md: 2.6 to 2.8 million on a shared cloud
+// VM), to turn Cost.Attempts into an expected time.
+const AttemptsPerSecond = 2.5e6
+
+// Time is how long the run takes at AttemptsPerSecond on one core, if it
+// costs all of Attempts.
+func (c Cost) Time() time.Duration {
+	s := c.Attempts / AttemptsPerSecond
+	if !(s < float64(math.MaxInt64/int64(time.Second))) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// ErrTooCostly is what CostError wraps: a run that would not fit the
+// limits.
+var ErrTooCostly = errors.New("sim: the run would cost more than allowed")
+
+// CostError refuses a run: it says what it would cost and what the limit
+// is, so that the user can shrink the scenario or raise the limit.
+type CostError struct {
+	Scenario string
+	Cost     Cost
+	Limits   Limits
+	// Memory is true when the memory is over the limit, false when the
+	// work is.
+	Memory bool
+}
+
+func (e *CostError) Error() string {
+	if e.Memory {
+		return fmt.Sprintf("scenario %s would need about %s of memory, more than the limit of %s: use fewer fleets, ticks (a longer tick), clients or a smaller breaker window, or raise the limit",
+			e.Scenario, Bytes(e.Cost.Memory), Bytes(e.Limits.Memory))
+	}
+	return fmt.Sprintf("scenario %s may simulate up to %.3g attempts, about %s of work at %.3g attempts/s, more than the limit of %.3g: shorten it, lower the rate or bound the retries, or allow a long run",
+		e.Scenario, e.Cost.Attempts, roundTime(e.Cost.Time()), float64(AttemptsPerSecond), e.Limits.Attempts)
+}
+
+func (e *CostError) Unwrap() error { return ErrTooCostly }
+
+// Check returns a *CostError if c exceeds l, or nil.
+func (c Cost) Check(name string, l Limits) error {
+	if l.Memory == 0 {
+		l.Memory = DefaultLimits.Memory
+	}
+	if l.Attempts == 0 {
+		l.Attempts = DefaultLimits.Attempts
+	}
+	switch {
+	case l.Memory > 0 && c.Memory > l.Memory:
+		return &CostError{Scenario: name, Cost: c, Limits: l, Memory: true}
+	case l.Attempts > 0 && c.Attempts > l.Attempts:
+		return &CostError{Scenario: name, Cost: c, Limits: l}
+	}
+	return nil
+}
+
+// Bytes writes n in binary units: "2 GiB", "941 GiB", "12.5 MiB".
+func Bytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if f == math.Trunc(f) || f >= 100 {
+		return fmt.Sprintf("%.0f %s", f, units[i])
+	}
+	return fmt.Sprintf("%.3g %s", f, units[i])
+}
+
+func roundTime(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.1f days", d.Hours()/24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%.1f hours", d.Hours())
+	case d >= time.Minute:
+		return fmt.Sprintf("%.0f minutes", d.Minutes())
+	}
+	return d.Round(time.Second).String()
+}
+
+// Sizes of what a run holds, in bytes.
+const (
+	// tickBytes is one fleet's tick: the 15 series and the counters the
+	// run keeps (192 bytes), and about twice that again for what the
+	// report's charts and the JSON make of them.
+	tickBytes = 640
+	// attemptBytes and intentBytes are a slot of each, with its events
+	// and its place in the origin's queue.
+	attemptBytes = int64(unsafe.Sizeof(attempt{})) + 2*int64(unsafe.Sizeof(event{})) + 8
+	intentBytes  = int64(unsafe.Sizeof(intent{})) + 8
+)
+
+// policyBytes is a client's Policy and the structs of its budget and
+// breaker, at their largest (a window budget, a breaker with a time
+// window), with their allocation headers; a count window adds its window
+// size.
+var policyBytes = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(resil.WindowBudget)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
+
+// Estimate returns what running sc will cost at most. It reads the
+// scenario only; sc need not be valid (what Validate would refuse still
+// gets a finite estimate).
+func Estimate(sc *scenario.Scenario) Cost {
+	var c Cost
+	ticks := int64(1)
+	if sc.Tick > 0 {
+		ticks = max(1, int64((sc.Duration+sc.Tick-1)/sc.Tick))
+	}
+	intents, peakRate := intentsOf(sc)
+	for i := range sc.Fleets {
+		f := &sc.Fleets[i]
+		perIntent, lifetime := attemptsPerIntent(sc, f)
+		attempts := intents * perIntent
+		if share, floor, ok := budgetShare(f, sc.Duration); ok {
+			clients := float64(max(sc.Traffic.Clients, 1))
+			attempts = min(attempts, intents*(1+share)+clients*floor)
+		}
+		c.Attempts += attempts
+
+		clients := int64(max(sc.Traffic.Clients, 1))
+		perClient := policyBytes
+		if f.Breaker.Use == scenario.BreakerCountWindow {
+			perClient += int64(max(f.Breaker.WindowSize, 0))
+		}
+		mem := satMul(ticks, tickBytes) + satMul(clients, perClient)
+		// Intents live at most their lifetime, each with an attempt out
+		// and its hedges, unless a queue keeps attempts after their
+		// client left (ghosts are served, and hold their slot, later).
+		inflight := min(intents, peakRate*lifetime.Seconds())
+		out := 1.0
+		if f.Hedge.Delay > 0 {
+			out += float64(max(f.Hedge.Max, 1))
+		}
+		held := min(attempts, inflight*out)
+		if sc.Origin.Model == scenario.ModelQueue && !sc.Origin.DropExpired {
+			backlog := max(0, peakRate*perIntent-sc.Origin.Capacity) * sc.Duration.Seconds()
+			if sc.Origin.QueueLimit > 0 {
+				backlog = min(backlog, float64(sc.Origin.QueueLimit))
+			}
+			held = min(attempts, held+backlog)
+		}
+		mem = satAdd(mem, satAdd(toBytes(inflight, intentBytes), toBytes(held, attemptBytes)))
+		c.Memory = satAdd(c.Memory, mem)
+	}
+	return c
+}
+
+// intentsOf returns the intents the run starts, by its rate and the load
+// triggers, and the highest rate.
+func intentsOf(sc *scenario.Scenario) (total, peak float64) {
+	if sc.Duration <= 0 {
+		return 0, 0
+	}
+	s := buildSchedule(sc, max(sc.Origin.Replicas, 1))
+	for i, at := range s.at {
+		if at >= int64(sc.Duration) {
+			break
+		}
+		end := int64(sc.Duration)
+		if i+1 < len(s.at) {
+			end = min(end, s.at[i+1])
+		}
+		r := max(s.envs[i].rate, 0)
+		total += r*float64(end-at)/1e9 + 1
+		peak = max(peak, r)
+	}
+	if sc.Traffic.Arrivals == "poisson" {
+		// Poisson arrivals vary: ten standard deviations above the mean
+		// is never reached in practice.
+		total += 10*math.Sqrt(total) + 10
+	}
+	return total, peak
+}
+
+// attemptsPerIntent returns the most attempts one intent of fleet f can
+// send, and how long it can live.
+func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet) (float64, time.Duration) {
+	follow := sc.Duration + time.Duration(drainLimit)
+	if f.Deadline > 0 {
+		follow = min(follow, f.Deadline)
+	}
+	retries := math.Inf(1)
+	if f.Retry.MaxRetries >= 0 {
+		retries = float64(f.Retry.MaxRetries)
+	}
+	n := min(1+retries, attemptsIn(f, quickest(sc, f), follow))
+	if f.Hedge.Delay > 0 {
+		n += n * float64(max(f.Hedge.Max, 1)) // every attempt may be hedged
+	}
+	// It lives until its last attempt times out and its last backoff
+	// ends, at most as long as it is followed.
+	life := follow
+	if !math.IsInf(retries, 1) {
+		longest := f.Timeout + max(f.Retry.Backoff.Cap, f.Retry.Backoff.Base)
+		life = time.Duration(min(float64(follow), (1+retries)*float64(longest)))
+	}
+	return n, life
+}
+
+// quickest is the soonest an attempt of fleet f can end: an overload
+// rejection (from a capacity origin, or a bounded queue), an error after
+// the origin's least latency, or the fleet's timeout.
+func quickest(sc *scenario.Scenario, f *scenario.Fleet) time.Duration {
+	q := f.Timeout
+	o := &sc.Origin
+	switch o.Model {
+	case scenario.ModelCapacity:
+		q = min(q, time.Duration(rejectDelay), o.Latency)
+	case scenario.ModelQueue:
+		if o.Capacity > 0 && o.Workers > 0 {
+			q = min(q, time.Duration(float64(o.Workers)/o.Capacity*float64(time.Second)))
+		}
+		if o.QueueLimit > 0 {
+			q = min(q, time.Duration(rejectDelay))
+		}
+	case scenario.ModelConcurrency:
+		q = min(q, o.Base)
+	}
+	return max(q, time.Nanosecond)
+}
+
+// attemptsIn returns how many attempts an intent can fit into follow if
+// each ends as soon as it can and every backoff is its shortest, as resil
+// draws it.
+func attemptsIn(f *scenario.Fleet, quickest, follow time.Duration) float64 {
+	g := *f // its backoff alone: a budget or a breaker changes no delay
+	g.Budget, g.Breaker, g.Hedge = scenario.Budget{Use: scenario.BudgetNone}, scenario.Breaker{}, scenario.Hedge{}
+	p, err := g.NewPolicy()
+	if err != nil {
+		return 1 + follow.Seconds()/quickest.Seconds()
+	}
+	b := p.Backoff
+	least := 1.0 // of the schedule's delay
+	switch b.Jitter {
+	case resil.FullJitter:
+		least = 0
+	case resil.EqualJitter:
+		least = 0.5
+	case resil.FactorJitter:
+		least = 1 - b.Factor
+	}
+	sched := b
+	sched.Jitter = resil.NoJitter
+	n, t, gap := 1.0, time.Duration(0), quickest
+	for i := 1; i <= 10_000; i++ {
+		d := time.Duration(least * float64(sched.Delay(i, 0, nil)))
+		if b.Jitter == resil.DecorrelatedJitter {
+			d = b.Base
+		}
+		if i > 1 && quickest+d == gap {
+			break // the delay stopped growing
+		}
+		gap = quickest + d
+		if t += gap; t > follow {
+			return n
+		}
+		n++
+	}
+	// The delays have reached their cap: the rest come at the same pace.
+	return n + (follow-t).Seconds()/gap.Seconds()
+}
+
+// budgetShare returns the share of intents a fleet's budget lets retry
+// (and hedge), and the retries each client may send whatever the traffic
+// over a run of length d, or false for no budget.
+func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok bool) {
+	b := f.Budget
+	cost := max(b.RetryCost, 1e-6)
+	switch b.Use {
+	case scenario.BudgetTokenBucket:
+		return b.Ratio / cost, b.MinTokens / cost, true
+	case scenario.BudgetWindow:
+		// The floor renews as the window moves: over a run it adds up.
+		return b.Ratio / cost, b.MinRetriesPerSecond * (d + time.Duration(drainLimit)).Seconds() / cost, true
+	case scenario.BudgetAWS:
+		c := max(b.RetryCost, 1)
+		return float64(max(b.NoRetryIncrement, 1)) / c, float64(max(b.Capacity, 0)) / c, true
+	case scenario.BudgetGRPC:
+		// Retries go while the bucket is over half full; each failure
+		// takes a token and each success gives TokenRatio back.
+		return b.TokenRatio, b.MaxTokens / 2, true
+	}
+	return 0, 0, false
+}
+
+func satMul(a, b int64) int64 {
+	if a > 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+func toBytes(n float64, size int64) int64 {
+	b := n * float64(size)
+	if !(b < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return int64(b)
+}
