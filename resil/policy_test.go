@@ -367,7 +367,11 @@ type recordingBudget struct {
 	times []time.Time
 }
 
-func (b *recordingBudget) Begin(now time.Time) { b.mu.Lock(); b.times = append(b.times, now); b.mu.Unlock() }
+func (b *recordingBudget) Begin(now time.Time) {
+	b.mu.Lock()
+	b.times = append(b.times, now)
+	b.mu.Unlock()
+}
 func (b *recordingBudget) Record(now time.Time, o Outcome, paid float64) {
 	b.mu.Lock()
 	b.times = append(b.times, now)
