@@ -60,19 +60,6 @@ type intent struct {
 	free       bool
 }
 
-// lossReason is why an intent ended without success.
-type lossReason uint8
-
-const (
-	lostNone lossReason = iota
-	lostExhausted
-	lostBudget
-	lostBreaker
-	lostNotIdempotent
-	lostDeadline
-	lostUnfinished
-)
-
 // fleet runs one fleet of a scenario: its clients, its copy of the origin,
 // and the accounting.
 type fleet struct {
@@ -450,7 +437,7 @@ func (f *fleet) arrive(now int64) {
 	t, err := f.policies[in.client].Begin(f.vt(now), &in.in)
 	if err != nil {
 		f.refused(i, now)
-		f.endIntent(i, lostBreaker)
+		f.lose(i, resil.ReasonOf(err))
 		return
 	}
 	f.send(i, now, t, -1)
@@ -606,7 +593,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 			f.atts[h].state = cancelled
 			f.release(h)
 		}
-		f.endIntent(i, lostNone)
+		f.endIntent(i)
 		return
 	}
 	if a.tick >= 0 {
@@ -625,7 +612,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	}
 	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
 	if err != nil {
-		f.endIntent(i, reasonOf(err))
+		f.lose(i, resil.ReasonOf(err))
 		if errors.Is(err, resil.ErrBudgetExhausted) {
 			f.sum.BudgetDenials++
 		}
@@ -634,27 +621,13 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
 }
 
-func reasonOf(err error) lossReason {
-	switch err {
-	case resil.ErrBudgetExhausted:
-		return lostBudget
-	case resil.ErrNotIdempotent:
-		return lostNotIdempotent
-	case resil.ErrNoTimeLeft:
-		return lostDeadline
-	case resil.ErrBreakerOpen, resil.ErrTooManyProbes:
-		return lostBreaker
-	}
-	return lostExhausted
-}
-
 // resume sends intent i's retry at the end of its backoff.
 func (f *fleet) resume(i int32, now int64) {
 	in := &f.ints[i]
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
 	if err != nil {
 		f.refused(i, now)
-		f.endIntent(i, lostBreaker)
+		f.lose(i, resil.ReasonOf(err))
 		return
 	}
 	f.send(i, now, t, -1)
@@ -707,29 +680,18 @@ func (f *fleet) refused(i int32, now int64) {
 	}
 }
 
-// endIntent ends intent i; reason is lostNone for a success.
-func (f *fleet) endIntent(i int32, reason lossReason) {
+// lose ends intent i without success: resil stopped it for reason r.
+func (f *fleet) lose(i int32, r resil.StopReason) {
+	f.sum.IntentsLost++
+	f.sum.LostBy.Add(r)
+	f.endIntent(i)
+}
+
+// endIntent ends intent i, won or lost.
+func (f *fleet) endIntent(i int32) {
 	in := &f.ints[i]
 	if in.failed && in.afterClear {
 		f.sum.Victims++
-	}
-	if reason != lostNone {
-		f.sum.IntentsLost++
-		l := &f.sum.LostBy
-		switch reason {
-		case lostExhausted:
-			l.RetriesExhausted++
-		case lostBudget:
-			l.Budget++
-		case lostBreaker:
-			l.Breaker++
-		case lostNotIdempotent:
-			l.NotIdempotent++
-		case lostDeadline:
-			l.Deadline++
-		case lostUnfinished:
-			l.Unfinished++
-		}
 	}
 	in.free = true
 	in.gen++
@@ -741,7 +703,9 @@ func (f *fleet) endIntent(i int32, reason lossReason) {
 func (f *fleet) finishUnfinished() {
 	for i := range f.ints {
 		if !f.ints[i].free {
-			f.endIntent(int32(i), lostUnfinished)
+			f.sum.IntentsLost++
+			f.sum.LostBy.Unfinished++
+			f.endIntent(int32(i))
 		}
 	}
 }
