@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/retrystorm/retrystorm/resil"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
