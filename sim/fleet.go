@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -94,7 +95,7 @@ type fleet struct {
 	sched  schedule
 	envAt  int // index of the env in force
 	env    *env
-	origin origin
+	origin []origin.Model // one per replica
 
 	nextArrival int64
 	count       uint64 // intents so far
@@ -217,8 +218,11 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 	}
 	f.take()
 	f.env = &f.sched.envs[0]
-	f.origin = newOrigin(&sc.Origin, replicas)
-	f.origin.envChanged(f, 0, f.env)
+	if err := f.newOrigin(&sc.Origin, replicas); err != nil {
+		f.give()
+		return nil, err
+	}
+	f.setConditions(0)
 	f.s = newSeries(f.nTicks)
 	f.nextArrival = f.firstArrival(0)
 	return f, nil
@@ -343,7 +347,7 @@ func (f *fleet) switchEnv(at int64) {
 	f.envAt++
 	old := f.env
 	f.env = &f.sched.envs[f.envAt]
-	f.origin.envChanged(f, at, f.env)
+	f.setConditions(at)
 	if f.env.rate != old.rate {
 		// Restart arrivals at the new rate; Poisson arrivals are
 		// memoryless, so this is exact for them.
@@ -361,7 +365,7 @@ func (f *fleet) sampleUpTo(k int) {
 	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample
-		f.s.Queue[t] = int64(f.origin.queued())
+		f.s.Queue[t] = f.queued()
 		end := f.vt(int64(t+1) * f.tickNs)
 		open := 0
 		for i := range f.policies {
@@ -389,15 +393,22 @@ func (f *fleet) handle(e event) {
 		}
 		a.state = gaveUp
 		f.finish(e.ref, e.at, resil.OutcomeTimeout)
-		f.origin.gaveUp(f, e.ref, e.at)
+		if a.serving {
+			f.origin[a.replica].Left(time.Duration(e.at), origin.Request(e.ref))
+		}
 		f.release(e.ref)
 	case evAnswer:
 		if f.atts[e.ref].gen == e.gen {
 			f.deliver(e.ref, e.at, e.aux == 1)
 		}
 	case evComplete:
-		if f.atts[e.ref].gen == e.gen {
-			f.origin.complete(f, e.ref, int(e.aux), e.at)
+		// The answer first, then the model frees the server for what
+		// waits.
+		if a := &f.atts[e.ref]; a.gen == e.gen {
+			a.serving = false
+			m := f.origin[a.replica]
+			f.deliver(e.ref, e.at, f.outcome(e.ref))
+			m.Done(time.Duration(e.at), origin.Request(e.ref))
 		}
 	case evHedge:
 		a := &f.atts[e.ref]
@@ -485,7 +496,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	if f.env.outage {
 		a.done = true // nothing answers: it is never seen
 	} else {
-		f.origin.arrive(f, ai, now)
+		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ai))
 	}
 	a = &f.atts[ai]
 	if !a.known {
@@ -523,11 +534,11 @@ func (f *fleet) reject(a int32, now int64) {
 	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer}, laneReject)
 }
 
-// complete schedules the end of attempt a's service at replica r.
-func (f *fleet) complete(a int32, r int, at int64) {
+// complete schedules the end of attempt a's service.
+func (f *fleet) complete(a int32, at int64) {
 	x := &f.atts[a]
 	x.known = at <= x.deadline
-	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete, aux: uint8(r)}, laneComplete)
+	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete}, laneComplete)
 }
 
 // expired reports whether attempt a's client has given up, or will have
@@ -675,7 +686,7 @@ func (f *fleet) refused(i int32, now int64) {
 	if in.latest > 0 {
 		timeout = min(timeout, in.latest-now)
 	}
-	if f.origin.inTime(f, r, now, timeout) {
+	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
 		f.sum.AnswersThrownAway++
 	}
 }
