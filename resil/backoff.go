@@ -25,7 +25,7 @@ var scheduleNames = [...]string{"none", "fixed", "exponential"}
 
 // String returns "none", "fixed" or "exponential".
 func (s Schedule) String() string {
-	return enumString(scheduleNames[:], uint8(s), "Schedule")
+	return enumString("Schedule", scheduleNames[:], uint8(s))
 }
 
 // Jitter spreads the delays of clients that failed together, so that their
@@ -55,7 +55,7 @@ var jitterNames = [...]string{"none", "full", "equal", "decorrelated", "factor"}
 
 // String returns "none", "full", "equal", "decorrelated" or "factor".
 func (j Jitter) String() string {
-	return enumString(jitterNames[:], uint8(j), "Jitter")
+	return enumString("Jitter", jitterNames[:], uint8(j))
 }
 
 // Backoff says how long to wait before each retry. It is a value: Delay is a

@@ -24,7 +24,7 @@ var stateNames = [...]string{"closed", "open", "half-open"}
 
 // String returns "closed", "open" or "half-open".
 func (s State) String() string {
-	return enumString(stateNames[:], uint8(s), "State")
+	return enumString("State", stateNames[:], uint8(s))
 }
 
 // TripRule is what opens a closed breaker. The zero value is
@@ -55,7 +55,7 @@ var ruleNames = [...]string{"consecutive", "count_window", "time_window"}
 
 // String returns "consecutive", "count_window" or "time_window".
 func (r TripRule) String() string {
-	return enumString(ruleNames[:], uint8(r), "TripRule")
+	return enumString("TripRule", ruleNames[:], uint8(r))
 }
 
 // StateChange describes one transition, as passed to OnStateChange. The

@@ -81,7 +81,7 @@ const (
 var fundingNames = [...]string{"unset", "success", "request"}
 
 // String returns "unset", "success" or "request".
-func (f Funding) String() string { return enumString(fundingNames[:], uint8(f), "Funding") }
+func (f Funding) String() string { return enumString("Funding", fundingNames[:], uint8(f)) }
 
 // Token amounts are kept in fixed point, as grpc-go does for its throttle,
 // so that ten deposits of 0.1 make exactly one token on every platform and

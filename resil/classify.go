@@ -229,7 +229,7 @@ var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "n
 // String returns the reason's snake_case name: "retries_exhausted",
 // "budget", "breaker", "not_idempotent", "not_retryable", "pushback",
 // "deadline", "canceled", or "none".
-func (r StopReason) String() string { return enumString(stopNames[:], uint8(r), "StopReason") }
+func (r StopReason) String() string { return enumString("StopReason", stopNames[:], uint8(r)) }
 
 // ReasonOf returns why err stopped a guarded call: the Reason of the
 // [*StopError] in err's chain or, for the errors a call returns without

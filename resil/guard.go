@@ -816,5 +816,5 @@ var idempotencyNames = [...]string{"unset", "idempotent", "not_idempotent"}
 
 // String returns "unset", "idempotent" or "not_idempotent".
 func (i Idempotency) String() string {
-	return enumString(idempotencyNames[:], uint8(i), "Idempotency")
+	return enumString("Idempotency", idempotencyNames[:], uint8(i))
 }

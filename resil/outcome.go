@@ -20,7 +20,7 @@ var outcomeNames = [...]string{"success", "failure", "timeout", "ignored"}
 
 // String returns the outcome's lower-case name.
 func (o Outcome) String() string {
-	return enumString(outcomeNames[:], uint8(o), "Outcome")
+	return enumString("Outcome", outcomeNames[:], uint8(o))
 }
 
 // failed reports whether the outcome counts against the dependency.

@@ -28,7 +28,7 @@ const (
 var scopeNames = [...]string{"all", "retries"}
 
 // String returns "all" or "retries".
-func (s Scope) String() string { return enumString(scopeNames[:], uint8(s), "Scope") }
+func (s Scope) String() string { return enumString("Scope", scopeNames[:], uint8(s)) }
 
 // HedgeSettings configures hedged requests: when an attempt has not
 // answered after Delay, a second one is sent beside it, and the first
@@ -201,7 +201,7 @@ const (
 var kindNames = [...]string{"first", "retry", "hedge"}
 
 // String returns "first", "retry" or "hedge".
-func (k Kind) String() string { return enumString(kindNames[:], uint8(k), "Kind") }
+func (k Kind) String() string { return enumString("Kind", kindNames[:], uint8(k)) }
 
 // Ticket is the policy's handle on one attempt: the breaker's permit and
 // the budget's charge. Hand it back to [Policy.End] when the attempt ends.

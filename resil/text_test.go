@@ -36,7 +36,7 @@ func TestEnumText(t *testing.T) {
 				t.Fatalf("%s(%d): MarshalText %q, want an error", name, n, b)
 			}
 			_, err := parse([]byte("Nope"))
-			if err == nil || !strings.Contains(err.Error(), `unknown `+name+` "Nope" (want `+value(0).String()) {
+			if err == nil || !strings.Contains(err.Error(), `resil: `+name+` = Nope: want one of `+value(0).String()) {
 				t.Fatalf("%s: unknown word: %v", name, err)
 			}
 		})
