@@ -303,8 +303,9 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	h := w.Header()
 	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
 	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
-	h.Set(StopHeader, resil.ReasonOf(err).String())
-	if errors.Is(err, resil.ErrBreakerOpen) {
+	why := resil.ReasonOf(err)
+	h.Set(StopHeader, why.String())
+	if why == resil.StopBreaker {
 		now := time.Now()
 		g.cfg.Tally.addNow(cRefused, now)
 		if g.cfg.Truth != nil && g.cfg.Tally.TickOf(now) >= 0 && g.cfg.Truth(g.attemptTime(r.Context(), now)) {

@@ -623,8 +623,9 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	}
 	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
 	if err != nil {
-		f.lose(i, resil.ReasonOf(err))
-		if errors.Is(err, resil.ErrBudgetExhausted) {
+		r := resil.ReasonOf(err)
+		f.lose(i, r)
+		if r == resil.StopBudget {
 			f.sum.BudgetDenials++
 		}
 		return
@@ -650,7 +651,7 @@ func (f *fleet) hedge(a int32, now int64) {
 	in := &f.ints[i]
 	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
 	if err != nil {
-		if err == resil.ErrBudgetExhausted {
+		if resil.ReasonOf(err) == resil.StopBudget {
 			f.sum.BudgetDenials++
 		}
 		return // a refused hedge is no loss: the attempt is still out
