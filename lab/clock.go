@@ -32,15 +32,7 @@ func (o *Origin) Run(ctx context.Context) {
 
 // schedule applies the faults at their boundaries until ctx is done.
 func (o *Origin) schedule(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-o.kick:
-		}
+	every(ctx, o.kick, func() time.Duration {
 		now := time.Now()
 		t := now.Sub(o.start)
 		o.mu.Lock()
@@ -52,14 +44,30 @@ func (o *Origin) schedule(ctx context.Context) {
 		if next, ok := nextChange(faults, t); ok {
 			wait = min(wait, next-t)
 		}
-		timer.Reset(wait)
-	}
+		return wait
+	})
 }
 
 // clock brings the model up to the present whenever something falls due
 // (an answer, an end of service), until ctx is done. It sleeps until the
 // earliest due time; scheduling an earlier one wakes it.
 func (o *Origin) clock(ctx context.Context) {
+	every(ctx, o.wake, func() time.Duration {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		t := o.since(time.Now())
+		o.advance(t)
+		o.armed = t + time.Minute
+		if e, ok := o.due.peek(); ok {
+			o.armed = e.at
+		}
+		return o.armed - t
+	})
+}
+
+// every runs step at once, then whenever the wait it returned is over or
+// wake receives, until ctx is done.
+func every(ctx context.Context, wake <-chan struct{}, step func() time.Duration) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -67,18 +75,9 @@ func (o *Origin) clock(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-o.wake:
+		case <-wake:
 		}
-		o.mu.Lock()
-		t := o.since(time.Now())
-		o.advance(t)
-		next := t + time.Minute
-		if e, ok := o.due.peek(); ok {
-			next = e.at
-		}
-		o.armed = next
-		o.mu.Unlock()
-		timer.Reset(next - t)
+		timer.Reset(step())
 	}
 }
 
