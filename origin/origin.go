@@ -52,10 +52,12 @@
 //
 // A new admission rule (deadline shedding, an adaptive concurrency limit
 // from resil) belongs in a model's Arrive, where it may Reject at once, and
-// in Done, where it learns how long service took; the Driver's Expired says
-// whether a request can still be answered in time, which is all deadline
-// shedding needs. A tier in front of another is a model whose driver
-// answers Serve by calling the next tier and calls Done when it returns.
+// in Done, where capacity comes back (a limit that learns from latency will
+// want Done to say how long service took, which the driver knows: it saw
+// Serve). The Driver's Expired says whether a request can still be
+// answered by a given time, which is all deadline shedding needs. A tier
+// in front of another is a model whose driver answers Serve by calling the
+// next tier and calls Done when that call returns.
 //
 // A model is not safe for concurrent use: its driver serialises the calls.
 // Its memory is fixed but for the queue model's queue: four bytes per
