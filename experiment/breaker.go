@@ -58,11 +58,34 @@ type breakerJSON struct {
 	Claims     []report.Claim   `json:"claims"`
 }
 
+// runBreaker runs both parts of the experiment, false trips then partial
+// failure, and reports them.
 func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 	sc, err := scenarioFor("breaker", opts)
 	if err != nil {
 		return nil, err
 	}
+	breakers, err := breakerFleets(sc)
+	if err != nil {
+		return nil, err
+	}
+	step := progressSteps(opts, len(breakerErrorRates)+len(breakerBroken))
+	js := breakerJSON{Scenario: sc.Name, Seed: sc.Seed, ErrorRates: breakerErrorRates}
+	if js.FalseTrips, err = falseTrips(ctx, opts, sc, breakers, step); err != nil {
+		return nil, err
+	}
+	partialFleets := partialPolicies(breakers[0].Timeout)
+	if js.Partial, err = partialFailure(ctx, opts, sc, partialFleets, step); err != nil {
+		return nil, err
+	}
+	js.Claims = breakerClaims(js, partialFleets)
+	sec := breakerSection(sc, js, partialFleets)
+	return &Outcome{Name: "breaker", Claims: js.Claims, Section: sec, Findings: breakerFindings(js), JSON: js}, nil
+}
+
+// breakerFleets returns the scenario's fleets that have a breaker: the
+// breakers under test.
+func breakerFleets(sc *scenario.Scenario) ([]scenario.Fleet, error) {
 	var breakers []scenario.Fleet
 	for _, f := range sc.Fleets {
 		if f.Breaker.Use != "" && f.Breaker.Use != scenario.BreakerNone {
@@ -72,12 +95,28 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 	if len(breakers) == 0 {
 		return nil, fmt.Errorf("breaker: the scenario has no fleet with a breaker")
 	}
-	js := breakerJSON{Scenario: sc.Name, Seed: sc.Seed, ErrorRates: breakerErrorRates}
-	for _, f := range breakers {
-		js.FalseTrips = append(js.FalseTrips, FalseTrips{Breaker: f.Name})
+	return breakers, nil
+}
+
+// progressSteps returns a function that reports one more of total steps done
+// to opts.Progress, if set.
+func progressSteps(opts Options, total int) func() {
+	done := 0
+	return func() {
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, total)
+		}
 	}
-	total := len(breakerErrorRates) + len(breakerBroken)
-	step := 0
+}
+
+// falseTrips runs the breakers against the healthy origin at each
+// background error rate and counts how often each opened.
+func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breakers []scenario.Fleet, step func()) ([]FalseTrips, error) {
+	out := make([]FalseTrips, len(breakers))
+	for i, f := range breakers {
+		out[i].Breaker = f.Name
+	}
 	for _, p := range breakerErrorRates {
 		run := clone(sc)
 		run.Fleets = breakers
@@ -87,7 +126,7 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 			return nil, err
 		}
 		for i, f := range res.Fleets {
-			ft := &js.FalseTrips[i]
+			ft := &out[i]
 			s := f.Summary
 			ft.Trips = append(ft.Trips, s.BreakerTrips)
 			ft.Calls = append(ft.Calls, s.Intents)
@@ -97,40 +136,45 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 				ft.FirstRate = &r
 			}
 		}
-		step++
-		if opts.Progress != nil {
-			opts.Progress(step, total)
-		}
+		step()
 	}
-	partialFleets := partialPolicies(breakers[0].Timeout)
+	return out, nil
+}
+
+// partialFailure runs the partial-failure fleets against the origin with
+// each share of its keys broken, and counts what they shed.
+func partialFailure(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]PartialFailure, error) {
+	var out []PartialFailure
 	for _, b := range breakerBroken {
 		run := clone(sc)
 		run.Duration = min(run.Duration, 120*time.Second)
 		run.Origin.Broken = b
-		run.Fleets = partialFleets
+		run.Fleets = fleets
 		res, err := opts.run(ctx, run)
 		if err != nil {
 			return nil, err
 		}
 		for _, f := range res.Fleets {
 			s := f.Summary
-			js.Partial = append(js.Partial, PartialFailure{
+			out = append(out, PartialFailure{
 				Broken: b, Policy: f.Name, Intents: s.Intents, Refused: s.BreakerRefusals,
 				Shed:              round3(float64(s.BreakerRefusals) / float64(max(s.Intents, 1))),
 				AnswersThrownAway: s.AnswersThrownAway, IntentsLost: s.IntentsLost,
 			})
 		}
-		step++
-		if opts.Progress != nil {
-			opts.Progress(step, total)
-		}
+		step()
 	}
-	js.Claims = breakerClaims(js, partialFleets)
+	return out, nil
+}
+
+// breakerSection is the experiment's report: what was run, the tables,
+// the claims and the charts.
+func breakerSection(sc *scenario.Scenario, js breakerJSON, partialFleets []scenario.Fleet) report.Section {
 	calls := int64(0)
 	if len(js.FalseTrips[0].Calls) > 0 {
 		calls = js.FalseTrips[0].Calls[0]
 	}
-	sec := report.Section{
+	return report.Section{
 		ID:    "breaker",
 		Title: breakerTitle,
 		Intro: []string{
@@ -144,7 +188,6 @@ func runBreaker(ctx context.Context, opts Options) (*Outcome, error) {
 		Charts: breakerCharts(js),
 		Notes:  []string{"A breaker has one lever: all or nothing. Against a dependency that is partly broken it cannot tell the broken keys from the healthy ones, so it sheds both."},
 	}
-	return &Outcome{Name: "breaker", Claims: js.Claims, Section: sec, Findings: breakerFindings(js), JSON: js}, nil
 }
 
 // partialPolicies are the three fleets of the partial-failure part, with

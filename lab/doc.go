@@ -6,8 +6,9 @@
 // Its parts are usable on their own, each an http.Handler or a function
 // with its I/O passed in:
 //
-//   - Origin: an HTTP server with finite capacity (workers and a FIFO or
-//     LIFO queue, or the capacity and concurrency models), faults on a
+//   - Origin: an HTTP server with finite capacity: the simulator's origin
+//     model (package origin: workers and a FIFO or LIFO queue, or the
+//     capacity and concurrency models) on the wall clock, faults on a
 //     schedule and through an admin endpoint, idempotency keys, and
 //     wasted work when it serves requests whose client already left.
 //   - Gateway: a reverse proxy whose outbound transport is resilhttp, one

@@ -30,9 +30,9 @@ const (
 	AttemptsHeader = "Retrystorm-Attempts"
 	// FailedHeader is how many of them failed.
 	FailedHeader = "Retrystorm-Failed-Attempts"
-	// StopHeader says why the gateway stopped without success:
-	// retries_exhausted, budget, breaker, not_idempotent or deadline
-	// (sim.LostBy's names).
+	// StopHeader says why the gateway stopped without success, in
+	// resil.StopReason's words: retries_exhausted, budget, breaker,
+	// not_idempotent, not_retryable, pushback, deadline or canceled.
 	StopHeader = "Retrystorm-Stop"
 	// FallbackHeader marks the fallback answer given when the breaker is
 	// open.
@@ -215,10 +215,9 @@ func (g *Gateway) Close() {
 
 // trace is one intent's progress through the gateway.
 type trace struct {
-	client   int
-	sent     atomic.Int32 // attempts sent
-	inflight atomic.Int32
-	failed   atomic.Int32
+	client int
+	sent   atomic.Int32 // attempts sent
+	failed atomic.Int32
 }
 
 type traceKey struct{}
@@ -278,7 +277,8 @@ func (c clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.g.clients[k].RoundTrip(r)
 }
 
-// modifyResponse tells the caller how the intent went.
+// modifyResponse tells the caller how the intent went: on a failed answer,
+// why the Guard stopped, as resilhttp reports it.
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	tr := traceOf(resp.Request.Context())
 	if tr == nil {
@@ -288,29 +288,9 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
 	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
 	if resp.StatusCode >= 300 {
-		h.Set(StopHeader, g.inferStop(resp.Request.Context(), resp.StatusCode, tr, resp.Request))
+		h.Set(StopHeader, resil.ReasonOf(resilhttp.StopOf(resp)).String())
 	}
 	return nil
-}
-
-// inferStop says why the Guard stopped on a failed answer. resilhttp hands
-// the last answer back without the reason, so it is worked out from what
-// the Guard must have seen, in the order the Policy checks.
-func (g *Gateway) inferStop(ctx context.Context, code int, tr *trace, r *http.Request) string {
-	p := g.guards[tr.client].Policy()
-	switch {
-	case ctx.Err() != nil:
-		return lossNames[lostDeadline]
-	case !resilhttp.DefaultRetryStatus(code):
-		return lossNames[lostExhausted] // not retryable: the simulator's default reason
-	case p.MaxRetries >= 0 && int(tr.sent.Load()) >= 1+p.MaxRetries:
-		return lossNames[lostExhausted]
-	case g.cfg.Fleet.Retry.IdempotentOnly && !resilhttp.Idempotent(r.Method) && r.Header.Get(resilhttp.DefaultKeyHeader) == "":
-		return lossNames[lostNotIdempotent]
-	case p.Budget != nil:
-		return lossNames[lostBudget]
-	}
-	return lossNames[lostDeadline]
 }
 
 // errorHandler answers when no response came: the fallback when the breaker
@@ -323,8 +303,9 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	h := w.Header()
 	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
 	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
-	h.Set(StopHeader, stopName(r.Context(), err))
-	if errors.Is(err, resil.ErrBreakerOpen) {
+	why := resil.ReasonOf(err)
+	h.Set(StopHeader, why.String())
+	if why == resil.StopBreaker {
 		now := time.Now()
 		g.cfg.Tally.addNow(cRefused, now)
 		if g.cfg.Truth != nil && g.cfg.Tally.TickOf(now) >= 0 && g.cfg.Truth(g.attemptTime(r.Context(), now)) {
@@ -354,30 +335,10 @@ func (g *Gateway) attemptTime(ctx context.Context, now time.Time) time.Duration 
 	return d
 }
 
-// stopName maps the Guard's reason to sim.LostBy's names.
-func stopName(ctx context.Context, err error) string {
-	var reason error = err
-	if se, ok := errors.AsType[*resil.StopError](err); ok {
-		reason = se.Reason
-	}
-	switch {
-	case errors.Is(reason, resil.ErrBreakerOpen):
-		return lossNames[lostBreaker]
-	case errors.Is(reason, resil.ErrBudgetExhausted):
-		return lossNames[lostBudget]
-	case errors.Is(reason, resil.ErrNotIdempotent):
-		return lossNames[lostNotIdempotent]
-	case errors.Is(reason, resil.ErrNoTimeLeft), ctx.Err() != nil,
-		errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded) && !errors.Is(reason, resil.ErrAttemptTimeout):
-		return lossNames[lostDeadline]
-	}
-	return lossNames[lostExhausted]
-}
-
 // attemptTransport is the gateway's last hop: it sees every attempt the
-// Guards send. It tells the origin why the attempt was sent and how long
-// its sender will wait, and counts the attempt and its fate for the tick it
-// was sent in.
+// Guards send, with its kind (resilhttp.AttemptOf). It tells the origin why
+// the attempt was sent and how long its sender will wait, and counts the
+// attempt and its fate for the tick it was sent in.
 type attemptTransport struct {
 	base  http.RoundTripper
 	tally *Tally
@@ -391,21 +352,14 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	now := time.Now()
 	k := t.tally.TickOf(now)
-	kind, c := "first", cFirst
-	if n := tr.sent.Add(1); n > 1 {
-		kind, c = "retry", cRetries
-		if tr.inflight.Load() > 0 {
-			kind, c = "hedge", cHedges // sent beside one still out
-		}
-	}
-	tr.inflight.Add(1)
-	defer tr.inflight.Add(-1)
-	t.tally.add(c, k)
+	a, _ := resilhttp.AttemptOf(ctx)
+	tr.sent.Add(1)
+	t.tally.add(kindCounts[a.Kind], k)
 
 	// The request's header is shared by every attempt of the call: copy it.
 	out := *r
 	out.Header = r.Header.Clone()
-	out.Header.Set(AttemptHeader, kind)
+	out.Header.Set(AttemptHeader, a.Kind.String())
 	if dl, ok := ctx.Deadline(); ok {
 		out.Header.Set(TimeoutHeader, formatTimeout(dl.Sub(now)))
 	}
@@ -425,6 +379,9 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// kindCounts are the tally's counts of attempts by kind.
+var kindCounts = [...]count{resil.KindFirst: cFirst, resil.KindRetry: cRetries, resil.KindHedge: cHedges}
 
 // lostRace reports whether an attempt's context was cancelled for another
 // reason than a timeout: the Guard cancelled it because a hedge answered.

@@ -86,6 +86,22 @@ func TestGatewayBudgetRefusesRetries(t *testing.T) {
 	}
 }
 
+// TestGatewayStopIsResilsReason: the stop the gateway reports is the one
+// the Guard stopped with, not one worked out from what it must have seen:
+// a retry that cannot start before the caller's deadline is a deadline,
+// with a budget that would have paid for it.
+func TestGatewayStopIsResilsReason(t *testing.T) {
+	_, origin := startOrigin(t, OriginConfig{Origin: failingOrigin()})
+	f := guardedFleet(time.Second, 10, 0)
+	f.Retry.Backoff = scenario.Backoff{Use: "fixed", Base: 500 * time.Millisecond, Jitter: "none"}
+	_, gw := startGateway(t, origin, f)
+	r := send(testClient(t), "GET", gw, 5*time.Second, TimeoutHeader, "300ms")
+	if r.header.Get(StopHeader) != "deadline" || r.header.Get(AttemptsHeader) != "1" {
+		t.Errorf("stop %q after %s attempts, want deadline after 1 (a 500 ms backoff does not fit in 300 ms)",
+			r.header.Get(StopHeader), r.header.Get(AttemptsHeader))
+	}
+}
+
 func TestGatewayBreakerFallback(t *testing.T) {
 	_, origin := startOrigin(t, OriginConfig{Origin: failingOrigin()})
 	g, gw := startGateway(t, origin, guardedFleet(time.Second, 10, 2))

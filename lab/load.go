@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -219,7 +220,7 @@ func (g *generator) launch(ctx context.Context, id uint64, due time.Time) {
 	if g.out.Load() >= int64(g.cfg.MaxInFlight) {
 		g.shed.Add(1)
 		g.lost.Add(1)
-		g.cfg.Tally.lose(lostUnfinished)
+		g.cfg.Tally.lose(loss{unfinished: true})
 		return
 	}
 	g.out.Add(1)
@@ -247,7 +248,7 @@ func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, g.url, nil)
 	if err != nil {
-		g.record(id, due, false, false, 1, lostExhausted)
+		g.record(id, due, false, false, 1, loss{})
 		return
 	}
 	ids := strconv.FormatUint(id, 10)
@@ -259,10 +260,8 @@ func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		why := lostDeadline
-		if errors.Is(err, context.Canceled) {
-			why = lostUnfinished // the run was stopped
-		}
+		// The intent's deadline passed, or the run was stopped.
+		why := loss{reason: resil.StopDeadline, unfinished: errors.Is(err, context.Canceled)}
 		g.record(id, due, false, false, 1, why)
 		return
 	}
@@ -271,12 +270,12 @@ func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
 	failed, _ := strconv.Atoi(resp.Header.Get(FailedHeader))
 	fallback := resp.Header.Get(FallbackHeader) != ""
 	ok := resp.StatusCode < 300 && !fallback
-	why, known := lossByName(resp.Header.Get(StopHeader))
-	if !known {
-		why = lostExhausted
-	}
+	// The gateway's word for why it stopped; a word it does not know is
+	// StopNone, filed with the retries exhausted.
+	var why loss
+	_ = why.reason.UnmarshalText([]byte(resp.Header.Get(StopHeader)))
 	if fallback {
-		why = lostBreaker
+		why.reason = resil.StopBreaker
 		failed++ // the refusal is a failure the caller saw
 	}
 	g.record(id, due, ok, fallback, failed, why)

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -144,5 +145,40 @@ func TestLoadSendsPOSTsWithKeys(t *testing.T) {
 func TestRunLoadNeedsATargetAndADeadline(t *testing.T) {
 	if _, err := RunLoad(context.Background(), LoadConfig{}); err == nil {
 		t.Error("RunLoad without a target")
+	}
+}
+
+// TestIntentDeadlineCoversEveryChain: for every jitter, the load
+// generator's bound on an intent is at least twice the longest retry chain
+// the policy draws (every attempt timing out, then every backoff), over
+// many draws: no intent is cut short by the generator when the machine
+// keeps time.
+func TestIntentDeadlineCoversEveryChain(t *testing.T) {
+	for _, jitter := range []string{"none", "full", "equal", "decorrelated", "factor"} {
+		f := scenario.Fleet{Name: jitter, Timeout: 300 * time.Millisecond,
+			Retry:  scenario.Retry{MaxRetries: 4, Backoff: scenario.Backoff{Use: "exponential", Base: 100 * time.Millisecond, Cap: 2 * time.Second, Multiplier: 2, Jitter: jitter}},
+			Budget: scenario.Budget{Use: scenario.BudgetNone}}
+		if jitter == "factor" {
+			f.Retry.Backoff.Factor = 0.5
+		}
+		bound := intentDeadline(f)
+		p, err := f.NewPolicy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := rand.NewPCG(1, 2)
+		longest := time.Duration(0)
+		for range 10000 {
+			chain := time.Duration(f.Retry.MaxRetries+1) * f.Timeout
+			var prev time.Duration
+			for r := 1; r <= f.Retry.MaxRetries; r++ {
+				prev = p.Backoff.Delay(r, prev, src)
+				chain += prev
+			}
+			longest = max(longest, chain)
+		}
+		if 2*longest > bound {
+			t.Errorf("%s: bound %v for a longest chain of %v drawn: want at least twice it", jitter, bound, longest)
+		}
 	}
 }

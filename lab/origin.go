@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -68,18 +69,21 @@ type OriginConfig struct {
 // idempotency keys honoured, and Prometheus metrics on a registry of its
 // own.
 //
-// In the queue model, W workers serve a FIFO or LIFO queue, bounded or not;
-// a request holds a worker for workers/capacity seconds. Like most servers
-// it does not notice that a client gave up: a request whose client left is
-// still served, wasted work, unless drop_expired is on. Then it reads the
-// propagated deadline (TimeoutHeader) and the request's context before and
-// during service, and skips a request that cannot be answered in time. The
-// error share is decided after the service time, so errors cost work, as in
-// the simulator.
+// The model is the simulator's own (package origin), one replica of it,
+// driven on the wall clock: each request's handler hands it to the model
+// and waits on a channel for its answer; a clock loop answers requests and
+// ends their service when they fall due, at the time they were due, so
+// that a late timer costs the model no capacity. A handler whose client
+// leaves returns at once, whatever the model still does with its request:
+// a queued request whose client left stays queued and is served for nobody
+// (wasted work), as in the simulator, unless drop_expired, under which the
+// model skips it (it reads the propagated deadline, TimeoutHeader, and
+// notices the client leaving). The error share is decided after the
+// service, so errors cost work, as in the simulator.
 //
-// Make one with NewOrigin, serve Handler, and call Run to start its workers
-// and schedule; requests wait until Run starts and are refused once it
-// returns. An Origin is safe for concurrent use.
+// Make one with NewOrigin, serve Handler, and call Run: it drives the
+// clock and the fault schedule, and requests are refused once it returns.
+// An Origin is safe for concurrent use.
 type Origin struct {
 	cfg   OriginConfig
 	start time.Time
@@ -88,18 +92,16 @@ type Origin struct {
 	m     originMetrics
 	book  *ledger
 	kick  chan struct{} // wakes the fault schedule
+	wake  chan struct{} // wakes the clock: something falls due sooner
 	stop  chan struct{} // closed when Run returns
 
 	mu       sync.Mutex
-	cond     *sync.Cond // workers wait on it for work
+	model    origin.Model
 	env      env
-	service  time.Duration // queue: how long a request holds a worker now
-	resumed  time.Time     // queue: when capacity last came back from zero
-	q        jobQueue
-	busy     int // queue: workers serving
-	inflight int // concurrency: requests in service
-	credit   float64
-	refilled time.Time // capacity: when credit was last brought up to date
+	reqs     []request // by origin.Request
+	free     []origin.Request
+	due      dueQueue      // answers and ends of service to come
+	armed    time.Duration // when the clock wakes next, from start
 	stopped  bool
 	injected []scenario.Trigger // from the admin endpoint
 	rng      *rand.Rand
@@ -111,20 +113,8 @@ type Origin struct {
 // cannot run.
 func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	o := cfg.Origin
-	switch o.Model {
-	case scenario.ModelQueue:
-		if o.Workers < 1 {
-			return nil, fmt.Errorf("lab: the queue model needs at least one worker, got %d", o.Workers)
-		}
-	case scenario.ModelCapacity, scenario.ModelConcurrency:
-	default:
-		return nil, fmt.Errorf("lab: unknown origin model %q", o.Model)
-	}
 	if o.Replicas > 1 {
 		return nil, fmt.Errorf("lab: the lab's origin is one replica; the scenario has %d (run it in the simulator)", o.Replicas)
-	}
-	if (o.Model != scenario.ModelConcurrency) && o.Capacity <= 0 {
-		return nil, fmt.Errorf("lab: origin capacity must be more than 0, got %g", o.Capacity)
 	}
 	start := cfg.Start
 	if start.IsZero() {
@@ -137,12 +127,16 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		reg:   prometheus.NewRegistry(),
 		book:  newLedger(1 << 16),
 		kick:  make(chan struct{}, 1),
+		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x0519)),
 	}
-	org.cond = sync.NewCond(&org.mu)
+	m, err := origin.New(&o, 0, 1, (*originDriver)(org))
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	org.model = m
 	org.setEnv(envAt(&o, cfg.Triggers, 0), start)
-	org.credit, org.refilled = org.reserve(), start
 	if err := org.register(); err != nil {
 		return nil, err
 	}
@@ -163,65 +157,6 @@ func (o *Origin) Handler() http.Handler {
 // Registry returns the registry the origin's metrics are on.
 func (o *Origin) Registry() *prometheus.Registry { return o.reg }
 
-// Run starts the workers and the fault schedule, and blocks until ctx is
-// done; then it refuses new work, lets the workers go and waits for them.
-// Call it once.
-func (o *Origin) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	if o.cfg.Origin.Model == scenario.ModelQueue {
-		for i := range o.cfg.Origin.Workers {
-			wg.Go(func() { o.work(i) })
-		}
-	}
-	o.schedule(ctx)
-	o.mu.Lock()
-	o.stopped = true
-	close(o.stop)
-	o.cond.Broadcast()
-	o.mu.Unlock()
-	wg.Wait()
-}
-
-// schedule applies the faults at their boundaries until ctx is done.
-func (o *Origin) schedule(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-o.kick:
-		}
-		now := time.Now()
-		t := now.Sub(o.start)
-		o.mu.Lock()
-		faults := o.applyFaults(now)
-		o.mu.Unlock()
-		// Wake at the next boundary, or now and then to stay honest
-		// about the clock; a kick from the admin endpoint comes sooner.
-		wait := time.Minute
-		if next, ok := nextChange(faults, t); ok {
-			wait = min(wait, next-t)
-		}
-		timer.Reset(wait)
-	}
-}
-
-// setEnv puts e in force at now. The lock is held.
-func (o *Origin) setEnv(e env, now time.Time) {
-	o.refill(now) // at the old rate, up to now
-	wasStalled := o.env.capacity <= 0
-	o.env = e
-	if e.capacity > 0 {
-		o.service = time.Duration(float64(o.cfg.Origin.Workers) / e.capacity * e.factor * float64(time.Second))
-		if wasStalled {
-			o.resumed = now
-		}
-	}
-	o.cond.Broadcast() // workers stalled at zero capacity start again
-}
-
 // result is the origin's answer to one request.
 type result uint8
 
@@ -233,10 +168,19 @@ const (
 	resStopped                // 503: the origin is shutting down
 )
 
-// serveWork is one request: counted, queued or admitted, answered.
+// job is what a handler knows of its request before the model does.
+type job struct {
+	tick     int
+	broken   bool
+	deadline time.Duration // from start; 0: unknown
+	exec     *execution
+	gone     <-chan struct{} // closed when its client leaves
+}
+
+// serveWork is one request: counted, handed to the model, answered.
 func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	j := &job{arrived: now, tick: o.tally.TickOf(now), gone: r.Context().Done()}
+	j := &job{tick: o.tally.TickOf(now), gone: r.Context().Done()}
 	o.tally.add(cOffered, j.tick)
 	o.m.attempts.WithLabelValues(attemptKind(r.Header.Get(AttemptHeader))).Inc()
 	o.m.inflight.Inc()
@@ -247,7 +191,7 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 			// up: aim a tenth of the time early. (The simulator's
 			// deadlines are exact and its answers arrive at once; over
 			// HTTP, an answer ready at the deadline is late.)
-			j.deadline = now.Add(d - d/deadlineMargin)
+			j.deadline = o.since(now.Add(d - d/deadlineMargin))
 		}
 	}
 	intent := r.Header.Get(IntentHeader)
@@ -287,12 +231,14 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 
 var resultNames = [...]string{resOK: "ok", resError: "error", resRejected: "rejected", resNone: "unanswered", resStopped: "stopped"}
 
+// attemptKind is the metric label of an attempt's kind, as the gateway
+// wrote it (resil's word), or "unknown".
 func attemptKind(v string) string {
-	switch v {
-	case "first", "retry", "hedge":
-		return v
+	var k resil.Kind
+	if k.UnmarshalText([]byte(v)) != nil {
+		return "unknown"
 	}
-	return "unknown"
+	return v
 }
 
 // execute runs a non-idempotent request: with an idempotency key it runs
@@ -325,108 +271,56 @@ func (o *Origin) execute(j *job) result {
 	}
 }
 
-// handle gives j to the model and waits for its answer.
+// handle gives j to the model and waits for its answer, its client
+// leaving, or the origin stopping.
 func (o *Origin) handle(j *job) result {
-	switch o.cfg.Origin.Model {
-	case scenario.ModelQueue:
-		return o.enqueue(j)
-	case scenario.ModelCapacity:
-		return o.admit(j)
-	}
-	return o.concurrent(j)
-}
-
-// finish settles a request the origin served (or started to): its success
-// counts for the tick it arrived in, its side effect is booked, and it is
-// wasted work when nobody waits for it. The lock is held.
-func (o *Origin) finish(j *job, served bool, now time.Time) (ok bool) {
-	ok = served && !j.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
-	if ok {
-		o.tally.add(cSuccesses, j.tick)
-	}
-	if x := j.exec; x != nil {
-		if ok && o.book.executed(x.intent) {
-			o.m.duplicates.Inc()
-		}
-		if ok {
-			o.m.executions.Inc()
-		}
-		o.release(j, ok)
-	}
-	return ok
-}
-
-// release frees the idempotency key j holds, if any: executed says whether
-// its effect happened. The origin's lock may be held (the ledger's comes
-// after it).
-func (o *Origin) release(j *job, executed bool) {
-	if x := j.exec; x != nil && x.claim != nil {
-		c := x.claim
-		x.claim = nil
-		o.book.release(x.key, c, executed)
-	}
-}
-
-// waste counts a request served for a client that had left.
-func (o *Origin) waste() {
-	o.wasted.Add(1)
-	o.tally.inc(tWasted)
-	o.m.wasted.Inc()
-}
-
-// enqueue is the queue model's arrival.
-func (o *Origin) enqueue(j *job) result {
 	o.mu.Lock()
-	if res, closed := o.closed(j); closed {
-		return res
-	}
-	if o.cfg.Origin.QueueLimit > 0 && o.q.len() >= o.cfg.Origin.QueueLimit {
+	now := time.Now()
+	t := o.since(now)
+	o.advance(t)
+	if o.stopped || o.env.outage {
+		stopped := o.stopped
 		o.mu.Unlock()
-		return o.settleUnserved(j, resRejected)
+		o.releaseJob(j)
+		if stopped {
+			return resStopped
+		}
+		return o.lost(j)
 	}
-	j.done = make(chan result, 1)
-	o.q.push(j)
-	o.cond.Signal()
+	r := o.newRequest(j)
+	q := &o.reqs[r]
+	gen, answer := q.gen, q.answer
+	o.model.Arrive(t, r)
 	o.mu.Unlock()
 	select {
-	case res := <-j.done:
+	case res := <-answer:
 		return res
 	case <-j.gone:
-		o.leave(j)
+		o.leave(r, gen)
 		return resNone
 	case <-o.stop:
-		o.leave(j)
+		o.leave(r, gen)
+		o.releaseJob(j)
 		return resStopped
 	}
 }
 
-// closed is called with the lock held, on arrival: when the origin is
-// stopping or out, it releases the lock, waits if need be, and returns the
-// answer and true; otherwise it keeps the lock and returns false.
-func (o *Origin) closed(j *job) (result, bool) {
-	if !o.stopped && !o.env.outage {
-		return 0, false
+// leave is the client of request r (of generation gen) going away: its
+// handler no longer waits. The model is told when the request is in
+// service; a queued one stays queued.
+func (o *Origin) leave(r origin.Request, gen uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.since(time.Now())
+	o.advance(t)
+	q := &o.reqs[r]
+	if q.gen != gen || q.answer == nil {
+		return // answered meanwhile, or dropped
 	}
-	stopped := o.stopped
-	o.mu.Unlock()
-	if stopped {
-		return o.settleUnserved(j, resStopped), true
+	q.answer = nil
+	if q.serving {
+		o.model.Left(t, r)
 	}
-	return o.settleUnserved(j, o.lost(j)), true
-}
-
-// concurrencyLatency is how long a request arriving now takes in the
-// concurrency model. The lock is held.
-func (o *Origin) concurrencyLatency() time.Duration {
-	m := &o.cfg.Origin
-	return time.Duration(float64(m.Base+time.Duration(o.inflight)*m.PerInflight) * o.env.factor)
-}
-
-// settleUnserved releases the key claim of a request that never reached a
-// worker, and returns res.
-func (o *Origin) settleUnserved(j *job, res result) result {
-	o.release(j, false)
-	return res
 }
 
 // lost waits out a request that will never be answered (the origin is
@@ -440,286 +334,54 @@ func (o *Origin) lost(j *job) result {
 	}
 }
 
-// leave is j's client going away. A waiting request becomes a ghost that
-// will still cost a worker's time, unless drop_expired, which notices and
-// drops it. One in service goes on (the worker notices under
-// drop_expired).
-func (o *Origin) leave(j *job) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch j.state {
-	case jobQueued:
-		if o.cfg.Origin.DropExpired {
-			o.q.remove(j)
-			o.drop(j)
-			return
-		}
-		o.q.haunt(j)
-	case jobServing:
-		j.state = jobLeft
-	}
-}
-
-// work is one worker: it takes the next request, holds it for the service
-// time, answers. A worker's time is kept on a schedule of its own (a
-// request starts when the previous one ended, or when it arrived), so that
-// the wake-up delays of timers do not eat into the origin's capacity.
-func (o *Origin) work(id int) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var freeAt time.Time
-	for {
+// releaseJob frees the key of a request that never reached the model, or
+// whose origin stopped. The ledger ignores a claim released twice.
+func (o *Origin) releaseJob(j *job) {
+	if j.exec != nil {
 		o.mu.Lock()
-		for !o.stopped && (o.q.len() == 0 || o.env.capacity <= 0) {
-			o.cond.Wait()
-		}
-		if o.stopped {
-			o.mu.Unlock()
-			return
-		}
-		j := o.q.pop(o.cfg.Origin.Discipline == "lifo")
-		now := time.Now()
-		service := o.service
-		// Catch up with timer lateness, by at most one service time.
-		start := latest(freeAt, o.resumed, now.Add(-service))
-		if j.state != jobGhost {
-			start = latest(start, j.arrived)
-		}
-		end := start.Add(service)
-		if j.state == jobQueued && o.cfg.Origin.DropExpired && o.expired(j, end) {
-			o.drop(j)
-			o.mu.Unlock()
-			continue
-		}
-		// Under drop_expired, a request whose client leaves mid-service
-		// frees its worker.
-		var gone <-chan struct{}
-		if j.state == jobQueued {
-			j.state = jobServing
-			if o.cfg.Origin.DropExpired {
-				gone = j.gone
-			}
-		}
-		o.busy++
+		o.releaseExec(j.exec, false)
 		o.mu.Unlock()
-
-		served, stopped := o.serve(timer, gone, end)
-		if served {
-			freeAt = end
-		} else {
-			freeAt = time.Now()
-		}
-		o.mu.Lock()
-		o.busy--
-		o.answer(j, served, time.Now())
-		o.mu.Unlock()
-		if stopped {
-			return
-		}
 	}
 }
 
-func latest(ts ...time.Time) time.Time {
-	var t time.Time
-	for _, x := range ts {
-		if x.After(t) {
-			t = x
-		}
-	}
-	return t
-}
-
-// expired reports whether j's client has left, or will have by end.
-func (o *Origin) expired(j *job, end time.Time) bool {
-	select {
-	case <-j.gone:
-		return true
-	default:
-	}
-	return !j.deadline.IsZero() && end.After(j.deadline)
-}
-
-// drop skips j: a drop_expired origin does not serve a request that cannot
-// be answered in time. Its client will time out. The lock is held.
-func (o *Origin) drop(j *job) {
-	j.state = jobDone
-	o.dropped.Add(1)
-	o.tally.inc(tDropped)
-	o.release(j, false)
-}
-
-// serve holds a worker until end, or until gone is closed (nil: never). It
-// reports whether the service ran to its end, and whether the origin is
-// stopping.
-func (o *Origin) serve(timer *time.Timer, gone <-chan struct{}, end time.Time) (served, stopped bool) {
-	d := time.Until(end)
-	if d <= 0 {
-		return true, false
-	}
-	timer.Reset(d)
-	select {
-	case <-timer.C:
-		return true, false
-	case <-gone:
-		timer.Stop()
-		return false, false
-	case <-o.stop:
-		timer.Stop()
-		return false, true
+func (o *Origin) releaseExec(x *execution, executed bool) {
+	if c := x.claim; c != nil {
+		x.claim = nil
+		o.book.release(x.key, c, executed)
 	}
 }
 
-// answer settles j after its service. The lock is held.
-func (o *Origin) answer(j *job, served bool, now time.Time) {
-	switch {
-	case !served && o.stopped:
-		o.release(j, false)
-		j.state = jobDone
-		return
-	case !served:
-		o.drop(j) // drop_expired: its client left mid-service
-		return
-	}
-	ok := o.finish(j, served, now)
-	switch {
-	case j.state == jobGhost || j.state == jobLeft:
-		o.waste()
-	case o.env.outage:
-		// The answer is lost; the handler waits for its client to leave.
-	default:
-		res := resError
-		if ok {
-			res = resOK
-		}
-		j.done <- res
-	}
-	j.state = jobDone
+// waste counts a request served for a client that had left.
+func (o *Origin) waste() {
+	o.wasted.Add(1)
+	o.tally.inc(tWasted)
+	o.m.wasted.Inc()
 }
 
-// reserve is the credit the capacity model may save: a tenth of a second
-// of capacity, at least one request, as in the simulator.
-func (o *Origin) reserve() float64 { return max(1, o.env.capacity/10) }
-
-// refill brings the capacity model's credit up to now. The lock is held.
-func (o *Origin) refill(now time.Time) {
-	if dt := now.Sub(o.refilled); dt > 0 {
-		o.credit = min(o.reserve(), o.credit+o.env.capacity*dt.Seconds())
-		o.refilled = now
-	}
-}
-
-// admit is the capacity model: up to capacity per second are answered
-// after the latency, the rest rejected at once; a rejection still costs
-// rejection_cost of a request's work.
-func (o *Origin) admit(j *job) result {
-	now := time.Now()
-	o.mu.Lock()
-	if res, closed := o.closed(j); closed {
-		return res
-	}
-	o.refill(now)
-	if o.credit < 1 {
-		o.credit = max(o.credit-o.cfg.Origin.RejectionCost, -o.reserve())
-		o.mu.Unlock()
-		return o.settleUnserved(j, resRejected)
-	}
-	o.credit--
-	o.mu.Unlock()
-	return o.sleepThenAnswer(j, o.cfg.Origin.Latency)
-}
-
-// concurrent is the concurrency model: no queue, but every request takes
-// base + per_inflight × (requests in flight).
-func (o *Origin) concurrent(j *job) result {
-	o.mu.Lock()
-	if res, closed := o.closed(j); closed {
-		return res
-	}
-	lat := o.concurrencyLatency()
-	o.inflight++
-	o.mu.Unlock()
-	res := o.sleepThenAnswer(j, lat)
-	o.mu.Lock()
-	o.inflight--
-	o.mu.Unlock()
-	return res
-}
-
-// sleepThenAnswer serves j in its own goroutine for d, and answers.
-func (o *Origin) sleepThenAnswer(j *job, d time.Duration) result {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-o.stop:
-		return o.settleUnserved(j, resStopped)
-	}
-	o.mu.Lock()
-	ok := o.finish(j, true, time.Now())
-	outage := o.env.outage
-	o.mu.Unlock()
-	select {
-	case <-j.gone:
-		o.waste()
-		return resNone
-	default:
-	}
-	switch {
-	case outage:
-		return o.lost(j)
-	case ok:
-		return resOK
-	}
-	return resError
-}
-
-// Queued returns the requests waiting for a worker (queue model, ghosts
-// included) or in service (concurrency model), as the simulator's queue
-// series counts them.
+// Queued returns the requests waiting for a worker (queue model, those
+// whose client left included) or in service (concurrency model), as the
+// simulator's queue series counts them.
 func (o *Origin) Queued() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.queued()
 }
 
-func (o *Origin) queued() int {
-	if o.cfg.Origin.Model == scenario.ModelConcurrency {
-		return o.inflight
-	}
-	return o.q.len()
-}
+func (o *Origin) queued() int { return o.model.Queued() }
 
 // WouldAnswer reports whether a request arriving now would be answered
 // with success within timeout, without sending one: the ground truth
-// for the calls a breaker refused. It reads the model's state as the
-// simulator does, and draws the error share.
+// for the calls a breaker refused. It asks the model as the simulator
+// does, and draws the error share.
 func (o *Origin) WouldAnswer(timeout time.Duration) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopped || o.env.outage || (o.env.errRate > 0 && o.rng.Float64() < o.env.errRate) {
 		return false
 	}
-	switch o.cfg.Origin.Model {
-	case scenario.ModelCapacity:
-		o.refill(time.Now())
-		return o.credit >= 1 && o.cfg.Origin.Latency <= timeout
-	case scenario.ModelConcurrency:
-		return o.concurrencyLatency() <= timeout
-	}
-	if o.env.capacity <= 0 {
-		return false
-	}
-	s := o.service
-	ahead := time.Duration(o.q.len())
-	if o.cfg.Origin.Discipline == "lifo" {
-		ahead = 0
-	}
-	if o.busy < o.cfg.Origin.Workers && ahead == 0 {
-		return s <= timeout
-	}
-	// Those in service have half their time left on average, then the
-	// backlog ahead goes by in rounds of one per worker.
-	return ahead*s/time.Duration(o.cfg.Origin.Workers)+s/2+s <= timeout
+	t := o.since(time.Now())
+	o.advance(t)
+	return o.model.WouldAnswer(t, timeout)
 }
 
 // OriginCounts are an origin's totals.
@@ -795,8 +457,8 @@ func (o *Origin) register() error {
 		o.m.requests, o.m.attempts, o.m.inflight, o.m.latency, o.m.wasted, o.m.executions, o.m.duplicates, o.m.replayed,
 		gaugeFunc("retrystorm_origin_queue_length", "Requests waiting for a worker, those whose client left included.",
 			locked(func() float64 { return float64(o.queued()) })),
-		gaugeFunc("retrystorm_origin_workers_busy", "Workers serving a request (queue model).",
-			locked(func() float64 { return float64(o.busy) })),
+		gaugeFunc("retrystorm_origin_workers_busy", "Requests in service: workers serving (queue model), or requests in flight (concurrency model).",
+			locked(func() float64 { return float64(o.model.Busy()) })),
 		gaugeFunc("retrystorm_origin_capacity", "Requests per second the origin serves now, faults included.",
 			locked(func() float64 { return o.env.capacity })),
 		gaugeFunc("retrystorm_origin_error_share", "Share of requests that fail now, faults included.",

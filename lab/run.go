@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-
 	"fmt"
 	"math"
 	"net/url"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -287,9 +285,10 @@ func sample(stop <-chan struct{}, t *Tally, o *Origin, g *Gateway, live *Live, f
 // intentDeadline is how long the load generator lets an intent wait. The
 // simulator follows an intent to its end; the lab needs a bound, so it is
 // the fleet's deadline or, without one, twice as long as the retries can
-// take (every attempt's timeout and every backoff at its longest, and one
-// more timeout): twice, so that the delays of a loaded machine do not cut
-// retries short. Unlimited retries count as ten.
+// take (every attempt's timeout and every backoff at its longest, which
+// resil's Backoff.MaxDelay bounds for every jitter, and one more timeout):
+// twice, so that the delays of a loaded machine do not cut retries short.
+// Unlimited retries count as ten.
 func intentDeadline(f scenario.Fleet) time.Duration {
 	if f.Deadline > 0 {
 		return f.Deadline
@@ -303,23 +302,10 @@ func intentDeadline(f scenario.Fleet) time.Duration {
 	if err != nil {
 		return total
 	}
-	b := p.Backoff
-	longest := b
-	longest.Jitter = resil.NoJitter
 	var prev time.Duration
 	for r := 1; r <= retries; r++ {
-		d := longest.Delay(r, prev, nil)
-		switch b.Jitter {
-		case resil.DecorrelatedJitter:
-			d = b.Cap
-		case resil.FactorJitter:
-			d = time.Duration(float64(d) * (1 + b.Factor))
-			if b.Cap > 0 {
-				d = min(d, b.Cap)
-			}
-		}
-		prev = d
-		total += d
+		prev = p.Backoff.MaxDelay(r, prev)
+		total += prev
 	}
 	return 2 * total
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
@@ -47,7 +48,8 @@ type Tally struct {
 	open  []atomic.Uint64 // math.Float64bits of the share of clients whose breaker is open
 
 	totals    [nTotals]atomic.Int64
-	lost      [nLoss]atomic.Int64
+	lostMu    sync.Mutex
+	lost      sim.LostBy
 	latencies reservoir // of the intents that succeeded, in seconds of wall-clock time
 }
 
@@ -111,11 +113,25 @@ func (t *Tally) inc(x total) {
 	}
 }
 
-// lose counts an intent that never succeeded.
+// loss is why an intent never succeeded: the reason resil stopped it, or
+// that the run ended first.
+type loss struct {
+	reason     resil.StopReason
+	unfinished bool
+}
+
+// lose counts an intent that never succeeded, in the simulator's columns.
 func (t *Tally) lose(why loss) {
-	if t != nil {
-		t.lost[why].Add(1)
+	if t == nil {
+		return
 	}
+	t.lostMu.Lock()
+	defer t.lostMu.Unlock()
+	if why.unfinished {
+		t.lost.Unfinished++
+		return
+	}
+	t.lost.Add(why.reason)
 }
 
 // succeed counts an intent that succeeded after took (wall-clock).
@@ -188,35 +204,10 @@ func (t *Tally) series() sim.Series {
 	return s
 }
 
-// loss is why an intent never succeeded, as sim.LostBy splits it.
-type loss uint8
-
-const (
-	lostExhausted loss = iota
-	lostBudget
-	lostBreaker
-	lostNotIdempotent
-	lostDeadline
-	lostUnfinished
-	nLoss
-)
-
-var lossNames = [nLoss]string{"retries_exhausted", "budget", "breaker", "not_idempotent", "deadline", "unfinished"}
-
-func lossByName(name string) (loss, bool) {
-	i := slices.Index(lossNames[:], name)
-	return loss(i), i >= 0
-}
-
 func (t *Tally) lostBy() sim.LostBy {
-	return sim.LostBy{
-		RetriesExhausted: t.lost[lostExhausted].Load(),
-		Budget:           t.lost[lostBudget].Load(),
-		Breaker:          t.lost[lostBreaker].Load(),
-		NotIdempotent:    t.lost[lostNotIdempotent].Load(),
-		Deadline:         t.lost[lostDeadline].Load(),
-		Unfinished:       t.lost[lostUnfinished].Load(),
-	}
+	t.lostMu.Lock()
+	defer t.lostMu.Unlock()
+	return t.lost
 }
 
 // reservoir keeps a uniform sample of at most cap values (Vitter's

@@ -25,10 +25,7 @@ var scheduleNames = [...]string{"none", "fixed", "exponential"}
 
 // String returns "none", "fixed" or "exponential".
 func (s Schedule) String() string {
-	if int(s) < len(scheduleNames) {
-		return scheduleNames[s]
-	}
-	return fmt.Sprintf("Schedule(%d)", uint8(s))
+	return enumString("Schedule", scheduleNames[:], uint8(s))
 }
 
 // Jitter spreads the delays of clients that failed together, so that their
@@ -58,10 +55,7 @@ var jitterNames = [...]string{"none", "full", "equal", "decorrelated", "factor"}
 
 // String returns "none", "full", "equal", "decorrelated" or "factor".
 func (j Jitter) String() string {
-	if int(j) < len(jitterNames) {
-		return jitterNames[j]
-	}
-	return fmt.Sprintf("Jitter(%d)", uint8(j))
+	return enumString("Jitter", jitterNames[:], uint8(j))
 }
 
 // Backoff says how long to wait before each retry. It is a value: Delay is a
@@ -205,6 +199,26 @@ func (b Backoff) Delay(retry int, prev time.Duration, src rand.Source) time.Dura
 	}
 	return min(max(d, 0), limit)
 }
+
+// MaxDelay returns the longest wait Delay can return for the same retry
+// and prev, whatever it draws: a bound that holds for every jitter,
+// decorrelated included, so that a caller can budget time for a retry
+// chain without drawing (chain it: the bound of retry n+1 takes the bound
+// of retry n as prev). It is pure, assumes a valid Backoff and does not
+// allocate.
+//
+// Every jitter grows with its draw, and so does each step of Delay's
+// arithmetic (rounding included), so MaxDelay is Delay at the largest draw
+// there is: not an estimate that could fall a nanosecond short, but the
+// wait a source drawing all ones would get.
+func (b Backoff) MaxDelay(retry int, prev time.Duration) time.Duration {
+	return b.Delay(retry, prev, largestDraw{})
+}
+
+// largestDraw is a rand.Source that always draws its largest number.
+type largestDraw struct{}
+
+func (largestDraw) Uint64() uint64 { return math.MaxUint64 }
 
 // uniform draws from [0, 1) with 53 bits, as math/rand/v2's Float64 does.
 func uniform(src rand.Source) float64 {

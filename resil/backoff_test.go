@@ -153,6 +153,9 @@ func TestBackoffZeroAlloc(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { b.Delay(3, 10*ms, src) }); n != 0 {
 		t.Fatalf("Delay allocates %v times", n)
 	}
+	if n := testing.AllocsPerRun(100, func() { b.MaxDelay(3, 10*ms) }); n != 0 {
+		t.Fatalf("MaxDelay allocates %v times", n)
+	}
 }
 
 func TestBackoffDoublingIsPow(t *testing.T) {
@@ -202,5 +205,39 @@ func TestBackoffGRPCFormula(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBackoffMaxDelay: the bound of each jitter kind on a fixed grid, and
+// the chain of decorrelated bounds (each retry's bound grows from the
+// previous one's, up to the cap). A draw is below 1, so a jittered delay
+// truncated to whole nanoseconds stays a nanosecond under its schedule:
+// MaxDelay says so, exactly.
+func TestBackoffMaxDelay(t *testing.T) {
+	exp := Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second}
+	with := func(j Jitter, f float64) Backoff { b := exp; b.Jitter, b.Factor = j, f; return b }
+	const ns = time.Nanosecond
+	for _, c := range []struct {
+		name string
+		b    Backoff
+		want []time.Duration // retries 1, 2, ..., each with the previous bound as prev
+	}{
+		{"none", Backoff{}, []time.Duration{0, 0}},
+		{"no jitter", exp, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second}},
+		{"full", with(FullJitter, 0), []time.Duration{100*ms - ns, 200*ms - ns, 400*ms - ns, 800*ms - ns, time.Second - ns}},
+		{"equal", with(EqualJitter, 0), []time.Duration{100*ms - ns, 200*ms - ns, 400*ms - ns, 800*ms - ns, time.Second - ns}},
+		{"factor", with(FactorJitter, 0.5), []time.Duration{150 * ms, 300 * ms, 600 * ms, time.Second, time.Second}},
+		{"decorrelated", with(DecorrelatedJitter, 0), []time.Duration{300*ms - ns, 900*ms - 4*ns, time.Second, time.Second}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var prev time.Duration
+			for i, w := range c.want {
+				got := c.b.MaxDelay(i+1, prev)
+				if got != w {
+					t.Fatalf("retry %d after %v: MaxDelay %v, want %v", i+1, prev, got, w)
+				}
+				prev = got
+			}
+		})
 	}
 }

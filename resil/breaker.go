@@ -1,7 +1,6 @@
 package resil
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,14 +24,20 @@ var stateNames = [...]string{"closed", "open", "half-open"}
 
 // String returns "closed", "open" or "half-open".
 func (s State) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
+	return enumString("State", stateNames[:], uint8(s))
 }
 
 // TripRule is what opens a closed breaker. The zero value is
 // ConsecutiveFailures. A plain value, safe to copy and share.
+//
+// ConsecutiveFailures is the wrong rule when part of the dependency can
+// fail while the rest works (a broken shard, some keys), and a failure-rate
+// window (CountWindow or TimeWindow, FailureRate above the share that may
+// break) the right one: in the breaker experiment (`retrystorm breaker`,
+// FINDINGS.md) a breaker opening at 5 failures in a row shed 71% of calls
+// and threw away 5,951 answers that existed with 30% of the keys broken,
+// while a 50% count window never opened at any background error rate up
+// to 30%.
 type TripRule uint8
 
 const (
@@ -50,10 +55,7 @@ var ruleNames = [...]string{"consecutive", "count_window", "time_window"}
 
 // String returns "consecutive", "count_window" or "time_window".
 func (r TripRule) String() string {
-	if int(r) < len(ruleNames) {
-		return ruleNames[r]
-	}
-	return fmt.Sprintf("TripRule(%d)", uint8(r))
+	return enumString("TripRule", ruleNames[:], uint8(r))
 }
 
 // StateChange describes one transition, as passed to OnStateChange. The
@@ -73,6 +75,11 @@ type StateChange struct {
 // chosen Rule must be zero. The zero value is invalid: its rule,
 // ConsecutiveFailures, needs a Threshold. A plain value: copying it is safe
 // (OnStateChange is shared by the copies).
+//
+// Under partial failure a consecutive-failure breaker sheds almost
+// everything, the healthy calls with the broken ones (71% of calls shed with
+// 30% of the keys broken, in `retrystorm breaker`): choose a CountWindow or
+// TimeWindow Rule with a FailureRate there (see [TripRule]).
 type BreakerSettings struct {
 	// Name is reported in StateChange; it may be empty.
 	Name string

@@ -34,9 +34,35 @@ type Budget interface {
 	Refund(now time.Time, cost float64)
 }
 
+// UsesTime is an optional interface of a [Budget]. A Budget whose methods
+// never look at the time they are passed (it counts; it does not age)
+// implements it to return false, and a [Guard] then never reads its clock
+// for the budget: on the success path of a guarded call, reading the clock
+// can cost more than everything else. A Budget that does not implement it
+// is handed the time, read when first needed. So a new kind of budget
+// needs nothing from [Policy] but its methods.
+type UsesTime interface {
+	UsesTime() bool
+}
+
+// budgetUsesTime reports whether b must be handed the time.
+func budgetUsesTime(b Budget) bool {
+	if u, ok := b.(UsesTime); ok {
+		return u.UsesTime()
+	}
+	return b != nil
+}
+
 // Funding says which traffic pays into a budget. Its zero value,
 // FundingUnset, is invalid in every budget's settings. A Funding is a plain
 // value, safe to copy and share.
+//
+// Pick FundedBySuccess unless retries must go on through a total outage:
+// it stops paying when nothing works (in `retrystorm outage`, FINDINGS.md, a
+// success-funded bucket of ratio 0.1 permitted only its floor, 10 retries,
+// over 1,000 calls that all failed, against 3,000 for a count of 3), while
+// FundedByRequest keeps paying Ratio per intent into a dependency that is
+// down.
 type Funding uint8
 
 const (
@@ -52,16 +78,10 @@ const (
 	FundedByRequest
 )
 
-// String returns "success", "request" or "unset".
-func (f Funding) String() string {
-	switch f {
-	case FundedBySuccess:
-		return "success"
-	case FundedByRequest:
-		return "request"
-	}
-	return "unset"
-}
+var fundingNames = [...]string{"unset", "success", "request"}
+
+// String returns "unset", "success" or "request".
+func (f Funding) String() string { return enumString("Funding", fundingNames[:], uint8(f)) }
 
 // Token amounts are kept in fixed point, as grpc-go does for its throttle,
 // so that ten deposits of 0.1 make exactly one token on every platform and
@@ -274,6 +294,9 @@ func (b *TokenBucket) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	}
 }
 
+// UsesTime returns false: a token bucket counts, it does not age.
+func (b *TokenBucket) UsesTime() bool { return false }
+
 // Refund gives back a withdrawn charge, up to MaxTokens. A charge that is
 // not a positive number (NaN, negative) gives back nothing, and one beyond
 // MaxTokens gives back MaxTokens.
@@ -308,3 +331,6 @@ func (NoBudget) Withdraw(time.Time, Outcome) (float64, bool) { return 0, true }
 
 // Refund does nothing.
 func (NoBudget) Refund(time.Time, float64) {}
+
+// UsesTime returns false.
+func (NoBudget) UsesTime() bool { return false }

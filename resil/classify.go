@@ -193,3 +193,76 @@ func (e *StopError) Unwrap() []error {
 	}
 	return []error{e.Reason, e.Last}
 }
+
+// StopReason is why a guarded call stopped without success, as a value:
+// one per reason resil stops for, so that a caller can count the reasons,
+// label a metric with them, or send one in a header and read it back
+// (MarshalText and UnmarshalText use the names String returns).
+// [ReasonOf] finds it in an error. The zero value is StopNone. A plain
+// value, safe to copy and share.
+type StopReason uint8
+
+const (
+	// StopNone: no stop, or an error resil did not stop with.
+	StopNone StopReason = iota
+	// StopRetriesExhausted: [ErrRetriesExhausted].
+	StopRetriesExhausted
+	// StopBudget: [ErrBudgetExhausted].
+	StopBudget
+	// StopBreaker: [ErrBreakerOpen], or [ErrTooManyProbes].
+	StopBreaker
+	// StopNotIdempotent: [ErrNotIdempotent].
+	StopNotIdempotent
+	// StopNotRetryable: [ErrNotRetryable].
+	StopNotRetryable
+	// StopPushback: [ErrPushback].
+	StopPushback
+	// StopDeadline: [ErrNoTimeLeft], or the caller's context deadline
+	// passed.
+	StopDeadline
+	// StopCanceled: the caller's context was canceled.
+	StopCanceled
+)
+
+var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "not_idempotent", "not_retryable", "pushback", "deadline", "canceled"}
+
+// String returns the reason's snake_case name: "retries_exhausted",
+// "budget", "breaker", "not_idempotent", "not_retryable", "pushback",
+// "deadline", "canceled", or "none".
+func (r StopReason) String() string { return enumString("StopReason", stopNames[:], uint8(r)) }
+
+// ReasonOf returns why err stopped a guarded call: the Reason of the
+// [*StopError] in err's chain or, for the errors a call returns without
+// one (a breaker that refused the first attempt, a caller's context that
+// was already done) and the sentinel errors [Policy] returns, err itself.
+// It returns StopNone for nil and for errors resil does not stop with.
+//
+// This is the one mapping from resil's errors to reasons: the simulator,
+// the lab and any caller that counts losses use it rather than testing the
+// sentinels themselves.
+func ReasonOf(err error) StopReason {
+	if se, ok := errors.AsType[*StopError](err); ok {
+		err = se.Reason
+	}
+	switch {
+	case err == nil:
+		return StopNone
+	case errors.Is(err, ErrBreakerOpen): // ErrTooManyProbes too
+		return StopBreaker
+	case errors.Is(err, ErrBudgetExhausted):
+		return StopBudget
+	case errors.Is(err, ErrRetriesExhausted):
+		return StopRetriesExhausted
+	case errors.Is(err, ErrNotIdempotent):
+		return StopNotIdempotent
+	case errors.Is(err, ErrNotRetryable):
+		return StopNotRetryable
+	case errors.Is(err, ErrPushback):
+		return StopPushback
+	case errors.Is(err, ErrNoTimeLeft), errors.Is(err, context.DeadlineExceeded):
+		return StopDeadline
+	case errors.Is(err, context.Canceled):
+		return StopCanceled
+	}
+	return StopNone
+}

@@ -83,6 +83,9 @@ func (g *GRPCThrottle) Withdraw(time.Time, Outcome) (float64, bool) {
 // Refund does nothing: nothing was charged.
 func (g *GRPCThrottle) Refund(time.Time, float64) {}
 
+// UsesTime returns false: the throttle counts, it does not age.
+func (g *GRPCThrottle) UsesTime() bool { return false }
+
 // Tokens returns the balance.
 func (g *GRPCThrottle) Tokens(time.Time) float64 {
 	if !g.built() {
@@ -199,6 +202,9 @@ func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
 	}
 	return float64(c), true
 }
+
+// UsesTime returns false: the quota counts, it does not age.
+func (q *AWSQuota) UsesTime() bool { return false }
 
 // Refund gives back a withdrawn charge.
 func (q *AWSQuota) Refund(now time.Time, cost float64) {

@@ -102,6 +102,8 @@ type Guard struct {
 	hookMu     sync.Mutex // serialises Observe and its removals
 	hookID     uint64
 
+	budgetTimed bool // the budget reads the time it is handed (UsesTime): read the clock for it
+
 	st counters // last, padded: written by every call
 }
 
@@ -148,6 +150,7 @@ func NewGuard(s GuardSettings) (*Guard, error) {
 		}
 	}
 	g.timed = s.Policy.Breaker != nil && s.Policy.Breaker.s.SlowCall > 0
+	g.budgetTimed = budgetUsesTime(s.Policy.Budget)
 	if tr, ok := s.Policy.Budget.(TokenReporter); ok {
 		g.tokens = tr
 	}
@@ -813,8 +816,5 @@ var idempotencyNames = [...]string{"unset", "idempotent", "not_idempotent"}
 
 // String returns "unset", "idempotent" or "not_idempotent".
 func (i Idempotency) String() string {
-	if int(i) < len(idempotencyNames) {
-		return idempotencyNames[i]
-	}
-	return fmt.Sprintf("Idempotency(%d)", uint8(i))
+	return enumString("Idempotency", idempotencyNames[:], uint8(i))
 }

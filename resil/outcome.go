@@ -1,7 +1,5 @@
 package resil
 
-import "fmt"
-
 // Outcome is how one attempt ended, as the budget and the breaker see it.
 // The zero value is OutcomeSuccess. A plain value, safe to copy and share.
 type Outcome uint8
@@ -22,10 +20,7 @@ var outcomeNames = [...]string{"success", "failure", "timeout", "ignored"}
 
 // String returns the outcome's lower-case name.
 func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
+	return enumString("Outcome", outcomeNames[:], uint8(o))
 }
 
 // failed reports whether the outcome counts against the dependency.

@@ -25,13 +25,10 @@ const (
 	GuardRetries
 )
 
+var scopeNames = [...]string{"all", "retries"}
+
 // String returns "all" or "retries".
-func (s Scope) String() string {
-	if s == GuardRetries {
-		return "retries"
-	}
-	return "all"
-}
+func (s Scope) String() string { return enumString("Scope", scopeNames[:], uint8(s)) }
 
 // HedgeSettings configures hedged requests: when an attempt has not
 // answered after Delay, a second one is sent beside it, and the first
@@ -201,16 +198,10 @@ const (
 	KindHedge
 )
 
+var kindNames = [...]string{"first", "retry", "hedge"}
+
 // String returns "first", "retry" or "hedge".
-func (k Kind) String() string {
-	switch k {
-	case KindRetry:
-		return "retry"
-	case KindHedge:
-		return "hedge"
-	}
-	return "first"
-}
+func (k Kind) String() string { return enumString("Kind", kindNames[:], uint8(k)) }
 
 // Ticket is the policy's handle on one attempt: the breaker's permit and
 // the budget's charge. Hand it back to [Policy.End] when the attempt ends.
@@ -265,11 +256,11 @@ func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 	return t, nil
 }
 
-// budgetTime is the time to hand the budget: the budgets of this package
-// that read no time get the instant as it is, read or not.
+// budgetTime is the time to hand the budget: a Guard's instant is read for
+// a budget that uses the time (see [UsesTime]), and handed as it is, read or
+// not, to one that does not.
 func (p *Policy) budgetTime(now *instant) time.Time {
-	switch p.Budget.(type) {
-	case *TokenBucket, *GRPCThrottle, *AWSQuota, NoBudget:
+	if now.g == nil || !now.g.budgetTimed {
 		return now.t
 	}
 	return now.get()

@@ -1,8 +1,11 @@
 package resil
 
 import (
+	"context"
 	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -353,5 +356,90 @@ func TestPolicyValidate(t *testing.T) {
 	} {
 		err := c.p.Validate()
 		wantSettingError(t, err, c.field)
+	}
+}
+
+// recordingBudget is a Budget that allows everything and remembers the
+// times it was handed.
+type recordingBudget struct {
+	NoBudget
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (b *recordingBudget) Begin(now time.Time) {
+	b.mu.Lock()
+	b.times = append(b.times, now)
+	b.mu.Unlock()
+}
+func (b *recordingBudget) Record(now time.Time, o Outcome, paid float64) {
+	b.mu.Lock()
+	b.times = append(b.times, now)
+	b.mu.Unlock()
+}
+
+// UsesTime is recordingBudget's own: it does not answer for its embedded
+// NoBudget's.
+func (b *recordingBudget) UsesTime() bool { return true }
+
+// untimedBudget says it never looks at the time.
+type untimedBudget struct{ recordingBudget }
+
+func (b *untimedBudget) UsesTime() bool { return false }
+
+// plainBudget does not say.
+type plainBudget struct{ Budget }
+
+// readCounter counts the Guard's clock reads.
+type readCounter struct {
+	*fakeClock
+	reads atomic.Int64
+}
+
+func (c *readCounter) Now() time.Time { c.reads.Add(1); return c.fakeClock.Now() }
+
+// TestBudgetTimeIsOptional: a Budget is handed the time the Guard reads
+// unless it says (UsesTime) it never looks at it; then the Guard does not
+// read its clock for it on the success path. No budget kind is named in
+// the Policy.
+func TestBudgetTimeIsOptional(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		budget func(*recordingBudget) Budget
+		timed  bool
+	}{
+		{"uses time", func(r *recordingBudget) Budget { return r }, true},
+		{"does not say", func(r *recordingBudget) Budget { return plainBudget{r} }, true},
+		{"untimed", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := &readCounter{fakeClock: newFakeClock(t0)}
+			rec := &recordingBudget{}
+			var b Budget
+			if c.budget != nil {
+				b = c.budget(rec)
+			} else {
+				u := &untimedBudget{}
+				rec, b = &u.recordingBudget, u
+			}
+			g, err := NewGuard(GuardSettings{Policy: Policy{Budget: b}, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.times) != 2 {
+				t.Fatalf("the budget was called %d times, want Begin and Record", len(rec.times))
+			}
+			for _, at := range rec.times {
+				if c.timed != at.Equal(t0) || !c.timed && !at.IsZero() {
+					t.Errorf("handed %v (timed %v)", at, c.timed)
+				}
+			}
+			if reads := clk.reads.Load(); c.timed != (reads > 0) {
+				t.Errorf("%d clock reads, timed %v", reads, c.timed)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding"
 	"fmt"
 
 	"github.com/retrystorm/retrystorm/resil"
@@ -33,37 +34,35 @@ func (f Fleet) NewPolicy() (resil.Policy, error) {
 
 func (f Fleet) wrap(err error) error { return fmt.Errorf("fleet %q: %w", f.Name, err) }
 
-var (
-	resilSchedules = map[string]resil.Schedule{
-		"": resil.NoDelay, "none": resil.NoDelay, "fixed": resil.Fixed, "exponential": resil.Exponential,
+// readWord reads one of resil's enum values from its word, with resil's
+// UnmarshalText: the empty word leaves the zero value. what names the
+// field in the error.
+func readWord(v encoding.TextUnmarshaler, what, word string) error {
+	if word == "" {
+		return nil
 	}
-	resilJitters = map[string]resil.Jitter{
-		"": resil.NoJitter, "none": resil.NoJitter, "full": resil.FullJitter, "equal": resil.EqualJitter,
-		"decorrelated": resil.DecorrelatedJitter, "factor": resil.FactorJitter,
+	if err := v.UnmarshalText([]byte(word)); err != nil {
+		return fmt.Errorf("unknown %s %q: %w", what, word, err)
 	}
-	resilFundings = map[string]resil.Funding{"success": resil.FundedBySuccess, "request": resil.FundedByRequest}
-	resilRules    = map[string]resil.TripRule{
-		BreakerConsecutive: resil.ConsecutiveFailures,
-		BreakerCountWindow: resil.CountWindow,
-		BreakerTimeWindow:  resil.TimeWindow,
-	}
-	resilScopes = map[string]resil.Scope{"": resil.GuardAll, "all": resil.GuardAll, "retries": resil.GuardRetries}
-)
+	return nil
+}
 
 func (b Backoff) resil() (resil.Backoff, error) {
-	schedule, ok := resilSchedules[b.Use]
-	if !ok {
-		return resil.Backoff{}, fmt.Errorf("unknown backoff use %q", b.Use)
+	rb := resil.Backoff{Base: b.Base, Cap: b.Cap, Multiplier: b.Multiplier, Factor: b.Factor}
+	if err := readWord(&rb.Schedule, "backoff use", b.Use); err != nil {
+		return resil.Backoff{}, err
 	}
-	jitter, ok := resilJitters[b.Jitter]
-	if !ok {
-		return resil.Backoff{}, fmt.Errorf("unknown jitter %q", b.Jitter)
-	}
-	rb := resil.Backoff{
-		Schedule: schedule, Base: b.Base, Cap: b.Cap,
-		Multiplier: b.Multiplier, Jitter: jitter, Factor: b.Factor,
+	if err := readWord(&rb.Jitter, "jitter", b.Jitter); err != nil {
+		return resil.Backoff{}, err
 	}
 	return rb, rb.Validate()
+}
+
+// funding is the budget's funded_by.
+func (b Budget) funding() (resil.Funding, error) {
+	var f resil.Funding
+	err := readWord(&f, "funded_by", b.Funding)
+	return f, err
 }
 
 // resil returns a new budget, or nil for none: a nil Budget is resil's "no
@@ -73,14 +72,22 @@ func (b Budget) resil() (resil.Budget, error) {
 	case BudgetNone, "":
 		return nil, nil
 	case BudgetTokenBucket:
+		funding, err := b.funding()
+		if err != nil {
+			return nil, err
+		}
 		return resil.NewTokenBucket(resil.TokenBucketSettings{
-			Ratio: b.Ratio, Funding: resilFundings[b.Funding],
+			Ratio: b.Ratio, Funding: funding,
 			MinTokens: b.MinTokens, MaxTokens: b.MaxTokens,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
 		})
 	case BudgetWindow:
+		funding, err := b.funding()
+		if err != nil {
+			return nil, err
+		}
 		return resil.NewWindowBudget(resil.WindowBudgetSettings{
-			Ratio: b.Ratio, Funding: resilFundings[b.Funding],
+			Ratio: b.Ratio, Funding: funding,
 			MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: b.TTL,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
 		})
@@ -101,13 +108,13 @@ func (b Breaker) resil(name string) (*resil.Breaker, resil.Scope, error) {
 	if b.Use == BreakerNone || b.Use == "" {
 		return nil, resil.GuardAll, nil
 	}
-	rule, ok := resilRules[b.Use]
-	if !ok {
-		return nil, 0, fmt.Errorf("unknown breaker use %q", b.Use)
+	var rule resil.TripRule
+	if err := readWord(&rule, "breaker use", b.Use); err != nil {
+		return nil, 0, err
 	}
-	scope, ok := resilScopes[b.Scope]
-	if !ok {
-		return nil, 0, fmt.Errorf("unknown breaker scope %q", b.Scope)
+	var scope resil.Scope
+	if err := readWord(&scope, "breaker scope", b.Scope); err != nil {
+		return nil, 0, err
 	}
 	br, err := resil.NewBreaker(resil.BreakerSettings{
 		Name: name, Rule: rule,

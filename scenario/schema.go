@@ -1,25 +1,49 @@
 package scenario
 
-import "time"
+import (
+	"encoding"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+)
 
 // The file's shape: one table per YAML map, bound to the struct it fills,
 // with each key's kinds, whether it is required, and the defaults. Keys
 // appear in the order Marshal writes them. docs/scenario.md documents
 // every one of them: keep it in step.
 
-// Names of the kinds and choices, as the file spells them.
+// Names of the kinds and choices, as the file spells them. The choices
+// that are resil's (a backoff's schedule and jitter, a budget's funding, a
+// breaker's rule and scope) are resil's own words, from its enums'
+// MarshalText: the file takes its vocabulary from the library, and
+// NewPolicy reads it back with UnmarshalText.
 var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
 	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
 	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS}
-	breakerKinds = []string{BreakerNone, BreakerConsecutive, BreakerCountWindow, BreakerTimeWindow}
-	schedules    = []string{"none", "fixed", "exponential"}
-	jitters      = []string{"none", "full", "equal", "decorrelated", "factor"}
+	breakerRules = resilWords(resil.ConsecutiveFailures, resil.CountWindow, resil.TimeWindow)
+	breakerKinds = append([]string{BreakerNone}, breakerRules...)
+	schedules    = resilWords(resil.NoDelay, resil.Fixed, resil.Exponential)
+	jitters      = resilWords(resil.NoJitter, resil.FullJitter, resil.EqualJitter, resil.DecorrelatedJitter, resil.FactorJitter)
 	arrivals     = []string{"constant", "poisson"}
 	disciplines  = []string{"fifo", "lifo"}
-	fundings     = []string{"success", "request"}
-	scopes       = []string{"all", "retries"}
+	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest)
+	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
 )
+
+// resilWords returns the words of resil's enum values vs. Every value given has
+// one; a test checks that none is empty.
+func resilWords[T encoding.TextMarshaler](vs ...T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		b, _ := v.MarshalText()
+		out[i] = string(b)
+	}
+	return out
+}
+
+// resilWord is the word of one of resil's enum values.
+func resilWord(v encoding.TextMarshaler) string { return resilWords(v)[0] }
 
 func scenarioObject(s *Scenario) *object {
 	return &object{
@@ -134,17 +158,17 @@ func retryObject(r *Retry) *object {
 
 func backoffObject(b *Backoff) *object {
 	return &object{
-		selector: "use", kind: &b.Use, kinds: schedules, defKind: "none", absentKind: "none", what: "use: %s",
+		selector: "use", kind: &b.Use, kinds: schedules, defKind: resilWord(resil.NoDelay), absentKind: resilWord(resil.NoDelay), what: "use: %s",
 		fields: []field{
 			{key: "base", v: duration{&b.Base}},
 			{key: "cap", v: duration{&b.Cap}},
-			{key: "multiplier", kinds: []string{"exponential"}, v: number{&b.Multiplier}},
+			{key: "multiplier", kinds: []string{resilWord(resil.Exponential)}, v: number{&b.Multiplier}},
 			{key: "jitter", v: word{&b.Jitter, jitters}},
 			{key: "factor", v: number{&b.Factor}},
 		},
 		preset: func(use string) {
-			b.Jitter = "none"
-			if use == "exponential" {
+			b.Jitter = resilWord(resil.NoJitter)
+			if use == resilWord(resil.Exponential) {
 				b.Multiplier = 2
 			}
 		},
@@ -181,9 +205,9 @@ func budgetObject(b *Budget) *object {
 		preset: func(use string) {
 			switch use {
 			case BudgetTokenBucket:
-				b.Funding, b.MaxTokens, b.RetryCost = "success", 100, 1
+				b.Funding, b.MaxTokens, b.RetryCost = resilWord(resil.FundedBySuccess), 100, 1
 			case BudgetWindow:
-				b.Funding, b.TTL, b.RetryCost = "success", 10*time.Second, 1
+				b.Funding, b.TTL, b.RetryCost = resilWord(resil.FundedBySuccess), 10*time.Second, 1
 			case BudgetAWS:
 				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
 			}
@@ -205,7 +229,7 @@ func budgetObject(b *Budget) *object {
 
 func breakerObject(b *Breaker) *object {
 	var (
-		rules   = []string{BreakerConsecutive, BreakerCountWindow, BreakerTimeWindow}
+		rules   = breakerRules
 		windows = []string{BreakerCountWindow, BreakerTimeWindow}
 	)
 	settings := &object{
@@ -225,7 +249,7 @@ func breakerObject(b *Breaker) *object {
 		},
 		preset: func(use string) {
 			if use != BreakerNone {
-				b.Cooldown, b.Probes, b.Scope = 5*time.Second, 1, "all"
+				b.Cooldown, b.Probes, b.Scope = 5*time.Second, 1, resilWord(resil.GuardAll)
 			}
 		},
 		finish: func(has func(string) bool) {

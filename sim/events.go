@@ -22,7 +22,7 @@ type event struct {
 	ref  int32
 	gen  uint32
 	kind eventKind
-	aux  uint8 // per kind: the replica of evComplete, the outcome of evAnswer
+	aux  uint8 // the outcome of evAnswer
 }
 
 func (e *event) before(o *event) bool {

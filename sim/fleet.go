@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -60,19 +61,6 @@ type intent struct {
 	free       bool
 }
 
-// lossReason is why an intent ended without success.
-type lossReason uint8
-
-const (
-	lostNone lossReason = iota
-	lostExhausted
-	lostBudget
-	lostBreaker
-	lostNotIdempotent
-	lostDeadline
-	lostUnfinished
-)
-
 // fleet runs one fleet of a scenario: its clients, its copy of the origin,
 // and the accounting.
 type fleet struct {
@@ -107,7 +95,7 @@ type fleet struct {
 	sched  schedule
 	envAt  int // index of the env in force
 	env    *env
-	origin origin
+	origin []origin.Model // one per replica
 
 	nextArrival int64
 	count       uint64 // intents so far
@@ -230,8 +218,11 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 	}
 	f.take()
 	f.env = &f.sched.envs[0]
-	f.origin = newOrigin(&sc.Origin, replicas)
-	f.origin.envChanged(f, 0, f.env)
+	if err := f.newOrigin(&sc.Origin, replicas); err != nil {
+		f.give()
+		return nil, err
+	}
+	f.setConditions(0)
 	f.s = newSeries(f.nTicks)
 	f.nextArrival = f.firstArrival(0)
 	return f, nil
@@ -356,7 +347,7 @@ func (f *fleet) switchEnv(at int64) {
 	f.envAt++
 	old := f.env
 	f.env = &f.sched.envs[f.envAt]
-	f.origin.envChanged(f, at, f.env)
+	f.setConditions(at)
 	if f.env.rate != old.rate {
 		// Restart arrivals at the new rate; Poisson arrivals are
 		// memoryless, so this is exact for them.
@@ -374,7 +365,7 @@ func (f *fleet) sampleUpTo(k int) {
 	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample
-		f.s.Queue[t] = int64(f.origin.queued())
+		f.s.Queue[t] = f.queued()
 		end := f.vt(int64(t+1) * f.tickNs)
 		open := 0
 		for i := range f.policies {
@@ -402,15 +393,22 @@ func (f *fleet) handle(e event) {
 		}
 		a.state = gaveUp
 		f.finish(e.ref, e.at, resil.OutcomeTimeout)
-		f.origin.gaveUp(f, e.ref, e.at)
+		if a.serving {
+			f.origin[a.replica].Left(time.Duration(e.at), origin.Request(e.ref))
+		}
 		f.release(e.ref)
 	case evAnswer:
 		if f.atts[e.ref].gen == e.gen {
 			f.deliver(e.ref, e.at, e.aux == 1)
 		}
 	case evComplete:
-		if f.atts[e.ref].gen == e.gen {
-			f.origin.complete(f, e.ref, int(e.aux), e.at)
+		// The answer first, then the model frees the server for what
+		// waits.
+		if a := &f.atts[e.ref]; a.gen == e.gen {
+			a.serving = false
+			m := f.origin[a.replica]
+			f.deliver(e.ref, e.at, f.outcome(e.ref))
+			m.Done(time.Duration(e.at), origin.Request(e.ref))
 		}
 	case evHedge:
 		a := &f.atts[e.ref]
@@ -450,7 +448,7 @@ func (f *fleet) arrive(now int64) {
 	t, err := f.policies[in.client].Begin(f.vt(now), &in.in)
 	if err != nil {
 		f.refused(i, now)
-		f.endIntent(i, lostBreaker)
+		f.lose(i, resil.ReasonOf(err))
 		return
 	}
 	f.send(i, now, t, -1)
@@ -498,7 +496,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	if f.env.outage {
 		a.done = true // nothing answers: it is never seen
 	} else {
-		f.origin.arrive(f, ai, now)
+		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ai))
 	}
 	a = &f.atts[ai]
 	if !a.known {
@@ -536,11 +534,11 @@ func (f *fleet) reject(a int32, now int64) {
 	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer}, laneReject)
 }
 
-// complete schedules the end of attempt a's service at replica r.
-func (f *fleet) complete(a int32, r int, at int64) {
+// complete schedules the end of attempt a's service.
+func (f *fleet) complete(a int32, at int64) {
 	x := &f.atts[a]
 	x.known = at <= x.deadline
-	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete, aux: uint8(r)}, laneComplete)
+	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete}, laneComplete)
 }
 
 // expired reports whether attempt a's client has given up, or will have
@@ -606,7 +604,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 			f.atts[h].state = cancelled
 			f.release(h)
 		}
-		f.endIntent(i, lostNone)
+		f.endIntent(i)
 		return
 	}
 	if a.tick >= 0 {
@@ -625,27 +623,14 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	}
 	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
 	if err != nil {
-		f.endIntent(i, reasonOf(err))
-		if errors.Is(err, resil.ErrBudgetExhausted) {
+		r := resil.ReasonOf(err)
+		f.lose(i, r)
+		if r == resil.StopBudget {
 			f.sum.BudgetDenials++
 		}
 		return
 	}
 	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
-}
-
-func reasonOf(err error) lossReason {
-	switch err {
-	case resil.ErrBudgetExhausted:
-		return lostBudget
-	case resil.ErrNotIdempotent:
-		return lostNotIdempotent
-	case resil.ErrNoTimeLeft:
-		return lostDeadline
-	case resil.ErrBreakerOpen, resil.ErrTooManyProbes:
-		return lostBreaker
-	}
-	return lostExhausted
 }
 
 // resume sends intent i's retry at the end of its backoff.
@@ -654,7 +639,7 @@ func (f *fleet) resume(i int32, now int64) {
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
 	if err != nil {
 		f.refused(i, now)
-		f.endIntent(i, lostBreaker)
+		f.lose(i, resil.ReasonOf(err))
 		return
 	}
 	f.send(i, now, t, -1)
@@ -666,7 +651,7 @@ func (f *fleet) hedge(a int32, now int64) {
 	in := &f.ints[i]
 	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
 	if err != nil {
-		if err == resil.ErrBudgetExhausted {
+		if resil.ReasonOf(err) == resil.StopBudget {
 			f.sum.BudgetDenials++
 		}
 		return // a refused hedge is no loss: the attempt is still out
@@ -702,34 +687,23 @@ func (f *fleet) refused(i int32, now int64) {
 	if in.latest > 0 {
 		timeout = min(timeout, in.latest-now)
 	}
-	if f.origin.inTime(f, r, now, timeout) {
+	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
 		f.sum.AnswersThrownAway++
 	}
 }
 
-// endIntent ends intent i; reason is lostNone for a success.
-func (f *fleet) endIntent(i int32, reason lossReason) {
+// lose ends intent i without success: resil stopped it for reason r.
+func (f *fleet) lose(i int32, r resil.StopReason) {
+	f.sum.IntentsLost++
+	f.sum.LostBy.Add(r)
+	f.endIntent(i)
+}
+
+// endIntent ends intent i, won or lost.
+func (f *fleet) endIntent(i int32) {
 	in := &f.ints[i]
 	if in.failed && in.afterClear {
 		f.sum.Victims++
-	}
-	if reason != lostNone {
-		f.sum.IntentsLost++
-		l := &f.sum.LostBy
-		switch reason {
-		case lostExhausted:
-			l.RetriesExhausted++
-		case lostBudget:
-			l.Budget++
-		case lostBreaker:
-			l.Breaker++
-		case lostNotIdempotent:
-			l.NotIdempotent++
-		case lostDeadline:
-			l.Deadline++
-		case lostUnfinished:
-			l.Unfinished++
-		}
 	}
 	in.free = true
 	in.gen++
@@ -741,7 +715,9 @@ func (f *fleet) endIntent(i int32, reason lossReason) {
 func (f *fleet) finishUnfinished() {
 	for i := range f.ints {
 		if !f.ints[i].free {
-			f.endIntent(int32(i), lostUnfinished)
+			f.sum.IntentsLost++
+			f.sum.LostBy.Unfinished++
+			f.endIntent(int32(i))
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/retrystorm/retrystorm/resil"
+
 // Result is one run of a scenario: every fleet's summary and per-tick
 // series. Its JSON form is the contract in DESIGN.md; times are seconds.
 type Result struct {
@@ -78,7 +80,8 @@ type Summary struct {
 }
 
 // LostBy splits IntentsLost by the reason the last attempt was not
-// followed by another.
+// followed by another. Add files resil's reasons into these columns;
+// Unfinished is for the intents the run ended before they did.
 type LostBy struct {
 	RetriesExhausted int64 `json:"retries_exhausted"`
 	Budget           int64 `json:"budget"`
@@ -86,6 +89,27 @@ type LostBy struct {
 	NotIdempotent    int64 `json:"not_idempotent"`
 	Deadline         int64 `json:"deadline"`
 	Unfinished       int64 `json:"unfinished"`
+}
+
+// Add counts one intent resil stopped for reason r (see resil.ReasonOf):
+// the reasons the dependency's answers gave (retries exhausted, an error
+// not worth a retry, pushback) and a reason resil did not give (StopNone)
+// are RetriesExhausted; the caller's time running out, or its cancelling,
+// is Deadline. The simulator and the lab both count with it, so that a
+// reason is filed in one column everywhere.
+func (l *LostBy) Add(r resil.StopReason) {
+	switch r {
+	case resil.StopBudget:
+		l.Budget++
+	case resil.StopBreaker:
+		l.Breaker++
+	case resil.StopNotIdempotent:
+		l.NotIdempotent++
+	case resil.StopDeadline, resil.StopCanceled:
+		l.Deadline++
+	default:
+		l.RetriesExhausted++
+	}
 }
 
 // Series holds per-tick arrays, all of the same length. Attempt counts are

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -307,5 +308,18 @@ func TestStopsOnCancel(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, sc); err == nil {
 		t.Fatal("a cancelled run returned no error")
+	}
+}
+
+// TestLostByColumns: every reason resil stops for lands in one column of
+// the JSON's lost_by.
+func TestLostByColumns(t *testing.T) {
+	var l LostBy
+	for r := resil.StopReason(0); r <= resil.StopCanceled; r++ {
+		l.Add(r)
+	}
+	want := LostBy{RetriesExhausted: 4, Budget: 1, Breaker: 1, NotIdempotent: 1, Deadline: 2}
+	if l != want {
+		t.Fatalf("%+v, want %+v (none, exhausted, not retryable and pushback are exhausted; deadline and canceled are deadline)", l, want)
 	}
 }

@@ -20,7 +20,11 @@
 //     connection errors as resil.OutcomeFailure, so a budget's TimeoutCost applies.
 //   - Response bodies of discarded attempts are drained and closed. When
 //     the retries stop on a retryable status, the last response is returned
-//     with a nil error, as any RoundTripper returns an HTTP error status.
+//     with a nil error, as any RoundTripper returns an HTTP error status;
+//     StopOf says why they stopped.
+//   - Base sees each attempt's resil.Attempt (its number, and whether it is
+//     a first attempt, a retry or a hedge) on the request's context:
+//     AttemptOf.
 package resilhttp
 
 import (
@@ -115,94 +119,184 @@ func Idempotent(method string) bool {
 }
 
 // RoundTrip sends req under the Guard. It returns the first response that
-// is not retried, or the last one when the retries stop; an error when no
-// response came (a refused call wraps resil.ErrBreakerOpen, a stopped one
-// is a *resil.StopError).
+// is not retried, or the last one when the retries stop (StopOf says why);
+// an error when no response came (a refused call wraps resil.ErrBreakerOpen,
+// a stopped one is a *resil.StopError). Each attempt's request carries its
+// resil.Attempt on its context, for Base to read with AttemptOf.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Guard == nil {
 		closeBody(req)
 		return nil, errNoGuard
 	}
-	hdr := t.KeyHeader
-	if hdr == "" {
-		hdr = DefaultKeyHeader
+	c := t.newCall(req)
+	resp, err := resil.CallWith(req.Context(), t.Guard, c.options(), c.send)
+	c.settleBody()
+	if resp != nil {
+		return withStop(resp, req, err), nil // the answer, or the last one when retries stopped
 	}
+	return nil, err
+}
+
+// call is one RoundTrip: the request, the settings it runs under, and who
+// sent its body.
+type call struct {
+	t             *Transport
+	req           *http.Request
+	hdr           string // the key's header
+	base          http.RoundTripper
+	retry, failed func(code int) bool
+	hasBody       bool
+	bodyUsed      sync.Once // taken by the first attempt, or by settleBody
+	usedOriginal  bool      // the first attempt sent req.Body itself
+}
+
+// newCall fills in the Transport's defaults for req.
+func (t *Transport) newCall(req *http.Request) *call {
+	c := &call{t: t, req: req, hdr: t.KeyHeader, base: t.Base, retry: t.RetryStatus, failed: t.FailureStatus,
+		hasBody: req.Body != nil && req.Body != http.NoBody}
+	if c.hdr == "" {
+		c.hdr = DefaultKeyHeader
+	}
+	if c.base == nil {
+		c.base = http.DefaultTransport
+	}
+	if c.retry == nil {
+		c.retry = DefaultRetryStatus
+	}
+	if c.failed == nil {
+		c.failed = DefaultFailureStatus
+	}
+	return c
+}
+
+// options says what the Guard may repeat: an idempotent method, a request
+// with a key (or one Keys gives it), and never a body that cannot be sent
+// again.
+func (c *call) options() resil.CallOptions[*http.Response] {
 	o := resil.CallOptions[*http.Response]{
 		Idempotency: resil.NotIdempotent,
-		Key:         req.Header.Get(hdr),
+		Key:         c.req.Header.Get(c.hdr),
 		Discard:     discard,
 		Keep:        keep,
 	}
-	if Idempotent(req.Method) {
+	m := c.req.Method
+	if Idempotent(m) {
 		o.Idempotency = resil.Idempotent
-	} else if o.Key == "" && t.Keys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
+	} else if o.Key == "" && c.t.Keys && (m == http.MethodPost || m == http.MethodPatch) {
 		o.NewKey = true
 	}
-	hasBody := req.Body != nil && req.Body != http.NoBody
-	if hasBody && req.GetBody == nil {
+	if c.hasBody && c.req.GetBody == nil {
 		o.Once = true // the body can be sent once only
 	}
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	retry, failed := t.RetryStatus, t.FailureStatus
-	if retry == nil {
-		retry = DefaultRetryStatus
-	}
-	if failed == nil {
-		failed = DefaultFailureStatus
-	}
+	return o
+}
 
-	// The original body goes with the first attempt; every later attempt
-	// (retry or hedge) gets a fresh copy from GetBody.
-	var bodyUsed sync.Once
-	usedOriginal := false
-	send := func(ctx context.Context, a resil.Attempt) (*http.Response, error) {
-		r := req.WithContext(ctx)
-		if hasBody {
-			first := false
-			if a.Number == 1 {
-				bodyUsed.Do(func() { first, usedOriginal = true, true })
-			}
-			if !first {
-				body, err := req.GetBody()
-				if err != nil {
-					return nil, resil.Permanent(err)
-				}
-				r.Body = body
-			}
-		}
-		if a.Key != "" && r.Header.Get(hdr) != a.Key {
-			r.Header = req.Header.Clone()
-			if r.Header == nil {
-				r.Header = make(http.Header)
-			}
-			r.Header.Set(hdr, a.Key)
-		}
-		resp, err := base.RoundTrip(r)
-		if err != nil {
-			return nil, classify(err)
-		}
-		switch {
-		case retry(resp.StatusCode):
-			return resp, &StatusError{Code: resp.StatusCode, Wait: retryAfter(resp.Header.Get("Retry-After"), t.Guard.Now())}
-		case failed(resp.StatusCode):
-			return resp, resil.Permanent(&StatusError{Code: resp.StatusCode})
-		}
-		return resp, nil
+// send is one attempt: its request, sent by Base, and the answer judged.
+func (c *call) send(ctx context.Context, a resil.Attempt) (*http.Response, error) {
+	r, err := c.attemptRequest(ctx, a)
+	if err != nil {
+		return nil, err
 	}
-	resp, err := resil.CallWith(req.Context(), t.Guard, o, send)
-	if hasBody {
-		bodyUsed.Do(func() {}) // no attempt may take it from here on
-		if !usedOriginal {
-			closeBody(req) // never sent: RoundTrip must close it all the same
+	resp, err := c.base.RoundTrip(r)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return resp, c.judge(resp)
+}
+
+// attemptRequest is req for attempt a: on the attempt's context, which
+// carries a, with a body of its own (the original goes with the first
+// attempt, a copy from GetBody with every later one) and the key.
+func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Request, error) {
+	r := c.req.WithContext(context.WithValue(ctx, attemptKey{}, a))
+	if c.hasBody {
+		first := false
+		if a.Number == 1 {
+			c.bodyUsed.Do(func() { first, c.usedOriginal = true, true })
+		}
+		if !first {
+			body, err := c.req.GetBody()
+			if err != nil {
+				return nil, resil.Permanent(err)
+			}
+			r.Body = body
 		}
 	}
-	if resp != nil {
-		return resp, nil // the answer, or the last one when retries stopped
+	if a.Key != "" && r.Header.Get(c.hdr) != a.Key {
+		r.Header = c.req.Header.Clone()
+		if r.Header == nil {
+			r.Header = make(http.Header)
+		}
+		r.Header.Set(c.hdr, a.Key)
 	}
-	return nil, err
+	return r, nil
+}
+
+// judge is the error a response stands for: a *StatusError for a status
+// worth a retry (with its Retry-After), a permanent one for a failure not
+// worth one, nil for an answer.
+func (c *call) judge(resp *http.Response) error {
+	switch {
+	case c.retry(resp.StatusCode):
+		return &StatusError{Code: resp.StatusCode, Wait: retryAfter(resp.Header.Get("Retry-After"), c.t.Guard.Now())}
+	case c.failed(resp.StatusCode):
+		return resil.Permanent(&StatusError{Code: resp.StatusCode})
+	}
+	return nil
+}
+
+// settleBody closes the request's body when no attempt sent it, as
+// RoundTrip must, and keeps any attempt from taking it from here on.
+func (c *call) settleBody() {
+	if c.hasBody {
+		c.bodyUsed.Do(func() {})
+		if !c.usedOriginal {
+			closeBody(c.req)
+		}
+	}
+}
+
+type attemptKey struct{}
+
+// AttemptOf returns the attempt a request is sent as, from the context of
+// the request a Transport hands its Base: its number, its kind (first,
+// retry or hedge) and its idempotency key. ok is false for a context no
+// Transport made.
+func AttemptOf(ctx context.Context) (a resil.Attempt, ok bool) {
+	a, ok = ctx.Value(attemptKey{}).(resil.Attempt)
+	return a, ok
+}
+
+type stopKey struct{}
+
+// withStop records on resp, when err is the *resil.StopError the call
+// stopped with, that error, for StopOf. resp.Request becomes a copy of
+// itself (or of req, when Base set none) whose context carries it.
+func withStop(resp *http.Response, req *http.Request, err error) *http.Response {
+	se, ok := errors.AsType[*resil.StopError](err)
+	if !ok {
+		return resp
+	}
+	r := resp.Request
+	if r == nil {
+		r = req
+	}
+	resp.Request = r.WithContext(context.WithValue(r.Context(), stopKey{}, se))
+	return resp
+}
+
+// StopOf returns why the Transport stopped on resp: the *resil.StopError of
+// a call whose retries ended on a retryable or failed status, which
+// RoundTrip returns with the response and a nil error (as a RoundTripper
+// must). resil.ReasonOf names the reason. It is nil for a response the
+// Transport did not stop on: an answer, or a status that is neither
+// retryable nor a failure (a 404).
+func StopOf(resp *http.Response) *resil.StopError {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	se, _ := resp.Request.Context().Value(stopKey{}).(*resil.StopError)
+	return se
 }
 
 // classify marks the errors that no retry can fix.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,7 +262,8 @@ func TestTransportGivesUpWithLastResponse(t *testing.T) {
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
 	g := newGuard(t, &skipClock{now: epoch}, resil.Policy{MaxRetries: 2})
-	c := &http.Client{Transport: &Transport{Guard: g, Base: srv.Client().Transport}}
+	attempts := &attemptRecorder{base: srv.Client().Transport}
+	c := &http.Client{Transport: &Transport{Guard: g, Base: attempts}}
 	resp, err := c.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +272,13 @@ func TestTransportGivesUpWithLastResponse(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 || string(body) != "Service Unavailable" || len(o.Seen()) != 3 {
 		t.Fatalf("%d %q after %d attempts", resp.StatusCode, body, len(o.Seen()))
+	}
+	// Base saw each attempt, and the caller learns why the retries stopped.
+	if got := attempts.String(); got != "1 first, 2 retry, 3 retry" {
+		t.Fatalf("Base saw %s", got)
+	}
+	if se := StopOf(resp); se == nil || resil.ReasonOf(se) != resil.StopRetriesExhausted || se.Attempts != 3 {
+		t.Fatalf("StopOf = %v", se)
 	}
 	// 500 is a failure for the breaker, not retried.
 	o2 := &origin{script: []func(http.ResponseWriter){status(500)}}
@@ -284,6 +293,9 @@ func TestTransportGivesUpWithLastResponse(t *testing.T) {
 		t.Fatalf("%v %v", resp, err)
 	}
 	resp.Body.Close()
+	if r := resil.ReasonOf(StopOf(resp)); r != resil.StopNotRetryable {
+		t.Fatalf("stopped on a 500 for %v", r)
+	}
 	// The breaker is open now: refused, with an error and no request.
 	req := mustReq(t, http.MethodPut, srv2.URL, "w")
 	body2 := &closeCounter{Reader: strings.NewReader("w")}
@@ -294,6 +306,59 @@ func TestTransportGivesUpWithLastResponse(t *testing.T) {
 	}
 	if !body2.closed {
 		t.Fatal("the request body of a refused call was not closed")
+	}
+}
+
+// attemptRecorder is a Base that records the attempt of every request it
+// sends, as AttemptOf reads it.
+type attemptRecorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (a *attemptRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	at, ok := AttemptOf(r.Context())
+	a.mu.Lock()
+	if ok {
+		a.seen = append(a.seen, strconv.Itoa(at.Number)+" "+at.Kind.String())
+	} else {
+		a.seen = append(a.seen, "none")
+	}
+	a.mu.Unlock()
+	return a.base.RoundTrip(r)
+}
+
+func (a *attemptRecorder) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.seen, ", ")
+}
+
+// TestStopOfAnswer: an answer, and a status neither retried nor failed,
+// carry no stop.
+func TestStopOfAnswer(t *testing.T) {
+	o := &origin{script: []func(http.ResponseWriter){status(404)}}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	g := newGuard(t, &skipClock{now: epoch}, resil.Policy{MaxRetries: 2})
+	c := &http.Client{Transport: &Transport{Guard: g, Base: srv.Client().Transport}}
+	for _, want := range []int{404, 200} {
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || StopOf(resp) != nil {
+			t.Fatalf("%d: StopOf = %v", resp.StatusCode, StopOf(resp))
+		}
+	}
+	if StopOf(nil) != nil {
+		t.Fatal("StopOf(nil) is not nil")
+	}
+	if _, ok := AttemptOf(context.Background()); ok {
+		t.Fatal("an attempt on a context no Transport made")
 	}
 }
 
@@ -378,7 +443,8 @@ func TestTransportHedge(t *testing.T) {
 			}
 			io.WriteString(w, "fast")
 		})
-		tr := &closeTracker{base: handlerTransport{h}}
+		seen := &attemptRecorder{base: handlerTransport{h}}
+		tr := &closeTracker{base: seen}
 		g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, AttemptTimeout: 5 * time.Second,
 			Policy: resil.Policy{Hedge: resil.HedgeSettings{Delay: 50 * time.Millisecond}}})
 		c := &http.Client{Transport: &Transport{Guard: g, Base: tr}}
@@ -400,6 +466,9 @@ func TestTransportHedge(t *testing.T) {
 		}
 		if s := g.Stats(); s.Hedges != 1 {
 			t.Fatalf("stats %+v", s)
+		}
+		if got := seen.String(); got != "1 first, 2 hedge" {
+			t.Fatalf("Base saw %s", got)
 		}
 	})
 }

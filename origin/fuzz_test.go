@@ -1,0 +1,149 @@
+package origin
+
+import (
+	"testing"
+	"time"
+)
+
+// reqState is where a request stands, as a checking driver sees it.
+type reqState uint8
+
+const (
+	unseen reqState = iota
+	waiting
+	serving
+	finished // answered, rejected or dropped
+)
+
+// checker is a Driver that keeps each request's state and fails on any
+// decision a model may not make: serving a request twice, deciding about
+// one that is not waiting, ending service before it starts.
+type checker struct {
+	t        *testing.T
+	now      time.Duration
+	state    []reqState
+	end      []time.Duration // when each request's service ends, if serving
+	deadline []time.Duration
+	answered int
+}
+
+func (c *checker) decided(r Request, from reqState, to reqState, what string) {
+	if c.state[r] != from {
+		c.t.Fatalf("%v: %s %d, which is in state %d", c.now, what, r, c.state[r])
+	}
+	c.state[r] = to
+}
+
+func (c *checker) Answer(r Request, at time.Duration) {
+	if at < c.now {
+		c.t.Fatalf("%v: answer %d at %v, in the past", c.now, r, at)
+	}
+	c.decided(r, waiting, finished, "answer")
+	c.answered++
+}
+
+func (c *checker) Serve(r Request, now, end time.Duration) {
+	if now != c.now || end < now {
+		c.t.Fatalf("%v: serve %d from %v until %v", c.now, r, now, end)
+	}
+	c.decided(r, waiting, serving, "serve")
+	c.end[r] = end
+}
+
+func (c *checker) Reject(r Request, now time.Duration) { c.decided(r, waiting, finished, "reject") }
+
+func (c *checker) Drop(r Request, now time.Duration) {
+	if c.state[r] != waiting && c.state[r] != serving {
+		c.t.Fatalf("%v: drop %d in state %d", c.now, r, c.state[r])
+	}
+	c.state[r] = finished
+}
+
+func (c *checker) Expired(r Request, at time.Duration) bool { return at > c.deadline[r] }
+
+// FuzzModels drives every model with any sequence of arrivals, ends of
+// service (in time order), clients leaving and condition changes, and
+// checks the invariants: a request is decided once and never after it is
+// finished; the workers in service never exceed their number; the queue
+// never exceeds its limit; Busy and Queued count what the driver sees.
+func FuzzModels(f *testing.F) {
+	f.Add(uint8(1), uint8(2), uint8(3), false, []byte{0, 0, 0, 0, 1, 1, 2, 3, 1, 0, 1})
+	f.Add(uint8(1), uint8(1), uint8(0), true, []byte{0, 0, 0, 0, 0, 2, 1, 4, 1, 1, 1, 5, 1})
+	f.Add(uint8(0), uint8(0), uint8(0), false, []byte{0, 0, 3, 0, 4, 0, 1, 0})
+	f.Add(uint8(2), uint8(3), uint8(1), false, []byte{0, 0, 0, 2, 1, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, kind, workers, limit uint8, flag bool, ops []byte) {
+		if len(ops) > 400 {
+			ops = ops[:400]
+		}
+		c := &checker{t: t}
+		var m Model
+		var err error
+		switch kind % 3 {
+		case 0:
+			m, err = NewCapacity(CapacitySettings{Capacity: 20, Latency: 30 * ms, RejectionCost: float64(limit%5) / 4}, c)
+		case 1:
+			m, err = NewQueue(QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit % 4), LIFO: flag, DropExpired: !flag || limit%2 == 1}, c)
+		case 2:
+			m, err = NewConcurrency(ConcurrencySettings{Base: 50 * ms, PerInflight: ms}, c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := m.(*Queue)
+		for i, op := range ops {
+			c.now += time.Duration(op>>3) * 7 * ms
+			switch op % 6 {
+			case 0, 1: // an arrival
+				r := Request(len(c.state))
+				c.state = append(c.state, waiting)
+				c.end = append(c.end, 0)
+				c.deadline = append(c.deadline, c.now+time.Duration(op%4)*60*ms)
+				m.Arrive(c.now, r)
+			case 2, 3: // the earliest end of service falls due
+				r, at := Request(-1), time.Duration(0)
+				for j, s := range c.state {
+					if s == serving && (r < 0 || c.end[j] < at) {
+						r, at = Request(j), c.end[j]
+					}
+				}
+				if r >= 0 {
+					c.now = max(c.now, at)
+					c.state[r] = finished
+					c.answered++
+					m.Done(c.now, r)
+				}
+			case 4: // a client in service leaves
+				for j, s := range c.state {
+					if s == serving && c.deadline[j] < c.now {
+						m.Left(c.now, Request(j))
+						break
+					}
+				}
+			case 5:
+				m.SetConditions(c.now, Conditions{Capacity: float64(op%3) * 10, Factor: 1 + float64(op%2)})
+			}
+			var inService, queued int
+			for _, s := range c.state {
+				switch s {
+				case serving:
+					inService++
+				case waiting:
+					queued++
+				}
+			}
+			if kind%3 == 0 && queued != 0 {
+				t.Fatalf("op %d: the capacity model left %d undecided", i, queued)
+			}
+			wantQueued := queued
+			if q == nil {
+				wantQueued = inService // without a queue, the load in service
+			}
+			if kind%3 != 0 && (m.Busy() != inService || m.Queued() != wantQueued) {
+				t.Fatalf("op %d: Busy %d, Queued %d; the driver sees %d in service, %d waiting", i, m.Busy(), m.Queued(), inService, queued)
+			}
+			if q != nil && (q.busy > q.workers || (q.limit > 0 && q.q.len() > q.limit)) {
+				t.Fatalf("op %d: %d of %d workers busy, %d queued (limit %d)", i, q.busy, q.workers, q.q.len(), q.limit)
+			}
+		}
+	})
+}
