@@ -457,6 +457,12 @@ func TestHedge(t *testing.T) {
 	if paid := 3.1 - budget.Tokens(time.Now()); paid < 0.999 || paid > 1.001 {
 		t.Errorf("the hedge paid %v", paid)
 	}
+	// The call returned at the winner; the loser settles in the background.
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Wait(wctx); err != nil {
+		t.Fatalf("the losing attempt did not settle: %v", err)
+	}
 	o := ev.outcomes()
 	slices.Sort(o)
 	if !slices.Equal(o, []resil.Outcome{resil.OutcomeSuccess, resil.OutcomeIgnored}) {
