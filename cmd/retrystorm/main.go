@@ -12,7 +12,8 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The zero cli.Heavy: the heavy commands run in retrystorm-full.
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, cli.Heavy{})
 	stop()
 	os.Exit(code)
 }
