@@ -13,12 +13,12 @@ const pageAbout = `The page holds the simulator and the experiments compiled to 
 
 The module is embedded in this binary; 'go generate ./page' rebuilds it after a change to the simulator, and a test fails while it is stale.`
 
-func runPage(ctx context.Context, inv *Invocation) error {
+func runPage(_ context.Context, inv *Invocation) error {
 	if err := inv.NoArgs(); err != nil {
 		return err
 	}
 	var doc bytes.Buffer
-	if err := page.Write(ctx, &doc, page.Options{Log: inv.Stderr}); err != nil {
+	if err := page.Write(&doc); err != nil {
 		return err
 	}
 	if err := report.WriteFileAtomic(inv.Output, doc.Bytes()); err != nil {
