@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -150,5 +151,15 @@ func TestPageEscapesControlCharacters(t *testing.T) {
 	}
 	if !bytes.Contains(doc, []byte(`<title>retrystorm run \x1b[41mEVIL\x1b[0m\u202e.yaml</title>`)) {
 		t.Errorf("the title does not show the name escaped:\n%s", doc[:min(len(doc), 400)])
+	}
+}
+
+// TestWriteFileAtomicNamesNoTemporaryFile: an error names the file asked
+// for, not the temporary one beside it (issue 14, item 19).
+func TestWriteFileAtomicNamesNoTemporaryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "index.html")
+	err := WriteFileAtomic(path, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "writing "+path+":") || strings.Contains(err.Error(), ".index.html.") {
+		t.Errorf("got %v", err)
 	}
 }

@@ -4,17 +4,12 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 
 	"github.com/retrystorm/retrystorm/internal/cli"
 	"github.com/retrystorm/retrystorm/internal/cli/full"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, full.Heavy)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Launch(full.Heavy))
 }

@@ -54,6 +54,13 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 // heavy commands h has, and returns the exit status: 0 when every claim
 // holds, 1 when one does not or the run failed, 2 for a usage error.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, h Heavy) int {
+	return mainWith(ctx, args, stdout, stderr, h, exitUsage)
+}
+
+// mainWith is Main with usage as the status for a usage error. A
+// companion's status is passed on as it is: it runs in the same
+// convention (see Launch).
+func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, h Heavy, usage int) int {
 	inv, err := run(ctx, args, stdout, stderr, h)
 	if err != nil {
 		// Messages quote file names and values from outside: none of
@@ -63,6 +70,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, h Heavy)
 	code, msg := verdict(inv, err)
 	if msg != "" {
 		io.WriteString(stderr, fit(msg, textWidth(stderr))+"\n")
+	}
+	if code == exitUsage && !errors.As(err, new(exitStatus)) {
+		code = usage
 	}
 	return code
 }
@@ -141,6 +151,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h Heavy) 
 			// retrystorm -h: the whole list, not only the demo's flags.
 			return inv, mainHelp(stdout, cmds)
 		}
+		return inv, err
+	}
+	if err := inv.checkOutputs(); err != nil {
 		return inv, err
 	}
 	if c.Run == nil {
