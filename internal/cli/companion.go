@@ -43,7 +43,7 @@ func runCompanion(ctx context.Context, inv *Invocation) error {
 	if os.Getenv(companionEnv) != "" {
 		return fmt.Errorf("this retrystorm has no %s command, and was itself started to run it: it was built from a table whose Heavy lacks it", inv.Name)
 	}
-	f := hostFinder(inv.Stderr)
+	f := hostFinder(inv.Log())
 	path, err := f.companion(ctx, inv.Name)
 	if err != nil {
 		return err
@@ -84,8 +84,9 @@ type finder struct {
 	version string
 	// build builds the companion from the checkout at root into out.
 	build func(ctx context.Context, root, out string) error
-	// log is told when the build takes a while.
-	log io.Writer
+	// log is told when the build takes longer than notice.
+	log    io.Writer
+	notice time.Duration
 	// goos is runtime.GOOS.
 	goos string
 }
@@ -103,6 +104,7 @@ func hostFinder(log io.Writer) finder {
 		version:    version,
 		build:      goBuild,
 		log:        log,
+		notice:     buildNotice,
 		goos:       runtime.GOOS,
 	}
 }
@@ -192,16 +194,18 @@ func (f finder) buildFrom(ctx context.Context, root, name, command string) (stri
 	}
 	sum := sha256.Sum256([]byte(root))
 	out := filepath.Join(cache, "retrystorm", "companion-"+hex.EncodeToString(sum[:6]), name)
-	done := make(chan struct{})
+	done, told := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(told)
 		select {
 		case <-done:
-		case <-time.After(buildNotice):
+		case <-time.After(f.notice):
 			fmt.Fprintf(f.log, "retrystorm: %s runs in %s; building it from this checkout (the first build compiles the lab's dependencies, Prometheus and protobuf: about half a minute on two cores; later builds take a second)\n", command, CompanionName)
 		}
 	}()
 	err = f.build(ctx, root, out)
 	close(done)
+	<-told
 	if err != nil {
 		return "", fmt.Errorf("building %s from %s: %w", CompanionName, root, err)
 	}

@@ -55,7 +55,7 @@ func versionText(info *debug.BuildInfo, platform string) string {
 	case pseudoRev.MatchString(version):
 		fmt.Fprintf(&b, "revision: %s (from the pseudo-version)\n", pseudoRev.FindStringSubmatch(version)[1])
 	case version == "(devel)":
-		b.WriteString("revision: unknown (built from a working tree without version control information: go run, or -buildvcs=false)\n")
+		b.WriteString("revision: unknown (go run, or go build -buildvcs=false)\n")
 	}
 	fmt.Fprintf(&b, "go: %s %s\n", info.GoVersion, platform)
 	return b.String()
