@@ -1,11 +1,15 @@
 package main
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -94,16 +98,24 @@ func TestGoInstall(t *testing.T) {
 		t.Fatalf("go install: %v\n%s", err, out)
 	}
 
+	checkInstalled(t, gobin, tmp, version, head[0][:12])
+}
+
+// checkInstalled runs the retrystorm installed in bin, from a directory
+// of tmp outside any checkout and with no go command on the PATH: it
+// writes a page that carries the committed module, says its version
+// (when version is not ""; and its revision, when rev is not ""), and
+// runs a heavy command through the companion beside it.
+func checkInstalled(t *testing.T, bin, tmp, version, rev string) {
+	t.Helper()
 	work := filepath.Join(tmp, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(gobin, "retrystorm"+exe()), args...)
+		cmd := exec.Command(filepath.Join(bin, "retrystorm"+exe()), args...)
 		cmd.Dir = work
-		// No go command on the PATH: the installed binaries must do
-		// without one.
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(tmp, "empty"))
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -137,13 +149,94 @@ func TestGoInstall(t *testing.T) {
 	}
 
 	out, _, code = run("version")
-	if code != 0 || !strings.HasPrefix(out, "retrystorm "+version+"\n") || !strings.Contains(out, "revision: "+head[0][:12]) {
+	if code != 0 || !strings.HasPrefix(out, "retrystorm ") || version != "" && !strings.HasPrefix(out, "retrystorm "+version+"\n") || rev != "" && !strings.Contains(out, "revision: "+rev) {
 		t.Errorf("version: exit %d:\n%s", code, out)
 	}
 
 	out, errs, code = run("lab", "--print-config")
 	if code != 0 || !strings.Contains(out, "name: storm") {
 		t.Errorf("lab --print-config through the installed companion: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestReleaseArchive builds this platform's release archive with the
+// release script, as CI does, checks its checksum, and uses the binaries
+// it holds outside the checkout.
+func TestReleaseArchive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the release binaries; skipped with -short")
+	}
+	for _, tool := range []string{"bash", "tar", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("the release script needs %s, and CI has none", tool)
+			}
+			t.Skipf("no %s, so the release script is not tested", tool)
+		}
+	}
+	tmp := t.TempDir()
+	dist := filepath.Join(tmp, "dist")
+	script := exec.Command("bash", filepath.Join("..", "..", ".ci", "release"), "--snapshot", dist)
+	if out, err := script.CombinedOutput(); err != nil {
+		t.Fatalf(".ci/release --snapshot: %v\n%s", err, out)
+	}
+	name := "retrystorm_snapshot_" + runtime.GOOS + "_" + runtime.GOARCH
+	archive, err := os.ReadFile(filepath.Join(dist, name+".tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%x  %s.tar.gz", sha256.Sum256(archive), name); !strings.Contains(string(sums), want) {
+		t.Errorf("SHA256SUMS lacks %q:\n%s", want, sums)
+	}
+	extract(t, archive, tmp)
+	for _, f := range []string{"README.md", "CHANGELOG.md", "retrystorm-full" + exe()} {
+		if _, err := os.Stat(filepath.Join(tmp, name, f)); err != nil {
+			t.Errorf("the archive lacks %s", f)
+		}
+	}
+	checkInstalled(t, filepath.Join(tmp, name), tmp, "", "")
+}
+
+// extract unpacks a .tar.gz of regular files and directories into dir.
+func extract(t *testing.T, archive []byte, dir string) {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(path, dir+string(filepath.Separator)) {
+			t.Fatalf("the archive holds %q, outside its directory", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, os.FileMode(h.Mode)&0o755|0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("the archive holds %q of type %c", h.Name, h.Typeflag)
+		}
 	}
 }
 
