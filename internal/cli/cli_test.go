@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/golden"
 )
 
@@ -224,12 +225,16 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestEveryLineFits: the help of every command, and the list, fit 80
-// columns when not on a terminal.
+// TestEveryLineFits: the help of every command, the list, and the
+// scenario files --print-config prints fit 80 columns when not on a
+// terminal.
 func TestEveryLineFits(t *testing.T) {
 	runs := [][]string{{"help"}, {"--help"}}
 	for _, c := range table(Heavy{}) {
 		runs = append(runs, []string{"help", c.Name})
+		if e, ok := experiment.Lookup(c.Name); ok && e.Config != nil {
+			runs = append(runs, []string{c.Name, "--print-config"})
+		}
 	}
 	for _, args := range runs {
 		r := runCLI(t, args...)
