@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -77,13 +78,7 @@ func outputFlags(fs *flag.FlagSet, inv *Invocation) {
 
 // configFlags are for the commands that run an embedded scenario file.
 func configFlags(fs *flag.FlagSet, inv *Invocation) {
-	funcVar(fs, "config", "run the scenario `FILE` instead of the embedded default", func(s string) error {
-		if s == "" {
-			return fmt.Errorf("needs a file name (leave --config out to run the embedded default)")
-		}
-		inv.Config = s
-		return nil
-	})
+	fileVar(fs, &inv.Config, "config", "run the scenario `FILE` instead of the embedded default", " (leave --config out to run the embedded default)")
 	fs.BoolVar(&inv.PrintConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
 }
 
@@ -108,24 +103,12 @@ func gridFlag(fs *flag.FlagSet, inv *Invocation) {
 }
 
 func findingsFlag(fs *flag.FlagSet, inv *Invocation) {
-	funcVar(fs, "findings", "also write the findings as Markdown to `FILE`", func(s string) error {
-		if s == "" {
-			return fmt.Errorf("needs a file name")
-		}
-		inv.Findings = s
-		return nil
-	})
+	fileVar(fs, &inv.Findings, "findings", "also write the findings as Markdown to `FILE`", "")
 }
 
 func pageFlags(fs *flag.FlagSet, inv *Invocation) {
 	inv.Output = "retrystorm.html"
-	funcVar(fs, "o", "write the page to `FILE` (default retrystorm.html)", func(s string) error {
-		if s == "" {
-			return fmt.Errorf("needs a file name")
-		}
-		inv.Output = s
-		return nil
-	})
+	fileVar(fs, &inv.Output, "o", "write the page to `FILE` (default retrystorm.html)", "")
 }
 
 // defaultLabTick is lab.DefaultTick, which this package cannot import
@@ -161,6 +144,18 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("want a positive duration such as 100ms, 2s or 1m30s")
 	}
 	return d, nil
+}
+
+// fileVar defines a flag naming a file, stored in p; an empty name is
+// refused, with hint after the reason.
+func fileVar(fs *flag.FlagSet, p *string, name, usage, hint string) {
+	funcVar(fs, name, usage, func(s string) error {
+		if s == "" {
+			return errors.New("needs a file name" + hint)
+		}
+		*p = s
+		return nil
+	})
 }
 
 // funcVar is flag.Func, but the flag remembers the text it was given, for
