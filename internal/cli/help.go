@@ -60,7 +60,7 @@ func mainHelp(w io.Writer, cmds []command) error {
 	if heavy {
 		b.WriteString("\n" + report.Wrap("[*] runs in the companion binary retrystorm-full, which links the heavier dependencies these commands need; retrystorm finds it beside itself or on the PATH, and builds it when run from a checkout.", width, "", "") + "\n")
 	}
-	b.WriteString("\nFlags of the experiments, run and the demo:\n")
+	b.WriteString("\nFlags of the experiments (run and the demo take --json, --seed and --out):\n")
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	for _, g := range []flagGroup{outputFlags, configFlags} {
 		g(fs, &Invocation{})
