@@ -1,12 +1,9 @@
 package report
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "strings"
 
-// Wrap breaks text into lines of at most width columns, at spaces (runs of
-// white space become one space). The first line starts with first, as it
+// Wrap breaks text into lines of at most width columns (as Width counts
+// them), at spaces (runs of white space become one space). The first line starts with first, as it
 // is, and every other line with indent; both count towards the width. A
 // word longer than a line stands on a line of its own. A width under 1
 // means 80.
@@ -26,7 +23,7 @@ func wrapWords(words []string, dim []bool, width int, first, indent string, st S
 	start := col // the column where this line's first word goes
 	run := false // inside a dim run on this line
 	for i, w := range words {
-		n := utf8.RuneCountInString(w)
+		n := Width(w)
 		d := st.Color && i < len(dim) && dim[i]
 		if col > start {
 			if col+1+n > width {
@@ -36,7 +33,7 @@ func wrapWords(words []string, dim []bool, width int, first, indent string, st S
 				}
 				b.WriteByte('\n')
 				b.WriteString(indent)
-				col = utf8.RuneCountInString(indent)
+				col = Width(indent)
 				start = col
 			} else {
 				b.WriteByte(' ')
@@ -59,20 +56,17 @@ func wrapWords(words []string, dim []bool, width int, first, indent string, st S
 	return b.String()
 }
 
-// visibleWidth is the columns s takes on a terminal: its runes, less the
+// visibleWidth is the columns s takes on a terminal (Width), less the
 // colour codes (ESC [ ... m).
 func visibleWidth(s string) int {
 	n := 0
-	for i := 0; i < len(s); {
-		if s[i] == 0x1b {
-			if j := strings.IndexByte(s[i:], 'm'); j > 0 {
-				i += j + 1
-				continue
-			}
+	for {
+		i := strings.IndexByte(s, 0x1b)
+		j := strings.IndexByte(s[max(i, 0):], 'm')
+		if i < 0 || j < 0 {
+			return n + Width(s)
 		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		n++
+		n += Width(s[:i])
+		s = s[i+j+1:]
 	}
-	return n
 }

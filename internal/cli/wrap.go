@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/report"
 )
@@ -15,7 +14,7 @@ import (
 func fit(text string, width int) string {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
-		if utf8.RuneCountInString(l) > width && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t") {
+		if report.Width(l) > width && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t") {
 			lines[i] = report.Wrap(l, width, "", "")
 		}
 	}
