@@ -46,13 +46,14 @@ flag gets a "did you mean".
 
 The commands with heavy dependencies (lab, which links Prometheus and
 protobuf) run in a second binary, retrystorm-full, so that retrystorm
-itself links only the standard library and a YAML parser and its first go
-run compiles in seconds. retrystorm parses the command line, then runs
-retrystorm-full with the same arguments: the one beside its own executable,
-or, when it was built from a working tree (go run) and runs in a checkout
-of the repository, one it builds there with the go command (the first
-build compiles the lab's dependencies: about half a minute), or the one on
-the PATH. Without any, it says how to install both:
+itself links only the standard library and a YAML parser, and its first go
+run compiles little beyond the standard library. retrystorm parses the
+command line, then runs retrystorm-full with the same arguments: the one
+beside its own executable, or, when it was built from a working tree (go
+run) and runs in a checkout of the repository, one it builds there with
+the go command (the first build compiles the lab's dependencies: about
+half a minute), or the one on the PATH. Without any, it says how to
+install both:
 
 	go install github.com/retrystorm/retrystorm/cmd/...@latest
 
