@@ -1,16 +1,13 @@
 package experiment
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/retrystorm/retrystorm/internal/golden"
+)
 
 // otherSeeds are the twenty seeds besides the default that every claim
 // must hold for.
@@ -81,20 +78,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			path := filepath.Join("testdata", e.Name+".golden.json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./experiment -run TestGolden -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from %s; rerun with -update if the change is meant", e.Name, path)
-			}
+			golden.Check(t, filepath.Join("testdata", e.Name+".golden.json"), got, "go test ./experiment -run TestGolden -update")
 		})
 	}
 }

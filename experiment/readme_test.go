@@ -1,11 +1,11 @@
 package experiment
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/internal/golden"
 )
 
 // TestReadmePlots keeps the plots the README shows in step with the demo:
@@ -26,21 +26,7 @@ func TestReadmePlots(t *testing.T) {
 			continue
 		}
 		found++
-		path := filepath.Join("..", "docs", "img", name)
-		got := []byte(c.StandaloneSVG())
-		if *update {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		old, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./experiment -run TestReadmePlots -update)", err)
-		}
-		if !bytes.Equal(old, got) {
-			t.Errorf("%s is out of date with the storm's default run; rerun with -update", path)
-		}
+		golden.Check(t, filepath.Join("..", "docs", "img", name), []byte(c.StandaloneSVG()), "go test ./experiment -run TestReadmePlots -update")
 	}
 	if found != len(want) {
 		t.Fatalf("found %d of the README's %d charts", found, len(want))

@@ -19,13 +19,15 @@ import (
 // WasmPackage is the main package compiled to WebAssembly for the page.
 const WasmPackage = "github.com/retrystorm/retrystorm/page/wasm"
 
-// The generated assets, as `go generate ./page` writes them. They are not
-// committed (the module is megabytes); assets/README.md is, so that the
-// embed pattern always matches and the package always compiles.
+// The generated assets, as `go generate ./page` writes them. They are
+// committed, so that every build of the module embeds them, `go install`
+// of a version included (see assets/README.md); a test rebuilds the module
+// and fails while the committed one is stale.
 const (
-	AssetsDir    = "assets"
-	ModuleFile   = "retrystorm.wasm.gz"
-	WasmExecFile = "wasm_exec.js"
+	AssetsDir     = "assets"
+	ModuleFile    = "retrystorm.wasm.gz"
+	WasmExecFile  = "wasm_exec.js"
+	ToolchainFile = "toolchain.txt"
 )
 
 //go:embed assets
@@ -39,6 +41,10 @@ type Assets struct {
 	// WasmExec is wasm_exec.js from the toolchain that built Module: the
 	// JavaScript half of Go's js/wasm port, which must match it.
 	WasmExec []byte
+	// Toolchain is the version of the go command that built Module
+	// (go1.26.8): another toolchain builds other bytes from the same
+	// source.
+	Toolchain string
 }
 
 // Embedded returns the assets `go generate ./page` left in this binary,
@@ -46,18 +52,21 @@ type Assets struct {
 func Embedded() (Assets, bool) {
 	m, err1 := fs.ReadFile(assets, AssetsDir+"/"+ModuleFile)
 	w, err2 := fs.ReadFile(assets, AssetsDir+"/"+WasmExecFile)
-	if err1 != nil || err2 != nil {
+	v, err3 := fs.ReadFile(assets, AssetsDir+"/"+ToolchainFile)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return Assets{}, false
 	}
-	return Assets{Module: m, WasmExec: w}, true
+	return Assets{Module: m, WasmExec: w, Toolchain: strings.TrimSpace(string(v))}, true
 }
 
 // BuildAssets compiles WasmPackage with the go command on the PATH, run in
 // dir, which must lie in a module that has the package (this repository,
 // or one that requires it). The build is reproducible: -trimpath and
 // -buildvcs=false keep the paths and the VCS state of the checkout out of
-// it, so the same source and toolchain give the same bytes, which is how
-// the tests know the embedded module is current.
+// it, and the variables that change what the go command builds (GOFLAGS,
+// GOWASM, GOEXPERIMENT) are cleared, so the same source and toolchain give
+// the same bytes, which is how the tests know the embedded module is
+// current.
 func BuildAssets(ctx context.Context, dir string) (Assets, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -69,7 +78,7 @@ func BuildAssets(ctx context.Context, dir string) (Assets, error) {
 	}
 	defer os.RemoveAll(tmp)
 	wasmPath := filepath.Join(tmp, "retrystorm.wasm")
-	env := append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	env := append(os.Environ(), "GOOS=js", "GOARCH=wasm", "GOFLAGS=", "GOWASM=", "GOEXPERIMENT=", "CGO_ENABLED=0")
 	goTool := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, goCmd, args...)
 		cmd.Dir = dir
@@ -89,13 +98,17 @@ func BuildAssets(ctx context.Context, dir string) (Assets, error) {
 	if err != nil {
 		return Assets{}, fmt.Errorf("page: %w", err)
 	}
-	// The GOROOT of the toolchain that just built the module, which need
-	// not be the one this program was built with.
-	goroot, err := goTool("env", "GOROOT")
+	// The GOROOT and version of the toolchain that just built the module,
+	// which need not be the one this program was built with.
+	goEnv, err := goTool("env", "GOROOT", "GOVERSION")
 	if err != nil {
 		return Assets{}, err
 	}
-	wasmExec, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(goroot)), "lib", "wasm", "wasm_exec.js"))
+	vars := strings.Fields(string(goEnv))
+	if len(vars) != 2 {
+		return Assets{}, fmt.Errorf("page: go env GOROOT GOVERSION printed %q", goEnv)
+	}
+	wasmExec, err := os.ReadFile(filepath.Join(vars[0], "lib", "wasm", "wasm_exec.js"))
 	if err != nil {
 		return Assets{}, fmt.Errorf("page: wasm_exec.js of the toolchain: %w", err)
 	}
@@ -103,7 +116,7 @@ func BuildAssets(ctx context.Context, dir string) (Assets, error) {
 	if err != nil {
 		return Assets{}, err
 	}
-	return Assets{Module: module, WasmExec: wasmExec}, nil
+	return Assets{Module: module, WasmExec: wasmExec, Toolchain: vars[1]}, nil
 }
 
 // gzipBytes compresses b with no name and no time in the header, so the
@@ -130,5 +143,8 @@ func WriteAssets(dir string, a Assets) error {
 	if err := report.WriteFileAtomic(filepath.Join(dir, ModuleFile), a.Module); err != nil {
 		return err
 	}
-	return report.WriteFileAtomic(filepath.Join(dir, WasmExecFile), a.WasmExec)
+	if err := report.WriteFileAtomic(filepath.Join(dir, WasmExecFile), a.WasmExec); err != nil {
+		return err
+	}
+	return report.WriteFileAtomic(filepath.Join(dir, ToolchainFile), []byte(a.Toolchain+"\n"))
 }

@@ -5,16 +5,16 @@
 // inlined, and the page fetches nothing.
 //
 // The module is package page/wasm (over package page/live). `go generate
-// ./page` builds it into assets/ to be embedded in the retrystorm binary;
-// without it, Write builds it on the fly with the local Go toolchain.
+// ./page` builds it into assets/, which is committed and embedded in every
+// build of retrystorm; a test fails while it is stale.
 package page
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -38,27 +38,11 @@ var (
 // MaxBytes is the size the page must stay under.
 const MaxBytes = 6 << 20
 
-// Options say where Write gets its module when none is embedded.
-type Options struct {
-	// Dir is where to build the module from: a directory in a module
-	// that has package page/wasm. Empty means the working directory.
-	Dir string
-	// Log, when set, is told what Write does that takes time.
-	Log io.Writer
-}
-
-// Write renders the page with the embedded module, or, when the binary
-// has none, one it builds first.
-func Write(ctx context.Context, w io.Writer, opts Options) error {
+// Write renders the page with the module embedded in this binary.
+func Write(w io.Writer) error {
 	a, ok := Embedded()
 	if !ok {
-		if opts.Log != nil {
-			fmt.Fprintln(opts.Log, "page: this binary embeds no WebAssembly module (go generate ./page embeds one); building it with the local Go toolchain")
-		}
-		var err error
-		if a, err = BuildAssets(ctx, opts.Dir); err != nil {
-			return fmt.Errorf("%w\n(building the module needs a checkout of github.com/retrystorm/retrystorm; or embed it: go generate ./page, then build the binary)", err)
-		}
+		return errors.New("page: this binary embeds no WebAssembly module: page/assets lacks it (go generate ./page writes it)")
 	}
 	doc, err := Render(a)
 	if err != nil {

@@ -32,20 +32,26 @@ func AllHold(cs []Claim) bool {
 	return true
 }
 
-// RenderClaims writes one line per claim: a check mark or a cross, the
-// claim, and its evidence.
+// RenderClaims writes each claim: a check mark or a cross, the claim, and
+// its evidence, wrapped to st.Width with the claim's lines indented under
+// its first word.
 func RenderClaims(w io.Writer, cs []Claim, st Style) error {
 	var b strings.Builder
 	for _, c := range cs {
-		mark := st.wrap(ansiGreen, "✓ holds ")
+		mark := st.wrap(ansiGreen, "✓ holds")
 		if !c.Holds {
-			mark = st.wrap(ansiRed, "✗ FAILS ")
+			mark = st.wrap(ansiRed, "✗ FAILS")
 		}
-		b.WriteString(mark)
-		b.WriteString(c.Text)
+		words := strings.Fields(c.Text)
+		dim := make([]bool, len(words))
 		if c.Detail != "" {
-			b.WriteString(st.wrap(ansiDim, " ("+c.Detail+")"))
+			detail := strings.Fields("(" + c.Detail + ")")
+			words = append(words, detail...)
+			for range detail {
+				dim = append(dim, true)
+			}
 		}
+		b.WriteString(wrapWords(words, dim, st.Width, mark+" ", "        " /* under the claim's first word */, st))
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

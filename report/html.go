@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -101,25 +103,36 @@ func WriteFileAtomicMkdir(path string, data []byte) error {
 }
 
 // WriteFileAtomic writes data to a temporary file beside path and renames
-// it over path.
+// it over path. Its errors name path, never the temporary file.
 func WriteFileAtomic(path string, data []byte) error {
+	fail := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("report: writing %s: %w", path, err)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fail(err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("report: %w", err)
+		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fail(err)
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("report: %w", err)
+		var le *os.LinkError
+		if errors.As(err, &le) {
+			err = le.Err
+		}
+		return fail(err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -150,5 +151,63 @@ func TestPageEscapesControlCharacters(t *testing.T) {
 	}
 	if !bytes.Contains(doc, []byte(`<title>retrystorm run \x1b[41mEVIL\x1b[0m\u202e.yaml</title>`)) {
 		t.Errorf("the title does not show the name escaped:\n%s", doc[:min(len(doc), 400)])
+	}
+}
+
+// TestWriteFileAtomicNamesNoTemporaryFile: an error names the file asked
+// for, not the temporary one beside it (issue 14, item 19).
+func TestWriteFileAtomicNamesNoTemporaryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "index.html")
+	err := WriteFileAtomic(path, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "writing "+path+":") || strings.Contains(err.Error(), ".index.html.") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	for _, c := range []struct {
+		text          string
+		width         int
+		first, indent string
+		want          string
+	}{
+		{"a b c", 80, "", "", "a b c"},
+		{"aaa bbb ccc", 7, "", "", "aaa bbb\nccc"},
+		{"aaa bbb ccc", 7, "", "  ", "aaa bbb\n  ccc"},
+		{"aaa bbb", 7, "- ", "  ", "- aaa\n  bbb"},
+		{"a  \n b", 80, "", "", "a b"},
+		{"toolongword x", 4, "", "", "toolongword\nx"},
+		{"東京 東京 東京", 10, "", "", "東京 東京\n東京"}, // two columns each
+	} {
+		if got := Wrap(c.text, c.width, c.first, c.indent); got != c.want {
+			t.Errorf("Wrap(%q, %d, %q, %q) = %q, want %q", c.text, c.width, c.first, c.indent, got, c.want)
+		}
+	}
+}
+
+func TestRenderClaimsWraps(t *testing.T) {
+	cs := []Claim{{Text: strings.Repeat("word ", 20), Holds: true, Detail: "some evidence in words"}}
+	var plain, colour strings.Builder
+	if err := RenderClaims(&plain, cs, Style{Width: 40}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(plain.String(), "\n"), "\n") {
+		if Width(l) > 40 {
+			t.Errorf("a line of %d columns: %q", Width(l), l)
+		}
+	}
+	if !strings.HasPrefix(plain.String(), "✓ holds word") || !strings.Contains(plain.String(), "\n        word") {
+		t.Errorf("claim:\n%s", plain.String())
+	}
+	if err := RenderClaims(&colour, cs, Style{Width: 40, Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(colour.String(), "\n"), "\n") {
+		if n := visibleWidth(l); n > 40 {
+			t.Errorf("a coloured line of %d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(colour.String(), ansiDim+"(some") {
+		t.Errorf("the evidence is not dim:\n%q", colour.String())
 	}
 }

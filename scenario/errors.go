@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/internal/safetext"
+	"github.com/retrystorm/retrystorm/internal/suggest"
 )
 
 // Error is what Parse, Load and Validate return for a scenario they refuse:
@@ -51,66 +52,14 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
-// suggest returns the candidate that word was most likely meant to be, or
-// "" when none is close. Case, '-' and '_' are ignored first, so that
-// "maxRetries" and "max-retries" find max_retries; then an edit distance of
-// at most a third of the word (and at least 1) is a typo.
-func suggest(word string, candidates []string) string {
-	norm := func(s string) string {
-		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
-	}
-	if len(word) > 64 { // not a typo, and too long to compare cheaply
-		return ""
-	}
-	best, bestDist := "", max(1, len(word)/3)+1
-	for _, c := range candidates {
-		if norm(c) == norm(word) {
-			return c
-		}
-		if d := editDistance(strings.ToLower(word), c); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // didYouMean returns "; did you mean "x"?" for the closest candidate, or
 // the list of candidates when none is close.
 func didYouMean(word string, candidates []string) string {
-	if s := suggest(word, candidates); s != "" {
+	if s := suggest.Closest(word, candidates); s != "" {
 		return `; did you mean "` + s + `"?`
 	}
 	return " (expected " + oneOf(candidates) + ")"
 }
 
 // oneOf returns "a", "a or b", or "a, b or c".
-func oneOf(words []string) string {
-	switch len(words) {
-	case 0:
-		return "nothing"
-	case 1:
-		return words[0]
-	}
-	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
-}
+func oneOf(words []string) string { return suggest.OneOf(words) }

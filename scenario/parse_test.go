@@ -403,23 +403,6 @@ func TestLoadDefaultName(t *testing.T) {
 	}
 }
 
-func TestSuggest(t *testing.T) {
-	keys := []string{"max_retries", "idempotent_only", "backoff"}
-	for word, want := range map[string]string{
-		"maxRetries":  "max_retries",
-		"max-retries": "max_retries",
-		"max_retry":   "max_retries",
-		"backof":      "backoff",
-		"Backoff":     "backoff",
-		"colour":      "",
-		"b":           "",
-	} {
-		if got := suggest(word, keys); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", word, got, want)
-		}
-	}
-}
-
 func TestDefaultName(t *testing.T) {
 	for file, want := range map[string]string{
 		"storm.yaml":             "storm",

@@ -10,9 +10,9 @@ import (
 // share may be for a tick to count as recovered: one percentage point.
 const recoveryTolerance = 0.01
 
-// recoveryTail is how many ticks of run must remain, from the first
+// RecoveryTail is how many ticks of run must remain, from the first
 // recovered tick on, for the recovery to count.
-const recoveryTail = 10
+const RecoveryTail = 10
 
 // summarize fills the derived series and the summary at the end of a run.
 func (f *fleet) summarize() Summary {
@@ -113,7 +113,7 @@ func failureShare(s *Series, from, to int) float64 {
 
 // recovery finds the first tick k >= end from which every tick's failure
 // share stays within recoveryTolerance of the baseline to the end of the
-// run, with at least recoveryTail ticks left, and returns k - end. The
+// run, with at least RecoveryTail ticks left, and returns k - end. The
 // failure share counts breaker refusals, so a breaker refusing everything
 // is not mistaken for health.
 func recovery(s *Series, end int, baseline float64) (int, bool) {
@@ -125,7 +125,7 @@ func recovery(s *Series, end int, baseline float64) (int, bool) {
 		}
 		first = k
 	}
-	if n-first < recoveryTail {
+	if n-first < RecoveryTail {
 		return 0, false
 	}
 	return first - end, true

@@ -5,8 +5,8 @@ checks its own claims on the numbers it computes.
 Usage:
 
 	retrystorm [flags]                 the demo: storm and fleets
-	retrystorm <command> [flags]
-	retrystorm help [command]
+	retrystorm COMMAND [flags]
+	retrystorm help [COMMAND]
 
 With no command, retrystorm runs the demo on its embedded scenarios:
 the storm and fleets experiments, their tables on the terminal, and an HTML
@@ -33,6 +33,32 @@ report with plots in retrystorm-report/index.html. It says where.
 	lab       the storm over real HTTP on loopback (an origin, a gateway
 	          on resilhttp, an open-loop load generator) in scaled time,
 	          beside the simulator, with a live view; docs/lab.md
+	page      one self-contained HTML page that reruns the experiments in
+	          the browser (the simulator compiled to WebAssembly)
+	version   the module version and the revision of this binary
+	help      the list of commands, or one command's flags
+
+retrystorm help lists them with the flags of the experiments; retrystorm
+help COMMAND (or COMMAND --help) gives one command's. An unknown command or
+flag gets a "did you mean".
+
+# The companion, retrystorm-full
+
+The commands with heavy dependencies (lab, which links Prometheus and
+protobuf) run in a second binary, retrystorm-full, so that retrystorm
+itself links only the standard library and a YAML parser, and its first go
+run compiles little beyond the standard library. retrystorm parses the
+command line, then runs retrystorm-full with the same arguments: the one
+beside its own executable, or, when it was built from a working tree (go
+run) and runs in a checkout of the repository, one it builds there with
+the go command (the first build compiles the lab's dependencies: about
+half a minute), or the one on the PATH. Without any, it says how to
+install both:
+
+	go install github.com/retrystorm/retrystorm/cmd/...@latest
+
+retrystorm-full takes every command retrystorm does and can be run
+directly.
 
 # Flags
 
@@ -60,28 +86,42 @@ Over --max-memory it refuses with the estimate and the limit (exit 2). A
 long run goes ahead on a terminal, showing the time left; elsewhere it is
 refused (exit 2) unless --long is given.
 
-sweep and all take --grid N (cells per axis of the map, default 40); all
-takes --findings FILE (also write the findings as Markdown). lab takes
---tick D (the wall-clock length of a tick, default 100ms), --duration D
-(run this much scenario time) and --port N (the live view's port on
-127.0.0.1).
+run takes --json, --seed, --out, --max-memory, --long and --progress. sweep and all take --grid N (cells per
+axis of the map, 6 to 200, default 40: below 6 the map is too coarse for
+the sweep's claims); all takes --findings FILE (also write the findings as
+Markdown). lab takes --tick D (the wall-clock length of a tick, default
+100ms), --duration D (run this much scenario time, at least to the end of
+the last trigger and 10 ticks more) and --port N (the live view's port on
+127.0.0.1). The lab refuses a tick at which it could not keep the
+scenario's own claims: one that scales a fleet's timeout below 50ms of
+wall time, or its peak load above 5,000 attempts per second, or the whole
+run beyond an hour; the message gives the range for the scenario. page
+takes -o FILE (default retrystorm.html).
+
+Where a command will write (--out, --findings, -o) is checked before it
+runs: a file where a directory is wanted, a dangling symbolic link, a
+place that cannot be written, or an empty --config is a usage error.
 
 # Output
 
-Tables fit 80 columns, in colour only on a terminal (and never with
-NO_COLOR set), aligned by display width (a CJK character takes two
-columns). Long runs show a progress bar and the time left on a terminal's
-standard error, and nothing when it is not a terminal or with --json,
-unless --progress is given. File names and values from outside are
-printed with their control characters escaped. The same seed
-gives the same output, byte for byte, except in the lab, which measures
-real time.
+Tables fit 80 columns, aligned by display width (a CJK character takes two
+columns); text (claims, notes, help, messages) is wrapped to the
+terminal's width, at most 100 columns, and to 80 when the output is not a
+terminal. Colour only on a terminal, and never with NO_COLOR set. Long
+runs show a progress bar and the time left on a terminal's standard error,
+and nothing when it is not a terminal or with --json, unless --progress is
+given. File names and values from outside are printed with their control
+characters escaped. The same seed gives the same output, byte for byte,
+except in the lab, which measures real time.
 
 # Exit status
 
 0 when every claim holds; 1 when one does not (after everything has been
-printed and written) or when a run fails; 2 for a usage error or an invalid
-scenario file, with a message naming the file, line and field.
+printed and written), when a run fails, or when it crashes (out of memory,
+say: retrystorm runs each command in a child process of itself, so that
+the Go runtime's status 2 for a crash never reads as a usage error); 2 for
+a usage error or an invalid scenario file, with a message naming the file,
+line and field.
 
 # Files
 

@@ -3,16 +3,12 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 
 	"github.com/retrystorm/retrystorm/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// The zero cli.Heavy: the heavy commands run in retrystorm-full.
+	os.Exit(cli.Launch(cli.Heavy{}))
 }

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
-)
+	"unicode/utf8"
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/golden"
+)
 
 type result struct {
 	code           int
@@ -21,26 +24,8 @@ type result struct {
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), args, &out, &errb)
+	code := Main(context.Background(), args, &out, &errb, Heavy{})
 	return result{code, out.String(), errb.String()}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rerun with -update if meant):\n%s", path, got)
-	}
 }
 
 func TestDemo(t *testing.T) {
@@ -68,10 +53,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("report refers to something outside itself: %q", bad)
 		}
 	}
-	for _, line := range strings.Split(r.stdout, "\n") {
-		if n := len([]rune(line)); n > 80 && !strings.HasPrefix(line, "✓") && !strings.HasPrefix(line, "✗") {
-			t.Errorf("line of %d columns: %q", n, line)
-		}
+	if n := widest(r.stdout); n > 80 {
+		t.Errorf("a line of %d columns:\n%s", n, r.stdout)
 	}
 }
 
@@ -83,7 +66,7 @@ func TestExperimentText(t *testing.T) {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			// The report's path changes with the temporary directory.
-			golden(t, name+".txt", r.stdout[:strings.LastIndex(r.stdout, "\nreport: ")])
+			golden.Check(t, filepath.Join("testdata", name+".txt"), []byte(r.stdout[:strings.LastIndex(r.stdout, "\nreport: ")]), "go test ./internal/cli -run TestExperimentText -update")
 		})
 	}
 }
@@ -176,22 +159,31 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
-		{[]string{"storm", "--nosuch"}, "flag provided but not defined: -nosuch"},
+		{[]string{"storm", "--nosuch"}, "retrystorm storm: unknown flag --nosuch (it takes --config, --json, --long, --max-memory, --out, --print-config, --progress or --seed)"},
+		{[]string{"storm", "--sed", "1"}, "unknown flag --sed; did you mean --seed?"},
+		{[]string{"--nosuch"}, "retrystorm: unknown flag --nosuch"},
+		{[]string{"strom"}, `unknown command "strom"; did you mean "storm"?`},
+		{[]string{"storm", "--config", ""}, `--config "": needs a file name`},
 		{[]string{"storm", "--seed", "x"}, "want an unsigned integer"},
 		{[]string{"storm", "extra"}, "storm takes no arguments"},
 		{[]string{"run"}, "run takes one scenario file"},
 		{[]string{"run", "/nonexistent.yaml"}, "nonexistent.yaml"},
 		{[]string{"storm", "--config", bad}, "bad.yaml:4:"},
 		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
-		{[]string{"sweep", "--grid", "1"}, "--grid 1: want 2 to 200"},
+		{[]string{"sweep", "--grid", "1"}, "--grid 1: want a whole number of cells per axis from 6 to 200"},
+		{[]string{"sweep", "--grid", "2"}, "--grid 2: want a whole number of cells per axis from 6 to 200"},
+		{[]string{"all", "--grid", "5"}, "--grid 5: want"},
 	}
 	for _, c := range cases {
 		r := runCLI(t, c.args...)
 		if r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, r.code, r.stderr)
 		}
-		if !strings.Contains(r.stderr, c.want) {
+		if !strings.Contains(oneLine(r.stderr), c.want) {
 			t.Errorf("%v: stderr %q lacks %q", c.args, r.stderr, c.want)
+		}
+		if l := widest(r.stderr); l > 80 {
+			t.Errorf("%v: a line of %d columns on stderr", c.args, l)
 		}
 		if r.stdout != "" {
 			t.Errorf("%v: wrote to stdout: %q", c.args, r.stdout)
@@ -199,23 +191,73 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestHelp: help, -h and --help list every command of the table, heavy
+// ones too, and the flags as the README writes them; each command's help
+// shows its flags.
 func TestHelp(t *testing.T) {
-	r := runCLI(t, "help")
-	if r.code != 0 {
-		t.Fatal(r.stderr)
-	}
-	for _, want := range []string{"storm", "fleets", "run", "--json", "--seed", "--out", "--config", "Exit status"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("help lacks %q", want)
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help"}} {
+		r := runCLI(t, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%q: exit %d: %s", args, r.code, r.stderr)
+		}
+		for _, c := range table(Heavy{}) {
+			if c.Name != "demo" && !strings.Contains(r.stdout, "\n  "+c.Name+" ") {
+				t.Errorf("%q does not list %s:\n%s", args, c.Name, r.stdout)
+			}
+		}
+		for _, want := range []string{"--json", "--seed N", "--out DIR", "--config FILE", "Exit status", "retrystorm-full"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%q lacks %q", args, want)
+			}
+		}
+		if strings.Contains(r.stdout, "\n  -json") || strings.Contains(r.stdout, "\n  -seed") {
+			t.Errorf("%q writes a long flag with one dash:\n%s", args, r.stdout)
 		}
 	}
-	for _, args := range [][]string{{"storm", "--help"}, {"help", "storm"}} {
+	for _, args := range [][]string{{"storm", "--help"}, {"help", "storm"}, {"storm", "-h"}} {
 		r := runCLI(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "Usage: retrystorm storm") || !strings.Contains(r.stdout, "-print-config") {
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage: retrystorm storm [flags]") || !strings.Contains(r.stdout, "\n  --print-config ") {
 			t.Errorf("%v: exit %d: %q", args, r.code, r.stdout)
 		}
 	}
+	if r := runCLI(t, "help", "strom"); r.code != 2 || !strings.Contains(r.stderr, `did you mean "storm"?`) {
+		t.Errorf("help strom: exit %d: %s", r.code, r.stderr)
+	}
 }
+
+// TestEveryLineFits: the help of every command, the list, and the
+// scenario files --print-config prints fit 80 columns when not on a
+// terminal.
+func TestEveryLineFits(t *testing.T) {
+	runs := [][]string{{"help"}, {"--help"}}
+	for _, c := range table(Heavy{}) {
+		runs = append(runs, []string{"help", c.Name})
+		if e, ok := experiment.Lookup(c.Name); ok && e.Config != nil {
+			runs = append(runs, []string{c.Name, "--print-config"})
+		}
+	}
+	for _, args := range runs {
+		r := runCLI(t, args...)
+		if r.code != 0 {
+			t.Errorf("%q: exit %d: %s", args, r.code, r.stderr)
+		}
+		if n := widest(r.stdout); n > 80 {
+			t.Errorf("%q: a line of %d columns:\n%s", args, n, r.stdout)
+		}
+	}
+}
+
+// widest is the most columns a line of s takes.
+func widest(s string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		n = max(n, utf8.RuneCountInString(l))
+	}
+	return n
+}
+
+// oneLine joins s's lines, for matching a message that was wrapped.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // TestFailedClaimExits1 edits the storm so that its claims cannot hold:
 // without a trigger nothing collapses. Everything is printed, then exit 1.
@@ -252,16 +294,41 @@ func TestFindingsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile("../../FINDINGS.md", got, 0o644); err != nil {
-			t.Fatal(err)
+	golden.Check(t, "../../FINDINGS.md", got, "go run ./cmd/retrystorm all --findings FINDINGS.md")
+}
+
+// TestSweepSmallestGrid: every grid the sweep accepts can bear out its
+// claims. Before, --grid 2 was accepted and then failed them by
+// construction (issue 14, item 10).
+func TestSweepSmallestGrid(t *testing.T) {
+	for seed := 1; seed <= 5; seed++ {
+		r := runCLI(t, "sweep", "--grid", strconv.Itoa(minGrid), "--seed", strconv.Itoa(seed), "--json")
+		if r.code != 0 {
+			t.Errorf("sweep --grid %d --seed %d: exit %d: %s", minGrid, seed, r.code, r.stderr)
 		}
 	}
-	want, err := os.ReadFile("../../FINDINGS.md")
+	if r := runCLI(t, "sweep", "--grid", strconv.Itoa(minGrid-1)); r.code != 2 {
+		t.Errorf("sweep --grid %d: exit %d, want 2", minGrid-1, r.code)
+	}
+}
+
+// TestLightBinaryIsLean: cmd/retrystorm links the standard library, the
+// YAML parser and this module's light packages, never the lab or anything
+// it pulls in (Prometheus, protobuf), so that the demo's first go run
+// compiles little.
+func TestLightBinaryIsLean(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ModulePath+"/cmd/retrystorm").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Error("FINDINGS.md is out of date: go run ./cmd/retrystorm all --findings FINDINGS.md")
+	for _, p := range strings.Fields(string(out)) {
+		ours := strings.HasPrefix(p, ModulePath+"/")
+		if (!ours && p != "go.yaml.in/yaml/v3") || p == ModulePath+"/lab" || strings.HasPrefix(p, ModulePath+"/internal/cli/full") {
+			t.Errorf("cmd/retrystorm links %s", p)
+		}
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// costFlags bound what a scenario may cost before it runs (see
+// costValues bound what a scenario may cost before it runs (see
 // sim.Estimate): --max-memory, --long; and --progress shows how far it is
 // when standard error is not a terminal.
-type costFlags struct {
+type costValues struct {
 	maxMemory int64
 	long      bool
 	progress  bool
@@ -26,9 +26,9 @@ type costFlags struct {
 // ahead, with its progress and the time left.
 const longRun = 2e8
 
-func addCostFlags(fs *flag.FlagSet, c *costFlags) {
+func addCostFlags(fs *flag.FlagSet, c *costValues) {
 	c.maxMemory = sim.DefaultLimits.Memory
-	fs.Func("max-memory", "refuse a scenario estimated to need more memory than this (default 2GiB; units B, KiB, MiB, GiB, TiB)", func(s string) error {
+	funcVar(fs, "max-memory", "refuse a scenario estimated to need more memory than `SIZE` (default 2GiB; units B, KiB, MiB, GiB, TiB)", func(s string) error {
 		n, err := parseSize(s)
 		if err != nil {
 			return err
@@ -61,22 +61,25 @@ func parseSize(s string) (int64, error) {
 	return int64(math.Round(n)), nil
 }
 
-// limits are the bounds every simulator run of this command gets.
-func (cl *commandLine) limits() sim.Limits {
-	return sim.Limits{Memory: cl.cost.maxMemory}
+// costFlags is the flag group of the commands that run the simulator.
+func costFlags(fs *flag.FlagSet, inv *Invocation) { addCostFlags(fs, &inv.cost) }
+
+// Limits are the bounds every simulator run of this command gets.
+func (inv *Invocation) Limits() sim.Limits {
+	return sim.Limits{Memory: inv.cost.maxMemory}
 }
 
-// admit checks a user's scenario before it runs: refused (a usage error,
+// Admit checks a user's scenario before it runs: refused (a usage error,
 // exit 2) when its estimated memory exceeds --max-memory, or when its
 // estimated work is long and nobody watches unless --long says so.
-func (cl *commandLine) admit(sc *scenario.Scenario) error {
+func (inv *Invocation) Admit(sc *scenario.Scenario) error {
 	cost := sim.Estimate(sc)
-	if err := cost.Check(sc.Name, cl.limits()); err != nil {
-		return usagef("%s: %v (--max-memory sets the limit)", cl.name, err)
+	if err := cost.Check(sc.Name, inv.Limits()); err != nil {
+		return Usagef("%v (--max-memory sets the limit)", err)
 	}
-	if !cl.cost.long && !isTerminal(cl.stderr) {
+	if !inv.cost.long && !isTerminal(inv.Stderr) {
 		if err := cost.Check(sc.Name, sim.Limits{Attempts: longRun}); err != nil {
-			return usagef("%s: %v: pass --long to run it anyway (with --progress to follow it)", cl.name, err)
+			return Usagef("%v: pass --long to run it anyway (with --progress to follow it)", err)
 		}
 	}
 	return nil
@@ -84,9 +87,9 @@ func (cl *commandLine) admit(sc *scenario.Scenario) error {
 
 // newProgress is the progress display of this command line: a bar on a
 // terminal (not with --json), lines with --progress elsewhere.
-func (cl *commandLine) newProgress(label string) *progress {
-	p := newProgress(cl.stderr, !cl.json, label)
-	if cl.cost.progress && !p.on {
+func (inv *Invocation) newProgress(label string) *progress {
+	p := newProgress(inv.Stderr, !inv.JSON, label)
+	if inv.cost.progress && !p.on {
 		p.on, p.lines = true, true
 	}
 	return p

@@ -20,7 +20,7 @@ func TestFileNamesAreQuoted(t *testing.T) {
 	raw := func(s string) bool { return strings.ContainsAny(s, "\x1b\u202e") }
 
 	r := runCLI(t, "run", evil)
-	if r.code != exitUsage || raw(r.stderr) || !strings.Contains(r.stderr, `EVIL\x1b[0m.yaml": cannot read the file`) {
+	if r.code != exitUsage || raw(r.stderr) || !strings.Contains(oneLine(r.stderr), `EVIL\x1b[0m.yaml": cannot read the file`) {
 		t.Errorf("missing file: exit %d, stderr %q", r.code, r.stderr)
 	}
 
@@ -28,7 +28,7 @@ func TestFileNamesAreQuoted(t *testing.T) {
 		t.Skipf("this file system refuses the name: %v", err)
 	}
 	r = runCLI(t, "run", evil)
-	if r.code != exitUsage || raw(r.stderr) || !strings.Contains(r.stderr, `EVIL\x1b[0m.yaml":`) {
+	if r.code != exitUsage || raw(r.stderr) || !strings.Contains(oneLine(r.stderr), `EVIL\x1b[0m.yaml":`) {
 		t.Errorf("bad file: exit %d, stderr %q", r.code, r.stderr)
 	}
 
@@ -54,7 +54,7 @@ func TestFileNamesAreQuoted(t *testing.T) {
 	// Any other error that quotes a path (here: the report cannot go
 	// under a file) is escaped too.
 	r = runCLI(t, "run", evil, "--out", filepath.Join(evil, "report"))
-	if r.code == exitOK || raw(r.stderr) || !strings.Contains(r.stderr, `EVIL\x1b[0m.yaml`) {
+	if r.code == exitOK || raw(r.stderr) || !strings.Contains(oneLine(r.stderr), `EVIL\x1b[0m.yaml`) {
 		t.Errorf("report under a file: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -71,11 +71,11 @@ func TestRunRefusesWhatWouldNotFit(t *testing.T) {
 	}
 	for _, args := range [][]string{{"run", path}, {"storm", "--config", path}, {"run", path, "--max-memory", "1GiB"}} {
 		r := runCLI(t, args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, "would need about") || !strings.Contains(r.stderr, "more than the limit of") || !strings.Contains(r.stderr, "--max-memory") {
+		if r.code != exitUsage || !strings.Contains(oneLine(r.stderr), "would need about") || !strings.Contains(oneLine(r.stderr), "more than the limit of") || !strings.Contains(oneLine(r.stderr), "--max-memory") {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
-	if r := runCLI(t, "run", path, "--max-memory", "lots"); r.code != exitUsage || !strings.Contains(r.stderr, "want a size") {
+	if r := runCLI(t, "run", path, "--max-memory", "lots"); r.code != exitUsage || !strings.Contains(oneLine(r.stderr), "want a size") {
 		t.Errorf("--max-memory lots: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -90,19 +90,20 @@ func TestRunRefusesLongWorkUnlessLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "run", path)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "days of work") || !strings.Contains(r.stderr, "--long") {
+	if r.code != exitUsage || !strings.Contains(oneLine(r.stderr), "days of work") || !strings.Contains(oneLine(r.stderr), "--long") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	// --long admits it (without running it here: it would take days).
-	cl, err := parse(command{name: "run"}, []string{"--long", path}, &strings.Builder{}, &strings.Builder{})
-	if err != nil {
+	c, _ := lookup(table(Heavy{}), "run")
+	cl := &Invocation{Name: "run", Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}
+	if err := parse(c, []string{"--long", path}, cl); err != nil {
 		t.Fatal(err)
 	}
 	sc, err := loadForTest(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.admit(sc); err != nil {
+	if err := cl.Admit(sc); err != nil {
 		t.Errorf("with --long: %v", err)
 	}
 }
@@ -114,7 +115,7 @@ func TestRunProgressWhenPiped(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "run", path, "--json", "--progress")
-	if r.code != exitOK || !strings.Contains(r.stderr, "run: 100% (10/10)") {
+	if r.code != exitOK || !strings.Contains(oneLine(r.stderr), "run: 100% (10/10)") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := runCLI(t, "run", path, "--json"); r.stderr != "" {

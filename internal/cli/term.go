@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -90,4 +91,30 @@ func (p *progress) clear() {
 		fmt.Fprint(p.w, "\r\x1b[K")
 		p.drawn = false
 	}
+}
+
+// Text is wrapped to the terminal's width, but never wider than maxWidth
+// (long lines are hard to read) nor narrower than minWidth; off a terminal,
+// to 80 columns.
+const (
+	pipeWidth = 80
+	maxWidth  = 100
+	minWidth  = 40
+)
+
+// textWidth is the width to wrap text written to w at: the terminal's
+// (COLUMNS when set, as shells export it, or what the terminal says),
+// within [minWidth, maxWidth]; pipeWidth when w is not a terminal.
+func textWidth(w io.Writer) int {
+	if !isTerminal(w) {
+		return pipeWidth
+	}
+	n, err := strconv.Atoi(os.Getenv("COLUMNS"))
+	if err != nil || n <= 0 {
+		n = terminalColumns(w.(*os.File))
+	}
+	if n <= 0 {
+		return pipeWidth
+	}
+	return min(max(n, minWidth), maxWidth)
 }

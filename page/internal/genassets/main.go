@@ -1,5 +1,6 @@
 // Command genassets builds the page's WebAssembly module and writes it,
-// with wasm_exec.js, into page/assets for the retrystorm binary to embed.
+// with wasm_exec.js and the toolchain's version, into page/assets for the
+// retrystorm binary to embed.
 // `go generate ./page` runs it in the page directory.
 package main
 
@@ -20,5 +21,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "genassets:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("genassets: wrote %s/%s (%d bytes) and %s/%s\n", page.AssetsDir, page.ModuleFile, len(a.Module), page.AssetsDir, page.WasmExecFile)
+	fmt.Printf("genassets: wrote %s/%s (%d bytes), %s/%s and %s/%s (%s)\n", page.AssetsDir, page.ModuleFile, len(a.Module), page.AssetsDir, page.WasmExecFile, page.AssetsDir, page.ToolchainFile, a.Toolchain)
 }

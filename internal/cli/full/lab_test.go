@@ -1,4 +1,4 @@
-package cli
+package full
 
 import (
 	"encoding/json"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/retrystorm/retrystorm/lab"
 )
 
 // tinyStorm is a storm small and short enough for a test of the command:
@@ -104,7 +107,7 @@ func TestLabText(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if !strings.Contains(r.stderr, "live view at http://127.0.0.1:") || !strings.Contains(r.stderr, "gateway http://127.0.0.1:") {
+	if log := strings.Join(strings.Fields(r.stderr), " "); !strings.Contains(log, "live view at http://127.0.0.1:") || !strings.Contains(log, "gateway http://127.0.0.1:") {
 		t.Errorf("stderr does not say where the live view and the servers are:\n%s", r.stderr)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
@@ -116,29 +119,46 @@ func TestLabText(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	for _, line := range strings.Split(r.stdout, "\n") {
-		if n := len([]rune(line)); n > 80 && !strings.HasPrefix(line, "✓") && !strings.HasPrefix(line, "✗") {
-			t.Errorf("line of %d columns: %q", n, line)
+	for _, out := range []string{r.stdout, r.stderr} {
+		for _, line := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(line); n > 80 {
+				t.Errorf("line of %d columns: %q", n, line)
+			}
 		}
 	}
 }
 
+// TestLabUsage: bad flags are refused before anything runs, with exit 2,
+// and so are values with which the lab could only fail its own claims: a
+// tick so short that the storm's peak load outruns the machine, or so long
+// that the run takes hours, and a duration that ends before recovery can
+// be seen (issue 14, item 10).
 func TestLabUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"lab", "--tick", "0s"},
-		{"lab", "--duration", "7500ms"},
-		{"lab", "--port", "70000"},
-		{"lab", "extra"},
-		{"lab", "--config", "does-not-exist.yaml"},
-		{"lab", "--config", "../../experiment/scenarios/hedge.yaml"}, // replicas: the simulator's only
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "--tick", "0s"}, "--tick 0s: want a positive duration"},
+		{[]string{"lab", "--tick", "1ms"}, "--tick 1ms: storm needs a tick from 80ms to 10s in the lab: below 80ms, fleet naive's 400 attempts per scenario second would pass 5000 per second of wall time"},
+		{[]string{"lab", "--tick", "50ms"}, "--tick 50ms: storm needs a tick from 80ms"},
+		{[]string{"lab", "--tick", "1h"}, "--tick 1h: storm needs a tick from 80ms to 10s in the lab: above 10s, its 3 fleets of 120 ticks would take more than 1h"},
+		{[]string{"lab", "--config", writeTiny(t), "--tick", "20ms"}, "--tick 20ms: tiny needs a tick from 50ms to 1m40s in the lab: below 50ms, fleet naive's 1s timeout would last less than 50ms of wall time"},
+		{[]string{"lab", "--duration", "7500ms"}, "is not a whole number of ticks of 1s"},
+		{[]string{"lab", "--duration", "45s"}, "--duration 45s: storm needs at least 50s"},
+		{[]string{"lab", "--port", "70000"}, "--port 70000: want a port from 0 to 65535"},
+		{[]string{"lab", "extra"}, "lab takes no arguments"},
+		{[]string{"lab", "--config", "does-not-exist.yaml"}, "does-not-exist.yaml"},
+		{[]string{"lab", "--config", ""}, `--config "": needs a file name`},
+		{[]string{"lab", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"}, // replicas: the simulator's only
 	} {
-		if r := runCLI(t, args...); r.code != 2 {
-			t.Errorf("%q: exit %d, want 2\n%s", args, r.code, r.stderr)
+		r := runCLI(t, c.args...)
+		if r.code != 2 || !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
+			t.Errorf("%q: exit %d, want 2 and %q\n%s", c.args, r.code, c.want, r.stderr)
 		}
 	}
 	r := runCLI(t, "help", "lab")
-	for _, want := range []string{"-tick", "-duration", "-port", "-config", "-json"} {
-		if !strings.Contains(r.stdout, want) {
+	for _, want := range []string{"--tick D", "--duration D", "--port N", "--config FILE", "--json", "default " + lab.DefaultTick.String()} {
+		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
 			t.Errorf("help lab lacks %q", want)
 		}
 	}

@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/internal/suggest"
+)
+
+// Invocation is a parsed command line: the command, its arguments and
+// flags, and where to print. Run functions get it.
+type Invocation struct {
+	// Name is the command; "demo" when none was typed.
+	Name string
+	// Args are the positional arguments, wherever they stood among the
+	// flags.
+	Args           []string
+	Stdout, Stderr io.Writer
+
+	// outputFlags
+	JSON bool
+	Seed *uint64
+	Out  string
+	// configFlags
+	Config      string
+	PrintConfig bool
+	// gridFlag: the sweep's cells per axis; 0 means the default.
+	Grid int
+	// findingsFlag: also write the findings to this Markdown file.
+	Findings string
+	// pageFlags: the page's file.
+	Output string
+	// labFlags
+	Lab LabFlags
+	// costFlags
+	cost costValues
+
+	typed bool     // the command's name was typed (not the default demo)
+	argv  []string // the arguments as given, for the companion
+	flags *flag.FlagSet
+	table []command
+}
+
+// LabFlags are the lab's own flags.
+type LabFlags struct {
+	// Tick is the wall-clock length of one scenario tick.
+	Tick time.Duration
+	// Duration, when not zero, replaces the scenario's duration.
+	Duration time.Duration
+	// Port is the live view's port on 127.0.0.1; 0 picks a free one.
+	Port int
+}
+
+// A flagGroup defines flags that several commands share on fs, storing
+// their values in inv. Usage strings name the value in backquotes.
+type flagGroup func(fs *flag.FlagSet, inv *Invocation)
+
+// outputFlags are every experiment's: what to print and where to write.
+func outputFlags(fs *flag.FlagSet, inv *Invocation) {
+	fs.BoolVar(&inv.JSON, "json", false, `print machine-readable JSON on stdout instead of tables; it carries "claims". No report is written unless --out is given`)
+	funcVar(fs, "seed", "replace the scenario's seed with `N`, an unsigned integer", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an unsigned integer")
+		}
+		inv.Seed = &n
+		return nil
+	})
+	fs.StringVar(&inv.Out, "out", "", "write the HTML report to the directory `DIR` (default retrystorm-report; none with --json)")
+}
+
+// configFlags are for the commands that run an embedded scenario file.
+func configFlags(fs *flag.FlagSet, inv *Invocation) {
+	fileVar(fs, &inv.Config, "config", "run the scenario `FILE` instead of the embedded default", " (leave --config out to run the embedded default)")
+	fs.BoolVar(&inv.PrintConfig, "print-config", false, "print the embedded default scenario, to copy and edit")
+}
+
+// The sweep's grid. At 2 cells per axis the map cannot show the boundary
+// its claims are about, and at 3 or 4 it fails them for some seeds
+// (seed 5 at 4); from 5 on they held for seeds 1 to 21. minGrid keeps a
+// cell of margin; TestSweepSmallestGrid runs it.
+const (
+	minGrid = 6
+	maxGrid = 200
+)
+
+func gridFlag(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "grid", fmt.Sprintf("`N` cells per axis of the sweep's map, %d to %d (default 40)", minGrid, maxGrid), func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < minGrid || n > maxGrid {
+			return fmt.Errorf("want a whole number of cells per axis from %d to %d (below %d the map is too coarse to show the boundary the sweep's claims are about)", minGrid, maxGrid, minGrid)
+		}
+		inv.Grid = n
+		return nil
+	})
+}
+
+func findingsFlag(fs *flag.FlagSet, inv *Invocation) {
+	fileVar(fs, &inv.Findings, "findings", "also write the findings as Markdown to `FILE`", "")
+}
+
+func pageFlags(fs *flag.FlagSet, inv *Invocation) {
+	inv.Output = "retrystorm.html"
+	fileVar(fs, &inv.Output, "o", "write the page to `FILE` (default retrystorm.html)", "")
+}
+
+// defaultLabTick is lab.DefaultTick, which this package cannot import
+// without linking the lab; a test in package full checks they agree.
+const defaultLabTick = 100 * time.Millisecond
+
+func labFlags(fs *flag.FlagSet, inv *Invocation) {
+	inv.Lab.Tick = defaultLabTick
+	funcVar(fs, "tick", "the wall-clock length `D` of one tick of the scenario (default 100ms; time is scaled by D / the scenario's tick)", func(s string) error {
+		d, err := parseDuration(s)
+		inv.Lab.Tick = d
+		return err
+	})
+	funcVar(fs, "duration", "run `D` of scenario time instead of the scenario's duration (a whole number of ticks)", func(s string) error {
+		d, err := parseDuration(s)
+		inv.Lab.Duration = d
+		return err
+	})
+	funcVar(fs, "port", "serve the live view on port `N` of 127.0.0.1 (default: a free port)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("want a port from 0 to 65535")
+		}
+		inv.Lab.Port = n
+		return nil
+	})
+}
+
+// parseDuration reads a positive duration.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a positive duration such as 100ms, 2s or 1m30s")
+	}
+	return d, nil
+}
+
+// fileVar defines a flag naming a file, stored in p; an empty name is
+// refused, with hint after the reason.
+func fileVar(fs *flag.FlagSet, p *string, name, usage, hint string) {
+	funcVar(fs, name, usage, func(s string) error {
+		if s == "" {
+			return errors.New("needs a file name" + hint)
+		}
+		*p = s
+		return nil
+	})
+}
+
+// funcVar is flag.Func, but the flag remembers the text it was given, for
+// the command line the report shows.
+func funcVar(fs *flag.FlagSet, name, usage string, set func(string) error) {
+	fs.Var(&textValue{set: set}, name, usage)
+}
+
+type textValue struct {
+	set  func(string) error
+	text string
+}
+
+func (v *textValue) String() string { return v.text }
+func (v *textValue) Set(s string) error {
+	v.text = s
+	return v.set(s)
+}
+
+// parse reads c's flags from args. Flags may come before or after the
+// positional arguments (retrystorm run storm.yaml --json).
+func parse(c command, args []string, inv *Invocation) error {
+	fs := flag.NewFlagSet("retrystorm "+c.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, g := range c.Flags {
+		g(fs, inv)
+	}
+	inv.flags = fs
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return err
+			}
+			return &usageError{cmd: inv.cmdName(), msg: flagError(fs, err)}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return nil
+		}
+		inv.Args = append(inv.Args, args[0])
+		args = args[1:]
+	}
+}
+
+// dash writes a flag as the README does: -o, --json.
+func dash(name string) string {
+	if len([]rune(name)) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	invalidValue  = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-+([^:]+): (.*)$`)
+	flagInText    = regexp.MustCompile(`(^|[ :])-+([A-Za-z][A-Za-z0-9_-]*)`)
+)
+
+// flagError rewords the flag package's errors: flags as --flag, and a
+// "did you mean" for an unknown one.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		text := "unknown flag " + dash(m[1])
+		if s := suggest.Closest(m[1], names); s != "" {
+			return text + "; did you mean " + dash(s) + "?"
+		}
+		if len(names) == 0 {
+			return text + " (it takes no flags)"
+		}
+		slices.Sort(names)
+		for i, n := range names {
+			names[i] = dash(n)
+		}
+		return text + " (it takes " + suggest.OneOf(names) + ")"
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		value, _ := strconv.Unquote(m[1])
+		if value == "" {
+			value = `""`
+		}
+		// The flag package wraps a Func's error as "parse error" for
+		// durations and numbers; say what was wrong in words.
+		why := strings.TrimPrefix(m[3], "parse error")
+		if why == "" {
+			why = "not a valid value"
+		}
+		return dash(m[2]) + " " + value + ": " + why
+	}
+	return flagInText.ReplaceAllStringFunc(msg, func(s string) string {
+		m := flagInText.FindStringSubmatch(s)
+		return m[1] + dash(m[2])
+	})
+}

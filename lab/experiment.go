@@ -1,0 +1,210 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// ExperimentOptions configure Experiment.
+type ExperimentOptions struct {
+	// Tick is the wall-clock length of one scenario tick; zero means
+	// DefaultTick.
+	Tick time.Duration
+	// Port is the live view's port on 127.0.0.1; zero picks a free one.
+	Port int
+	// Storm says sc is the storm experiment's scenario, whose claims are
+	// checked on the lab's numbers too.
+	Storm bool
+	// Log, when set, is told where the live view and the servers are.
+	Log io.Writer
+}
+
+// Experiment runs sc in the simulator and then in the lab, fleet after
+// fleet, with the storm's drop_expired counterfactual when sc has one, and
+// sets the two side by side (experiment.LabOutcome): tables, charts, how
+// they agree and the claims. A live view serves the run on 127.0.0.1
+// while it lasts.
+func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*experiment.Outcome, error) {
+	if err := Check(sc); err != nil {
+		return nil, err
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = DefaultTick
+	}
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	simRes, err := sim.Run(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	cf, cfName := experiment.StormCounterfactual(sc)
+	if cf != nil {
+		cf.Fleets[0].Name = cfName
+		cfRes, err := sim.Run(ctx, cf)
+		if err != nil {
+			return nil, err
+		}
+		simRes.Fleets = append(simRes.Fleets, cfRes.Fleets...)
+	}
+	var names []string
+	for _, f := range simRes.Fleets {
+		names = append(names, f.Name)
+	}
+
+	live := NewLive(sc, names, opts.Tick, simRes)
+	defer live.Close()
+	view, err := Listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port)), live.Handler())
+	if err != nil {
+		return nil, fmt.Errorf("lab: the live view: %w", err)
+	}
+	defer view.Close()
+	per := time.Duration(float64(opts.Tick) * sc.Duration.Seconds() / sc.Tick.Seconds())
+	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
+
+	token := NewToken() // /admin/faults needs it: a web page cannot guess it
+	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Ready: func(fleet string, origin, gateway *url.URL) {
+		fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
+	}}
+	res, err := Run(ctx, sc, run)
+	if err != nil {
+		return nil, err
+	}
+	if cf != nil {
+		f, info, err := RunFleet(ctx, cf, 0, run)
+		if err != nil {
+			return nil, err
+		}
+		res.Fleets = append(res.Fleets, f)
+		res.Lab.Fleets = append(res.Lab.Fleets, info)
+	}
+	live.Close()
+
+	return experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
+		WallTick:           opts.Tick,
+		Storm:              opts.Storm,
+		CounterfactualName: cfName,
+		Info:               res.Lab,
+		Notes:              labNotes(res),
+	}), nil
+}
+
+// labNotes say what the lab's own instruments saw: how long each fleet took,
+// whether the load generator kept its schedule, and what the origin
+// counted that the simulator has no word for.
+func labNotes(res *Result) []string {
+	var out []string
+	for _, f := range res.Lab.Fleets {
+		l, o := f.Load, f.Origin
+		n := fmt.Sprintf("%s: %.1f s of wall time; %d intents sent on schedule (%d shed), sent at most %.0f ms late (p99 %.1f ms); the origin served %d requests for clients that had left",
+			f.Name, f.WallSeconds, l.Sent, l.Shed, 1000*l.LateMax, 1000*l.LateP99, o.Wasted)
+		if o.Dropped > 0 {
+			n += fmt.Sprintf(" and dropped %d it could not answer in time", o.Dropped)
+		}
+		if o.Executions > 0 {
+			n += fmt.Sprintf("; %d POST executions, %d of them duplicates, %d retries answered from the idempotency keys", o.Executions, o.Duplicates, o.Replayed)
+		}
+		out = append(out, n+".")
+	}
+	return out
+}
+
+// The limits of the lab's time scale (see TickBounds).
+const (
+	// MinTick is the shortest wall-clock tick: below it the per-tick
+	// accounting is at the mercy of timer wake-ups.
+	MinTick = 10 * time.Millisecond
+	// MinScaledTimeout is the shortest attempt timeout, in wall-clock
+	// time, the lab measures honestly: a loopback hop, a timer wake-up
+	// and a garbage-collection pause take a few milliseconds under load.
+	MinScaledTimeout = 50 * time.Millisecond
+	// MaxAttemptRate is the most attempts per wall-clock second the lab
+	// plans for: the gateway serves about 6,300 per second on two cores
+	// at saturation (BENCHMARKS.md), and the full storm at 100 ms per
+	// tick peaks at 4,000.
+	MaxAttemptRate = 5000.0
+	// MaxWall is the longest a lab run may take on the wall clock.
+	MaxWall = time.Hour
+)
+
+// TickBounds is the range of wall-clock ticks at which the lab can run a
+// scenario and measure what the simulator does, and why each end is
+// where it is.
+type TickBounds struct {
+	Min, Max       time.Duration
+	MinWhy, MaxWhy string
+}
+
+// Bounds returns the range of ticks the lab accepts for sc: a tick so
+// short that the fleets' timeouts shrink below MinScaledTimeout or their
+// peak load passes MaxAttemptRate (a policy's ceiling, as resil computes
+// it, at the highest intent rate of the scenario) fails the scenario's own
+// claims by construction, and one so long that the run (every fleet, and
+// the storm's counterfactual) passes MaxWall is refused. Min > Max when no
+// tick will do.
+func Bounds(sc *scenario.Scenario) (TickBounds, error) {
+	b := TickBounds{Min: MinTick, MinWhy: "the ticks would be at the mercy of timer wake-ups"}
+	if err := Check(sc); err != nil {
+		return b, err
+	}
+	per := sc.Tick.Seconds() // scenario seconds per tick
+	rate := sc.Traffic.Rate
+	for _, t := range sc.Triggers {
+		if t.Kind == scenario.TriggerLoad {
+			rate = max(rate, t.Rate)
+		}
+	}
+	raise := func(d time.Duration, why string) {
+		if d > b.Min {
+			// Up to the millisecond, so that the bound printed is one
+			// the lab takes.
+			b.Min, b.MinWhy = (d + time.Millisecond - 1).Truncate(time.Millisecond), why
+		}
+	}
+	for _, f := range sc.Fleets {
+		if f.Timeout > 0 {
+			raise(time.Duration(float64(MinScaledTimeout)*per/f.Timeout.Seconds()),
+				fmt.Sprintf("fleet %s's %s timeout would last less than %s of wall time", f.Name, Short(f.Timeout), Short(MinScaledTimeout)))
+		}
+		p, err := f.NewPolicy()
+		if err != nil {
+			return b, err
+		}
+		if c := p.Ceiling(rate); !math.IsInf(c, 0) {
+			raise(time.Duration(float64(time.Second)*per*c/MaxAttemptRate),
+				fmt.Sprintf("fleet %s's %.0f attempts per scenario second would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, c, MaxAttemptRate))
+		}
+	}
+	fleets := len(sc.Fleets)
+	if cf, _ := experiment.StormCounterfactual(sc); cf != nil {
+		fleets++
+	}
+	ticks := int((sc.Duration + sc.Tick - 1) / sc.Tick)
+	b.Max = time.Duration(float64(MaxWall) / float64(fleets*ticks)).Truncate(time.Millisecond)
+	b.MaxWhy = fmt.Sprintf("its %d fleets of %d ticks would take more than %s", fleets, ticks, Short(MaxWall))
+	return b, nil
+}
+
+// Short writes d as it would be typed: 1h, 1m30s, 50ms, not 1h0m0s.
+func Short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
