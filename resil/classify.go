@@ -160,8 +160,8 @@ func (e *timedOut) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
 // StopError is the error of a guarded call that stopped without success
 // after sending at least one attempt: Reason says why it stopped
 // ([ErrRetriesExhausted], [ErrBudgetExhausted], [ErrNotIdempotent],
-// [ErrNotRetryable], [ErrNoTimeLeft], [ErrPushback], [ErrBreakerOpen], or
-// the caller's context error), and Last is the last attempt's error.
+// [ErrNotRetryable], [ErrNoTimeLeft], [ErrPushback], [ErrBreakerOpen],
+// [ErrThrottled], or the caller's context error), and Last is the last attempt's error.
 // errors.Is and errors.As match both.
 //
 // The zero value is not meaningful; the Guard returns a *StopError that is
