@@ -3,6 +3,7 @@ package resilhttp
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -80,18 +81,32 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// shedBodies are the refusals' bodies, made once.
+var shedBodies = func() (b [resil.NumShedReasons]string) {
+	for r := range b {
+		b[r] = "resil: request shed: " + resil.ShedReason(r).String() + "\n"
+	}
+	return b
+}()
+
 // refuse answers a shed request: 503, why, and when to come back.
 func refuse(w http.ResponseWriter, err error) {
 	reason, wait := resil.ShedLimit, time.Duration(0)
 	if se, ok := errors.AsType[*resil.ShedError](err); ok {
 		reason, wait = se.Reason, se.Wait
 	}
-	hd := w.Header()
-	hd.Set(ShedHeader, reason.String())
-	if wait > 0 {
-		hd.Set("Retry-After", retryAfterSeconds(wait))
+	if reason >= resil.NumShedReasons {
+		reason = resil.ShedLimit
 	}
-	http.Error(w, "resil: request shed: "+reason.String(), http.StatusServiceUnavailable)
+	hd := w.Header()
+	hd[ShedHeader] = []string{reason.String()}
+	if wait > 0 {
+		hd["Retry-After"] = []string{retryAfterSeconds(wait)}
+	}
+	hd["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	hd["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, shedBodies[reason])
 }
 
 // retryAfterSeconds formats a wait as Retry-After's delay-seconds, rounded
