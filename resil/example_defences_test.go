@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/resilhttp"
 )
 
 // Adaptive throttling sheds only the excess. Against a dependency that
@@ -204,4 +207,32 @@ func ExampleShedder() {
 	// second: limit 1s
 	// third: resil: request shed: too_late
 	// admitted 1 over the limit 1 too late 1
+}
+
+// The README's server side: a Shedder with a gradient limit, a learned
+// service time and an adaptive-LIFO queue in front of a handler. A request
+// with time enough is served; one whose caller has no time left is refused
+// at once.
+func ExampleShedder_readme() {
+	mux := http.NewServeMux()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") })
+	// snippet: README.md
+	limit, _ := resil.NewLimiter(resil.LimiterSettings{Algorithm: resil.LimitGradient})
+	shedder, _ := resil.NewShedder(resil.ShedderSettings{
+		Limiter:  limit,
+		Deadline: resil.DeadlineSettings{Learn: true},
+		Queue:    resil.QueueSettings{MaxLen: 100, Discipline: resil.AdaptiveLIFO, MaxWait: 100 * time.Millisecond},
+	})
+	mux.Handle("/", resilhttp.Shed(shedder)(handler))
+	// end snippet
+	for _, left := range []string{"1S", "0n"} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set(resilhttp.TimeoutHeader, left)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Println(left, w.Code, w.Body.String())
+	}
+	// Output:
+	// 1S 200 served
+	// 0n 503 resil: request shed: expired
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -239,5 +240,50 @@ func TestShedderTooLateAfterWait(t *testing.T) {
 	}
 	if lim.InFlight() != 0 {
 		t.Errorf("the slot was not given back: %d in flight", lim.InFlight())
+	}
+}
+
+// TestShedderConcurrent: many requests at once through a small limit and
+// queue, some callers leaving: the limit is never exceeded, every request
+// is admitted or refused once, and nothing is left in flight or queued.
+func TestShedderConcurrent(t *testing.T) {
+	lim := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, Limit: 3, MaxLimit: 4})
+	sh := mustShedder(t, ShedderSettings{Limiter: lim,
+		Queue: QueueSettings{MaxLen: 4, Discipline: AdaptiveLIFO, MaxWait: 2 * time.Millisecond}})
+	const workers, each = 8, 150
+	var running, peak, admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				ctx, cancel := context.WithCancel(context.Background())
+				if i%7 == 0 {
+					cancel() // a caller that has already left
+				}
+				tk, err := sh.Admit(ctx, time.Time{})
+				cancel()
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				admitted.Add(1)
+				n := running.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				if (w+i)%3 == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
+				running.Add(-1)
+				sh.Done(tk, (w+i)%11 == 0)
+			}
+		})
+	}
+	wg.Wait()
+	st := sh.Stats()
+	if peak.Load() > 4 || admitted.Load()+refused.Load() != workers*each ||
+		st.Admitted != uint64(admitted.Load()) || st.Refused() != uint64(refused.Load()) ||
+		st.InFlight != 0 || st.Queued != 0 || lim.InFlight() != 0 {
+		t.Errorf("peak %d, admitted %d, refused %d; stats %+v, limiter in flight %d",
+			peak.Load(), admitted.Load(), refused.Load(), st, lim.InFlight())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -263,5 +265,34 @@ func TestGuardThrottle(t *testing.T) {
 	}
 	if EventThrottled.String() != "throttled" {
 		t.Error(EventThrottled.String())
+	}
+}
+
+// TestThrottlerConcurrent: Allow and Record from many goroutines (run it
+// with -race): the counts add up, whatever the interleaving.
+func TestThrottlerConcurrent(t *testing.T) {
+	th := mustThrottler(t, ThrottlerSettings{Rand: draw(0.5)})
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				if th.Allow(now) != nil {
+					refused.Add(1)
+					continue
+				}
+				o := OutcomeSuccess
+				if (w+i)%2 == 0 {
+					o = OutcomeFailure
+				}
+				th.Record(now, o)
+			}
+		})
+	}
+	wg.Wait()
+	req, acc := th.Counts(t0.Add(time.Second))
+	if req != 2000 || acc > req-refused.Load() {
+		t.Errorf("requests %d (want 2000), accepts %d, refused %d", req, acc, refused.Load())
 	}
 }
