@@ -128,14 +128,15 @@ type DeadlineShedder struct {
 // NewDeadlineShedder returns a deadline shedder with the given settings, or
 // an error naming the invalid field.
 func NewDeadlineShedder(s DeadlineSettings) (*DeadlineShedder, error) {
-	if err := s.validate(""); err != nil {
+	if err := s.validate("DeadlineSettings."); err != nil {
 		return nil, err
 	}
 	return &DeadlineShedder{service: s.ServiceTime, reserve: s.Reserve, learn: s.Learn}, nil
 }
 
-func (s DeadlineSettings) validate(prefix string) error {
-	p := prefix + "DeadlineSettings."
+// validate reports the first invalid field; p prefixes the field names
+// ("DeadlineSettings.").
+func (s DeadlineSettings) validate(p string) error {
 	if s.ServiceTime < 0 || s.ServiceTime > 24*time.Hour {
 		return badSetting(p+"ServiceTime", s.ServiceTime, "must be in [0, 24h]")
 	}

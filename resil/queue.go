@@ -52,8 +52,9 @@ type QueueSettings struct {
 	OverloadWait time.Duration
 }
 
-func (s QueueSettings) validate(prefix string) error {
-	p := prefix + "QueueSettings."
+// validate reports the first invalid field; p prefixes the field names
+// ("QueueSettings.").
+func (s QueueSettings) validate(p string) error {
 	if s.MaxLen < 0 || s.MaxLen > 1_000_000 {
 		return badSetting(p+"MaxLen", s.MaxLen, "must be in [0, 1e6]")
 	}
@@ -103,7 +104,7 @@ type WaitQueue[T comparable] struct {
 // NewWaitQueue returns a queue with the given settings, or an error naming
 // the invalid field.
 func NewWaitQueue[T comparable](s QueueSettings) (*WaitQueue[T], error) {
-	if err := s.validate(""); err != nil {
+	if err := s.validate("QueueSettings."); err != nil {
 		return nil, err
 	}
 	return &WaitQueue[T]{s: s, buf: make([]queued[T], s.MaxLen)}, nil

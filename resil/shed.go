@@ -102,10 +102,10 @@ var unbuilt = &ShedError{Reason: ShedLimit}
 // the invalid field.
 func NewShedder(s ShedderSettings) (*Shedder, error) {
 	const p = "ShedderSettings."
-	if err := s.Deadline.validate(p); err != nil {
+	if err := s.Deadline.validate(p + "Deadline."); err != nil {
 		return nil, err
 	}
-	if err := s.Queue.validate(p); err != nil {
+	if err := s.Queue.validate(p + "Queue."); err != nil {
 		return nil, err
 	}
 	if s.Queue.MaxLen > 0 && s.Limiter == nil {

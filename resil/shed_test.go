@@ -38,9 +38,9 @@ func TestShedderSettings(t *testing.T) {
 		s     ShedderSettings
 		field string
 	}{
-		{ShedderSettings{Deadline: DeadlineSettings{ServiceTime: -1}}, "ShedderSettings.DeadlineSettings.ServiceTime"},
+		{ShedderSettings{Deadline: DeadlineSettings{ServiceTime: -1}}, "ShedderSettings.Deadline.ServiceTime"},
 		{ShedderSettings{Queue: QueueSettings{MaxLen: 3, MaxWait: time.Second}}, "ShedderSettings.Queue.MaxLen"},
-		{ShedderSettings{Limiter: lim, Queue: QueueSettings{MaxLen: 3}}, "ShedderSettings.QueueSettings.MaxWait"},
+		{ShedderSettings{Limiter: lim, Queue: QueueSettings{MaxLen: 3}}, "ShedderSettings.Queue.MaxWait"},
 		{ShedderSettings{RetryAfter: -time.Second}, "ShedderSettings.RetryAfter"},
 		{ShedderSettings{RetryAfter: 2 * time.Hour}, "ShedderSettings.RetryAfter"},
 	} {
