@@ -79,14 +79,14 @@ func BenchmarkThrottler(b *testing.B) {
 // The adaptive concurrency limiters: acquire a permit and release it with
 // a latency sample, far below the limit. failsafe-go's limiter is its own
 // gradient design (a t-digest of recent latencies against a moving
-// baseline); resil's LimitGradient is Gradient2's, windowed, and
-// LimitAIMD is the simpler one. Both read the clock at acquire and at
+// baseline); resil's LimitGradient is Gradient2's, windowed, LimitVegas
+// Vegas's, and LimitAIMD the simplest. Both read the clock at acquire and at
 // release here.
 
 var errRefused = errors.New("refused")
 
 func BenchmarkLimiter(b *testing.B) {
-	for _, alg := range []resil.LimitAlgorithm{resil.LimitGradient, resil.LimitAIMD} {
+	for _, alg := range []resil.LimitAlgorithm{resil.LimitGradient, resil.LimitVegas, resil.LimitAIMD} {
 		l, err := resil.NewLimiter(resil.LimiterSettings{Algorithm: alg, Limit: 100, MaxLimit: 200})
 		if err != nil {
 			b.Fatal(err)

@@ -63,6 +63,7 @@ func BenchmarkLimiter(b *testing.B) {
 		{Algorithm: LimitFixed, Limit: 1000},
 		{Algorithm: LimitAIMD, MaxLimit: 1000},
 		{Algorithm: LimitGradient, MaxLimit: 1000, Window: time.Millisecond},
+		{Algorithm: LimitVegas, MaxLimit: 1000},
 	} {
 		l := mustLimiter(b, s)
 		b.Run("acquire+release/"+s.Algorithm.String(), func(b *testing.B) {

@@ -67,8 +67,8 @@
 // A server drives three decision cores, each on injected time: a
 // [DeadlineShedder] refuses work whose caller's deadline has passed or is
 // too near for its service time; a [Limiter] caps the requests in flight
-// and learns the cap from latency and drops ([LimitAIMD], [LimitGradient])
-// or keeps it fixed; a [WaitQueue] lets a bounded number wait, in FIFO,
+// and learns the cap from latency and drops ([LimitAIMD], [LimitGradient],
+// [LimitVegas]) or keeps it fixed; a [WaitQueue] lets a bounded number wait, in FIFO,
 // LIFO or adaptive-LIFO order, for a bounded time. A simulator's origin
 // calls them on virtual time; a [Shedder] is their blocking driver for real
 // servers, transport-neutral: resilhttp's Shed middleware and the gRPC

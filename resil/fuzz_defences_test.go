@@ -67,8 +67,9 @@ func FuzzLimiter(f *testing.F) {
 	f.Add(uint8(1), uint8(5), uint8(20), []byte{0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 1, 1, 1})
 	f.Add(uint8(2), uint8(1), uint8(3), []byte{0, 0, 5, 9, 13, 0, 0, 0, 200, 1, 1, 2, 3})
 	f.Add(uint8(0), uint8(2), uint8(2), []byte{0, 0, 0, 1, 3, 3, 3})
+	f.Add(uint8(3), uint8(4), uint8(9), []byte{0, 0, 0, 0, 9, 13, 1, 0, 0, 5, 1, 2, 0, 21, 1})
 	f.Fuzz(func(t *testing.T, alg, lo, span uint8, ops []byte) {
-		s := LimiterSettings{Algorithm: LimitAlgorithm(alg % 3)}
+		s := LimiterSettings{Algorithm: LimitAlgorithm(alg % 4)}
 		switch s.Algorithm {
 		case LimitFixed:
 			s.Limit = int(lo) + 1
@@ -76,6 +77,8 @@ func FuzzLimiter(f *testing.F) {
 			s.MinLimit, s.MaxLimit, s.Backoff, s.SlowRTT = int(lo)+1, int(lo)+1+int(span), 0.5, time.Second
 		case LimitGradient:
 			s.MinLimit, s.MaxLimit, s.Window, s.WindowSamples, s.LongWindow = int(lo)+1, int(lo)+1+int(span), 100*time.Millisecond, 2, 5
+		case LimitVegas:
+			s.MinLimit, s.MaxLimit, s.Probe = int(lo)+1, int(lo)+1+int(span), int(span%4)
 		}
 		l, err := NewLimiter(s)
 		if err != nil {

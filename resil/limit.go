@@ -2,6 +2,7 @@ package resil
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,11 +27,20 @@ const (
 	// Netflix's Gradient2Limit does: when requests start to queue the short
 	// RTT grows and the limit shrinks; no drop is needed to notice.
 	LimitGradient
+	// LimitVegas estimates the queue from the no-load latency (the least
+	// seen, measured again now and then) and the latency of each request:
+	// queue = limit × (1 − noload / rtt). It grows the limit while the
+	// queue is short and shrinks it when the queue is long, or on a drop,
+	// by steps of log10(limit), as TCP Vegas and Netflix's VegasLimit do.
+	// Unlike LimitGradient, whose baseline follows a long-term average,
+	// it settles where a few requests queue, however long the overload
+	// lasts.
+	LimitVegas
 )
 
-var limitNames = [...]string{"fixed", "aimd", "gradient"}
+var limitNames = [...]string{"fixed", "aimd", "gradient", "vegas"}
 
-// String returns "fixed", "aimd" or "gradient".
+// String returns "fixed", "aimd", "gradient" or "vegas".
 func (a LimitAlgorithm) String() string {
 	if int(a) < len(limitNames) {
 		return limitNames[a]
@@ -65,9 +75,10 @@ type LimiterSettings struct {
 	// as a drop even though it completed. Zero means only drops count.
 	SlowRTT time.Duration
 
-	// Smoothing is, for LimitGradient, the weight of each update: the new
-	// limit is (1 − Smoothing) × old + Smoothing × target. Zero means 0.2
-	// (Netflix's). Must be in (0, 1].
+	// Smoothing is, for LimitGradient and LimitVegas, the weight of each
+	// update: the new limit is (1 − Smoothing) × old + Smoothing × target.
+	// Zero means 0.2 for LimitGradient, 1 for LimitVegas (Netflix's). Must
+	// be in (0, 1].
 	Smoothing float64
 	// Tolerance is, for LimitGradient, how much longer than the long RTT
 	// the short RTT may get before the limit shrinks: the gradient is
@@ -92,6 +103,17 @@ type LimiterSettings struct {
 	// first 10 windows). Zero means 600 (ten minutes of one-second
 	// windows, Netflix's). In [1, 1e6].
 	LongWindow int
+
+	// Probe is, for LimitVegas, how often the no-load latency is measured
+	// again: after Probe × limit samples, the next sample's latency
+	// replaces it (Netflix's VegasLimit does so every 30 × limit), so that
+	// a service that became slower for good is not held to its old speed.
+	// The price: a probe taken while the limit is saturated measures a
+	// loaded latency, and under a long overload the limit ratchets up
+	// probe after probe. Zero means never: the no-load latency is the least
+	// ever seen, and the limit settles near the service's capacity however
+	// long the overload lasts. In [0, 1e6].
+	Probe int
 }
 
 // LimitPermit is a [Limiter]'s admission of one request, returned by
@@ -113,8 +135,8 @@ func (p LimitPermit) Admitted() bool { return p.ok }
 func (p LimitPermit) Start() time.Time { return p.start }
 
 // Limiter caps how many requests are in flight at once, and learns the cap
-// from the requests' latencies and drops ([LimitAIMD], [LimitGradient]), or
-// keeps it fixed ([LimitFixed]). It answers at once: a request over the
+// from the requests' latencies and drops ([LimitAIMD], [LimitGradient],
+// [LimitVegas]), or keeps it fixed ([LimitFixed]). It answers at once: a request over the
 // limit is refused, never queued here; [Shedder] adds a bounded wait queue
 // for servers, and a simulator queues in its own model.
 //
@@ -139,6 +161,11 @@ type Limiter struct {
 	mu  sync.Mutex
 	s   LimiterSettings // normalized
 	est float64         // the limit, before rounding down
+
+	// LimitVegas: the no-load latency (0: none yet), and the samples since
+	// it was last measured again.
+	noload  time.Duration
+	samples int64
 
 	// LimitGradient's current window.
 	winStart time.Time
@@ -190,18 +217,19 @@ func (s LimiterSettings) normalize() (LimiterSettings, error) {
 		}
 		return nil
 	}
-	aimd, grad := s.Algorithm == LimitAIMD, s.Algorithm == LimitGradient
+	aimd, grad, vegas := s.Algorithm == LimitAIMD, s.Algorithm == LimitGradient, s.Algorithm == LimitVegas
 	for _, f := range []struct {
 		name    string
 		zero    bool
 		applies bool
 		which   string
 	}{
-		{"MinLimit", s.MinLimit == 0, aimd || grad, "the adaptive algorithms"},
-		{"MaxLimit", s.MaxLimit == 0, aimd || grad, "the adaptive algorithms"},
+		{"MinLimit", s.MinLimit == 0, aimd || grad || vegas, "the adaptive algorithms"},
+		{"MaxLimit", s.MaxLimit == 0, aimd || grad || vegas, "the adaptive algorithms"},
 		{"Backoff", s.Backoff == 0, aimd, "LimitAIMD"},
 		{"SlowRTT", s.SlowRTT == 0, aimd, "LimitAIMD"},
-		{"Smoothing", s.Smoothing == 0, grad, "LimitGradient"},
+		{"Smoothing", s.Smoothing == 0, grad || vegas, "LimitGradient and LimitVegas"},
+		{"Probe", s.Probe == 0, vegas, "LimitVegas"},
 		{"Tolerance", s.Tolerance == 0, grad, "LimitGradient"},
 		{"Headroom", s.Headroom == 0, grad, "LimitGradient"},
 		{"Window", s.Window == 0, grad, "LimitGradient"},
@@ -220,7 +248,7 @@ func (s LimiterSettings) normalize() (LimiterSettings, error) {
 			return s, badSetting(p+"Limit", s.Limit, "required for LimitFixed, in [1, 1e6]")
 		}
 		return s, nil
-	case LimitAIMD, LimitGradient:
+	case LimitAIMD, LimitGradient, LimitVegas:
 	default:
 		return s, badSetting(p+"Algorithm", s.Algorithm, "unknown algorithm")
 	}
@@ -252,6 +280,18 @@ func (s LimiterSettings) normalize() (LimiterSettings, error) {
 		}
 		if s.SlowRTT < 0 {
 			return s, badSetting(p+"SlowRTT", s.SlowRTT, "must not be negative")
+		}
+		return s, nil
+	}
+	if vegas {
+		if s.Smoothing == 0 {
+			s.Smoothing = 1
+		}
+		if !finite(s.Smoothing) || s.Smoothing <= 0 || s.Smoothing > 1 {
+			return s, badSetting(p+"Smoothing", s.Smoothing, "must be in (0, 1]")
+		}
+		if s.Probe < 0 || s.Probe > 1_000_000 {
+			return s, badSetting(p+"Probe", s.Probe, "must be in [0, 1e6]")
 		}
 		return s, nil
 	}
@@ -331,6 +371,8 @@ func (l *Limiter) Release(now time.Time, p LimitPermit, dropped bool) {
 		l.aimd(now.Sub(p.start), p.inflight, dropped)
 	case LimitGradient:
 		l.gradient(now, now.Sub(p.start), p.inflight, dropped)
+	case LimitVegas:
+		l.vegas(now.Sub(p.start), p.inflight, dropped)
 	}
 	l.mu.Unlock()
 }
@@ -432,5 +474,43 @@ func (l *Limiter) gradient(now time.Time, rtt time.Duration, inflight int64, dro
 	// A window with drops shrinks the limit at least by their share.
 	g = max(0.5, min(g, 1-dropShare))
 	target := l.est*g + l.s.Headroom
+	l.set((1-l.s.Smoothing)*l.est + l.s.Smoothing*target)
+}
+
+// vegasStep is Netflix's step for a limit: log10(limit), at least 1.
+func vegasStep(limit float64) float64 { return max(1, math.Log10(limit)) }
+
+// vegas updates the limit with one sample. Called with mu held.
+func (l *Limiter) vegas(rtt time.Duration, inflight int64, dropped bool) {
+	if !dropped {
+		if rtt <= 0 {
+			return // no latency to learn from
+		}
+		l.samples++
+		probe := l.s.Probe > 0 && l.samples > int64(l.s.Probe)*int64(l.est)
+		if l.noload == 0 || rtt < l.noload || probe {
+			// A new no-load latency, or the probe: measure it again.
+			l.noload, l.samples = rtt, 0
+			return
+		}
+	}
+	step := vegasStep(l.est)
+	target := l.est
+	switch {
+	case dropped:
+		target = l.est - step
+	case float64(2*inflight) < l.est:
+		return // far from the limit: the latency says nothing about it
+	default:
+		queue := math.Ceil(l.est * (1 - float64(l.noload)/float64(rtt)))
+		switch {
+		case queue <= step: // barely any queue: grow fast
+			target = l.est + 6*step
+		case queue < 3*step:
+			target = l.est + step
+		case queue > 6*step:
+			target = l.est - step
+		}
+	}
 	l.set((1-l.s.Smoothing)*l.est + l.s.Smoothing*target)
 }

@@ -41,6 +41,10 @@ func TestLimiterSettings(t *testing.T) {
 		{LimiterSettings{Algorithm: LimitGradient, Window: time.Nanosecond}, "LimiterSettings.Window"},
 		{LimiterSettings{Algorithm: LimitGradient, WindowSamples: -3}, "LimiterSettings.WindowSamples"},
 		{LimiterSettings{Algorithm: LimitGradient, LongWindow: -1}, "LimiterSettings.LongWindow"},
+		{LimiterSettings{Algorithm: LimitGradient, Probe: 3}, "LimiterSettings.Probe"},
+		{LimiterSettings{Algorithm: LimitVegas, Probe: -1}, "LimiterSettings.Probe"},
+		{LimiterSettings{Algorithm: LimitVegas, Smoothing: 2}, "LimiterSettings.Smoothing"},
+		{LimiterSettings{Algorithm: LimitVegas, Tolerance: 2}, "LimiterSettings.Tolerance"},
 	} {
 		_, err := NewLimiter(c.s)
 		wantSettingError(t, err, c.field)
@@ -51,6 +55,9 @@ func TestLimiterSettings(t *testing.T) {
 	if s.Limit != 20 || s.MinLimit != 1 || s.MaxLimit != 1000 || s.Smoothing != 0.2 || s.Tolerance != 1.5 ||
 		s.Headroom != 4 || s.Window != time.Second || s.WindowSamples != 10 || s.LongWindow != 600 {
 		t.Errorf("gradient defaults: %+v", s)
+	}
+	if s := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas}).Settings(); s.Limit != 20 || s.Smoothing != 1 || s.Probe != 0 {
+		t.Errorf("vegas defaults: %+v", s)
 	}
 	if s := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, MinLimit: 50, MaxLimit: 60}).Settings(); s.Limit != 50 || s.Backoff != 0.9 {
 		t.Errorf("aimd defaults: %+v", s)
@@ -210,8 +217,67 @@ func TestGradientReacts(t *testing.T) {
 	}
 }
 
+// TestVegasSteps: the no-load latency from the first and the fastest
+// samples, the queue estimate against log10 steps, drops, and the
+// app-limited hold.
+func TestVegasSteps(t *testing.T) {
+	l := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas, Limit: 10, MaxLimit: 100})
+	ms := time.Millisecond
+	runSteps(t, l, []limitStep{
+		{0, 100 * ms, 10, false, 10}, // the first: the no-load latency
+		{1, 100 * ms, 10, false, 16}, // no queue: + 6 log10(10)
+		// Twice the no-load latency at 16: a queue of 8 > 6 log10(16).
+		{2, 200 * ms, 16, false, 16 - math.Log10(16)},
+		// A queue of ceil(14.8 × 0.2) = 3, between log10 and 3 log10.
+		{3, 125 * ms, 14, false, 15.966020818223667},
+		{4, 0, 14, true, 14.762824127008178},        // a drop: − log10
+		{5, 100 * ms, 2, false, 14.762824127008178}, // far from the limit
+		{6, 50 * ms, 14, false, 14.762824127008178}, // faster: the new no-load latency
+		{7, 0, 14, false, 14.762824127008178},       // no latency: ignored
+	})
+	if l.noload != 50*ms {
+		t.Errorf("no-load latency %v, want 50ms", l.noload)
+	}
+}
+
+// TestVegasSettles: against a server that serves 10 at once in 100ms and
+// queues the rest, with the load keeping the limit full, Vegas stays near
+// 10 (it swings around it: each window's ten samples see the latency of
+// the limit the window began with) however long it runs. With a probe,
+// each probe taken under load measures a loaded latency and the limit
+// creeps up: the trade-off the Probe setting documents.
+func TestVegasSettles(t *testing.T) {
+	run := func(probe int) (mean float64, peak int) {
+		l := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas, Limit: 5, Probe: probe})
+		now, sum := t0, 0
+		for w := range 3000 {
+			n := int64(l.Limit())
+			rtt := 100 * time.Millisecond
+			if n > 10 {
+				rtt = time.Duration(float64(rtt) * float64(n) / 10)
+			}
+			for range 10 {
+				sample(l, now, rtt, n, false)
+			}
+			now = now.Add(100 * time.Millisecond)
+			if w >= 2000 {
+				sum += l.Limit()
+				peak = max(peak, l.Limit())
+			}
+		}
+		return float64(sum) / 1000, peak
+	}
+	mean, peak := run(0)
+	if mean < 10 || mean > 20 || peak > 30 {
+		t.Errorf("without a probe: mean limit %.1f, peak %d over the last 1000 windows; want about 10 to 20", mean, peak)
+	}
+	if crept, _ := run(30); crept < 2*mean {
+		t.Errorf("with a probe every 30 × limit: mean limit %.1f; want it to have crept up from %.1f", crept, mean)
+	}
+}
+
 func TestLimitAlgorithmString(t *testing.T) {
-	for a, want := range map[LimitAlgorithm]string{LimitFixed: "fixed", LimitAIMD: "aimd", LimitGradient: "gradient", 7: "LimitAlgorithm(7)"} {
+	for a, want := range map[LimitAlgorithm]string{LimitFixed: "fixed", LimitAIMD: "aimd", LimitGradient: "gradient", LimitVegas: "vegas", 7: "LimitAlgorithm(7)"} {
 		if a.String() != want {
 			t.Errorf("%d: %q", a, a.String())
 		}

@@ -51,7 +51,7 @@ func TestEnumText(t *testing.T) {
 	check("Outcome", 4, func(i int) textEnum { return Outcome(i) }, func(b []byte) (textEnum, error) { var v Outcome; err := v.UnmarshalText(b); return v, err })
 	check("Idempotency", 3, func(i int) textEnum { return Idempotency(i) }, func(b []byte) (textEnum, error) { var v Idempotency; err := v.UnmarshalText(b); return v, err })
 	check("StopReason", 9, func(i int) textEnum { return StopReason(i) }, func(b []byte) (textEnum, error) { var v StopReason; err := v.UnmarshalText(b); return v, err })
-	check("LimitAlgorithm", 3, func(i int) textEnum { return LimitAlgorithm(i) }, func(b []byte) (textEnum, error) { var v LimitAlgorithm; err := v.UnmarshalText(b); return v, err })
+	check("LimitAlgorithm", 4, func(i int) textEnum { return LimitAlgorithm(i) }, func(b []byte) (textEnum, error) { var v LimitAlgorithm; err := v.UnmarshalText(b); return v, err })
 	check("Discipline", 3, func(i int) textEnum { return Discipline(i) }, func(b []byte) (textEnum, error) { var v Discipline; err := v.UnmarshalText(b); return v, err })
 	check("ShedReason", int(NumShedReasons), func(i int) textEnum { return ShedReason(i) }, func(b []byte) (textEnum, error) { var v ShedReason; err := v.UnmarshalText(b); return v, err })
 	// EventKind's String says "unknown" past its table, as metrics label
