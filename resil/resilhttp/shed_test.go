@@ -2,6 +2,7 @@ package resilhttp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -279,3 +280,33 @@ func TestTransportSendsTimeout(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportThrottled: a request the Guard's adaptive throttle refuses
+// never reaches the server, and its error says so, apart from the breaker.
+func TestTransportThrottled(t *testing.T) {
+	var calls int
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		return &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+	})
+	th, _ := resil.NewThrottler(resil.ThrottlerSettings{Rand: zeroSource{}})
+	g, _ := resil.NewGuard(resil.GuardSettings{Policy: resil.Policy{Throttle: th}})
+	tr := &Transport{Guard: g, Base: base}
+	req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+	resp, err := tr.RoundTrip(req) // 503: a failure, p = 1/2
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("first: %v %v", resp, err)
+	}
+	_, err = tr.RoundTrip(req) // refused locally: the draw of 0 is under 1/2
+	if !errors.Is(err, resil.ErrThrottled) || errors.Is(err, resil.ErrBreakerOpen) || calls != 1 {
+		t.Fatalf("second: %v after %d calls", err, calls)
+	}
+	if st := g.Stats(); st.ThrottleRefusals != 1 || st.BreakerRefusals != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+// zeroSource always draws 0: every refusal the probability allows happens.
+type zeroSource struct{}
+
+func (zeroSource) Uint64() uint64 { return 0 }

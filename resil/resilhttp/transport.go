@@ -137,9 +137,11 @@ func Idempotent(method string) bool {
 
 // RoundTrip sends req under the Guard. It returns the first response that
 // is not retried, or the last one when the retries stop (StopOf says why);
-// an error when no response came (a refused call wraps resil.ErrBreakerOpen,
-// a stopped one is a *resil.StopError). Each attempt's request carries its
-// resil.Attempt on its context, for Base to read with AttemptOf.
+// an error when no response came (a call the breaker refused wraps
+// resil.ErrBreakerOpen, one the adaptive throttle refused
+// resil.ErrThrottled, a stopped one is a *resil.StopError). Each attempt's
+// request carries its resil.Attempt on its context, for Base to read with
+// AttemptOf.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Guard == nil {
 		closeBody(req)
