@@ -60,10 +60,11 @@ func (t ShedTicket) Admitted() bool { return t.ok }
 // a header, a gRPC interceptor from the context, and both call the same
 // Admit and Done.
 //
-// A request admitted without waiting takes no lock, allocates nothing,
-// and reads the clock only when a decision needs the time (a deadline, an
-// adaptive limit, a learned estimate). Waiting allocates a little and
-// starts a timer, never a goroutine.
+// Admitting a request that need not wait takes no lock and allocates
+// nothing; ending it locks only an adaptive limit's state. Both read the
+// clock only when a decision needs the time (a deadline, an adaptive limit,
+// a learned estimate). Waiting allocates a little and starts a timer, never
+// a goroutine.
 //
 // Make one with [NewShedder]. The zero Shedder, and a nil one, refuse
 // every request (ShedLimit): they were never built. A Shedder is safe for
