@@ -251,9 +251,14 @@ func (s *Shedder) wait(ctx context.Context, deadline time.Time) (ShedTicket, err
 	if g.r != ShedNone {
 		return s.refuse(g.r)
 	}
-	// The wait may have made the request too late.
+	// The caller may have left as the slot came, and the wait may have
+	// made the request too late: then the slot goes to the next waiter.
 	now = s.Now()
-	if r := s.dl.Decide(now, deadline); r != ShedNone {
+	r := s.dl.Decide(now, deadline)
+	if r == ShedNone && ctx.Err() != nil {
+		r = ShedCallerLeft
+	}
+	if r != ShedNone {
 		s.lim.Ignore(g.p)
 		s.handOff(now)
 		return s.refuse(r)
