@@ -35,8 +35,10 @@ import (
 // Every decision is s's: a gRPC interceptor over the same Shedder makes the
 // same ones. An admitted request without a deadline header costs no
 // allocation; with one, the handler's context and request copy cost what
-// context.WithDeadline and Request.WithContext cost. A nil s refuses every
-// request, as the zero Shedder does.
+// context.WithDeadline and Request.WithContext cost. The handler's
+// deadline runs on the wall clock: serve HTTP with a Shedder on the real
+// clock (ShedderSettings.Clock nil). A nil s refuses every request, as the
+// zero Shedder does.
 func Shed(s *resil.Shedder) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler { return &shedHandler{s: s, next: next} }
 }
