@@ -287,3 +287,37 @@ func TestShedderConcurrent(t *testing.T) {
 			peak.Load(), admitted.Load(), refused.Load(), st, lim.InFlight())
 	}
 }
+
+// TestShedderLIFO: with a LIFO queue the newest waiter gets the freed
+// slot first.
+func TestShedderLIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := mustShedder(t, ShedderSettings{Limiter: mustLimiter(t, LimiterSettings{Limit: 1}),
+			Queue: QueueSettings{MaxLen: 3, Discipline: LIFO, MaxWait: time.Minute}})
+		ctx := context.Background()
+		hold, _ := sh.Admit(ctx, time.Time{})
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		for _, name := range []string{"a", "b", "c"} {
+			wg.Go(func() {
+				tk, err := sh.Admit(ctx, time.Time{})
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				sh.Done(tk, false)
+			})
+			synctest.Wait()
+		}
+		sh.Done(hold, false)
+		wg.Wait()
+		if len(order) != 3 || order[0] != "c" || order[1] != "b" || order[2] != "a" {
+			t.Errorf("order = %v, want c b a", order)
+		}
+	})
+}
