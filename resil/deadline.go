@@ -72,13 +72,18 @@ type ShedError struct {
 	// Wait is how long the caller should wait before retrying: set for
 	// overload reasons when ShedderSettings.RetryAfter is, zero otherwise.
 	Wait time.Duration
+
+	notBuilt bool // the refusal of a Shedder NewShedder did not make
 }
 
 // Error returns "resil: request shed: reason".
 func (e *ShedError) Error() string { return "resil: request shed: " + e.Reason.String() }
 
-// Is reports whether target is ErrShed.
-func (e *ShedError) Is(target error) bool { return target == ErrShed }
+// Is reports whether target is ErrShed, or ErrNotBuilt for the refusals
+// of a Shedder that was never built.
+func (e *ShedError) Is(target error) bool {
+	return target == ErrShed || (e.notBuilt && target == ErrNotBuilt)
+}
 
 // RetryAfter returns Wait, for resil's pushback.
 func (e *ShedError) RetryAfter() time.Duration { return e.Wait }

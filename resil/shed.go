@@ -67,8 +67,8 @@ func (t ShedTicket) Admitted() bool { return t.ok }
 // a goroutine.
 //
 // Make one with [NewShedder]. The zero Shedder, and a nil one, refuse
-// every request (ShedLimit): they were never built. A Shedder is safe for
-// concurrent use.
+// every request (ShedLimit, with an error that matches ErrNotBuilt too):
+// they were never built. A Shedder is safe for concurrent use.
 type Shedder struct {
 	dl    *DeadlineShedder
 	lim   *Limiter
@@ -97,7 +97,7 @@ type grant struct {
 	r ShedReason
 }
 
-var unbuilt = &ShedError{Reason: ShedLimit}
+var unbuilt = &ShedError{Reason: ShedLimit, notBuilt: true}
 
 // NewShedder returns a Shedder with the given settings, or an error naming
 // the invalid field.

@@ -117,7 +117,7 @@ func TestShedderLimit(t *testing.T) {
 func TestShedderZeroAndNil(t *testing.T) {
 	for _, sh := range []*Shedder{{}, nil} {
 		tk, err := sh.Admit(context.Background(), time.Time{})
-		if reasonOf(t, err) != ShedLimit || tk.Admitted() {
+		if reasonOf(t, err) != ShedLimit || !errors.Is(err, ErrNotBuilt) || tk.Admitted() {
 			t.Errorf("an unbuilt Shedder admitted: %v", err)
 		}
 		sh.Done(tk, false)

@@ -2,6 +2,7 @@ package resil
 
 import (
 	crand "crypto/rand"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -66,7 +67,8 @@ type ThrottlerSettings struct {
 // reads no clock. While the probability is zero, Allow takes no lock.
 //
 // Make one with [NewThrottler]. The zero Throttler was never built and
-// refuses every attempt (fails closed); a nil *Throttler throttles nothing,
+// refuses every attempt (fails closed) with an error that matches both
+// ErrThrottled and ErrNotBuilt; a nil *Throttler throttles nothing,
 // as a nil [*Breaker] is always closed, and a [Policy] takes it to mean no
 // throttler. A Throttler is safe for concurrent use.
 type Throttler struct {
@@ -82,6 +84,10 @@ type Throttler struct {
 	// window can leave before it. math.MinInt64 when unknown.
 	clear atomic.Int64
 }
+
+// errThrottlerNotBuilt is the refusal of a Throttler that NewThrottler did
+// not make: the throttle's, and a value never built.
+var errThrottlerNotBuilt = fmt.Errorf("%w: %w", ErrThrottled, ErrNotBuilt)
 
 const (
 	thRequests = 0
@@ -133,7 +139,7 @@ func (t *Throttler) Allow(now time.Time) error {
 		return nil
 	}
 	if !t.built {
-		return ErrThrottled
+		return errThrottlerNotBuilt
 	}
 	if now.UnixNano() < t.clear.Load() {
 		return nil

@@ -139,7 +139,7 @@ func TestThrottlerZeroAndNil(t *testing.T) {
 	}
 	nilT.Record(t0, OutcomeFailure)
 	var zero Throttler
-	if err := zero.Allow(t0); !errors.Is(err, ErrThrottled) || zero.Probability(t0) != 1 {
+	if err := zero.Allow(t0); !errors.Is(err, ErrThrottled) || !errors.Is(err, ErrNotBuilt) || zero.Probability(t0) != 1 {
 		t.Errorf("zero throttler must refuse: %v, %v", err, zero.Probability(t0))
 	}
 	zero.Record(t0, OutcomeSuccess)
