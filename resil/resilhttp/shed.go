@@ -29,8 +29,8 @@ import (
 //     calls (through a resilhttp.Transport, which propagates it further) stop
 //     when nobody waits any more.
 //   - It tells s how the request ended: dropped when its deadline passed
-//     while the handler ran, ignored when its caller went away, else its
-//     duration is a latency sample for the limit.
+//     while the handler ran, ignored when its caller went away before that,
+//     else its duration is a latency sample for the limit.
 //
 // Every decision is s's: a gRPC interceptor over the same Shedder makes the
 // same ones. An admitted request without a deadline header costs no
@@ -73,10 +73,12 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(w, r)
 	ended = true
-	switch ctx.Err() {
-	case nil:
+	// A deadline that passed while the handler ran is a drop, even when
+	// the client's hang-up cancelled the context first.
+	switch dl, ok := ctx.Deadline(); {
+	case ctx.Err() == nil:
 		h.s.Done(t, false)
-	case context.DeadlineExceeded:
+	case ok && !h.s.Now().Before(dl):
 		h.s.Done(t, true)
 	default:
 		h.s.Ignore(t)
