@@ -222,13 +222,15 @@ const (
 	StopDeadline
 	// StopCanceled: the caller's context was canceled.
 	StopCanceled
+	// StopThrottled: [ErrThrottled], the adaptive throttle's refusal.
+	StopThrottled
 )
 
-var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "not_idempotent", "not_retryable", "pushback", "deadline", "canceled"}
+var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "not_idempotent", "not_retryable", "pushback", "deadline", "canceled", "throttled"}
 
 // String returns the reason's snake_case name: "retries_exhausted",
 // "budget", "breaker", "not_idempotent", "not_retryable", "pushback",
-// "deadline", "canceled", or "none".
+// "deadline", "canceled", "throttled", or "none".
 func (r StopReason) String() string { return enumString("StopReason", stopNames[:], uint8(r)) }
 
 // ReasonOf returns why err stopped a guarded call: the Reason of the
@@ -247,6 +249,8 @@ func ReasonOf(err error) StopReason {
 	switch {
 	case err == nil:
 		return StopNone
+	case errors.Is(err, ErrThrottled): // before the breaker: a throttler never built is refused as both
+		return StopThrottled
 	case errors.Is(err, ErrBreakerOpen): // ErrTooManyProbes too
 		return StopBreaker
 	case errors.Is(err, ErrBudgetExhausted):
