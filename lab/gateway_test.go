@@ -95,7 +95,7 @@ func TestGatewayStopIsResilsReason(t *testing.T) {
 	f := guardedFleet(time.Second, 10, 0)
 	f.Retry.Backoff = scenario.Backoff{Use: "fixed", Base: 500 * time.Millisecond, Jitter: "none"}
 	_, gw := startGateway(t, origin, f)
-	r := send(testClient(t), "GET", gw, 5*time.Second, TimeoutHeader, "300ms")
+	r := send(testClient(t), "GET", gw, 5*time.Second, TimeoutHeader, "300m")
 	if r.header.Get(StopHeader) != "deadline" || r.header.Get(AttemptsHeader) != "1" {
 		t.Errorf("stop %q after %s attempts, want deadline after 1 (a 500 ms backoff does not fit in 300 ms)",
 			r.header.Get(StopHeader), r.header.Get(AttemptsHeader))
