@@ -2,7 +2,6 @@ package resil
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -44,10 +43,7 @@ var shedNames = [...]string{"none", "expired", "too_late", "caller_left", "limit
 
 // String returns the reason's snake_case name, as metrics label it.
 func (r ShedReason) String() string {
-	if int(r) < len(shedNames) {
-		return shedNames[r]
-	}
-	return fmt.Sprintf("ShedReason(%d)", uint8(r))
+	return enumString("ShedReason", shedNames[:], uint8(r))
 }
 
 // Overload reports whether the reason is the server's own overload (the

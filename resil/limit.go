@@ -1,7 +1,6 @@
 package resil
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -42,10 +41,7 @@ var limitNames = [...]string{"fixed", "aimd", "gradient", "vegas"}
 
 // String returns "fixed", "aimd", "gradient" or "vegas".
 func (a LimitAlgorithm) String() string {
-	if int(a) < len(limitNames) {
-		return limitNames[a]
-	}
-	return fmt.Sprintf("LimitAlgorithm(%d)", uint8(a))
+	return enumString("LimitAlgorithm", limitNames[:], uint8(a))
 }
 
 // LimiterSettings configures a [Limiter]. Fields that do not apply to the

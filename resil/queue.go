@@ -1,7 +1,6 @@
 package resil
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -27,10 +26,7 @@ var disciplineNames = [...]string{"fifo", "lifo", "adaptive_lifo"}
 
 // String returns "fifo", "lifo" or "adaptive_lifo".
 func (d Discipline) String() string {
-	if int(d) < len(disciplineNames) {
-		return disciplineNames[d]
-	}
-	return fmt.Sprintf("Discipline(%d)", uint8(d))
+	return enumString("Discipline", disciplineNames[:], uint8(d))
 }
 
 // QueueSettings configures a [WaitQueue]. The zero value is a queue of
