@@ -241,7 +241,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), traceKey{}, tr)
 	// The caller's deadline, so that the Guard never waits past it and the
 	// origin hears it.
-	if d, err := time.ParseDuration(r.Header.Get(TimeoutHeader)); err == nil && d > 0 {
+	if d, ok := resilhttp.TimeoutFrom(r.Header); ok && d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
@@ -360,9 +360,8 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	out := *r
 	out.Header = r.Header.Clone()
 	out.Header.Set(AttemptHeader, a.Kind.String())
-	if dl, ok := ctx.Deadline(); ok {
-		out.Header.Set(TimeoutHeader, formatTimeout(dl.Sub(now)))
-	}
+	// The resilhttp.Transport above has set TimeoutHeader: the time the
+	// attempt may take.
 	resp, err := t.base.RoundTrip(&out)
 	switch {
 	case err == nil && resp.StatusCode < 300:
@@ -387,13 +386,6 @@ var kindCounts = [...]count{resil.KindFirst: cFirst, resil.KindRetry: cRetries, 
 // reason than a timeout: the Guard cancelled it because a hedge answered.
 func lostRace(ctx context.Context) bool {
 	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), resil.ErrAttemptTimeout)
-}
-
-// formatTimeout writes a propagated deadline for TimeoutHeader, in whole
-// milliseconds, rounded down: the receiver then never thinks it has more
-// time than it has.
-func formatTimeout(d time.Duration) string {
-	return strconv.FormatInt(max(d, 0).Milliseconds(), 10) + "ms"
 }
 
 // OpenShare returns the share of clients whose breaker is open.

@@ -254,7 +254,7 @@ func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
 	ids := strconv.FormatUint(id, 10)
 	req.Header.Set(IntentHeader, ids)
 	req.Header.Set(ClientHeader, strconv.FormatUint(id%uint64(max(tf.Clients, 1)), 10))
-	req.Header.Set(TimeoutHeader, formatTimeout(time.Until(due.Add(g.cfg.Deadline))))
+	req.Header.Set(TimeoutHeader, resilhttp.FormatTimeout(time.Until(due.Add(g.cfg.Deadline))))
 	if key != "" {
 		req.Header.Set(resilhttp.DefaultKeyHeader, key)
 	}

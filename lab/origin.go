@@ -31,9 +31,10 @@ const (
 	// hedge.
 	AttemptHeader = "Retrystorm-Attempt"
 	// TimeoutHeader is the propagated deadline: how long the sender will
-	// wait for this answer, as a Go duration ("87.5ms"). Relative, as in
-	// gRPC's grpc-timeout, so that clocks need not agree.
-	TimeoutHeader = "Retrystorm-Timeout"
+	// wait for this answer. It is resil's (resilhttp.TimeoutHeader), in
+	// gRPC's grpc-timeout syntax ("87m"): relative, so that clocks need not
+	// agree, and what any resilhttp.Transport sends.
+	TimeoutHeader = resilhttp.TimeoutHeader
 )
 
 // deadlineMargin is the share (1/deadlineMargin) of a propagated timeout
@@ -186,7 +187,7 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	o.m.inflight.Inc()
 	defer o.m.inflight.Dec()
 	if v := r.Header.Get(TimeoutHeader); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		if d, ok := resilhttp.ParseTimeout(v); ok && d > 0 {
 			// The answer must also travel back before its sender gives
 			// up: aim a tenth of the time early. (The simulator's
 			// deadlines are exact and its answers arrive at once; over

@@ -128,7 +128,7 @@ func TestOriginDropsWhatCannotMakeItsDeadline(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	var doomed reply
 	// It would start at 200 ms and end at 400: past its 240 ms.
-	wg.Go(func() { doomed = send(c, "GET", url, 600*time.Millisecond, TimeoutHeader, "240ms") })
+	wg.Go(func() { doomed = send(c, "GET", url, 600*time.Millisecond, TimeoutHeader, "240m") })
 	time.Sleep(10 * time.Millisecond)
 	last := send(c, "GET", url, 5*time.Second)
 	wg.Wait()

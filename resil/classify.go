@@ -160,8 +160,8 @@ func (e *timedOut) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
 // StopError is the error of a guarded call that stopped without success
 // after sending at least one attempt: Reason says why it stopped
 // ([ErrRetriesExhausted], [ErrBudgetExhausted], [ErrNotIdempotent],
-// [ErrNotRetryable], [ErrNoTimeLeft], [ErrPushback], [ErrBreakerOpen], or
-// the caller's context error), and Last is the last attempt's error.
+// [ErrNotRetryable], [ErrNoTimeLeft], [ErrPushback], [ErrBreakerOpen],
+// [ErrThrottled], or the caller's context error), and Last is the last attempt's error.
 // errors.Is and errors.As match both.
 //
 // The zero value is not meaningful; the Guard returns a *StopError that is
@@ -222,13 +222,15 @@ const (
 	StopDeadline
 	// StopCanceled: the caller's context was canceled.
 	StopCanceled
+	// StopThrottled: [ErrThrottled], the adaptive throttle's refusal.
+	StopThrottled
 )
 
-var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "not_idempotent", "not_retryable", "pushback", "deadline", "canceled"}
+var stopNames = [...]string{"none", "retries_exhausted", "budget", "breaker", "not_idempotent", "not_retryable", "pushback", "deadline", "canceled", "throttled"}
 
 // String returns the reason's snake_case name: "retries_exhausted",
 // "budget", "breaker", "not_idempotent", "not_retryable", "pushback",
-// "deadline", "canceled", or "none".
+// "deadline", "canceled", "throttled", or "none".
 func (r StopReason) String() string { return enumString("StopReason", stopNames[:], uint8(r)) }
 
 // ReasonOf returns why err stopped a guarded call: the Reason of the
@@ -247,6 +249,8 @@ func ReasonOf(err error) StopReason {
 	switch {
 	case err == nil:
 		return StopNone
+	case errors.Is(err, ErrThrottled): // before the breaker: a throttler never built is refused as both
+		return StopThrottled
 	case errors.Is(err, ErrBreakerOpen): // ErrTooManyProbes too
 		return StopBreaker
 	case errors.Is(err, ErrBudgetExhausted):

@@ -53,10 +53,32 @@
 // argument, and the Guard reads it only when a decision needs it (an open
 // breaker, a time window, a retry) or an observer wants durations.
 //
+// # Adaptive throttling
+//
+// A [Throttler] in Policy.Throttle refuses attempts locally with the
+// probability the Google SRE book gives, max(0, (requests − K × accepts) /
+// (requests + 1)) over a recent window: it sheds only the traffic the
+// dependency would reject anyway, where an open breaker sheds everything. A
+// breaker, a throttler or both may guard a dependency; their refusals are
+// counted apart (ErrThrottled, EventThrottled, Stats.ThrottleRefusals).
+//
+// # Server side: shedding and concurrency limits
+//
+// A server drives three decision cores, each on injected time: a
+// [DeadlineShedder] refuses work whose caller's deadline has passed or is
+// too near for its service time; a [Limiter] caps the requests in flight
+// and learns the cap from latency and drops ([LimitAIMD], [LimitGradient],
+// [LimitVegas]) or keeps it fixed; a [WaitQueue] lets a bounded number wait, in FIFO,
+// LIFO or adaptive-LIFO order, for a bounded time. A simulator's origin
+// calls them on virtual time; a [Shedder] is their blocking driver for real
+// servers, transport-neutral: resilhttp's Shed middleware and the gRPC
+// interceptors call the same Admit and Done.
+//
 // # Adapters
 //
-// HTTP lives in resil/resilhttp (an http.RoundTripper), gRPC in
-// resil/resilgrpc (interceptors, and gRPC service configs read by
+// HTTP lives in resil/resilhttp (an http.RoundTripper that propagates the
+// caller's deadline, and the Shed middleware), gRPC in resil/resilgrpc
+// (interceptors, and gRPC service configs read by
 // resil/resilgrpc/grpcconfig), Prometheus in resil/resilprom and
 // OpenTelemetry in resil/resilotel, so this package depends on the standard
 // library alone.

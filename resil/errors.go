@@ -38,6 +38,10 @@ var (
 	// call, a Guard runs nothing. errors.Is(ErrNotBuilt, ErrBreakerOpen)
 	// is true, so a breaker's refusal is handled as one.
 	ErrNotBuilt = fmt.Errorf("resil: not made by its constructor (a zero value or a nil pointer): %w", ErrBreakerOpen)
+	// ErrThrottled: the adaptive throttle ([Throttler]) refused the
+	// attempt locally. It is not ErrBreakerOpen: the throttle sheds a share
+	// of the attempts, the breaker all of them, and they are counted apart.
+	ErrThrottled = errors.New("resil: adaptive throttle refused the attempt")
 )
 
 // SettingError reports an invalid setting. Field names the setting as it

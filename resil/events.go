@@ -29,9 +29,12 @@ const (
 	// error (nil on success; one that wraps ErrPanicked when the function
 	// panicked, just before the panic goes on).
 	EventDone
+	// EventThrottled: the adaptive throttle refused an attempt locally;
+	// Err wraps ErrThrottled.
+	EventThrottled
 )
 
-var eventNames = [...]string{"attempt", "retry", "hedge", "budget_denied", "breaker_refused", "fallback", "done"}
+var eventNames = [...]string{"attempt", "retry", "hedge", "budget_denied", "breaker_refused", "fallback", "done", "throttled"}
 
 // String returns the kind's snake_case name, as metrics label it.
 func (k EventKind) String() string {
@@ -87,6 +90,9 @@ type Stats struct {
 	BudgetDenials uint64
 	// BreakerRefusals is the attempts the breaker refused.
 	BreakerRefusals uint64
+	// ThrottleRefusals is the attempts the adaptive throttle refused,
+	// counted apart from the breaker's refusals.
+	ThrottleRefusals uint64
 	// Fallbacks is the refused intents a fallback answered.
 	Fallbacks uint64
 	// Panics is the attempts whose function panicked. The panic is passed
@@ -95,6 +101,9 @@ type Stats struct {
 	Panics uint64
 	// BreakerState is the breaker's state now (StateClosed without a breaker).
 	BreakerState State
+	// ThrottleProbability is the adaptive throttle's refusal probability
+	// now: zero without a throttler.
+	ThrottleProbability float64
 	// BudgetTokens is the budget's balance now, when HasBudgetTokens.
 	BudgetTokens float64
 	// HasBudgetTokens reports whether the budget implements
@@ -125,8 +134,9 @@ type counters struct {
 
 	retries, hedges, failures    atomic.Uint64
 	denials, refusals, fallbacks atomic.Uint64
-	firstRefusals                atomic.Uint64 // first attempts the breaker refused
+	firstRefusals                atomic.Uint64 // first attempts the breaker or the throttle refused
 	panics                       atomic.Uint64
+	throttled                    atomic.Uint64
 }
 
 // hooks is the copy-on-write list of observers added with Guard.Observe.

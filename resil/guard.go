@@ -55,9 +55,9 @@ type GuardSettings struct {
 	// NoRetryOn lists errors (errors.Is) that are never retried. Ignored
 	// when Classify is set.
 	NoRetryOn []error
-	// Fallback, if set, answers for calls the breaker refuses, with the
-	// refusal (it wraps ErrBreakerOpen, and the last attempt's error when a
-	// retry was refused). Its result is the call's. CallOptions.Fallback
+	// Fallback, if set, answers for calls the breaker or the throttler
+	// refuses, with the refusal (it wraps ErrBreakerOpen or ErrThrottled,
+	// and the last attempt's error when a retry was refused). Its result is the call's. CallOptions.Fallback
 	// takes precedence.
 	Fallback func(ctx context.Context, err error) error
 	// Clock reads the time and makes the timers. Nil means [RealClock].
@@ -225,22 +225,26 @@ func (g *Guard) Stats() Stats {
 	}
 	now := g.Now()
 	s := Stats{
-		Intents:         g.st.intents.Load(),
-		Retries:         g.st.retries.Load(),
-		Hedges:          g.st.hedges.Load(),
-		Failures:        g.st.failures.Load(),
-		BudgetDenials:   g.st.denials.Load(),
-		BreakerRefusals: g.st.refusals.Load(),
-		Fallbacks:       g.st.fallbacks.Load(),
-		Panics:          g.st.panics.Load(),
-		BreakerState:    g.p.Breaker.State(now),
+		Intents:          g.st.intents.Load(),
+		Retries:          g.st.retries.Load(),
+		Hedges:           g.st.hedges.Load(),
+		Failures:         g.st.failures.Load(),
+		BudgetDenials:    g.st.denials.Load(),
+		BreakerRefusals:  g.st.refusals.Load(),
+		ThrottleRefusals: g.st.throttled.Load(),
+		Fallbacks:        g.st.fallbacks.Load(),
+		Panics:           g.st.panics.Load(),
+		BreakerState:     g.p.Breaker.State(now),
+	}
+	if g.p.Throttle != nil {
+		s.ThrottleProbability = g.p.Throttle.Probability(now)
 	}
 	if g.tokens != nil {
 		s.BudgetTokens, s.HasBudgetTokens = g.tokens.Tokens(now), true
 	}
 	// Attempts are not counted one by one: every intent sends a first
-	// attempt unless the breaker refuses it, which saves an atomic add on
-	// the success path.
+	// attempt unless the breaker or the throttler refuses it, which saves
+	// an atomic add on the success path.
 	s.Attempts = s.Intents - min(s.Intents, g.st.firstRefusals.Load()) + s.Retries + s.Hedges
 	if s.Intents > 0 {
 		s.RetriesPerRequest = float64(s.Retries) / float64(s.Intents)
@@ -370,8 +374,8 @@ type CallOptions[T any] struct {
 	// retries go on. For a call whose attempts cannot run side by side (a
 	// gRPC stream).
 	NoHedge bool
-	// Fallback, if set, answers when the breaker refuses this call,
-	// instead of GuardSettings.Fallback.
+	// Fallback, if set, answers when the breaker or the throttler refuses
+	// this call, instead of GuardSettings.Fallback.
 	Fallback func(ctx context.Context, err error) (T, error)
 	// Discard, if set, is given the value of every attempt whose result is
 	// not returned: a failure followed by a retry, a hedge that lost. It
@@ -395,8 +399,8 @@ type CallOptions[T any] struct {
 //
 // When the call stops without success it returns a [*StopError] that wraps
 // both the reason and the last attempt's error. When the breaker refuses
-// the first attempt, it returns ErrBreakerOpen (or ErrTooManyProbes), or
-// what GuardSettings.Fallback returns. A caller whose context is already done
+// the first attempt, it returns ErrBreakerOpen (or ErrTooManyProbes); when
+// the throttler does, ErrThrottled; or what GuardSettings.Fallback returns. A caller whose context is already done
 // gets its error and nothing is sent.
 //
 // Do calls are retried only when GuardSettings.Idempotency is Idempotent.
@@ -571,18 +575,17 @@ func (c *call[T]) next(k Kind) Attempt {
 	return Attempt{Number: c.in.Attempts() + 1, Kind: k, Key: c.in.Key}
 }
 
-// refused ends an intent the breaker refused: the fallback answers if there
-// is one.
+// refused ends an intent the breaker or the throttler refused: the
+// fallback answers if there is one.
 func (c *call[T]) refused(ctx context.Context, began, now time.Time, err, last error) (T, error) {
 	g := c.g
-	g.st.refusals.Add(1)
 	a := Attempt{}
 	if last != nil {
 		a = c.next(KindRetry)
-		err = &StopError{Reason: err, Last: last, Attempts: c.in.Attempts()}
 	}
-	if g.observed() {
-		c.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: a, Err: err})
+	c.refusedLocally(now, a, err, last)
+	if last != nil {
+		err = &StopError{Reason: err, Last: last, Attempts: c.in.Attempts()}
 	}
 	var v T
 	switch {
@@ -763,6 +766,27 @@ func (g *Guard) sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		t.Stop()
 		return ctx.Err()
+	}
+}
+
+// refusedLocally counts an attempt the breaker (ErrBreakerOpen) or the
+// throttler (ErrThrottled) refused, each apart, and tells the observers.
+// last is the error of the attempt before it, if any.
+func (c *call[T]) refusedLocally(now time.Time, a Attempt, reason, last error) {
+	g := c.g
+	kind := EventBreakerRefused
+	if errors.Is(reason, ErrThrottled) {
+		g.st.throttled.Add(1)
+		kind = EventThrottled
+	} else {
+		g.st.refusals.Add(1)
+	}
+	if g.observed() {
+		err := reason
+		if last != nil {
+			err = &StopError{Reason: reason, Last: last, Attempts: c.in.Attempts()}
+		}
+		c.emit(Event{Kind: kind, At: now, Attempt: a, Err: err})
 	}
 }
 

@@ -244,10 +244,7 @@ func (c *call[T]) startHedge(h *hedged[T]) bool {
 		if err == ErrBudgetExhausted {
 			c.denied(now, c.next(KindHedge), nil)
 		} else if err != ErrRetriesExhausted {
-			g.st.refusals.Add(1)
-			if g.observed() {
-				c.emit(Event{Kind: EventBreakerRefused, At: now, Attempt: c.next(KindHedge), Err: err})
-			}
+			c.refusedLocally(now, c.next(KindHedge), err, nil)
 		}
 		return false
 	}

@@ -46,16 +46,23 @@ type HedgeSettings struct {
 
 // Policy is the decision core of a guarded call: may the first attempt go,
 // may this failure be retried and after how long, may a hedge go. It
-// composes a [Budget], a [Breaker] and a [Backoff], and keeps no state of
-// its own: the shared state lives in the budget and the breaker, the
-// per-call state in an [Intent]. Every method takes the time, and the one
+// composes a [Budget], a [Breaker], a [Throttler] and a [Backoff], and
+// keeps no state of its own: the shared state lives in the budget, the
+// breaker and the throttler, the per-call state in an [Intent]. Every method takes the time, and the one
 // that draws takes the random source, so a blocking client ([Guard]), a
 // simulator on virtual time and a page in a browser drive the same
 // decisions.
 //
+// A breaker, a throttler or both may guard the dependency. Every attempt
+// (first, retry, hedge) asks the throttler first, then the breaker; the
+// throttler hears the outcome of every attempt sent. The throttler draws
+// its refusals from its own source (ThrottlerSettings.Rand), so Begin,
+// Resume and StartHedge take none, and the draws stay deterministic in the
+// order of the calls.
+//
 // The zero Policy sends one attempt and never retries. A Policy must not be
-// changed while in use; it is safe for concurrent use as long as its Budget
-// and Breaker are.
+// changed while in use; it is safe for concurrent use as long as its Budget,
+// Breaker and Throttle are.
 type Policy struct {
 	// MaxRetries is how many retries one intent may send after its first
 	// attempt. Zero means none; Unlimited means no count.
@@ -68,6 +75,9 @@ type Policy struct {
 	Breaker *Breaker
 	// BreakerScope says which attempts the breaker may refuse.
 	BreakerScope Scope
+	// Throttle refuses a share of the attempts locally when the dependency
+	// accepts too few of them (adaptive throttling). Nil means none.
+	Throttle *Throttler
 	// Hedge configures hedged requests. The zero value means none.
 	Hedge HedgeSettings
 	// MaxPushback clamps the wait a server asks for (Retry-After,
@@ -225,10 +235,10 @@ func (p *Policy) guards(k Kind) bool {
 	return p.Breaker != nil && (k != KindFirst || p.BreakerScope == GuardAll)
 }
 
-// Begin starts the intent: it asks the breaker to admit the first attempt
-// (under GuardRetries the breaker only watches its outcome) and tells the
-// budget an intent started. On error (ErrBreakerOpen, ErrTooManyProbes)
-// nothing is sent and the intent is over.
+// Begin starts the intent: it asks the throttler and then the breaker to
+// admit the first attempt (under GuardRetries the breaker only watches its
+// outcome) and tells the budget an intent started. On error (ErrThrottled,
+// ErrBreakerOpen, ErrTooManyProbes) nothing is sent and the intent is over.
 func (p *Policy) Begin(now time.Time, in *Intent) (Ticket, error) {
 	t := at(now)
 	return p.begin(&t, in)
@@ -237,6 +247,11 @@ func (p *Policy) Begin(now time.Time, in *Intent) (Ticket, error) {
 // begin is Begin with the time read only if a decision needs it.
 func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 	var t Ticket
+	if p.Throttle != nil {
+		if err := p.Throttle.Allow(now.get()); err != nil {
+			return t, err
+		}
+	}
 	if p.guards(KindFirst) {
 		pm, err := p.Breaker.allow(now)
 		if err != nil {
@@ -266,8 +281,8 @@ func (p *Policy) budgetTime(now *instant) time.Time {
 	return now.get()
 }
 
-// End records how an attempt ended, and how long it took, with the breaker
-// and the budget.
+// End records how an attempt ended, and how long it took, with the
+// throttler, the breaker and the budget.
 func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.Duration) {
 	i := at(now)
 	p.end(&i, t, o, took)
@@ -276,6 +291,9 @@ func (p *Policy) End(now time.Time, in *Intent, t Ticket, o Outcome, took time.D
 // end is End with the time read only if a decision needs it. It needs no
 // Intent: the ticket carries what the attempt holds.
 func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
+	if p.Throttle != nil {
+		p.Throttle.Record(now.get(), o)
+	}
 	if p.Breaker != nil {
 		p.Breaker.record(now, t.permit, o, took)
 	}
@@ -345,12 +363,17 @@ func (p *Policy) maxPushback() time.Duration {
 }
 
 // Resume sends the retry that Retry scheduled, once its wait is over: the
-// breaker must admit it. When the breaker refuses, the budget's charge is
+// throttler and the breaker must admit it. When either refuses
+// (ErrThrottled, ErrBreakerOpen, ErrTooManyProbes), the budget's charge is
 // refunded and the intent is over.
 func (p *Policy) Resume(now time.Time, in *Intent) (Ticket, error) {
 	cost := in.pending
 	in.pending, in.waiting = 0, false
 	t := Ticket{paid: cost, kind: KindRetry}
+	if err := p.Throttle.Allow(now); err != nil {
+		p.refund(now, cost)
+		return Ticket{}, err
+	}
 	if p.guards(KindRetry) {
 		pm, err := p.Breaker.Allow(now)
 		if err != nil {
@@ -390,8 +413,8 @@ func (p *Policy) HedgeDelay(in *Intent) time.Duration {
 }
 
 // StartHedge sends a hedge beside a slow attempt: the budget pays for it as
-// for a retry, and the breaker must admit it. Call it when HedgeDelay has
-// passed without an answer.
+// for a retry, and the throttler and the breaker must admit it. Call it
+// when HedgeDelay has passed without an answer.
 func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 	if p.HedgeDelay(in) == 0 {
 		return Ticket{}, ErrRetriesExhausted
@@ -403,6 +426,10 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 			return Ticket{}, ErrBudgetExhausted
 		}
 		t.paid = c
+	}
+	if err := p.Throttle.Allow(now); err != nil {
+		p.refund(now, t.paid)
+		return Ticket{}, err
 	}
 	if p.guards(KindHedge) {
 		pm, err := p.Breaker.Allow(now)

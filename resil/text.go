@@ -191,3 +191,47 @@ func (r *StopReason) UnmarshalText(text []byte) error {
 	}
 	return err
 }
+
+// MarshalText returns the algorithm's word: "fixed", "aimd", "gradient" or
+// "vegas".
+func (a LimitAlgorithm) MarshalText() ([]byte, error) {
+	return enumText("LimitAlgorithm", limitNames[:], uint8(a))
+}
+
+// UnmarshalText sets a to the algorithm text names.
+func (a *LimitAlgorithm) UnmarshalText(text []byte) error {
+	n, err := parseEnum("LimitAlgorithm", limitNames[:], text)
+	if err == nil {
+		*a = LimitAlgorithm(n)
+	}
+	return err
+}
+
+// MarshalText returns the discipline's word: "fifo", "lifo" or
+// "adaptive_lifo".
+func (d Discipline) MarshalText() ([]byte, error) {
+	return enumText("Discipline", disciplineNames[:], uint8(d))
+}
+
+// UnmarshalText sets d to the discipline text names.
+func (d *Discipline) UnmarshalText(text []byte) error {
+	n, err := parseEnum("Discipline", disciplineNames[:], text)
+	if err == nil {
+		*d = Discipline(n)
+	}
+	return err
+}
+
+// MarshalText returns the reason's word, as String does.
+func (r ShedReason) MarshalText() ([]byte, error) {
+	return enumText("ShedReason", shedNames[:], uint8(r))
+}
+
+// UnmarshalText sets r to the shed reason text names.
+func (r *ShedReason) UnmarshalText(text []byte) error {
+	n, err := parseEnum("ShedReason", shedNames[:], text)
+	if err == nil {
+		*r = ShedReason(n)
+	}
+	return err
+}

@@ -50,18 +50,21 @@ func TestEnumText(t *testing.T) {
 	check("Kind", 3, func(i int) textEnum { return Kind(i) }, func(b []byte) (textEnum, error) { var v Kind; err := v.UnmarshalText(b); return v, err })
 	check("Outcome", 4, func(i int) textEnum { return Outcome(i) }, func(b []byte) (textEnum, error) { var v Outcome; err := v.UnmarshalText(b); return v, err })
 	check("Idempotency", 3, func(i int) textEnum { return Idempotency(i) }, func(b []byte) (textEnum, error) { var v Idempotency; err := v.UnmarshalText(b); return v, err })
-	check("StopReason", 9, func(i int) textEnum { return StopReason(i) }, func(b []byte) (textEnum, error) { var v StopReason; err := v.UnmarshalText(b); return v, err })
+	check("StopReason", 10, func(i int) textEnum { return StopReason(i) }, func(b []byte) (textEnum, error) { var v StopReason; err := v.UnmarshalText(b); return v, err })
+	check("LimitAlgorithm", 4, func(i int) textEnum { return LimitAlgorithm(i) }, func(b []byte) (textEnum, error) { var v LimitAlgorithm; err := v.UnmarshalText(b); return v, err })
+	check("Discipline", 3, func(i int) textEnum { return Discipline(i) }, func(b []byte) (textEnum, error) { var v Discipline; err := v.UnmarshalText(b); return v, err })
+	check("ShedReason", int(NumShedReasons), func(i int) textEnum { return ShedReason(i) }, func(b []byte) (textEnum, error) { var v ShedReason; err := v.UnmarshalText(b); return v, err })
 	// EventKind's String says "unknown" past its table, as metrics label
 	// it; its text form is strict.
-	for i := range 7 {
+	for i := range 8 {
 		b, err := EventKind(i).MarshalText()
 		var back EventKind
 		if err != nil || string(b) != EventKind(i).String() || back.UnmarshalText(b) != nil || back != EventKind(i) {
 			t.Fatalf("EventKind(%d): %q, %v", i, b, err)
 		}
 	}
-	if _, err := EventKind(7).MarshalText(); err == nil {
-		t.Fatal("EventKind(7) has a name")
+	if _, err := EventKind(8).MarshalText(); err == nil {
+		t.Fatal("EventKind(8) has a name")
 	}
 }
 
@@ -101,6 +104,9 @@ func TestReasonOf(t *testing.T) {
 		{&StopError{Reason: ErrRetriesExhausted, Last: ErrAttemptTimeout}, StopRetriesExhausted},
 		{fmt.Errorf("proxy: %w", &StopError{Reason: ErrBudgetExhausted, Last: ErrAttemptTimeout}), StopBudget},
 		{context.Canceled, StopCanceled},
+		{ErrThrottled, StopThrottled},
+		{&StopError{Reason: ErrThrottled, Last: last}, StopThrottled},
+		{errThrottlerNotBuilt, StopThrottled},
 	} {
 		if got := ReasonOf(c.err); got != c.want {
 			t.Errorf("ReasonOf(%v) = %v, want %v", c.err, got, c.want)

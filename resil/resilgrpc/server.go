@@ -2,7 +2,9 @@ package resilgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // ServerSettings configures a [Server]. The zero value refuses only calls
@@ -33,6 +37,15 @@ type ServerSettings struct {
 	// time its deadline left, on the goroutine that refused it. It must
 	// not block.
 	OnShed func(fullMethod string, left time.Duration)
+	// Shedder, if set, admits every call that passed the check above
+	// through a resil.Shedder: its own deadline checks, its concurrency
+	// limit (adaptive or fixed) and its wait queue, the very decisions
+	// resilhttp.Shed makes for HTTP; the call's end is reported to it, a
+	// deadline passed in the handler as a drop. Its deadline refusals are
+	// answered as above; its overload refusals (limit, queue) with
+	// UNAVAILABLE and, when ShedderSettings.RetryAfter is set, that wait
+	// as the pushback. Nil means none: no concurrency limit.
+	Shedder *resil.Shedder
 }
 
 // Server holds the server interceptors: deadline shedding on the deadline
@@ -47,6 +60,9 @@ type ServerSettings struct {
 type Server struct {
 	min     time.Duration
 	mins    map[string]time.Duration
+	dl      *resil.DeadlineShedder            // MinTime's decisions
+	dls     map[string]*resil.DeadlineShedder // MinTimes'
+	shedder *resil.Shedder
 	code    codes.Code
 	now     func() time.Time
 	onShed  func(string, time.Duration)
@@ -71,7 +87,19 @@ func NewServer(s ServerSettings) (*Server, error) {
 		return nil, fmt.Errorf("resilgrpc: ServerSettings.Code = %v: unknown", s.Code)
 	}
 	sv := &Server{min: s.MinTime, mins: s.MinTimes, code: s.Code, now: s.Now, onShed: s.OnShed,
-		trailer: metadata.Pairs(PushbackHeader, "-1")}
+		shedder: s.Shedder, trailer: metadata.Pairs(PushbackHeader, "-1")}
+	// The decisions are resil's: a call may start when its deadline
+	// leaves at least the method's time.
+	var err error
+	if sv.dl, err = resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: s.MinTime}); err != nil {
+		return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTime: %w", err)
+	}
+	sv.dls = make(map[string]*resil.DeadlineShedder, len(s.MinTimes))
+	for k, v := range s.MinTimes {
+		if sv.dls[k], err = resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: v}); err != nil {
+			return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTimes[%q]: %w", k, err)
+		}
+	}
 	if sv.code == codes.OK {
 		sv.code = codes.Unavailable
 	}
@@ -95,10 +123,14 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // UnaryInterceptor returns the unary server interceptor.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := s.admit(ctx, info.FullMethod); err != nil {
-			_ = grpc.SetTrailer(ctx, s.trailer)
+		t, trailer, err := s.admit(ctx, info.FullMethod)
+		if err != nil {
+			if trailer != nil {
+				_ = grpc.SetTrailer(ctx, trailer)
+			}
 			return nil, err
 		}
+		defer s.end(ctx, t)
 		return handler(ctx, req)
 	}
 }
@@ -107,35 +139,78 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // judged once, when the stream opens.
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := s.admit(ss.Context(), info.FullMethod); err != nil {
-			ss.SetTrailer(s.trailer)
+		t, trailer, err := s.admit(ss.Context(), info.FullMethod)
+		if err != nil {
+			if trailer != nil {
+				ss.SetTrailer(trailer)
+			}
 			return err
 		}
+		defer s.end(ss.Context(), t)
 		return handler(srv, ss)
 	}
 }
 
-// admit refuses a call whose deadline leaves less than its method needs.
-func (s *Server) admit(ctx context.Context, fullMethod string) error {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return nil
+// admit refuses a call whose deadline leaves less than its method needs,
+// then, with a Shedder, one it refuses. It returns the Shedder's ticket,
+// or the refusal and the trailer to send with it.
+func (s *Server) admit(ctx context.Context, fullMethod string) (resil.ShedTicket, metadata.MD, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		now := s.now()
+		d, need := s.dl, s.min
+		if m, ok := match(s.dls, fullMethod); ok {
+			d, need = m, m.Estimate()
+		}
+		if d.Decide(now, dl) != resil.ShedNone {
+			left := dl.Sub(now)
+			s.refused(fullMethod, left)
+			return resil.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: the deadline leaves %v, the method needs %v", max(left, 0), need)
+		}
 	}
-	need := s.need(fullMethod)
-	left := dl.Sub(s.now())
-	if left > 0 && left >= need {
-		return nil
+	if s.shedder == nil {
+		return resil.ShedTicket{}, nil, nil
 	}
+	t, err := s.shedder.Admit(ctx, time.Time{})
+	if err == nil {
+		return t, nil, nil
+	}
+	left := time.Duration(0)
+	if dl, ok := ctx.Deadline(); ok {
+		left = dl.Sub(s.now())
+	}
+	s.refused(fullMethod, left)
+	se, _ := errors.AsType[*resil.ShedError](err)
+	if se == nil || !se.Reason.Overload() {
+		return resil.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: %v", err)
+	}
+	var trailer metadata.MD
+	if se.Wait > 0 {
+		trailer = metadata.Pairs(PushbackHeader, strconv.FormatInt(se.Wait.Milliseconds(), 10))
+	}
+	return resil.ShedTicket{}, trailer, status.Errorf(codes.Unavailable, "resilgrpc: shed: %v", err)
+}
+
+func (s *Server) refused(fullMethod string, left time.Duration) {
 	s.shed.Add(1)
 	if s.onShed != nil {
 		s.onShed(fullMethod, left)
 	}
-	return status.Errorf(s.code, "resilgrpc: shed: the deadline leaves %v, the method needs %v", max(left, 0), need)
 }
 
-func (s *Server) need(fullMethod string) time.Duration {
-	if d, ok := match(s.mins, fullMethod); ok {
-		return d
+// end tells the Shedder how the call it admitted ended: a deadline that
+// passed while the handler ran is a drop (the client's cancellation often
+// arrives before the server's own deadline fires), a caller who left
+// before it says nothing.
+func (s *Server) end(ctx context.Context, t resil.ShedTicket) {
+	if s.shedder == nil {
+		return
 	}
-	return s.min
+	switch dl, ok := ctx.Deadline(); {
+	case ctx.Err() == nil:
+		s.shedder.Done(t, false)
+	case ok && !s.shedder.Now().Before(dl):
+		s.shedder.Done(t, true)
+	default:
+		s.shedder.Ignore(t)
+	}
 }

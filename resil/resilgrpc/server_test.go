@@ -86,3 +86,65 @@ func TestNewServerErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestServerShedder: with a resil.Shedder the interceptors cap the calls
+// in flight: a call over the limit is refused at once with UNAVAILABLE and
+// the Shedder's RetryAfter as pushback, and every end is reported, a
+// deadline passed in the handler as a drop.
+func TestServerShedder(t *testing.T) {
+	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
+	sh, err := resil.NewShedder(resil.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := NewServer(ServerSettings{Shedder: sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	s := startServer(t, &server{
+		unary: func(ctx context.Context, _ int, r *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			switch string(r.GetPayload().GetBody()) {
+			case "block":
+				entered <- struct{}{}
+				<-release
+			case "outlive":
+				<-ctx.Done()
+			}
+			return resp("ok"), nil
+		},
+	}, sv.ServerOptions()...)
+	tc := dial(t, s, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tc.UnaryCall(context.Background(), req("block"))
+		done <- err
+	}()
+	<-entered
+	var trailer metadata.MD
+	_, err = tc.UnaryCall(context.Background(), req("x"), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("over the limit: %v; want UNAVAILABLE", err)
+	}
+	if v := trailer.Get(PushbackHeader); len(v) != 1 || v[0] != "1500" {
+		t.Errorf("pushback trailer %q, want 1500", v)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := tc.UnaryCall(short, req("outlive")); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a call that outlives its deadline: %v", err)
+	}
+	// The server's side of that call ends a moment after the client's.
+	for deadline := time.Now().Add(5 * time.Second); sh.Stats().InFlight > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	st := sh.Stats()
+	if st.Admitted != 2 || st.Shed[resil.ShedLimit] != 1 || st.Dropped != 1 || st.InFlight != 0 || sv.Shed() != 1 {
+		t.Errorf("shedder stats %+v, server shed %d", st, sv.Shed())
+	}
+}

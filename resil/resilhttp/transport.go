@@ -1,7 +1,15 @@
-// Package resilhttp guards HTTP clients with resil: an http.RoundTripper
-// that sends every request under a [resil.Guard], so that retries are paid
-// from its budget, pass its breaker, wait out its backoff or the server's
-// Retry-After, and hedge slow requests.
+// Package resilhttp guards HTTP clients and servers with resil. For
+// clients, an http.RoundTripper that sends every request under a
+// [resil.Guard], so that retries are paid from its budget, pass its breaker
+// and its adaptive throttle, wait out its backoff or the server's
+// Retry-After, and hedge slow requests. For servers, [Shed], middleware
+// that drives a [resil.Shedder]: it refuses at once, with a 503, work whose
+// caller's deadline has passed or is too near, and work over an adaptive
+// concurrency limit.
+//
+// Both ends speak the deadline in one header, [TimeoutHeader], which is why
+// they live in one package: the Transport sends the time its caller has
+// left on every attempt, and Shed reads it.
 //
 // What HTTP adds to the Guard:
 //
@@ -18,6 +26,8 @@
 //     clamped by Policy.MaxPushback, and is still paid from the budget.
 //   - Timeouts (net.Error.Timeout, deadlines) count as resil.OutcomeTimeout, other
 //     connection errors as resil.OutcomeFailure, so a budget's TimeoutCost applies.
+//   - Every attempt carries the time its caller has left in TimeoutHeader
+//     (unless OmitTimeout), so that the server can shed it in time.
 //   - Response bodies of discarded attempts are drained and closed. When
 //     the retries stop on a retryable status, the last response is returned
 //     with a nil error, as any RoundTripper returns an HTTP error status;
@@ -70,6 +80,13 @@ type Transport struct {
 	Keys bool
 	// KeyHeader names the key's header. Empty means DefaultKeyHeader.
 	KeyHeader string
+	// OmitTimeout stops the Transport from telling the server how long
+	// the caller waits. By default every attempt whose context has a
+	// deadline (the caller's, or GuardSettings.AttemptTimeout's) carries
+	// the time left in TimeoutHeader, or the time the request already
+	// carried there when that is shorter, so that a server can refuse
+	// work that cannot finish in time (see Shed).
+	OmitTimeout bool
 }
 
 // DefaultRetryStatus reports whether code is 429 Too Many Requests, 502 Bad
@@ -120,9 +137,11 @@ func Idempotent(method string) bool {
 
 // RoundTrip sends req under the Guard. It returns the first response that
 // is not retried, or the last one when the retries stop (StopOf says why);
-// an error when no response came (a refused call wraps resil.ErrBreakerOpen,
-// a stopped one is a *resil.StopError). Each attempt's request carries its
-// resil.Attempt on its context, for Base to read with AttemptOf.
+// an error when no response came (a call the breaker refused wraps
+// resil.ErrBreakerOpen, one the adaptive throttle refused
+// resil.ErrThrottled, a stopped one is a *resil.StopError). Each attempt's
+// request carries its resil.Attempt on its context, for Base to read with
+// AttemptOf.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Guard == nil {
 		closeBody(req)
@@ -222,12 +241,28 @@ func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Reque
 			r.Body = body
 		}
 	}
-	if a.Key != "" && r.Header.Get(c.hdr) != a.Key {
-		r.Header = c.req.Header.Clone()
-		if r.Header == nil {
-			r.Header = make(http.Header)
+	// The request's header is the caller's and every attempt's: copy it
+	// before the first change.
+	cloned := false
+	set := func(name, value string) {
+		if !cloned {
+			r.Header = c.req.Header.Clone()
+			if r.Header == nil {
+				r.Header = make(http.Header)
+			}
+			cloned = true
 		}
-		r.Header.Set(c.hdr, a.Key)
+		r.Header.Set(name, value)
+	}
+	if a.Key != "" && r.Header.Get(c.hdr) != a.Key {
+		set(c.hdr, a.Key)
+	}
+	// The time the caller has left, unless the request carries less.
+	if dl, ok := ctx.Deadline(); ok && !c.t.OmitTimeout {
+		left := dl.Sub(c.t.Guard.Now())
+		if d, ok := ParseTimeout(c.req.Header.Get(TimeoutHeader)); !ok || left < d {
+			set(TimeoutHeader, FormatTimeout(left))
+		}
 	}
 	return r, nil
 }

@@ -38,8 +38,9 @@ func names(t *testing.T, reg *prometheus.Registry) []string {
 func TestSameVocabularyAsResilprom(t *testing.T) {
 	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
+	throttle, _ := resil.NewThrottler(resil.ThrottlerSettings{})
 	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
-		Policy: resil.Policy{MaxRetries: 1, Budget: budget, Breaker: breaker}})
+		Policy: resil.Policy{MaxRetries: 1, Budget: budget, Breaker: breaker, Throttle: throttle}})
 
 	preg := prometheus.NewRegistry()
 	if _, err := resilprom.Register(preg, "g", g); err != nil {

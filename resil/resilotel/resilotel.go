@@ -19,11 +19,13 @@
 //	resil.failures              counter {intent}   resil_failures_total
 //	resil.budget.denials        counter {attempt}  resil_budget_denials_total
 //	resil.breaker.refusals      counter {attempt}  resil_breaker_refusals_total
+//	resil.throttle.refusals     counter {attempt}  resil_throttle_refusals_total
 //	resil.fallbacks             counter {intent}   resil_fallbacks_total
 //	resil.breaker.trips         counter {trip}     times the breaker opened from closed
 //	resil.breaker.transitions   counter {transition} every state change
 //	resil.breaker.state         gauge   {state}    resil_breaker_state: 0 closed, 1 open, 2 half-open
 //	resil.budget.tokens         gauge   {token}    resil_budget_tokens
+//	resil.throttle.probability  gauge   {probability} resil_throttle_probability (with a throttler)
 //	resil.retries_per_request   gauge   {retry}/{request} resil_retries_per_request
 //	resil.attempt.duration      histogram s        resil_attempt_duration_seconds, by kind and resil.attempt.outcome
 //
@@ -44,11 +46,11 @@
 //	resil.attempt        an attempt ended: resil.attempt.number, .kind, .outcome, .duration (s)
 //	resil.retry          a retry was scheduled: resil.attempt.number (of the retry), resil.retry.wait (s)
 //	resil.hedge          a hedge was sent: resil.attempt.number
-//	resil.retry_refused  the budget or the breaker refused a retry or a hedge: resil.attempt.kind, resil.refusal.reason
+//	resil.retry_refused  the budget, the breaker or the throttle refused an attempt: resil.attempt.kind, resil.refusal.reason
 //	resil.fallback       a fallback answered a refused call
 //	resil.done           the call ended without success: resil.refusal.reason, resil.attempts
 //
-// resil.refusal.reason is one of budget_exhausted, breaker_open,
+// resil.refusal.reason is one of budget_exhausted, throttled, breaker_open,
 // retries_exhausted, not_idempotent, not_retryable, no_time_left, pushback,
 // canceled, deadline_exceeded, error.
 package resilotel
@@ -130,6 +132,7 @@ var counters = []counter{
 	{"resil.failures", "{intent}", "Guarded calls that ended with an error.", func(s resil.Stats) uint64 { return s.Failures }},
 	{"resil.budget.denials", "{attempt}", "Retries and hedges the retry budget refused.", func(s resil.Stats) uint64 { return s.BudgetDenials }},
 	{"resil.breaker.refusals", "{attempt}", "Attempts the circuit breaker refused.", func(s resil.Stats) uint64 { return s.BreakerRefusals }},
+	{"resil.throttle.refusals", "{attempt}", "Attempts the adaptive throttle refused locally.", func(s resil.Stats) uint64 { return s.ThrottleRefusals }},
 	{"resil.fallbacks", "{intent}", "Refused calls a fallback answered.", func(s resil.Stats) uint64 { return s.Fallbacks }},
 }
 
@@ -206,14 +209,20 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 	if err != nil {
 		return nil, err
 	}
-	obs = append(obs, attempts, trips, transitions, state, tokens, rpr)
+	// {probability}, not 1, for the same reason.
+	throttle, err := m.Float64ObservableGauge("resil.throttle.probability", metric.WithUnit("{probability}"),
+		metric.WithDescription("Adaptive throttle's probability of refusing an attempt now."))
+	if err != nil {
+		return nil, err
+	}
+	obs = append(obs, attempts, trips, transitions, state, tokens, rpr, throttle)
 	all := metric.WithAttributeSet(set)
 	byKind := [3]metric.MeasurementOption{
 		with(AttemptKind.String(resil.KindFirst.String())),
 		with(AttemptKind.String(resil.KindRetry.String())),
 		with(AttemptKind.String(resil.KindHedge.String())),
 	}
-	breaker := g.Policy().Breaker
+	breaker, throttled := g.Policy().Breaker, g.Policy().Throttle != nil
 	i.reg, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		s := g.Stats()
 		for _, c := range cs {
@@ -231,6 +240,9 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 			ob.ObserveFloat64(tokens, s.BudgetTokens, all)
 		}
 		ob.ObserveFloat64(rpr, s.RetriesPerRequest, all)
+		if throttled {
+			ob.ObserveFloat64(throttle, s.ThrottleProbability, all)
+		}
 		return nil
 	}, obs...)
 	if err != nil {
@@ -289,10 +301,13 @@ func (i *Instruments) observe(e resil.Event) {
 			AttemptNumber.Int(e.Attempt.Number), RetryWait.Float64(e.Wait.Seconds())))
 	case resil.EventHedge:
 		span.AddEvent("resil.hedge", trace.WithTimestamp(e.At), trace.WithAttributes(AttemptNumber.Int(e.Attempt.Number)))
-	case resil.EventBudgetDenied, resil.EventBreakerRefused:
+	case resil.EventBudgetDenied, resil.EventBreakerRefused, resil.EventThrottled:
 		reason := "budget_exhausted"
-		if e.Kind == resil.EventBreakerRefused {
+		switch e.Kind {
+		case resil.EventBreakerRefused:
 			reason = "breaker_open"
+		case resil.EventThrottled:
+			reason = "throttled"
 		}
 		span.AddEvent("resil.retry_refused", trace.WithTimestamp(e.At), trace.WithAttributes(
 			AttemptKind.String(e.Attempt.Kind.String()), AttemptNumber.Int(e.Attempt.Number), RefusalReason.String(reason)))
@@ -332,6 +347,7 @@ var reasons = []struct {
 	name string
 }{
 	{resil.ErrBudgetExhausted, "budget_exhausted"},
+	{resil.ErrThrottled, "throttled"},
 	{resil.ErrBreakerOpen, "breaker_open"},
 	{resil.ErrRetriesExhausted, "retries_exhausted"},
 	{resil.ErrNotIdempotent, "not_idempotent"},

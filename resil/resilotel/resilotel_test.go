@@ -234,9 +234,10 @@ func TestReason(t *testing.T) {
 	for err, want := range map[error]string{
 		&resil.StopError{Reason: resil.ErrRetriesExhausted, Last: context.DeadlineExceeded}: "retries_exhausted",
 		&resil.StopError{Reason: context.Canceled, Last: errBoom}:                           "canceled",
-		resil.ErrTooManyProbes:                      "breaker_open",
-		fmt.Errorf("x: %w", resil.ErrNoTimeLeft):    "no_time_left",
-		&resil.StopError{Reason: resil.ErrPushback}: "pushback",
+		resil.ErrTooManyProbes:                                      "breaker_open",
+		fmt.Errorf("x: %w", resil.ErrNoTimeLeft):                    "no_time_left",
+		&resil.StopError{Reason: resil.ErrPushback}:                 "pushback",
+		&resil.StopError{Reason: resil.ErrThrottled, Last: errBoom}: "throttled",
 		errBoom: "error",
 	} {
 		if got := Reason(err); got != want {

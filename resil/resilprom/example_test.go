@@ -27,3 +27,18 @@ func ExampleRegister() {
 	// Output:
 	// 2 series
 }
+
+// Register a server's Shedder: requests admitted and refused by reason,
+// the concurrency limit, in flight and queued.
+func ExampleRegisterShedder() {
+	lim, _ := resil.NewLimiter(resil.LimiterSettings{Algorithm: resil.LimitAIMD})
+	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim})
+	reg := prometheus.NewRegistry()
+	if _, err := resilprom.RegisterShedder(reg, "origin", sh); err != nil {
+		panic(err)
+	}
+	n, _ := testutil.GatherAndCount(reg, "resil_shed_refused_total", "resil_concurrency_limit")
+	fmt.Println(n, "series")
+	// Output:
+	// 7 series
+}

@@ -1,10 +1,14 @@
 // Package resilprom exports a [resil.Guard]'s signals as Prometheus
 // metrics: intents, attempts, retries, hedges, budget denials, breaker
-// refusals and fallbacks as counters; the breaker's state, the budget's
+// refusals, adaptive-throttle refusals and fallbacks as counters; the
+// breaker's state, the throttle's refusal probability, the budget's
 // balance and retries per request as gauges; and a histogram of attempt
-// durations. Every metric is named resil_* and carries a const label name
-// (which guard). Collectors are registered on the Registerer given, never
-// on the global one.
+// durations. [RegisterShedder] exports a server's [resil.Shedder]: requests
+// admitted, refused by reason and dropped, and the concurrency limit, the
+// requests in flight and in the queue, and the service-time estimate. Every
+// metric is named resil_* and carries a const label name (which guard or
+// shedder). Collectors are registered on the Registerer given, never on
+// the global one.
 //
 // Counters and gauges are read from [resil.Guard.Stats] at scrape time, so
 // they cost the guarded calls nothing; the histogram is fed by an observer
@@ -46,6 +50,7 @@ type Collector struct {
 	g        *resil.Guard
 	counters []counterDesc
 	state    *prometheus.Desc
+	throttle *prometheus.Desc // nil: the policy has no throttler
 	tokens   *prometheus.Desc
 	rpr      *prometheus.Desc
 	latency  *prometheus.HistogramVec
@@ -72,12 +77,9 @@ func RegisterWith(reg prometheus.Registerer, g *resil.Guard, o Options) (*Collec
 	if reg == nil || g == nil {
 		return nil, errors.New("resilprom: a Registerer and a Guard are required")
 	}
-	if o.Name == "" {
-		return nil, errors.New("resilprom: Options.Name is required")
-	}
-	labels := prometheus.Labels{"name": o.Name}
-	for k, v := range o.ConstLabels {
-		labels[k] = v
+	labels, err := o.labels()
+	if err != nil {
+		return nil, err
 	}
 	desc := func(metric, help string) *prometheus.Desc {
 		return prometheus.NewDesc("resil_"+metric, help, nil, labels)
@@ -94,11 +96,15 @@ func RegisterWith(reg prometheus.Registerer, g *resil.Guard, o Options) (*Collec
 		{"failures_total", "Guarded calls that ended with an error.", func(s resil.Stats) uint64 { return s.Failures }},
 		{"budget_denials_total", "Retries and hedges the retry budget refused.", func(s resil.Stats) uint64 { return s.BudgetDenials }},
 		{"breaker_refusals_total", "Attempts the circuit breaker refused.", func(s resil.Stats) uint64 { return s.BreakerRefusals }},
+		{"throttle_refusals_total", "Attempts the adaptive throttle refused locally.", func(s resil.Stats) uint64 { return s.ThrottleRefusals }},
 		{"fallbacks_total", "Refused calls a fallback answered.", func(s resil.Stats) uint64 { return s.Fallbacks }},
 	} {
 		c.counters = append(c.counters, counterDesc{desc(x.metric, x.help), x.get})
 	}
 	c.state = desc("breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.")
+	if g.Policy().Throttle != nil {
+		c.throttle = desc("throttle_probability", "Adaptive throttle's probability of refusing an attempt now.")
+	}
 	c.tokens = desc("budget_tokens", "Retry budget balance, in retries of unit cost.")
 	c.rpr = desc("retries_per_request", "Retries sent per guarded call since start: the retry-storm early warning.")
 	buckets := o.Buckets
@@ -118,6 +124,18 @@ func RegisterWith(reg prometheus.Registerer, g *resil.Guard, o Options) (*Collec
 	return c, nil
 }
 
+// labels returns the const labels: name and ConstLabels.
+func (o Options) labels() (prometheus.Labels, error) {
+	if o.Name == "" {
+		return nil, errors.New("resilprom: Options.Name is required")
+	}
+	labels := prometheus.Labels{"name": o.Name}
+	for k, v := range o.ConstLabels {
+		labels[k] = v
+	}
+	return labels, nil
+}
+
 func (c *Collector) observe(e resil.Event) {
 	if e.Kind == resil.EventAttempt {
 		c.latency.WithLabelValues(e.Attempt.Kind.String(), e.Outcome.String()).Observe(e.Took.Seconds())
@@ -130,6 +148,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- x.desc
 	}
 	ch <- c.state
+	if c.throttle != nil {
+		ch <- c.throttle
+	}
 	ch <- c.tokens
 	ch <- c.rpr
 	c.latency.Describe(ch)
@@ -142,6 +163,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(x.desc, prometheus.CounterValue, float64(x.get(s)))
 	}
 	ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(s.BreakerState))
+	if c.throttle != nil {
+		ch <- prometheus.MustNewConstMetric(c.throttle, prometheus.GaugeValue, s.ThrottleProbability)
+	}
 	if s.HasBudgetTokens {
 		ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, s.BudgetTokens)
 	}
