@@ -138,6 +138,8 @@ const (
 	BudgetWindow      = "window"
 	BudgetGRPC        = "grpc"
 	BudgetAWS         = "aws"
+	BudgetConcurrency = "concurrency"
+	BudgetAWSAdaptive = "aws_adaptive"
 )
 
 // Budget is the retry budget: Use picks the kind, the other fields are its
@@ -158,8 +160,16 @@ type Budget struct {
 
 	TokenRatio float64 // grpc: what a success adds; required there
 
-	Capacity         int // aws: bucket size; default 500
-	NoRetryIncrement int // aws: added by a first-attempt success; default 1
+	Capacity         int // aws, aws_adaptive: bucket size; default 500
+	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1
+
+	// concurrency (Envoy's retry budget): both required
+	Percent        float64 // budget_percent: retries active at most this % of requests active
+	MinConcurrency int     // min_retry_concurrency: the floor
+
+	// aws_adaptive: the client-side rate limiter, defaults the SDKs'
+	Beta, ScaleConstant, Smoothing, MinFillRate float64
+	FailOnNoTokens                              bool
 }
 
 // Breaker kinds.
