@@ -29,6 +29,7 @@ var (
 	disciplines  = []string{"fifo", "lifo"}
 	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
+	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout}
 )
 
 // resilWords returns the words of resil's enum values vs. Every value given has
@@ -150,6 +151,7 @@ func retryObject(r *Retry) *object {
 		fields: []field{
 			{key: "max_retries", v: retries{&r.MaxRetries}},
 			{key: "idempotent_only", v: boolean{&r.IdempotentOnly}},
+			{key: "on", v: wordList{&r.On, failureKinds}},
 			{key: "backoff", v: backoffObject(&r.Backoff)},
 		},
 		check: r.check,

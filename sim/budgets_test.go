@@ -101,3 +101,25 @@ fleets:
 		t.Errorf("before the dip the modes differ (%d, %d): the limiter must stay off until a throttle", before(0), before(1))
 	}
 }
+
+// TestRetryOn: a fleet that retries only rejections sends no retry in a
+// storm whose failures are timeouts, and one that retries timeouts does.
+func TestRetryOn(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	sc.Fleets = sc.Fleets[:1]
+	sc.Fleets = append(sc.Fleets, sc.Fleets[0], sc.Fleets[0])
+	sc.Fleets[0].Retry.On = []string{"rejection"}
+	sc.Fleets[1].Retry.On = []string{"timeout"}
+	sc.Fleets[1].Name, sc.Fleets[2].Name = "timeouts", "all"
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, sc)
+	only, timeouts, all := res.Fleets[0].Summary, res.Fleets[1].Summary, res.Fleets[2].Summary
+	if only.Retries != 0 || only.LostBy.RetriesExhausted == 0 {
+		t.Errorf("retrying rejections only: %d retries, %d lost; want none and some", only.Retries, only.LostBy.RetriesExhausted)
+	}
+	if timeouts.Retries == 0 || timeouts.Retries != all.Retries {
+		t.Errorf("retrying timeouts: %d retries, all: %d; want the same, not zero (the queue model fails by timeouts)", timeouts.Retries, all.Retries)
+	}
+}

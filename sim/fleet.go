@@ -79,6 +79,7 @@ type fleet struct {
 	poisson  bool
 	hedging  bool
 	replicas int
+	retryOn  [resil.OutcomeThrottled + 1]bool // by outcome: may it be retried?
 
 	policies []resil.Policy
 	jitter   rand.Source
@@ -204,6 +205,9 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		q:        eventQueue{best: unknown},
 		boundary: int64(tick),
 	}
+	f.retryOn[resil.OutcomeFailure] = cfg.Retry.Retries(scenario.RetryOnError)
+	f.retryOn[resil.OutcomeThrottled] = cfg.Retry.Retries(scenario.RetryOnRejection)
+	f.retryOn[resil.OutcomeTimeout] = cfg.Retry.Retries(scenario.RetryOnTimeout)
 	if _, end, ok := triggerWindow(sc); ok {
 		f.clearAt, f.hasClear = int64(end), true
 	}
@@ -680,6 +684,13 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	in.failed = true
 	if in.inflight > 0 {
 		return // a hedge is still out: it may yet succeed
+	}
+	if !f.retryOn[o] {
+		// Not a failure the fleet retries: the classifier's call, made
+		// before the policy is asked, as in resil's Guard (counted with
+		// retries exhausted, as LostBy counts a stop it has no column for).
+		f.lose(i, resil.StopNotRetryable)
+		return
 	}
 	var latest time.Time
 	if in.latest > 0 {
