@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"html/template"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 const sweepTitle = "Sweep: the vulnerability map"
@@ -129,68 +127,29 @@ func linspace(lo, hi float64, n int) []float64 {
 	return out
 }
 
-// sweepRuns runs every cell of every policy on all cores. Each run is one
-// fleet on its own scenario, so the result does not depend on scheduling.
+// sweepRuns runs every cell of every policy on all cores.
 func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options) error {
 	n := len(js.Load)
-	total := len(pols) * n * n
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	g := Grid{
+		Cells: len(pols) * n * n,
+		Cell: func(job int) (*scenario.Scenario, error) {
+			p, y, x := job/(n*n), job/n%n, job%n
+			sc := clone(base)
+			sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
+			sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
+			sc.Origin.DropExpired = pols[p].fix
+			sc.Fleets = []scenario.Fleet{pols[p].fleet}
+			return sc, nil
+		},
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan int)
-	var done atomic.Int64
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for job := range jobs {
-				p, y, x := job/(n*n), job/n%n, job%n
-				sc := clone(base)
-				sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
-				sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
-				sc.Origin.DropExpired = pols[p].fix
-				sc.Fleets = []scenario.Fleet{pols[p].fleet}
-				res, err := opts.run(ctx, sc)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					continue
-				}
-				s := res.Fleets[0].Summary
-				r := -1
-				if s.Recovered {
-					r = *s.RecoveryTicks
-				}
-				js.Policies[p].Recovery[y][x] = r
-				if d := int(done.Add(1)); opts.Progress != nil {
-					opts.Progress(d, total)
-				}
-			}
-		})
-	}
-	for job := range total {
-		select {
-		case jobs <- job:
-		case <-ctx.Done():
+	return RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
+		p, y, x := job/(n*n), job/n%n, job%n
+		r := -1
+		if s.Recovered {
+			r = *s.RecoveryTicks
 		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+		js.Policies[p].Recovery[y][x] = r
+	})
 }
 
 func sweepTable(js sweepJSON) report.Table {
