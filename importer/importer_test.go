@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/budgetcheck"
+	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -236,4 +238,33 @@ func FuzzImport(f *testing.F) {
 			t.Fatalf("imported scenario does not load: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestCheckImported is the test for check, on imported configs:
+// an Istio route with 3 retries on 5xx and no retry budget collapses in
+// the storm's dip; a Linkerd route with its retry budget does not.
+func TestCheckImported(t *testing.T) {
+	var in []experiment.CheckInput
+	for _, file := range []string{"istio/naive.yaml", "linkerd/books.yaml"} {
+		fl, err := Import(sources(t, file), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, experiment.CheckInput{Fleet: fl[0].Fleet, Origin: fl[0].Origin})
+	}
+	r, err := experiment.Check(context.Background(), in, experiment.CheckOptions{Base: storm(t)}, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.Render(&out, report.Style{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	if !r.Collapsed(0) {
+		t.Error("the Istio config with 3 retries and no budget passes the check")
+	}
+	if r.Collapsed(1) {
+		t.Error("the Linkerd config with a retry budget fails the check")
+	}
 }
