@@ -243,17 +243,19 @@ var jsonLine = regexp.MustCompile(`\(line (\d+):\d+\)`)
 // yamlError rewrites an error that names a JSON line ("(line 5:3)") to
 // name the YAML line of file instead.
 func (j *jsonDoc) yamlError(file string, err error) error {
-	msg := err.Error()
-	msg = strings.TrimPrefix(msg, "proto: ")
+	// protojson varies its messages' spacing on purpose (a normal or a
+	// non-breaking space): normalise before reading them.
+	msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
 	line := 0
 	if m := jsonLine.FindStringSubmatch(msg); m != nil {
 		if l, _ := strconv.Atoi(m[1]); l >= 1 && l <= len(j.lines) {
 			line = j.lines[l-1]
 		}
-		msg = strings.TrimSpace(jsonLine.ReplaceAllString(msg, ""))
-		msg = strings.TrimPrefix(msg, ": ")
+		msg = jsonLine.ReplaceAllString(msg, "")
 	}
-	msg = strings.ReplaceAll(msg, "\u00a0", " ")
+	msg = strings.TrimSpace(msg)
+	msg = strings.TrimPrefix(msg, "proto:")
+	msg = strings.TrimLeft(msg, " :")
 	if line > 0 {
 		return fmt.Errorf("%s:%d: %s", file, line, msg)
 	}
