@@ -54,6 +54,7 @@ type CheckCell struct {
 	RecoveryTicks int   `json:"recovery_ticks"` // -1 when not recovered
 	Intents       int64 `json:"intents"`
 	Attempts      int64 `json:"attempts"`
+	Retries       int64 `json:"retries"` // retries and hedges: the extra load
 	IntentsLost   int64 `json:"intents_lost"`
 	PeakOffered   int64 `json:"peak_offered"`
 }
@@ -123,25 +124,9 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 	if base.Origin.Model == scenario.ModelConcurrency || base.Origin.Capacity <= 0 {
 		return nil, fmt.Errorf("check: the base scenario's origin must have a capacity (the capacity or queue model)")
 	}
-	realLoad, realDip := co.Load, co.Dip
-	if realLoad == 0 {
-		realLoad = math.Round(base.Traffic.Rate/base.Origin.Capacity*1000) / 1000
-	}
-	if realDip == 0 {
-		realDip = 1.0 / 3
-		for _, t := range base.Triggers {
-			if t.Kind == scenario.TriggerCapacity {
-				realDip = 1 - t.Capacity/base.Origin.Capacity
-				break
-			}
-		}
-		realDip = math.Round(realDip*1000) / 1000
-	}
-	if !(realLoad > 0 && realLoad <= 0.975) {
-		return nil, fmt.Errorf("check: realistic load %g must be in (0, 0.975] of capacity", realLoad)
-	}
-	if !(realDip > 0 && realDip <= 1) {
-		return nil, fmt.Errorf("check: realistic dip %g must be in (0, 1]", realDip)
+	realLoad, realDip, err := realistic(base, co.Load, co.Dip)
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
 	}
 	loads, faults := checkEnvelope(realLoad, realDip)
 	at := 30 * time.Second
@@ -164,17 +149,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 		Shard: co.Shard,
 		Cell: func(job int) (*scenario.Scenario, error) {
 			fl, fi, li := job/(nF*nL), job/nL%nF, job%nL
-			sc := clone(base)
-			sc.Origin.Capacity = base.Traffic.Rate / loads[li]
-			ft := faults[fi]
-			t := scenario.Trigger{Kind: ft.Kind, At: at, For: time.Duration(ft.For * float64(time.Second))}
-			switch ft.Kind {
-			case scenario.TriggerCapacity:
-				t.Capacity = sc.Origin.Capacity * (1 - ft.Dip)
-			case scenario.TriggerErrors:
-				t.ErrorRate = ft.Rate
-			}
-			sc.Triggers = []scenario.Trigger{t}
+			sc := envelopeCell(base, loads[li], faults[fi], at)
 			sc.Fleets = []scenario.Fleet{in[fl].Fleet}
 			if err := sc.Validate(); err != nil {
 				return nil, fmt.Errorf("check: fleet %q: %w", in[fl].Fleet.Name, err)
@@ -182,14 +157,9 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 			return sc, nil
 		},
 	}
-	err := RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
+	err = RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
 		fl, fi, li := job/(nF*nL), job/nL%nF, job%nL
-		c := CheckCell{Ran: true, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
-			IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered}
-		if s.Recovered {
-			c.RecoveryTicks = *s.RecoveryTicks
-		}
-		r.Fleets[fl].Cells[fi][li] = c
+		r.Fleets[fl].Cells[fi][li] = cellOf(s)
 	})
 	if err != nil {
 		return nil, err
