@@ -29,6 +29,9 @@ type AdviseOptions struct {
 	MaxRuns int
 	// Shard, when set, runs only the shard's cells.
 	Shard Shard
+	// Space, when set, is the policies to try instead of advise's own
+	// search space; the user's fleet is always tried first.
+	Space []scenario.Fleet
 }
 
 // AdviseCandidate is one policy advise tried, and how it did over every
@@ -138,6 +141,12 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 	}
 	loads, faults := checkEnvelope(realLoad, realDip)
 	cands := adviseCandidates(user.Fleet)
+	if ao.Space != nil {
+		cands = cands[:1]
+		for _, f := range ao.Space {
+			cands = append(cands, AdviseCandidate{Name: f.Name, Fleet: f})
+		}
+	}
 	r := &AdviseResult{Scenario: base.Name, Loads: loads, Faults: faults, RealLoad: realLoad, RealDip: realDip, Shard: ao.Shard.String(), Candidates: cands}
 	for s := range seeds {
 		r.Seeds = append(r.Seeds, base.Seed+uint64(s))
