@@ -96,6 +96,9 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 				f.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
 				f.Hedge = scenario.Hedge{}
 				name := fmt.Sprintf("%d retries, %s", n, b.name)
+				if n == 1 {
+					name = "1 retry, " + b.name
+				}
 				if br {
 					f.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all"}
 					name += ", breaker"
@@ -450,7 +453,7 @@ func (r *AdviseResult) Section(top int) report.Section {
 // Describe says a fleet's policy in one line, for a terminal.
 func Describe(f scenario.Fleet) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "timeout %v, %d retries", f.Timeout, f.Retry.MaxRetries)
+	fmt.Fprintf(&b, "timeout %v, max_retries %d", f.Timeout, f.Retry.MaxRetries)
 	if bo := f.Retry.Backoff; bo.Use != "none" && bo.Use != "" {
 		fmt.Fprintf(&b, ", %s backoff from %v (cap %v, %s jitter)", bo.Use, bo.Base, bo.Cap, bo.Jitter)
 	}

@@ -387,8 +387,26 @@ func exportGo(f scenario.Fleet) (string, []string) {
 	breaker := "nil"
 	if br := f.Breaker; br.Use != "" && br.Use != scenario.BreakerNone {
 		rule := map[string]string{scenario.BreakerConsecutive: "resil.ConsecutiveFailures", scenario.BreakerCountWindow: "resil.CountWindow", scenario.BreakerTimeWindow: "resil.TimeWindow"}[br.Use]
-		fmt.Fprintf(&b, "breaker, err := resil.NewBreaker(resil.BreakerSettings{\n\tRule: %s, Threshold: %d, WindowSize: %d, WindowPeriod: %s,\n\tMinCalls: %d, FailureRate: %s, Cooldown: %s, MaxCooldown: %s, Probes: %d,\n})\nif err != nil {\n\treturn err\n}\n",
-			rule, br.Threshold, br.WindowSize, goDur(br.Window), br.MinCalls, num(br.FailureRate), goDur(br.Cooldown), goDur(br.MaxCooldown), br.Probes)
+		fields := []string{"Rule: " + rule}
+		add := func(name, v string, zero bool) {
+			if !zero {
+				fields = append(fields, name+": "+v)
+			}
+		}
+		add("Threshold", strconv.Itoa(br.Threshold), br.Threshold == 0)
+		add("WindowSize", strconv.Itoa(br.WindowSize), br.WindowSize == 0)
+		add("WindowPeriod", goDur(br.Window), br.Window == 0)
+		add("MinCalls", strconv.Itoa(br.MinCalls), br.MinCalls == 0)
+		add("FailureRate", num(br.FailureRate), br.FailureRate == 0)
+		add("SlowCall", goDur(br.SlowCall), br.SlowCall == 0)
+		add("SlowCallRate", num(br.SlowCallRate), br.SlowCallRate == 0)
+		add("Cooldown", goDur(br.Cooldown), br.Cooldown == 0)
+		add("MaxCooldown", goDur(br.MaxCooldown), br.MaxCooldown == 0)
+		add("Probes", strconv.Itoa(br.Probes), br.Probes == 0)
+		fmt.Fprintf(&b, "breaker, err := resil.NewBreaker(resil.BreakerSettings{%s})\nif err != nil {\n\treturn err\n}\n", strings.Join(fields, ", "))
+		if br.Scope == "retries" {
+			lost = append(lost, "breaker scope retries: set Policy.BreakerScope to resil.GuardRetries")
+		}
 		breaker = "breaker"
 	}
 	sched := map[string]string{"": "resil.NoDelay", "none": "resil.NoDelay", "fixed": "resil.Fixed", "exponential": "resil.Exponential"}[f.Retry.Backoff.Use]
@@ -398,8 +416,12 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		maxRetries = "resil.Unlimited"
 	}
 	bo := f.Retry.Backoff
-	fmt.Fprintf(&b, "settings := resil.GuardSettings{\n\tIdempotency:    resil.Idempotent, // say NotIdempotent if the calls may not run twice\n\tAttemptTimeout: %s,\n\tPolicy: resil.Policy{\n\t\tMaxRetries: %s,\n\t\tBudget:     %s,\n\t\tBreaker:    %s,%s\n\t\tBackoff: resil.Backoff{Schedule: %s, Base: %s, Cap: %s, Multiplier: %s, Jitter: %s, Factor: %s},\n\t},\n}\n",
-		goDur(f.Timeout), maxRetries, budget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), num(bo.Multiplier), jit, num(bo.Factor))
+	factor := ""
+	if bo.Factor != 0 {
+		factor = ", Factor: " + num(bo.Factor)
+	}
+	fmt.Fprintf(&b, "settings := resil.GuardSettings{\n\tIdempotency:    resil.Idempotent, // say NotIdempotent if the calls may not run twice\n\tAttemptTimeout: %s,\n\tPolicy: resil.Policy{\n\t\tMaxRetries: %s,\n\t\tBudget:     %s,\n\t\tBreaker:    %s,%s\n\t\tBackoff: resil.Backoff{Schedule: %s, Base: %s, Cap: %s, Multiplier: %s, Jitter: %s%s},\n\t},\n}\n",
+		goDur(f.Timeout), maxRetries, budget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), num(bo.Multiplier), jit, factor)
 	if f.Deadline > 0 {
 		fmt.Fprintf(&b, "// The deadline (%v) is the caller's: call g.Do with a context.WithTimeout of it.\n", f.Deadline)
 	}
