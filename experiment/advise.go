@@ -81,6 +81,8 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 		{"window 10%", scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1, Funding: "request", MinRetriesPerSecond: 1, TTL: 10 * time.Second, RetryCost: 1, TimeoutCost: 1}},
 		{"concurrency 20%/3", scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}},
 		{"concurrency 10%/1", scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 10, MinConcurrency: 1}},
+		{"gRPC throttling 10/0.1", scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}},
+		{"AWS retry quota", scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}},
 	}
 	base := user.Retry.Backoff.Base
 	if base <= 0 {
@@ -93,6 +95,11 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 				f := user
 				f.Retry = scenario.Retry{MaxRetries: n, IdempotentOnly: user.Retry.IdempotentOnly, On: user.Retry.On, Backoff: backoff}
 				f.Budget = b.b
+				if b.b.Use == scenario.BudgetGRPC {
+					// gRPC cannot retry a call whose deadline passed: its
+					// candidates retry what a service config can name.
+					f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+				}
 				f.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
 				f.Hedge = scenario.Hedge{}
 				name := fmt.Sprintf("%d retries, %s", n, b.name)

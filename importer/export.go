@@ -52,6 +52,27 @@ func Export(f scenario.Fleet, format Format) (text string, cannot []string, err 
 	return text, cannot, nil
 }
 
+// Expressible reports whether format can write f's policy whole: its
+// budget kind, its breaker, its backoff. Go code and scenario fleets
+// express every policy.
+func Expressible(f scenario.Fleet, format Format) bool {
+	noBreaker := f.Breaker.Use == "" || f.Breaker.Use == scenario.BreakerNone
+	fullJitter := f.Retry.MaxRetries == 0 || (f.Retry.Backoff.Use == "exponential" && f.Retry.Backoff.Jitter == "full")
+	budget := f.Budget.Use
+	switch format {
+	case Envoy, Istio:
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (budget == scenario.BudgetNone || budget == scenario.BudgetConcurrency)
+	case GRPC:
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
+			!slices.Contains(f.Retry.On, scenario.RetryOnTimeout) && len(f.Retry.On) > 0
+	case Linkerd:
+		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "request" && f.Retry.Backoff.Use == "none"
+	case AWS:
+		return noBreaker && (budget == scenario.BudgetAWS || budget == scenario.BudgetAWSAdaptive)
+	}
+	return true
+}
+
 // protoDur writes a duration as protobuf JSON does: "0.25s".
 func protoDur(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"

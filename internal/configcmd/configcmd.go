@@ -404,6 +404,7 @@ func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, to
 	}
 	best := r.Best()
 	fmt.Fprintf(o.Stdout, "\nThe recommendation, %s:\n  %s\n", best.Name, experiment.Describe(best.Fleet))
+	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
 	for _, f := range formats {
 		text, cannot, err := importer.Export(best.Fleet, f)
 		if err != nil {
@@ -415,6 +416,21 @@ func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, to
 		}
 		for _, c := range cannot {
 			fmt.Fprintf(o.Stdout, "# cannot express: %s\n", c)
+		}
+		if !importer.Expressible(best.Fleet, f) {
+			// Say what the best policy this format can write whole does.
+			for _, i := range r.Ranking {
+				c := r.Candidates[i]
+				if importer.Expressible(c.Fleet, f) {
+					alt, _, err := importer.Export(c.Fleet, f)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
+						formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
+					break
+				}
+			}
 		}
 	}
 	return writeReport(o, out, r.Section(top), command)
