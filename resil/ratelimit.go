@@ -171,9 +171,10 @@ func (l *ClientRateLimiter) Update(now time.Time, throttled bool) {
 		rate = use * l.beta
 		l.enabled = true
 	} else {
-		l.k = l.zeroPoint()
-		dt := now.Sub(l.lastThrottle).Seconds()
-		rate = l.scale*math.Pow(dt-l.k, 3) + l.wMax
+		// K depends on Wmax alone, which only a throttle changes: the
+		// SDKs recompute the same value here on every response.
+		d := now.Sub(l.lastThrottle).Seconds() - l.k
+		rate = l.scale*d*d*d + l.wMax
 	}
 	rate = math.Min(rate, 2*l.measured)
 	l.refill(now)
