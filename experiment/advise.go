@@ -174,14 +174,7 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 			ErrTooBig, est.Runs, len(cands), nS, nF, nL, est.Intents, maxRuns)
 	}
 	for i := range r.Candidates {
-		c := &r.Candidates[i]
-		c.Cells = make([][][]CheckCell, nS)
-		for s := range c.Cells {
-			c.Cells[s] = make([][]CheckCell, nF)
-			for f := range c.Cells[s] {
-				c.Cells[s][f] = make([]CheckCell, nL)
-			}
-		}
+		r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
 	}
 	at := 30 * time.Second
 	if len(base.Triggers) > 0 {
@@ -212,6 +205,14 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 		r.rank()
 	}
 	return r, nil
+}
+
+func newSeedCells(seeds, faults, loads int) [][][]CheckCell {
+	c := make([][][]CheckCell, seeds)
+	for s := range c {
+		c[s] = newCells(faults, loads)
+	}
+	return c
 }
 
 // realistic is the region the user calls realistic: the given load and
@@ -319,14 +320,7 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 	m.Shard = Shard{}.String()
 	m.Candidates = slices.Clone(parts[0].Candidates)
 	for i := range m.Candidates {
-		c := &m.Candidates[i]
-		c.Cells = make([][][]CheckCell, len(m.Seeds))
-		for s := range c.Cells {
-			c.Cells[s] = make([][]CheckCell, len(m.Faults))
-			for f := range c.Cells[s] {
-				c.Cells[s][f] = make([]CheckCell, len(m.Loads))
-			}
-		}
+		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
 	}
 	for _, p := range parts {
 		if p.Scenario != m.Scenario || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
@@ -334,32 +328,20 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 			return nil, fmt.Errorf("merge: shard %s searched another scenario, envelope or set of candidates", p.Shard)
 		}
 		for i, c := range p.Candidates {
-			if c.Name != m.Candidates[i].Name || !reflect.DeepEqual(c.Fleet, m.Candidates[i].Fleet) {
+			if c.Name != m.Candidates[i].Name || !reflect.DeepEqual(c.Fleet, m.Candidates[i].Fleet) || len(c.Cells) != len(m.Seeds) {
 				return nil, fmt.Errorf("merge: shard %s's candidate %d is %q, not %q", p.Shard, i, c.Name, m.Candidates[i].Name)
 			}
-			for s, seed := range c.Cells {
-				for f, row := range seed {
-					for l, cell := range row {
-						if !cell.Ran {
-							continue
-						}
-						if m.Candidates[i].Cells[s][f][l].Ran {
-							return nil, fmt.Errorf("merge: a cell of %q was run by two shards", c.Name)
-						}
-						m.Candidates[i].Cells[s][f][l] = cell
-					}
+			for s := range c.Cells {
+				if err := mergeCells(m.Candidates[i].Cells[s], c.Cells[s]); err != nil {
+					return nil, fmt.Errorf("merge: a cell of %q %v", c.Name, err)
 				}
 			}
 		}
 	}
 	for _, c := range m.Candidates {
 		for _, seed := range c.Cells {
-			for _, row := range seed {
-				for _, cell := range row {
-					if !cell.Ran {
-						return nil, fmt.Errorf("merge: %q has cells no shard ran: give every shard's result", c.Name)
-					}
-				}
+			if !complete(seed) {
+				return nil, fmt.Errorf("merge: %q has cells no shard ran: give every shard's result", c.Name)
 			}
 		}
 	}

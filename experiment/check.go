@@ -136,11 +136,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 	r := &CheckResult{Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
 		Loads: loads, Faults: faults, RealLoad: realLoad, RealDip: realDip, Shard: co.Shard.String()}
 	for _, f := range in {
-		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, Risks: risks(f.Fleet, base)}
-		cf.Cells = make([][]CheckCell, len(faults))
-		for i := range cf.Cells {
-			cf.Cells[i] = make([]CheckCell, len(loads))
-		}
+		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, Risks: risks(f.Fleet, base), Cells: newCells(len(faults), len(loads))}
 		r.Fleets = append(r.Fleets, cf)
 	}
 	nL, nF := len(loads), len(faults)
@@ -244,6 +240,51 @@ func (r *CheckResult) claims() []report.Claim {
 	return cs
 }
 
+// newCells makes an empty map of faults × loads.
+func newCells(faults, loads int) [][]CheckCell {
+	c := make([][]CheckCell, faults)
+	for i := range c {
+		c[i] = make([]CheckCell, loads)
+	}
+	return c
+}
+
+var errTwice = errors.New("was run by two shards")
+
+// mergeCells copies the cells src ran into dst.
+func mergeCells(dst, src [][]CheckCell) error {
+	if len(src) != len(dst) {
+		return errors.New("has another envelope")
+	}
+	for f, row := range src {
+		if len(row) != len(dst[f]) {
+			return errors.New("has another envelope")
+		}
+		for l, c := range row {
+			if !c.Ran {
+				continue
+			}
+			if dst[f][l].Ran {
+				return errTwice
+			}
+			dst[f][l] = c
+		}
+	}
+	return nil
+}
+
+// complete reports whether every cell ran.
+func complete(cells [][]CheckCell) bool {
+	for _, row := range cells {
+		for _, c := range row {
+			if !c.Ran {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // MergeCheck puts the results of the shards of one check together. Every
 // shard must have checked the same fleets on the same envelope, and every
 // cell must have been run by exactly one of them.
@@ -255,10 +296,7 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 	m.Shard = Shard{}.String()
 	m.Fleets = slices.Clone(parts[0].Fleets)
 	for i := range m.Fleets {
-		m.Fleets[i].Cells = make([][]CheckCell, len(m.Faults))
-		for fi := range m.Fleets[i].Cells {
-			m.Fleets[i].Cells[fi] = make([]CheckCell, len(m.Loads))
-		}
+		m.Fleets[i].Cells = newCells(len(m.Faults), len(m.Loads))
 	}
 	for _, p := range parts {
 		if p.Scenario != m.Scenario || p.Seed != m.Seed || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
@@ -269,26 +307,14 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 			if f.Name != m.Fleets[i].Name || !slices.Equal(f.Risks, m.Fleets[i].Risks) {
 				return nil, fmt.Errorf("merge: shard %s's fleet %d is %q, not %q", p.Shard, i, f.Name, m.Fleets[i].Name)
 			}
-			for fi, row := range f.Cells {
-				for li, c := range row {
-					if !c.Ran {
-						continue
-					}
-					if m.Fleets[i].Cells[fi][li].Ran {
-						return nil, fmt.Errorf("merge: a cell of fleet %q was run by two shards", f.Name)
-					}
-					m.Fleets[i].Cells[fi][li] = c
-				}
+			if err := mergeCells(m.Fleets[i].Cells, f.Cells); err != nil {
+				return nil, fmt.Errorf("merge: a cell of fleet %q %v", f.Name, err)
 			}
 		}
 	}
 	for _, f := range m.Fleets {
-		for _, row := range f.Cells {
-			for _, c := range row {
-				if !c.Ran {
-					return nil, fmt.Errorf("merge: fleet %q has cells no shard ran: give every shard's result", f.Name)
-				}
-			}
+		if !complete(f.Cells) {
+			return nil, fmt.Errorf("merge: fleet %q has cells no shard ran: give every shard's result", f.Name)
 		}
 	}
 	m.Claims = m.claims()
