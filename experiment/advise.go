@@ -96,9 +96,11 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 				f.Retry = scenario.Retry{MaxRetries: n, IdempotentOnly: user.Retry.IdempotentOnly, On: user.Retry.On, Backoff: backoff}
 				f.Budget = b.b
 				if b.b.Use == scenario.BudgetGRPC {
-					// gRPC cannot retry a call whose deadline passed: its
-					// candidates retry what a service config can name.
+					// gRPC's candidates are what a service config can say:
+					// no retry of a call whose deadline passed, and
+					// grpc-go's jitter (0.8 to 1.2 times the schedule).
 					f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+					f.Retry.Backoff.Jitter, f.Retry.Backoff.Factor = "factor", 0.2
 				}
 				f.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
 				f.Hedge = scenario.Hedge{}

@@ -63,7 +63,9 @@ func Expressible(f scenario.Fleet, format Format) bool {
 	case Envoy, Istio:
 		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (budget == scenario.BudgetNone || budget == scenario.BudgetConcurrency)
 	case GRPC:
-		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
+		bo := f.Retry.Backoff
+		grpcJitter := f.Retry.MaxRetries == 0 || (bo.Use == "exponential" && bo.Jitter == "factor" && bo.Factor == 0.2)
+		return noBreaker && grpcJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
 			!slices.Contains(f.Retry.On, scenario.RetryOnTimeout) && len(f.Retry.On) > 0
 	case Linkerd:
 		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "request" && f.Retry.Backoff.Use == "none"
@@ -332,7 +334,9 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	}
 	b.WriteString("\n}\n")
 	lost = append(lost, breakerLost(f, "a gRPC service config")...)
-	lost = append(lost, jitterLost(f, "gRPC", "randomised exponential back-off (full jitter)")...)
+	if bo.Use != "exponential" || bo.Jitter != "factor" || bo.Factor != 0.2 {
+		lost = append(lost, fmt.Sprintf("the backoff's jitter (%s): grpc-go draws each wait from 0.8 to 1.2 times the schedule (gRFC A6 says 0 to 1)", cmpOr(bo.Jitter, "none")))
+	}
 	return b.String(), lost
 }
 
