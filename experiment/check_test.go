@@ -49,4 +49,11 @@ func TestCheckStorm(t *testing.T) {
 	if _, err := json.Marshal(r); err != nil {
 		t.Fatal(err)
 	}
+	html, err := report.Page{Title: "check", Sections: []report.Section{r.Section()}}.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(html, []byte("<svg")); n < 2 {
+		t.Errorf("the HTML report has %d maps, want one per fleet", n)
+	}
 }

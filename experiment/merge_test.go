@@ -127,6 +127,13 @@ func TestMergeAdvise(t *testing.T) {
 	if one.Best().Name == "yours: naive" {
 		t.Error("the naive fleet was recommended")
 	}
+	html, err := report.Page{Title: "advise", Sections: []report.Section{m.Advise.Section(3)}}.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(html, []byte("<svg")); n < 3 {
+		t.Errorf("the HTML report has %d maps, want yours and the candidates'", n)
+	}
 }
 
 func TestParseShard(t *testing.T) {
