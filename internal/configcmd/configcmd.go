@@ -86,7 +86,8 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 			return nil, nil, "", usagef("%v", err)
 		}
 		if format == "" || format == string(importer.ScenarioFleet) {
-			if sc, err := scenario.Parse(f, data); err == nil {
+			sc, err := scenario.Parse(f, data)
+			if err == nil {
 				for _, fl := range sc.Fleets {
 					in = append(in, experiment.CheckInput{Fleet: fl, Origin: f})
 				}
@@ -94,7 +95,10 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 					from = sc
 				}
 				continue
-			} else if format != "" {
+			}
+			// A scenario file with a mistake gets the loader's error, not
+			// the importer's "not a config".
+			if _, derr := importer.Detect(f, data); format != "" || (derr != nil && looksLikeScenario(data)) {
 				return nil, nil, "", err
 			}
 		}
@@ -130,6 +134,17 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		fmtIn = fl[0].Format
 	}
 	return in, b, fmtIn, nil
+}
+
+// looksLikeScenario reports whether a file has a scenario's top-level
+// fleets list.
+func looksLikeScenario(data []byte) bool {
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "fleets:") {
+			return true
+		}
+	}
+	return false
 }
 
 func newFlags(name string, o IO) *flag.FlagSet {

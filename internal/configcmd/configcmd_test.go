@@ -74,6 +74,13 @@ func TestCheckCommand(t *testing.T) {
 	if _, _, err := runCmd(t, Check, "--shard", "1/2", testdata("istio/naive.yaml")); err == nil {
 		t.Error("--shard without --json accepted")
 	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("duration: 60s\nfleets:\n  - {name: a, timeout: 1s, budget: {use: token_bukket}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCmd(t, Check, bad); err == nil || !strings.Contains(err.Error(), "token_bukket") {
+		t.Errorf("a scenario with a typo: %v, want the loader's error naming it", err)
+	}
 }
 
 // TestAdviseCommand is the test: advise on the storm scenario
