@@ -129,6 +129,13 @@ func TestExportOthersRoundTrip(t *testing.T) {
 		if err := json.Unmarshal([]byte(text), &sc); err != nil || sc.MethodConfig[0].RetryPolicy.MaxAttempts != f.Retry.MaxRetries+1 {
 			t.Fatalf("%s: grpc: %v\n%s", f.Name, err, text)
 		}
+		fl, err = Import([]Source{{Name: "sc.json", Data: []byte(text)}}, Options{})
+		if err != nil {
+			t.Fatalf("%s: grpc: %v\n%s", f.Name, err, text)
+		}
+		if g := fl[0].Fleet; g.Retry.MaxRetries != f.Retry.MaxRetries || g.Retry.Backoff.Base != f.Retry.Backoff.Base || g.Retry.Backoff.Cap != f.Retry.Backoff.Cap {
+			t.Errorf("%s: grpc read back as %+v\n%s", f.Name, g, text)
+		}
 
 		text, _, err = Export(f, GoCode)
 		if err != nil {

@@ -82,9 +82,6 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// ErrNotYet is returned for a format this build recognises but cannot read yet.
-var ErrNotYet = errors.New("importer: format not read yet")
-
 // Import reads every source and returns its fleets, in order. Fleets that
 // span files (an Envoy route in one file and its cluster in another) are
 // joined across all the sources of the same format.
@@ -121,7 +118,7 @@ func Import(srcs []Source, o Options) ([]Fleet, error) {
 		case AWS:
 			fl, err = importAWS(byFormat[f], o)
 		case GRPC:
-			err = fmt.Errorf("%s: %w: gRPC service configs are read with the gRPC service config reader, which this build does not have yet", byFormat[f][0].Name, ErrNotYet)
+			fl, err = importGRPC(byFormat[f])
 		default:
 			err = fmt.Errorf("importer: unknown format %q", f)
 		}

@@ -3,7 +3,6 @@ package importer
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -52,6 +51,7 @@ func TestImportGolden(t *testing.T) {
 		"istio":   {"istio/reviews.yaml", "istio/budget.yaml"},
 		"linkerd": {"linkerd/books.yaml"},
 		"aws":     {"aws/config", "aws/env"},
+		"grpc":    {"grpc/service-config.json", "grpc/hedging.json"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fl, err := Import(sources(t, files...), Options{Timeout: time.Second})
@@ -155,6 +155,7 @@ func TestDetect(t *testing.T) {
 		"envoy/front-proxy.yaml": Envoy, "envoy/route.yaml": Envoy, "envoy/cluster.yaml": Envoy,
 		"istio/reviews.yaml": Istio, "istio/budget.yaml": Istio,
 		"linkerd/books.yaml": Linkerd, "aws/config": AWS, "aws/env": AWS,
+		"grpc/service-config.json": GRPC, "grpc/hedging.json": GRPC,
 	} {
 		s := sources(t, file)[0]
 		got, err := Detect(s.Name, s.Data)
@@ -195,7 +196,8 @@ func TestImportErrors(t *testing.T) {
 		{"aws bad attempts", "config", "[default]\nmax_attempts = 0\n", "", `max_attempts "0"`},
 		{"aws nothing", "config", "[default]\nregion = us-east-1\n", "", "no profile sets retry_mode or max_attempts"},
 		{"forced wrong", "config", "[default]\nretry_mode = standard\n", Envoy, "config"},
-		{"grpc not yet", "sc.json", `{"methodConfig": []}`, "", "not read yet"},
+		{"grpc without methods", "sc.json", `{"methodConfig": []}`, "", "without methodConfig"},
+		{"grpc typo", "sc.json", "{\n  \"methodConfig\": [{\"name\": [{}], \"retryPolicy\": {\"maxAttempts\": 3, \"initialBackof\": \"1s\"}}]\n}", "", "initialBackof"},
 		{"huge", "big.yaml", strings.Repeat("a", maxFileBytes+1), Envoy, "larger than"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -205,15 +207,12 @@ func TestImportErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Import([]Source{{Name: "sc.json", Data: []byte(`{"methodConfig": []}`)}}, Options{}); !errors.Is(err, ErrNotYet) {
-		t.Errorf("gRPC: %v, want ErrNotYet", err)
-	}
 }
 
 // FuzzImport feeds arbitrary bytes as each format: never a panic, and
 // whatever imports writes a scenario that loads.
 func FuzzImport(f *testing.F) {
-	for _, file := range []string{"envoy/front-proxy.yaml", "envoy/route.yaml", "istio/reviews.yaml", "linkerd/books.yaml", "aws/config", "aws/env"} {
+	for _, file := range []string{"envoy/front-proxy.yaml", "envoy/route.yaml", "istio/reviews.yaml", "linkerd/books.yaml", "aws/config", "aws/env", "grpc/service-config.json", "grpc/hedging.json"} {
 		d, err := os.ReadFile(filepath.Join("testdata", file))
 		if err != nil {
 			f.Fatal(err)
