@@ -57,8 +57,9 @@ type ConcurrencyBudgetSettings struct {
 // against a fleet with many requests in flight may retry many at once, and
 // a slow dependency (more requests in flight) raises the allowance.
 //
-// Make one with [NewConcurrencyBudget]; the zero value is not usable. It
-// is safe for concurrent use and reads no clock; like Envoy's counters,
+// Make one with [NewConcurrencyBudget]. A ConcurrencyBudget it did not
+// make (the zero value, or the nil pointer a failed constructor returns)
+// fails closed: it grants no retry. It is safe for concurrent use and reads no clock; like Envoy's counters,
 // the check and the increment are not one atomic step, so concurrent
 // callers may exceed the limit by a few for a moment.
 type ConcurrencyBudget struct {
@@ -84,6 +85,8 @@ func NewConcurrencyBudget(s ConcurrencyBudgetSettings) (*ConcurrencyBudget, erro
 	return &ConcurrencyBudget{percent: s.Percent, min: int64(s.MinConcurrency)}, nil
 }
 
+func (b *ConcurrencyBudget) built() bool { return b != nil && (b.percent > 0 || b.min > 0) }
+
 // limit is the most retries that may be active now.
 func (b *ConcurrencyBudget) limit() int64 {
 	a := max(b.active.Load(), 0)
@@ -94,13 +97,24 @@ func (b *ConcurrencyBudget) limit() int64 {
 }
 
 // Begin counts a first attempt in flight.
-func (b *ConcurrencyBudget) Begin(time.Time) { b.active.Add(1) }
+func (b *ConcurrencyBudget) Begin(time.Time) {
+	if b.built() {
+		b.active.Add(1)
+	}
+}
 
 // Sent counts a retry or a hedge in flight.
-func (b *ConcurrencyBudget) Sent(time.Time, Kind) { b.active.Add(1) }
+func (b *ConcurrencyBudget) Sent(time.Time, Kind) {
+	if b.built() {
+		b.active.Add(1)
+	}
+}
 
 // Record counts an attempt's end, and frees a retry's slot (paid > 0).
 func (b *ConcurrencyBudget) Record(now time.Time, o Outcome, paid float64) {
+	if !b.built() {
+		return
+	}
 	decPositive(&b.active)
 	if paid > 0 {
 		decPositive(&b.retries)
@@ -110,6 +124,9 @@ func (b *ConcurrencyBudget) Record(now time.Time, o Outcome, paid float64) {
 // Withdraw takes a retry slot if fewer than the limit are active. The
 // charge is 1: the slot.
 func (b *ConcurrencyBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
+	if !b.built() {
+		return 0, false
+	}
 	for {
 		c := b.retries.Load()
 		if c >= b.limit() {
@@ -123,7 +140,7 @@ func (b *ConcurrencyBudget) Withdraw(now time.Time, after Outcome) (float64, boo
 
 // Refund frees the slot of a retry that was never sent.
 func (b *ConcurrencyBudget) Refund(now time.Time, cost float64) {
-	if cost > 0 {
+	if b.built() && cost > 0 {
 		decPositive(&b.retries)
 	}
 }
@@ -133,11 +150,17 @@ func (b *ConcurrencyBudget) UsesTime() bool { return false }
 
 // Tokens returns how many more retries may start now.
 func (b *ConcurrencyBudget) Tokens(time.Time) float64 {
+	if !b.built() {
+		return 0
+	}
 	return float64(max(b.limit()-b.retries.Load(), 0))
 }
 
 // Active returns the attempts in flight and the retries holding a slot.
 func (b *ConcurrencyBudget) Active() (requests, retries int64) {
+	if b == nil {
+		return 0, 0
+	}
 	return b.active.Load(), b.retries.Load()
 }
 

@@ -295,3 +295,35 @@ func FuzzConcurrencyBudget(f *testing.F) {
 		}
 	})
 }
+
+// The zero ConcurrencyBudget and the nil pointer a failed constructor
+// returns grant no retry, count nothing and panic on nothing; so does a
+// Policy paced by a ClientRateLimiter its constructor did not make, which
+// refuses to send at all.
+func TestUnbuiltConcurrencyBudgetAndPacer(t *testing.T) {
+	for name, b := range map[string]*ConcurrencyBudget{"nil": nil, "zero": {}} {
+		for range 10 {
+			b.Begin(t0)
+			b.Sent(t0, KindRetry)
+			b.Record(t0, OutcomeFailure, 1)
+			b.Refund(t0, 1)
+			if _, ok := b.Withdraw(t0, OutcomeFailure); ok {
+				t.Fatalf("%s budget granted a retry", name)
+			}
+		}
+		if a, r := b.Active(); a != 0 || r != 0 || b.Tokens(t0) != 0 {
+			t.Errorf("%s budget: active %d, retries %d, tokens %v", name, a, r, b.Tokens(t0))
+		}
+	}
+	// A nil Policy.Pacer means no pacer, as a nil Breaker means none; a
+	// nil *ClientRateLimiter used on its own refuses.
+	if _, err := (&Policy{Pacer: &ClientRateLimiter{}}).Pace(t0); !errors.Is(err, ErrNotBuilt) {
+		t.Errorf("zero pacer: Pace = %v, want ErrNotBuilt", err)
+	}
+	for name, l := range map[string]*ClientRateLimiter{"nil": nil, "zero": {}} {
+		l.Update(t0, true)
+		if _, ok := l.Acquire(t0); ok || l.State() != (RateLimiterState{}) {
+			t.Errorf("%s pacer granted a token or changed", name)
+		}
+	}
+}

@@ -313,11 +313,15 @@ func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 // Begin for a first attempt and before Resume for a retry. It returns zero
 // when the attempt may go (its token is taken), or the wait after which to
 // ask again; with the Pacer's FailOnNoTokens it returns ErrRateLimited
-// instead of a wait, and the intent is over (Abandon a scheduled retry).
+// instead of a wait, and with a Pacer its constructor did not make,
+// ErrNotBuilt: the intent is over (Abandon a scheduled retry).
 // Without a Pacer it always returns zero.
 func (p *Policy) Pace(now time.Time) (time.Duration, error) {
 	if p.Pacer == nil {
 		return 0, nil
+	}
+	if !p.Pacer.built() {
+		return 0, ErrNotBuilt
 	}
 	d, ok := p.Pacer.Acquire(now)
 	if ok {

@@ -52,8 +52,10 @@ type ClientRateLimiterSettings struct {
 // the AWS standard mode's retry quota ([AWSQuota]) as the budget it makes
 // the AWS adaptive mode.
 //
-// Make one with [NewClientRateLimiter]; the zero value is not usable. It
-// is safe for concurrent use. It reads no clock: time is an argument, and
+// Make one with [NewClientRateLimiter]. One it did not make (the zero
+// value, or the nil pointer a failed constructor returns) fails closed:
+// [Policy.Pace] refuses every attempt with ErrNotBuilt, and Acquire never
+// grants a token. It is safe for concurrent use. It reads no clock: time is an argument, and
 // the first call's time starts its rate measurement, as the SDK's
 // construction does.
 type ClientRateLimiter struct {
@@ -114,6 +116,8 @@ func NewClientRateLimiter(s ClientRateLimiterSettings) (*ClientRateLimiter, erro
 	return l, nil
 }
 
+func (l *ClientRateLimiter) built() bool { return l != nil && l.beta > 0 }
+
 // seconds is the SDK's time scale: Unix seconds as a float.
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
@@ -133,6 +137,9 @@ func (l *ClientRateLimiter) start(now time.Time) {
 // then. With FailOnNoTokens the caller gives up instead. Before the first
 // throttle every attempt goes.
 func (l *ClientRateLimiter) Acquire(now time.Time) (wait time.Duration, ok bool) {
+	if !l.built() {
+		return time.Hour, false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.start(now)
@@ -155,6 +162,9 @@ func (l *ClientRateLimiter) Acquire(now time.Time) (wait time.Duration, ok bool)
 // OutcomeThrottled). Every response is recorded, as the SDK does: it
 // measures the send rate.
 func (l *ClientRateLimiter) Update(now time.Time, throttled bool) {
+	if !l.built() {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.start(now)
@@ -232,6 +242,9 @@ type RateLimiterState struct {
 
 // State returns a snapshot of the limiter.
 func (l *ClientRateLimiter) State() RateLimiterState {
+	if !l.built() {
+		return RateLimiterState{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return RateLimiterState{Enabled: l.enabled, FillRate: l.fillRate, Capacity: l.capacity, Tokens: l.tokens, Measured: l.measured}
