@@ -125,8 +125,28 @@ var ErrTooBig = errors.New("advise: the search is larger than its bound")
 
 // AdviseEstimate is what a search will cost, before it runs.
 type AdviseEstimate struct {
-	Runs    int     // simulator runs
-	Intents float64 // simulated intents over all runs
+	Runs     int           // simulator runs (the shard's)
+	Attempts float64       // at most this many simulated attempts (sim.Estimate)
+	Time     time.Duration // about this long on one core, if it costs all of Attempts
+}
+
+// adviseEstimate adds up sim.Estimate over the runs the shard will make:
+// each candidate at the highest load, per cell.
+func adviseEstimate(base *scenario.Scenario, cands []AdviseCandidate, loads []float64, ft checkFault, at time.Duration, per int, sh Shard) AdviseEstimate {
+	var e AdviseEstimate
+	for i, c := range cands {
+		sc := envelopeCell(base, loads[len(loads)-1], ft, at)
+		sc.Fleets = []scenario.Fleet{c.Fleet}
+		a := sim.Estimate(sc).Attempts
+		for j := range per {
+			if sh.Owns(i*per + j) {
+				e.Runs++
+				e.Attempts += a
+			}
+		}
+	}
+	e.Time = sim.Cost{Attempts: e.Attempts}.Time()
+	return e
 }
 
 // Advise searches policy settings around the user's fleet for the one
@@ -165,22 +185,18 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 	}
 	nS, nF, nL := seeds, len(faults), len(loads)
 	per := nS * nF * nL
-	est := AdviseEstimate{Runs: len(cands) * per}
-	est.Intents = float64(est.Runs) * base.Traffic.Rate * base.Duration.Seconds()
-	if ao.Shard.Count > 1 {
-		est.Runs = (est.Runs + ao.Shard.Count - 1 - ao.Shard.Index) / ao.Shard.Count
-	}
-	maxRuns := cmp.Or(ao.MaxRuns, 20_000)
-	if est.Runs > maxRuns {
-		return nil, fmt.Errorf("%w: %d runs (%d candidates × %d seeds × %d faults × %d loads), about %.2g simulated intents; the bound is %d runs: give fewer seeds, or split it with --shard",
-			ErrTooBig, est.Runs, len(cands), nS, nF, nL, est.Intents, maxRuns)
-	}
-	for i := range r.Candidates {
-		r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
-	}
 	at := 30 * time.Second
 	if len(base.Triggers) > 0 {
 		at = base.Triggers[0].At
+	}
+	est := adviseEstimate(base, cands, loads, faults[0], at, per, ao.Shard)
+	maxRuns := cmp.Or(ao.MaxRuns, 20_000)
+	if est.Runs > maxRuns {
+		return nil, fmt.Errorf("%w: %d runs (%d candidates × %d seeds × %d faults × %d loads), at most %.2g simulated attempts, about %v on one core; the bound is %d runs: give fewer seeds, or split it with --shard",
+			ErrTooBig, est.Runs, len(cands), nS, nF, nL, est.Attempts, est.Time.Round(time.Second), maxRuns)
+	}
+	for i := range r.Candidates {
+		r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
 	}
 	g := Grid{
 		Cells: len(cands) * per,
