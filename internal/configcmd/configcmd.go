@@ -7,6 +7,7 @@
 package configcmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
@@ -171,17 +173,32 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// ImportOptions are import's flags.
+type ImportOptions struct {
+	Format  string        // --format: the files' format; "" detects it
+	Base    string        // --base: the scenario to run the fleets in; "" is the storm
+	Output  string        // -o: the file to write; "" is stdout
+	Timeout time.Duration // --timeout: for configs that set none
+}
+
 // Import is `retrystorm import [--format F] [--base FILE] [-o FILE] FILE...`.
 func Import(ctx context.Context, args []string, o IO) error {
 	fs := newFlags("import", o)
-	format := fs.String("format", "", "the files' format: envoy, istio, linkerd, grpc or aws (default: detected)")
-	baseFile := fs.String("base", "", "the scenario whose traffic, origin and triggers the fleets run in (default: the storm)")
-	out := fs.String("o", "", "write the scenario here instead of stdout")
-	timeout := fs.Duration("timeout", 0, "the attempt timeout for configs that set none (AWS SDK settings); default: the base scenario's first fleet's")
+	var in ImportOptions
+	fs.StringVar(&in.Format, "format", "", "the files' format: envoy, istio, linkerd, grpc or aws (default: detected)")
+	fs.StringVar(&in.Base, "base", "", "the scenario whose traffic, origin and triggers the fleets run in (default: the storm)")
+	fs.StringVar(&in.Output, "o", "", "write the scenario here instead of stdout")
+	fs.DurationVar(&in.Timeout, "timeout", 0, "the attempt timeout for configs that set none (AWS SDK settings); default: the base scenario's first fleet's")
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	return RunImport(ctx, files, in, o)
+}
+
+// RunImport imports files and writes the scenario.
+func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) error {
+	format, baseFile, out, timeout := &in.Format, &in.Base, &in.Output, &in.Timeout
 	if len(files) == 0 {
 		return usagef("import takes one or more config files: retrystorm import FILE...")
 	}
@@ -232,45 +249,51 @@ func plural(n int) string {
 	return "s"
 }
 
-// common are the flags check and advise share.
-type common struct {
-	format, base, out string
-	load, dip         float64
-	json              bool
-	shard             string
-	workers           int
+// CheckOptions are the flags check and advise share.
+type CheckOptions struct {
+	Format  string  // --format: the files' format; "" detects it
+	Base    string  // --base: the scenario to run against
+	Out     string  // --out: the HTML report's directory
+	Load    float64 // --load: the realistic load
+	Dip     float64 // --dip: the realistic dip
+	JSON    bool    // --json
+	Shard   string  // --shard i/n
+	Workers int     // --workers
 }
 
+// common is CheckOptions as the flag parsing fills it.
+type common = CheckOptions
+
 func (c *common) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.format, "format", "", "the files' format: envoy, istio, linkerd, grpc, aws or scenario (default: detected)")
-	fs.StringVar(&c.base, "base", "", "the scenario whose traffic and origin the fleets run against (default: a scenario file given, or the storm)")
-	fs.Float64Var(&c.load, "load", 0, "the highest base load you call realistic, as a share of capacity (default: the base scenario's)")
-	fs.Float64Var(&c.dip, "dip", 0, "the largest capacity dip you call realistic, as a share (default: the base scenario's)")
-	fs.BoolVar(&c.json, "json", false, "print JSON (for merge, with --shard)")
-	fs.StringVar(&c.out, "out", "", "write an HTML report into this directory")
-	fs.StringVar(&c.shard, "shard", "", "run only shard i of n (i/n), for retrystorm merge")
-	fs.IntVar(&c.workers, "workers", 0, "parallel runs (default: every core)")
+	fs.StringVar(&c.Format, "format", "", "the files' format: envoy, istio, linkerd, grpc, aws or scenario (default: detected)")
+	fs.StringVar(&c.Base, "base", "", "the scenario whose traffic and origin the fleets run against (default: a scenario file given, or the storm)")
+	fs.Float64Var(&c.Load, "load", 0, "the highest base load you call realistic, as a share of capacity (default: the base scenario's)")
+	fs.Float64Var(&c.Dip, "dip", 0, "the largest capacity dip you call realistic, as a share (default: the base scenario's)")
+	fs.BoolVar(&c.JSON, "json", false, "print JSON (for merge, with --shard)")
+	fs.StringVar(&c.Out, "out", "", "write an HTML report into this directory")
+	fs.StringVar(&c.Shard, "shard", "", "run only shard i of n (i/n), for retrystorm merge")
+	fs.IntVar(&c.Workers, "workers", 0, "parallel runs (default: every core)")
 }
 
 func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 	var sh experiment.Shard
-	if c.shard != "" {
+	if c.Shard != "" {
 		var err error
-		if sh, err = experiment.ParseShard(c.shard); err != nil {
+		if sh, err = experiment.ParseShard(c.Shard); err != nil {
 			return experiment.Options{}, sh, usagef("%v", err)
 		}
-		if !c.json {
+		if !c.JSON {
 			return experiment.Options{}, sh, usagef("--shard writes a part of the result for retrystorm merge: give --json too")
 		}
 	}
-	if c.workers < 0 || c.workers > 1024 {
-		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.workers)
+	if c.Workers < 0 || c.Workers > 1024 {
+		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.Workers)
 	}
-	if c.load < 0 || c.load > 0.975 || c.dip < 0 || c.dip > 1 {
+	if c.Load < 0 || c.Load > 0.975 || c.Dip < 0 || c.Dip > 1 {
 		return experiment.Options{}, sh, usagef("--load must be in (0, 0.975] and --dip in (0, 1]")
 	}
-	opts := experiment.Options{Workers: c.workers}
-	if !c.json {
+	opts := experiment.Options{Workers: c.Workers}
+	if !c.JSON {
 		opts.Progress = o.Progress
 	}
 	return opts, sh, nil
@@ -303,6 +326,12 @@ func Check(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return err
 	}
+	return RunCheck(ctx, files, c, o)
+}
+
+// RunCheck checks the fleets of files; it returns ErrUnsafe when one
+// stays collapsed in the realistic region.
+func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if len(files) == 0 {
 		return usagef("check takes one or more config or scenario files: retrystorm check FILE...")
 	}
@@ -310,15 +339,15 @@ func Check(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return err
 	}
-	in, b, _, err := inputs(o, files, c.format, c.base)
+	in, b, _, err := inputs(o, files, c.Format, c.Base)
 	if err != nil {
 		return err
 	}
-	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.load, Dip: c.dip, Shard: sh}, opts)
+	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh}, opts)
 	if err != nil {
 		return err
 	}
-	return printCheck(o, r, c.json, c.out, "retrystorm check "+strings.Join(args, " "))
+	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
 }
 
 func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command string) error {
@@ -350,14 +379,35 @@ func Advise(ctx context.Context, args []string, o IO) error {
 	fs := newFlags("advise", o)
 	var c common
 	c.add(fs)
-	seeds := fs.Int("seeds", 3, "seeds each cell runs with")
-	maxRuns := fs.Int("max-runs", 20000, "refuse a search that would make more runs")
-	top := fs.Int("top", 5, "runner-ups to show")
-	as := fs.String("as", "", "write the recommendation in these formats, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)")
+	a := AdviseOptions{}
+	fs.IntVar(&a.Seeds, "seeds", 3, "seeds each cell runs with")
+	fs.IntVar(&a.MaxRuns, "max-runs", 20000, "refuse a search that would make more runs")
+	fs.IntVar(&a.Top, "top", 5, "runner-ups to show")
+	fs.StringVar(&a.As, "as", "", "write the recommendation in these formats, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)")
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	a.CheckOptions = c
+	return RunAdvise(ctx, files, a, o)
+}
+
+// AdviseOptions are advise's flags.
+type AdviseOptions struct {
+	CheckOptions
+	Seeds   int    // --seeds
+	MaxRuns int    // --max-runs
+	Top     int    // --top
+	As      string // --as: the formats to write the recommendation in
+}
+
+// RunAdvise searches for a better policy than the fleet of files (or the
+// storm's first) and writes it back.
+func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error {
+	c := a.CheckOptions
+	// Zero means the flag's default, for callers that fill the struct.
+	a.Seeds, a.MaxRuns, a.Top = cmp.Or(a.Seeds, 3), cmp.Or(a.MaxRuns, 20000), cmp.Or(a.Top, 5)
+	seeds, maxRuns, top, as := &a.Seeds, &a.MaxRuns, &a.Top, &a.As
 	if len(files) > 1 {
 		return usagef("advise starts from one config or scenario file (or none: the storm's first fleet)")
 	}
@@ -372,11 +422,11 @@ func Advise(ctx context.Context, args []string, o IO) error {
 	var b *scenario.Scenario
 	var fmtIn importer.Format = importer.ScenarioFleet
 	if len(files) == 0 {
-		if b, err = base(o, c.base); err != nil {
+		if b, err = base(o, c.Base); err != nil {
 			return err
 		}
 		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
-	} else if in, b, fmtIn, err = inputs(o, files, c.format, c.base); err != nil {
+	} else if in, b, fmtIn, err = inputs(o, files, c.Format, c.Base); err != nil {
 		return err
 	}
 	if len(in) > 1 {
@@ -400,17 +450,17 @@ func Advise(ctx context.Context, args []string, o IO) error {
 		}
 	}
 	formats = slices.Compact(formats)
-	r, err := experiment.Advise(ctx, in[0], experiment.AdviseOptions{Base: b, Load: c.load, Dip: c.dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh}, opts)
+	r, err := experiment.Advise(ctx, in[0], experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh}, opts)
 	if errors.Is(err, experiment.ErrTooBig) {
 		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
 	}
-	if c.json {
+	if c.JSON {
 		return writeJSON(o.Stdout, r)
 	}
-	return printAdvise(o, r, formats, *top, c.out, "retrystorm advise "+strings.Join(args, " "))
+	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "))
 }
 
 func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string) error {
@@ -475,12 +525,29 @@ func formatName(f importer.Format) string {
 // the returned Outcome is non-nil then.
 func Merge(ctx context.Context, args []string, o IO) (*experiment.Outcome, bool, error) {
 	fs := newFlags("merge", o)
-	asJSON := fs.Bool("json", false, "print JSON")
-	out := fs.String("out", "", "write an HTML report into this directory")
-	top := fs.Int("top", 5, "advise: runner-ups to show")
+	var m MergeOptions
+	fs.BoolVar(&m.JSON, "json", false, "print JSON")
+	fs.StringVar(&m.Out, "out", "", "write an HTML report into this directory")
+	fs.IntVar(&m.Top, "top", 5, "advise: runner-ups to show")
 	files, err := parse(fs, args)
 	if err != nil {
 		return nil, false, err
+	}
+	return RunMerge(ctx, files, m, o)
+}
+
+// MergeOptions are merge's flags.
+type MergeOptions struct {
+	JSON bool   // --json
+	Out  string // --out
+	Top  int    // --top, for advise
+}
+
+// RunMerge puts the shard results in files together (see Merge).
+func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*experiment.Outcome, bool, error) {
+	asJSON, out, top := &m.JSON, &m.Out, &m.Top
+	if *top == 0 {
+		*top = 5
 	}
 	if len(files) == 0 {
 		return nil, false, usagef("merge takes the JSON of every shard: retrystorm merge FILE...")
@@ -493,19 +560,19 @@ func Merge(ctx context.Context, args []string, o IO) (*experiment.Outcome, bool,
 		}
 		parts = append(parts, data)
 	}
-	m, err := experiment.Merge(parts)
+	merged, err := experiment.Merge(parts)
 	if err != nil {
 		return nil, false, usagef("%v", err)
 	}
-	command := "retrystorm merge " + strings.Join(args, " ")
+	command := "retrystorm merge " + strings.Join(files, " ")
 	switch {
-	case m.Sweep != nil:
-		return m.Sweep, *asJSON, nil
-	case m.Check != nil:
-		return nil, false, printCheck(o, m.Check, *asJSON, *out, command)
+	case merged.Sweep != nil:
+		return merged.Sweep, *asJSON, nil
+	case merged.Check != nil:
+		return nil, false, printCheck(o, merged.Check, *asJSON, *out, command)
 	}
 	if *asJSON {
-		return nil, false, writeJSON(o.Stdout, m.Advise)
+		return nil, false, writeJSON(o.Stdout, merged.Advise)
 	}
-	return nil, false, printAdvise(o, m.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command)
+	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command)
 }
