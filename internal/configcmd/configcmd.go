@@ -259,6 +259,7 @@ type CheckOptions struct {
 	JSON    bool    // --json
 	Shard   string  // --shard i/n
 	Workers int     // --workers
+	Seed    *uint64 // --seed: replaces the base scenario's
 }
 
 // common is CheckOptions as the flag parsing fills it.
@@ -342,6 +343,9 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	in, b, _, err := inputs(o, files, c.Format, c.Base)
 	if err != nil {
 		return err
+	}
+	if c.Seed != nil {
+		b.Seed = *c.Seed
 	}
 	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh}, opts)
 	if err != nil {
@@ -428,6 +432,9 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
 	} else if in, b, fmtIn, err = inputs(o, files, c.Format, c.Base); err != nil {
 		return err
+	}
+	if c.Seed != nil {
+		b.Seed = *c.Seed
 	}
 	if len(in) > 1 {
 		fmt.Fprintf(o.Stderr, "advise: starting from the first fleet, %q, of the %d given\n", in[0].Fleet.Name, len(in))

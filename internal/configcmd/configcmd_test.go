@@ -83,29 +83,6 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
-// TestAdviseCommand is the issue's test: advise on the storm scenario
-// recommends a policy that recovers in every cell of its envelope and
-// prints it as Envoy, a gRPC service config and resil Go code.
-func TestAdviseCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("advise runs thousands of simulations; skipped with -short")
-	}
-	storm := filepath.Join("..", "..", "experiment", "scenarios", "storm.yaml")
-	out, _, err := runCmd(t, Advise, "--as", "envoy,grpc,go", storm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", out)
-	if !strings.Contains(out, "✓ holds the recommendation") || !strings.Contains(out, "recovers in every cell of the envelope") {
-		t.Errorf("the recommendation does not recover in every cell:\n%s", out)
-	}
-	for _, want := range []string{"As an Envoy route and cluster:", "retry_policy:", "As a gRPC service config:", `"methodConfig"`, "As resil Go code:", "resil.GuardSettings{"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("advise output lacks %q", want)
-		}
-	}
-}
-
 // TestMergeCommand: check split in two shards and merged prints what one
 // check prints.
 func TestMergeCommand(t *testing.T) {
