@@ -13,7 +13,6 @@ import (
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/budgetcheck"
 	"github.com/retrystorm/retrystorm/report"
-	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -119,28 +118,20 @@ func TestEnvoyBudgetRuleInTheSimulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc.Triggers[0].Capacity = dip
-		var checks []*budgetcheck.Concurrency
-		res, err := sim.RunWith(context.Background(), sc, sim.Options{WrapBudget: func(_, _ int, b resil.Budget) resil.Budget {
-			c, err := budgetcheck.Wrap(b, 20, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checks = append(checks, c)
-			return c
-		}})
+		w := budgetcheck.Watch(20, 3)
+		res, err := sim.RunWith(context.Background(), sc, sim.Options{WrapBudget: w.Wrap})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var allowed, refused, peak int64
-		for i, c := range checks {
-			a, r, p, bad := c.Report()
-			allowed, refused, peak = allowed+a, refused+r, max(peak, p)
-			for _, v := range bad {
-				t.Errorf("dip to %v, client %d: %s", dip, i, v)
-			}
+		clients, allowed, refused, peak, bad, err := w.Totals()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range bad {
+			t.Errorf("dip to %v: %s", dip, v)
 		}
 		t.Logf("dip to %v: %d clients, %d retries allowed, %d refused by the budget, at most %d active at once in one client; %d retries sent",
-			dip, len(checks), allowed, refused, peak, res.Fleets[0].Summary.Retries)
+			dip, clients, allowed, refused, peak, res.Fleets[0].Summary.Retries)
 		if allowed == 0 {
 			t.Errorf("dip to %v: no retry at all: the test shows nothing", dip)
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/retrystorm/retrystorm/internal/budgetcheck"
-	"github.com/retrystorm/retrystorm/resil"
 )
 
 // TestConcurrencyBudgetInTheStorm runs Envoy's retry budget through the
@@ -27,27 +26,19 @@ fleets:
     retry: {max_retries: 3, backoff: {use: exponential, base: 25ms, cap: 250ms, jitter: full}}
     budget: {use: concurrency, settings: {budget_percent: 20, min_retry_concurrency: 3}}
 `)
-	var checks []*budgetcheck.Concurrency
-	res, err := RunWith(context.Background(), sc, Options{WrapBudget: func(_, _ int, b resil.Budget) resil.Budget {
-		c, err := budgetcheck.Wrap(b, 20, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checks = append(checks, c)
-		return c
-	}})
+	w := budgetcheck.Watch(20, 3)
+	res, err := RunWith(context.Background(), sc, Options{WrapBudget: w.Wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var allowed, refused int64
-	for i, c := range checks {
-		a, r, peak, bad := c.Report()
-		allowed, refused = allowed+a, refused+r
-		for _, v := range bad {
-			t.Errorf("client %d: %s", i, v)
-		}
-		t.Logf("client %d: %d retries allowed, %d refused, at most %d active at once", i, a, r, peak)
+	clients, allowed, refused, peak, bad, err := w.Totals()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, v := range bad {
+		t.Error(v)
+	}
+	t.Logf("%d clients: %d retries allowed, %d refused, at most %d active at once in one client", clients, allowed, refused, peak)
 	if allowed == 0 || refused == 0 {
 		t.Fatalf("%d retries allowed and %d refused: the budget did not bind", allowed, refused)
 	}

@@ -112,3 +112,50 @@ func (c *Concurrency) Report() (allowed, refused, peak int64, violations []strin
 	defer c.mu.Unlock()
 	return c.allowed, c.refused, c.peak, append([]string(nil), c.violations...)
 }
+
+// Watcher wraps every budget a simulator run builds in a Concurrency
+// checker (for sim.Options.WrapBudget) and adds up what they saw. Make one
+// with Watch; it is safe for concurrent use.
+type Watcher struct {
+	percent float64
+	min     int64
+
+	mu     sync.Mutex
+	checks []*Concurrency
+	err    error
+}
+
+// Watch returns a Watcher of the rule of percent and min.
+func Watch(percent float64, min int64) *Watcher { return &Watcher{percent: percent, min: min} }
+
+// Wrap is the sim.Options.WrapBudget function.
+func (w *Watcher) Wrap(_, _ int, b resil.Budget) resil.Budget {
+	c, err := Wrap(b, w.percent, w.min)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return b
+	}
+	w.checks = append(w.checks, c)
+	return c
+}
+
+// Totals adds up every checker's Report: how many budgets were watched,
+// retries allowed and refused, the most retries active at once in one
+// client, and the decisions that broke the rule (each prefixed with its
+// client's number). The error says a budget could not be watched.
+func (w *Watcher) Totals() (clients int, allowed, refused, peak int64, violations []string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range w.checks {
+		a, r, p, bad := c.Report()
+		allowed, refused, peak = allowed+a, refused+r, max(peak, p)
+		for _, v := range bad {
+			violations = append(violations, fmt.Sprintf("client %d: %s", i, v))
+		}
+	}
+	return len(w.checks), allowed, refused, peak, violations, w.err
+}
