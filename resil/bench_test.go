@@ -96,7 +96,7 @@ func BenchmarkConcurrencyBudget(b *testing.B) {
 // response's Update, on a clock that moves 1ms per attempt, throttled
 // once so that the bucket applies.
 func BenchmarkClientRateLimiter(b *testing.B) {
-	l := mustLimiter(b, ClientRateLimiterSettings{})
+	l := mustRateLimiter(b, ClientRateLimiterSettings{})
 	now := t0
 	for range 1000 {
 		now = now.Add(time.Millisecond)

@@ -17,7 +17,7 @@ func rl(sec float64) time.Time {
 	return time.Unix(100, 0).Add(time.Duration(math.Round(sec*1000)) * time.Millisecond)
 }
 
-func mustLimiter(t testing.TB, s ClientRateLimiterSettings) *ClientRateLimiter {
+func mustRateLimiter(t testing.TB, s ClientRateLimiterSettings) *ClientRateLimiter {
 	t.Helper()
 	l, err := NewClientRateLimiter(s)
 	if err != nil {
@@ -43,7 +43,7 @@ func wantState(t *testing.T, step string, l *ClientRateLimiter, want RateLimiter
 // ClientRateLimiter, CubicCalculator, RateClocker and TokenBucket),
 // evaluated step by step outside this package.
 func TestClientRateLimiterAdaptiveMode(t *testing.T) {
-	l := mustLimiter(t, ClientRateLimiterSettings{})
+	l := mustRateLimiter(t, ClientRateLimiterSettings{})
 	if d, ok := l.Acquire(rl(0)); !ok || d != 0 {
 		t.Fatalf("before any throttle: Acquire = %v, %v; want 0, true", d, ok)
 	}
@@ -88,7 +88,7 @@ func TestClientRateLimiterAdaptiveMode(t *testing.T) {
 // measured rate: right after a throttle the rate is β·Wmax, and K seconds
 // later it is back at Wmax.
 func TestClientRateLimiterCubic(t *testing.T) {
-	l := mustLimiter(t, ClientRateLimiterSettings{})
+	l := mustRateLimiter(t, ClientRateLimiterSettings{})
 	// 100 responses a second for 5 seconds: the measured rate settles near 100.
 	for i := range 500 {
 		l.Update(rl(float64(i)/100), false)
@@ -116,7 +116,7 @@ func TestClientRateLimiterCubic(t *testing.T) {
 }
 
 func TestClientRateLimiterFailFast(t *testing.T) {
-	l := mustLimiter(t, ClientRateLimiterSettings{FailOnNoTokens: true})
+	l := mustRateLimiter(t, ClientRateLimiterSettings{FailOnNoTokens: true})
 	p := Policy{Pacer: l}
 	if d, err := p.Pace(rl(0)); d != 0 || err != nil {
 		t.Fatalf("before any throttle: Pace = %v, %v", d, err)
@@ -157,7 +157,7 @@ func TestClientRateLimiterSettings(t *testing.T) {
 // attempt, on its clock, once the limiter is throttled.
 func TestGuardPaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustLimiter(t, ClientRateLimiterSettings{})
+		l := mustRateLimiter(t, ClientRateLimiterSettings{})
 		g := mustGuard(t, GuardSettings{Policy: Policy{Pacer: l}})
 		l.Update(time.Now(), true) // throttled with nothing measured: 0.5 tokens a second
 		start := time.Now()
@@ -214,7 +214,7 @@ func FuzzClientRateLimiter(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 200, 201})
 	f.Add([]byte{255, 255, 128, 64, 1, 1, 1, 1, 3, 3, 3})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		l := mustLimiter(t, ClientRateLimiterSettings{})
+		l := mustRateLimiter(t, ClientRateLimiterSettings{})
 		now := time.Unix(1_700_000_000, 0)
 		throttled := false
 		for _, op := range ops {
