@@ -38,6 +38,9 @@ type Options struct {
 	// Limits bounds each simulator run (see sim.Estimate); zero fields
 	// mean sim.DefaultLimits'.
 	Limits sim.Limits
+	// Shard, when its Count is above 1, runs only the shard's cells of
+	// the sweep: its Outcome has the JSON alone, for Merge.
+	Shard Shard
 }
 
 // run plays sc in the simulator within the options' limits.

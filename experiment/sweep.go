@@ -2,15 +2,16 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"slices"
+	"time"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 const sweepTitle = "Sweep: the vulnerability map"
@@ -50,7 +51,21 @@ type sweepJSON struct {
 	Dip      []float64      `json:"dip"`  // y: share of capacity the trigger removes
 	Policies []SweepPolicy  `json:"policies"`
 	Claims   []report.Claim `json:"claims"`
+	// Shard is set in a shard's result only: which part it is, and what
+	// the report needs that the map does not say. Its cells that other
+	// shards run hold notRun.
+	Shard *sweepShard `json:"shard,omitempty"`
 }
+
+// sweepShard describes a shard of a sweep.
+type sweepShard struct {
+	Part       string  `json:"part"` // "i/n"
+	Rate       float64 `json:"rate"`
+	ForSeconds float64 `json:"for_seconds"`
+}
+
+// notRun marks a cell another shard runs.
+const notRun = -2
 
 // sweepPolicy is a variant of the base scenario run on every cell.
 type sweepPolicy struct {
@@ -92,10 +107,30 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 		}
 		js.Policies = append(js.Policies, sp)
 	}
+	if opts.Shard.Count > 1 {
+		for _, p := range js.Policies {
+			for _, row := range p.Recovery {
+				for x := range row {
+					row[x] = notRun
+				}
+			}
+		}
+	}
 	if err := sweepRuns(ctx, sc, pols, &js, opts); err != nil {
 		return nil, err
 	}
+	if opts.Shard.Count > 1 {
+		js.Shard = &sweepShard{Part: opts.Shard.String(), Rate: sc.Traffic.Rate, ForSeconds: sc.Triggers[0].For.Seconds()}
+		return &Outcome{Name: "sweep", JSON: js}, nil
+	}
+	return sweepOutcome(js, sc.Traffic.Rate, sc.Triggers[0].For), nil
+}
+
+// sweepOutcome finishes a sweep whose every cell is in: the counts, the
+// claims, the report.
+func sweepOutcome(js sweepJSON, rate float64, dipFor time.Duration) *Outcome {
 	for i := range js.Policies {
+		js.Policies[i].Recovered = 0
 		for _, row := range js.Policies[i].Recovery {
 			for _, v := range row {
 				if v >= 0 {
@@ -110,7 +145,7 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 		Title: sweepTitle,
 		Intro: []string{
 			fmt.Sprintf("%s: %g intents/s against a queue whose capacity sets the base load (%.0f%% to %.1f%% of capacity, across), and a %s dip that takes away %.0f%% to %.0f%% of it (up). Each cell is a run; its colour is the recovery time, dark where it never recovered.",
-				sc.Name, sc.Traffic.Rate, 100*sweepLoadLo, 100*sweepLoadHi, sc.Triggers[0].For, 100*sweepDipLo, 100*sweepDipHi),
+				js.Scenario, rate, 100*sweepLoadLo, 100*sweepLoadHi, dipFor, 100*sweepDipLo, 100*sweepDipHi),
 			"The boundary is where the system becomes metastable: on one side it heals once the cause clears, on the other it stays down. Near it, recovery time blows up.",
 		},
 		Tables:  []report.Table{sweepTable(js)},
@@ -118,7 +153,55 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 		Figures: sweepHeatmaps(js),
 		Charts:  []report.Chart{sweepLine(js)},
 	}
-	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}, nil
+	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}
+}
+
+// mergeSweep puts the shards of one sweep together into what one run
+// gives.
+func mergeSweep(parts []sweepJSON) (*Outcome, error) {
+	m := parts[0]
+	if m.Shard == nil {
+		return nil, errors.New("merge: a sweep result that is not a shard's")
+	}
+	info := *m.Shard
+	m.Shard, m.Claims = nil, nil
+	m.Policies = slices.Clone(m.Policies)
+	for i := range m.Policies {
+		m.Policies[i].Recovery = make([][]int, len(m.Dip))
+		for y := range m.Policies[i].Recovery {
+			m.Policies[i].Recovery[y] = slices.Repeat([]int{notRun}, len(m.Load))
+		}
+	}
+	for _, p := range parts {
+		if p.Shard == nil || p.Scenario != m.Scenario || p.Seed != m.Seed || !slices.Equal(p.Load, m.Load) || !slices.Equal(p.Dip, m.Dip) ||
+			len(p.Policies) != len(m.Policies) || p.Shard.Rate != info.Rate || p.Shard.ForSeconds != info.ForSeconds {
+			return nil, errors.New("merge: the sweep shards are of different sweeps")
+		}
+		for i, pol := range p.Policies {
+			if pol.Policy != m.Policies[i].Policy || len(pol.Recovery) != len(m.Dip) {
+				return nil, errors.New("merge: the sweep shards are of different sweeps")
+			}
+			for y, row := range pol.Recovery {
+				for x, v := range row {
+					if v == notRun {
+						continue
+					}
+					if m.Policies[i].Recovery[y][x] != notRun {
+						return nil, fmt.Errorf("merge: a cell of %q was run by two shards", pol.Policy)
+					}
+					m.Policies[i].Recovery[y][x] = v
+				}
+			}
+		}
+	}
+	for _, p := range m.Policies {
+		for _, row := range p.Recovery {
+			if slices.Contains(row, notRun) {
+				return nil, fmt.Errorf("merge: %q has cells no shard ran: give every shard's result", p.Policy)
+			}
+		}
+	}
+	return sweepOutcome(m, info.Rate, time.Duration(info.ForSeconds*float64(time.Second))), nil
 }
 
 func linspace(lo, hi float64, n int) []float64 {
@@ -129,68 +212,30 @@ func linspace(lo, hi float64, n int) []float64 {
 	return out
 }
 
-// sweepRuns runs every cell of every policy on all cores. Each run is one
-// fleet on its own scenario, so the result does not depend on scheduling.
+// sweepRuns runs every cell of every policy on all cores.
 func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options) error {
 	n := len(js.Load)
-	total := len(pols) * n * n
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	g := Grid{
+		Cells: len(pols) * n * n,
+		Shard: opts.Shard,
+		Cell: func(job int) (*scenario.Scenario, error) {
+			p, y, x := job/(n*n), job/n%n, job%n
+			sc := clone(base)
+			sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
+			sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
+			sc.Origin.DropExpired = pols[p].fix
+			sc.Fleets = []scenario.Fleet{pols[p].fleet}
+			return sc, nil
+		},
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan int)
-	var done atomic.Int64
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for job := range jobs {
-				p, y, x := job/(n*n), job/n%n, job%n
-				sc := clone(base)
-				sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
-				sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
-				sc.Origin.DropExpired = pols[p].fix
-				sc.Fleets = []scenario.Fleet{pols[p].fleet}
-				res, err := opts.run(ctx, sc)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					continue
-				}
-				s := res.Fleets[0].Summary
-				r := -1
-				if s.Recovered {
-					r = *s.RecoveryTicks
-				}
-				js.Policies[p].Recovery[y][x] = r
-				if d := int(done.Add(1)); opts.Progress != nil {
-					opts.Progress(d, total)
-				}
-			}
-		})
-	}
-	for job := range total {
-		select {
-		case jobs <- job:
-		case <-ctx.Done():
+	return RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
+		p, y, x := job/(n*n), job/n%n, job%n
+		r := -1
+		if s.Recovered {
+			r = *s.RecoveryTicks
 		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+		js.Policies[p].Recovery[y][x] = r
+	})
 }
 
 func sweepTable(js sweepJSON) report.Table {

@@ -48,6 +48,12 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 		}
 		fl.Budget.TTL = d(fl.Budget.TTL)
 		fl.Budget.MinRetriesPerSecond = r(fl.Budget.MinRetriesPerSecond)
+		// The AWS adaptive mode's rate limiter: its floor is a rate, and
+		// CUBIC's C a rate per second cubed. Its send-rate measurement
+		// keeps the SDKs' half-second buckets, which are not scaled: in a
+		// scaled lab it is an approximation.
+		fl.Budget.MinFillRate = r(fl.Budget.MinFillRate)
+		fl.Budget.ScaleConstant /= f * f * f * f
 		br := &fl.Breaker
 		if br.Use != "" && br.Use != scenario.BreakerNone && br.Cooldown == 0 {
 			br.Cooldown = defaultCooldown // resil's default is in real seconds

@@ -14,8 +14,12 @@ import (
 var rates = map[string]bool{
 	"Traffic.Rate": true, "Origin.Capacity": true,
 	"Triggers.Capacity": true, "Triggers.Rate": true,
-	"Fleets.Budget.MinRetriesPerSecond": true,
+	"Fleets.Budget.MinRetriesPerSecond": true, "Fleets.Budget.MinFillRate": true,
 }
+
+// perSecond4 are the float fields in rate per second cubed (CUBIC's C:
+// a rate that grows with the cube of time): Scale divides them by f⁴.
+var perSecond4 = map[string]bool{"Fleets.Budget.ScaleConstant": true}
 
 // notRates are the float fields Scale must leave alone. A float field in
 // neither list fails the test: decide which it is.
@@ -27,6 +31,7 @@ var notRates = map[string]bool{
 	"Fleets.Budget.Ratio": true, "Fleets.Budget.MinTokens": true, "Fleets.Budget.MaxTokens": true,
 	"Fleets.Budget.RetryCost": true, "Fleets.Budget.TimeoutCost": true, "Fleets.Budget.TokenRatio": true,
 	"Fleets.Breaker.FailureRate": true, "Fleets.Breaker.SlowCallRate": true,
+	"Fleets.Budget.Percent": true, "Fleets.Budget.Beta": true, "Fleets.Budget.Smoothing": true,
 }
 
 // fill sets every duration and float field reachable from v to a value of
@@ -85,6 +90,11 @@ func TestScaleEveryField(t *testing.T) {
 		case a.Kind() == reflect.Float64 && rates[path]:
 			if want := a.Float() / f; b.Float() != want {
 				t.Errorf("%s (a rate): %g scaled to %g, want %g", path, a.Float(), b.Float(), want)
+			}
+		case a.Kind() == reflect.Float64 && perSecond4[path]:
+			x := float64(f) // a variable, as in Scale: a constant would fold exactly
+			if want := a.Float() / (x * x * x * x); b.Float() != want {
+				t.Errorf("%s (per second⁴): %g scaled to %g, want %g", path, a.Float(), b.Float(), want)
 			}
 		case a.Kind() == reflect.Float64 && notRates[path]:
 			if b.Float() != a.Float() {

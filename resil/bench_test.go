@@ -62,6 +62,55 @@ func BenchmarkWindowBudget(b *testing.B) {
 	})
 }
 
+// BenchmarkConcurrencyBudget is one intent's whole life under Envoy's
+// rule: a first attempt sent and ended, a retry withdrawn, sent and ended.
+func BenchmarkConcurrencyBudget(b *testing.B) {
+	cb := mustConc(b, ConcurrencyBudgetSettings{Percent: 20, MinConcurrency: 3})
+	op := func(now time.Time) {
+		cb.Begin(now)
+		cb.Record(now, OutcomeFailure, 0)
+		c, ok := cb.Withdraw(now, OutcomeFailure)
+		if !ok {
+			b.Fatal("refused")
+		}
+		cb.Sent(now, KindRetry)
+		cb.Record(now, OutcomeSuccess, c)
+	}
+	b.Run("intent+retry", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			op(t0)
+		}
+	})
+	b.Run("intent+retry/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				op(t0)
+			}
+		})
+	})
+}
+
+// BenchmarkClientRateLimiter is one paced attempt: Acquire and the
+// response's Update, on a clock that moves 1ms per attempt, throttled
+// once so that the bucket applies.
+func BenchmarkClientRateLimiter(b *testing.B) {
+	l := mustRateLimiter(b, ClientRateLimiterSettings{})
+	now := t0
+	for range 1000 {
+		now = now.Add(time.Millisecond)
+		l.Update(now, false)
+	}
+	l.Update(now, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		l.Acquire(now)
+		l.Update(now, false)
+	}
+}
+
 func BenchmarkBreaker(b *testing.B) {
 	for _, c := range []struct {
 		name string

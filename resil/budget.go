@@ -11,8 +11,11 @@ import (
 //
 // The implementations in this package are [*TokenBucket] (the retry budget),
 // [*WindowBudget] (its time-window form), [*GRPCThrottle] (gRFC A6),
-// [*AWSQuota] (the AWS SDK retry quota) and [NoBudget] (the control). A nil
-// Budget in a [Policy] means no budget: only MaxRetries limits retries.
+// [*AWSQuota] (the AWS SDK retry quota), [*ConcurrencyBudget] (Envoy's
+// retry budget, which also implements [InFlightBudget]) and [NoBudget]
+// (the control). A nil Budget in a [Policy] means no budget: only
+// MaxRetries limits retries. The AWS SDKs' adaptive mode paces first
+// attempts too, so it is not a Budget: see [ClientRateLimiter].
 //
 // Implementations must be safe for concurrent use. The zero Budget (nil) is
 // not callable; a Policy takes it to mean no budget.

@@ -207,7 +207,8 @@ const (
 	StopNone StopReason = iota
 	// StopRetriesExhausted: [ErrRetriesExhausted].
 	StopRetriesExhausted
-	// StopBudget: [ErrBudgetExhausted].
+	// StopBudget: [ErrBudgetExhausted], or [ErrRateLimited] (a Pacer set
+	// to fail rather than wait).
 	StopBudget
 	// StopBreaker: [ErrBreakerOpen], or [ErrTooManyProbes].
 	StopBreaker
@@ -253,7 +254,7 @@ func ReasonOf(err error) StopReason {
 		return StopThrottled
 	case errors.Is(err, ErrBreakerOpen): // ErrTooManyProbes too
 		return StopBreaker
-	case errors.Is(err, ErrBudgetExhausted):
+	case errors.Is(err, ErrBudgetExhausted), errors.Is(err, ErrRateLimited):
 		return StopBudget
 	case errors.Is(err, ErrRetriesExhausted):
 		return StopRetriesExhausted

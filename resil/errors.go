@@ -42,6 +42,9 @@ var (
 	// attempt locally. It is not ErrBreakerOpen: the throttle sheds a share
 	// of the attempts, the breaker all of them, and they are counted apart.
 	ErrThrottled = errors.New("resil: adaptive throttle refused the attempt")
+	// ErrRateLimited: the policy's Pacer had no token for the attempt and
+	// is set to fail rather than wait.
+	ErrRateLimited = errors.New("resil: client-side rate limit")
 )
 
 // SettingError reports an invalid setting. Field names the setting as it

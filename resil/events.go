@@ -116,7 +116,8 @@ type Stats struct {
 }
 
 // TokenReporter is implemented by budgets that can report their balance:
-// [*TokenBucket], [*WindowBudget], [*GRPCThrottle] and [*AWSQuota].
+// [*TokenBucket], [*WindowBudget], [*GRPCThrottle], [*AWSQuota] and
+// [*ConcurrencyBudget].
 // Implementations must be safe for concurrent use.
 type TokenReporter interface {
 	// Tokens returns the balance at now.

@@ -518,6 +518,13 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		began = at(g.Now())
 	}
 	c.began = began.t
+	if g.p.Pacer != nil {
+		if err := g.pace(ctx); err != nil {
+			g.st.failures.Add(1)
+			c.done(began.get(), err)
+			return zero, err
+		}
+	}
 	t, err := g.p.begin(&began, &c.in)
 	if err != nil {
 		g.st.firstRefusals.Add(1)
@@ -554,9 +561,13 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			c.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
 		}
 		c.discard(r)
-		if err := g.sleep(ctx, wait); err != nil {
+		werr := g.sleep(ctx, wait)
+		if werr == nil && g.p.Pacer != nil {
+			werr = g.pace(ctx)
+		}
+		if werr != nil {
 			g.p.Abandon(g.Now(), &c.in)
-			err := &StopError{Reason: err, Last: r.err, Attempts: c.in.Attempts()}
+			err := &StopError{Reason: werr, Last: r.err, Attempts: c.in.Attempts()}
 			g.st.failures.Add(1)
 			c.done(began.t, err)
 			return zero, err
@@ -736,6 +747,20 @@ func (g *Guard) attemptContext(ctx context.Context) (context.Context, func()) {
 	return actx, func() {
 		t.Stop()
 		cancel(context.Canceled)
+	}
+}
+
+// pace waits until the policy's Pacer lets an attempt go, or the caller
+// gives up.
+func (g *Guard) pace(ctx context.Context) error {
+	for {
+		d, err := g.p.Pace(g.Now())
+		if err != nil || d == 0 {
+			return err
+		}
+		if err := g.sleep(ctx, d); err != nil {
+			return err
+		}
 	}
 }
 

@@ -14,9 +14,14 @@ const (
 	// OutcomeIgnored counts as neither success nor failure: the caller cancelled, or
 	// the error says nothing about the dependency's health.
 	OutcomeIgnored
+	// OutcomeThrottled is an overload rejection that says so (HTTP 429,
+	// AWS's Throttling error codes, gRPC RESOURCE_EXHAUSTED). Budgets and
+	// breakers count it as an OutcomeFailure; a [ClientRateLimiter] slows
+	// down on it.
+	OutcomeThrottled
 )
 
-var outcomeNames = [...]string{"success", "failure", "timeout", "ignored"}
+var outcomeNames = [...]string{"success", "failure", "timeout", "ignored", "throttled"}
 
 // String returns the outcome's lower-case name.
 func (o Outcome) String() string {
@@ -24,4 +29,6 @@ func (o Outcome) String() string {
 }
 
 // failed reports whether the outcome counts against the dependency.
-func (o Outcome) failed() bool { return o == OutcomeFailure || o == OutcomeTimeout }
+func (o Outcome) failed() bool {
+	return o == OutcomeFailure || o == OutcomeTimeout || o == OutcomeThrottled
+}

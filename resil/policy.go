@@ -88,6 +88,10 @@ type Policy struct {
 	// for gRPC ("retry delay will reset to initial backoff"). False, the
 	// zero value, counts every retry of the intent.
 	PushbackRestarts bool
+	// Pacer paces first attempts and retries: the AWS SDKs' adaptive
+	// mode. Drivers ask [Policy.Pace] before each send; hedges, which the
+	// AWS SDKs do not send, are not paced. Nil means none.
+	Pacer *ClientRateLimiter
 }
 
 // Validate reports the first invalid field, or nil.
@@ -300,6 +304,42 @@ func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 	if p.Budget != nil {
 		p.Budget.Record(p.budgetTime(now), o, t.paid)
 	}
+	if p.Pacer != nil {
+		p.Pacer.Update(now.get(), o == OutcomeThrottled)
+	}
+}
+
+// Pace asks the Pacer for the right to send an attempt at now, before
+// Begin for a first attempt and before Resume for a retry. It returns zero
+// when the attempt may go (its token is taken), or the wait after which to
+// ask again; with the Pacer's FailOnNoTokens it returns ErrRateLimited
+// instead of a wait, and with a Pacer its constructor did not make,
+// ErrNotBuilt: the intent is over (Abandon a scheduled retry).
+// Without a Pacer it always returns zero.
+func (p *Policy) Pace(now time.Time) (time.Duration, error) {
+	if p.Pacer == nil {
+		return 0, nil
+	}
+	if !p.Pacer.built() {
+		return 0, ErrNotBuilt
+	}
+	d, ok := p.Pacer.Acquire(now)
+	if ok {
+		return 0, nil
+	}
+	if p.Pacer.failFast {
+		return 0, ErrRateLimited
+	}
+	return d, nil
+}
+
+// sent tells a budget that counts attempts in flight that a retry or a
+// hedge is sent. The assertion is made here, on the retry path, so that a
+// successful call pays nothing for it.
+func (p *Policy) sent(now time.Time, k Kind) {
+	if b, ok := p.Budget.(InFlightBudget); ok {
+		b.Sent(now, k)
+	}
 }
 
 // Retry decides whether the intent retries after an attempt that ended
@@ -382,6 +422,7 @@ func (p *Policy) Resume(now time.Time, in *Intent) (Ticket, error) {
 		}
 		t.permit = pm
 	}
+	p.sent(now, KindRetry)
 	in.attempts++
 	in.retries++
 	return t, nil
@@ -439,6 +480,7 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 		}
 		t.permit = pm
 	}
+	p.sent(now, KindHedge)
 	in.attempts++
 	in.hedges++
 	return t, nil

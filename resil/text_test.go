@@ -48,7 +48,7 @@ func TestEnumText(t *testing.T) {
 	check("TripRule", 3, func(i int) textEnum { return TripRule(i) }, func(b []byte) (textEnum, error) { var v TripRule; err := v.UnmarshalText(b); return v, err })
 	check("State", 3, func(i int) textEnum { return State(i) }, func(b []byte) (textEnum, error) { var v State; err := v.UnmarshalText(b); return v, err })
 	check("Kind", 3, func(i int) textEnum { return Kind(i) }, func(b []byte) (textEnum, error) { var v Kind; err := v.UnmarshalText(b); return v, err })
-	check("Outcome", 4, func(i int) textEnum { return Outcome(i) }, func(b []byte) (textEnum, error) { var v Outcome; err := v.UnmarshalText(b); return v, err })
+	check("Outcome", 5, func(i int) textEnum { return Outcome(i) }, func(b []byte) (textEnum, error) { var v Outcome; err := v.UnmarshalText(b); return v, err })
 	check("Idempotency", 3, func(i int) textEnum { return Idempotency(i) }, func(b []byte) (textEnum, error) { var v Idempotency; err := v.UnmarshalText(b); return v, err })
 	check("StopReason", 10, func(i int) textEnum { return StopReason(i) }, func(b []byte) (textEnum, error) { var v StopReason; err := v.UnmarshalText(b); return v, err })
 	check("LimitAlgorithm", 4, func(i int) textEnum { return LimitAlgorithm(i) }, func(b []byte) (textEnum, error) { var v LimitAlgorithm; err := v.UnmarshalText(b); return v, err })

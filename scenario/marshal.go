@@ -12,8 +12,37 @@ import (
 // the file shows all there is to change. For a scenario that passes
 // Validate, Parse gives back a scenario equal to s.
 func Marshal(s *Scenario) []byte {
+	return MarshalNotes(s, Notes{})
+}
+
+// Notes are comments MarshalNotes writes into a scenario file: the file's
+// head, and one above each fleet (Fleets[i] above fleet i; empty for
+// none). Lines are separated by newlines, without the "# ".
+type Notes struct {
+	Head   string
+	Fleets []string
+}
+
+// MarshalNotes is Marshal with comments: what a tool that wrote the file
+// wants its reader to know (the importers say there where each setting
+// came from).
+func MarshalNotes(s *Scenario, n Notes) []byte {
 	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{scenarioObject(s).write()}}
-	doc.Content[0].HeadComment = "retrystorm scenario: every field is described in docs/scenario.md"
+	root := doc.Content[0]
+	root.HeadComment = "retrystorm scenario: every field is described in docs/scenario.md"
+	if n.Head != "" {
+		root.HeadComment += "\n\n" + n.Head
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "fleets" {
+			continue
+		}
+		for j, f := range root.Content[i+1].Content {
+			if j < len(n.Fleets) && n.Fleets[j] != "" {
+				f.HeadComment = n.Fleets[j]
+			}
+		}
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -23,6 +23,15 @@ func (f Fleet) NewPolicy() (resil.Policy, error) {
 	if p.Budget, err = f.Budget.resil(); err != nil {
 		return resil.Policy{}, f.wrap(err)
 	}
+	if f.Budget.Use == BudgetAWSAdaptive {
+		if p.Pacer, err = resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{
+			Beta: f.Budget.Beta, ScaleConstant: f.Budget.ScaleConstant,
+			Smoothing: f.Budget.Smoothing, MinFillRate: f.Budget.MinFillRate,
+			FailOnNoTokens: f.Budget.FailOnNoTokens,
+		}); err != nil {
+			return resil.Policy{}, f.wrap(err)
+		}
+	}
 	if p.Breaker, p.BreakerScope, err = f.Breaker.resil(f.Name); err != nil {
 		return resil.Policy{}, f.wrap(err)
 	}
@@ -93,7 +102,11 @@ func (b Budget) resil() (resil.Budget, error) {
 		})
 	case BudgetGRPC:
 		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio})
-	case BudgetAWS:
+	case BudgetConcurrency:
+		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
+	case BudgetAWS, BudgetAWSAdaptive:
+		// aws_adaptive is the standard mode's quota plus a rate limiter,
+		// which NewPolicy adds as the policy's Pacer.
 		return resil.NewAWSQuota(resil.AWSQuotaSettings{
 			Capacity: b.Capacity, RetryCost: int(b.RetryCost),
 			TimeoutCost: int(b.TimeoutCost), NoRetryIncrement: b.NoRetryIncrement,

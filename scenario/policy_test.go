@@ -110,6 +110,29 @@ func TestNewPolicyKinds(t *testing.T) {
 	if q, ok := byName["true"].Budget.(*resil.AWSQuota); !ok || q.Tokens(time.Time{}) != 50 || q.RetryShare() != 0.2 {
 		t.Errorf("aws budget = %T %v, want a full *resil.AWSQuota of 50 with share 1/5", byName["true"].Budget, byName["true"].Budget)
 	}
+	if byName["true"].Pacer != nil {
+		t.Error("aws (standard mode) has a pacer")
+	}
+
+	envoy := byName["envoy"]
+	cb, ok := envoy.Budget.(*resil.ConcurrencyBudget)
+	if !ok {
+		t.Fatalf("envoy budget is %T, want *resil.ConcurrencyBudget", envoy.Budget)
+	}
+	for range 50 {
+		cb.Begin(time.Time{})
+	}
+	if got := cb.Tokens(time.Time{}); got != 10 {
+		t.Errorf("envoy budget with 50 in flight allows %v retries at once, want 20%% = 10", got)
+	}
+
+	adaptive := byName["aws adaptive"]
+	if q, ok := adaptive.Budget.(*resil.AWSQuota); !ok || q.Tokens(time.Time{}) != 500 {
+		t.Errorf("aws adaptive budget = %T %v, want a full *resil.AWSQuota of 500", adaptive.Budget, adaptive.Budget)
+	}
+	if adaptive.Pacer == nil || adaptive.Pacer.State().Enabled {
+		t.Errorf("aws adaptive pacer = %+v, want one, not yet throttled", adaptive.Pacer)
+	}
 }
 
 // TestNewPolicyFresh checks that every call makes its own budget and

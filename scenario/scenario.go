@@ -6,7 +6,10 @@
 // default, is documented in docs/scenario.md.
 package scenario
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Scenario is one run: the same traffic, origin and triggers for every
 // fleet, each fleet on its own copy of the origin.
@@ -118,7 +121,24 @@ type Retry struct {
 	// IdempotentOnly retries only idempotent intents and those with a key.
 	// Default false: every failed intent may be retried.
 	IdempotentOnly bool
-	Backoff        Backoff
+	// On lists the failures that are retried: RetryOnError,
+	// RetryOnRejection, RetryOnTimeout. Empty (the default) retries all
+	// three.
+	On      []string
+	Backoff Backoff
+}
+
+// The failures a fleet may retry (Retry.On).
+const (
+	RetryOnError     = "error"     // an error answer (a 5xx that is not an overload rejection)
+	RetryOnRejection = "rejection" // an overload rejection (503, 429: a throttle)
+	RetryOnTimeout   = "timeout"   // no answer within the attempt's timeout
+)
+
+// Retries reports whether a failure of kind k (RetryOnError,
+// RetryOnRejection, RetryOnTimeout) may be retried.
+func (r *Retry) Retries(k string) bool {
+	return len(r.On) == 0 || slices.Contains(r.On, k)
 }
 
 // Backoff is resil.Backoff in the file's words.
@@ -138,6 +158,8 @@ const (
 	BudgetWindow      = "window"
 	BudgetGRPC        = "grpc"
 	BudgetAWS         = "aws"
+	BudgetConcurrency = "concurrency"
+	BudgetAWSAdaptive = "aws_adaptive"
 )
 
 // Budget is the retry budget: Use picks the kind, the other fields are its
@@ -158,8 +180,16 @@ type Budget struct {
 
 	TokenRatio float64 // grpc: what a success adds; required there
 
-	Capacity         int // aws: bucket size; default 500
-	NoRetryIncrement int // aws: added by a first-attempt success; default 1
+	Capacity         int // aws, aws_adaptive: bucket size; default 500
+	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1
+
+	// concurrency (Envoy's retry budget): both required
+	Percent        float64 // budget_percent: retries active at most this % of requests active
+	MinConcurrency int     // min_retry_concurrency: the floor
+
+	// aws_adaptive: the client-side rate limiter, defaults the SDKs'
+	Beta, ScaleConstant, Smoothing, MinFillRate float64
+	FailOnNoTokens                              bool
 }
 
 // Breaker kinds.

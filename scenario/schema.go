@@ -20,7 +20,7 @@ import (
 var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
 	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
-	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS}
+	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS, BudgetConcurrency, BudgetAWSAdaptive}
 	breakerRules = resilWords(resil.ConsecutiveFailures, resil.CountWindow, resil.TimeWindow)
 	breakerKinds = append([]string{BreakerNone}, breakerRules...)
 	schedules    = resilWords(resil.NoDelay, resil.Fixed, resil.Exponential)
@@ -29,6 +29,7 @@ var (
 	disciplines  = []string{"fifo", "lifo"}
 	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
+	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout}
 )
 
 // resilWords returns the words of resil's enum values vs. Every value given has
@@ -150,6 +151,7 @@ func retryObject(r *Retry) *object {
 		fields: []field{
 			{key: "max_retries", v: retries{&r.MaxRetries}},
 			{key: "idempotent_only", v: boolean{&r.IdempotentOnly}},
+			{key: "on", v: wordList{&r.On, failureKinds}},
 			{key: "backoff", v: backoffObject(&r.Backoff)},
 		},
 		check: r.check,
@@ -182,7 +184,9 @@ func budgetObject(b *Budget) *object {
 		bucket = []string{BudgetTokenBucket}
 		window = []string{BudgetWindow}
 		grpc   = []string{BudgetGRPC}
-		aws    = []string{BudgetAWS}
+		aws    = []string{BudgetAWS, BudgetAWSAdaptive}
+		conc   = []string{BudgetConcurrency}
+		pacer  = []string{BudgetAWSAdaptive}
 	)
 	settings := &object{
 		kind: &b.Use, what: "%s",
@@ -201,6 +205,13 @@ func budgetObject(b *Budget) *object {
 			{key: "no_retry_increment", kinds: aws, v: integer{&b.NoRetryIncrement}},
 			{key: "min_retries_per_second", kinds: window, v: number{&b.MinRetriesPerSecond}},
 			{key: "ttl", kinds: window, v: duration{&b.TTL}},
+			{key: "budget_percent", kinds: conc, need: true, v: number{&b.Percent}},
+			{key: "min_retry_concurrency", kinds: conc, need: true, v: integer{&b.MinConcurrency}},
+			{key: "beta", kinds: pacer, v: number{&b.Beta}},
+			{key: "scale_constant", kinds: pacer, v: number{&b.ScaleConstant}},
+			{key: "smoothing", kinds: pacer, v: number{&b.Smoothing}},
+			{key: "min_fill_rate", kinds: pacer, v: number{&b.MinFillRate}},
+			{key: "fail_on_no_tokens", kinds: pacer, v: boolean{&b.FailOnNoTokens}},
 		},
 		preset: func(use string) {
 			switch use {
@@ -210,6 +221,9 @@ func budgetObject(b *Budget) *object {
 				b.Funding, b.TTL, b.RetryCost = resilWord(resil.FundedBySuccess), 10*time.Second, 1
 			case BudgetAWS:
 				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
+			case BudgetAWSAdaptive:
+				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
+				b.Beta, b.ScaleConstant, b.Smoothing, b.MinFillRate = 0.7, 0.4, 0.8, 0.5
 			}
 		},
 		finish: func(has func(string) bool) {

@@ -319,11 +319,25 @@ func (b *Budget) check(c *checker, path string) {
 	case BudgetGRPC:
 		over(c, at("max_tokens"), b.MaxTokens, 0, 1000)
 		in(c, at("token_ratio"), b.TokenRatio, 0.001, 1000)
-	case BudgetAWS:
+	case BudgetAWS, BudgetAWSAdaptive:
 		in(c, at("capacity"), b.Capacity, 1, maxCount)
 		whole(c, at("retry_cost"), b.RetryCost, float64(b.Capacity))
 		whole(c, at("timeout_cost"), b.TimeoutCost, float64(b.Capacity))
 		in(c, at("no_retry_increment"), b.NoRetryIncrement, 1, maxCount)
+		if b.Use == BudgetAWSAdaptive {
+			if !(b.Beta > 0 && b.Beta < 1) {
+				c.fail(at("beta"), "must be in (0, 1), got %s", show(b.Beta))
+			}
+			over(c, at("scale_constant"), b.ScaleConstant, 0, 1e3)
+			over(c, at("smoothing"), b.Smoothing, 0, 1)
+			over(c, at("min_fill_rate"), b.MinFillRate, 0, 1e9)
+		}
+	case BudgetConcurrency:
+		in(c, at("budget_percent"), b.Percent, 0, 100)
+		in(c, at("min_retry_concurrency"), b.MinConcurrency, 0, maxCount)
+		if b.Percent == 0 && b.MinConcurrency == 0 {
+			c.fail(at("budget_percent"), "budget_percent and min_retry_concurrency are both 0: the budget would allow no retry (write retry: {max_retries: 0} for none)")
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ func TestValidateInCode(t *testing.T) {
 		{"no tick", func(s *Scenario) { s.Tick = 0 }, "tick", "must be more than 0"},
 		{"unknown model", func(s *Scenario) { s.Origin.Model = "" }, "origin.model", `must be capacity, queue or concurrency, got ""`},
 		{"setting of another model", func(s *Scenario) { s.Origin.Latency = time.Second }, "origin.latency", "latency does not apply to the queue model; it is a setting of the capacity model"},
-		{"no budget", func(s *Scenario) { s.Fleets[0].Budget.Use = "" }, "fleets[0].budget.use", "must be none, token_bucket, window, grpc or aws"},
+		{"no budget", func(s *Scenario) { s.Fleets[0].Budget.Use = "" }, "fleets[0].budget.use", "must be none, token_bucket, window, grpc, aws, concurrency or aws_adaptive"},
 		{"setting of another budget", func(s *Scenario) { s.Fleets[1].Budget.TTL = time.Second }, "fleets[1].budget.settings.ttl", "ttl does not apply to token_bucket; it is a setting of window"},
 		{"setting of no breaker", func(s *Scenario) { s.Fleets[0].Breaker.Cooldown = time.Second }, "fleets[0].breaker.settings.cooldown", "use: none takes no settings"},
 		{"funding unset", func(s *Scenario) { s.Fleets[1].Budget.Funding = "" }, "fleets[1].budget.settings.funded_by", "must be success or request"},

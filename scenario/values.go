@@ -225,6 +225,53 @@ func (v word) read(d *decoder, n *yaml.Node, path string) error {
 func (v word) write() *yaml.Node { return plain(*v.p) }
 func (v word) zero() bool        { return *v.p == "" }
 
+// wordList is a list of names from a fixed set, each at most once: an empty
+// list is not written.
+type wordList struct {
+	p     *[]string
+	words []string
+}
+
+func (v wordList) read(d *decoder, n *yaml.Node, path string) error {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		return d.typeError(n, path, "a list of "+oneOf(v.words))
+	}
+	var got []string
+	for i, c := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		c, err := d.scalar(c, p, oneOf(v.words), tagStr)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(v.words, c.Value) {
+			return d.errorOn(c, p, "unknown value %q%s", c.Value, didYouMean(c.Value, v.words))
+		}
+		if slices.Contains(got, c.Value) {
+			return d.errorOn(c, p, "%q is listed twice", c.Value)
+		}
+		got = append(got, c.Value)
+	}
+	if len(got) == 0 {
+		return d.errorOn(n, path, "must list at least one of %s (leave it out for all of them)", oneOf(v.words))
+	}
+	*v.p = got
+	return nil
+}
+
+func (v wordList) write() *yaml.Node {
+	if len(*v.p) == 0 {
+		return nil
+	}
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, w := range *v.p {
+		n.Content = append(n.Content, plain(w))
+	}
+	return n
+}
+
+func (v wordList) zero() bool { return len(*v.p) == 0 }
+
 // text is a free string: a name.
 type text struct{ p *string }
 

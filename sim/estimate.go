@@ -323,7 +323,7 @@ func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok b
 	case scenario.BudgetWindow:
 		// The floor renews as the window moves: over a run it adds up.
 		return b.Ratio / cost, b.MinRetriesPerSecond * (d + time.Duration(drainLimit)).Seconds() / cost, true
-	case scenario.BudgetAWS:
+	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
 		c := max(b.RetryCost, 1)
 		return float64(max(b.NoRetryIncrement, 1)) / c, float64(max(b.Capacity, 0)) / c, true
 	case scenario.BudgetGRPC:
@@ -331,6 +331,8 @@ func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok b
 		// takes a token and each success gives TokenRatio back.
 		return b.TokenRatio, b.MaxTokens / 2, true
 	}
+	// BudgetConcurrency caps retries in flight, not a share of traffic:
+	// the retry count bounds the work.
 	return 0, 0, false
 }
 

@@ -11,6 +11,7 @@ const (
 	evAnswer                    // an attempt's answer reaches its client
 	evComplete                  // a queue worker finishes an attempt
 	evHedge                     // an attempt has been slow for the hedge delay
+	evSend                      // an intent's first attempt may ask the pacer again
 )
 
 // event is one scheduled happening. ref names an intent or an attempt slot,
@@ -22,7 +23,7 @@ type event struct {
 	ref  int32
 	gen  uint32
 	kind eventKind
-	aux  uint8 // the outcome of evAnswer
+	aux  uint8 // the outcome of evAnswer (answerOK, answerThrottled, or 0 for an error)
 }
 
 func (e *event) before(o *event) bool {

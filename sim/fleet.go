@@ -79,6 +79,7 @@ type fleet struct {
 	poisson  bool
 	hedging  bool
 	replicas int
+	retryOn  [resil.OutcomeThrottled + 1]bool // by outcome: may it be retried?
 
 	policies []resil.Policy
 	jitter   rand.Source
@@ -175,7 +176,7 @@ func (f *fleet) give() {
 // that an unlimited policy without a deadline cannot run forever.
 const drainLimit = int64(time.Hour)
 
-func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
+func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	cfg := &sc.Fleets[idx]
 	replicas := max(sc.Origin.Replicas, 1)
 	tick := sc.Tick
@@ -204,6 +205,9 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 		q:        eventQueue{best: unknown},
 		boundary: int64(tick),
 	}
+	f.retryOn[resil.OutcomeFailure] = cfg.Retry.Retries(scenario.RetryOnError)
+	f.retryOn[resil.OutcomeThrottled] = cfg.Retry.Retries(scenario.RetryOnRejection)
+	f.retryOn[resil.OutcomeTimeout] = cfg.Retry.Retries(scenario.RetryOnTimeout)
 	if _, end, ok := triggerWindow(sc); ok {
 		f.clearAt, f.hasClear = int64(end), true
 	}
@@ -213,6 +217,9 @@ func newFleet(sc *scenario.Scenario, idx int) (*fleet, error) {
 		p, err := cfg.NewPolicy()
 		if err != nil {
 			return nil, err
+		}
+		if o.WrapBudget != nil {
+			p.Budget = o.WrapBudget(idx, i, p.Budget)
 		}
 		f.policies[i] = p
 	}
@@ -399,7 +406,7 @@ func (f *fleet) handle(e event) {
 		f.release(e.ref)
 	case evAnswer:
 		if f.atts[e.ref].gen == e.gen {
-			f.deliver(e.ref, e.at, e.aux == 1)
+			f.answer(e.ref, e.at, e.aux)
 		}
 	case evComplete:
 		// The answer first, then the model frees the server for what
@@ -416,6 +423,12 @@ func (f *fleet) handle(e event) {
 			return
 		}
 		f.hedge(e.ref, e.at)
+	case evSend:
+		in := &f.ints[e.ref]
+		if in.gen != e.gen || in.free {
+			return
+		}
+		f.start(e.ref, e.at)
 	}
 }
 
@@ -445,13 +458,47 @@ func (f *fleet) arrive(now int64) {
 	}
 	in.broken = f.sc.Origin.Broken > 0 && draw(f.seed, id, 0, drawBroken) < f.sc.Origin.Broken
 	in.afterClear = f.hasClear && now >= f.clearAt
-	t, err := f.policies[in.client].Begin(f.vt(now), &in.in)
+	f.start(i, now)
+}
+
+// start sends intent i's first attempt, once the policy's pacer allows.
+func (f *fleet) start(i int32, now int64) {
+	pol := &f.policies[f.ints[i].client]
+	if pol.Pacer != nil && f.paced(i, now, evSend) {
+		return
+	}
+	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
 	if err != nil {
 		f.refused(i, now)
 		f.lose(i, resil.ReasonOf(err))
 		return
 	}
 	f.send(i, now, t, -1)
+}
+
+// paced asks the policy's pacer (the AWS adaptive mode's rate limiter)
+// whether intent i may send an attempt now. When it may not, paced
+// schedules kind (evSend, evRetry) again after the pacer's wait, or ends
+// the intent when the pacer refuses or the wait would pass its deadline,
+// and reports true.
+func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
+	in := &f.ints[i]
+	pol := &f.policies[in.client]
+	d, err := pol.Pace(f.vt(now))
+	if err == nil && d == 0 {
+		return false
+	}
+	if err == nil && in.latest > 0 && now+int64(d) > in.latest {
+		err = resil.ErrNoTimeLeft
+	}
+	if err != nil {
+		pol.Abandon(f.vt(now), &in.in)
+		in.failed = true
+		f.lose(i, resil.ReasonOf(err))
+		return true
+	}
+	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: kind}, laneHeap)
+	return true
 }
 
 // send puts one attempt of intent i on the wire. A hedge goes to another
@@ -522,7 +569,7 @@ func (f *fleet) answerAt(a int32, at int64, ok bool) {
 	x.known = at <= x.deadline
 	var aux uint8
 	if ok {
-		aux = 1
+		aux = answerOK
 	}
 	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evAnswer, aux: aux}, laneAnswer)
 }
@@ -531,8 +578,14 @@ func (f *fleet) answerAt(a int32, at int64, ok bool) {
 func (f *fleet) reject(a int32, now int64) {
 	x := &f.atts[a]
 	x.known = now+rejectDelay <= x.deadline
-	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer}, laneReject)
+	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer, aux: answerThrottled}, laneReject)
 }
+
+// The outcomes an evAnswer carries in aux: an error answer is 0.
+const (
+	answerOK        = 1
+	answerThrottled = 2 // an overload rejection: resil.OutcomeThrottled
+)
 
 // complete schedules the end of attempt a's service.
 func (f *fleet) complete(a int32, at int64) {
@@ -555,8 +608,20 @@ func (f *fleet) drop(a int32) {
 	f.release(a)
 }
 
-// deliver is the origin's answer to attempt a reaching its client.
+// deliver is the origin's answer to attempt a reaching its client: a
+// success or an error.
 func (f *fleet) deliver(a int32, now int64, ok bool) {
+	var aux uint8
+	if ok {
+		aux = answerOK
+	}
+	f.answer(a, now, aux)
+}
+
+// answer is an answer to attempt a reaching its client; aux says what it
+// is (answerOK, answerThrottled, or 0 for an error).
+func (f *fleet) answer(a int32, now int64, aux uint8) {
+	ok := aux == answerOK
 	x := &f.atts[a]
 	x.done = true
 	if ok && x.tick >= 0 {
@@ -575,6 +640,9 @@ func (f *fleet) deliver(a int32, now int64, ok bool) {
 	default:
 		x.state = answered
 		o := resil.OutcomeFailure
+		if aux == answerThrottled {
+			o = resil.OutcomeThrottled
+		}
 		if ok {
 			o = resil.OutcomeSuccess
 			if x.tick >= 0 {
@@ -617,6 +685,13 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	if in.inflight > 0 {
 		return // a hedge is still out: it may yet succeed
 	}
+	if !f.retryOn[o] {
+		// Not a failure the fleet retries: the classifier's call, made
+		// before the policy is asked, as in resil's Guard (counted with
+		// retries exhausted, as LostBy counts a stop it has no column for).
+		f.lose(i, resil.StopNotRetryable)
+		return
+	}
 	var latest time.Time
 	if in.latest > 0 {
 		latest = f.vt(in.latest)
@@ -636,6 +711,9 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 // resume sends intent i's retry at the end of its backoff.
 func (f *fleet) resume(i int32, now int64) {
 	in := &f.ints[i]
+	if f.policies[in.client].Pacer != nil && f.paced(i, now, evRetry) {
+		return
+	}
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
 	if err != nil {
 		f.refused(i, now)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -32,9 +33,17 @@ type Options struct {
 	// is called from the fleets' goroutines, often: it must be safe for
 	// concurrent use, and quick.
 	Progress func(done, total int)
+	// WrapBudget, if set, is given each client's budget as it is built
+	// (nil for none) with the fleet's and the client's index, and returns
+	// the budget the client uses. Tools and tests wrap budgets with it to
+	// watch every decision; a wrapper must pass every call through, and
+	// implement resil.InFlightBudget when the budget does, or the run is
+	// no longer the policy's.
+	WrapBudget func(fleet, client int, b resil.Budget) resil.Budget
 }
 
-// RunWith is Run with options: other limits, and progress.
+// RunWith is Run with options: other limits, progress, and budgets
+// wrapped to be watched.
 func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
 	if len(sc.Fleets) == 0 {
 		return nil, fmt.Errorf("sim: scenario %q has no fleets", sc.Name)
@@ -44,7 +53,7 @@ func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result,
 	}
 	fleets := make([]*fleet, len(sc.Fleets))
 	for i := range fleets {
-		f, err := newFleet(sc, i)
+		f, err := newFleet(sc, i, &opts)
 		if err != nil {
 			return nil, err
 		}

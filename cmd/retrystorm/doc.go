@@ -33,6 +33,16 @@ report with plots in retrystorm-report/index.html. It says where.
 	lab       the storm over real HTTP on loopback (an origin, a gateway
 	          on resilhttp, an open-loop load generator) in scaled time,
 	          beside the simulator, with a live view; docs/lab.md
+	import    Envoy, Istio, Linkerd, gRPC and AWS SDK retry settings to a
+	          scenario file, with where each setting came from;
+	          docs/import.md
+	check     is this config safe? each fleet through capacity dips, an
+	          error blip, a stall and an outage at several loads; exit 1
+	          when one stays collapsed where you call realistic
+	advise    search for a better retry policy and write it back in your
+	          config's format, as resil Go code and as a scenario fleet
+	merge     put the --shard results of sweep, check or advise together;
+	          docs/check.md
 	page      one self-contained HTML page that reruns the experiments in
 	          the browser (the simulator compiled to WebAssembly)
 	version   the module version and the revision of this binary
@@ -45,7 +55,8 @@ flag gets a "did you mean".
 # The companion, retrystorm-full
 
 The commands with heavy dependencies (lab, which links Prometheus and
-protobuf) run in a second binary, retrystorm-full, so that retrystorm
+protobuf; import, check, advise and merge, which link Envoy's and Istio's
+protobufs) run in a second binary, retrystorm-full, so that retrystorm
 itself links only the standard library and a YAML parser, and its first go
 run compiles little beyond the standard library. retrystorm parses the
 command line, then runs retrystorm-full with the same arguments: the one
@@ -97,6 +108,14 @@ scenario's own claims: one that scales a fleet's timeout below 50ms of
 wall time, or its peak load above 5,000 attempts per second, or the whole
 run beyond an hour; the message gives the range for the scenario. page
 takes -o FILE (default retrystorm.html).
+
+import takes --format F, --base FILE (the scenario whose traffic, origin and
+triggers the fleets run in; the storm's by default), -o FILE and --timeout
+D. check and advise take --json, --seed, --out, --format, --base, --load
+SHARE and --dip SHARE (the region you call realistic), --shard I/N and
+--workers N; advise also --seeds N, --max-runs N, --top N and --as FORMATS.
+sweep takes --shard I/N and --workers N too; merge takes --json, --out and
+--top. docs/check.md describes them.
 
 Where a command will write (--out, --findings, -o) is checked before it
 runs: a file where a directory is wanted, a dangling symbolic link, a

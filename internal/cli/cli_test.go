@@ -327,7 +327,8 @@ func TestLightBinaryIsLean(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		ours := strings.HasPrefix(p, ModulePath+"/")
-		if (!ours && p != "go.yaml.in/yaml/v3") || p == ModulePath+"/lab" || strings.HasPrefix(p, ModulePath+"/internal/cli/full") {
+		if (!ours && p != "go.yaml.in/yaml/v3") || p == ModulePath+"/lab" || strings.HasPrefix(p, ModulePath+"/internal/cli/full") ||
+			p == ModulePath+"/importer" || p == ModulePath+"/internal/configcmd" {
 			t.Errorf("cmd/retrystorm links %s", p)
 		}
 	}

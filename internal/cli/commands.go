@@ -24,7 +24,7 @@ func table(h Heavy) []command {
 		experimentCommand("breaker", outputFlags, configFlags, costFlags),
 		experimentCommand("outage", outputFlags, configFlags, costFlags),
 		experimentCommand("hedge", outputFlags, configFlags, costFlags),
-		experimentCommand("sweep", outputFlags, configFlags, costFlags, gridFlag),
+		experimentCommand("sweep", outputFlags, configFlags, costFlags, gridFlag, shardFlags),
 		{
 			Name:    "run",
 			Args:    "FILE.yaml",
@@ -44,6 +44,42 @@ func table(h Heavy) []command {
 			About:   labAbout,
 			Flags:   groups(outputFlags, configFlags, costFlags, labFlags),
 			Run:     h.Lab,
+			Heavy:   true,
+		},
+		{
+			Name:    "import",
+			Args:    "FILE...",
+			Summary: "turn Envoy, Istio, Linkerd, gRPC and AWS SDK retry settings into a scenario file",
+			About:   importAbout,
+			Flags:   groups(importFlags),
+			Run:     h.Import,
+			Heavy:   true,
+		},
+		{
+			Name:    "check",
+			Args:    "FILE...",
+			Summary: "is this config safe? each fleet through dips, an error blip, a stall and an outage",
+			About:   checkAbout,
+			Flags:   groups(outputFlags, checkFlags, shardFlags),
+			Run:     h.Check,
+			Heavy:   true,
+		},
+		{
+			Name:    "advise",
+			Args:    "[FILE]",
+			Summary: "search for a better retry policy, and write it back in your config's format",
+			About:   adviseAbout,
+			Flags:   groups(outputFlags, checkFlags, shardFlags, adviseFlags),
+			Run:     h.Advise,
+			Heavy:   true,
+		},
+		{
+			Name:    "merge",
+			Args:    "FILE...",
+			Summary: "put the --shard results of a sweep, check or advise together",
+			About:   mergeAbout,
+			Flags:   groups(outputFlags, mergeFlags),
+			Run:     h.Merge,
 			Heavy:   true,
 		},
 		{
@@ -76,6 +112,9 @@ type RunFunc func(ctx context.Context, inv *Invocation) error
 // which passes full.Heavy with every field set.
 type Heavy struct {
 	Lab RunFunc
+	// Import, Check, Advise and Merge read users' configs (Envoy's and
+	// Istio's protobufs) and write them back.
+	Import, Check, Advise, Merge RunFunc
 }
 
 // command is one entry of the table.
@@ -96,5 +135,13 @@ type command struct {
 }
 
 func groups(g ...flagGroup) []flagGroup { return g }
+
+const importAbout = `Reads the retry settings of each FILE (an Envoy route and cluster, an Istio VirtualService and DestinationRule, a Linkerd ServiceProfile, a gRPC service config, an AWS SDK config file or environment lines; the format is detected from the content) and writes a scenario file whose fleets behave as those configs do, each with a comment saying where every setting came from and what could not be represented. docs/import.md documents every mapping and default.`
+
+const checkAbout = `Imports each FILE (or reads a scenario file's fleets) and runs every fleet through a standard set of faults (capacity dips, an error blip, a stall, a total outage) at several base loads. It says per fleet the worst amplification, where it stays collapsed, the intents lost and the settings to blame, and exits with status 1 when a fleet stays collapsed in the region you call realistic (--load, --dip, or the base scenario's own). docs/check.md has the details.`
+
+const adviseAbout = `Starts from the fleet of FILE (a config or a scenario file; the storm's naive fleet without one) and searches retry policies (retry counts, budgets of every kind, a breaker, jittered backoff) across check's faults and loads with several seeds, on every core. It prints the recommendation, the runner-ups and each one's map beside yours, then writes the recommendation in your format, as resil Go code and as a scenario fleet (or the formats --as lists), saying what each cannot express. It counts its runs first and refuses a search larger than --max-runs.`
+
+const mergeAbout = `Reads the JSON that sweep, check or advise print with --shard I/N --json, one FILE per shard, and prints the table, map and recommendation one run on one machine would, byte for byte. deploy/kubernetes has an Indexed Job that runs the shards.`
 
 const labAbout = `The lab runs a scenario (the storm's by default) with real servers and sockets on 127.0.0.1: an origin with finite capacity, a gateway whose transport is resilhttp with one Guard per client, and an open-loop load generator, in scaled time, fleet after fleet; then it sets the result beside the simulator's and checks that they agree. A live view shows it as it runs. docs/lab.md has the details.`

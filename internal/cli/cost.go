@@ -85,6 +85,14 @@ func (inv *Invocation) Admit(sc *scenario.Scenario) error {
 	return nil
 }
 
+// Progress returns the progress display of this command line (see
+// newProgress) as the function a long run reports to, and the function
+// that clears it once the run is over.
+func (inv *Invocation) Progress(label string) (update func(done, total int), clear func()) {
+	p := inv.newProgress(label)
+	return p.update, p.clear
+}
+
 // newProgress is the progress display of this command line: a bar on a
 // terminal (not with --json), lines with --progress elsewhere.
 func (inv *Invocation) newProgress(label string) *progress {

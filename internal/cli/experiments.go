@@ -56,7 +56,17 @@ func runExperiment(e *experiment.Experiment) RunFunc {
 
 // options turns the flags into experiment options, loading --config.
 func (inv *Invocation) options() (experiment.Options, error) {
-	opts := experiment.Options{Seed: inv.Seed, Grid: inv.Grid, Limits: inv.Limits()}
+	opts := experiment.Options{Seed: inv.Seed, Grid: inv.Grid, Limits: inv.Limits(), Workers: inv.Configs.Workers}
+	if inv.Configs.Shard != "" {
+		if !inv.JSON {
+			return opts, Usagef("--shard writes one part of the result for retrystorm merge: give --json too")
+		}
+		sh, err := experiment.ParseShard(inv.Configs.Shard)
+		if err != nil {
+			return opts, Usagef("%v", err)
+		}
+		opts.Shard = sh
+	}
 	if inv.Config != "" {
 		sc, err := scenario.Load(inv.Config)
 		if err != nil {

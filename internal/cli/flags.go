@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/suggest"
 )
 
@@ -41,6 +42,8 @@ type Invocation struct {
 	Lab LabFlags
 	// costFlags
 	cost costValues
+	// shardFlags, importFlags, checkFlags, adviseFlags, mergeFlags
+	Configs ConfigFlags
 
 	typed bool     // the command's name was typed (not the default demo)
 	argv  []string // the arguments as given, for the companion
@@ -133,6 +136,124 @@ func labFlags(fs *flag.FlagSet, inv *Invocation) {
 			return fmt.Errorf("want a port from 0 to 65535")
 		}
 		inv.Lab.Port = n
+		return nil
+	})
+}
+
+// ConfigFlags are the flags of the commands that read the retry settings
+// people run (import, check, advise) and of merge; --shard and --workers
+// are sweep's too.
+type ConfigFlags struct {
+	Format  string        // --format: the files' format; empty means detect it
+	Base    string        // --base: the scenario the fleets run in
+	Output  string        // import -o: the scenario file to write
+	Timeout time.Duration // import --timeout
+	Load    float64       // --load: the highest realistic base load
+	Dip     float64       // --dip: the largest realistic capacity dip
+	Shard   string        // --shard i/n
+	Workers int           // --workers
+	Seeds   int           // advise --seeds
+	MaxRuns int           // advise --max-runs
+	Top     int           // advise and merge --top
+	As      string        // advise --as: the formats to write the recommendation in
+}
+
+func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
+	funcVar(fs, "format", "read every file as `FORMAT`: envoy, istio, linkerd, grpc or aws"+also+" (default: detected from each file's content)", func(s string) error {
+		switch s {
+		case "envoy", "istio", "linkerd", "grpc", "aws":
+		case "scenario":
+			if also == "" {
+				return errors.New("want envoy, istio, linkerd, grpc or aws")
+			}
+		default:
+			return errors.New("want envoy, istio, linkerd, grpc or aws" + also)
+		}
+		inv.Configs.Format = s
+		return nil
+	})
+	fileVar(fs, &inv.Configs.Base, "base", "run the fleets in the traffic, origin and triggers of the scenario `FILE` (default: a scenario file given, or the storm's)", "")
+}
+
+// shardFlags split a grid over machines, for merge.
+func shardFlags(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "shard", "run only shard `I/N` of the cells (I from 1 to N), and print them with --json for retrystorm merge", func(s string) error {
+		if _, err := experiment.ParseShard(s); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("--shard %q: ", s)))
+		}
+		inv.Configs.Shard = s
+		return nil
+	})
+	funcVar(fs, "workers", "run at most `N` simulations at once (default: one per core)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1024 {
+			return errors.New("want a whole number from 1 to 1024")
+		}
+		inv.Configs.Workers = n
+		return nil
+	})
+}
+
+func importFlags(fs *flag.FlagSet, inv *Invocation) {
+	formatFlag(fs, inv, "")
+	fileVar(fs, &inv.Configs.Output, "o", "write the scenario to `FILE` instead of standard output", "")
+	funcVar(fs, "timeout", "the attempt timeout `D` of configs that set none (AWS SDK settings; default: the base scenario's first fleet's)", func(s string) error {
+		d, err := parseDuration(s)
+		inv.Configs.Timeout = d
+		return err
+	})
+}
+
+func checkFlags(fs *flag.FlagSet, inv *Invocation) {
+	formatFlag(fs, inv, " or scenario")
+	share := func(name, usage string, p *float64, hi float64) {
+		funcVar(fs, name, usage, func(s string) error {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(f > 0 && f <= hi) {
+				return fmt.Errorf("want a share in (0, %g]", hi)
+			}
+			*p = f
+			return nil
+		})
+	}
+	share("load", "the highest base load you call realistic, `SHARE` of the origin's capacity, such as 0.8 (default: the base scenario's)", &inv.Configs.Load, 0.975)
+	share("dip", "the largest capacity dip you call realistic, `SHARE` of the capacity, such as 0.33 (default: the base scenario's first dip)", &inv.Configs.Dip, 1)
+}
+
+func adviseFlags(fs *flag.FlagSet, inv *Invocation) {
+	whole := func(name, usage string, p *int, lo, hi int) {
+		funcVar(fs, name, usage, func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < lo || n > hi {
+				return fmt.Errorf("want a whole number from %d to %d", lo, hi)
+			}
+			*p = n
+			return nil
+		})
+	}
+	whole("seeds", "run each cell with `N` seeds (default 3)", &inv.Configs.Seeds, 1, 100)
+	whole("max-runs", "refuse a search of more than `N` simulations (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
+	whole("top", "show the `N` best policies (default 5)", &inv.Configs.Top, 1, 100)
+	funcVar(fs, "as", "write the recommendation as each of `FORMATS`, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)", func(s string) error {
+		for _, f := range strings.Split(s, ",") {
+			switch strings.TrimSpace(f) {
+			case "envoy", "istio", "linkerd", "grpc", "aws", "go", "scenario":
+			default:
+				return fmt.Errorf("unknown format %q: want envoy, istio, linkerd, grpc, aws, go or scenario", strings.TrimSpace(f))
+			}
+		}
+		inv.Configs.As = s
+		return nil
+	})
+}
+
+func mergeFlags(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "top", "advise: show the `N` best policies (default 5)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			return errors.New("want a whole number from 1 to 100")
+		}
+		inv.Configs.Top = n
 		return nil
 	})
 }

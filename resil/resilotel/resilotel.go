@@ -71,6 +71,10 @@ import (
 // ScopeName is the instrumentation scope of the meter resilotel uses.
 const ScopeName = "github.com/retrystorm/retrystorm/resil/resilotel"
 
+// nOutcomes is how many resil.Outcome values there are, OutcomeThrottled
+// the last.
+const nOutcomes = int(resil.OutcomeThrottled) + 1
+
 // DefaultBuckets are the attempt-duration histogram's bounds in seconds:
 // OpenTelemetry's recommended bounds for request durations, 5ms to 10s.
 var DefaultBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
@@ -114,7 +118,7 @@ type Instruments struct {
 	duration metric.Float64Histogram
 	// opts[kind][outcome] are the histogram's attribute options, built
 	// once so that recording allocates nothing.
-	opts  [3][4][]metric.RecordOption
+	opts  [3][nOutcomes][]metric.RecordOption
 	spans bool
 
 	mu        sync.Mutex
@@ -256,7 +260,7 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 		return nil, err
 	}
 	for k := range 3 {
-		for out := range 4 {
+		for out := range nOutcomes {
 			i.opts[k][out] = []metric.RecordOption{with(
 				AttemptKind.String(resil.Kind(k).String()), AttemptOutcome.String(resil.Outcome(out).String()))}
 		}
@@ -281,7 +285,7 @@ func (i *Instruments) observe(e resil.Event) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if e.Kind == resil.EventAttempt && int(e.Attempt.Kind) < 3 && int(e.Outcome) < 4 {
+	if e.Kind == resil.EventAttempt && int(e.Attempt.Kind) < 3 && int(e.Outcome) < nOutcomes {
 		i.duration.Record(ctx, e.Took.Seconds(), i.opts[e.Attempt.Kind][e.Outcome]...)
 	}
 	if !i.spans {

@@ -1,0 +1,133 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// Grid is a set of independent runs, each one fleet on a scenario of its
+// own: the cells of a vulnerability map (sweep, check, advise). Each
+// cell's result depends on its scenario alone, so the grid's does not
+// depend on scheduling, on the number of workers, or on how it is split
+// into shards.
+type Grid struct {
+	// Cells is the number of cells, numbered from 0.
+	Cells int
+	// Cell builds cell i's scenario, with the one fleet it runs. It is
+	// called from several goroutines at once and must not share what it
+	// returns.
+	Cell func(i int) (*scenario.Scenario, error)
+	// Shard, when its Count is above 1, runs only the cells the shard
+	// owns.
+	Shard Shard
+}
+
+// Shard is one part of a grid split for several machines: shard Index
+// (from 0) of Count owns the cells whose number is Index modulo Count, so
+// the same cells go to the same shard on any machine. The zero Shard is
+// the whole grid.
+type Shard struct {
+	Index, Count int
+}
+
+// Owns reports whether the shard runs cell i.
+func (s Shard) Owns(i int) bool { return s.Count <= 1 || i%s.Count == s.Index }
+
+// String returns "i/n" as --shard takes it, with i from 1.
+func (s Shard) String() string {
+	if s.Count <= 1 {
+		return "1/1"
+	}
+	return fmt.Sprintf("%d/%d", s.Index+1, s.Count)
+}
+
+// ParseShard reads --shard's "i/n" (i from 1 to n).
+func ParseShard(v string) (Shard, error) {
+	var i, n int
+	if _, err := fmt.Sscanf(v, "%d/%d", &i, &n); err != nil || fmt.Sprintf("%d/%d", i, n) != v {
+		return Shard{}, fmt.Errorf("--shard %q: want i/n, such as 2/8", v)
+	}
+	if n < 1 || n > 10000 || i < 1 || i > n {
+		return Shard{}, fmt.Errorf("--shard %q: i must be in [1, n] and n in [1, 10000]", v)
+	}
+	return Shard{Index: i - 1, Count: n}, nil
+}
+
+// cells returns the cells the shard owns.
+func (g Grid) cells() []int {
+	var out []int
+	for i := range g.Cells {
+		if g.Shard.Owns(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// RunGrid runs the grid's cells (the shard's) on opts.Workers goroutines
+// (all cores by default) and hands each cell's summary to keep, from the
+// goroutine that ran it: keep must write only what belongs to cell i. It
+// reports progress through opts.Progress, and stops at the first error.
+func RunGrid(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.Summary)) error {
+	todo := g.cells()
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var done atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for job := range jobs {
+				sc, err := g.Cell(job)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				res, err := opts.run(ctx, sc)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				keep(job, res.Fleets[0].Summary)
+				if d := int(done.Add(1)); opts.Progress != nil {
+					opts.Progress(d, len(todo))
+				}
+			}
+		})
+	}
+	for _, job := range todo {
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,164 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+func jsonOf(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sameBytes(t *testing.T, what string, one, merged []byte) {
+	t.Helper()
+	if !bytes.Equal(one, merged) {
+		t.Errorf("%s: the merged shards differ from one run:\none run:\n%s\nmerged:\n%s", what, one, merged)
+	}
+}
+
+// TestMergeCheck: a check split into three shards, each written as JSON,
+// merges into the same JSON and the same printed report as one run, byte
+// for byte.
+func TestMergeCheck(t *testing.T) {
+	sc := stormScenario(t)
+	in := []CheckInput{{Fleet: sc.Fleets[0], Origin: "storm"}, {Fleet: sc.Fleets[1], Origin: "storm"}}
+	one, err := Check(context.Background(), in, CheckOptions{Base: sc}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]byte
+	for i := range 3 {
+		r, err := Check(context.Background(), in, CheckOptions{Base: sc, Shard: Shard{Index: i, Count: 3}}, Options{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, jsonOf(t, r))
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "check JSON", jsonOf(t, one), jsonOf(t, m.Check))
+	var a, b bytes.Buffer
+	_ = one.Render(&a, report.Style{})
+	_ = m.Check.Render(&b, report.Style{})
+	sameBytes(t, "check report", a.Bytes(), b.Bytes())
+	if _, err := Merge(parts[:2]); err == nil {
+		t.Error("two shards of three merged without a word")
+	}
+	if _, err := Merge(append(parts, parts[0])); err == nil {
+		t.Error("a shard given twice merged without a word")
+	}
+}
+
+// TestMergeSweep does the same for a small sweep.
+func TestMergeSweep(t *testing.T) {
+	one, err := Sweep.Run(context.Background(), Options{Grid: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]byte
+	for i := range 4 {
+		o, err := Sweep.Run(context.Background(), Options{Grid: 4, Shard: Shard{Index: i, Count: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, jsonOf(t, o.JSON))
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "sweep JSON", jsonOf(t, one.JSON), jsonOf(t, m.Sweep.JSON))
+	var a, b bytes.Buffer
+	for _, tb := range one.Section.Tables {
+		_ = tb.Render(&a, report.Style{})
+	}
+	for _, tb := range m.Sweep.Section.Tables {
+		_ = tb.Render(&b, report.Style{})
+	}
+	sameBytes(t, "sweep table", a.Bytes(), b.Bytes())
+	if !bytes.Equal([]byte(one.Section.Figures[0]), []byte(m.Sweep.Section.Figures[0])) {
+		t.Error("sweep map: the merged heatmap differs from one run's")
+	}
+}
+
+// TestMergeAdvise does the same for a small search: the same ranking,
+// recommendation and evidence.
+func TestMergeAdvise(t *testing.T) {
+	sc := stormScenario(t)
+	space := []scenario.Fleet{sc.Fleets[1]}
+	budget := sc.Fleets[1]
+	budget.Name, budget.Breaker = "budget only", scenario.Breaker{Use: scenario.BreakerNone}
+	space = append(space, budget)
+	ao := AdviseOptions{Base: sc, Seeds: 2, Space: space}
+	one, err := Advise(context.Background(), CheckInput{Fleet: sc.Fleets[0]}, ao, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]byte
+	for i := range 3 {
+		ao.Shard = Shard{Index: i, Count: 3}
+		r, err := Advise(context.Background(), CheckInput{Fleet: sc.Fleets[0]}, ao, Options{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, jsonOf(t, r))
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "advise JSON", jsonOf(t, one), jsonOf(t, m.Advise))
+	var a, b bytes.Buffer
+	_ = one.Render(&a, report.Style{}, 3)
+	_ = m.Advise.Render(&b, report.Style{}, 3)
+	sameBytes(t, "advise report", a.Bytes(), b.Bytes())
+	if one.Best().Name == "yours: naive" {
+		t.Error("the naive fleet was recommended")
+	}
+	html, err := report.Page{Title: "advise", Sections: []report.Section{m.Advise.Section(3)}}.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(html, []byte("<svg")); n < 3 {
+		t.Errorf("the HTML report has %d maps, want yours and the candidates'", n)
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	for in, want := range map[string]Shard{"1/1": {0, 1}, "3/8": {2, 8}} {
+		if got, err := ParseShard(in); err != nil || got != want {
+			t.Errorf("%q: %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"0/3", "4/3", "1/0", "x", "1/2/3", "-1/2", "1 /2", ""} {
+		if _, err := ParseShard(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	// Every cell belongs to exactly one shard.
+	for n := 1; n <= 5; n++ {
+		for cell := range 30 {
+			owners := 0
+			for i := range n {
+				if (Shard{Index: i, Count: n}).Owns(cell) {
+					owners++
+				}
+			}
+			if owners != 1 {
+				t.Errorf("cell %d of %d shards has %d owners", cell, n, owners)
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package importer
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// The AWS SDKs' documented defaults (AWS SDKs and Tools Reference Guide,
+// "Retry behavior"; docs/import.md cites them).
+const (
+	awsMaxAttempts = 3                // standard and adaptive: "Makes three attempts"
+	awsBackoffBase = time.Second      // b × 2^i seconds, b uniform in [0, 1]
+	awsMaxBackoff  = 20 * time.Second // MAX_BACKOFF
+)
+
+// awsProfile is one section of a shared config file (or the environment).
+type awsProfile struct {
+	name     string
+	line     int
+	settings map[string]awsValue
+}
+
+type awsValue struct {
+	v    string
+	line int
+}
+
+// parseAWS reads a shared config file's sections, or environment-style
+// lines (AWS_RETRY_MODE=adaptive), into profiles.
+func parseAWS(file string, data []byte) ([]*awsProfile, error) {
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%s: larger than the %d bytes a config file may be", file, maxFileBytes)
+	}
+	var out []*awsProfile
+	var cur *awsProfile
+	env := &awsProfile{name: "environment", settings: map[string]awsValue{}}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, maxFileBytes)
+	for n := 1; sc.Scan(); n++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || l[0] == '#' || l[0] == ';' {
+			continue
+		}
+		if iniSection.MatchString(l) {
+			name := strings.TrimSpace(l[1 : len(l)-1])
+			name = strings.TrimSpace(strings.TrimPrefix(name, "profile "))
+			cur = &awsProfile{name: name, line: n, settings: map[string]awsValue{}}
+			out = append(out, cur)
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			// Nested settings (a services section's "s3 =" block) are
+			// indented lines without "=" on the key line; others are errors.
+			return nil, fmt.Errorf("%s:%d: %q is neither a [section] nor key = value", file, n, l)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if i := strings.IndexAny(v, "#;"); i > 0 && (v[i-1] == ' ' || v[i-1] == '\t') {
+			v = strings.TrimSpace(v[:i]) // an inline comment
+		}
+		if strings.HasPrefix(k, "export ") || strings.HasPrefix(k, "AWS_") {
+			k = strings.TrimSpace(strings.TrimPrefix(k, "export "))
+			v = strings.Trim(v, `"'`)
+			switch k {
+			case "AWS_RETRY_MODE":
+				env.settings["retry_mode"] = awsValue{v, n}
+			case "AWS_MAX_ATTEMPTS":
+				env.settings["max_attempts"] = awsValue{v, n}
+			}
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("%s:%d: %s before any [section]", file, n, k)
+		}
+		cur.settings[k] = awsValue{v, n}
+	}
+	if len(env.settings) > 0 {
+		out = append(out, env)
+	}
+	return out, nil
+}
+
+func importAWS(srcs []Source, o Options) ([]Fleet, error) {
+	var out []Fleet
+	for _, s := range srcs {
+		profiles, err := parseAWS(s.Name, s.Data)
+		if err != nil {
+			return nil, err
+		}
+		var withRetry []*awsProfile
+		for _, p := range profiles {
+			if _, ok := p.settings["retry_mode"]; ok {
+				withRetry = append(withRetry, p)
+			} else if _, ok := p.settings["max_attempts"]; ok {
+				withRetry = append(withRetry, p)
+			}
+		}
+		if len(withRetry) == 0 {
+			return nil, fmt.Errorf("%s: no profile sets retry_mode or max_attempts: nothing to import (every profile runs the SDK's default)", s.Name)
+		}
+		for _, p := range withRetry {
+			f, err := awsFleet(s.Name, p, o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
+	p := &prov{file: file}
+	where := func(k string) string {
+		if pr.name == "environment" {
+			return fmt.Sprintf("line %d (AWS_%s)", pr.settings[k].line, strings.ToUpper(k))
+		}
+		return fmt.Sprintf("[%s] %s (line %d)", pr.name, k, pr.settings[k].line)
+	}
+	f := scenario.Fleet{Name: "aws " + pr.name}
+	mode := "standard"
+	if v, ok := pr.settings["retry_mode"]; ok {
+		mode = strings.ToLower(v.v)
+		p.set("budget.use", mode, where("retry_mode"))
+	} else {
+		p.dflt("budget.use", "standard", "retry_mode", "the SDKs' defaults differ; standard is the reference guide's recommended mode")
+	}
+	switch mode {
+	case "standard":
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
+	case "adaptive":
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1,
+			Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinFillRate: 0.5}
+		p.note("budget (rate limiter)", "beta 0.7, scale_constant 0.4, smoothing 0.8, min_fill_rate 0.5", "the adaptive mode's constants")
+	case "legacy":
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
+		p.lose("retry_mode legacy is specific to each SDK: imported as standard")
+	default:
+		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, where("retry_mode"), mode)
+	}
+	p.note("budget.settings", "capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment 1", "the standard mode's retry quota")
+	attempts := awsMaxAttempts
+	if v, ok := pr.settings["max_attempts"]; ok {
+		n, err := strconv.Atoi(v.v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return Fleet{}, fmt.Errorf("%s: %s: max_attempts %q: want a whole number greater than 0", file, where("max_attempts"), v.v)
+		}
+		attempts = n
+		p.set("retry.max_retries", strconv.Itoa(n-1), where("max_attempts")+", less the first attempt")
+	} else {
+		p.dflt("retry.max_retries", "2", "max_attempts", "standard and adaptive make three attempts")
+	}
+	f.Retry.MaxRetries = attempts - 1
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: awsBackoffBase, Cap: awsMaxBackoff, Multiplier: 2, Jitter: "full"}
+	p.note("retry.backoff", "exponential from 1s, full jitter, cap 20s", "the standard mode's backoff, b x 2^i seconds with b uniform in [0, 1], at most 20s")
+	if o.Timeout <= 0 {
+		return Fleet{}, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", file)
+	}
+	f.Timeout = o.Timeout
+	p.note("timeout", fmtDur(o.Timeout), "the SDK config sets none: the base scenario's")
+	if attempts == 1 {
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+	}
+	p.lose("the 2026 retry behaviour (AWS_NEW_RETRIES_2026: retry cost 14, 50ms base backoff) is opt-in and not imported")
+	return Fleet{Fleet: f, Format: AWS, Origin: fmt.Sprintf("%s: profile %s", file, pr.name), From: p.from, Lost: p.lost}, nil
+}

@@ -1,0 +1,520 @@
+package importer
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/durationpb"
+	_ "google.golang.org/protobuf/types/known/emptypb" // the stand-in for typed configs not read
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Envoy's documented defaults, each with its source (docs/import.md cites
+// them too).
+const (
+	envoyNumRetries     = 1                        // RetryPolicy.num_retries: "defaults to 1"
+	envoyRouteTimeout   = 15 * time.Second         // RouteAction.timeout: "If not specified, the default is 15s"
+	envoyBackoffBase    = 25 * time.Millisecond    // RetryPolicy.RetryBackOff / x-envoy-max-retries: 25ms
+	envoyMaxRetries     = 3                        // CircuitBreakers.Thresholds.max_retries: default 3
+	envoyBudgetPercent  = 20.0                     // RetryBudget.budget_percent: "Defaults to 20%"
+	envoyMinConcurrency = 3                        // RetryBudget.min_retry_concurrency: "Defaults to 3"
+	envoyMaxRequests    = 1024                     // Thresholds.max_requests: default 1024
+	envoyConsecutive5xx = 5                        // OutlierDetection.consecutive_5xx: default 5
+	envoyEjectionTime   = 30 * time.Second         // OutlierDetection.base_ejection_time: default 30000ms
+	envoyMaxEjection    = 10                       // OutlierDetection.max_ejection_percent: default 10%
+	envoyDocs           = "Envoy v3 API reference" // where the defaults are documented
+)
+
+// strict reads a message and refuses unknown fields: a typo in a retry
+// setting must not pass as a default.
+var strict = protojson.UnmarshalOptions{}
+
+// knownType reports whether an Any's type is linked into this binary; the
+// others (filters, transport sockets) are not needed for retries and are
+// replaced, with a note.
+func knownType(url string) bool {
+	_, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	return err == nil
+}
+
+// envoyRoutes is what the Envoy files hold: route configurations (and bare
+// virtual hosts) and clusters, each with the file and path it came from.
+type envoyPiece[M proto.Message] struct {
+	msg     M
+	file    string
+	path    string
+	dropped []string // typed configs skipped in it
+}
+
+type envoyConfig struct {
+	routes   []envoyPiece[*routev3.RouteConfiguration]
+	clusters []envoyPiece[*clusterv3.Cluster]
+}
+
+func importEnvoy(srcs []Source) ([]Fleet, error) {
+	var cfg envoyConfig
+	for _, s := range srcs {
+		docs, err := documents(s.Name, s.Data)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			if err := cfg.find(s.Name, d, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var out []Fleet
+	for _, rc := range cfg.routes {
+		for vi, vh := range rc.msg.GetVirtualHosts() {
+			for ri, r := range vh.GetRoutes() {
+				if r.GetRoute() == nil {
+					continue // a redirect or a direct response sends nothing upstream
+				}
+				path := fmt.Sprintf("%s.virtual_hosts[%d].routes[%d]", rc.path, vi, ri)
+				if rc.path == "" {
+					path = fmt.Sprintf("virtual_hosts[%d].routes[%d]", vi, ri)
+				}
+				if rc.path == "." { // a bare virtual host
+					path = fmt.Sprintf("routes[%d]", ri)
+				}
+				f, err := cfg.fleet(rc.file, path, vh, r, rc.dropped)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, f)
+			}
+		}
+	}
+	if len(out) == 0 && len(cfg.clusters) > 0 {
+		return nil, fmt.Errorf("%s: Envoy clusters but no route: retries are set on routes (give the route configuration too)", cfg.clusters[0].file)
+	}
+	return out, nil
+}
+
+// find walks a document for route configurations and clusters.
+func (c *envoyConfig) find(file string, n *yaml.Node, path string) error {
+	n = deref(n)
+	switch n.Kind {
+	case yaml.MappingNode:
+		if path == "" && get(n, "routes") != nil && get(n, "virtual_hosts") == nil {
+			// A bare virtual host: read it as a route configuration of one.
+			vh := &routev3.VirtualHost{}
+			dropped, err := readProto(file, n, vh, false)
+			if err != nil {
+				return err
+			}
+			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{
+				msg: &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{vh}}, file: file, path: ".", dropped: dropped})
+			return nil
+		}
+		if get(n, "virtual_hosts") != nil {
+			rc := &routev3.RouteConfiguration{}
+			dropped, err := readProto(file, n, rc, false)
+			if err != nil {
+				return err
+			}
+			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped})
+			return nil
+		}
+		if path == "" && isCluster(n) {
+			return c.cluster(file, n, path)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, v := n.Content[i].Value, deref(n.Content[i+1])
+			p := joinPath(path, key)
+			if key == "clusters" && v.Kind == yaml.SequenceNode {
+				for j, cn := range v.Content {
+					if err := c.cluster(file, cn, fmt.Sprintf("%s[%d]", p, j)); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := c.find(file, v, p); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			if err := c.find(file, v, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isCluster(n *yaml.Node) bool {
+	for _, k := range []string{"circuit_breakers", "outlier_detection", "connect_timeout", "load_assignment", "lb_policy"} {
+		if get(n, k) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
+	cl := &clusterv3.Cluster{}
+	if _, err := readProto(file, n, cl, false); err != nil {
+		return err
+	}
+	c.clusters = append(c.clusters, envoyPiece[*clusterv3.Cluster]{msg: cl, file: file, path: path})
+	return nil
+}
+
+// readProto reads a YAML node into m with the project's own protobuf
+// definitions, strictly (an unknown field is an error naming the YAML
+// line). Typed configs of types not linked in are skipped and listed.
+func readProto(file string, n *yaml.Node, m proto.Message, goDurations bool) (dropped []string, err error) {
+	j, err := toJSON(n, knownType, goDurations)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", file, err)
+	}
+	if err := strict.Unmarshal(j.buf.Bytes(), m); err != nil {
+		return nil, j.yamlError(file, err)
+	}
+	return j.dropped, nil
+}
+
+func (c *envoyConfig) findCluster(name string) *envoyPiece[*clusterv3.Cluster] {
+	for i := range c.clusters {
+		if c.clusters[i].msg.GetName() == name {
+			return &c.clusters[i]
+		}
+	}
+	return nil
+}
+
+func dur(d *durationpb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.AsDuration()
+}
+
+// fleet builds the fleet of one route, with its virtual host's retry
+// policy when it has none of its own, and its cluster's thresholds.
+func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped []string) (Fleet, error) {
+	p := &prov{file: file}
+	act := r.GetRoute()
+	clusterName := act.GetCluster()
+	switch {
+	case act.GetWeightedClusters() != nil:
+		wc := act.GetWeightedClusters().GetClusters()
+		if len(wc) > 0 {
+			clusterName = wc[0].GetName()
+		}
+		p.lose("weighted_clusters: only the first cluster (%q) is imported", clusterName)
+	case act.GetClusterHeader() != "":
+		p.lose("cluster_header %q: the cluster is chosen per request; Envoy's default thresholds are used", act.GetClusterHeader())
+	}
+	name := r.GetName()
+	if name == "" {
+		name = vh.GetName()
+		if m := r.GetMatch(); m.GetPrefix() != "" {
+			name += " " + m.GetPrefix()
+		} else if m.GetPath() != "" {
+			name += " " + m.GetPath()
+		}
+	}
+	f := scenario.Fleet{Name: strings.TrimSpace(name), Retry: scenario.Retry{Backoff: noBackoff}}
+	if f.Name == "" {
+		f.Name = "route"
+	}
+	origin := fmt.Sprintf("%s: %s", file, path)
+	if clusterName != "" {
+		origin += fmt.Sprintf(" (cluster %q)", clusterName)
+	}
+
+	// The route's timeout covers the whole request, retries included.
+	routeTimeout := envoyRouteTimeout
+	if act.GetTimeout() != nil {
+		routeTimeout = dur(act.GetTimeout())
+		p.set("deadline", fmtDur(routeTimeout), path+".route.timeout")
+	} else {
+		p.dflt("deadline", fmtDur(routeTimeout), path+".route.timeout", "RouteAction.timeout, 15s")
+	}
+	if routeTimeout > 0 {
+		f.Deadline = min(routeTimeout, 720*time.Hour)
+	} else {
+		p.lose("route.timeout 0s disables the request timeout: no deadline")
+	}
+
+	rp, rpPath := act.GetRetryPolicy(), path+".route.retry_policy"
+	if rp == nil && vh.GetRetryPolicy() != nil {
+		rp, rpPath = vh.GetRetryPolicy(), strings.TrimSuffix(path, fmt.Sprintf(".routes[%d]", indexOf(vh, r)))+".retry_policy"
+	}
+	perTry := routeTimeout
+	if rp != nil && rp.GetPerTryTimeout() != nil {
+		perTry = dur(rp.GetPerTryTimeout())
+		p.set("timeout", fmtDur(perTry), rpPath+".per_try_timeout")
+	} else {
+		p.note("timeout", fmtDur(perTry), "per_try_timeout unset: each attempt may take the whole route timeout (RetryPolicy.per_try_timeout)")
+	}
+	if perTry <= 0 {
+		perTry = maxTimeout
+		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
+	}
+	f.Timeout = min(perTry, maxTimeout)
+
+	if rp == nil {
+		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
+	} else if err := envoyRetry(p, &f, rp, rpPath); err != nil {
+		return Fleet{}, err
+	}
+	if act.GetHedgePolicy() != nil || vh.GetHedgePolicy() != nil {
+		p.lose("hedge_policy: Envoy hedges on per-try timeouts inside one request; not imported")
+	}
+
+	c.thresholds(p, &f, clusterName, rp != nil && f.Retry.MaxRetries > 0)
+	if len(dropped) > 0 {
+		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
+	}
+	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
+}
+
+func indexOf(vh *routev3.VirtualHost, r *routev3.Route) int {
+	return slices.Index(vh.GetRoutes(), r)
+}
+
+// envoyRetry maps a RetryPolicy.
+func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string) error {
+	n := envoyNumRetries
+	if rp.GetNumRetries() != nil {
+		n = int(min(rp.GetNumRetries().GetValue(), 1_000_000))
+		p.set("retry.max_retries", strconv.Itoa(n), path+".num_retries")
+	} else {
+		p.dflt("retry.max_retries", "1", path+".num_retries", "RetryPolicy.num_retries: defaults to 1")
+	}
+	on, unread, err := retryOn(rp.GetRetryOn(), rp.GetRetriableStatusCodes())
+	if err != nil {
+		return fmt.Errorf("%s: %s.retry_on: %v", p.file, path, err)
+	}
+	for _, u := range unread {
+		p.lose("retry_on %s: the simulator makes no such failure", u)
+	}
+	switch {
+	case len(on) == 0:
+		n = 0
+		p.note("retry.max_retries", "0", fmt.Sprintf("retry_on %q retries none of the failures the simulator makes", rp.GetRetryOn()))
+	case len(on) < 3:
+		f.Retry.On = on
+		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+".retry_on")
+	default:
+		p.set("retry.on", "every failure", path+".retry_on")
+	}
+	f.Retry.MaxRetries = n
+
+	base, maxB := envoyBackoffBase, time.Duration(0)
+	if bo := rp.GetRetryBackOff(); bo != nil {
+		base = max(dur(bo.GetBaseInterval()), time.Millisecond)
+		p.set("retry.backoff.base", fmtDur(base), path+".retry_back_off.base_interval")
+		if bo.GetMaxInterval() != nil {
+			maxB = dur(bo.GetMaxInterval())
+			p.set("retry.backoff.cap", fmtDur(maxB), path+".retry_back_off.max_interval")
+		}
+	} else {
+		p.dflt("retry.backoff.base", fmtDur(base), path+".retry_back_off", "25ms, router filter x-envoy-max-retries")
+	}
+	if maxB == 0 {
+		maxB = 10 * base
+		p.dflt("retry.backoff.cap", fmtDur(maxB), path+".retry_back_off.max_interval", "10 times base_interval")
+	}
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: base, Cap: maxB, Multiplier: 2, Jitter: "full"}
+	p.lose("Envoy's back-off draws from [0, (2^n - 1) x base] for retry n; the simulator's full jitter from [0, 2^(n-1) x base]: the same first wait, shorter later ones")
+	if len(rp.GetRetryHostPredicate()) > 0 {
+		var names []string
+		for _, h := range rp.GetRetryHostPredicate() {
+			names = append(names, h.GetName())
+		}
+		p.lose("retry_host_predicate (%s): the simulator's replicas are interchangeable", strings.Join(names, ", "))
+	}
+	if rp.GetRetryPriority() != nil {
+		p.lose("retry_priority: the simulator has one priority")
+	}
+	if rp.GetRateLimitedRetryBackOff() != nil {
+		p.lose("rate_limited_retry_back_off: the simulator's rejections carry no reset headers")
+	}
+	if len(rp.GetRetriableHeaders()) > 0 || len(rp.GetRetriableRequestHeaders()) > 0 {
+		p.lose("retriable_headers / retriable_request_headers: the simulator's answers carry no headers")
+	}
+	if rp.GetPerTryIdleTimeout() != nil {
+		p.lose("per_try_idle_timeout: the simulator's answers do not stream")
+	}
+	return nil
+}
+
+// retryOn maps Envoy's retry_on conditions (also Istio's retryOn, which
+// adds bare status codes) to the simulator's failures: an error answer
+// (a 500), an overload rejection (a 503 or 429; gRPC UNAVAILABLE or
+// RESOURCE_EXHAUSTED) and a timeout. It returns the failures retried, in
+// the scenario's order, and the conditions that match none of them.
+func retryOn(s string, codes []uint32) (on, unread []string, err error) {
+	set := map[string]bool{}
+	for _, c := range strings.Split(s, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		switch c {
+		case "5xx":
+			set[scenario.RetryOnError], set[scenario.RetryOnRejection], set[scenario.RetryOnTimeout] = true, true, true
+		case "gateway-error":
+			set[scenario.RetryOnRejection], set[scenario.RetryOnTimeout] = true, true
+		case "reset", "reset-before-request":
+			set[scenario.RetryOnTimeout] = true
+		case "unavailable", "resource-exhausted", "envoy-ratelimited":
+			set[scenario.RetryOnRejection] = true
+		case "deadline-exceeded":
+			set[scenario.RetryOnTimeout] = true
+		case "internal":
+			set[scenario.RetryOnError] = true
+		case "retriable-status-codes":
+			for _, code := range codes {
+				switch {
+				case code == 503 || code == 429:
+					set[scenario.RetryOnRejection] = true
+				case code == 504:
+					set[scenario.RetryOnTimeout] = true
+				case code == 500:
+					set[scenario.RetryOnError] = true
+				}
+			}
+		case "connect-failure", "refused-stream", "retriable-4xx", "retriable-headers", "cancelled", "http3-post-connect-failure":
+			unread = append(unread, c)
+		default:
+			if code, cerr := strconv.Atoi(c); cerr == nil && code >= 100 && code <= 599 {
+				switch code {
+				case 503, 429:
+					set[scenario.RetryOnRejection] = true
+				case 504:
+					set[scenario.RetryOnTimeout] = true
+				case 500:
+					set[scenario.RetryOnError] = true
+				default:
+					unread = append(unread, c)
+				}
+				continue
+			}
+			return nil, nil, fmt.Errorf("unknown retry condition %q", c)
+		}
+	}
+	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout} {
+		if set[k] {
+			on = append(on, k)
+		}
+	}
+	return on, unread, nil
+}
+
+// thresholds maps the cluster's DEFAULT priority circuit breaker: the
+// retry budget, or max_retries, is the fleet's budget.
+func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retries bool) {
+	cl := c.findCluster(name)
+	var th *clusterv3.CircuitBreakers_Thresholds
+	thPath := ""
+	if cl == nil {
+		p.note("budget", "Envoy's default circuit breaker", fmt.Sprintf("cluster %q is not in the files given", name))
+	} else {
+		for i, t := range cl.msg.GetCircuitBreakers().GetThresholds() {
+			if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
+				th, thPath = t, fmt.Sprintf("%s.circuit_breakers.thresholds[%d]", cl.path, i)
+				break // Envoy uses the first Thresholds of a priority
+			}
+		}
+		if cl.path == "" {
+			thPath = strings.TrimPrefix(thPath, ".")
+		}
+		od := cl.msg.GetOutlierDetection()
+		if od != nil {
+			n, ej, pct := uint32(envoyConsecutive5xx), envoyEjectionTime, uint32(envoyMaxEjection)
+			if od.GetConsecutive_5Xx() != nil {
+				n = od.GetConsecutive_5Xx().GetValue()
+			}
+			if od.GetBaseEjectionTime() != nil {
+				ej = dur(od.GetBaseEjectionTime())
+			}
+			if od.GetMaxEjectionPercent() != nil {
+				pct = od.GetMaxEjectionPercent().GetValue()
+			}
+			p.lose("outlier_detection (consecutive_5xx %d, base_ejection_time %s, max_ejection_percent %d%%): it ejects hosts, not the dependency, at most %d%% of them, and panic routing sends traffic to ejected hosts when too few are healthy; it is not a breaker in front of the whole service, and is not imported as one",
+				n, fmtDur(ej), pct, pct)
+		}
+		file := cl.file
+		maxReq := uint32(envoyMaxRequests)
+		if th.GetMaxRequests() != nil {
+			maxReq = th.GetMaxRequests().GetValue()
+		}
+		p.lose("max_requests %d, max_pending_requests and max_connections (cluster %q in %s): limits on requests in flight per Envoy; the simulator's clients have none", maxReq, name, file)
+	}
+	if !retries {
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("budget", "none", "the route sends no retries")
+		return
+	}
+	at := func(s string) string {
+		if cl == nil {
+			return s
+		}
+		return fmt.Sprintf("%s: %s", cl.file, s)
+	}
+	if rb := th.GetRetryBudget(); rb != nil {
+		pct, min := envoyBudgetPercent, envoyMinConcurrency
+		if rb.GetBudgetPercent() != nil {
+			pct = rb.GetBudgetPercent().GetValue()
+			p.note("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), at(thPath+".retry_budget.budget_percent"))
+		} else {
+			p.dflt("budget.budget_percent", "20", thPath+".retry_budget.budget_percent", "RetryBudget.budget_percent: defaults to 20%")
+		}
+		if rb.GetMinRetryConcurrency() != nil {
+			min = int(rb.GetMinRetryConcurrency().GetValue())
+			p.note("budget.min_retry_concurrency", strconv.Itoa(min), at(thPath+".retry_budget.min_retry_concurrency"))
+		} else {
+			p.dflt("budget.min_retry_concurrency", "3", thPath+".retry_budget.min_retry_concurrency", "RetryBudget.min_retry_concurrency: defaults to 3")
+		}
+		if rb.GetBudgetInterval() != nil && dur(rb.GetBudgetInterval()) > 0 {
+			p.lose("retry_budget.budget_interval %s: requests that ended within it still count; the simulator counts only those in flight", fmtDur(dur(rb.GetBudgetInterval())))
+		}
+		if th.GetMaxRetries() != nil {
+			p.lose("max_retries %d is ignored: Envoy's retry budget overrides the retry circuit breaker", th.GetMaxRetries().GetValue())
+		}
+		if pct == 0 && min == 0 {
+			f.Retry.MaxRetries = 0
+			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+			p.note("retry.max_retries", "0", "a retry budget of 0% with min_retry_concurrency 0 allows no retry")
+			return
+		}
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Percent: pct, MinConcurrency: min}
+		return
+	}
+	mr := uint32(envoyMaxRetries)
+	if th.GetMaxRetries() != nil {
+		mr = th.GetMaxRetries().GetValue()
+		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), at(thPath+".max_retries")+" (the retry circuit breaker: at most this many retries active at once)")
+	} else {
+		p.dflt("budget.min_retry_concurrency", "3", "circuit_breakers max_retries", "CircuitBreakers.Thresholds.max_retries: default 3 retries active at once")
+	}
+	switch {
+	case mr == 0:
+		f.Retry.MaxRetries = 0
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("retry.max_retries", "0", "max_retries 0 allows no retry")
+	case mr > 1_000_000:
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("budget", "none", fmt.Sprintf("max_retries %d: no limit in practice", mr))
+	default:
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 0, MinConcurrency: int(mr)}
+	}
+}

@@ -1,0 +1,136 @@
+package importer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// importGRPC reads gRPC service configs with the project's one reader,
+// grpcconfig (which gives them grpc-go's meaning), and makes a fleet of
+// each methodConfig entry that retries or hedges.
+func importGRPC(srcs []Source) ([]Fleet, error) {
+	var out []Fleet
+	for _, s := range srcs {
+		cfg, err := grpcconfig.Parse(s.Data, grpcconfig.Options{})
+		if err != nil {
+			var ge *grpcconfig.Error
+			if errors.As(err, &ge) && ge.Line > 0 {
+				return nil, fmt.Errorf("%s:%d: %s", s.Name, ge.Line, strings.TrimPrefix(err.Error(), "grpcconfig: "))
+			}
+			return nil, fmt.Errorf("%s: %v", s.Name, strings.TrimPrefix(err.Error(), "grpcconfig: "))
+		}
+		if len(cfg.Methods) == 0 {
+			return nil, fmt.Errorf("%s: a gRPC service config without methodConfig: calls are sent once, nothing to import", s.Name)
+		}
+		for _, m := range cfg.Methods {
+			out = append(out, grpcFleet(s.Name, cfg, m))
+		}
+	}
+	return out, nil
+}
+
+func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
+	path := fmt.Sprintf("methodConfig[%d]", m.Index)
+	p := &prov{file: file}
+	var names []string
+	for _, n := range m.Names {
+		if n.Service == "" {
+			names = append(names, "every method")
+			continue
+		}
+		names = append(names, strings.TrimSuffix(n.Service+"/"+n.Method, "/"))
+	}
+	f := scenario.Fleet{Name: strings.Join(names, ", "), Retry: scenario.Retry{Backoff: noBackoff}}
+	if f.Name == "" {
+		f.Name = "grpc " + path
+	}
+	// gRPC has one timeout for the whole call, retries included: it is
+	// the deadline, and each attempt may use all that is left of it.
+	if m.Timeout > 0 {
+		f.Timeout, f.Deadline = min(m.Timeout, maxTimeout), min(m.Timeout, 720*time.Hour)
+		p.set("timeout and deadline", fmtDur(m.Timeout), path+".timeout (the whole call's)")
+	} else {
+		f.Timeout = maxTimeout
+		p.dflt("timeout and deadline", "none", path+".timeout", "gRPC: no deadline unless the caller sets one")
+		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes; the caller's own deadline is not in the service config", fmtDur(maxTimeout))
+	}
+	if m.WaitForReady != nil {
+		p.lose("waitForReady: the simulator's connections are always ready")
+	}
+	codes := m.Codes()
+	on, unread := grpcOn(codes)
+	for _, c := range unread {
+		p.lose("retrying %s: the simulator makes no such failure", c)
+	}
+	if slices.Contains(codes, grpcconfig.DeadlineExceeded) {
+		p.lose("DEADLINE_EXCEEDED as retryable: a call whose own deadline passed is over; the simulator's timeouts are the client's")
+	}
+	switch {
+	case m.Retry != nil:
+		r := m.Retry
+		f.Retry.MaxRetries = r.MaxAttempts - 1
+		p.set("retry.max_retries", fmt.Sprint(r.MaxAttempts-1), path+".retryPolicy.maxAttempts, less the first attempt")
+		if r.Requested != r.MaxAttempts {
+			p.lose("maxAttempts %d: grpc-go caps it at %d", r.Requested, r.MaxAttempts)
+		}
+		f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: min(r.InitialBackoff, r.MaxBackoff), Cap: r.MaxBackoff,
+			Multiplier: r.BackoffMultiplier, Jitter: "factor", Factor: 0.2}
+		p.set("retry.backoff", fmt.Sprintf("exponential from %s by %g, cap %s, jitter 0.8 to 1.2", fmtDur(r.InitialBackoff), r.BackoffMultiplier, fmtDur(r.MaxBackoff)),
+			path+".retryPolicy (grpc-go's formula)")
+		p.lose("grpc-go jitters the wait past maxBackoff (up to 1.2 times it); the simulator's jitter stays under the cap")
+	case m.Hedging != nil:
+		h := m.Hedging
+		f.Hedge = scenario.Hedge{Delay: max(h.HedgingDelay, time.Millisecond), Max: h.MaxAttempts - 1}
+		p.set("hedge", fmt.Sprintf("delay %s, max %d", fmtDur(f.Hedge.Delay), f.Hedge.Max), path+".hedgingPolicy")
+		if h.HedgingDelay == 0 {
+			p.lose("hedgingDelay 0 sends every hedge at once: written as 1ms")
+		}
+		p.lose("grpc-go does not hedge (it ignores hedgingPolicy); imported as gRFC A6 specifies")
+	default:
+		p.note("retry.max_retries", "0", "no retryPolicy or hedgingPolicy: the call is sent once")
+	}
+	if len(on) == 0 {
+		f.Retry.MaxRetries, f.Hedge = 0, scenario.Hedge{}
+	} else if len(on) < 3 {
+		f.Retry.On = on
+	}
+	if len(on) > 0 {
+		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+" status codes")
+	}
+	if t := cfg.Throttling; t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0) {
+		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
+		p.set("budget", fmt.Sprintf("grpc, max_tokens %g, token_ratio %g", t.MaxTokens, t.TokenRatio), "retryThrottling")
+	} else {
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("budget", "none", "no retryThrottling")
+	}
+	return Fleet{Fleet: f, Format: GRPC, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost}
+}
+
+// grpcOn maps retryable status codes to the simulator's failures.
+func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
+	set := map[string]bool{}
+	for _, c := range codes {
+		switch c {
+		case grpcconfig.Unavailable, grpcconfig.ResourceExhausted:
+			set[scenario.RetryOnRejection] = true
+		case grpcconfig.Internal, grpcconfig.Unknown:
+			set[scenario.RetryOnError] = true
+		case grpcconfig.DeadlineExceeded:
+		default:
+			unread = append(unread, c.String())
+		}
+	}
+	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout} {
+		if set[k] {
+			on = append(on, k)
+		}
+	}
+	return on, unread
+}

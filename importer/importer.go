@@ -1,0 +1,305 @@
+// Package importer reads the retry settings people already run (Envoy,
+// Istio, Linkerd, gRPC service configs, the AWS SDKs) and turns each into
+// a scenario fleet that behaves as that config does, with a note of where
+// each setting came from and what could not be represented.
+//
+// Each format is read with its project's own definitions where they are Go
+// packages that stand alone (Envoy's go-control-plane protobufs, Istio's
+// istio.io/api), so field names and defaults are theirs; a setting the
+// config leaves out takes the default its project documents, and the note
+// says so. docs/import.md documents every mapping and cites every default.
+//
+// The package is heavy (Envoy's and Istio's generated code): the light
+// demo binary must not link it.
+package importer
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+	"go.yaml.in/yaml/v3"
+)
+
+// Format names a config format.
+type Format string
+
+// The formats the importer reads.
+const (
+	Envoy   Format = "envoy"
+	Istio   Format = "istio"
+	Linkerd Format = "linkerd"
+	GRPC    Format = "grpc"
+	AWS     Format = "aws"
+)
+
+// Formats lists every format, in the order they are documented.
+var Formats = []Format{Envoy, Istio, Linkerd, GRPC, AWS}
+
+// ParseFormat returns the format called s.
+func ParseFormat(s string) (Format, error) {
+	f := Format(strings.ToLower(strings.TrimSpace(s)))
+	if slices.Contains(Formats, f) {
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown format %q: want one of envoy, istio, linkerd, grpc or aws", s)
+}
+
+// Source is one config file.
+type Source struct {
+	Name string // as the user named it: notes and errors cite it
+	Data []byte
+}
+
+// Fleet is one imported fleet, with its provenance.
+type Fleet struct {
+	// Fleet is the scenario fleet: Timeout, Retry, Budget and Breaker as
+	// the config sets them.
+	Fleet scenario.Fleet
+	// Format is where it came from.
+	Format Format
+	// Origin names the config object: "envoy.yaml: route api → cluster backend".
+	Origin string
+	// From says, one line per setting, where it came from (file and path),
+	// or which documented default it took.
+	From []string
+	// Lost says what the config sets that the fleet cannot represent.
+	Lost []string
+}
+
+// Options says how to import.
+type Options struct {
+	// Format forces a format; "" detects it from each file's content.
+	Format Format
+	// Timeout is the attempt timeout for formats whose config sets none
+	// (the AWS SDKs'). Required when such a config is imported.
+	Timeout time.Duration
+}
+
+// Import reads every source and returns its fleets, in order. Fleets that
+// span files (an Envoy route in one file and its cluster in another) are
+// joined across all the sources of the same format.
+func Import(srcs []Source, o Options) ([]Fleet, error) {
+	if len(srcs) == 0 {
+		return nil, errors.New("importer: no files to import")
+	}
+	byFormat := map[Format][]Source{}
+	var order []Format
+	for _, s := range srcs {
+		f := o.Format
+		if f == "" {
+			var err error
+			if f, err = Detect(s.Name, s.Data); err != nil {
+				return nil, err
+			}
+		}
+		if _, ok := byFormat[f]; !ok {
+			order = append(order, f)
+		}
+		byFormat[f] = append(byFormat[f], s)
+	}
+	var out []Fleet
+	for _, f := range order {
+		var fl []Fleet
+		var err error
+		switch f {
+		case Envoy:
+			fl, err = importEnvoy(byFormat[f])
+		case Istio:
+			fl, err = importIstio(byFormat[f])
+		case Linkerd:
+			fl, err = importLinkerd(byFormat[f])
+		case AWS:
+			fl, err = importAWS(byFormat[f], o)
+		case GRPC:
+			fl, err = importGRPC(byFormat[f])
+		default:
+			err = fmt.Errorf("importer: unknown format %q", f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fl...)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("importer: the files hold no route, profile or setting with a retry policy to import")
+	}
+	names := map[string]int{}
+	for i := range out {
+		n := out[i].Fleet.Name
+		if names[n]++; names[n] > 1 {
+			out[i].Fleet.Name = fmt.Sprintf("%s (%d)", n, names[n])
+		}
+	}
+	return out, nil
+}
+
+var (
+	iniSection = regexp.MustCompile(`^\[[^\]]+\]$`)
+	envLine    = regexp.MustCompile(`^(export\s+)?AWS_[A-Z0-9_]+\s*=`)
+	iniSetting = regexp.MustCompile(`^(retry_mode|max_attempts)\s*=`)
+)
+
+// Detect says which format data is in, from its content.
+func Detect(name string, data []byte) (Format, error) {
+	// The AWS shared config file is INI, which is not YAML ("[default]"
+	// reads as a YAML list): look at it first.
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, ";") {
+			continue
+		}
+		if iniSection.MatchString(l) || envLine.MatchString(l) || iniSetting.MatchString(l) {
+			return AWS, nil
+		}
+		break
+	}
+	docs, err := documents(name, data)
+	if err != nil {
+		return "", err
+	}
+	var found Format
+	for _, d := range docs {
+		f := detectDoc(d)
+		if f == "" {
+			continue
+		}
+		if found != "" && found != f {
+			return "", fmt.Errorf("%s: holds both %s and %s config: give them as separate files", name, found, f)
+		}
+		found = f
+	}
+	if found == "" {
+		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings); name the format with --format if it is one", name)
+	}
+	return found, nil
+}
+
+func detectDoc(d *yaml.Node) Format {
+	if d.Kind != yaml.MappingNode {
+		return ""
+	}
+	api := str(d, "apiVersion")
+	switch {
+	case strings.Contains(api, "istio.io"):
+		return Istio
+	case strings.Contains(api, "linkerd.io"):
+		return Linkerd
+	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
+		return GRPC
+	}
+	for _, k := range []string{"static_resources", "virtual_hosts", "circuit_breakers", "outlier_detection", "clusters", "connect_timeout", "routes", "retry_policy", "load_assignment"} {
+		if get(d, k) != nil {
+			return Envoy
+		}
+	}
+	return ""
+}
+
+// Scenario builds the scenario the fleets run in: base's traffic, origin,
+// triggers and timing, with the imported fleets in place of its own. It
+// returns the notes MarshalNotes writes above each fleet.
+func Scenario(fleets []Fleet, base *scenario.Scenario) (*scenario.Scenario, scenario.Notes, error) {
+	if base == nil {
+		return nil, scenario.Notes{}, errors.New("importer: a base scenario is required")
+	}
+	sc := *base
+	sc.Triggers = slices.Clone(base.Triggers)
+	sc.Fleets = nil
+	notes := scenario.Notes{
+		Head: fmt.Sprintf("Imported by retrystorm import. The traffic, origin and triggers are the %q scenario's:\n"+
+			"replace them with your own. Each of its %d clients runs one copy of the fleet's config\n"+
+			"(one proxy, one SDK client), with a budget and a breaker of its own.", base.Name, max(base.Traffic.Clients, 1)),
+	}
+	if sc.Name == "" || sc.Name == base.Name {
+		sc.Name = "imported"
+	}
+	for _, f := range fleets {
+		sc.Fleets = append(sc.Fleets, f.Fleet)
+		notes.Fleets = append(notes.Fleets, f.Note())
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, scenario.Notes{}, fmt.Errorf("importer: the imported scenario is invalid (a bug: please report it): %w", err)
+	}
+	return &sc, notes, nil
+}
+
+// Note is the comment written above the fleet: where it came from, each
+// setting's source, and what was lost.
+func (f Fleet) Note() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s)", f.Origin, f.Format)
+	for _, l := range f.From {
+		b.WriteString("\n  " + l)
+	}
+	if len(f.Lost) > 0 {
+		b.WriteString("\nNot represented:")
+		for _, l := range f.Lost {
+			b.WriteString("\n  - " + l)
+		}
+	}
+	return b.String()
+}
+
+// Write returns the scenario file for the fleets on base.
+func Write(fleets []Fleet, base *scenario.Scenario) ([]byte, error) {
+	sc, notes, err := Scenario(fleets, base)
+	if err != nil {
+		return nil, err
+	}
+	return scenario.MarshalNotes(sc, notes), nil
+}
+
+// prov collects a fleet's provenance as it is built.
+type prov struct {
+	file string
+	from []string
+	lost []string
+}
+
+// set notes that setting took value from path in the file.
+func (p *prov) set(setting, value, path string) {
+	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
+}
+
+// dflt notes that setting took the documented default value, because
+// path was not set; source cites the documentation.
+func (p *prov) dflt(setting, value, path, source string) {
+	p.from = append(p.from, fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
+}
+
+// note records a derived setting with its reason.
+func (p *prov) note(setting, value, why string) {
+	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s", setting, value, why))
+}
+
+func (p *prov) lose(format string, args ...any) {
+	p.lost = append(p.lost, fmt.Sprintf(format, args...))
+}
+
+// noBackoff is the backoff of a fleet that retries at once, or never.
+var noBackoff = scenario.Backoff{Use: "none", Jitter: "none"}
+
+// maxTimeout is the longest attempt timeout a scenario takes: a config
+// with no timeout at all is written with it.
+const maxTimeout = 24 * time.Hour
+
+// fmtDur writes a duration as the scenario file does.
+func fmtDur(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d != 0 && d%u.unit == 0 {
+			return fmt.Sprintf("%d%s", d/u.unit, u.name)
+		}
+	}
+	return d.String()
+}

@@ -1,0 +1,200 @@
+package importer
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Linkerd's ServiceProfile is read with a strict struct of our own that
+// mirrors the CRD's documented schema (linkerd.io/v1alpha2): Linkerd's Go
+// types pull in Kubernetes. Linkerd's documented defaults:
+const (
+	linkerdRatio     = 0.2              // "retries may add at most an additional 20% to the request load"
+	linkerdMinPerSec = 10.0             // "plus an additional 10 free retries per second"
+	linkerdTTL       = 10 * time.Second // retryBudget.ttl
+	linkerdTimeout   = 10 * time.Second // route timeout: 10 seconds by default
+)
+
+type serviceProfile struct {
+	APIVersion string         `yaml:"apiVersion"`
+	Kind       string         `yaml:"kind"`
+	Metadata   map[string]any `yaml:"metadata"`
+	Spec       struct {
+		Routes      []spRoute     `yaml:"routes"`
+		RetryBudget *spBudget     `yaml:"retryBudget"`
+		OpaquePorts []any         `yaml:"opaquePorts"`
+		DstOverride []spOverrides `yaml:"dstOverrides"`
+	} `yaml:"spec"`
+}
+
+type spRoute struct {
+	Name            string         `yaml:"name"`
+	Condition       map[string]any `yaml:"condition"`
+	ResponseClasses []struct {
+		Condition map[string]any `yaml:"condition"`
+		IsFailure bool           `yaml:"isFailure"`
+	} `yaml:"responseClasses"`
+	IsRetryable bool   `yaml:"isRetryable"`
+	Timeout     string `yaml:"timeout"`
+}
+
+type spBudget struct {
+	RetryRatio          *float64 `yaml:"retryRatio"`
+	MinRetriesPerSecond *float64 `yaml:"minRetriesPerSecond"`
+	TTL                 string   `yaml:"ttl"`
+}
+
+type spOverrides struct {
+	Authority string `yaml:"authority"`
+	Weight    any    `yaml:"weight"`
+}
+
+// strictKeys fails on a map key that t (a struct, through pointers and
+// slices) has no field for, naming the file and line.
+func strictKeys(file string, n *yaml.Node, t reflect.Type, path string) error {
+	n = deref(n)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			if err := strictKeys(file, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			f, ok := fieldByTag(t, k)
+			if !ok {
+				return fmt.Errorf("%s:%d: %s: unknown field %q", file, n.Content[i].Line, path, k)
+			}
+			if err := strictKeys(file, n.Content[i+1], f.Type, joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if strings.Split(f.Tag.Get("yaml"), ",")[0] == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func importLinkerd(srcs []Source) ([]Fleet, error) {
+	var out []Fleet
+	for _, s := range srcs {
+		docs, err := documents(s.Name, s.Data)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			if str(d, "kind") != "ServiceProfile" || !strings.Contains(str(d, "apiVersion"), "linkerd.io") {
+				continue
+			}
+			var sp serviceProfile
+			if err := strictKeys(s.Name, d, reflect.TypeOf(sp), ""); err != nil {
+				return nil, err
+			}
+			if err := d.Decode(&sp); err != nil {
+				return nil, fmt.Errorf("%s: %v", s.Name, strings.TrimPrefix(err.Error(), "yaml: "))
+			}
+			fl, err := linkerdFleets(s.Name, &sp)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, fl...)
+		}
+	}
+	return out, nil
+}
+
+func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
+	name, _ := sp.Metadata["name"].(string)
+	var out []Fleet
+	for i, r := range sp.Spec.Routes {
+		path := fmt.Sprintf("ServiceProfile %s: spec.routes[%d]", name, i)
+		p := &prov{file: file}
+		f := scenario.Fleet{Name: r.Name, Retry: scenario.Retry{Backoff: noBackoff}}
+		if f.Name == "" {
+			f.Name = fmt.Sprintf("%s route %d", name, i)
+		}
+		timeout := linkerdTimeout
+		if r.Timeout != "" {
+			d, err := time.ParseDuration(r.Timeout)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s: %s.timeout: %q is not a positive duration", file, path, r.Timeout)
+			}
+			timeout = d
+			p.set("timeout and deadline", fmtDur(d), path+".timeout")
+		} else {
+			p.dflt("timeout and deadline", fmtDur(timeout), path+".timeout", "Linkerd: requests time out after 10 seconds by default")
+		}
+		// The route's timeout covers the request, retries included.
+		f.Timeout, f.Deadline = min(timeout, maxTimeout), min(timeout, 720*time.Hour)
+		if len(r.ResponseClasses) > 0 {
+			p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
+		}
+		if !r.IsRetryable {
+			p.dflt("retry.max_retries", "0", path+".isRetryable", "isRetryable: false by default")
+			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+			out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
+			continue
+		}
+		p.set("retry.max_retries", "unlimited", path+".isRetryable (Linkerd bounds retries by the budget alone)")
+		f.Retry.MaxRetries = -1
+		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a request that timed out has used its whole timeout")
+		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
+		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "request", RetryCost: 1, TimeoutCost: 1,
+			Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
+		bp := fmt.Sprintf("ServiceProfile %s: spec.retryBudget", name)
+		rb := sp.Spec.RetryBudget
+		if rb != nil && rb.RetryRatio != nil {
+			b.Ratio = *rb.RetryRatio
+			p.set("budget.budget_ratio", strconv.FormatFloat(b.Ratio, 'g', -1, 64), bp+".retryRatio")
+		} else {
+			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
+		}
+		if rb != nil && rb.MinRetriesPerSecond != nil {
+			b.MinRetriesPerSecond = *rb.MinRetriesPerSecond
+			p.set("budget.min_retries_per_second", strconv.FormatFloat(b.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
+		} else {
+			p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
+		}
+		if rb != nil && rb.TTL != "" {
+			d, err := time.ParseDuration(rb.TTL)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s: %s.ttl: %q is not a positive duration", file, bp, rb.TTL)
+			}
+			b.TTL = d
+			p.set("budget.ttl", fmtDur(d), bp+".ttl")
+		} else {
+			p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
+		}
+		if b.Ratio <= 0 {
+			f.Retry.MaxRetries, f.Retry.On = 0, nil
+			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+			p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
+		} else {
+			f.Budget = b
+			p.note("budget.funded_by", "request", "Linkerd's ratio is of original requests")
+		}
+		out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package full
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+func importerData(name string) string {
+	return filepath.Join("..", "..", "..", "importer", "testdata", name)
+}
+
+func TestImportCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mine.yaml")
+	r := runCLI(t, "import", importerData("envoy/front-proxy.yaml"), "-o", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	sc, err := scenario.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := sc.Fleets[0].Budget; b.Use != scenario.BudgetConcurrency || b.Percent != 20 || b.MinConcurrency != 3 {
+		t.Errorf("imported budget %+v", b)
+	}
+	if r := runCLI(t, "import", "--format", "nginx", importerData("aws/config")); r.code != 2 {
+		t.Errorf("--format nginx: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if r := runCLI(t, "import"); r.code != 2 {
+		t.Errorf("import of nothing: exit %d, want 2", r.code)
+	}
+}
+
+// TestCheckCommand is the issue's test through the command: check exits 1
+// for a config with 3 retries and no budget in the storm's dip, and 0 for
+// one with a budget.
+func TestCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, "check", importerData("istio/naive.yaml"), "--out", dir)
+	if r.code != 1 || !strings.Contains(r.stdout, "verdict: UNSAFE") {
+		t.Errorf("3 retries and no budget: exit %d, want 1 and UNSAFE\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+	r = runCLI(t, "check", "--json", importerData("linkerd/books.yaml"))
+	if r.code != 0 || !strings.Contains(r.stdout, `"realistic_load": 0.833`) {
+		t.Errorf("a config with a budget: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "check", "--shard", "1/2", importerData("linkerd/books.yaml")); r.code != 2 {
+		t.Errorf("--shard without --json: exit %d, want 2", r.code)
+	}
+	if r := runCLI(t, "check", "--load", "2", importerData("linkerd/books.yaml")); r.code != 2 {
+		t.Errorf("--load 2: exit %d, want 2", r.code)
+	}
+}
+
+// TestAdviseCommand is the issue's test through the command: advise on the
+// storm scenario recommends a policy that recovers in every cell of its
+// envelope and prints it as Envoy, a gRPC service config and resil Go
+// code.
+func TestAdviseCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("advise runs thousands of simulations; skipped with -short")
+	}
+	storm := filepath.Join("..", "..", "..", "experiment", "scenarios", "storm.yaml")
+	r := runCLI(t, "advise", "--as", "envoy,grpc,go", "--out", t.TempDir(), storm)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("\n%s", r.stdout)
+	words := strings.Join(strings.Fields(r.stdout), " ") // claims wrap to the width
+	if !strings.Contains(words, "✓ holds the recommendation") || !strings.Contains(words, "recovers in every cell of the envelope, over 3 seeds (0 of 72 cells never recovered)") {
+		t.Errorf("the recommendation does not recover in every cell")
+	}
+	for _, want := range []string{"As an Envoy route and cluster:", "retry_policy:", "As a gRPC service config:", `"methodConfig"`, "As resil Go code:", "resil.GuardSettings{"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("advise output lacks %q", want)
+		}
+	}
+	if r := runCLI(t, "advise", "--max-runs", "10", storm); r.code != 2 || !strings.Contains(r.stderr, "larger than its bound") {
+		t.Errorf("--max-runs 10: exit %d, want 2 with the estimate\n%s", r.code, r.stderr)
+	}
+}
+
+// TestMergeCommand: a sweep split into two shards and merged prints the
+// JSON one sweep prints, byte for byte.
+func TestMergeCommand(t *testing.T) {
+	one := runCLI(t, "sweep", "--grid", "6", "--json")
+	if one.code != 0 {
+		t.Fatalf("sweep: exit %d\n%s", one.code, one.stderr)
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, s := range []string{"1/2", "2/2"} {
+		r := runCLI(t, "sweep", "--grid", "6", "--json", "--shard", s)
+		if r.code != 0 {
+			t.Fatalf("sweep --shard %s: exit %d\n%s", s, r.code, r.stderr)
+		}
+		f := filepath.Join(dir, strings.ReplaceAll(s, "/", "-")+".json")
+		if err := os.WriteFile(f, []byte(r.stdout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	m := runCLI(t, append([]string{"merge", "--json"}, files...)...)
+	if m.code != 0 {
+		t.Fatalf("merge: exit %d\n%s", m.code, m.stderr)
+	}
+	if m.stdout != one.stdout {
+		t.Errorf("merged shards differ from one sweep:\n%s\none sweep:\n%s", m.stdout, one.stdout)
+	}
+	if r := runCLI(t, "merge", files[0]); r.code != 2 || !strings.Contains(r.stderr, "no shard ran") {
+		t.Errorf("merge of one shard of two: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+}
