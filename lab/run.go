@@ -60,8 +60,10 @@ type Info struct {
 	// WallTickSeconds is how long one tick lasted on the wall clock.
 	WallTickSeconds float64 `json:"wall_tick_seconds"`
 	// Scale is WallTickSeconds / the scenario's tick.
-	Scale  float64     `json:"scale"`
-	Fleets []FleetInfo `json:"fleets"`
+	Scale float64 `json:"scale"`
+	// Protocol is what the lab's servers spoke: http or grpc.
+	Protocol Protocol    `json:"protocol"`
+	Fleets   []FleetInfo `json:"fleets"`
 }
 
 // FleetInfo is one fleet's run as the lab's components counted it.
@@ -88,6 +90,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
+	if opts.Protocol == "" {
+		opts.Protocol = ProtocolHTTP
+	}
 	res := &Result{
 		Result: &sim.Result{
 			Scenario:    sc.Name,
@@ -95,7 +100,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 			TickSeconds: sc.Tick.Seconds(),
 			Trigger:     sim.TriggerSpan(sc),
 		},
-		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds()},
+		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds(), Protocol: opts.Protocol},
 	}
 	for i := range sc.Fleets {
 		f, info, err := RunFleet(ctx, sc, i, opts)
