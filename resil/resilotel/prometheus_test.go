@@ -76,3 +76,32 @@ func TestSameVocabularyAsResilprom(t *testing.T) {
 		}
 	}
 }
+
+// TestShedderSameVocabularyAsResilprom: a Shedder exported through
+// resilotel and OpenTelemetry's Prometheus exporter comes out under the
+// names resilprom.RegisterShedder gives it, and no others.
+func TestShedderSameVocabularyAsResilprom(t *testing.T) {
+	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 4})
+	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim})
+	preg := prometheus.NewRegistry()
+	if _, err := resilprom.RegisterShedder(preg, "s", sh); err != nil {
+		t.Fatal(err)
+	}
+	oreg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(oreg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	defer mp.Shutdown(context.Background())
+	inst, err := InstrumentShedder(sh, Options{Name: "s", MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	fromProm, fromOTel := names(t, preg), names(t, oreg)
+	t.Logf("resilprom: %v\nresilotel: %v", fromProm, fromOTel)
+	if !slices.Equal(fromProm, fromOTel) {
+		t.Errorf("resilprom exports %v, resilotel %v", fromProm, fromOTel)
+	}
+}
