@@ -3,8 +3,6 @@ package lab
 import (
 	"context"
 	"net/url"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,19 +23,7 @@ import (
 //
 //	go test -run '^$' -bench GatewayProtocols -benchtime 20000x -count 3 ./lab
 func BenchmarkGatewayProtocols(b *testing.B) {
-	org, err := NewOrigin(OriginConfig{Origin: queueOrigin(64, 64e9)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { org.Run(ctx) })
-	defer func() { cancel(); running.Wait() }()
-	osrv, err := Listen("127.0.0.1:0", org.Handler())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer osrv.Close()
+	org, osrv := benchOrigin(b)
 	ogrpc, err := ListenGRPC("127.0.0.1:0", org)
 	if err != nil {
 		b.Fatal(err)
@@ -91,40 +77,5 @@ func benchGRPCCalls(b *testing.B, addr string, par int) {
 		_, err := tc.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 		return err
 	}
-	if err := call(); err != nil { // open the connection
-		b.Fatal(err)
-	}
-	var mu sync.Mutex
-	var all []time.Duration
-	timed := func(next func() bool) {
-		var mine []time.Duration
-		for next() {
-			start := time.Now()
-			if err := call(); err != nil {
-				b.Error(err)
-				return
-			}
-			mine = append(mine, time.Since(start))
-		}
-		mu.Lock()
-		all = append(all, mine...)
-		mu.Unlock()
-	}
-	b.ResetTimer()
-	if par == 0 {
-		n := 0
-		timed(func() bool { n++; return n <= b.N })
-	} else {
-		b.SetParallelism(par)
-		b.RunParallel(func(pb *testing.PB) { timed(pb.Next) })
-	}
-	b.StopTimer()
-	slices.Sort(all)
-	if len(all) == 0 {
-		return
-	}
-	at := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))].Nanoseconds()) / 1e3 }
-	b.ReportMetric(at(0.50), "p50-µs")
-	b.ReportMetric(at(0.99), "p99-µs")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	benchLoop(b, call, par)
 }

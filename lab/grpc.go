@@ -1,9 +1,7 @@
 package lab
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -95,14 +93,7 @@ const grpcStreams = 1 << 16
 // ListenGRPC serves svc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port).
 func ListenGRPC(addr string, svc GRPCService) (*GRPCServer, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, errors.New("lab: listen on a loopback address (127.0.0.1), not " + addr)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenLoopback(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -47,17 +46,10 @@ func InstrumentShedder(s *resil.Shedder, o Options) (*ShedInstruments, error) {
 	if s == nil {
 		return nil, errors.New("resilotel: a Shedder is required")
 	}
-	if o.Name == "" {
-		return nil, errors.New("resilotel: Options.Name is required")
+	m, err := o.meter()
+	if err != nil {
+		return nil, err
 	}
-	mp := o.MeterProvider
-	if mp == nil {
-		if !o.Global {
-			return nil, errors.New("resilotel: Options.MeterProvider is required (or Global to use the global one)")
-		}
-		mp = otel.GetMeterProvider()
-	}
-	m := mp.Meter(ScopeName)
 	base := append([]attribute.KeyValue{ShedderName.String(o.Name)}, o.Attributes...)
 	all := metric.WithAttributeSet(attribute.NewSet(base...))
 	var byReason [resil.NumShedReasons]metric.MeasurementOption
