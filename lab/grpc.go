@@ -77,8 +77,9 @@ type GRPCService interface {
 // seconds to set a connection up, a minute idle, 512 connections at once,
 // and 65,536 calls at once on a connection: as many as the load generator
 // keeps out. It needs no Host or cross-origin check: a web page cannot
-// speak gRPC (a browser sends no HTTP/2 without TLS, and sets no
-// trailers), and the server answers nothing else.
+// speak gRPC (a browser speaks HTTP/2 only over TLS, and gRPC's status
+// comes in trailers a page cannot read), and the server answers nothing
+// else.
 type GRPCServer struct {
 	srv  *grpc.Server
 	addr string
