@@ -161,7 +161,7 @@ func (g *GRPCGateway) proxy(_ any, ss grpc.ServerStream) error {
 	g.m.inflight.Inc()
 	defer g.m.inflight.Dec()
 	err := g.forward(ss)
-	g.m.requests.WithLabelValues(codeNames[min(int(status.Code(err)), len(codeNames)-1)]).Inc()
+	g.m.requests.WithLabelValues(codeName(status.Code(err))).Inc()
 	g.m.latency.Observe(time.Since(start).Seconds())
 	return err
 }

@@ -125,11 +125,20 @@ func (o *originOTel) interceptor() grpc.UnaryServerInterceptor {
 		resp, err := handler(ctx, req)
 		c := status.Code(err)
 		if int(c) >= len(o.rpcSets) {
-			c = codes.Unknown
+			c = codes.Unknown // not a code gRPC defines
 		}
 		o.rpc.Inst().Record(ctx, time.Since(start).Seconds(), o.rpcSets[c])
 		return resp, err
 	}
+}
+
+// codeName is c's name as gRPC's specification writes it, UNKNOWN for a
+// code it does not define.
+func codeName(c codes.Code) string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return codeNames[codes.Unknown]
 }
 
 // codeNames are gRPC's status codes as its specification writes them, as
