@@ -155,6 +155,9 @@ func TestLabGRPC(t *testing.T) {
 	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil {
 		t.Fatalf("%v\n%s", err, j.stdout)
 	}
+	if j.stderr != "" && j.code == 0 {
+		t.Errorf("--json is not quiet on stderr over gRPC: %q", j.stderr)
+	}
 	if out.Lab.Protocol != "grpc" || len(out.Fleets) != 3 || len(out.Claims) != 5 {
 		t.Errorf("JSON: protocol %q, %d fleets, %d claims; want grpc, 3, 5", out.Lab.Protocol, len(out.Fleets), len(out.Claims))
 	}
