@@ -65,6 +65,17 @@ type LabOptions struct {
 	Info any
 	// Notes are added to the section.
 	Notes []string
+	// Protocol is what the lab's servers spoke: "" or "http", or "grpc".
+	Protocol string
+}
+
+// labWire says what the lab's servers spoke, and what guarded the
+// gateway's calls, in the report's words.
+func labWire(protocol string) (name, gateway string) {
+	if protocol == "grpc" {
+		return "gRPC", "a gateway whose client interceptors are resilgrpc's, with one Guard per client"
+	}
+	return "HTTP", "a gateway whose transport is resilhttp with one Guard per client"
 }
 
 // labJSON is the JSON of `retrystorm lab`: the lab's run as DESIGN.md
@@ -90,16 +101,17 @@ func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptio
 		claims = append(stormClaims(sc, labRes, opts.CounterfactualName), claims...)
 	}
 	wall := fmt.Sprintf("%g ms", float64(opts.WallTick)/float64(time.Millisecond))
+	wire, gateway := labWire(opts.Protocol)
 	sec := report.Section{
 		ID:    "lab",
-		Title: "Lab: the same scenario over real HTTP on loopback",
+		Title: "Lab: the same scenario over real " + wire + " on loopback",
 		Intro: []string{
-			fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, a gateway whose transport is resilhttp with one Guard per client, and an open-loop load generator.",
-				sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc)),
+			fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, %s, and an open-loop load generator.",
+				sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc), gateway),
 			fmt.Sprintf("Time is scaled: one tick of %s of scenario time took %s of wall time, every duration shrunk and every rate grown by the same factor, so counts per tick are the scenario's. Everything below is in scenario time.", sc.Tick, wall),
 		},
 		Tables: []report.Table{
-			titled(stormTable(labRes), "lab (real HTTP, one tick = "+wall+")"),
+			titled(stormTable(labRes), "lab (real "+wire+", one tick = "+wall+")"),
 			titled(stormTable(simRes), "simulator"),
 			agreementTable(agreements),
 		},

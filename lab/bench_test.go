@@ -25,20 +25,7 @@ import (
 //
 //	go test -run '^$' -bench GatewayOverhead -benchtime 20000x -count 3 ./lab
 func BenchmarkGatewayOverhead(b *testing.B) {
-	o := queueOrigin(64, 64e9)
-	org, err := NewOrigin(OriginConfig{Origin: o})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { org.Run(ctx) })
-	defer func() { cancel(); running.Wait() }()
-	osrv, err := Listen("127.0.0.1:0", org.Handler())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer osrv.Close()
+	_, osrv := benchOrigin(b)
 	gw, err := NewGateway(GatewayConfig{Fleet: guardedFleet(time.Second, 10, 5), Clients: 20, Origin: osrv.URL()})
 	if err != nil {
 		b.Fatal(err)
@@ -60,6 +47,26 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	}
 }
 
+// benchOrigin runs an origin that answers at once (64 workers, no service
+// time) on loopback until the benchmark ends: what a call to it costs is
+// the wire's.
+func benchOrigin(b *testing.B) (*Origin, *Server) {
+	org, err := NewOrigin(OriginConfig{Origin: queueOrigin(64, 64e9)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { org.Run(ctx) })
+	b.Cleanup(func() { cancel(); running.Wait() })
+	osrv, err := Listen("127.0.0.1:0", org.Handler())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(osrv.Close)
+	return org, osrv
+}
+
 // benchCalls calls u b.N times, from one goroutine (par 0) or from par
 // goroutines per CPU, and reports the latencies and the throughput.
 func benchCalls(b *testing.B, u *url.URL, par int) {
@@ -75,6 +82,13 @@ func benchCalls(b *testing.B, u *url.URL, par int) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.Body.Close()
 	}
+	benchLoop(b, call, par)
+}
+
+// benchLoop opens the connection with a first call, then makes b.N calls,
+// from one goroutine (par 0) or from par goroutines per CPU, and reports
+// the latencies and the throughput.
+func benchLoop(b *testing.B, call func() error, par int) {
 	if err := call(); err != nil { // open the connection
 		b.Fatal(err)
 	}

@@ -28,6 +28,9 @@ type ExperimentOptions struct {
 	Storm bool
 	// Log, when set, is told where the live view and the servers are.
 	Log io.Writer
+	// Protocol is what the lab's servers speak: ProtocolHTTP (the
+	// default) or ProtocolGRPC.
+	Protocol Protocol
 }
 
 // Experiment runs sc in the simulator and then in the lab, fleet after
@@ -75,9 +78,14 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
 	token := NewToken() // /admin/faults needs it: a web page cannot guess it
-	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Ready: func(fleet string, origin, gateway *url.URL) {
-		fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
-	}}
+	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol,
+		Ready: func(fleet string, origin, gateway *url.URL) {
+			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
+		},
+		ReadyGRPC: func(fleet, origin, gateway string) {
+			fmt.Fprintf(log, "lab: %s: gRPC origin %s, gRPC gateway %s (grpc.testing.TestService/UnaryCall)\n", fleet, origin, gateway)
+		},
+	}
 	res, err := Run(ctx, sc, run)
 	if err != nil {
 		return nil, err
@@ -98,6 +106,7 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		CounterfactualName: cfName,
 		Info:               res.Lab,
 		Notes:              labNotes(res),
+		Protocol:           string(opts.Protocol),
 	}), nil
 }
 

@@ -84,7 +84,7 @@ type GatewayConfig struct {
 type Gateway struct {
 	cfg     GatewayConfig
 	clients []*resilhttp.Transport
-	guards  []*resil.Guard
+	guards  guardSet
 	proxy   *httputil.ReverseProxy
 	base    http.RoundTripper
 	own     *http.Transport // the default Base, closed by Close
@@ -106,17 +106,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	}
 	attempts := &attemptTransport{base: g.base, tally: cfg.Tally}
 	for k := range n {
-		p, err := cfg.Fleet.NewPolicy()
-		if err != nil {
-			return nil, err
-		}
-		guard, err := resil.NewGuard(resil.GuardSettings{
-			// resilhttp decides by the method; this is the safe default.
-			Idempotency:    resil.NotIdempotent,
-			Policy:         p,
-			AttemptTimeout: cfg.Fleet.Timeout,
-			Rand:           rand.NewPCG(cfg.Seed, 0x1000+uint64(k)),
-		})
+		guard, err := clientGuard(cfg, k, g.reg)
 		if err != nil {
 			return nil, err
 		}
@@ -130,12 +120,9 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		}
 		g.clients = append(g.clients, t)
 		g.guards = append(g.guards, guard)
-		name := fmt.Sprintf("%s-%02d", cfg.Fleet.Name, k)
-		if _, err := resilprom.Register(g.reg, name, guard); err != nil {
-			return nil, fmt.Errorf("lab: gateway metrics: %w", err)
-		}
 	}
-	if err := g.register(); err != nil {
+	var err error
+	if g.m, err = registerGateway(g.reg, g.guards); err != nil {
 		return nil, err
 	}
 	g.proxy = &httputil.ReverseProxy{
@@ -146,6 +133,32 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		ErrorLog:       log.New(io.Discard, "", 0),
 	}
 	return g, nil
+}
+
+// clientGuard returns the Guard of a gateway's client k, as the
+// simulator's fleet makes its clients' (Fleet.NewPolicy), and registers its
+// metrics on reg.
+func clientGuard(cfg GatewayConfig, k int, reg prometheus.Registerer) (*resil.Guard, error) {
+	p, err := cfg.Fleet.NewPolicy()
+	if err != nil {
+		return nil, err
+	}
+	guard, err := resil.NewGuard(resil.GuardSettings{
+		// resilhttp decides by the method, the gRPC gateway by the call;
+		// this is the safe default.
+		Idempotency:    resil.NotIdempotent,
+		Policy:         p,
+		AttemptTimeout: cfg.Fleet.Timeout,
+		Rand:           rand.NewPCG(cfg.Seed, 0x1000+uint64(k)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s-%02d", cfg.Fleet.Name, k)
+	if _, err := resilprom.Register(reg, name, guard); err != nil {
+		return nil, fmt.Errorf("lab: gateway metrics: %w", err)
+	}
+	return guard, nil
 }
 
 // h2cTransport is an HTTP/2 client without TLS, for loopback.
@@ -198,16 +211,7 @@ func (g *Gateway) Guards() []*resil.Guard { return g.guards }
 
 // Close closes the idle connections of the transport the gateway made.
 func (g *Gateway) Close() {
-	// Hedges that lost finish in the background, cancelled: give them a
-	// moment, so that their outcomes are counted and their connections
-	// come back before they are closed.
-	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
-	defer cancel()
-	for _, gd := range g.guards {
-		if gd.Wait(ctx) != nil {
-			break
-		}
-	}
+	g.guards.settle()
 	if g.own != nil {
 		g.own.CloseIdleConnections()
 	}
@@ -306,11 +310,7 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	why := resil.ReasonOf(err)
 	h.Set(StopHeader, why.String())
 	if why == resil.StopBreaker {
-		now := time.Now()
-		g.cfg.Tally.addNow(cRefused, now)
-		if g.cfg.Truth != nil && g.cfg.Tally.TickOf(now) >= 0 && g.cfg.Truth(g.attemptTime(r.Context(), now)) {
-			g.cfg.Tally.inc(tThrown)
-		}
+		g.cfg.refused(r.Context())
 		g.m.fallbacks.Inc()
 		h.Set(FallbackHeader, "breaker-open")
 		h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -325,10 +325,20 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	http.Error(w, "gateway: "+err.Error(), code)
 }
 
+// refused counts a call a client's breaker refused, and whether the origin
+// would have answered it in time (an answer thrown away).
+func (cfg *GatewayConfig) refused(ctx context.Context) {
+	now := time.Now()
+	cfg.Tally.addNow(cRefused, now)
+	if cfg.Truth != nil && cfg.Tally.TickOf(now) >= 0 && cfg.Truth(cfg.attemptTime(ctx, now)) {
+		cfg.Tally.inc(tThrown)
+	}
+}
+
 // attemptTime is how long an attempt sent now could wait: the per-attempt
 // timeout, or less before the caller's deadline.
-func (g *Gateway) attemptTime(ctx context.Context, now time.Time) time.Duration {
-	d := g.cfg.Fleet.Timeout
+func (cfg *GatewayConfig) attemptTime(ctx context.Context, now time.Time) time.Duration {
+	d := cfg.Fleet.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, dl.Sub(now))
 	}
@@ -389,15 +399,7 @@ func lostRace(ctx context.Context) bool {
 }
 
 // OpenShare returns the share of clients whose breaker is open.
-func (g *Gateway) OpenShare(now time.Time) float64 {
-	open := 0
-	for _, guard := range g.guards {
-		if b := guard.Policy().Breaker; b != nil && b.State(now) == resil.StateOpen {
-			open++
-		}
-	}
-	return float64(open) / float64(len(g.guards))
-}
+func (g *Gateway) OpenShare(now time.Time) float64 { return g.guards.openShare(now) }
 
 // GatewayCounts are the gateway's totals over its clients.
 type GatewayCounts struct {
@@ -409,19 +411,49 @@ type GatewayCounts struct {
 }
 
 // Counts sums the clients' Guard stats.
-func (g *Gateway) Counts() GatewayCounts {
+func (g *Gateway) Counts() GatewayCounts { return g.guards.counts() }
+
+// guardSet is a gateway's Guards, one per client, in client order.
+type guardSet []*resil.Guard
+
+// openShare returns the share of the Guards whose breaker is open.
+func (s guardSet) openShare(now time.Time) float64 {
+	open := 0
+	for _, guard := range s {
+		if b := guard.Policy().Breaker; b != nil && b.State(now) == resil.StateOpen {
+			open++
+		}
+	}
+	return float64(open) / float64(len(s))
+}
+
+// counts sums the Guards' stats.
+func (s guardSet) counts() GatewayCounts {
 	var c GatewayCounts
-	for _, guard := range g.guards {
-		s := guard.Stats()
-		c.Intents += s.Intents
-		c.Retries += s.Retries
-		c.BudgetDenials += s.BudgetDenials
-		c.BreakerRefusals += s.BreakerRefusals
+	for _, guard := range s {
+		st := guard.Stats()
+		c.Intents += st.Intents
+		c.Retries += st.Retries
+		c.BudgetDenials += st.BudgetDenials
+		c.BreakerRefusals += st.BreakerRefusals
 		if b := guard.Policy().Breaker; b != nil {
 			c.BreakerTrips += b.Trips()
 		}
 	}
 	return c
+}
+
+// settle waits a moment (closeGrace) for the hedges that lost to finish in
+// the background, cancelled, so that their outcomes are counted and their
+// connections come back before they are closed.
+func (s guardSet) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	for _, gd := range s {
+		if gd.Wait(ctx) != nil {
+			break
+		}
+	}
 }
 
 type gatewayMetrics struct {
@@ -431,10 +463,13 @@ type gatewayMetrics struct {
 	fallbacks prometheus.Counter
 }
 
-func (g *Gateway) register() error {
-	g.m = gatewayMetrics{
+// registerGateway registers a gateway's metrics over its guards on reg.
+// Over HTTP the requests are labelled by status code, over gRPC by status
+// code's name.
+func registerGateway(reg prometheus.Registerer, guards guardSet) (gatewayMetrics, error) {
+	m := gatewayMetrics{
 		requests: counterVec("retrystorm_gateway_requests_total",
-			"Requests the gateway answered, by status code (a fallback answer is a 200 with the Retrystorm-Fallback header).", "code"),
+			"Requests the gateway answered, by status code (a fallback answer is a 200, or over gRPC an OK, with the Retrystorm-Fallback header).", "code"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_gateway_in_flight",
 			Help: "Requests the gateway is working on."}),
 		latency: latencyHistogram("retrystorm_gateway_request_duration_seconds",
@@ -444,10 +479,10 @@ func (g *Gateway) register() error {
 	}
 	sum := func(name, help string, get func(GatewayCounts) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(get(g.Counts())) })
+			func() float64 { return float64(get(guards.counts())) })
 	}
-	return registerAll(g.reg, "gateway",
-		g.m.requests, g.m.inflight, g.m.latency, g.m.fallbacks,
+	return m, registerAll(reg, "gateway",
+		m.requests, m.inflight, m.latency, m.fallbacks,
 		sum("retrystorm_gateway_intents_total", "Intents the clients started, over every client.", func(c GatewayCounts) uint64 { return c.Intents }),
 		sum("retrystorm_gateway_retries_total", "Retries the clients sent, over every client.", func(c GatewayCounts) uint64 { return c.Retries }),
 		sum("retrystorm_gateway_budget_denials_total", "Retries the clients' budgets refused, over every client.", func(c GatewayCounts) uint64 { return c.BudgetDenials }),
@@ -455,10 +490,10 @@ func (g *Gateway) register() error {
 		gaugeFunc("retrystorm_gateway_retries_per_request",
 			"Retries per intent since start, over every client: the retry-storm early warning (alert on its rate form, see deploy/prometheus).",
 			func() float64 {
-				c := g.Counts()
+				c := guards.counts()
 				return share(int64(c.Retries), int64(c.Intents))
 			}),
 		gaugeFunc("retrystorm_gateway_breakers_open", "Share of the clients whose circuit breaker is open.",
-			func() float64 { return g.OpenShare(time.Now()) }),
+			func() float64 { return guards.openShare(time.Now()) }),
 	)
 }

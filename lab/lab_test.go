@@ -36,10 +36,16 @@ func stormScenario(t *testing.T, div float64) *scenario.Scenario {
 	return sc
 }
 
-// TestLabSmoke runs a short storm through every component, under the race
-// detector too: both fleets, a trigger, the live view, and nothing left
-// behind (TestMain checks for goroutines).
+// TestLabSmoke runs a short storm through every component, over HTTP and
+// over gRPC, under the race detector too: both fleets, a trigger, the live
+// view, and nothing left behind (TestMain checks for goroutines).
 func TestLabSmoke(t *testing.T) {
+	for _, p := range []Protocol{ProtocolHTTP, ProtocolGRPC} {
+		t.Run(string(p), func(t *testing.T) { smoke(t, p) })
+	}
+}
+
+func smoke(t *testing.T, protocol Protocol) {
 	sc := stormScenario(t, 5) // 20 intents/s, capacity 24/s
 	sc.Duration = 20 * time.Second
 	sc.Triggers[0].At, sc.Triggers[0].For, sc.Triggers[0].Capacity = 5*time.Second, 4*time.Second, 8
@@ -47,16 +53,23 @@ func TestLabSmoke(t *testing.T) {
 	defer live.Close()
 	var mu sync.Mutex
 	ready := map[string]bool{}
-	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond, Live: live,
+	loopback := func(hostport string) bool { return strings.HasPrefix(hostport, "127.0.0.1:") }
+	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond, Live: live, Protocol: protocol,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			mu.Lock()
 			ready[fleet] = origin.Hostname() == "127.0.0.1" && gateway.Hostname() == "127.0.0.1"
+			mu.Unlock()
+		},
+		ReadyGRPC: func(fleet, origin, gateway string) {
+			mu.Lock()
+			ready[fleet+" grpc"] = loopback(origin) && loopback(gateway)
 			mu.Unlock()
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Fleets) != 2 || len(res.Lab.Fleets) != 2 || !ready["naive"] || !ready["guarded"] {
+	if len(res.Fleets) != 2 || len(res.Lab.Fleets) != 2 || !ready["naive"] || !ready["guarded"] ||
+		(protocol == ProtocolGRPC) != (ready["naive grpc"] && ready["guarded grpc"]) {
 		t.Fatalf("%d fleets, ready on loopback: %v", len(res.Fleets), ready)
 	}
 	if res.Fleets[0].Summary.Retries == 0 {
@@ -94,12 +107,33 @@ func TestLabStormAgreesWithSimulator(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it; TestLabSmoke runs under it")
 	}
+	stormAgrees(t, ProtocolHTTP)
+}
+
+// TestLabStormOverGRPCAgreesWithSimulator is the same check over gRPC:
+// the origin, the gateway (resilgrpc's client interceptors) and the load
+// generator speak gRPC, and must tell the simulator's story within the
+// same tolerances.
+func TestLabStormOverGRPCAgreesWithSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the storm over real gRPC takes 18 s: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows real gRPC several times over: the lab would measure it; TestLabSmoke runs under it")
+	}
+	stormAgrees(t, ProtocolGRPC)
+}
+
+// stormAgrees runs the storm, its rates halved, at 50 ms a tick (the
+// default with RETRYSTORM_LAB_FULL=1) in the simulator and in the lab over
+// protocol, with the drop_expired counterfactual, and checks the claims.
+func stormAgrees(t *testing.T, protocol Protocol) {
 	sc, tick := stormScenario(t, 2), 50*time.Millisecond
 	if os.Getenv("RETRYSTORM_LAB_FULL") != "" {
 		sc, tick = stormScenario(t, 1), DefaultTick
 	}
 	ctx := context.Background()
-	simRes, res := runBoth(t, sc, tick)
+	simRes, res := runBoth(t, sc, tick, protocol)
 	cf, cfName := experiment.StormCounterfactual(sc)
 	cf.Fleets[0].Name = cfName
 	cfSim, err := sim.Run(ctx, cf)
@@ -107,14 +141,14 @@ func TestLabStormAgreesWithSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	simRes.Fleets = append(simRes.Fleets, cfSim.Fleets...)
-	f, info, err := RunFleet(ctx, cf, 0, Options{Tick: tick})
+	f, info, err := RunFleet(ctx, cf, 0, Options{Tick: tick, Protocol: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Fleets = append(res.Fleets, f)
 	res.Lab.Fleets = append(res.Lab.Fleets, info)
 
-	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick, Storm: true, CounterfactualName: cfName})
+	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick, Storm: true, CounterfactualName: cfName, Protocol: string(protocol)})
 	b := outcomeText(out)
 	for _, f := range res.Lab.Fleets {
 		fmt.Fprintf(b, "%s: %d intents sent, %d shed, late p99 %.1f ms, max %.1f ms; %.1f s\n",
@@ -149,7 +183,7 @@ func TestLabConcurrencyAgreesWithSimulator(t *testing.T) {
 	// the lab's default tick: 8 s.
 	sc.Duration = 80 * time.Second
 	tick := DefaultTick
-	simRes, res := runBoth(t, sc, tick)
+	simRes, res := runBoth(t, sc, tick, ProtocolHTTP)
 	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick})
 	b := outcomeText(out)
 	t.Log("\n" + b.String())
@@ -158,15 +192,15 @@ func TestLabConcurrencyAgreesWithSimulator(t *testing.T) {
 	}
 }
 
-// runBoth runs sc in the simulator and in the lab at tick.
-func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration) (*sim.Result, *Result) {
+// runBoth runs sc in the simulator and in the lab at tick, over protocol.
+func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol Protocol) (*sim.Result, *Result) {
 	t.Helper()
 	ctx := context.Background()
 	simRes, err := sim.Run(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(ctx, sc, Options{Tick: tick})
+	res, err := Run(ctx, sc, Options{Tick: tick, Protocol: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -49,8 +50,12 @@ type LoadConfig struct {
 	// the bound is reached is not sent, and counted as shed (the report
 	// says so: nothing is omitted silently). Zero means 1<<16.
 	MaxInFlight int
-	// Transport sends the intents. Nil means an h2c transport of its own,
-	// closed at the end.
+	// Protocol is how the intents are sent: over HTTP (the default), or
+	// over gRPC as calls of grpc.testing.TestService/UnaryCall to
+	// Target.Host.
+	Protocol Protocol
+	// Transport sends the intents over HTTP. Nil means an h2c transport of
+	// its own, closed at the end.
 	Transport http.RoundTripper
 }
 
@@ -82,7 +87,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadStats, error) {
 	if cfg.Target == nil || cfg.Deadline <= 0 {
 		return LoadStats{}, errors.New("lab: LoadConfig needs a Target and a Deadline")
 	}
-	g := &generator{cfg: cfg, url: cfg.Target.String()}
+	g := &generator{cfg: cfg}
 	g.late.init(4096, cfg.Seed)
 	if g.cfg.MaxInFlight <= 0 {
 		g.cfg.MaxInFlight = 1 << 16
@@ -90,14 +95,20 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadStats, error) {
 	if g.cfg.Start.IsZero() {
 		g.cfg.Start = time.Now()
 	}
-	client := &http.Client{Transport: cfg.Transport}
-	if cfg.Transport == nil {
-		t := h2cTransport()
-		defer t.CloseIdleConnections()
-		client.Transport = t
+	switch cfg.Protocol {
+	case "", ProtocolHTTP:
+		g.send = newHTTPSender(cfg)
+	case ProtocolGRPC:
+		s, err := newGRPCSender(cfg)
+		if err != nil {
+			return LoadStats{}, err
+		}
+		g.send = s
+	default:
+		return LoadStats{}, fmt.Errorf("lab: LoadConfig.Protocol %q: want http or grpc", cfg.Protocol)
 	}
-	g.client = client
-	g.warm(ctx)
+	defer g.send.close()
+	g.send.warm(ctx)
 	g.schedule(ctx)
 	g.wg.Wait()
 	st := LoadStats{
@@ -110,13 +121,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadStats, error) {
 }
 
 type generator struct {
-	cfg    LoadConfig
-	url    string
-	client *http.Client
-	wg     sync.WaitGroup
-	out    atomic.Int64 // intents waiting
-	due    int64
-	late   reservoir
+	cfg  LoadConfig
+	send sender
+	wg   sync.WaitGroup
+	out  atomic.Int64 // intents waiting
+	due  int64
+	late reservoir
 
 	sent, shed, ok, fallbacks, lost atomic.Int64
 }
@@ -235,50 +245,103 @@ func (g *generator) launch(ctx context.Context, id uint64, due time.Time) {
 // intent is one logical operation: one request to the gateway, which
 // retries as its client's policy says.
 func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
-	ctx, cancel := context.WithDeadline(ctx, due.Add(g.cfg.Deadline))
+	deadline := due.Add(g.cfg.Deadline)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tf := g.cfg.Traffic
-	method := http.MethodGet
-	key := ""
+	in := call{id: id, client: id % uint64(max(tf.Clients, 1)), idempotent: true, deadline: deadline}
 	if tf.Idempotent < 1 && unitHash(g.cfg.Seed, "i"+strconv.FormatUint(id, 10)) >= tf.Idempotent {
-		method = http.MethodPost
+		in.idempotent = false
 		if tf.Keys > 0 && unitHash(g.cfg.Seed, "k"+strconv.FormatUint(id, 10)) < tf.Keys {
-			key = "intent-" + strconv.FormatUint(id, 10)
+			in.key = "intent-" + strconv.FormatUint(id, 10)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, g.url, nil)
+	r := g.send.send(ctx, in)
+	if r.fallback {
+		r.why.reason = resil.StopBreaker
+		r.failed++ // the refusal is a failure the caller saw
+	}
+	g.record(id, due, r.ok, r.fallback, r.failed, r.why)
+}
+
+// A sender sends intents to the gateway in one protocol.
+type sender interface {
+	// warm opens the connection before the first intent is due.
+	warm(ctx context.Context)
+	// send sends one intent and says how it went; ctx ends at its
+	// deadline.
+	send(ctx context.Context, in call) answer
+	close()
+}
+
+// call is one intent as a sender sends it.
+type call struct {
+	id, client uint64
+	idempotent bool // a GET; false: a POST, a call with a side effect
+	key        string
+	deadline   time.Time
+}
+
+// answer is how an intent went, as the gateway said.
+type answer struct {
+	ok, fallback bool
+	failed       int  // attempts that failed
+	why          loss // why the gateway stopped, when it did not succeed
+}
+
+// httpSender sends intents as HTTP requests: GET, or POST with a side
+// effect.
+type httpSender struct {
+	target *url.URL
+	url    string
+	client *http.Client
+	own    *http.Transport // closed by close
+}
+
+func newHTTPSender(cfg LoadConfig) *httpSender {
+	s := &httpSender{target: cfg.Target, url: cfg.Target.String(), client: &http.Client{Transport: cfg.Transport}}
+	if cfg.Transport == nil {
+		s.own = h2cTransport()
+		s.client.Transport = s.own
+	}
+	return s
+}
+
+func (s *httpSender) close() {
+	if s.own != nil {
+		s.own.CloseIdleConnections()
+	}
+}
+
+func (s *httpSender) send(ctx context.Context, in call) answer {
+	method := http.MethodGet
+	if !in.idempotent {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url, nil)
 	if err != nil {
-		g.record(id, due, false, false, 1, loss{})
-		return
+		return answer{failed: 1}
 	}
-	ids := strconv.FormatUint(id, 10)
-	req.Header.Set(IntentHeader, ids)
-	req.Header.Set(ClientHeader, strconv.FormatUint(id%uint64(max(tf.Clients, 1)), 10))
-	req.Header.Set(TimeoutHeader, resilhttp.FormatTimeout(time.Until(due.Add(g.cfg.Deadline))))
-	if key != "" {
-		req.Header.Set(resilhttp.DefaultKeyHeader, key)
+	req.Header.Set(IntentHeader, strconv.FormatUint(in.id, 10))
+	req.Header.Set(ClientHeader, strconv.FormatUint(in.client, 10))
+	req.Header.Set(TimeoutHeader, resilhttp.FormatTimeout(time.Until(in.deadline)))
+	if in.key != "" {
+		req.Header.Set(resilhttp.DefaultKeyHeader, in.key)
 	}
-	resp, err := g.client.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		// The intent's deadline passed, or the run was stopped.
-		why := loss{reason: resil.StopDeadline, unfinished: errors.Is(err, context.Canceled)}
-		g.record(id, due, false, false, 1, why)
-		return
+		return answer{failed: 1, why: loss{reason: resil.StopDeadline, unfinished: errors.Is(err, context.Canceled)}}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
-	failed, _ := strconv.Atoi(resp.Header.Get(FailedHeader))
-	fallback := resp.Header.Get(FallbackHeader) != ""
-	ok := resp.StatusCode < 300 && !fallback
+	a := answer{fallback: resp.Header.Get(FallbackHeader) != ""}
+	a.failed, _ = strconv.Atoi(resp.Header.Get(FailedHeader))
+	a.ok = resp.StatusCode < 300 && !a.fallback
 	// The gateway's word for why it stopped; a word it does not know is
 	// StopNone, filed with the retries exhausted.
-	var why loss
-	_ = why.reason.UnmarshalText([]byte(resp.Header.Get(StopHeader)))
-	if fallback {
-		why.reason = resil.StopBreaker
-		failed++ // the refusal is a failure the caller saw
-	}
-	g.record(id, due, ok, fallback, failed, why)
+	_ = a.why.reason.UnmarshalText([]byte(resp.Header.Get(StopHeader)))
+	return a
 }
 
 // record books how intent id ended.
@@ -300,14 +363,14 @@ func (g *generator) record(id uint64, due time.Time, ok, fallback bool, failed i
 }
 
 // warm opens the connection to the gateway before the first intent is due.
-func (g *generator) warm(ctx context.Context) {
-	u := *g.cfg.Target
+func (s *httpSender) warm(ctx context.Context) {
+	u := *s.target
 	u.Path = healthPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return
 	}
-	if resp, err := g.client.Do(req); err == nil {
+	if resp, err := s.client.Do(req); err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}

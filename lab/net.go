@@ -50,14 +50,7 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 }
 
 func listen(addr string, h http.Handler, conns int) (*Server, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, errors.New("lab: listen on a loopback address (127.0.0.1), not " + addr)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenLoopback(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +79,19 @@ func listen(addr string, h http.Handler, conns int) (*Server, error) {
 		_ = s.srv.Serve(limitListener(ln, conns))
 	}()
 	return s, nil
+}
+
+// listenLoopback listens on addr, which must be a loopback address: every
+// server the lab starts, HTTP or gRPC.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, errors.New("lab: listen on a loopback address (127.0.0.1), not " + addr)
+	}
+	return net.Listen("tcp", addr)
 }
 
 // sameSite refuses requests a web page could have sent on the user's

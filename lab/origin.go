@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/resilgrpc"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -91,6 +92,8 @@ type Origin struct {
 	tally *Tally
 	reg   *prometheus.Registry
 	m     originMetrics
+	otel  *originOTel
+	shed  *resilgrpc.Server // drop_expired over gRPC; nil otherwise
 	book  *ledger
 	kick  chan struct{} // wakes the fault schedule
 	wake  chan struct{} // wakes the clock: something falls due sooner
@@ -141,6 +144,12 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	if err := org.register(); err != nil {
 		return nil, err
 	}
+	if org.otel, err = newOriginOTel(org.reg); err != nil {
+		return nil, err
+	}
+	if org.shed, err = org.newShedder(); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
 	return org, nil
 }
 
@@ -167,6 +176,8 @@ const (
 	resRejected               // 503 at once: queue full, or no capacity credit
 	resNone                   // no answer: its client left, or the origin is out
 	resStopped                // 503: the origin is shutting down
+	resShed                   // gRPC's drop_expired: refused before the handler, its deadline too near
+	nResults
 )
 
 // job is what a handler knows of its request before the model does.
@@ -178,34 +189,42 @@ type job struct {
 	gone     <-chan struct{} // closed when its client leaves
 }
 
-// serveWork is one request: counted, handed to the model, answered.
-func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	j := &job{tick: o.tally.TickOf(now), gone: r.Context().Done()}
+// arrival is what an edge of the origin (its HTTP handler, its gRPC
+// service) knows of a request when it arrives, in the lab's words.
+type arrival struct {
+	intent string // IntentHeader
+	kind   string // AttemptHeader: resil's word for why it was sent
+	// timeout is how long its sender waits for the answer, from now: the
+	// propagated deadline. Zero: unknown.
+	timeout time.Duration
+	// effect says it is an execution with a side effect (a POST; over
+	// gRPC, IdempotentHeader "false"), deduplicated by key when it has one.
+	effect bool
+	key    string
+	gone   <-chan struct{} // closed when its client leaves
+}
+
+// serve is one request, whatever the protocol it came by: counted, handed
+// to the model, and its result returned for the edge to answer.
+func (o *Origin) serve(now time.Time, a arrival) result {
+	j := &job{tick: o.tally.TickOf(now), gone: a.gone}
 	o.tally.add(cOffered, j.tick)
-	o.m.attempts.WithLabelValues(attemptKind(r.Header.Get(AttemptHeader))).Inc()
+	o.m.attempts.WithLabelValues(attemptKind(a.kind)).Inc()
 	o.m.inflight.Inc()
 	defer o.m.inflight.Dec()
-	if v := r.Header.Get(TimeoutHeader); v != "" {
-		if d, ok := resilhttp.ParseTimeout(v); ok && d > 0 {
-			// The answer must also travel back before its sender gives
-			// up: aim a tenth of the time early. (The simulator's
-			// deadlines are exact and its answers arrive at once; over
-			// HTTP, an answer ready at the deadline is late.)
-			j.deadline = o.since(now.Add(d - d/deadlineMargin))
-		}
+	if d := a.timeout; d > 0 {
+		// The answer must also travel back before its sender gives up:
+		// aim a tenth of the time early. (The simulator's deadlines are
+		// exact and its answers arrive at once; over the wire, an answer
+		// ready at the deadline is late.)
+		j.deadline = o.since(now.Add(d - d/deadlineMargin))
 	}
-	intent := r.Header.Get(IntentHeader)
-	if b := o.cfg.Origin.Broken; b > 0 && intent != "" {
-		j.broken = unitHash(o.cfg.Seed, intent) < b
+	if b := o.cfg.Origin.Broken; b > 0 && a.intent != "" {
+		j.broken = unitHash(o.cfg.Seed, a.intent) < b
 	}
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	}
-
 	var res result
-	if !resilhttp.Idempotent(r.Method) {
-		j.exec = &execution{intent: intent, key: r.Header.Get(resilhttp.DefaultKeyHeader)}
+	if a.effect {
+		j.exec = &execution{intent: a.intent, key: a.key}
 		res = o.execute(j)
 	} else {
 		res = o.handle(j)
@@ -214,6 +233,31 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	if res != resNone {
 		o.m.latency.Observe(time.Since(now).Seconds())
 	}
+	return res
+}
+
+// serveWork is one request over HTTP.
+func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	a := arrival{
+		intent: r.Header.Get(IntentHeader),
+		kind:   r.Header.Get(AttemptHeader),
+		effect: !resilhttp.Idempotent(r.Method),
+		gone:   r.Context().Done(),
+	}
+	if v := r.Header.Get(TimeoutHeader); v != "" {
+		if d, ok := resilhttp.ParseTimeout(v); ok && d > 0 {
+			a.timeout = d
+		}
+	}
+	if a.effect {
+		a.key = r.Header.Get(resilhttp.DefaultKeyHeader)
+	}
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	}
+	res := o.serve(now, a)
+	o.otel.httpServed(r.Context(), r.Method, res, time.Since(now))
 	switch res {
 	case resOK:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -230,7 +274,7 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var resultNames = [...]string{resOK: "ok", resError: "error", resRejected: "rejected", resNone: "unanswered", resStopped: "stopped"}
+var resultNames = [...]string{resOK: "ok", resError: "error", resRejected: "rejected", resNone: "unanswered", resStopped: "stopped", resShed: "shed"}
 
 // attemptKind is the metric label of an attempt's kind, as the gateway
 // wrote it (resil's word), or "unknown".
@@ -433,7 +477,7 @@ type originMetrics struct {
 func (o *Origin) register() error {
 	o.m = originMetrics{
 		requests: counterVec("retrystorm_origin_requests_total",
-			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full or no capacity), unanswered (the client left, or an outage), stopped.", "result"),
+			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full or no capacity), unanswered (the client left, or an outage), stopped, shed (over gRPC with drop_expired: refused at once, its deadline too near).", "result"),
 		attempts: counterVec("retrystorm_origin_attempts_total",
 			"Requests the origin received, by why the gateway sent them: first, retry, hedge (unknown without the header).", "kind"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_origin_in_flight",

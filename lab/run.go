@@ -34,6 +34,16 @@ type Options struct {
 	// NewToken); the live view's links carry it. Empty means a new one
 	// for each fleet, known to the live view alone.
 	AdminToken string
+	// Protocol is what the origin, the gateway and the load generator
+	// speak: ProtocolHTTP (the default) or ProtocolGRPC. Over gRPC the
+	// origin's and the gateway's /metrics (and the origin's
+	// /admin/faults) are on HTTP servers of their own, the URLs Ready is
+	// given.
+	Protocol Protocol
+	// ReadyGRPC, if set, is called over gRPC beside Ready, with the
+	// addresses (host:port) of the origin's and the gateway's gRPC
+	// servers.
+	ReadyGRPC func(fleet, origin, gateway string)
 }
 
 // Result is a lab run in the simulator's terms (the same JSON, so the
@@ -50,8 +60,10 @@ type Info struct {
 	// WallTickSeconds is how long one tick lasted on the wall clock.
 	WallTickSeconds float64 `json:"wall_tick_seconds"`
 	// Scale is WallTickSeconds / the scenario's tick.
-	Scale  float64     `json:"scale"`
-	Fleets []FleetInfo `json:"fleets"`
+	Scale float64 `json:"scale"`
+	// Protocol is what the lab's servers spoke: http or grpc.
+	Protocol Protocol    `json:"protocol"`
+	Fleets   []FleetInfo `json:"fleets"`
 }
 
 // FleetInfo is one fleet's run as the lab's components counted it.
@@ -78,6 +90,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
+	if opts.Protocol == "" {
+		opts.Protocol = ProtocolHTTP
+	}
 	res := &Result{
 		Result: &sim.Result{
 			Scenario:    sc.Name,
@@ -85,7 +100,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 			TickSeconds: sc.Tick.Seconds(),
 			Trigger:     sim.TriggerSpan(sc),
 		},
-		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds()},
+		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds(), Protocol: opts.Protocol},
 	}
 	for i := range sc.Fleets {
 		f, info, err := RunFleet(ctx, sc, i, opts)
@@ -143,13 +158,16 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if token == "" {
 		token = NewToken()
 	}
-	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token)
+	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token, opts.Protocol)
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
 	defer r.close()
 	if opts.Ready != nil {
 		opts.Ready(fleet.Name, r.osrv.URL(), r.gsrv.URL())
+	}
+	if opts.ReadyGRPC != nil && r.ogrpc != nil {
+		opts.ReadyGRPC(fleet.Name, r.ogrpc.Addr(), r.ggrpc.Addr())
 	}
 	faults := r.osrv.URL()
 	faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
@@ -164,7 +182,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 		clearAt = time.Duration(w.End * float64(time.Second))
 	}
 	load, err := RunLoad(ctx, LoadConfig{
-		Target: r.gsrv.url, Traffic: wall.Traffic, Triggers: wall.Triggers,
+		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers,
 		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
 		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
 	})
@@ -186,19 +204,31 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 }
 
 // rig is one fleet's servers: the origin and the gateway in front of it.
+// Over HTTP each is one server; over gRPC each has a gRPC server besides,
+// the HTTP one serving /metrics (and the origin's /admin/faults).
 type rig struct {
-	origin     *Origin
-	gw         *Gateway
-	osrv, gsrv *Server
-	stop       context.CancelFunc // stops the origin's workers
-	running    sync.WaitGroup
-	closed     bool
+	origin       *Origin
+	gw           fleetGateway
+	osrv, gsrv   *Server
+	ogrpc, ggrpc *GRPCServer        // over gRPC
+	target       *url.URL           // where the load generator sends
+	stop         context.CancelFunc // stops the origin's workers
+	running      sync.WaitGroup
+	closed       bool
 }
 
-// startRig starts fleet i's origin and gateway on loopback, and opens the
-// gateway's connection to the origin before the first tick, so that the
-// first intents do not pay for it. On error it leaves nothing running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string) (*rig, error) {
+// fleetGateway is what a run reads of its gateway, HTTP or gRPC.
+type fleetGateway interface {
+	OpenShare(now time.Time) float64
+	Counts() GatewayCounts
+	Close()
+}
+
+// startRig starts fleet i's origin and gateway on loopback, speaking
+// protocol, and opens the gateway's connection to the origin before the
+// first tick, so that the first intents do not pay for it. On error it
+// leaves nothing running.
+func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string, protocol Protocol) (*rig, error) {
 	origin, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
 	if err != nil {
 		return nil, err
@@ -214,30 +244,63 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	if r.osrv, err = Listen("127.0.0.1:0", origin.Handler()); err != nil {
 		return fail(err)
 	}
-	r.gw, err = NewGateway(GatewayConfig{
+	gc := GatewayConfig{
 		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: r.osrv.url,
 		Seed: seed, Tally: tally, Truth: origin.WouldAnswer,
-	})
-	if err != nil {
-		return fail(err)
 	}
-	if r.gsrv, err = Listen("127.0.0.1:0", r.gw.Handler()); err != nil {
-		return fail(err)
-	}
-	if err := warm(ctx, r.gw); err != nil {
-		return fail(err)
+	switch protocol {
+	case "", ProtocolHTTP:
+		gw, err := NewGateway(gc)
+		if err != nil {
+			return fail(err)
+		}
+		r.gw = gw
+		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
+			return fail(err)
+		}
+		r.target = r.gsrv.url
+		if err := warm(ctx, gw); err != nil {
+			return fail(err)
+		}
+	case ProtocolGRPC:
+		if r.ogrpc, err = ListenGRPC("127.0.0.1:0", origin); err != nil {
+			return fail(err)
+		}
+		gc.Origin = &url.URL{Scheme: "grpc", Host: r.ogrpc.Addr()}
+		gw, err := NewGRPCGateway(gc)
+		if err != nil {
+			return fail(err)
+		}
+		r.gw = gw
+		if r.ggrpc, err = ListenGRPC("127.0.0.1:0", gw); err != nil {
+			return fail(err)
+		}
+		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
+			return fail(err)
+		}
+		r.target = &url.URL{Scheme: "grpc", Host: r.ggrpc.Addr()}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := gw.Warm(wctx); err != nil {
+			return fail(err)
+		}
+	default:
+		return fail(fmt.Errorf("lab: protocol %q: want http or grpc", protocol))
 	}
 	return r, nil
 }
 
-// close shuts the rig down, front to back: the gateway's server, its
-// connections, the origin's workers, the origin's server. Calling it again
-// does nothing.
+// close shuts the rig down, front to back: the gateway's servers, its
+// connections, the origin's workers, the origin's servers. Calling it
+// again does nothing.
 func (r *rig) close() {
 	if r.closed {
 		return
 	}
 	r.closed = true
+	if r.ggrpc != nil {
+		r.ggrpc.Close()
+	}
 	if r.gsrv != nil {
 		r.gsrv.Close()
 	}
@@ -245,6 +308,9 @@ func (r *rig) close() {
 		r.gw.Close()
 	}
 	r.stop()
+	if r.ogrpc != nil {
+		r.ogrpc.Close()
+	}
 	if r.osrv != nil {
 		r.osrv.Close()
 	}
@@ -253,7 +319,7 @@ func (r *rig) close() {
 
 // sample records the gauges at the end of every tick, and tells the live
 // view, until stop is closed after the last tick.
-func sample(stop <-chan struct{}, t *Tally, o *Origin, g *Gateway, live *Live, fleet int, timeout time.Duration) {
+func sample(stop <-chan struct{}, t *Tally, o *Origin, g fleetGateway, live *Live, fleet int, timeout time.Duration) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The ticks whose attempts may still be out when they end: the live

@@ -2,7 +2,7 @@
 // server with finite capacity, as a scenario's origin describes it. It is
 // written once and driven twice: the simulator runs it on virtual time,
 // from its event queue, and the lab on the wall clock, behind a real HTTP
-// server. As the fleets of both share resil's policies, both share this
+// or gRPC server. As the fleets of both share resil's policies, both share this
 // model, so what the lab measures and what the simulator computes can only
 // differ by what the wire and the clock add.
 //

@@ -32,7 +32,8 @@ report with plots in retrystorm-report/index.html. It says where.
 	all       every experiment, the full report and FINDINGS.md
 	lab       the storm over real HTTP on loopback (an origin, a gateway
 	          on resilhttp, an open-loop load generator) in scaled time,
-	          beside the simulator, with a live view; docs/lab.md
+	          beside the simulator, with a live view; --protocol grpc
+	          runs it over gRPC (resilgrpc); docs/lab.md
 	import    Envoy, Istio, Linkerd, gRPC and AWS SDK retry settings to a
 	          scenario file, with where each setting came from;
 	          docs/import.md

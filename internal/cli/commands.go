@@ -40,7 +40,7 @@ func table(h Heavy) []command {
 		},
 		{
 			Name:    "lab",
-			Summary: "the storm over real HTTP on loopback, beside the simulator (about a minute)",
+			Summary: "the storm over real HTTP or gRPC on loopback, beside the simulator (about a minute)",
 			About:   labAbout,
 			Flags:   groups(outputFlags, configFlags, costFlags, labFlags),
 			Run:     h.Lab,
@@ -144,4 +144,4 @@ const adviseAbout = `Starts from the fleet of FILE (a config or a scenario file;
 
 const mergeAbout = `Reads the JSON that sweep, check or advise print with --shard I/N --json, one FILE per shard, and prints the table, map and recommendation one run on one machine would, byte for byte. deploy/kubernetes has an Indexed Job that runs the shards.`
 
-const labAbout = `The lab runs a scenario (the storm's by default) with real servers and sockets on 127.0.0.1: an origin with finite capacity, a gateway whose transport is resilhttp with one Guard per client, and an open-loop load generator, in scaled time, fleet after fleet; then it sets the result beside the simulator's and checks that they agree. A live view shows it as it runs. docs/lab.md has the details.`
+const labAbout = `The lab runs a scenario (the storm's by default) with real servers and sockets on 127.0.0.1: an origin with finite capacity, a gateway whose transport is resilhttp with one Guard per client, and an open-loop load generator, in scaled time, fleet after fleet; then it sets the result beside the simulator's and checks that they agree. A live view shows it as it runs. With --protocol grpc they speak gRPC instead: the origin serves grpc.testing.TestService/UnaryCall, the gateway's clients are resilgrpc's interceptors, and the origin also exports OpenTelemetry metrics. docs/lab.md has the details.`

@@ -59,6 +59,8 @@ type LabFlags struct {
 	Duration time.Duration
 	// Port is the live view's port on 127.0.0.1; 0 picks a free one.
 	Port int
+	// Protocol is what the lab's servers speak: "http" or "grpc".
+	Protocol string
 }
 
 // A flagGroup defines flags that several commands share on fs, storing
@@ -129,6 +131,14 @@ func labFlags(fs *flag.FlagSet, inv *Invocation) {
 		d, err := parseDuration(s)
 		inv.Lab.Duration = d
 		return err
+	})
+	inv.Lab.Protocol = "http"
+	funcVar(fs, "protocol", "what the origin, the gateway and the load generator speak: `P`, http or grpc (default http)", func(s string) error {
+		if s != "http" && s != "grpc" {
+			return fmt.Errorf("want http or grpc")
+		}
+		inv.Lab.Protocol = s
+		return nil
 	})
 	funcVar(fs, "port", "serve the live view on port `N` of 127.0.0.1 (default: a free port)", func(s string) error {
 		n, err := strconv.Atoi(s)

@@ -354,9 +354,10 @@ func (c *Client) unary(ctx context.Context, fullMethod string, req, reply any, c
 	return nil
 }
 
-// outgoing adds the attempt's metadata: the count of attempts before it,
-// and the idempotency key.
+// outgoing adds the attempt's metadata (the count of attempts before it,
+// and the idempotency key) and the attempt itself, for AttemptOf.
 func (c *Client) outgoing(ctx context.Context, a resil.Attempt) context.Context {
+	ctx = context.WithValue(ctx, attemptKey{}, a)
 	switch {
 	case a.Number > 1 && a.Key != "":
 		return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsHeader, strconv.Itoa(a.Number-1), c.key, a.Key)
@@ -366,6 +367,19 @@ func (c *Client) outgoing(ctx context.Context, a resil.Attempt) context.Context 
 		return metadata.AppendToOutgoingContext(ctx, c.key, a.Key)
 	}
 	return ctx
+}
+
+type attemptKey struct{}
+
+// AttemptOf returns the attempt a call is sent as, from the context the
+// interceptors hand what comes after them (the next interceptor of the
+// chain, the invoker or the streamer): its number, its kind (first, retry
+// or hedge) and its idempotency key. An interceptor installed after the
+// Client's (an inner one, such as one that counts what reaches the wire)
+// reads it there. ok is false for a context no Client made.
+func AttemptOf(ctx context.Context) (a resil.Attempt, ok bool) {
+	a, ok = ctx.Value(attemptKey{}).(resil.Attempt)
+	return a, ok
 }
 
 // canRenew reports whether renew can make a fresh reply of reply's type.

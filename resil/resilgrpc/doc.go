@@ -24,6 +24,11 @@
 //     per call ([Idempotent], [NotIdempotent], [WithKey], [Once]): a call
 //     that is not idempotent is never retried unless it carries a key.
 //   - Retries and hedges carry grpc-previous-rpc-attempts.
+//   - What comes after the interceptors (an inner interceptor, the
+//     invoker) sees each attempt's resil.Attempt on its context:
+//     [AttemptOf]. A call that failed returns an error that keeps resil's:
+//     status.Code reads the status the caller should see, and
+//     resil.ReasonOf why the Guard stopped.
 //
 // Install it with [Client.DialOptions], which also turns grpc-go's own
 // retries off: they would run inside each attempt, outside the budget.

@@ -41,7 +41,12 @@ type ServerSettings struct {
 	// through a resil.Shedder: its own deadline checks, its concurrency
 	// limit (adaptive or fixed) and its wait queue, the very decisions
 	// resilhttp.Shed makes for HTTP; the call's end is reported to it, a
-	// deadline passed in the handler as a drop. Its deadline refusals are
+	// deadline passed in the handler as a drop. As under resilhttp.Shed,
+	// the handler runs under the caller's deadline less the Shedder's
+	// DeadlineSettings.Reserve: it stops, and the Shedder hears of the
+	// deadline it missed, before the caller gives up and cancels the call
+	// (a cancellation that arrives before the server's own deadline says
+	// only that the caller left). Its deadline refusals are
 	// answered as above; its overload refusals (limit, queue) with
 	// UNAVAILABLE and, when ShedderSettings.RetryAfter is set, that wait
 	// as the pushback. Nil means none: no concurrency limit.
@@ -130,6 +135,8 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			}
 			return nil, err
 		}
+		ctx, cancel := s.handlerContext(ctx)
+		defer cancel()
 		defer s.end(ctx, t)
 		return handler(ctx, req)
 	}
@@ -146,10 +153,41 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 			}
 			return err
 		}
-		defer s.end(ss.Context(), t)
+		ctx, cancel := s.handlerContext(ss.Context())
+		defer cancel()
+		defer s.end(ctx, t)
+		if ctx != ss.Context() {
+			ss = &contextStream{ServerStream: ss, ctx: ctx}
+		}
 		return handler(srv, ss)
 	}
 }
+
+// handlerContext returns the context a handler runs under: with a
+// Shedder, the caller's deadline less its Reserve (as resilhttp.Shed's
+// handlers), else ctx itself.
+func (s *Server) handlerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.shedder == nil {
+		return ctx, func() {}
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	if d := s.shedder.Deadline().Deadline(dl); d.Before(dl) {
+		return context.WithDeadline(ctx, d)
+	}
+	return ctx, func() {}
+}
+
+// contextStream is a server stream whose handler runs under another
+// context.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c *contextStream) Context() context.Context { return c.ctx }
 
 // admit refuses a call whose deadline leaves less than its method needs,
 // then, with a Shedder, one it refuses. It returns the Shedder's ticket,

@@ -93,7 +93,10 @@ func TestNewServerErrors(t *testing.T) {
 // deadline passed in the handler as a drop.
 func TestServerShedder(t *testing.T) {
 	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
-	sh, err := resil.NewShedder(resil.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond})
+	// The handler stops 20 ms before its caller gives up: the Shedder
+	// hears of the deadline it missed before the caller's cancellation.
+	sh, err := resil.NewShedder(resil.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond,
+		Deadline: resil.DeadlineSettings{Reserve: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +114,7 @@ func TestServerShedder(t *testing.T) {
 				<-release
 			case "outlive":
 				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
 			}
 			return resp("ok"), nil
 		},
@@ -146,5 +150,55 @@ func TestServerShedder(t *testing.T) {
 	st := sh.Stats()
 	if st.Admitted != 2 || st.Shed[resil.ShedLimit] != 1 || st.Dropped != 1 || st.InFlight != 0 || sv.Shed() != 1 {
 		t.Errorf("shedder stats %+v, server shed %d", st, sv.Shed())
+	}
+}
+
+// TestServerHandlerDeadline: with a Shedder, unary and stream handlers
+// run under the caller's deadline less the Shedder's Reserve, as
+// resilhttp.Shed's do.
+func TestServerHandlerDeadline(t *testing.T) {
+	sh, err := resil.NewShedder(resil.ShedderSettings{Deadline: resil.DeadlineSettings{Reserve: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := NewServer(ServerSettings{Shedder: sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := make(chan time.Duration, 2)
+	until := func(ctx context.Context) time.Duration {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return -1
+		}
+		return time.Until(dl)
+	}
+	s := startServer(t, &server{
+		unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			left <- until(ctx)
+			return resp("ok"), nil
+		},
+		output: func(_ int, _ *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			left <- until(st.Context())
+			return nil
+		},
+	}, sv.ServerOptions()...)
+	tc := dial(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := tc.UnaryCall(ctx, req("x")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tc.StreamingOutputCall(ctx, outReq("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recvAll(st); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"unary", "stream"} {
+		if d := <-left; d > 700*time.Millisecond || d < 400*time.Millisecond {
+			t.Errorf("%s handler: %v left, want just under the caller's 1s less the 300ms reserve", what, d)
+		}
 	}
 }

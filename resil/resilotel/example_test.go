@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -58,4 +59,50 @@ func ExampleInstrument() {
 	// resil.attempt
 	// resil.retry_refused
 	// resil.done
+}
+
+// Report a server's admission control: the requests a resil.Shedder
+// admitted, and those it refused, by reason.
+func ExampleInstrumentShedder() {
+	limit, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
+	shedder, _ := resil.NewShedder(resil.ShedderSettings{Limiter: limit})
+
+	reader := sdkmetric.NewManualReader()
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer meters.Shutdown(context.Background())
+	inst, err := resilotel.InstrumentShedder(shedder, resilotel.Options{Name: "api", MeterProvider: meters})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer inst.Close()
+
+	ctx := context.Background()
+	ticket, _ := shedder.Admit(ctx, time.Time{})
+	_, err = shedder.Admit(ctx, time.Time{}) // over the limit of one
+	fmt.Println(err)
+	shedder.Done(ticket, false)
+
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		s, ok := m.Data.(metricdata.Sum[int64])
+		if !ok {
+			continue
+		}
+		for _, p := range s.DataPoints {
+			if p.Value == 0 {
+				continue
+			}
+			if reason, ok := p.Attributes.Value(resilotel.ShedReason); ok {
+				fmt.Println(m.Name, p.Value, reason.AsString())
+			} else {
+				fmt.Println(m.Name, p.Value)
+			}
+		}
+	}
+	// Output:
+	// resil: request shed: limit
+	// resil.shed.admitted 1
+	// resil.shed.refused 1 limit
 }

@@ -31,6 +31,21 @@ func names(t *testing.T, reg *prometheus.Registry) []string {
 	return out
 }
 
+// exported returns a meter provider whose reader is OpenTelemetry's
+// Prometheus exporter on the registry returned, shut down when the test
+// ends.
+func exported(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return reg, mp
+}
+
 // TestSameVocabularyAsResilprom exports one Guard both ways: through
 // resilprom, and through resilotel and OpenTelemetry's Prometheus exporter.
 // Every name resilprom registers must come out of the exporter the same,
@@ -46,13 +61,7 @@ func TestSameVocabularyAsResilprom(t *testing.T) {
 	if _, err := resilprom.Register(preg, "g", g); err != nil {
 		t.Fatal(err)
 	}
-	oreg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(oreg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	defer mp.Shutdown(context.Background())
+	oreg, mp := exported(t)
 	inst, err := Instrument(g, Options{Name: "g", MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
@@ -74,5 +83,28 @@ func TestSameVocabularyAsResilprom(t *testing.T) {
 		if !slices.Contains(fromProm, n) && n != "resil_breaker_trips_total" && n != "resil_breaker_transitions_total" {
 			t.Errorf("resilotel exports %s, which resilprom does not name", n)
 		}
+	}
+}
+
+// TestShedderSameVocabularyAsResilprom: a Shedder exported through
+// resilotel and OpenTelemetry's Prometheus exporter comes out under the
+// names resilprom.RegisterShedder gives it, and no others.
+func TestShedderSameVocabularyAsResilprom(t *testing.T) {
+	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 4})
+	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim})
+	preg := prometheus.NewRegistry()
+	if _, err := resilprom.RegisterShedder(preg, "s", sh); err != nil {
+		t.Fatal(err)
+	}
+	oreg, mp := exported(t)
+	inst, err := InstrumentShedder(sh, Options{Name: "s", MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	fromProm, fromOTel := names(t, preg), names(t, oreg)
+	t.Logf("resilprom: %v\nresilotel: %v", fromProm, fromOTel)
+	if !slices.Equal(fromProm, fromOTel) {
+		t.Errorf("resilprom exports %v, resilotel %v", fromProm, fromOTel)
 	}
 }

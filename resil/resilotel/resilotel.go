@@ -2,6 +2,9 @@
 // counters and gauges as metrics, on the metric.MeterProvider you pass
 // (never the global one unless Options.Global asks), an attempt-duration
 // histogram, and each call's decisions as span events on the caller's span.
+// On the server's side, [InstrumentShedder] reports a [resil.Shedder]'s
+// admissions, refusals by reason and concurrency limit (see
+// [ShedInstruments]).
 //
 // # Metrics
 //
@@ -109,6 +112,22 @@ type Options struct {
 	NoSpanEvents bool
 }
 
+// meter returns the meter the options name, or an error saying what is
+// missing.
+func (o Options) meter() (metric.Meter, error) {
+	if o.Name == "" {
+		return nil, errors.New("resilotel: Options.Name is required")
+	}
+	mp := o.MeterProvider
+	if mp == nil {
+		if !o.Global {
+			return nil, errors.New("resilotel: Options.MeterProvider is required (or Global to use the global one)")
+		}
+		mp = otel.GetMeterProvider()
+	}
+	return mp.Meter(ScopeName), nil
+}
+
 // Instruments are one Guard's OpenTelemetry instruments. Make them with
 // [Instrument]; the zero value is not usable. They are safe for concurrent
 // use.
@@ -146,21 +165,14 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 	if g == nil {
 		return nil, errors.New("resilotel: a Guard is required")
 	}
-	if o.Name == "" {
-		return nil, errors.New("resilotel: Options.Name is required")
-	}
-	mp := o.MeterProvider
-	if mp == nil {
-		if !o.Global {
-			return nil, errors.New("resilotel: Options.MeterProvider is required (or Global to use the global one)")
-		}
-		mp = otel.GetMeterProvider()
+	m, err := o.meter()
+	if err != nil {
+		return nil, err
 	}
 	buckets := o.Buckets
 	if buckets == nil {
 		buckets = DefaultBuckets
 	}
-	m := mp.Meter(ScopeName)
 	base := append([]attribute.KeyValue{GuardName.String(o.Name)}, o.Attributes...)
 	set := attribute.NewSet(base...)
 	with := func(kv ...attribute.KeyValue) metric.MeasurementOption {

@@ -52,14 +52,23 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	case tick > b.Max:
 		return cli.Usagef("--tick %s: %s needs a tick from %s to %s in the lab: above %s, %s", lab.Short(tick), sc.Name, lab.Short(b.Min), lab.Short(b.Max), lab.Short(b.Max), b.MaxWhy)
 	}
+	protocol, err := lab.ParseProtocol(inv.Lab.Protocol)
+	if err != nil {
+		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
+	}
 	out, err := lab.Experiment(ctx, sc, lab.ExperimentOptions{
-		Tick:  inv.Lab.Tick,
-		Port:  inv.Lab.Port,
-		Storm: inv.Config == "",
-		Log:   inv.Log(),
+		Tick:     inv.Lab.Tick,
+		Port:     inv.Lab.Port,
+		Storm:    inv.Config == "",
+		Log:      inv.Log(),
+		Protocol: protocol,
 	})
 	if err != nil {
 		return err
 	}
-	return inv.Emit([]*experiment.Outcome{out}, out.JSON, "retrystorm lab: the storm over real HTTP, beside the simulator")
+	wire := "HTTP"
+	if protocol == lab.ProtocolGRPC {
+		wire = "gRPC"
+	}
+	return inv.Emit([]*experiment.Outcome{out}, out.JSON, "retrystorm lab: the storm over real "+wire+", beside the simulator")
 }

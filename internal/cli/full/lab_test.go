@@ -128,6 +128,41 @@ func TestLabText(t *testing.T) {
 	}
 }
 
+// TestLabGRPC runs the tiny storm over gRPC: the same tables, JSON and
+// claims, said to be over gRPC, and the servers' gRPC addresses on the log.
+func TestLabGRPC(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, "lab", "--config", writeTiny(t), "--tick", "50ms", "--protocol", "grpc", "--out", dir)
+	if r.code != 0 && r.code != 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"Lab: the same scenario over real gRPC", "lab (real gRPC, one tick = 50 ms)", "lab against simulator", "resilgrpc"} {
+		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if log := strings.Join(strings.Fields(r.stderr), " "); !strings.Contains(log, "gRPC origin 127.0.0.1:") || !strings.Contains(log, "gRPC gateway 127.0.0.1:") {
+		t.Errorf("stderr does not say where the gRPC servers are:\n%s", r.stderr)
+	}
+	j := runCLI(t, "lab", "--config", writeTiny(t), "--tick", "50ms", "--protocol", "grpc", "--json")
+	var out struct {
+		Fleets []struct{ Name string } `json:"fleets"`
+		Lab    struct {
+			Protocol string `json:"protocol"`
+		} `json:"lab"`
+		Claims []map[string]any `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, j.stdout)
+	}
+	if j.stderr != "" && j.code == 0 {
+		t.Errorf("--json is not quiet on stderr over gRPC: %q", j.stderr)
+	}
+	if out.Lab.Protocol != "grpc" || len(out.Fleets) != 3 || len(out.Claims) != 5 {
+		t.Errorf("JSON: protocol %q, %d fleets, %d claims; want grpc, 3, 5", out.Lab.Protocol, len(out.Fleets), len(out.Claims))
+	}
+}
+
 // TestLabUsage: bad flags are refused before anything runs, with exit 2,
 // and so are values with which the lab could only fail its own claims: a
 // tick so short that the storm's peak load outruns the machine, or so long
@@ -146,6 +181,11 @@ func TestLabUsage(t *testing.T) {
 		{[]string{"lab", "--duration", "7500ms"}, "is not a whole number of ticks of 1s"},
 		{[]string{"lab", "--duration", "45s"}, "--duration 45s: storm needs at least 50s"},
 		{[]string{"lab", "--port", "70000"}, "--port 70000: want a port from 0 to 65535"},
+		{[]string{"lab", "--protocol", "grpcs"}, "--protocol grpcs: want http or grpc"},
+		{[]string{"lab", "--protocol", "GRPC"}, "--protocol GRPC: want http or grpc"},
+		{[]string{"lab", "--protocol", ""}, `--protocol "": want http or grpc`},
+		{[]string{"lab", "--protocol", "grpc", "--tick", "50ms"}, "--tick 50ms: storm needs a tick from 80ms"},
+		{[]string{"lab", "--protocol", "grpc", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"},
 		{[]string{"lab", "extra"}, "lab takes no arguments"},
 		{[]string{"lab", "--config", "does-not-exist.yaml"}, "does-not-exist.yaml"},
 		{[]string{"lab", "--config", ""}, `--config "": needs a file name`},
@@ -157,7 +197,7 @@ func TestLabUsage(t *testing.T) {
 		}
 	}
 	r := runCLI(t, "help", "lab")
-	for _, want := range []string{"--tick D", "--duration D", "--port N", "--config FILE", "--json", "default " + lab.DefaultTick.String()} {
+	for _, want := range []string{"--tick D", "--duration D", "--port N", "--config FILE", "--json", "default " + lab.DefaultTick.String(), "--protocol P", "http or grpc (default http)"} {
 		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
 			t.Errorf("help lab lacks %q", want)
 		}
