@@ -30,11 +30,11 @@ func TestConditionsAt(t *testing.T) {
 	}{
 		{0, Conditions{Capacity: 120, ErrorRate: 0.1, Rate: 100, Factor: []float64{1, 1, 1}}},
 		{10 * time.Second, Conditions{Capacity: 40, ErrorRate: 1 - 0.9*0.5, Rate: 100, Factor: []float64{1, 1, 1}}},
-		{17 * time.Second, Conditions{Capacity: 40, ErrorRate: 0.1, Rate: 100, Factor: []float64{1, 1, 1}}}, // the lowest capacity wins
-		{20 * time.Second, Conditions{Capacity: 80, ErrorRate: 0.1, Rate: 100, Factor: []float64{1, 1, 1}}}, // the first dip ended
+		{17 * time.Second, Conditions{Capacity: 40, ErrorRate: 0.1, Rate: 100, Factor: []float64{1, 1, 1}}},                                       // the lowest capacity wins
+		{20 * time.Second, Conditions{Capacity: 80, ErrorRate: 0.1, Rate: 100, Factor: []float64{1, 1, 1}}},                                       // the first dip ended
 		{30 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Outage: true, Mode: OutageBlackhole, Rate: 100, Factor: []float64{1, 1, 1}}}, // no mode reads as blackhole
-		{46 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Rate: 0, Factor: []float64{1, 1, 1}}},    // the latest load change
-		{66 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Rate: 100, Factor: []float64{20, 2, 2}}}, // factors multiply
+		{46 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Rate: 0, Factor: []float64{1, 1, 1}}},                                        // the latest load change
+		{66 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Rate: 100, Factor: []float64{20, 2, 2}}},                                     // factors multiply
 		{80 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Outage: true, Mode: OutageStall, Rate: 100, Factor: []float64{1, 1, 1}}},
 		{86 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Outage: true, Mode: OutageRefuse, Rate: 100, Factor: []float64{1, 1, 1}}}, // the latest outage's mode
 		{88 * time.Second, Conditions{Capacity: 120, ErrorRate: 0.1, Outage: true, Mode: OutageStall, Rate: 100, Factor: []float64{1, 1, 1}}},
