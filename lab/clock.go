@@ -141,14 +141,23 @@ func (o *Origin) Run(ctx context.Context) {
 
 // schedule applies the faults at their boundaries until ctx is done.
 func (o *Origin) schedule(ctx context.Context) {
-	every(ctx, o.kick, func() time.Duration {
-		now := time.Now()
-		t := now.Sub(o.start)
+	scheduleFaults(ctx, o.kick, o.start, func(now time.Time) []scenario.Trigger {
 		o.mu.Lock()
-		faults := o.applyFaults(now)
-		o.mu.Unlock()
+		defer o.mu.Unlock()
+		return o.applyFaults(now)
+	})
+}
+
+// scheduleFaults applies faults at their boundaries until ctx is done:
+// apply puts in force the faults of now, and returns them all; kick wakes
+// it to look again, when the faults changed.
+func scheduleFaults(ctx context.Context, kick <-chan struct{}, start time.Time, apply func(now time.Time) []scenario.Trigger) {
+	every(ctx, kick, func() time.Duration {
+		now := time.Now()
+		t := now.Sub(start)
+		faults := apply(now)
 		// Wake at the next boundary, or now and then to stay honest
-		// about the clock; a kick from the admin endpoint comes sooner.
+		// about the clock; a kick comes sooner.
 		wait := time.Minute
 		if next, ok := nextChange(faults, t); ok {
 			wait = min(wait, next-t)
