@@ -200,8 +200,8 @@ func (r *ProbeResult) Scenario() []byte {
 			},
 			{
 				Name: "guarded", Timeout: timeout,
-				Retry: scenario.Retry{MaxRetries: 3, IdempotentOnly: true, Backoff: scenario.Backoff{Use: "exponential", Base: timeout / 10, Cap: 10 * timeout, Multiplier: 2, Jitter: "full"}},
-				Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1},
+				Retry:   scenario.Retry{MaxRetries: 3, IdempotentOnly: true, Backoff: scenario.Backoff{Use: "exponential", Base: timeout / 10, Cap: 10 * timeout, Multiplier: 2, Jitter: "full"}},
+				Budget:  scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1},
 				Breaker: scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * timeout, Probes: 1, Scope: "all"},
 			},
 		},
