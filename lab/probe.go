@@ -51,7 +51,7 @@ type ProbeResult struct {
 
 // Bounds of a probe: the ramp's steps and how fast it grows.
 const (
-	probeMaxSteps = 14
+	ProbeMaxSteps = 14
 	probeGrowth   = 1.5
 )
 
@@ -60,7 +60,7 @@ const (
 // the other), then rates growing by half each step, from a rate it
 // serves easily, until its throughput falls behind the rate sent, its
 // median latency passes five times its latency at rest, a twentieth
-// fails, or the rate would pass MaxRate. At most probeMaxSteps steps of
+// fails, or the rate would pass MaxRate. At most ProbeMaxSteps steps of
 // Step each, with a pause of at most 5 s after each for the service to
 // settle. The capacity is the highest throughput seen.
 func Probe(ctx context.Context, t *Target, opts ProbeOptions) (*ProbeResult, error) {
@@ -83,10 +83,10 @@ func Probe(ctx context.Context, t *Target, opts ProbeOptions) (*ProbeResult, err
 	defer done()
 	res := &ProbeResult{URL: t.URL.Redacted(), Rest: t.baseline, Tick: opts.Tick}
 	timeout := max(20*t.baseline, time.Second)
-	// Start where a single connection would keep up: a tenth of what one
-	// request at a time allows, at least 10/s.
-	rate := min(max(10, 0.1/t.baseline.Seconds()), opts.MaxRate)
-	for range probeMaxSteps {
+	// Start where one request at a time would keep up: half the rate
+	// its latency at rest allows, at least 10/s.
+	rate := min(max(10, 0.5/t.baseline.Seconds()), opts.MaxRate)
+	for range ProbeMaxSteps {
 		st, err := probeStep(ctx, tr, t, rate, opts.Step, timeout)
 		if err != nil {
 			return nil, err
