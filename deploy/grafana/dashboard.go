@@ -1,6 +1,6 @@
 // Package grafana builds retrystorm's Grafana dashboard, as code, for the
 // metrics resil's exporters register: resilprom (resil_*, a label name per
-// Guard) and resilotel through OpenTelemetry's Prometheus exporter (the
+// Guard or Shedder) and resilotel through OpenTelemetry's Prometheus exporter (the
 // same names; a label resil_guard_name, and retries and hedges as attempts
 // of a kind). `go generate` writes it to retrystorm.json beside this file;
 // a test regenerates it and compares, checks that every query parses as
@@ -113,6 +113,35 @@ var rows = []struct {
 			},
 		},
 		{
+			title: "Throttled: the adaptive throttle",
+			about: "Attempts the client-side adaptive throttle refused locally, per second, and its refusal probability now (the mean over the guards): it sheds only the excess, where a breaker sheds everything.",
+			unit:  "short", min: zero(),
+			queries: []query{
+				{`sum(rate(resil_throttle_refusals_total{` + sel + `}[$__rate_interval]))`, "throttled per second"},
+				{`avg by (job) (resil_throttle_probability{` + sel + `})`, "{{job}} refusal probability"},
+			},
+		},
+		{
+			title: "Shed: the server's admission",
+			about: "Per second, at a server that admits with a resil.Shedder (resilprom.RegisterShedder): requests admitted, refused before their work by reason (deadline, limit, queue full, queue timeout), and dropped when their deadline passed as they ran.",
+			unit:  "reqps", min: zero(),
+			queries: []query{
+				{`sum(rate(resil_shed_admitted_total{` + sel + `}[$__rate_interval]))`, "admitted"},
+				{`sum by (reason) (rate(resil_shed_refused_total{` + sel + `}[$__rate_interval]))`, "refused: {{reason}}"},
+				{`sum(rate(resil_shed_dropped_total{` + sel + `}[$__rate_interval]))`, "dropped"},
+			},
+		},
+		{
+			title: "Concurrency limit and what waits",
+			about: "The server's concurrency limit now (fixed, or learnt from latency), the requests in flight under it and those waiting for a slot.",
+			unit:  "short", min: zero(),
+			queries: []query{
+				{`sum by (job) (resil_concurrency_limit{` + sel + `})`, "{{job}} limit"},
+				{`sum by (job) (resil_shed_inflight{` + sel + `})`, "{{job}} in flight"},
+				{`sum by (job) (resil_shed_queued{` + sel + `})`, "{{job}} waiting"},
+			},
+		},
+		{
 			title: "Breakers open",
 			about: "Guards whose circuit breaker is open (refusing every call) or half-open (letting probes through).",
 			unit:  "none", min: zero(),
@@ -153,7 +182,7 @@ func Build() (dashboard.Dashboard, error) {
 	ds := common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 	b := dashboard.NewDashboardBuilder("retrystorm: retries, budgets and breakers").
 		Uid(UID).
-		Description("The signals of resil's Guards, as resilprom and resilotel export them: retries per request against the budget ratio, attempts by kind, budget balance and denials, breakers, latency. Built by deploy/grafana (go generate).").
+		Description("The signals of resil's Guards and Shedders, as resilprom and resilotel export them: retries per request against the budget ratio, attempts by kind, budget balance and denials, throttling, shedding and the concurrency limit, breakers, latency. Built by deploy/grafana (go generate).").
 		Tags([]string{"retrystorm", "resil"}).
 		Editable().
 		Refresh("10s").

@@ -143,13 +143,22 @@ func registered(t *testing.T) map[string][]string {
 	t.Helper()
 	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
+	throttle, _ := resil.NewThrottler(resil.ThrottlerSettings{})
 	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
-		Policy: resil.Policy{MaxRetries: 1, Budget: budget, Breaker: breaker}})
+		Policy: resil.Policy{MaxRetries: 1, Budget: budget, Breaker: breaker, Throttle: throttle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 10})
+	shedder, err := resil.NewShedder(resil.ShedderSettings{Limiter: limiter})
 	if err != nil {
 		t.Fatal(err)
 	}
 	preg := prometheus.NewRegistry()
 	if _, err := resilprom.Register(preg, "g", g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resilprom.RegisterShedder(preg, "s", shedder); err != nil {
 		t.Fatal(err)
 	}
 	oreg := prometheus.NewRegistry()
