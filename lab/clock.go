@@ -331,16 +331,23 @@ func (d *originDriver) Expired(r origin.Request, at time.Duration) bool {
 	return q.answer == nil || (q.deadline != 0 && at > q.deadline)
 }
 
+// takeSlot returns the number of a slot of all for a new request: one of
+// free's, whose slot keeps what its last use left there (its generation),
+// or a new one.
+func takeSlot[T any](all *[]T, free *[]origin.Request) origin.Request {
+	if n := len(*free); n > 0 {
+		r := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return r
+	}
+	var zero T
+	*all = append(*all, zero)
+	return origin.Request(len(*all) - 1)
+}
+
 // newRequest takes a slot for j. The lock is held.
 func (o *Origin) newRequest(j *job) origin.Request {
-	var r origin.Request
-	if n := len(o.free); n > 0 {
-		r = o.free[n-1]
-		o.free = o.free[:n-1]
-	} else {
-		o.reqs = append(o.reqs, request{})
-		r = origin.Request(len(o.reqs) - 1)
-	}
+	r := takeSlot(&o.reqs, &o.free)
 	q := &o.reqs[r]
 	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
 	return r

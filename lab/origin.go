@@ -495,13 +495,7 @@ func (o *Origin) register() error {
 		replayed: counter("retrystorm_origin_idempotent_replays_total",
 			"Retried requests with an idempotency key answered from memory, without executing again."),
 	}
-	locked := func(f func() float64) func() float64 {
-		return func() float64 {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return f()
-		}
-	}
+	locked := func(f func() float64) func() float64 { return underLock(&o.mu, f) }
 	return registerAll(o.reg, "origin",
 		o.m.requests, o.m.attempts, o.m.inflight, o.m.latency, o.m.wasted, o.m.executions, o.m.duplicates, o.m.replayed,
 		gaugeFunc("retrystorm_origin_queue_length", "Requests waiting for a worker, those whose client left included.",
@@ -513,11 +507,6 @@ func (o *Origin) register() error {
 		gaugeFunc("retrystorm_origin_error_share", "Share of requests that fail now, faults included.",
 			locked(func() float64 { return o.env.errRate })),
 		gaugeFunc("retrystorm_origin_outage", "1 during an outage: nothing answers.",
-			locked(func() float64 {
-				if o.env.outage {
-					return 1
-				}
-				return 0
-			})),
+			locked(func() float64 { return one(o.env.outage) })),
 	)
 }

@@ -661,14 +661,7 @@ func (d *proxyDriver) Expired(r origin.Request, at time.Duration) bool {
 
 // newRequest takes a slot. The lock is held.
 func (p *FaultProxy) newRequest(tick int, deadline time.Duration, out *http.Request) origin.Request {
-	var r origin.Request
-	if n := len(p.free); n > 0 {
-		r = p.free[n-1]
-		p.free = p.free[:n-1]
-	} else {
-		p.reqs = append(p.reqs, proxied{})
-		r = origin.Request(len(p.reqs) - 1)
-	}
+	r := takeSlot(&p.reqs, &p.free)
 	q := &p.reqs[r]
 	*q = proxied{gen: q.gen + 1, tick: tick, deadline: deadline, out: out, tell: make(chan proxyMsg, 1), factor: 1}
 	return r
@@ -748,13 +741,7 @@ func (p *FaultProxy) register() error {
 		wasted:  counter("retrystorm_proxy_wasted_work_total", "Requests forwarded, or served out under an imposed origin, after their client gave up."),
 		orphans: counter("retrystorm_proxy_forwarded_for_nobody_total", "Requests whose client left while they waited, forwarded anyway when their turn came."),
 	}
-	locked := func(f func() float64) func() float64 {
-		return func() float64 {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return f()
-		}
-	}
+	locked := func(f func() float64) func() float64 { return underLock(&p.mu, f) }
 	return registerAll(p.reg, "fault proxy",
 		p.m.requests, p.m.inflight, p.m.forwards, p.m.latency, p.m.target, p.m.wasted, p.m.orphans,
 		gaugeFunc("retrystorm_proxy_queue_length", "Requests waiting in the proxy's queue, those whose client left included.",
@@ -764,11 +751,6 @@ func (p *FaultProxy) register() error {
 		gaugeFunc("retrystorm_proxy_error_share", "Share of the target's answers the proxy replaces with an error now.",
 			locked(func() float64 { return p.env.errRate })),
 		gaugeFunc("retrystorm_proxy_outage", "1 during an outage, in any mode.",
-			locked(func() float64 {
-				if p.env.outage {
-					return 1
-				}
-				return 0
-			})),
+			locked(func() float64 { return one(p.env.outage) })),
 	)
 }

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -65,22 +64,7 @@ func startProxy(t *testing.T, tg http.Handler, cfg ProxyConfig) (*FaultProxy, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.Run(ctx)
-	}()
-	srv, err := Listen("127.0.0.1:0", p.Handler())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-	})
-	return p, srv.URL().String()
+	return p, startRunning(t, p.Run, p.Handler())
 }
 
 // burst sends n requests at once and returns their replies, in the order
