@@ -206,6 +206,19 @@ fleets:
     breaker: {use: consecutive, settings: {threshold: 5, cooldown: 5s}}
 `
 
+// timed skips a test that measures a real server's timing where the
+// measurement would not hold: with -short (CI runs it without), and under
+// the race detector, which slows real HTTP several times over.
+func timed(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a storm against a real server takes 15 s or so: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
+	}
+}
+
 // checkStorm runs sc against target and checks the storm's verdicts: the
 // naive fleet stays collapsed, the guarded one recovers, as the simulator
 // says of the same scenario.
@@ -243,6 +256,7 @@ func checkStorm(t *testing.T, sc *scenario.Scenario, target *Target) {
 // requests at a time for 10 ms each (300 per second, 30 per tick at 100 ms
 // a tick), the fault proxy applying the capacity dip.
 func TestLabAgainstHAProxy(t *testing.T) {
+	timed(t)
 	u, err := url.Parse(startHAProxy(t, 3, 10*time.Millisecond, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +271,7 @@ func TestLabAgainstHAProxy(t *testing.T) {
 // TestLabImposesOriginOnNginx: nginx serving a file answers far faster
 // than the storm's origin; imposing the scenario's origin makes it one.
 func TestLabImposesOriginOnNginx(t *testing.T) {
+	timed(t)
 	u, err := url.Parse(startNginx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +286,7 @@ func TestLabImposesOriginOnNginx(t *testing.T) {
 // TestProbeHAProxy: the probe finds HAProxy's capacity (12 at a time, 20
 // ms each: 600 per second) and writes a scenario the loader takes.
 func TestProbeHAProxy(t *testing.T) {
+	timed(t)
 	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, time.Second))
 	if err != nil {
 		t.Fatal(err)
