@@ -175,11 +175,18 @@ func (o *Origin) setEnv(e env, now time.Time) {
 	t := o.since(now)
 	o.clk.advance(t)
 	o.env = e
-	o.model.SetConditions(t, origin.Conditions{Capacity: e.capacity, Factor: e.factor})
+	o.clk.apply(o.model, e, t)
+}
+
+// apply puts e in force in model at t, once what fell due before t has
+// happened (advance, with the server's env already e): its conditions,
+// and the start or end of a stall. The lock is held.
+func (c *clock) apply(model origin.Model, e env, t time.Duration) {
+	model.SetConditions(t, origin.Conditions{Capacity: e.capacity, Factor: e.factor})
 	if e.stalled() {
-		o.clk.stall()
+		c.stall()
 	} else {
-		o.clk.release(t)
+		c.release(t)
 	}
 }
 

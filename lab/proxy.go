@@ -287,12 +287,7 @@ func (p *FaultProxy) setEnv(e env, now time.Time) {
 	t := p.clk.since(now)
 	p.clk.advance(t)
 	p.env, p.now = e, t
-	p.model.SetConditions(t, origin.Conditions{Capacity: e.capacity, Factor: e.factor})
-	if e.stalled() {
-		p.clk.stall()
-	} else {
-		p.clk.release(t)
-	}
+	p.clk.apply(p.model, e, t)
 }
 
 // serve is one request: counted, held or refused by the faults in force,
