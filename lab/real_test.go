@@ -183,28 +183,20 @@ http {
 	return u
 }
 
-// realStorm is the storm at a quarter of its rates (25 intents per tick
-// against 30 per tick, dipping to 10; 3 workers, so that a request still
-// holds one for 100 ms), 60 ticks long: small enough for a loaded machine
-// beside HAProxy or nginx, long enough to see who recovers.
-const realStorm = `name: real storm
-duration: 60s
-tick: 1s
-traffic: {rate: 25, clients: 50}
-origin: {model: queue, capacity: 30, workers: 3}
-triggers:
-  - {kind: capacity, at: 10s, for: 10s, capacity: 10}
-fleets:
-  - name: naive
-    timeout: 1s
-    retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 10s, jitter: none}}
-    budget: {use: none}
-  - name: guarded
-    timeout: 1s
-    retry: {max_retries: 3, idempotent_only: true, backoff: {use: exponential, base: 100ms, cap: 10s, jitter: full}}
-    budget: {use: token_bucket, settings: {budget_ratio: 0.1, min_tokens: 10, max_tokens: 100}}
-    breaker: {use: consecutive, settings: {threshold: 5, cooldown: 5s}}
-`
+// realStorm is the storm experiment's scenario, shortened to 45 ticks (the
+// dip from 5 s to 15 s, 30 ticks after it to see who recovers), played at
+// 200 ms a tick: 500 intents per second of wall time, 2,000 attempts in the
+// naive fleet's collapse, against an origin of 12 workers of 20 ms (600 per
+// second). At 100 intents a tick a stray timeout moves a tick's error rate
+// by one point, which recovery tolerates; the 100 ms tick, at twice the
+// rates, is more than a shared machine carries beside a real server.
+func realStorm(t *testing.T) (*scenario.Scenario, time.Duration) {
+	t.Helper()
+	sc := stormScenario(t, 1)
+	sc.Duration = 45 * time.Second
+	sc.Triggers[0].At = 5 * time.Second
+	return sc, 200 * time.Millisecond
+}
 
 // timed skips a test that measures a real server's timing where the
 // measurement would not hold: with -short (CI runs it without), and under
@@ -212,7 +204,7 @@ fleets:
 func timed(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("a storm against a real server takes 15 s or so: skipped with -short")
+		t.Skip("a storm against a real server takes 20 s or so: skipped with -short")
 	}
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
@@ -222,13 +214,14 @@ func timed(t *testing.T) {
 // checkStorm runs sc against target and checks the storm's verdicts: the
 // naive fleet stays collapsed, the guarded one recovers, as the simulator
 // says of the same scenario.
-func checkStorm(t *testing.T, sc *scenario.Scenario, target *Target) {
+func checkStorm(t *testing.T, target *Target) {
 	t.Helper()
+	sc, tick := realStorm(t)
 	simRes, err := sim.Run(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond, Target: target})
+	res, err := Run(context.Background(), sc, Options{Tick: tick, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,25 +240,27 @@ func checkStorm(t *testing.T, sc *scenario.Scenario, target *Target) {
 	for _, g := range naive.Goodput[n-10:] {
 		good += g
 	}
-	if good > 20 {
-		t.Errorf("naive: %d answers in time in the last 10 ticks, want near none: collapsed", good)
+	if rate := sc.Traffic.Rate * sc.Tick.Seconds(); float64(good) > rate {
+		t.Errorf("naive: %d answers in time in the last 10 ticks, want near none (%g intents a tick): collapsed", good, rate)
+	}
+	for _, f := range res.Lab.Fleets {
+		if f.Load.LateP99 > 0.05 {
+			t.Logf("%s: the load generator was %.0f ms late (p99): the machine, not the target, may show in the verdict", f.Name, 1000*f.Load.LateP99)
+		}
 	}
 }
 
-// TestLabAgainstHAProxy: the storm against HAProxy as the origin, 3
-// requests at a time for 10 ms each (300 per second, 30 per tick at 100 ms
-// a tick), the fault proxy applying the capacity dip.
+// TestLabAgainstHAProxy: the storm against HAProxy as the origin, 12
+// requests at a time for 20 ms each (600 per second, 120 per tick at 200 ms
+// a tick, as the storm's origin), the fault proxy applying the capacity
+// dip.
 func TestLabAgainstHAProxy(t *testing.T) {
 	timed(t)
-	u, err := url.Parse(startHAProxy(t, 3, 10*time.Millisecond, 2*time.Second))
+	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := scenario.Parse("real.yaml", []byte(realStorm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStorm(t, sc, &Target{URL: u, Log: testLog{t}})
+	checkStorm(t, &Target{URL: u, Log: testLog{t}})
 }
 
 // TestLabImposesOriginOnNginx: nginx serving a file answers far faster
@@ -276,11 +271,7 @@ func TestLabImposesOriginOnNginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := scenario.Parse("real.yaml", []byte(realStorm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStorm(t, sc, &Target{URL: u, Impose: true, Log: testLog{t}})
+	checkStorm(t, &Target{URL: u, Impose: true, Log: testLog{t}})
 }
 
 // TestProbeHAProxy: the probe finds HAProxy's capacity (12 at a time, 20
