@@ -113,7 +113,8 @@ the lab's origin, through a fault proxy on 127.0.0.1 that applies the
 triggers, fleet after fleet with a pause until the service settles; the
 service must be on this machine unless --allow-remote; --impose makes it
 behave as the scenario's origin; --probe measures its capacity and latency
-with a short ramp and prints a scenario file for it (docs/lab.md). page
+with a short ramp and prints a scenario file for it (docs/lab.md). A
+target is an HTTP service: --target with --protocol grpc is refused. page
 takes -o FILE (default retrystorm.html).
 
 import takes --format F, --base FILE (the scenario whose traffic, origin and
