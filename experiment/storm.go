@@ -208,6 +208,9 @@ func describeTriggers(sc *scenario.Scenario) string {
 			s += fmt.Sprintf("a %g%% error blip", 100*t.ErrorRate)
 		case scenario.TriggerOutage:
 			s += "an outage"
+			if t.Mode != "" && t.Mode != scenario.OutageBlackhole {
+				s += fmt.Sprintf(" (%s)", t.Mode) // the default reads as before
+			}
 		case scenario.TriggerLoad:
 			s += fmt.Sprintf("a load change to %g intents/s", t.Rate)
 		case scenario.TriggerLatency:

@@ -6,62 +6,59 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// The origin's model on the wall clock. The model (package origin) is the
-// simulator's own and takes the time as an argument; here each request's
-// handler hands its request to the model and waits on a channel, and a
-// clock answers requests and ends their service when they fall due, each
-// at the time it was due, so that a late timer costs the model no
-// capacity. Every call to the model, and every decision it reports, happens
-// under the origin's lock, in time order: what fell due before now happens
-// before an arrival at now.
-// Run drives the origin's clock and its fault schedule until ctx is done;
-// then it refuses new work and lets the requests still waiting go. Call it
-// once.
-func (o *Origin) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { o.clock(ctx) })
-	o.schedule(ctx)
-	wg.Wait()
-	o.mu.Lock()
-	o.stopped = true
-	close(o.stop)
-	o.mu.Unlock()
+// An origin model on the wall clock. The model (package origin) is the
+// simulator's own and takes the time as an argument; a server that runs one
+// (the Origin, the fault proxy) hands each request to the model and its
+// handler waits on a channel, and a clock does what the model scheduled
+// (answers, ends of service) when it falls due, each at the time it was
+// due, so that a late timer costs the model no capacity. Every call to the
+// model, and every decision it reports, happens under the server's lock,
+// in time order: what fell due before now happens before an arrival at
+// now.
+
+// clock is the part of such a server that keeps time: the due times to
+// come, one timer for the earliest, and the stall during which nothing
+// falls due. The server's lock guards it; run takes the lock itself.
+type clock struct {
+	start time.Time
+	due   dueQueue
+	armed time.Duration // when the loop wakes next, from start
+	wake  chan struct{} // wakes the loop: something falls due sooner
+	fire  func(e due, at time.Duration)
+	// held is a stall (an outage in mode stall): nothing falls due until
+	// release, and what fell due meanwhile happens at the stall's end,
+	// floor.
+	held  bool
+	floor time.Duration
 }
 
-// schedule applies the faults at their boundaries until ctx is done.
-func (o *Origin) schedule(ctx context.Context) {
-	every(ctx, o.kick, func() time.Duration {
-		now := time.Now()
-		t := now.Sub(o.start)
-		o.mu.Lock()
-		faults := o.applyFaults(now)
-		o.mu.Unlock()
-		// Wake at the next boundary, or now and then to stay honest
-		// about the clock; a kick from the admin endpoint comes sooner.
-		wait := time.Minute
-		if next, ok := nextChange(faults, t); ok {
-			wait = min(wait, next-t)
-		}
-		return wait
-	})
+// newClock returns a clock whose time 0 is start; fire does an entry that
+// fell due, at the time given (its own, or a stall's end), with the
+// server's lock held.
+func newClock(start time.Time, fire func(e due, at time.Duration)) clock {
+	return clock{start: start, fire: fire, wake: make(chan struct{}, 1)}
 }
 
-// clock brings the model up to the present whenever something falls due
-// (an answer, an end of service), until ctx is done. It sleeps until the
-// earliest due time; scheduling an earlier one wakes it.
-func (o *Origin) clock(ctx context.Context) {
-	every(ctx, o.wake, func() time.Duration {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		t := o.since(time.Now())
-		o.advance(t)
-		o.armed = t + time.Minute
-		if e, ok := o.due.peek(); ok {
-			o.armed = e.at
+// since is t as the model's time: from the clock's start.
+func (c *clock) since(t time.Time) time.Duration { return t.Sub(c.start) }
+
+// run does what falls due, whenever it does, until ctx is done. It sleeps
+// until the earliest due time; scheduling an earlier one wakes it. mu is
+// the server's lock.
+func (c *clock) run(ctx context.Context, mu *sync.Mutex) {
+	every(ctx, c.wake, func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		t := c.since(time.Now())
+		c.advance(t)
+		c.armed = t + time.Minute
+		if e, ok := c.due.peek(); ok && !c.held {
+			c.armed = max(e.at, t)
 		}
-		return o.armed - t
+		return c.armed - t
 	})
 }
 
@@ -81,37 +78,133 @@ func every(ctx context.Context, wake <-chan struct{}, step func() time.Duration)
 	}
 }
 
-// since is t as the model's time: from the origin's start.
-func (o *Origin) since(t time.Time) time.Duration { return t.Sub(o.start) }
-
-// setEnv puts e in force at now, once what fell due before now has
-// happened. The lock is held.
-func (o *Origin) setEnv(e env, now time.Time) {
-	t := o.since(now)
-	o.advance(t)
-	o.env = e
-	o.model.SetConditions(t, origin.Conditions{Capacity: e.capacity, Factor: e.factor})
-}
-
-// advance answers the requests and ends the services that fell due by t,
-// in time order, each at the time it was due. The lock is held.
-func (o *Origin) advance(t time.Duration) {
-	for {
-		e, ok := o.due.peek()
+// advance does what fell due by t, in time order, each at the time it was
+// due (or at the end of the stall it fell due in); nothing during a stall.
+// The lock is held.
+func (c *clock) advance(t time.Duration) {
+	for !c.held {
+		e, ok := c.due.peek()
 		if !ok || e.at > t {
 			return
 		}
-		o.due.pop()
-		q := &o.reqs[e.r]
-		if q.gen != e.gen {
-			continue // dropped mid-service: its end went stale
-		}
-		o.finish(e.r)
-		if e.service {
-			o.model.Done(e.at, e.r)
-		}
-		o.release(e.r)
+		c.due.pop()
+		c.fire(e, max(e.at, c.floor))
 	}
+}
+
+// at schedules e, and wakes the loop if e falls due before it would wake.
+// The lock is held.
+func (c *clock) at(e due) {
+	c.due.push(e)
+	if e.at < c.armed && !c.held {
+		c.armed = e.at
+		c.poke()
+	}
+}
+
+func (c *clock) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stall holds everything that falls due from now until release. The lock
+// is held.
+func (c *clock) stall() { c.held = true }
+
+// release ends a stall at t: what fell due during it happens now, in the
+// order it fell due. The lock is held.
+func (c *clock) release(t time.Duration) {
+	if !c.held {
+		return
+	}
+	c.held, c.floor = false, t
+	c.advance(t)
+	c.armed = t
+	c.poke()
+}
+
+// Run drives the origin's clock and its fault schedule until ctx is done;
+// then it refuses new work and lets the requests still waiting go. Call it
+// once.
+func (o *Origin) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { o.clk.run(ctx, &o.mu) })
+	o.schedule(ctx)
+	wg.Wait()
+	o.mu.Lock()
+	o.stopped = true
+	close(o.stop)
+	o.mu.Unlock()
+}
+
+// schedule applies the faults at their boundaries until ctx is done.
+func (o *Origin) schedule(ctx context.Context) {
+	scheduleFaults(ctx, o.kick, o.start, func(now time.Time) []scenario.Trigger {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.applyFaults(now)
+	})
+}
+
+// scheduleFaults applies faults at their boundaries until ctx is done:
+// apply puts in force the faults of now, and returns them all; kick wakes
+// it to look again, when the faults changed.
+func scheduleFaults(ctx context.Context, kick <-chan struct{}, start time.Time, apply func(now time.Time) []scenario.Trigger) {
+	every(ctx, kick, func() time.Duration {
+		now := time.Now()
+		t := now.Sub(start)
+		faults := apply(now)
+		// Wake at the next boundary, or now and then to stay honest
+		// about the clock; a kick comes sooner.
+		wait := time.Minute
+		if next, ok := nextChange(faults, t); ok {
+			wait = min(wait, next-t)
+		}
+		return wait
+	})
+}
+
+// since is t as the model's time: from the origin's start.
+func (o *Origin) since(t time.Time) time.Duration { return o.clk.since(t) }
+
+// setEnv puts e in force at now, once what fell due before now has
+// happened: a stall starts or ends. The lock is held.
+func (o *Origin) setEnv(e env, now time.Time) {
+	t := o.since(now)
+	o.clk.advance(t)
+	o.env = e
+	o.clk.apply(o.model, e, t)
+}
+
+// apply puts e in force in model at t, once what fell due before t has
+// happened (advance, with the server's env already e): its conditions,
+// and the start or end of a stall. The lock is held.
+func (c *clock) apply(model origin.Model, e env, t time.Duration) {
+	model.SetConditions(t, origin.Conditions{Capacity: e.capacity, Factor: e.factor})
+	if e.stalled() {
+		c.stall()
+	} else {
+		c.release(t)
+	}
+}
+
+// fire does what fell due for a request: its answer, the end of its
+// service, or its rejection put off by a stall. The lock is held.
+func (o *Origin) fire(e due, at time.Duration) {
+	if o.reqs[e.r].gen != e.gen {
+		return // dropped mid-service: its end went stale
+	}
+	if e.kind == dueReject {
+		o.reject(e.r)
+		return
+	}
+	o.finish(e.r)
+	if e.kind == dueService {
+		o.model.Done(at, e.r)
+	}
+	o.release(e.r)
 }
 
 // request is one request the model holds or decides on, from arrival to
@@ -127,14 +220,24 @@ type request struct {
 	answer   chan result   // the handler waits on it (buffered); nil once the client left
 }
 
-// due is an answer or an end of service to come.
+// due is something to do for a request at a time: what, the server says.
 type due struct {
-	at      time.Duration
-	seq     uint64
-	r       origin.Request
-	gen     uint32
-	service bool // an end of service (Serve), not an answer (Answer)
+	at   time.Duration
+	seq  uint64
+	r    origin.Request
+	gen  uint32
+	kind dueKind
 }
+
+// dueKind is what a due entry does.
+type dueKind uint8
+
+// The Origin's due entries.
+const (
+	dueAnswer  dueKind = iota // an answer known on arrival (Answer)
+	dueService                // an end of service (Serve)
+	dueReject                 // a rejection a stall put off
+)
 
 // dueQueue is a binary min-heap of due times, on (at, seq): ties in the
 // order they were scheduled.
@@ -195,16 +298,26 @@ func (q *dueQueue) pop() {
 type originDriver Origin
 
 func (d *originDriver) Answer(r origin.Request, at time.Duration) {
-	(*Origin)(d).at(due{at: at, r: r, gen: d.reqs[r].gen})
+	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen, kind: dueAnswer})
 }
 
 func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
 	d.reqs[r].serving = true
-	(*Origin)(d).at(due{at: end, r: r, gen: d.reqs[r].gen, service: true})
+	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen, kind: dueService})
 }
 
-func (d *originDriver) Reject(r origin.Request, _ time.Duration) {
-	o := (*Origin)(d)
+// Reject refuses r at once, or at the end of a stall: a stalled server
+// sends nothing, rejections included.
+func (d *originDriver) Reject(r origin.Request, now time.Duration) {
+	if d.clk.held {
+		d.clk.at(due{at: now, r: r, gen: d.reqs[r].gen, kind: dueReject})
+		return
+	}
+	(*Origin)(d).reject(r)
+}
+
+// reject answers r with an overload rejection. The lock is held.
+func (o *Origin) reject(r origin.Request) {
 	o.releaseKey(&o.reqs[r], false)
 	o.tell(r, resRejected)
 	o.release(r)
@@ -225,29 +338,23 @@ func (d *originDriver) Expired(r origin.Request, at time.Duration) bool {
 	return q.answer == nil || (q.deadline != 0 && at > q.deadline)
 }
 
-// at adds e to the due queue, and wakes the clock if e falls due before
-// it would wake. The lock is held.
-func (o *Origin) at(e due) {
-	o.due.push(e)
-	if e.at < o.armed {
-		o.armed = e.at
-		select {
-		case o.wake <- struct{}{}:
-		default:
-		}
+// takeSlot returns the number of a slot of all for a new request: one of
+// free's, whose slot keeps what its last use left there (its generation),
+// or a new one.
+func takeSlot[T any](all *[]T, free *[]origin.Request) origin.Request {
+	if n := len(*free); n > 0 {
+		r := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return r
 	}
+	var zero T
+	*all = append(*all, zero)
+	return origin.Request(len(*all) - 1)
 }
 
 // newRequest takes a slot for j. The lock is held.
 func (o *Origin) newRequest(j *job) origin.Request {
-	var r origin.Request
-	if n := len(o.free); n > 0 {
-		r = o.free[n-1]
-		o.free = o.free[:n-1]
-	} else {
-		o.reqs = append(o.reqs, request{})
-		r = origin.Request(len(o.reqs) - 1)
-	}
+	r := takeSlot(&o.reqs, &o.free)
 	q := &o.reqs[r]
 	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
 	return r
@@ -275,6 +382,9 @@ func (o *Origin) tell(r origin.Request, res result) {
 func (o *Origin) finish(r origin.Request) {
 	q := &o.reqs[r]
 	ok := !q.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
+	if o.env.outage && o.env.mode == scenario.OutageRefuse {
+		ok = false // the answer fails, as a reset connection does
+	}
 	if ok {
 		o.tally.add(cSuccesses, q.tick)
 	}
@@ -290,7 +400,7 @@ func (o *Origin) finish(r origin.Request) {
 	switch {
 	case q.answer == nil:
 		o.waste()
-	case o.env.outage:
+	case o.env.outage && o.env.mode == scenario.OutageBlackhole:
 		// The answer is lost; the handler waits for its client to leave.
 	case ok:
 		o.tell(r, resOK)

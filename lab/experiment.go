@@ -31,6 +31,11 @@ type ExperimentOptions struct {
 	// Protocol is what the lab's servers speak: ProtocolHTTP (the
 	// default) or ProtocolGRPC.
 	Protocol Protocol
+	// Target, if set, is a real service to play sc against instead of the
+	// lab's origin, over HTTP (see Options.Target). The storm's
+	// drop_expired counterfactual runs only when it imposes the origin:
+	// drop_expired is the origin's.
+	Target *Target
 }
 
 // Experiment runs sc in the simulator and then in the lab, fleet after
@@ -53,7 +58,13 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	if err != nil {
 		return nil, err
 	}
+	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
+		return nil, fmt.Errorf("lab: a target is played over HTTP only")
+	}
 	cf, cfName := experiment.StormCounterfactual(sc)
+	if t := opts.Target; t != nil && !t.Impose {
+		cf, cfName = nil, ""
+	}
 	if cf != nil {
 		cf.Fleets[0].Name = cfName
 		cfRes, err := sim.Run(ctx, cf)
@@ -78,7 +89,7 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
 	token := NewToken() // /admin/faults needs it: a web page cannot guess it
-	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol,
+	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
 		},
@@ -86,15 +97,47 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 			fmt.Fprintf(log, "lab: %s: gRPC origin %s, gRPC gateway %s (grpc.testing.TestService/UnaryCall)\n", fleet, origin, gateway)
 		},
 	}
+	var target string
+	if t := opts.Target; t != nil {
+		target = t.describe()
+		if t.Log == nil {
+			t.Log = log
+		}
+		peak, err := PeakAttemptRate(sc, opts.Tick)
+		if err != nil {
+			return nil, err
+		}
+		wall := Scale(sc, opts.Tick.Seconds()/sc.Tick.Seconds())
+		var longest time.Duration
+		for i := range wall.Fleets {
+			longest = max(longest, wallCutoff(wall, i))
+		}
+		bound := t.Settle
+		if bound <= 0 {
+			bound = DefaultSettle
+		}
+		fmt.Fprintf(log, "lab: target %s: %.0f intents/s, at most %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
+			t.URL.Redacted(), wall.Traffic.Rate, peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
+		run.Ready = func(fleet string, proxy, gateway *url.URL) {
+			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
+		}
+	}
 	res, err := Run(ctx, sc, run)
 	if err != nil {
 		return nil, err
 	}
 	if cf != nil {
+		var settle time.Duration
+		if opts.Target != nil {
+			if settle, err = opts.Target.pause(ctx, cfName); err != nil {
+				return nil, err
+			}
+		}
 		f, info, err := RunFleet(ctx, cf, 0, run)
 		if err != nil {
 			return nil, err
 		}
+		info.SettleSeconds = settle.Seconds()
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
 	}
@@ -104,6 +147,7 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		WallTick:           opts.Tick,
 		Storm:              opts.Storm,
 		CounterfactualName: cfName,
+		Target:             target,
 		Info:               res.Lab,
 		Notes:              labNotes(res),
 		Protocol:           string(opts.Protocol),
@@ -115,10 +159,18 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 // counted that the simulator has no word for.
 func labNotes(res *Result) []string {
 	var out []string
+	who := "the origin served"
+	if res.Lab.Target != "" {
+		who = "the fault proxy forwarded (or served out, imposing the origin)"
+		out = append(out, fmt.Sprintf("The target answered in %.2f ms at rest before the first fleet (the median of %d requests). Each fleet's load stopped at the end of the scenario plus one attempt's timeout: the intents still out then count as unfinished.", 1000*res.Lab.RestSeconds, restProbes))
+	}
 	for _, f := range res.Lab.Fleets {
 		l, o := f.Load, f.Origin
-		n := fmt.Sprintf("%s: %.1f s of wall time; %d intents sent on schedule (%d shed), sent at most %.0f ms late (p99 %.1f ms); the origin served %d requests for clients that had left",
-			f.Name, f.WallSeconds, l.Sent, l.Shed, 1000*l.LateMax, 1000*l.LateP99, o.Wasted)
+		n := fmt.Sprintf("%s: %.1f s of wall time; %d intents sent on schedule (%d shed), sent at most %.0f ms late (p99 %.1f ms); %s %d requests for clients that had left",
+			f.Name, f.WallSeconds, l.Sent, l.Shed, 1000*l.LateMax, 1000*l.LateP99, who, o.Wasted)
+		if f.SettleSeconds > 0 {
+			n = fmt.Sprintf("%s (after a pause of %.1f s for the target to settle)", n, f.SettleSeconds)
+		}
 		if o.Dropped > 0 {
 			n += fmt.Sprintf(" and dropped %d it could not answer in time", o.Dropped)
 		}

@@ -21,8 +21,13 @@ type env struct {
 	capacity float64 // per second
 	errRate  float64 // background and injected error shares combined
 	outage   bool    // nothing answers
+	mode     string  // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	factor   float64 // latency multiplier
 }
+
+// stalled reports whether a stall is in force: the server takes requests
+// in and sends nothing out.
+func (e env) stalled() bool { return e.outage && e.mode == scenario.OutageStall }
 
 // envAt combines the faults in force at t (time since the origin's start)
 // by the scenario's rule, the simulator's too (scenario.At). The origin is
@@ -30,7 +35,7 @@ type env struct {
 func envAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration) env {
 	base := scenario.Conditions{Capacity: o.Capacity, ErrorRate: o.ErrorRate, Factor: []float64{1}}
 	c := scenario.At(base, faults, t)
-	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, factor: c.Factor[0]}
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[0]}
 }
 
 // nextChange returns the first start or end of a fault after t, or false.
@@ -55,6 +60,7 @@ type faultView struct {
 	Capacity  float64 `json:"capacity,omitempty"`
 	ErrorRate float64 `json:"error_rate,omitempty"`
 	Factor    float64 `json:"factor,omitempty"`
+	Mode      string  `json:"mode,omitempty"`
 	Source    string  `json:"source"` // "scenario" or "admin"
 }
 
@@ -63,6 +69,7 @@ type adminState struct {
 	Capacity  float64     `json:"capacity"`
 	ErrorRate float64     `json:"error_rate"`
 	Outage    bool        `json:"outage"`
+	Mode      string      `json:"outage_mode,omitempty"`
 	Factor    float64     `json:"latency_factor"`
 	Queue     int         `json:"queue"`
 	Faults    []faultView `json:"faults"`
@@ -73,7 +80,7 @@ type adminState struct {
 //	GET                              the state and every fault
 //	POST kind=capacity&capacity=40&for=5s   a capacity dip, from now
 //	POST kind=errors&error_rate=0.2&for=5s  an error blip
-//	POST kind=outage&for=5s                 nothing answers
+//	POST kind=outage&for=5s&mode=stall      nothing answers (mode: refuse, blackhole, the default, or stall)
 //	POST kind=latency&factor=3&for=5s       slower service
 //	DELETE                           ends the faults injected here
 //
@@ -191,6 +198,14 @@ func parseFault(r *http.Request) (scenario.Trigger, error) {
 	case scenario.TriggerLatency:
 		f.Factor, err = num("factor", 1, 1e6)
 	case scenario.TriggerOutage:
+		f.Mode = r.Form.Get("mode")
+		switch f.Mode {
+		case "":
+			f.Mode = scenario.OutageBlackhole
+		case scenario.OutageRefuse, scenario.OutageBlackhole, scenario.OutageStall:
+		default:
+			err = fmt.Errorf("mode: want refuse, blackhole or stall, got %q", f.Mode)
+		}
 	default:
 		err = fmt.Errorf("kind: want capacity, errors, outage or latency, got %q", f.Kind)
 	}
@@ -254,6 +269,7 @@ func (o *Origin) adminState() adminState {
 	s := adminState{
 		Now:      time.Since(o.start).Seconds(),
 		Capacity: o.env.capacity, ErrorRate: o.env.errRate, Outage: o.env.outage, Factor: o.env.factor,
+		Mode:   o.env.mode,
 		Queue:  o.queued(),
 		Faults: []faultView{},
 	}
@@ -264,7 +280,7 @@ func (o *Origin) adminState() adminState {
 		}
 		s.Faults = append(s.Faults, faultView{
 			Kind: f.Kind, At: f.At.Seconds(), For: f.For.Seconds(),
-			Capacity: f.Capacity, ErrorRate: f.ErrorRate, Factor: f.Factor, Source: src,
+			Capacity: f.Capacity, ErrorRate: f.ErrorRate, Factor: f.Factor, Mode: f.Mode, Source: src,
 		})
 	}
 	return s

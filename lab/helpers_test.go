@@ -29,22 +29,31 @@ func startOrigin(t *testing.T, cfg OriginConfig) (*Origin, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return o, startRunning(t, o.Run, o.Handler())
+}
+
+// startRunning serves h on loopback and calls run until the test ends,
+// and returns the server's URL.
+func startRunning(t *testing.T, run func(context.Context), h http.Handler) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		o.Run(ctx)
+		run(ctx)
 	}()
-	srv, err := Listen("127.0.0.1:0", o.Handler())
+	srv, err := Listen("127.0.0.1:0", h)
 	if err != nil {
+		cancel()
+		<-done
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		srv.Close()
 		cancel()
 		<-done
-		srv.Close()
 	})
-	return o, srv.URL().String()
+	return srv.URL().String()
 }
 
 // startServer serves h on loopback until the test ends.

@@ -57,6 +57,10 @@ type LoadConfig struct {
 	// Transport sends the intents over HTTP. Nil means an h2c transport of
 	// its own, closed at the end.
 	Transport http.RoundTripper
+	// Cutoff, when not zero, is when (from Start) the intents still out
+	// are cancelled and counted as unfinished: nothing is sent after it,
+	// retries included.
+	Cutoff time.Duration
 }
 
 // LoadStats is what the generator did.
@@ -108,8 +112,16 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadStats, error) {
 		return LoadStats{}, fmt.Errorf("lab: LoadConfig.Protocol %q: want http or grpc", cfg.Protocol)
 	}
 	defer g.send.close()
-	g.send.warm(ctx)
-	g.schedule(ctx)
+	run := ctx
+	if cfg.Cutoff > 0 {
+		var cancel context.CancelFunc
+		run, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := time.AfterFunc(time.Until(g.cfg.Start.Add(cfg.Cutoff)), cancel)
+		defer stop.Stop()
+	}
+	g.send.warm(run)
+	g.schedule(run)
 	g.wg.Wait()
 	st := LoadStats{
 		Due: g.due, Sent: g.sent.Load(), Shed: g.shed.Load(),

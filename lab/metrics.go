@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -38,4 +39,21 @@ func registerAll(reg prometheus.Registerer, component string, cs ...prometheus.C
 		}
 	}
 	return nil
+}
+
+// underLock is f, read with mu held: a gauge of a server's state.
+func underLock(mu *sync.Mutex, f func() float64) func() float64 {
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return f()
+	}
+}
+
+// one is 1 for true and 0 for false, as a gauge shows a state.
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

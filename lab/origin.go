@@ -96,7 +96,6 @@ type Origin struct {
 	shed  *resilgrpc.Server // drop_expired over gRPC; nil otherwise
 	book  *ledger
 	kick  chan struct{} // wakes the fault schedule
-	wake  chan struct{} // wakes the clock: something falls due sooner
 	stop  chan struct{} // closed when Run returns
 
 	mu       sync.Mutex
@@ -104,8 +103,7 @@ type Origin struct {
 	env      env
 	reqs     []request // by origin.Request
 	free     []origin.Request
-	due      dueQueue      // answers and ends of service to come
-	armed    time.Duration // when the clock wakes next, from start
+	clk      clock // answers and ends of service to come
 	stopped  bool
 	injected []scenario.Trigger // from the admin endpoint
 	rng      *rand.Rand
@@ -131,10 +129,10 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		reg:   prometheus.NewRegistry(),
 		book:  newLedger(1 << 16),
 		kick:  make(chan struct{}, 1),
-		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x0519)),
 	}
+	org.clk = newClock(start, org.fire)
 	m, err := origin.New(&o, 0, 1, (*originDriver)(org))
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
@@ -177,6 +175,7 @@ const (
 	resNone                   // no answer: its client left, or the origin is out
 	resStopped                // 503: the origin is shutting down
 	resShed                   // gRPC's drop_expired: refused before the handler, its deadline too near
+	resRefused                // 503 at once: an outage in mode refuse
 	nResults
 )
 
@@ -268,13 +267,15 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "origin: overloaded", http.StatusServiceUnavailable)
 	case resStopped:
 		http.Error(w, "origin: shutting down", http.StatusServiceUnavailable)
+	case resRefused:
+		http.Error(w, "origin: refused (outage)", http.StatusServiceUnavailable)
 	case resNone:
 		// The client left (or the origin is out and its client is about
 		// to): there is no one to answer.
 	}
 }
 
-var resultNames = [...]string{resOK: "ok", resError: "error", resRejected: "rejected", resNone: "unanswered", resStopped: "stopped", resShed: "shed"}
+var resultNames = [...]string{resOK: "ok", resError: "error", resRejected: "rejected", resNone: "unanswered", resStopped: "stopped", resShed: "shed", resRefused: "refused"}
 
 // attemptKind is the metric label of an attempt's kind, as the gateway
 // wrote it (resil's word), or "unknown".
@@ -322,13 +323,16 @@ func (o *Origin) handle(j *job) result {
 	o.mu.Lock()
 	now := time.Now()
 	t := o.since(now)
-	o.advance(t)
-	if o.stopped || o.env.outage {
-		stopped := o.stopped
+	o.clk.advance(t)
+	if o.stopped || (o.env.outage && !o.env.stalled()) {
+		stopped, refuse := o.stopped, o.env.mode == scenario.OutageRefuse
 		o.mu.Unlock()
 		o.releaseJob(j)
-		if stopped {
+		switch {
+		case stopped:
 			return resStopped
+		case refuse:
+			return resRefused
 		}
 		return o.lost(j)
 	}
@@ -357,7 +361,7 @@ func (o *Origin) leave(r origin.Request, gen uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t := o.since(time.Now())
-	o.advance(t)
+	o.clk.advance(t)
 	q := &o.reqs[r]
 	if q.gen != gen || q.answer == nil {
 		return // answered meanwhile, or dropped
@@ -425,7 +429,7 @@ func (o *Origin) WouldAnswer(timeout time.Duration) bool {
 		return false
 	}
 	t := o.since(time.Now())
-	o.advance(t)
+	o.clk.advance(t)
 	return o.model.WouldAnswer(t, timeout)
 }
 
@@ -477,7 +481,7 @@ type originMetrics struct {
 func (o *Origin) register() error {
 	o.m = originMetrics{
 		requests: counterVec("retrystorm_origin_requests_total",
-			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full or no capacity), unanswered (the client left, or an outage), stopped, shed (over gRPC with drop_expired: refused at once, its deadline too near).", "result"),
+			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full or no capacity), unanswered (the client left, or an outage), stopped, shed (over gRPC with drop_expired: refused at once, its deadline too near), refused (an outage in mode refuse).", "result"),
 		attempts: counterVec("retrystorm_origin_attempts_total",
 			"Requests the origin received, by why the gateway sent them: first, retry, hedge (unknown without the header).", "kind"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_origin_in_flight",
@@ -491,13 +495,7 @@ func (o *Origin) register() error {
 		replayed: counter("retrystorm_origin_idempotent_replays_total",
 			"Retried requests with an idempotency key answered from memory, without executing again."),
 	}
-	locked := func(f func() float64) func() float64 {
-		return func() float64 {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return f()
-		}
-	}
+	locked := func(f func() float64) func() float64 { return underLock(&o.mu, f) }
 	return registerAll(o.reg, "origin",
 		o.m.requests, o.m.attempts, o.m.inflight, o.m.latency, o.m.wasted, o.m.executions, o.m.duplicates, o.m.replayed,
 		gaugeFunc("retrystorm_origin_queue_length", "Requests waiting for a worker, those whose client left included.",
@@ -509,11 +507,6 @@ func (o *Origin) register() error {
 		gaugeFunc("retrystorm_origin_error_share", "Share of requests that fail now, faults included.",
 			locked(func() float64 { return o.env.errRate })),
 		gaugeFunc("retrystorm_origin_outage", "1 during an outage: nothing answers.",
-			locked(func() float64 {
-				if o.env.outage {
-					return 1
-				}
-				return 0
-			})),
+			locked(func() float64 { return one(o.env.outage) })),
 	)
 }

@@ -101,6 +101,8 @@ func (g grpcOrigin) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*
 		return nil, errOverloaded
 	case resStopped:
 		return nil, errStopping
+	case resRefused:
+		return nil, errRefused
 	}
 	// Nobody waits for the answer: the client left, or an outage holds the
 	// call until it does.
@@ -111,6 +113,7 @@ var (
 	errFailed     = status.Error(codes.Unavailable, "origin: failed")
 	errOverloaded = status.Error(codes.Unavailable, "origin: overloaded")
 	errStopping   = status.Error(codes.Unavailable, "origin: shutting down")
+	errRefused    = status.Error(codes.Unavailable, "origin: refused (outage)")
 )
 
 // first returns the first value of metadata key k, or "".

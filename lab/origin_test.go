@@ -354,3 +354,90 @@ func TestNewOriginRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginOutageModes: an outage from 100 to 400 ms in each mode, and a
+// request at 150 ms: refuse answers 503 at once; blackhole never answers;
+// stall answers once the stall is over, and not before.
+func TestOriginOutageModes(t *testing.T) {
+	for _, mode := range []string{scenario.OutageRefuse, scenario.OutageBlackhole, scenario.OutageStall} {
+		start := time.Now()
+		org, url := startOrigin(t, OriginConfig{
+			Origin: queueOrigin(1, 100), // 10 ms each
+			Start:  start,
+			Triggers: []scenario.Trigger{
+				{Kind: scenario.TriggerOutage, At: 100 * time.Millisecond, For: 300 * time.Millisecond, Mode: mode},
+			},
+		})
+		c := testClient(t)
+		if r := send(c, "GET", url, time.Second); r.status != http.StatusOK {
+			t.Fatalf("%s: before the outage: %d %v", mode, r.status, r.err)
+		}
+		time.Sleep(time.Until(start.Add(150 * time.Millisecond)))
+		r := send(c, "GET", url, time.Second)
+		at := time.Since(start)
+		switch mode {
+		case scenario.OutageRefuse:
+			if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "refused") || (!slow() && r.took > 50*time.Millisecond) {
+				t.Errorf("refuse: %d %q after %v, want 503 refused at once", r.status, r.body, r.took)
+			}
+		case scenario.OutageBlackhole:
+			if r.err == nil {
+				t.Errorf("blackhole: answered %d after %v, want no answer until the client gives up", r.status, r.took)
+			}
+		case scenario.OutageStall:
+			if r.status != http.StatusOK || at < 400*time.Millisecond {
+				t.Errorf("stall: %d %v at %v, want 200 once the stall ends at 400ms", r.status, r.err, at)
+			}
+		}
+		if mode == scenario.OutageStall {
+			continue
+		}
+		// Neither refuse nor blackhole did work for it: the server is idle
+		// after the outage.
+		time.Sleep(time.Until(start.Add(400 * time.Millisecond)))
+		if q := org.Queued(); q != 0 {
+			t.Errorf("%s: %d queued after the outage, want 0", mode, q)
+		}
+	}
+}
+
+// TestOriginStallQueues: a stalled origin takes requests into its queue
+// and answers none, rejections included, until the stall ends.
+func TestOriginStallQueues(t *testing.T) {
+	start := time.Now()
+	o := queueOrigin(1, 100)
+	o.QueueLimit = 2
+	org, url := startOrigin(t, OriginConfig{
+		Origin:   o,
+		Start:    start,
+		Triggers: []scenario.Trigger{{Kind: scenario.TriggerOutage, At: 50 * time.Millisecond, For: 300 * time.Millisecond, Mode: scenario.OutageStall}},
+	})
+	c := testClient(t)
+	time.Sleep(time.Until(start.Add(100 * time.Millisecond)))
+	var wg sync.WaitGroup
+	replies := make([]reply, 4)
+	for i := range replies {
+		wg.Go(func() { replies[i] = send(c, "GET", url, 2*time.Second) })
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if q := org.Queued(); q != 2 {
+		t.Errorf("during the stall: %d queued, want 2 (one in service, one rejected but not yet told)", q)
+	}
+	wg.Wait()
+	ok, rejected := 0, 0
+	for _, r := range replies {
+		if r.took < 150*time.Millisecond {
+			t.Errorf("answered %d after %v, before the stall ended", r.status, r.took)
+		}
+		switch r.status {
+		case http.StatusOK:
+			ok++
+		case http.StatusServiceUnavailable:
+			rejected++
+		}
+	}
+	if ok != 3 || rejected != 1 {
+		t.Errorf("%d answered and %d rejected, want 3 and 1 (a worker and a queue of 2)", ok, rejected)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"runtime"
 	"runtime/debug"
@@ -44,6 +45,12 @@ type Options struct {
 	// addresses (host:port) of the origin's and the gateway's gRPC
 	// servers.
 	ReadyGRPC func(fleet, origin, gateway string)
+	// Target, if set, is a real service to play the scenario against,
+	// through a fault proxy, instead of the lab's own origin (over HTTP
+	// only). Each fleet's load then stops at the end of the scenario
+	// (plus one attempt's timeout): what is still out is cancelled,
+	// counted as unfinished.
+	Target *Target
 }
 
 // Result is a lab run in the simulator's terms (the same JSON, so the
@@ -62,8 +69,12 @@ type Info struct {
 	// Scale is WallTickSeconds / the scenario's tick.
 	Scale float64 `json:"scale"`
 	// Protocol is what the lab's servers spoke: http or grpc.
-	Protocol Protocol    `json:"protocol"`
-	Fleets   []FleetInfo `json:"fleets"`
+	Protocol Protocol `json:"protocol"`
+	// Target is the service played against, if not the lab's origin;
+	// RestSeconds its latency at rest, before the first fleet.
+	Target      string      `json:"target,omitempty"`
+	RestSeconds float64     `json:"target_rest_seconds,omitempty"`
+	Fleets      []FleetInfo `json:"fleets"`
 }
 
 // FleetInfo is one fleet's run as the lab's components counted it.
@@ -73,6 +84,9 @@ type FleetInfo struct {
 	Origin      OriginCounts  `json:"origin"`
 	Gateway     GatewayCounts `json:"gateway"`
 	Load        LoadStats     `json:"load"`
+	// SettleSeconds is the pause before the fleet, against a target,
+	// waiting for it to settle.
+	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 }
 
 // Run plays every fleet of sc, one after the other, each against a fresh
@@ -102,11 +116,25 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 		},
 		Lab: Info{WallTickSeconds: opts.Tick.Seconds(), Scale: opts.Tick.Seconds() / sc.Tick.Seconds(), Protocol: opts.Protocol},
 	}
+	if t := opts.Target; t != nil {
+		if err := t.rest(ctx); err != nil {
+			return nil, err
+		}
+		res.Lab.Target, res.Lab.RestSeconds = t.URL.Redacted(), t.baseline.Seconds()
+	}
 	for i := range sc.Fleets {
+		var settle time.Duration
+		if i > 0 && opts.Target != nil {
+			var err error
+			if settle, err = opts.Target.pause(ctx, sc.Fleets[i].Name); err != nil {
+				return nil, err
+			}
+		}
 		f, info, err := RunFleet(ctx, sc, i, opts)
 		if err != nil {
 			return nil, err
 		}
+		info.SettleSeconds = settle.Seconds()
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
 	}
@@ -158,7 +186,10 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if token == "" {
 		token = NewToken()
 	}
-	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token, opts.Protocol)
+	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
+		return sim.FleetResult{}, FleetInfo{}, fmt.Errorf("lab: a target is played over HTTP only")
+	}
+	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token, opts.Protocol, opts.Target)
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
@@ -169,9 +200,13 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if opts.ReadyGRPC != nil && r.ogrpc != nil {
 		opts.ReadyGRPC(fleet.Name, r.ogrpc.Addr(), r.ggrpc.Addr())
 	}
-	faults := r.osrv.URL()
-	faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
-	page := opts.Live.beginFleet(fleet.Name, liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String(), Faults: faults.String()})
+	links := liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String()}
+	if opts.Target == nil {
+		faults := r.osrv.URL()
+		faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
+		links.Faults = faults.String()
+	}
+	page := opts.Live.beginFleet(fleet.Name, links)
 
 	sampling := make(chan struct{})
 	var sampler sync.WaitGroup
@@ -181,11 +216,15 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if w := sim.TriggerSpan(wall); w != nil {
 		clearAt = time.Duration(w.End * float64(time.Second))
 	}
-	load, err := RunLoad(ctx, LoadConfig{
+	lc := LoadConfig{
 		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers,
 		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
 		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
-	})
+	}
+	if opts.Target != nil {
+		lc.Cutoff = wallCutoff(wall, i) // never past the scenario's end
+	}
+	load, err := RunLoad(ctx, lc)
 	close(sampling)
 	sampler.Wait()
 	r.close()
@@ -203,11 +242,12 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	return fr, info, nil
 }
 
-// rig is one fleet's servers: the origin and the gateway in front of it.
-// Over HTTP each is one server; over gRPC each has a gRPC server besides,
-// the HTTP one serving /metrics (and the origin's /admin/faults).
+// rig is one fleet's servers: the origin (the lab's, or a fault proxy in
+// front of a target) and the gateway in front of it. Over HTTP each is one
+// server; over gRPC each has a gRPC server besides, the HTTP one serving
+// /metrics (and the origin's /admin/faults).
 type rig struct {
-	origin       *Origin
+	origin       server
 	gw           fleetGateway
 	osrv, gsrv   *Server
 	ogrpc, ggrpc *GRPCServer        // over gRPC
@@ -217,6 +257,16 @@ type rig struct {
 	closed       bool
 }
 
+// server is what the gateway sends attempts to: the lab's Origin, or a
+// FaultProxy in front of a target.
+type server interface {
+	Handler() http.Handler
+	Run(ctx context.Context)
+	Queued() int
+	WouldAnswer(timeout time.Duration) bool
+	Counts() OriginCounts
+}
+
 // fleetGateway is what a run reads of its gateway, HTTP or gRPC.
 type fleetGateway interface {
 	OpenShare(now time.Time) float64
@@ -224,15 +274,34 @@ type fleetGateway interface {
 	Close()
 }
 
-// startRig starts fleet i's origin and gateway on loopback, speaking
-// protocol, and opens the gateway's connection to the origin before the
-// first tick, so that the first intents do not pay for it. On error it
-// leaves nothing running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string, protocol Protocol) (*rig, error) {
-	origin, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
-	if err != nil {
-		return nil, err
+// startRig starts fleet i's origin (or, with a target, a fault proxy in
+// front of it) and gateway on loopback, speaking protocol, and opens the
+// gateway's connection to the origin before the first tick, so that the
+// first intents do not pay for it. On error it leaves nothing running.
+func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string, protocol Protocol, target *Target) (*rig, error) {
+	var origin server
+	var lab *Origin                    // the lab's own origin, which gRPC can serve
+	var truth func(time.Duration) bool // nil: unknown, for a target as it is
+	if target == nil {
+		o, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
+		if err != nil {
+			return nil, err
+		}
+		origin, lab, truth = o, o, o.WouldAnswer
+	} else {
+		p, err := NewFaultProxy(ProxyConfig{
+			Target: target.URL, Origin: wall.Origin, Impose: target.Impose, Triggers: wall.Triggers,
+			Start: start, Seed: seed, Tally: tally, Transport: target.Transport,
+		})
+		if err != nil {
+			return nil, err
+		}
+		origin = p
+		if target.Impose {
+			truth = p.WouldAnswer
+		}
 	}
+	var err error
 	r := &rig{origin: origin}
 	octx, stop := context.WithCancel(context.Background())
 	r.stop = stop
@@ -246,7 +315,7 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	}
 	gc := GatewayConfig{
 		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: r.osrv.url,
-		Seed: seed, Tally: tally, Truth: origin.WouldAnswer,
+		Seed: seed, Tally: tally, Truth: truth,
 	}
 	switch protocol {
 	case "", ProtocolHTTP:
@@ -263,7 +332,10 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 			return fail(err)
 		}
 	case ProtocolGRPC:
-		if r.ogrpc, err = ListenGRPC("127.0.0.1:0", origin); err != nil {
+		if lab == nil {
+			return fail(fmt.Errorf("lab: a target is played over HTTP only"))
+		}
+		if r.ogrpc, err = ListenGRPC("127.0.0.1:0", lab); err != nil {
 			return fail(err)
 		}
 		gc.Origin = &url.URL{Scheme: "grpc", Host: r.ogrpc.Addr()}
@@ -319,7 +391,7 @@ func (r *rig) close() {
 
 // sample records the gauges at the end of every tick, and tells the live
 // view, until stop is closed after the last tick.
-func sample(stop <-chan struct{}, t *Tally, o *Origin, g fleetGateway, live *Live, fleet int, timeout time.Duration) {
+func sample(stop <-chan struct{}, t *Tally, o server, g fleetGateway, live *Live, fleet int, timeout time.Duration) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The ticks whose attempts may still be out when they end: the live

@@ -45,8 +45,9 @@
 //
 // Errors are not the model's: whether an answer is a success (the
 // background error share, a broken key) is drawn by the driver, as is what
-// an outage does; the model decides only who is served, when, and who is
-// refused.
+// an outage does in each of its modes (refuse, blackhole, stall: the
+// scenario package says what each means); the model decides only who is
+// served, when, and who is refused.
 //
 // # Extending it
 //

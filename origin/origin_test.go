@@ -2,6 +2,7 @@ package origin
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,24 @@ func TestCapacity(t *testing.T) {
 	if m.Queued() != 0 || m.Busy() != 0 {
 		t.Error("a capacity model holds nothing")
 	}
+}
+
+// TestQueueInfiniteCapacity: at an infinite capacity a request holds its
+// worker for no time, and what waited is served at once: no limit.
+func TestQueueInfiniteCapacity(t *testing.T) {
+	l := &log{}
+	m, err := NewQueue(QueueSettings{Capacity: 1, Workers: 1}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 1s"},
+		{10 * ms, "arrive", 2, Conditions{}, ""},
+		{20 * ms, "set", 0, Conditions{Capacity: math.Inf(1), Factor: 1}, ""},
+		{30 * ms, "done", 1, Conditions{}, "serve 2 until 30ms"},
+		{30 * ms, "done", 2, Conditions{}, ""},
+		{40 * ms, "arrive", 3, Conditions{}, "serve 3 until 40ms"},
+	})
 }
 
 // TestQueueDisciplines: one worker at 10 per second holds each request for

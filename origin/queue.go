@@ -36,7 +36,10 @@ type QueueSettings struct {
 // (Left), so no worker works for nobody.
 //
 // At zero capacity (a trigger) the workers stop taking requests, which
-// wait, and start again when the capacity comes back.
+// wait, and start again when the capacity comes back. At an infinite
+// capacity (SetConditions) a request holds its worker for no time: a
+// driver that passes requests through, as the lab's fault proxy does
+// outside a capacity dip, uses it for no limit.
 type Queue struct {
 	d           Driver
 	workers     int

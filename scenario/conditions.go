@@ -10,6 +10,7 @@ type Conditions struct {
 	Capacity  float64   // per second
 	ErrorRate float64   // background and trigger error rates combined
 	Outage    bool      // nothing answers
+	Mode      string    // the outage's mode, while Outage: OutageRefuse, OutageBlackhole or OutageStall
 	Rate      float64   // intents per second
 	Factor    []float64 // latency multiplier, per replica
 }
@@ -26,12 +27,13 @@ func (s *Scenario) Base(replicas int) Conditions {
 
 // At returns base changed by the triggers in force at t. Overlapping
 // triggers combine: the lowest capacity, error rates as independent causes,
-// any outage, the latest load change, latency factors multiplied. A
-// latency trigger on N replicas slows the first N. base is not changed.
+// any outage (in the mode of the one that started last), the latest load
+// change, latency factors multiplied. A latency trigger on N replicas slows
+// the first N. base is not changed.
 func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 	c := base
 	c.Factor = append([]float64(nil), base.Factor...)
-	loadFrom := time.Duration(-1)
+	loadFrom, outageFrom := time.Duration(-1), time.Duration(-1)
 	for _, tr := range triggers {
 		if t < tr.At || t >= tr.End() {
 			continue
@@ -43,6 +45,12 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 			c.ErrorRate = 1 - (1-c.ErrorRate)*(1-tr.ErrorRate)
 		case TriggerOutage:
 			c.Outage = true
+			if tr.At >= outageFrom {
+				c.Mode, outageFrom = tr.Mode, tr.At
+				if c.Mode == "" {
+					c.Mode = OutageBlackhole
+				}
+			}
 		case TriggerLoad:
 			if tr.At > loadFrom {
 				c.Rate, loadFrom = tr.Rate, tr.At

@@ -183,7 +183,7 @@ func (o *object) readKind(d *decoder, n *yaml.Node, pairs []pair, path string) e
 	case i >= 0:
 		child := join(path, o.selector)
 		d.pos[child] = pairs[i].val
-		return word{o.kind, o.kinds}.read(d, pairs[i].val, child)
+		return word{p: o.kind, words: o.kinds}.read(d, pairs[i].val, child)
 	case n == nil && o.absentKind != "":
 		*o.kind = o.absentKind
 	case n != nil && o.defKind != "":

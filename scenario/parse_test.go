@@ -92,6 +92,9 @@ var parseErrorTests = []struct {
 	{"unknown model", "duration: 60s\ntraffic: {rate: 10}\norigin: {model: queu, capacity: 10}\n", "3:17", "origin.model", `unknown value "queu"; did you mean "queue"?`},
 	{"no model", "duration: 60s\ntraffic: {rate: 10}\norigin: {capacity: 10}\n", "3:9", "origin", "model is required: capacity, queue or concurrency"},
 	{"unknown trigger kind", head + "triggers: [{kind: outages, for: 1s}]\n" + fleet, "4:19", "triggers[0].kind", `did you mean "outage"?`},
+	{"unknown outage mode", head + "triggers: [{kind: outage, for: 1s, mode: stal}]\n" + fleet, "4:42", "triggers[0].mode", `unknown value "stal"; did you mean "stall"?`},
+	{"outage mode as a number", head + "triggers: [{kind: outage, for: 1s, mode: 1}]\n" + fleet, "4:42", "triggers[0].mode", "must be refuse, blackhole or stall"},
+	{"mode on another trigger", head + "triggers: [{kind: errors, for: 1s, error_rate: 0.1, mode: refuse}]\n" + fleet, "4:53", "triggers[0].mode", "mode does not apply to kind: errors; it is a setting of kind: outage"},
 	{"unknown budget", withFleet("")[:len(withFleet(""))-len("    budget: {use: none}\n")] + "    budget: {use: tokenbucket}\n", "7:19", "fleets[0].budget.use", `did you mean "token_bucket"?`},
 	{"unknown breaker", withFleet("    breaker: {use: consec}\n"), "8:20", "fleets[0].breaker.use", "unknown value \"consec\""},
 	{"unknown jitter", withFleet("    retry: {backoff: {use: fixed, base: 1s, jitter: ful}}\n"), "8:53", "fleets[0].retry.backoff.jitter", `did you mean "full"?`},
@@ -101,7 +104,7 @@ var parseErrorTests = []struct {
 	{"settings for use none", withFleet("    breaker: {use: none, settings: {threshold: 5}}\n"), "8:37", "fleets[0].breaker.settings.threshold", "does not apply: use: none takes no settings"},
 	{"multiplier with fixed", withFleet("    retry: {backoff: {use: fixed, base: 1s, multiplier: 3}}\n"), "8:45", "fleets[0].retry.backoff.multiplier", "multiplier does not apply to use: fixed; it is a setting of use: exponential"},
 	{"typo in a setting", withFleet("    breaker: {use: consecutive, settings: {treshold: 5}}\n"), "8:44", "fleets[0].breaker.settings.treshold", `did you mean "threshold"?`},
-	{"factor on a load trigger", head + "triggers: [{kind: load, for: 1s, rate: 5, factor: 2}]\n" + fleet, "4:43", "triggers[0].factor", "factor does not apply to a load trigger; it is a setting of a latency trigger"},
+	{"factor on a load trigger", head + "triggers: [{kind: load, for: 1s, rate: 5, factor: 2}]\n" + fleet, "4:43", "triggers[0].factor", "factor does not apply to kind: load; it is a setting of kind: latency"},
 
 	// Required keys.
 	{"no duration", "traffic: {rate: 10}\norigin: {model: capacity, capacity: 10}\n" + fleet, "1:1", "", "duration is required (it has no default)"},
@@ -122,7 +125,7 @@ var parseErrorTests = []struct {
 	{"breaker without use", withFleet("    breaker: {settings: {threshold: 5}}\n"), "8:14", "fleets[0].breaker", "use is required"},
 	{"consecutive without threshold", withFleet("    breaker: {use: consecutive}\n"), "8:14", "fleets[0].breaker.settings", "threshold is required for consecutive (it has no default)"},
 	{"trigger without for", head + "triggers: [{kind: outage, at: 5s}]\n" + fleet, "4:12", "triggers[0]", "for is required (it has no default)"},
-	{"capacity trigger without capacity", head + "triggers: [{kind: capacity, for: 5s}]\n" + fleet, "4:12", "triggers[0]", "capacity is required for a capacity trigger"},
+	{"capacity trigger without capacity", head + "triggers: [{kind: capacity, for: 5s}]\n" + fleet, "4:12", "triggers[0]", "capacity is required for kind: capacity"},
 	{"exponential without base", withFleet("    retry: {backoff: {use: exponential}}\n"), "8:22", "fleets[0].retry.backoff.base", "is required by use: exponential (it has no default)"},
 	{"decorrelated without cap", withFleet("    retry: {backoff: {base: 1s, jitter: decorrelated}}\n"), "8:22", "fleets[0].retry.backoff.cap", "is required by decorrelated jitter"},
 

@@ -80,7 +80,7 @@ type Origin struct {
 const (
 	TriggerCapacity = "capacity" // capacity dips to Capacity
 	TriggerErrors   = "errors"   // extra error rate ErrorRate
-	TriggerOutage   = "outage"   // nothing answers
+	TriggerOutage   = "outage"   // nothing answers, in a Mode
 	TriggerLoad     = "load"     // intent rate changes to Rate
 	TriggerLatency  = "latency"  // latency multiplied by Factor on Replicas replicas
 )
@@ -96,7 +96,28 @@ type Trigger struct {
 	Rate      float64 // load trigger: the intent rate during the trigger, >= 0
 	Factor    float64 // latency trigger: latency multiplier, >= 1
 	Replicas  int     // latency trigger: replicas affected; 0 = all
+	// Mode is what an outage trigger does to the requests: OutageRefuse,
+	// OutageBlackhole (the default; empty reads as it) or OutageStall.
+	Mode string
 }
+
+// Outage modes: how nothing answers.
+const (
+	// OutageRefuse fails every request at once, as a refused connection
+	// does: a crashed process, a port nobody listens on, a load balancer
+	// with no healthy backend. Requests in progress fail too.
+	OutageRefuse = "refuse"
+	// OutageBlackhole loses every request: the client times out and the
+	// server does no work for it, as when a network partition or a
+	// misrouted firewall rule drops packets. Answers due meanwhile are
+	// lost too.
+	OutageBlackhole = "blackhole"
+	// OutageStall accepts requests into the server's queue and serves
+	// nothing until it ends, then goes on: a stop-the-world garbage
+	// collection, a lock held too long, a database failover. Nothing comes
+	// out meanwhile, rejections included.
+	OutageStall = "stall"
+)
 
 // End returns when the trigger ends.
 func (t Trigger) End() time.Duration { return t.At + t.For }

@@ -20,6 +20,7 @@ import (
 var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
 	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
+	outageModes  = []string{OutageRefuse, OutageBlackhole, OutageStall}
 	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS, BudgetConcurrency, BudgetAWSAdaptive}
 	breakerRules = resilWords(resil.ConsecutiveFailures, resil.CountWindow, resil.TimeWindow)
 	breakerKinds = append([]string{BreakerNone}, breakerRules...)
@@ -68,7 +69,7 @@ func trafficObject(t *Traffic) *object {
 	return &object{
 		fields: []field{
 			{key: "rate", need: true, v: number{&t.Rate}},
-			{key: "arrivals", v: word{&t.Arrivals, arrivals}},
+			{key: "arrivals", v: word{p: &t.Arrivals, words: arrivals}},
 			{key: "clients", v: integer{&t.Clients}},
 			{key: "idempotent", v: number{&t.Idempotent}},
 			{key: "keys", v: number{&t.Keys}},
@@ -94,7 +95,7 @@ func originObject(o *Origin) *object {
 			{key: "workers", kinds: queue, v: integer{&o.Workers}},
 			{key: "queue_limit", kinds: queue, v: integer{&o.QueueLimit}},
 			{key: "drop_expired", kinds: queue, v: boolean{&o.DropExpired}},
-			{key: "discipline", kinds: queue, v: word{&o.Discipline, disciplines}},
+			{key: "discipline", kinds: queue, v: word{p: &o.Discipline, words: disciplines}},
 			{key: "base", kinds: concurrency, need: true, v: duration{&o.Base}},
 			{key: "per_inflight", kinds: concurrency, v: duration{&o.PerInflight}},
 			{key: "error_rate", v: number{&o.ErrorRate}},
@@ -116,7 +117,7 @@ func originObject(o *Origin) *object {
 
 func triggerObject(t *Trigger) *object {
 	return &object{
-		selector: "kind", kind: &t.Kind, kinds: triggerKinds, what: "a %s trigger",
+		selector: "kind", kind: &t.Kind, kinds: triggerKinds, what: "kind: %s",
 		fields: []field{
 			{key: "at", v: duration{&t.At}},
 			{key: "for", need: true, v: duration{&t.For}},
@@ -125,6 +126,12 @@ func triggerObject(t *Trigger) *object {
 			{key: "rate", kinds: []string{TriggerLoad}, need: true, v: number{&t.Rate}},
 			{key: "factor", kinds: []string{TriggerLatency}, need: true, v: number{&t.Factor}},
 			{key: "replicas", kinds: []string{TriggerLatency}, v: integer{&t.Replicas}},
+			{key: "mode", kinds: []string{TriggerOutage}, v: word{p: &t.Mode, words: outageModes, unset: OutageBlackhole}},
+		},
+		preset: func(kind string) {
+			if kind == TriggerOutage {
+				t.Mode = OutageBlackhole
+			}
 		},
 		check: t.check,
 	}
@@ -165,7 +172,7 @@ func backoffObject(b *Backoff) *object {
 			{key: "base", v: duration{&b.Base}},
 			{key: "cap", v: duration{&b.Cap}},
 			{key: "multiplier", kinds: []string{resilWord(resil.Exponential)}, v: number{&b.Multiplier}},
-			{key: "jitter", v: word{&b.Jitter, jitters}},
+			{key: "jitter", v: word{p: &b.Jitter, words: jitters}},
 			{key: "factor", v: number{&b.Factor}},
 		},
 		preset: func(use string) {
@@ -196,7 +203,7 @@ func budgetObject(b *Budget) *object {
 			{key: "max_tokens", kinds: bucket, v: number{&b.MaxTokens}},
 			{key: "max_tokens", kinds: grpc, need: true, v: number{&b.MaxTokens}},
 			{key: "token_ratio", kinds: grpc, need: true, v: number{&b.TokenRatio}},
-			{key: "funded_by", kinds: ratio, v: word{&b.Funding, fundings}},
+			{key: "funded_by", kinds: ratio, v: word{p: &b.Funding, words: fundings}},
 			{key: "capacity", kinds: aws, v: integer{&b.Capacity}},
 			{key: "retry_cost", kinds: ratio, v: number{&b.RetryCost}},
 			{key: "retry_cost", kinds: aws, v: count{&b.RetryCost}},
@@ -259,7 +266,7 @@ func breakerObject(b *Breaker) *object {
 			{key: "cooldown", kinds: rules, v: duration{&b.Cooldown}},
 			{key: "max_cooldown", kinds: rules, v: duration{&b.MaxCooldown}},
 			{key: "probes", kinds: rules, v: integer{&b.Probes}},
-			{key: "scope", kinds: rules, v: word{&b.Scope, scopes}},
+			{key: "scope", kinds: rules, v: word{p: &b.Scope, words: scopes}},
 		},
 		preset: func(use string) {
 			if use != BreakerNone {

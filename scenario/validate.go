@@ -394,6 +394,9 @@ func (b *Breaker) check(c *checker, path string) {
 }
 
 func (v word) validate(c *checker, path string) {
+	if *v.p == "" && v.unset != "" {
+		return
+	}
 	if !slices.Contains(v.words, *v.p) {
 		c.fail(path, "must be %s, got %q", oneOf(v.words), *v.p)
 	}

@@ -204,10 +204,13 @@ func (v boolean) read(d *decoder, n *yaml.Node, path string) error {
 func (v boolean) write() *yaml.Node { return plain(strconv.FormatBool(*v.p)) }
 func (v boolean) zero() bool        { return !*v.p }
 
-// word is one of a fixed set of names.
+// word is one of a fixed set of names. unset, if not empty, is the word an
+// empty value reads as in a scenario built in code (Marshal writes it);
+// otherwise a word is required.
 type word struct {
 	p     *string
 	words []string
+	unset string
 }
 
 func (v word) read(d *decoder, n *yaml.Node, path string) error {
@@ -222,8 +225,13 @@ func (v word) read(d *decoder, n *yaml.Node, path string) error {
 	return nil
 }
 
-func (v word) write() *yaml.Node { return plain(*v.p) }
-func (v word) zero() bool        { return *v.p == "" }
+func (v word) write() *yaml.Node {
+	if *v.p == "" && v.unset != "" {
+		return plain(v.unset)
+	}
+	return plain(*v.p)
+}
+func (v word) zero() bool { return *v.p == "" }
 
 // wordList is a list of names from a fixed set, each at most once: an empty
 // list is not written.

@@ -13,6 +13,7 @@ type env struct {
 	capacity float64   // origin capacity per second
 	errRate  float64   // background and trigger error rates combined
 	outage   bool      // nothing answers
+	mode     string    // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	rate     float64   // intents per second
 	factor   []float64 // latency multiplier per replica
 }
@@ -45,7 +46,7 @@ func buildSchedule(s *scenario.Scenario, replicas int) schedule {
 // in force change them.
 func envAt(s *scenario.Scenario, replicas int, t time.Duration) env {
 	c := scenario.At(s.Base(replicas), s.Triggers, t)
-	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, rate: c.Rate, factor: c.Factor}
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor}
 }
 
 // window returns the span the triggers cover: the earliest start and the

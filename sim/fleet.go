@@ -405,10 +405,16 @@ func (f *fleet) handle(e event) {
 		}
 		f.release(e.ref)
 	case evAnswer:
+		if f.stalled(e) {
+			return
+		}
 		if f.atts[e.ref].gen == e.gen {
 			f.answer(e.ref, e.at, e.aux)
 		}
 	case evComplete:
+		if f.stalled(e) {
+			return
+		}
 		// The answer first, then the model frees the server for what
 		// waits.
 		if a := &f.atts[e.ref]; a.gen == e.gen {
@@ -430,6 +436,25 @@ func (f *fleet) handle(e event) {
 		}
 		f.start(e.ref, e.at)
 	}
+}
+
+// stalled puts off e, an answer or an end of service, to the next
+// trigger boundary when a stall is in force, and reports whether it did:
+// a stalled origin sends nothing, and what fell due meanwhile happens when
+// the stall ends, in the order it fell due.
+func (f *fleet) stalled(e event) bool {
+	if !f.env.outage || f.env.mode != scenario.OutageStall || f.envAt+1 >= len(f.sched.at) {
+		return false
+	}
+	e.at = f.sched.at[f.envAt+1]
+	f.q.push(e, laneHeap)
+	if x := &f.atts[e.ref]; x.gen == e.gen && x.known && e.at > x.deadline {
+		// The answer was due in time, so no timeout was scheduled: now it
+		// will be late.
+		x.known = false
+		f.q.push(event{at: x.deadline + 1, ref: e.ref, gen: x.gen, kind: evTimeout}, laneTimeout)
+	}
+	return true
 }
 
 // arrive starts a new intent.
@@ -540,10 +565,14 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 			a.replica = int32(u * float64(f.replicas))
 		}
 	}
-	if f.env.outage {
-		a.done = true // nothing answers: it is never seen
-	} else {
+	switch {
+	case !f.env.outage || f.env.mode == scenario.OutageStall:
+		// A stalled origin takes the attempt into its queue.
 		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ai))
+	case f.env.mode == scenario.OutageRefuse:
+		f.reject(ai, now) // refused at once: the origin never sees it
+	default:
+		a.done = true // blackhole: nothing answers; it is never seen
 	}
 	a = &f.atts[ai]
 	if !a.known {
@@ -624,13 +653,16 @@ func (f *fleet) answer(a int32, now int64, aux uint8) {
 	ok := aux == answerOK
 	x := &f.atts[a]
 	x.done = true
+	if f.env.outage && f.env.mode == scenario.OutageRefuse {
+		ok = false // the answer fails, as a reset connection does
+	}
 	if ok && x.tick >= 0 {
 		f.ticks[x.tick].successes++
 	}
 	switch {
 	case x.state != waiting:
 		f.sum.WastedWork++
-	case f.env.outage:
+	case f.env.outage && f.env.mode == scenario.OutageBlackhole:
 		// The answer is lost: the client will time out.
 		if x.known {
 			x.known = false

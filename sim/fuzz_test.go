@@ -15,6 +15,8 @@ func FuzzRun(f *testing.F) {
 	f.Add(uint8(0), uint16(100), uint16(120), uint8(12), uint8(0), uint8(3), uint8(10), uint8(2), uint8(1), uint8(3))
 	f.Add(uint8(1), uint16(300), uint16(50), uint8(1), uint8(50), uint8(0), uint8(0), uint8(0), uint8(0), uint8(0))
 	f.Add(uint8(2), uint16(10), uint16(5), uint8(3), uint8(90), uint8(255), uint8(3), uint8(3), uint8(3), uint8(1))
+	f.Add(uint8(1), uint16(200), uint16(150), uint8(6), uint8(0), uint8(3), uint8(10), uint8(4), uint8(1), uint8(3))
+	f.Add(uint8(0), uint16(200), uint16(150), uint8(6), uint8(0), uint8(3), uint8(10), uint8(5), uint8(2), uint8(3))
 	f.Fuzz(func(t *testing.T, model uint8, rate, capacity uint16, workers, cost, retries, ratio, trigger, breaker, clients uint8) {
 		origin := []string{
 			fmt.Sprintf("{model: capacity, capacity: %d, rejection_cost: %g}", capacity, float64(cost%101)/100),
@@ -26,8 +28,10 @@ func FuzzRun(f *testing.F) {
 			fmt.Sprintf("[{kind: capacity, at: 2s, for: 3s, capacity: %d}]", capacity/3),
 			"[{kind: errors, at: 2s, for: 3s, error_rate: 0.6}]",
 			"[{kind: outage, at: 1s, for: 2s}]",
-		}[trigger%4]
-		if model%3 == 2 && trigger%4 == 1 {
+			"[{kind: outage, at: 1s, for: 2s, mode: refuse}]",
+			"[{kind: outage, at: 1s, for: 3s, mode: stall}, {kind: outage, at: 2s, for: 500ms, mode: refuse}]",
+		}[trigger%6]
+		if model%3 == 2 && trigger%6 == 1 {
 			trig = "[{kind: latency, at: 2s, for: 3s, factor: 5}]"
 		}
 		retry := fmt.Sprint(retries % 6)

@@ -155,6 +155,8 @@ func matrix() []string {
 		"[{kind: errors, at: 10s, for: 5s, error_rate: 0.5}]",
 		"[{kind: outage, at: 10s, for: 3s}, {kind: load, at: 20s, for: 5s, rate: 200}]",
 		"[{kind: latency, at: 10s, for: 5s, factor: 8, replicas: 1}]",
+		"[{kind: outage, at: 10s, for: 3s, mode: refuse}, {kind: outage, at: 20s, for: 2s, mode: stall}]",
+		"[{kind: outage, at: 10s, for: 4s, mode: stall}, {kind: outage, at: 12s, for: 1s, mode: refuse}]",
 	}
 	fleets := `
   - name: naive
@@ -321,5 +323,75 @@ func TestLostByColumns(t *testing.T) {
 	want := LostBy{RetriesExhausted: 4, Budget: 1, Breaker: 1, NotIdempotent: 1, Deadline: 2}
 	if l != want {
 		t.Fatalf("%+v, want %+v (none, exhausted, not retryable and pushback are exhausted; deadline and canceled are deadline)", l, want)
+	}
+}
+
+// TestOutageModes runs one outage in each mode, against a queue origin
+// with room to spare, clients without retries and a timeout shorter than
+// the outage, and checks what docs/scenario.md promises of each mode.
+func TestOutageModes(t *testing.T) {
+	const y = `name: %s
+duration: 30s
+traffic: {rate: 50}
+origin: {model: queue, capacity: 100, workers: 5}
+triggers: [{kind: outage, at: 10s, for: 3s, mode: %s}]
+fleets:
+  - {name: once, timeout: 2s, budget: {use: none}}
+`
+	const during, after = 10, 13 // the outage's first tick, and the first after it
+	res := map[string]FleetResult{}
+	for _, mode := range []string{scenario.OutageRefuse, scenario.OutageBlackhole, scenario.OutageStall} {
+		sc := parse(t, fmt.Sprintf(y, mode, mode))
+		r := run(t, sc)
+		checkInvariants(t, sc, r)
+		res[mode] = r.Fleets[0]
+	}
+	sum := func(v []int64, from, to int) (n int64) {
+		for _, x := range v[from:to] {
+			n += x
+		}
+		return n
+	}
+	for mode, f := range res {
+		s := f.Series
+		sent := sum(s.Offered, during, after)
+		if sent != 150 {
+			t.Errorf("%s: %d attempts sent during the outage, want 150 (the clients do not know)", mode, sent)
+		}
+		if g := sum(s.Goodput, after+3, len(s.Tick)); g != sum(s.Offered, after+3, len(s.Tick)) {
+			t.Errorf("%s: after the outage (and its backlog) %d of %d attempts succeeded, want all", mode, g, sum(s.Offered, after+3, len(s.Tick)))
+		}
+	}
+
+	// refuse: every attempt of the outage fails at once, none times out,
+	// and nothing waits.
+	if f := res[scenario.OutageRefuse]; sum(f.Series.FailedAttempts, during, after) != 150 || f.Summary.Timeouts != 0 ||
+		sum(f.Series.Queue, during, after) != 0 || f.Summary.WastedWork != 0 {
+		t.Errorf("refuse: %d failed during the outage (want 150), %d timeouts (want 0), queue %v, %d wasted",
+			sum(f.Series.FailedAttempts, during, after), f.Summary.Timeouts, f.Series.Queue[during:after], f.Summary.WastedWork)
+	}
+	// blackhole: every attempt of the outage times out, the server does no
+	// work for them and keeps no queue.
+	if f := res[scenario.OutageBlackhole]; f.Summary.Timeouts < 150 || sum(f.Series.FailedAttempts, during, after) != 150 ||
+		sum(f.Series.Queue, during, after) != 0 || f.Summary.WastedWork != 0 {
+		t.Errorf("blackhole: %d timeouts (want at least 150), %d failed, queue %v, %d wasted",
+			f.Summary.Timeouts, sum(f.Series.FailedAttempts, during, after), f.Series.Queue[during:after], f.Summary.WastedWork)
+	}
+	// stall: the attempts queue up and nothing comes out; when it ends the
+	// server serves the backlog: the attempts of the stall's last two
+	// seconds (the timeout) still succeed, the earlier ones timed out and
+	// are served for nobody.
+	f := res[scenario.OutageStall]
+	s := f.Series
+	for k := during; k < after; k++ {
+		if want := int64(50 * (k - during + 1)); s.Queue[k] < want-5 {
+			t.Errorf("stall: queue %d at the end of tick %d, want about %d: the stalled server queues what arrives", s.Queue[k], k, want)
+		}
+	}
+	if g := sum(s.Goodput, during, after); g < 50 {
+		t.Errorf("stall: %d attempts sent during the stall were answered in time after it, want at least 50", g)
+	}
+	if f.Summary.Timeouts < 40 || f.Summary.WastedWork < 40 {
+		t.Errorf("stall: %d timeouts and %d served for nobody, want at least 40 each: the first second's attempts outwait their clients", f.Summary.Timeouts, f.Summary.WastedWork)
 	}
 }

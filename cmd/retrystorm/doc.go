@@ -107,7 +107,14 @@ the last trigger and 10 ticks more) and --port N (the live view's port on
 127.0.0.1). The lab refuses a tick at which it could not keep the
 scenario's own claims: one that scales a fleet's timeout below 50ms of
 wall time, or its peak load above 5,000 attempts per second, or the whole
-run beyond an hour; the message gives the range for the scenario. page
+run beyond an hour; the message gives the range for the scenario. lab
+--target URL plays the scenario against a service of your own instead of
+the lab's origin, through a fault proxy on 127.0.0.1 that applies the
+triggers, fleet after fleet with a pause until the service settles; the
+service must be on this machine unless --allow-remote; --impose makes it
+behave as the scenario's origin; --probe measures its capacity and latency
+with a short ramp and prints a scenario file for it (docs/lab.md). A
+target is an HTTP service: --target with --protocol grpc is refused. page
 takes -o FILE (default retrystorm.html).
 
 import takes --format F, --base FILE (the scenario whose traffic, origin and

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -61,6 +62,12 @@ type LabFlags struct {
 	Port int
 	// Protocol is what the lab's servers speak: "http" or "grpc".
 	Protocol string
+	// Target, when not empty, is the URL of a real service to play the
+	// scenario against, through a fault proxy; AllowRemote lets it be off
+	// this machine. Impose makes the service behave as the scenario's
+	// origin. Probe measures the service instead, and writes a scenario.
+	Target                     string
+	AllowRemote, Impose, Probe bool
 }
 
 // A flagGroup defines flags that several commands share on fs, storing
@@ -148,6 +155,17 @@ func labFlags(fs *flag.FlagSet, inv *Invocation) {
 		inv.Lab.Port = n
 		return nil
 	})
+	funcVar(fs, "target", "play the scenario against the service at `URL` (http or https), through a fault proxy that applies its triggers, instead of the lab's origin", func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("want an http:// or https:// URL with a host")
+		}
+		inv.Lab.Target = s
+		return nil
+	})
+	fs.BoolVar(&inv.Lab.AllowRemote, "allow-remote", false, "let --target name a service off this machine (a storm is a load test: point it only at a service of your own)")
+	fs.BoolVar(&inv.Lab.Impose, "impose", false, "with --target, make the service behave as the scenario's origin: its capacity as a concurrency limit with a queue, and its service rate")
+	fs.BoolVar(&inv.Lab.Probe, "probe", false, "with --target, measure the service's capacity and latency with a short, bounded ramp, and print a scenario file for it")
 }
 
 // ConfigFlags are the flags of the commands that read the retry settings

@@ -2,6 +2,9 @@ package full
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
@@ -15,6 +18,13 @@ import (
 func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err := inv.NoArgs(); err != nil {
 		return err
+	}
+	target, err := labTarget(inv)
+	if err != nil {
+		return err
+	}
+	if inv.Lab.Probe {
+		return probe(ctx, inv, target)
 	}
 	storm, _ := experiment.Lookup("storm")
 	if inv.PrintConfig {
@@ -56,12 +66,19 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
 	}
+	if target != nil {
+		if sc.Origin.Replicas > 1 {
+			return cli.Usagef("--target: %s's origin has %d replicas; the fault proxy stands for one", sc.Name, sc.Origin.Replicas)
+		}
+		target.Log = inv.Log()
+	}
 	out, err := lab.Experiment(ctx, sc, lab.ExperimentOptions{
 		Tick:     inv.Lab.Tick,
 		Port:     inv.Lab.Port,
 		Storm:    inv.Config == "",
 		Log:      inv.Log(),
 		Protocol: protocol,
+		Target:   target,
 	})
 	if err != nil {
 		return err
@@ -71,4 +88,63 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		wire = "gRPC"
 	}
 	return inv.Emit([]*experiment.Outcome{out}, out.JSON, "retrystorm lab: the storm over real "+wire+", beside the simulator")
+}
+
+// labTarget is the service --target names, checked, or nil without it.
+func labTarget(inv *cli.Invocation) (*lab.Target, error) {
+	f := inv.Lab
+	if f.Target == "" {
+		for _, x := range []struct {
+			set  bool
+			name string
+		}{{f.Probe, "--probe"}, {f.Impose, "--impose"}, {f.AllowRemote, "--allow-remote"}} {
+			if x.set {
+				return nil, cli.Usagef("%s needs --target URL", x.name)
+			}
+		}
+		return nil, nil
+	}
+	if f.Protocol == "grpc" {
+		// The fault proxy, the probe and the settle check speak HTTP, and
+		// the lab's gRPC gateway calls one method of the lab's own origin:
+		// a gRPC service of yours would need both to learn its method.
+		return nil, cli.Usagef("--target with --protocol grpc: the lab plays a scenario against an HTTP service only; drop --protocol grpc (the fault proxy, --probe and the pauses speak HTTP)")
+	}
+	u, err := url.Parse(f.Target)
+	if err != nil {
+		return nil, cli.Usagef("--target: %v", err)
+	}
+	if err := lab.CheckTarget(u, f.AllowRemote); err != nil {
+		return nil, cli.Usagef("--target: %v", err)
+	}
+	return &lab.Target{URL: u, Impose: f.Impose}, nil
+}
+
+// probe measures the target and prints a scenario for it (or, with
+// --json, what it measured).
+func probe(ctx context.Context, inv *cli.Invocation, target *lab.Target) error {
+	if err := inv.NoArgs(); err != nil {
+		return err
+	}
+	if inv.Config != "" || inv.Lab.Impose || inv.Lab.Duration != 0 {
+		return cli.Usagef("--probe measures the target: it takes no --config, --impose or --duration")
+	}
+	if inv.Lab.Tick < lab.MinTick {
+		return cli.Usagef("--tick %s: the probe writes a scenario for a lab tick of at least %s", lab.Short(inv.Lab.Tick), lab.Short(lab.MinTick))
+	}
+	log := inv.Log()
+	fmt.Fprintf(log, "lab: probing %s: open-loop steps of 1 s from a rate it serves easily, 1.5 times more each step, up to %.0f requests/s and %d steps, until it falls behind; Ctrl-C stops at once\n",
+		target.URL.Redacted(), lab.MaxAttemptRate, lab.ProbeMaxSteps)
+	target.Log = log
+	r, err := lab.Probe(ctx, target, lab.ProbeOptions{Tick: inv.Lab.Tick, Log: log})
+	if err != nil {
+		return err
+	}
+	if inv.JSON {
+		enc := json.NewEncoder(inv.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	_, err = inv.Stdout.Write(r.Scenario())
+	return err
 }

@@ -1,0 +1,109 @@
+package full
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startService serves a small stand-in for a user's service on 127.0.0.1
+// until the test ends: two requests at a time, 5 ms each (400 per second).
+func startService(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := make(chan struct{}, 2)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+		case <-r.Context().Done():
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+		<-slots
+		_, _ = io.WriteString(w, "ok\n")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// TestLabTargetUsage: --target is checked before anything is sent: a
+// service off this machine needs --allow-remote, the flags that only
+// mean something with a target need one, and a target is HTTP only.
+func TestLabTargetUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "--target", "http://example.com/"}, "--target: the target is not on this machine: example.com"},
+		{[]string{"lab", "--target", "http://10.0.0.1:8080/"}, "give --allow-remote"},
+		{[]string{"lab", "--target", "ftp://127.0.0.1/"}, "want an http:// or https:// URL with a host"},
+		{[]string{"lab", "--target", "http://user:secret@127.0.0.1/"}, "carries a user name or password"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc"}, "--target with --protocol grpc: the lab plays a scenario against an HTTP service only"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc", "--probe"}, "--target with --protocol grpc"},
+		{[]string{"lab", "--probe"}, "--probe needs --target URL"},
+		{[]string{"lab", "--impose"}, "--impose needs --target URL"},
+		{[]string{"lab", "--allow-remote"}, "--allow-remote needs --target URL"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--probe", "--impose"}, "--probe measures the target: it takes no --config, --impose or --duration"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"},
+	} {
+		r := runCLI(t, c.args...)
+		if r.code != 2 || !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
+			t.Errorf("%q: exit %d, want 2 and %q\n%s", c.args, r.code, c.want, r.stderr)
+		}
+	}
+}
+
+// TestLabProbeWritesAScenario: --probe measures a service and prints a
+// scenario file that `retrystorm run` accepts.
+func TestLabProbeWritesAScenario(t *testing.T) {
+	r := runCLI(t, "lab", "--target", startService(t), "--probe")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "# Measured by retrystorm lab --probe") || !strings.Contains(r.stderr, "lab: probing http://127.0.0.1:") {
+		t.Errorf("the scenario does not say what was measured, or the log what was sent:\n%s\n%s", r.stdout, r.stderr)
+	}
+	path := filepath.Join(t.TempDir(), "probed.yaml")
+	if err := os.WriteFile(path, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if run := runCLI(t, "run", path, "--json"); run.code != 0 {
+		t.Errorf("run on the probed scenario: exit %d\n%s\n%s", run.code, run.stderr, r.stdout)
+	}
+}
+
+// TestLabAgainstATarget: the tiny storm against a service, with the
+// scenario's origin imposed: the lab's JSON names the target and every
+// fleet ran against it.
+func TestLabAgainstATarget(t *testing.T) {
+	r := runCLI(t, "lab", "--config", writeTiny(t), "--tick", "50ms", "--target", startService(t), "--impose", "--json")
+	if r.code != 0 && r.code != 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out struct {
+		Fleets []struct{ Name string } `json:"fleets"`
+		Lab    struct {
+			Target string  `json:"target"`
+			Rest   float64 `json:"target_rest_seconds"`
+			Fleets []struct {
+				Settle float64 `json:"settle_seconds"`
+			} `json:"fleets"`
+		} `json:"lab"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if !strings.HasPrefix(out.Lab.Target, "http://127.0.0.1:") || out.Lab.Rest <= 0 || len(out.Fleets) != 3 || len(out.Lab.Fleets) != 3 {
+		t.Errorf("JSON: target %q at rest %g s, %d fleets, %d lab fleets", out.Lab.Target, out.Lab.Rest, len(out.Fleets), len(out.Lab.Fleets))
+	}
+}
