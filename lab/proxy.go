@@ -55,6 +55,13 @@ type ProxyConfig struct {
 	// transport of the proxy's own (as most clients of a service speak),
 	// closed by Run's end.
 	Transport http.RoundTripper
+	// Cutoff, when not zero, is when (from Start) the proxy stops
+	// forwarding: a request's turn that comes after it is answered 503
+	// without reaching the target, and the forwards still out then are
+	// cancelled. It is the last hop's guarantee that a run against a real
+	// service ends with its scenario, however late a gateway hears that its
+	// client left.
+	Cutoff time.Duration
 }
 
 // FaultProxy is a reverse proxy that applies a scenario's triggers to a
@@ -321,6 +328,7 @@ var (
 	ansRejected   = plainAnswer(http.StatusServiceUnavailable, "rejected", "fault proxy: overloaded")
 	ansInjected   = plainAnswer(http.StatusServiceUnavailable, "injected", "fault proxy: injected error")
 	ansTooLarge   = plainAnswer(http.StatusRequestEntityTooLarge, "too_large", "fault proxy: request body over 1 MiB")
+	ansCut        = plainAnswer(http.StatusServiceUnavailable, "cut", "fault proxy: the scenario is over: nothing more goes to the target")
 )
 
 func plainAnswer(status int, result, text string) *proxyAnswer {
@@ -421,8 +429,18 @@ func (p *FaultProxy) outbound(r *http.Request, body []byte) *http.Request {
 // (RFC 9110, section 7.6.1).
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// forward sends out to the target under ctx and reads the answer.
+// forward sends out to the target under ctx and reads the answer; after
+// the cutoff it sends nothing.
 func (p *FaultProxy) forward(ctx context.Context, out *http.Request) *proxyAnswer {
+	if c := p.cfg.Cutoff; c > 0 {
+		end := p.start.Add(c)
+		if !time.Now().Before(end) {
+			return ansCut
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, end)
+		defer cancel()
+	}
 	p.m.forwards.Inc()
 	defer p.m.forwards.Dec()
 	start := time.Now()
@@ -724,7 +742,7 @@ type proxyMetrics struct {
 func (p *FaultProxy) register() error {
 	p.m = proxyMetrics{
 		requests: counterVec("retrystorm_proxy_requests_total",
-			"Requests the fault proxy received, by result: ok and error (the target's answer, error for a 5xx), injected (an error trigger), rejected (its queue full), refused (an outage in mode refuse), unreachable (no answer from the target), unanswered (the client left, or a blackhole), too_large, stopped.", "result"),
+			"Requests the fault proxy received, by result: ok and error (the target's answer, error for a 5xx), injected (an error trigger), rejected (its queue full), refused (an outage in mode refuse), unreachable (no answer from the target), unanswered (the client left, or a blackhole), too_large, cut (after the scenario's end: not forwarded), stopped.", "result"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_proxy_in_flight",
 			Help: "Requests the fault proxy holds whose client still waits."}),
 		forwards: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_proxy_forwards_in_flight",

@@ -265,3 +265,32 @@ func TestProxyForwardsForNobody(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyCutoff: past its cutoff the proxy sends nothing to the target,
+// and what it was still forwarding then is cancelled: a run against a real
+// service ends with its scenario at the last hop too.
+func TestProxyCutoff(t *testing.T) {
+	tg := &stub{delay: time.Minute}
+	start := time.Now()
+	_, purl := startProxy(t, tg, ProxyConfig{Start: start, Cutoff: 200 * time.Millisecond})
+	c := testClient(t)
+	// Sent before the cut, held by the target past it: cancelled at the cut.
+	if r := send(c, "GET", purl, 5*time.Second); r.status != http.StatusBadGateway {
+		t.Errorf("a forward out at the cut: %d %v, want 502 (its forward cancelled)", r.status, r.err)
+	}
+	// The target hears of it when the proxy closes the connection.
+	for wait := time.Now().Add(time.Second); tg.canceled.Load() == 0 && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := tg.canceled.Load(); n != 1 {
+		t.Errorf("the target saw %d requests cancelled, want 1", n)
+	}
+	time.Sleep(time.Until(start.Add(250 * time.Millisecond)))
+	r := send(c, "GET", purl, 5*time.Second)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "the scenario is over") {
+		t.Errorf("after the cut: %d %q, want 503 from the proxy", r.status, r.body)
+	}
+	if n := len(tg.seen()); n != 1 {
+		t.Errorf("the target saw %d requests, want only the one before the cut", n)
+	}
+}

@@ -292,6 +292,7 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 		p, err := NewFaultProxy(ProxyConfig{
 			Target: target.URL, Origin: wall.Origin, Impose: target.Impose, Triggers: wall.Triggers,
 			Start: start, Seed: seed, Tally: tally, Transport: target.Transport,
+			Cutoff: wallCutoff(wall, i), // as the load's: never past the scenario's end
 		})
 		if err != nil {
 			return nil, err

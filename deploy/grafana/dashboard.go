@@ -29,10 +29,14 @@ const UID = "retrystorm-resil"
 // sel is the selector every query filters by: the job and the guards
 // chosen above the dashboard. resilprom names a guard by the label name,
 // resilotel by resil_guard_name; a guard exported one way lacks the other
-// label, which =~ ".*" matches.
+// label, which =~ ".*" matches. A server's Shedders are chosen apart
+// (resilprom: name; resilotel: resil_shedder_name), since a service's
+// guards and its shedder are different things with different names.
 const (
-	sel     = `job=~"$job", name=~"$guard"`
-	selOTel = `job=~"$job", resil_guard_name=~"$guard"`
+	sel         = `job=~"$job", name=~"$guard"`
+	selOTel     = `job=~"$job", resil_guard_name=~"$guard"`
+	selShed     = `job=~"$job", name=~"$shedder"`
+	selShedOTel = `job=~"$job", resil_shedder_name=~"$shedder"`
 )
 
 // query is one line of a panel.
@@ -123,12 +127,13 @@ var rows = []struct {
 		},
 		{
 			title: "Shed: the server's admission",
-			about: "Per second, at a server that admits with a resil.Shedder (resilprom.RegisterShedder): requests admitted, refused before their work by reason (deadline, limit, queue full, queue timeout), and dropped when their deadline passed as they ran.",
+			about: "Per second, at a server that admits with a resil.Shedder (resilprom.RegisterShedder, or resilotel.InstrumentShedder): requests admitted, refused before their work by reason (deadline, limit, queue full, queue timeout), and dropped when their deadline passed as they ran.",
 			unit:  "reqps", min: zero(),
 			queries: []query{
-				{`sum(rate(resil_shed_admitted_total{` + sel + `}[$__rate_interval]))`, "admitted"},
-				{`sum by (reason) (rate(resil_shed_refused_total{` + sel + `}[$__rate_interval]))`, "refused: {{reason}}"},
-				{`sum(rate(resil_shed_dropped_total{` + sel + `}[$__rate_interval]))`, "dropped"},
+				{`sum(rate(resil_shed_admitted_total{` + selShed + `}[$__rate_interval]))`, "admitted"},
+				{`sum by (reason) (rate(resil_shed_refused_total{` + selShed + `, reason!=""}[$__rate_interval]))`, "refused: {{reason}}"},
+				{`sum by (resil_shed_reason) (rate(resil_shed_refused_total{` + selShedOTel + `, resil_shed_reason!=""}[$__rate_interval]))`, "refused: {{resil_shed_reason}} (OpenTelemetry)"},
+				{`sum(rate(resil_shed_dropped_total{` + selShed + `}[$__rate_interval]))`, "dropped"},
 			},
 		},
 		{
@@ -136,9 +141,9 @@ var rows = []struct {
 			about: "The server's concurrency limit now (fixed, or learnt from latency), the requests in flight under it and those waiting for a slot.",
 			unit:  "short", min: zero(),
 			queries: []query{
-				{`sum by (job) (resil_concurrency_limit{` + sel + `})`, "{{job}} limit"},
-				{`sum by (job) (resil_shed_inflight{` + sel + `})`, "{{job}} in flight"},
-				{`sum by (job) (resil_shed_queued{` + sel + `})`, "{{job}} waiting"},
+				{`sum by (job) (resil_concurrency_limit{` + selShed + `})`, "{{job}} limit"},
+				{`sum by (job) (resil_shed_inflight{` + selShed + `})`, "{{job}} in flight"},
+				{`sum by (job) (resil_shed_queued{` + selShed + `})`, "{{job}} waiting"},
 			},
 		},
 		{
@@ -198,6 +203,11 @@ func Build() (dashboard.Dashboard, error) {
 		WithVariable(dashboard.NewQueryVariableBuilder("guard").Label("guard").
 			Datasource(ds).
 			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(resil_intents_total{job=~"$job"}, name)`)}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Multi(true).IncludeAll(true).AllValue(".*")).
+		WithVariable(dashboard.NewQueryVariableBuilder("shedder").Label("shedder").
+			Datasource(ds).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(resil_shed_admitted_total{job=~"$job"}, name)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 			Multi(true).IncludeAll(true).AllValue(".*"))
 	for _, r := range rows {

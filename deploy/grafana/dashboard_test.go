@@ -97,7 +97,7 @@ func promQL(q string) string {
 		// label_values(METRIC{...}, LABEL) asks for METRIC{...}'s series.
 		q = strings.TrimSpace(v[:strings.LastIndex(v, ",")])
 	}
-	return strings.NewReplacer("$__rate_interval", "1m", "$job", ".*", "$guard", ".*").Replace(q)
+	return strings.NewReplacer("$__rate_interval", "1m", "$job", ".*", "$guard", ".*", "$shedder", ".*").Replace(q)
 }
 
 // TestQueriesParse: promtool checks every query as the expression of a
@@ -135,9 +135,11 @@ func TestQueriesParse(t *testing.T) {
 	t.Logf("%s", out)
 }
 
-// registered exports one Guard both ways, as a service would: through
-// resilprom, and through resilotel and OpenTelemetry's Prometheus exporter,
-// after a few calls so that every histogram has series. It returns every
+// registered exports one Guard and one Shedder both ways, as a service
+// would: through resilprom, and through resilotel and OpenTelemetry's
+// Prometheus exporter, after a few calls so that every histogram has
+// series (both exporters send a Shedder's refusals for every reason, at
+// zero too). It returns every
 // metric family name with the label names its series carry.
 func registered(t *testing.T) map[string][]string {
 	t.Helper()
@@ -173,6 +175,11 @@ func registered(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	defer inst.Close()
+	sinst, err := resilotel.InstrumentShedder(shedder, resilotel.Options{Name: "s", MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sinst.Close()
 	fail := true
 	for range 3 {
 		_ = g.Do(context.Background(), func(context.Context) error {
@@ -249,7 +256,7 @@ func TestQueriesNameRegisteredMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, must := range []string{"name", "resil_guard_name", "kind", "resil_attempt_kind"} {
+	for _, must := range []string{"name", "resil_guard_name", "kind", "resil_attempt_kind", "reason", "resil_shedder_name", "resil_shed_reason"} {
 		if !slices.Contains(labels, must) {
 			t.Errorf("no exporter sets the label %s the dashboard filters by", must)
 		}

@@ -1,0 +1,186 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// TestCheckTarget: a storm goes to this machine only, unless the caller
+// says otherwise, and never with a password in the URL.
+func TestCheckTarget(t *testing.T) {
+	for _, c := range []struct {
+		url    string
+		remote bool
+		ok     bool
+		is     error // the error's sentinel, when one is promised
+	}{
+		{"http://127.0.0.1:8080/", false, true, nil},
+		{"http://127.3.4.5/", false, true, nil},
+		{"https://[::1]:8443/x", false, true, nil},
+		{"http://LocalHost:80/", false, true, nil},
+		{"http://example.com/", false, false, ErrRemoteTarget},
+		{"http://10.0.0.1:8080/", false, false, ErrRemoteTarget},
+		{"http://127.0.0.1.example.com/", false, false, ErrRemoteTarget},
+		{"http://example.com/", true, true, nil},
+		{"http://user:secret@127.0.0.1/", false, false, nil},
+		{"http://user:secret@example.com/", true, false, nil},
+		{"ftp://127.0.0.1/", false, false, nil},
+		{"http:///path", true, false, nil},
+	} {
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckTarget(u, c.remote)
+		if (err == nil) != c.ok || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("CheckTarget(%s, allowRemote %v) = %v, want ok %v", c.url, c.remote, err, c.ok)
+		}
+	}
+	if err := CheckTarget(nil, true); err == nil {
+		t.Error("CheckTarget(nil) = nil")
+	}
+}
+
+// TestPeakAttemptRate: the rate the lab announces before a run against a
+// target is the highest fleet ceiling, λ·(1+max_retries) without a budget,
+// at the highest intent rate a load trigger reaches, in wall time.
+func TestPeakAttemptRate(t *testing.T) {
+	sc := stormScenario(t, 1) // 100 intents/s; naive: 3 retries, no budget
+	got, err := PeakAttemptRate(sc, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 × (1+3) attempts a scenario second, ten scenario seconds a
+	// wall second.
+	if want := 100.0 * 4 * 10; math.Abs(got-want) > 1e-9 {
+		t.Errorf("storm at 100ms a tick: %g attempts/s, want %g", got, want)
+	}
+	sc.Triggers = append(sc.Triggers, sc.Triggers[0])
+	sc.Triggers[1].Kind, sc.Triggers[1].Rate = scenario.TriggerLoad, 150
+	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
+		t.Errorf("with a load trigger to 150/s at 1s a tick: %g attempts/s (%v), want %d", got, err, 150*4)
+	}
+}
+
+// overloaded is a service that answers a lab probe at once but holds every
+// request of the load (those that carry IntentHeader) longer than any
+// client waits, so that the naive fleet retries all it can: without the
+// cut at the scenario's end its retries would outlast it.
+type overloaded struct {
+	hold  time.Duration
+	load  atomic.Int64
+	mu    sync.Mutex
+	times []time.Time // arrivals of the load's requests
+}
+
+func (s *overloaded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(IntentHeader) == "" {
+		return // a probe of the latency at rest, or of the pause
+	}
+	s.load.Add(1)
+	s.mu.Lock()
+	s.times = append(s.times, time.Now())
+	s.mu.Unlock()
+	select {
+	case <-time.After(s.hold):
+	case <-r.Context().Done():
+	}
+}
+
+// targetStorm is a short storm for runs against a stub target: 20 intents
+// per second for 10 s, at 100 ms a tick (1 s of wall time per fleet).
+func targetStorm(t *testing.T) *scenario.Scenario {
+	sc := stormScenario(t, 5)
+	sc.Duration = 10 * time.Second
+	sc.Triggers[0].At, sc.Triggers[0].For = 2*time.Second, 2*time.Second
+	return sc
+}
+
+// TestTargetLoadEndsWithTheScenario: against a target, a fleet's load
+// stops at the end of the scenario plus one attempt's timeout, however
+// many retries are still due, and nothing reaches the target after the
+// run returns.
+func TestTargetLoadEndsWithTheScenario(t *testing.T) {
+	sc := targetStorm(t)
+	sc.Fleets = sc.Fleets[:1] // naive: 3 retries each, no budget
+	svc := &overloaded{hold: time.Minute}
+	u, err := url.Parse(startServer(t, svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := 100 * time.Millisecond
+	if _, err := Run(context.Background(), sc, Options{Tick: tick, Target: &Target{URL: u}}); err != nil {
+		t.Fatal(err)
+	}
+	returned := svc.load.Load()
+	svc.mu.Lock()
+	first, last := svc.times[0], svc.times[len(svc.times)-1]
+	svc.mu.Unlock()
+	wall := Scale(sc, tick.Seconds()/sc.Tick.Seconds())
+	cutoff := wallCutoff(wall, 0) // 1 s of scenario, and a timeout of 100 ms
+	// The last intents start at the end; their retries (backoff from
+	// 10 ms, timeouts of 100 ms) would go on some 400 ms more. Allow a
+	// hop's lateness past the cut, not a retry's.
+	slack := 60 * time.Millisecond
+	if slow() {
+		slack = 250 * time.Millisecond
+	}
+	span := last.Sub(first)
+	t.Logf("the load reached the target for %s; the cut is at %s", span.Round(time.Millisecond), cutoff)
+	if span > cutoff+slack {
+		t.Errorf("the load reached the target for %s, past the scenario's %s and one timeout (%s)", span.Round(time.Millisecond), wall.Duration, cutoff)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := svc.load.Load(); n != returned {
+		t.Errorf("%d requests reached the target after the run returned", n-returned)
+	}
+}
+
+// TestTargetStopsAtOnce: cancelling a run against a target (Ctrl-C) stops
+// the load at once: the run returns the context's error long before the
+// fleets would have ended, and nothing reaches the target afterwards.
+func TestTargetStopsAtOnce(t *testing.T) {
+	sc := targetStorm(t) // two fleets of 1 s of wall time, and a pause
+	svc := &overloaded{hold: time.Minute}
+	u, err := url.Parse(startServer(t, svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		for svc.load.Load() < 10 && ctx.Err() == nil { // the storm is under way
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancelled <- time.Now()
+		cancel()
+	}()
+	_, err = Run(ctx, sc, Options{Tick: 100 * time.Millisecond, Target: &Target{URL: u}})
+	took := time.Since(<-cancelled)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after a cancel: %v, want context.Canceled", err)
+	}
+	bound := 300 * time.Millisecond // the fleet had most of its 1.1 s to go, the next one all of it
+	if slow() {
+		bound = time.Second
+	}
+	t.Logf("returned %s after the cancel", took.Round(time.Millisecond))
+	if took > bound {
+		t.Errorf("the run returned %s after the cancel, want under %s", took.Round(time.Millisecond), bound)
+	}
+	returned := svc.load.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := svc.load.Load(); n != returned {
+		t.Errorf("%d requests reached the target after the cancelled run returned", n-returned)
+	}
+}
