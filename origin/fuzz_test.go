@@ -96,7 +96,10 @@ func FuzzModels(f *testing.F) {
 		case 2:
 			m, err = NewConcurrency(ConcurrencySettings{Base: 50 * ms, PerInflight: ms, StopLeft: flag}, c)
 		case 3: // deadline shedding, and resil's wait queue
-			s := QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit%4) + 1, Discipline: discipline, Shed: dl}
+			s := QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit%4) + 1, Discipline: discipline, Shed: true, Reserve: 5 * ms}
+			if workers%2 == 0 {
+				s.Estimate = dl // else the service time as it stands
+			}
 			if flag || discipline == resil.AdaptiveLIFO {
 				s.MaxWait = time.Duration(workers%5+1) * 20 * ms
 			}

@@ -157,9 +157,9 @@ type Options struct {
 	// alone, and its queue sheds by the Shedder's DeadlineShedder. Nil:
 	// the server admits through an Admission of its own, as o asks.
 	Shedder *resil.Shedder
-	// Reserve is the time drop_expired keeps for the answer's way back
-	// (the lab's, over the wire); Shedder's deadline settings hold
-	// shedding's.
+	// Reserve is the time the server keeps for the answer's way back over
+	// the wire (the lab's), on top of the scenario's shed.reserve; a
+	// Shedder's deadline settings must hold both.
 	Reserve time.Duration
 }
 
@@ -185,17 +185,19 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 			adm.sh, sh, inner = own, own, adm
 		}
 	}
-	var dl *resil.DeadlineShedder
-	if o.Shed.Deadline && sh != nil {
-		dl = sh.Deadline()
-	}
 	var m Model
 	var err error
 	switch o.Model {
 	case scenario.ModelQueue:
 		s := QueueSettings{
 			Capacity: o.Capacity / float64(replicas), Workers: o.Workers / replicas,
-			MaxWait: o.MaxQueueTime, Shed: dl, DropExpired: o.DropExpired, Reserve: opts.Reserve,
+			MaxWait: o.MaxQueueTime, Shed: o.Shed.Deadline, DropExpired: o.DropExpired, Reserve: opts.Reserve,
+		}
+		if o.Shed.Deadline {
+			s.Reserve += o.Shed.Reserve
+			if o.Shed.ServiceTime > 0 {
+				s.Estimate = sh.Deadline() // the admission's, with its estimate and reserve
+			}
 		}
 		if s.Discipline, err = o.QueueDiscipline(); err != nil {
 			return nil, fmt.Errorf("origin: %w", err)
@@ -219,24 +221,32 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 	return adm, nil
 }
 
-// NewShedder returns the resil.Shedder that admits o's requests on one
-// server, on clock (nil: the wall clock), or nil when o asks for no
-// admission: no limit and no deadline shedding. It has o's deadline
-// settings (its service-time estimate and reserve) and a limiter of its
-// own, and no queue: the model's queue is the server's. The lab puts it
-// behind resilhttp.Shed.
-func NewShedder(o *scenario.Origin, clock resil.Clock) (*resil.Shedder, error) {
+// ShedderSettings returns the settings of the resil.Shedder that admits
+// o's requests on one server: its deadline settings (the service-time
+// estimate and the reserve) when o sheds by deadline, a limiter of its own
+// when o has a limit, and no queue: the model's queue is the server's. ok
+// is false when o asks for neither, and the server admits everything.
+func ShedderSettings(o *scenario.Origin) (s resil.ShedderSettings, ok bool, err error) {
 	lim, err := o.NewLimiter()
 	if err != nil {
-		return nil, fmt.Errorf("origin: the limit: %w", err)
+		return s, false, fmt.Errorf("origin: the limit: %w", err)
 	}
-	if lim == nil && !o.Shed.Deadline {
-		return nil, nil
-	}
-	s := resil.ShedderSettings{Limiter: lim, Clock: clock}
+	s.Limiter = lim
 	if o.Shed.Deadline {
 		s.Deadline = resil.DeadlineSettings{ServiceTime: o.ServiceEstimate(), Reserve: o.Shed.Reserve}
 	}
+	return s, lim != nil || o.Shed.Deadline, nil
+}
+
+// NewShedder returns the resil.Shedder that admits o's requests on one
+// server (see ShedderSettings), on clock (nil: the wall clock), or nil when
+// o asks for no admission.
+func NewShedder(o *scenario.Origin, clock resil.Clock) (*resil.Shedder, error) {
+	s, ok, err := ShedderSettings(o)
+	if !ok || err != nil {
+		return nil, err
+	}
+	s.Clock = clock
 	sh, err := resil.NewShedder(s)
 	if err != nil {
 		return nil, fmt.Errorf("origin: %w", err)

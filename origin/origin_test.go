@@ -258,6 +258,24 @@ func TestNewSplitsTheOrigin(t *testing.T) {
 	}
 }
 
+// TestQueueShedFollows: without an estimate of its own, a shedding queue
+// decides by its service time as it stands: a dip that makes the work
+// longer makes it refuse sooner.
+func TestQueueShedFollows(t *testing.T) {
+	l := &log{deadline: map[Request]time.Duration{2: 250 * ms, 3: 300 * ms}}
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Shed: true}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{0, "arrive", 2, Conditions{}, ""},
+		{0, "arrive", 3, Conditions{}, ""},
+		{50 * ms, "set", 0, Conditions{Capacity: 5, Factor: 1}, ""}, // 200 ms of work each from now
+		{100 * ms, "done", 1, Conditions{}, "reject 2; serve 3 until 300ms"},
+	})
+}
+
 // TestQueueShed: with deadline shedding (an estimate of 100 ms), a waiting
 // request that cannot be answered in time is refused at once when a worker
 // frees up, one whose client is gone is dropped unanswered, and a client
@@ -268,7 +286,7 @@ func TestQueueShed(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &log{deadline: map[Request]time.Duration{2: 150 * ms, 3: 1000 * ms, 4: time.Second, 5: time.Second}, gone: map[Request]bool{4: true}}
-	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Shed: dl}, l)
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Shed: true, Estimate: dl}, l)
 	if err != nil {
 		t.Fatal(err)
 	}

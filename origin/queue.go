@@ -25,19 +25,24 @@ type QueueSettings struct {
 	// a resil.WaitQueue, which needs a Limit.
 	MaxWait time.Duration
 
-	// Shed, when set, is deadline shedding: when a worker would take a
-	// request, the server asks it whether the request can still be
-	// answered in time, refuses it at once when not (or drops it when its
-	// client is gone), and stops serving one whose client gives up.
-	Shed *resil.DeadlineShedder
+	// Shed is deadline shedding: when a worker would take a request, the
+	// server asks resil whether the request can still be answered before
+	// its client's deadline, less Reserve, refuses it at once when not (or
+	// drops it when its client is gone), and stops serving one whose
+	// client gives up.
+	Shed bool
+	// Estimate, when set, is the DeadlineShedder Shed decides with (its
+	// estimate and its reserve); nil means one with the service time as it
+	// stands, which the server knows, and Reserve.
+	Estimate *resil.DeadlineShedder
 	// DropExpired is the older form: when a worker would take a request,
-	// the server drops it, unanswered, if it cannot be answered before
-	// its client's deadline, less Reserve, by the service time as it
-	// stands; and it stops serving one whose client gives up. It may not
-	// be set with Shed.
+	// the server drops it, unanswered, if it cannot be answered before its
+	// client's deadline, less Reserve, by the service time as it stands;
+	// and it stops serving one whose client gives up. It may not be set
+	// with Shed.
 	DropExpired bool
-	// Reserve is the time DropExpired keeps for the answer's way back
-	// (the lab's, over the wire).
+	// Reserve is the time kept for the answer's way back: the scenario's,
+	// and the lab's over the wire.
 	Reserve time.Duration
 }
 
@@ -53,9 +58,10 @@ type QueueSettings struct {
 // not start a request that cannot be answered in time, and stops serving
 // one whose client gives up mid-service (Left), so no worker works for
 // nobody. The decision is resil's DeadlineShedder: with Shed, the server's
-// own, which refuses at once (Reject) a request whose client still waits;
-// with DropExpired, one that follows the service time as it stands and
-// drops the request unanswered, as drop_expired always did.
+// own estimate, or one that follows the service time as it stands, and the
+// server refuses at once (Reject) a request whose client still waits; with
+// DropExpired, one that follows the service time, and the server drops the
+// request unanswered, as drop_expired always did.
 //
 // The waiting requests are served in the order of their Discipline. With
 // a MaxWait or adaptive LIFO the queue is resil's WaitQueue, whose
@@ -77,10 +83,11 @@ type Queue struct {
 	rate    float64       // requests per second
 	service time.Duration // how long a request holds a worker, at the conditions in force
 
-	shed        *resil.DeadlineShedder // Shed
+	shed        bool
+	estimate    *resil.DeadlineShedder // Shed's, when it has a fixed estimate
 	dropExpired bool
 	reserve     time.Duration
-	expiry      *resil.DeadlineShedder // DropExpired's, at the service time in force
+	expiry      *resil.DeadlineShedder // at the service time in force, for DropExpired and Shed without Estimate
 
 	q  deque                     // without a wait queue
 	wq *resil.WaitQueue[Request] // with one
@@ -95,7 +102,7 @@ func NewQueue(s QueueSettings, d Driver) (*Queue, error) {
 	if s.Workers < 1 || s.Limit < 0 {
 		return nil, fmt.Errorf("origin: the queue model needs at least one worker and a limit of at least 0, got %d and %d", s.Workers, s.Limit)
 	}
-	if s.Shed != nil && s.DropExpired {
+	if s.Shed && s.DropExpired {
 		return nil, fmt.Errorf("origin: Shed and DropExpired both drop expired requests: set one")
 	}
 	if s.Reserve < 0 || s.Reserve > time.Hour {
@@ -103,7 +110,7 @@ func NewQueue(s QueueSettings, d Driver) (*Queue, error) {
 	}
 	q := &Queue{
 		d: d, workers: s.Workers, limit: s.Limit, lifo: s.Discipline == resil.LIFO,
-		shed: s.Shed, dropExpired: s.DropExpired, reserve: s.Reserve,
+		shed: s.Shed, estimate: s.Estimate, dropExpired: s.DropExpired, reserve: s.Reserve,
 	}
 	if s.MaxWait > 0 || s.Discipline == resil.AdaptiveLIFO {
 		wq, err := resil.NewWaitQueue[Request](resil.QueueSettings{MaxLen: s.Limit, Discipline: s.Discipline, MaxWait: s.MaxWait})
@@ -128,8 +135,8 @@ func (q *Queue) set(c Conditions) error {
 		return nil
 	}
 	q.service = time.Duration(float64(q.workers) / q.rate * c.Factor * 1e9)
-	if q.dropExpired {
-		// The service time as it stands is what drop_expired decides by.
+	if q.dropExpired || (q.shed && q.estimate == nil) {
+		// The service time as it stands is what the server decides by.
 		dl, err := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: min(q.service, 24*time.Hour), Reserve: q.reserve})
 		if err != nil {
 			return fmt.Errorf("origin: %w", err)
@@ -221,12 +228,12 @@ func (q *Queue) pop(now time.Duration) (Request, resil.ShedReason) {
 // decide says whether a shedding server starts r now: ShedNone, or why
 // not (ShedCallerLeft when its client is gone).
 func (q *Queue) decide(now time.Duration, r Request) resil.ShedReason {
-	dl := q.shed
-	if q.dropExpired {
-		dl = q.expiry
-	}
-	if dl == nil {
+	if !q.shed && !q.dropExpired {
 		return resil.ShedNone
+	}
+	dl := q.estimate
+	if dl == nil {
+		dl = q.expiry
 	}
 	deadline, ok, gone := q.d.Deadline(r)
 	switch {
@@ -241,7 +248,7 @@ func (q *Queue) decide(now time.Duration, r Request) resil.ShedReason {
 // Left stops serving r when the server sheds, and gives its worker the
 // next request; otherwise the worker goes on for nobody.
 func (q *Queue) Left(now time.Duration, r Request) {
-	if q.shed == nil && !q.dropExpired {
+	if !q.shed && !q.dropExpired {
 		return
 	}
 	q.d.Drop(r, now)

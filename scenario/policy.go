@@ -193,11 +193,12 @@ func (o Origin) QueueDiscipline() (resil.Discipline, error) {
 	return d, err
 }
 
-// ServiceEstimate is the service time deadline shedding assumes:
-// Shed.ServiceTime, or the origin's service time at its base capacity
-// (workers / capacity for the queue model, base for the concurrency
-// model), which it keeps whatever the triggers do, as a server's setting
-// would.
+// ServiceEstimate is the service time deadline shedding assumes on
+// arrival: Shed.ServiceTime, or the origin's service time at its base
+// capacity (workers / capacity for the queue model, base for the
+// concurrency model). Without Shed.ServiceTime, the queue model decides
+// again, when a worker would take a request, by its service time as it
+// stands.
 func (o Origin) ServiceEstimate() time.Duration {
 	if o.Shed.ServiceTime > 0 {
 		return o.Shed.ServiceTime

@@ -286,6 +286,9 @@ func TestOriginDefences(t *testing.T) {
 	if o.ServiceEstimate() != 100*time.Millisecond {
 		t.Errorf("default estimate %v, want workers/capacity = 100ms", o.ServiceEstimate())
 	}
+	if DefaultLimit(LimitVegas) != (Limit{Use: LimitVegas, Limit: 20, MinLimit: 1, MaxLimit: 1000, Smoothing: 1}) {
+		t.Errorf("DefaultLimit(vegas) = %+v", DefaultLimit(LimitVegas))
+	}
 	o.Limit = Limit{Use: LimitNone}
 	if lim, err := o.NewLimiter(); lim != nil || err != nil {
 		t.Errorf("use: none made %v, %v", lim, err)

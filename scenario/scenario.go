@@ -128,8 +128,10 @@ type Limit struct {
 type Shed struct {
 	Deadline bool
 	// ServiceTime is the origin's estimate of a request's service time;
-	// 0 means its service time at its base capacity (queue model:
-	// workers / capacity; concurrency model: base).
+	// 0 means what the origin knows: on arrival its service time at its
+	// base capacity (queue model: workers / capacity; concurrency model:
+	// base), and when a worker would take a request its service time as
+	// it stands.
 	ServiceTime time.Duration
 	// Reserve is the time kept for the answer's way back: a request must
 	// be answered Reserve before its client's deadline.

@@ -349,6 +349,15 @@ func limitObject(l *Limit) *object {
 	}
 }
 
+// DefaultLimit returns the limit of kind use as the loader reads
+// "limit: {use: USE}": the adaptive algorithms with resil's defaults
+// written out. A fixed limit still needs its Limit.
+func DefaultLimit(use string) Limit {
+	l := Limit{Use: use}
+	l.presetDefaults(use)
+	return l
+}
+
 // presetDefaults fills in resil's defaults for an adaptive algorithm.
 func (l *Limit) presetDefaults(use string) {
 	var a resil.LimitAlgorithm
