@@ -323,7 +323,7 @@ func (o *Origin) reject(r origin.Request) {
 	o.release(r)
 }
 
-// Drop skips a request (drop_expired): it is not answered, and its client
+// Drop skips a request (a shedding origin): it is not answered, and its client
 // will time out.
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	o := (*Origin)(d)

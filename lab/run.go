@@ -283,7 +283,10 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	var lab *Origin                    // the lab's own origin, which gRPC can serve
 	var truth func(time.Duration) bool // nil: unknown, for a target as it is
 	if target == nil {
-		o, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
+		o, err := NewOrigin(OriginConfig{
+			Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token,
+			WireReserve: wall.Fleets[i].Timeout / deadlineMargin,
+		})
 		if err != nil {
 			return nil, err
 		}

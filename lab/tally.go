@@ -59,7 +59,7 @@ type total uint8
 const (
 	tTimeouts total = iota // attempts that timed out at the gateway
 	tWasted                // attempts the origin served after their client left
-	tDropped               // attempts a drop_expired origin skipped
+	tDropped               // attempts a shedding origin skipped, unanswered
 	tVictims               // intents that arrived after the trigger and saw a failure
 	tThrown                // breaker refusals the origin would have answered in time
 	nTotals
