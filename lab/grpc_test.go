@@ -342,6 +342,38 @@ func TestGRPCGatewayStops(t *testing.T) {
 	}
 }
 
+// TestGRPCGatewayThrottle is TestGatewayThrottle over gRPC: against an
+// origin that fails everything, the adaptive throttle soon refuses calls
+// locally, with UNAVAILABLE (the HTTP gateway's 503) and the throttle's
+// stop reason, nothing sent, each refusal counted apart from a breaker's.
+func TestGRPCGatewayThrottle(t *testing.T) {
+	_, origin, _ := startGRPCOrigin(t, OriginConfig{Origin: failingOrigin()})
+	f := guardedFleet(time.Second, 10, 0)
+	f.Name = "throttled"
+	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}
+	tally := NewTally(time.Now(), time.Minute, 1)
+	g, gw := startGRPCGateway(t, origin, f, tally)
+	c := grpcClient(t, gw)
+	refused := 0
+	for range 30 {
+		r := unary(c, "", 5*time.Second)
+		if first(r.trailer, StopHeader) == "throttled" && first(r.trailer, AttemptsHeader) == "0" {
+			if r.code != codes.Unavailable {
+				t.Errorf("a throttled call answered %v, want UNAVAILABLE", r.code)
+			}
+			refused++
+		}
+	}
+	s := tally.series()
+	if refused == 0 || s.ThrottleRefusals[0] < int64(refused) || s.BreakerRefusals[0] != 0 {
+		t.Errorf("%d calls refused at once; the tally counts %d throttle refusals and %d breaker refusals", refused, s.ThrottleRefusals[0], s.BreakerRefusals[0])
+	}
+	m := send(testClient(t), "GET", startServer(t, g.Handler())+"/metrics", time.Second)
+	if miss := contains(m.body, `resil_throttle_refusals_total{name="throttled-00"}`); len(miss) > 0 {
+		t.Errorf("/metrics lacks %q", miss)
+	}
+}
+
 // TestGRPCGatewaySideEffects: a naive gateway retries a call with a side
 // effect blindly, and the origin executes it each time; a guarded one does
 // not retry it without a key.

@@ -464,11 +464,12 @@ func summarize(sc *scenario.Scenario, i int, s *sim.Series, t *Tally, info Fleet
 		BudgetDenials:     int64(info.Gateway.BudgetDenials),
 		BreakerTrips:      int64(info.Gateway.BreakerTrips),
 	}
-	for _, r := range s.BreakerRefusals {
+	for k, r := range s.BreakerRefusals {
 		sum.BreakerRefusals += r
+		sum.ThrottleRefusals += s.ThrottleRefusals[k]
 	}
 	l := sum.LostBy
-	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.NotIdempotent + l.Deadline + l.Unfinished
+	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.Throttled + l.NotIdempotent + l.Deadline + l.Unfinished
 	start, end := sim.TriggerTicks(sc)
 	sim.Summarize(s, &sum, start, end)
 	if p, err := sc.Fleets[i].NewPolicy(); err == nil {

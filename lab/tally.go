@@ -25,6 +25,7 @@ const (
 	cGoodput                // gateway: successes that came back in time, by the tick sent
 	cFailed                 // gateway: failed attempts, by the tick sent
 	cRefused                // gateway: attempts its breakers refused
+	cThrottled              // gateway: attempts its adaptive throttles refused
 	nCounts
 )
 
@@ -61,7 +62,7 @@ const (
 	tWasted                // attempts the origin served after their client left
 	tDropped               // attempts a shedding origin skipped, unanswered
 	tVictims               // intents that arrived after the trigger and saw a failure
-	tThrown                // breaker refusals the origin would have answered in time
+	tThrown                // breaker and throttle refusals the origin would have answered in time
 	nTotals
 )
 
@@ -198,6 +199,7 @@ func (t *Tally) series() sim.Series {
 		s.Goodput[k] = t.c[cGoodput][k].Load()
 		s.FailedAttempts[k] = t.c[cFailed][k].Load()
 		s.BreakerRefusals[k] = t.c[cRefused][k].Load()
+		s.ThrottleRefusals[k] = t.c[cThrottled][k].Load()
 		s.Queue[k] = t.queue[k].Load()
 		s.BreakerOpen[k] = math.Float64frombits(t.open[k].Load())
 	}
