@@ -58,8 +58,9 @@ type LabOptions struct {
 	// Storm checks the storm experiment's own claims on the lab's numbers
 	// too (for the default scenario, whose fleets are the storm's).
 	Storm bool
-	// CounterfactualName is the name of the drop_expired counterfactual's
-	// fleet in both results, or "" when it was not run.
+	// CounterfactualName is the name of the counterfactual's fleet (the
+	// naive fleet against a shedding origin) in both results, or "" when
+	// it was not run.
 	CounterfactualName string
 	// Target, when not empty, says the lab played against a real service,
 	// and which: the tolerances of offered load and retries/requests are

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -91,6 +92,36 @@ func StormCounterfactual(sc *scenario.Scenario) (*scenario.Scenario, string) {
 	return cf, sc.Fleets[0].Name + ", drop_expired"
 }
 
+// ShedCounterfactual returns the lab's counterfactual: the control (the
+// first fleet) against the same origin shedding by deadline (shed:
+// {deadline: true}, which the lab's origin applies with resilhttp.Shed in
+// front of its handler and its queue asks again when a worker would take a
+// request), and the name its fleet is reported under. It is nil when the
+// origin holds no requests (the capacity model), already sheds, or drops
+// expired requests.
+func ShedCounterfactual(sc *scenario.Scenario) (*scenario.Scenario, string) {
+	o := sc.Origin
+	if (o.Model != scenario.ModelQueue && o.Model != scenario.ModelConcurrency) || o.Shed.Deadline || o.DropExpired || len(sc.Fleets) == 0 {
+		return nil, ""
+	}
+	cf := clone(sc)
+	cf.Origin.Shed = scenario.Shed{Deadline: true}
+	cf.Fleets = cf.Fleets[:1]
+	return cf, sc.Fleets[0].Name + shedSuffix
+}
+
+// shedSuffix ends the name of ShedCounterfactual's fleet.
+const shedSuffix = ", deadline shedding"
+
+// counterfactualPhrase says what the origin of the counterfactual named
+// cfName does differently.
+func counterfactualPhrase(cfName string) string {
+	if strings.HasSuffix(cfName, shedSuffix) {
+		return "sheds by deadline"
+	}
+	return "drops expired requests"
+}
+
 func stormTable(res *sim.Result) report.Table {
 	t := report.Table{
 		Columns: []report.Column{
@@ -150,7 +181,7 @@ func stormClaims(sc *scenario.Scenario, res *sim.Result, cfName string) []report
 		"peak %.2f per tick, %.2f over the run", peak, naive.Summary.RetriesPerRequest))
 	if cfName != "" {
 		cf := res.Fleets[2].Summary
-		claims = append(claims, report.Check(fmt.Sprintf("the same %s fleet recovers when the origin drops expired requests", naive.Name),
+		claims = append(claims, report.Check(fmt.Sprintf("the same %s fleet recovers when the origin %s", naive.Name, counterfactualPhrase(cfName)),
 			cf.Recovered, map[string]any{"recovered": cf.Recovered, "recovery_ticks": cf.RecoveryTicks},
 			"%s", recoveryText(cf)))
 	}
@@ -174,7 +205,7 @@ func stormFinding(sc *scenario.Scenario, res *sim.Result, naive, guarded sim.Fle
 		mean(naive.Series.Goodput, end+(n-end)/2, n), n-(end+(n-end)/2), mean(naive.Series.Offered, end+(n-end)/2, n), naive.Summary.RetriesPerRequest,
 		guarded.Name, recoveredPhrase(guarded.Summary), guarded.Summary.RetriesPerRequest)
 	if cfName != "" {
-		s += fmt.Sprintf("; against an origin that drops expired requests, the same %s fleet %s", naive.Name, recoveredPhrase(res.Fleets[2].Summary))
+		s += fmt.Sprintf("; against an origin that %s, the same %s fleet %s", counterfactualPhrase(cfName), naive.Name, recoveredPhrase(res.Fleets[2].Summary))
 	}
 	return s + "."
 }

@@ -17,7 +17,9 @@ import (
 const sweepTitle = "Sweep: the vulnerability map"
 
 // Sweep maps where each policy recovers: base load × trigger size, for
-// the naive control, a budget, a budget with a breaker, and the server fix.
+// the naive control, a budget, a budget with a breaker, the server fix,
+// an adaptive concurrency limit at the origin, and a budget with the
+// adaptive throttle.
 var Sweep = register(&Experiment{
 	Name:    "sweep",
 	Title:   sweepTitle,
@@ -71,7 +73,8 @@ const notRun = -2
 type sweepPolicy struct {
 	name  string
 	fleet scenario.Fleet
-	fix   bool // the origin drops expired requests
+	fix   bool           // the origin drops expired requests
+	limit scenario.Limit // the origin's concurrency limit; zero: none
 }
 
 func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
@@ -93,11 +96,20 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 	budgetOnly := guarded
 	budgetOnly.Name = "budget"
 	budgetOnly.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
+	limit, throttle, err := defences()
+	if err != nil {
+		return nil, err
+	}
+	throttled := budgetOnly
+	throttled.Name = "budget + throttle"
+	throttled.Throttle = throttle
 	pols := []sweepPolicy{
 		{name: naive.Name, fleet: naive},
 		{name: "budget", fleet: budgetOnly},
 		{name: guarded.Name, fleet: guarded},
 		{name: naive.Name + ", drop_expired", fleet: naive, fix: true},
+		{name: naive.Name + ", adaptive limit", fleet: naive, limit: limit},
+		{name: throttled.Name, fleet: throttled},
 	}
 	js := sweepJSON{Scenario: sc.Name, Seed: sc.Seed, Load: linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n)}
 	for _, p := range pols {
@@ -224,6 +236,9 @@ func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 			sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
 			sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
 			sc.Origin.DropExpired = pols[p].fix
+			if pols[p].limit.Use != "" {
+				sc.Origin.Limit = pols[p].limit
+			}
 			sc.Fleets = []scenario.Fleet{pols[p].fleet}
 			return sc, nil
 		},
@@ -330,7 +345,7 @@ func sweepClaims(js sweepJSON) []report.Claim {
 	}
 	naive, budget, guarded, fix := byName[0], byName[1], byName[2], byName[3]
 	var cs []report.Claim
-	for _, p := range []SweepPolicy{budget, guarded, fix} {
+	for _, p := range []SweepPolicy{budget, guarded, fix, byName[4], byName[5]} {
 		cs = append(cs, report.Check(fmt.Sprintf("%s recovers in more of the map than %s", p.Policy, naive.Policy),
 			p.Recovered > naive.Recovered, map[string]any{"recovered": p.Recovered, "naive_recovered": naive.Recovered},
 			"%d cells against %d", p.Recovered, naive.Recovered))
@@ -391,4 +406,18 @@ func sweepFindings(js sweepJSON) []string {
 			report.Percent(js.Load[0], 0), report.Percent(js.Load[len(js.Load)-1], 1), report.Percent(js.Dip[0], 0), report.Percent(js.Dip[len(js.Dip)-1], 0)))
 	}
 	return out
+}
+
+// defences returns the adaptive limit and the adaptive throttle the shed
+// experiment's scenario sets (its origin's limit and its third fleet's
+// throttle), so that the sweep maps the same defences.
+func defences() (scenario.Limit, scenario.Throttle, error) {
+	sc, err := scenarioFor("shed", Options{})
+	if err != nil {
+		return scenario.Limit{}, scenario.Throttle{}, err
+	}
+	if _, err := shedFleets(sc); err != nil {
+		return scenario.Limit{}, scenario.Throttle{}, err
+	}
+	return sc.Origin.Limit, sc.Fleets[2].Throttle, nil
 }

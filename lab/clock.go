@@ -323,7 +323,7 @@ func (o *Origin) reject(r origin.Request) {
 	o.release(r)
 }
 
-// Drop skips a request (drop_expired): it is not answered, and its client
+// Drop skips a request (a shedding origin): it is not answered, and its client
 // will time out.
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	o := (*Origin)(d)
@@ -333,9 +333,11 @@ func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	o.release(r)
 }
 
-func (d *originDriver) Expired(r origin.Request, at time.Duration) bool {
+// Deadline is the deadline r's client propagated, if it did; its client is
+// gone once its handler no longer waits.
+func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 	q := &d.reqs[r]
-	return q.answer == nil || (q.deadline != 0 && at > q.deadline)
+	return q.deadline, q.deadline != 0, q.answer == nil
 }
 
 // takeSlot returns the number of a slot of all for a new request: one of

@@ -39,7 +39,9 @@ type ExperimentOptions struct {
 }
 
 // Experiment runs sc in the simulator and then in the lab, fleet after
-// fleet, with the storm's drop_expired counterfactual when sc has one, and
+// fleet, with the counterfactual of deadline shedding when sc has one (the
+// first fleet against the origin behind resilhttp.Shed: see
+// experiment.ShedCounterfactual), and
 // sets the two side by side (experiment.LabOutcome): tables, charts, how
 // they agree and the claims. A live view serves the run on 127.0.0.1
 // while it lasts.
@@ -61,7 +63,7 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
 		return nil, fmt.Errorf("lab: a target is played over HTTP only")
 	}
-	cf, cfName := experiment.StormCounterfactual(sc)
+	cf, cfName := experiment.ShedCounterfactual(sc)
 	if t := opts.Target; t != nil && !t.Impose {
 		cf, cfName = nil, ""
 	}
@@ -249,7 +251,7 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 		}
 	}
 	fleets := len(sc.Fleets)
-	if cf, _ := experiment.StormCounterfactual(sc); cf != nil {
+	if cf, _ := experiment.ShedCounterfactual(sc); cf != nil {
 		fleets++
 	}
 	ticks := int((sc.Duration + sc.Tick - 1) / sc.Tick)

@@ -32,7 +32,8 @@ const (
 	FailedHeader = "Retrystorm-Failed-Attempts"
 	// StopHeader says why the gateway stopped without success, in
 	// resil.StopReason's words: retries_exhausted, budget, breaker,
-	// not_idempotent, not_retryable, pushback, deadline or canceled.
+	// not_idempotent, not_retryable, pushback, deadline, canceled or
+	// throttled.
 	StopHeader = "Retrystorm-Stop"
 	// FallbackHeader marks the fallback answer given when the breaker is
 	// open.
@@ -136,10 +137,11 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 }
 
 // clientGuard returns the Guard of a gateway's client k, as the
-// simulator's fleet makes its clients' (Fleet.NewPolicy), and registers its
-// metrics on reg.
+// simulator's fleet makes its clients' (Fleet.NewPolicyRand, the
+// throttle's draws seeded per client), and registers its metrics on reg;
+// the throttle's refusals are counted as the simulator counts them.
 func clientGuard(cfg GatewayConfig, k int, reg prometheus.Registerer) (*resil.Guard, error) {
-	p, err := cfg.Fleet.NewPolicy()
+	p, err := cfg.Fleet.NewPolicyRand(rand.NewPCG(cfg.Seed, 0x7417<<48|uint64(k)))
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +155,16 @@ func clientGuard(cfg GatewayConfig, k int, reg prometheus.Registerer) (*resil.Gu
 	})
 	if err != nil {
 		return nil, err
+	}
+	if p.Throttle != nil {
+		// The throttle refuses first attempts and retries alike; each
+		// refusal is counted in its tick, as the simulator does (hedges
+		// it refuses are no loss, and not counted).
+		guard.Observe(func(e resil.Event) {
+			if e.Kind == resil.EventThrottled && e.Attempt.Kind != resil.KindHedge {
+				cfg.refused(cThrottled, e.Context, e.At)
+			}
+		})
 	}
 	name := fmt.Sprintf("%s-%02d", cfg.Fleet.Name, k)
 	if _, err := resilprom.Register(reg, name, guard); err != nil {
@@ -310,7 +322,7 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	why := resil.ReasonOf(err)
 	h.Set(StopHeader, why.String())
 	if why == resil.StopBreaker {
-		g.cfg.refused(r.Context())
+		g.cfg.refused(cRefused, r.Context(), time.Now())
 		g.m.fallbacks.Inc()
 		h.Set(FallbackHeader, "breaker-open")
 		h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -319,17 +331,23 @@ func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	code := http.StatusBadGateway
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case why == resil.StopThrottled:
+		code = http.StatusServiceUnavailable // refused locally: counted by the Guard's observer
+	case errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
 	}
 	http.Error(w, "gateway: "+err.Error(), code)
 }
 
-// refused counts a call a client's breaker refused, and whether the origin
-// would have answered it in time (an answer thrown away).
-func (cfg *GatewayConfig) refused(ctx context.Context) {
-	now := time.Now()
-	cfg.Tally.addNow(cRefused, now)
+// refused counts an attempt refused locally (c: by a breaker or by the
+// throttle) at now, and whether the origin would have answered it in
+// time: the ground truth of answers thrown away.
+func (cfg *GatewayConfig) refused(c count, ctx context.Context, now time.Time) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cfg.Tally.addNow(c, now)
 	if cfg.Truth != nil && cfg.Tally.TickOf(now) >= 0 && cfg.Truth(cfg.attemptTime(ctx, now)) {
 		cfg.Tally.inc(tThrown)
 	}

@@ -220,13 +220,18 @@ func (g *GRPCGateway) forward(ss grpc.ServerStream) error {
 	why := resil.ReasonOf(err)
 	trailer.Set(StopHeader, why.String())
 	if why == resil.StopBreaker {
-		g.cfg.refused(octx)
+		g.cfg.refused(cRefused, octx, time.Now())
 		g.m.fallbacks.Inc()
 		trailer.Set(FallbackHeader, "breaker-open")
 		ss.SetTrailer(trailer)
 		return ss.SendMsg(new(rawFrame)) // an empty message: every field unset
 	}
 	ss.SetTrailer(trailer)
+	if why == resil.StopThrottled {
+		// Refused locally (counted by the Guard's observer): the
+		// overload code, as the HTTP gateway's 503.
+		return status.Error(codes.Unavailable, "gateway: "+err.Error())
+	}
 	return status.Convert(err).Err() // the status the caller should see
 }
 

@@ -206,3 +206,44 @@ func TestGatewayClients(t *testing.T) {
 		t.Error("a gateway without an origin")
 	}
 }
+
+// TestGatewayThrottle: against an origin that fails everything, the
+// adaptive throttle soon refuses calls locally: 503 at once, with the
+// throttle's stop reason, nothing sent, each refusal counted apart from a
+// breaker's in its tick.
+func TestGatewayThrottle(t *testing.T) {
+	_, origin := startOrigin(t, OriginConfig{Origin: failingOrigin()})
+	u, err := url.Parse(origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := guardedFleet(time.Second, 10, 0)
+	f.Name = "throttled"
+	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}
+	tally := NewTally(time.Now(), time.Minute, 1)
+	g, err := NewGateway(GatewayConfig{Fleet: f, Clients: 1, Origin: u, Seed: 1, Tally: tally})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	gw := startServer(t, g.Handler())
+	c := testClient(t)
+	refused := 0
+	for range 30 {
+		r := send(c, "GET", gw, 5*time.Second)
+		if r.header.Get(StopHeader) == "throttled" && r.header.Get(AttemptsHeader) == "0" {
+			if r.status != http.StatusServiceUnavailable {
+				t.Errorf("a throttled call answered %d, want 503", r.status)
+			}
+			refused++
+		}
+	}
+	s := tally.series()
+	if refused == 0 || s.ThrottleRefusals[0] < int64(refused) || s.BreakerRefusals[0] != 0 {
+		t.Errorf("%d calls refused at once; the tally counts %d throttle refusals and %d breaker refusals", refused, s.ThrottleRefusals[0], s.BreakerRefusals[0])
+	}
+	m := send(c, "GET", gw+"/metrics", time.Second)
+	if miss := contains(m.body, `resil_throttle_refusals_total{name="throttled-00"}`); len(miss) > 0 {
+		t.Errorf("/metrics lacks %q", miss)
+	}
+}

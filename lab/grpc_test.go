@@ -141,18 +141,18 @@ func TestGRPCOriginBlackhole(t *testing.T) {
 	}
 }
 
-// TestGRPCOriginShedsExpired: with drop_expired, resilgrpc's server
-// interceptor refuses a call whose deadline leaves less than a service
-// time, before the model sees it, with a pushback that asks not to retry;
-// the model drops a queued one whose deadline passes, as over HTTP.
-func TestGRPCOriginShedsExpired(t *testing.T) {
+// TestGRPCOriginDropsExpired: with drop_expired the gRPC edge is the HTTP
+// edge's path into the model: a call whose deadline falls before its
+// service could end is skipped by the model, unanswered (its caller sees
+// DEADLINE_EXCEEDED) and costing no work, whether it could never make it
+// or waited in the queue until it could not.
+func TestGRPCOriginDropsExpired(t *testing.T) {
 	o := queueOrigin(1, 5) // 200 ms each
 	o.DropExpired = true
-	org, addr, web := startGRPCOrigin(t, OriginConfig{Origin: o})
+	org, addr, _ := startGRPCOrigin(t, OriginConfig{Origin: o})
 	c := grpcClient(t, addr)
-	r := unary(c, "", 100*time.Millisecond)
-	if r.code != codes.Unavailable || first(r.trailer, resilgrpc.PushbackHeader) != "-1" {
-		t.Errorf("a call with 100 ms left for 200 ms of work: %v, pushback %q; want UNAVAILABLE and -1", r.code, r.trailer.Get(resilgrpc.PushbackHeader))
+	if r := unary(c, "", 100*time.Millisecond); r.code != codes.DeadlineExceeded {
+		t.Errorf("a call with 100 ms left for 200 ms of work: %v, want DEADLINE_EXCEEDED (dropped)", r.code)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { unary(c, "", 5*time.Second) }) // holds the worker 0-200 ms
@@ -167,10 +167,56 @@ func TestGRPCOriginShedsExpired(t *testing.T) {
 		t.Errorf("doomed %v, the next %v after %v; want DEADLINE_EXCEEDED, then OK after about 380 ms", doomed.code, last.code, last.took)
 	}
 	if got := org.Counts(); got.Dropped != 2 || got.Wasted != 0 {
-		t.Errorf("counts %+v, want 2 dropped (one shed, one skipped), none wasted", got)
+		t.Errorf("counts %+v, want 2 dropped, none wasted", got)
+	}
+}
+
+// TestGRPCOriginShedsByDeadline: with deadline shedding the gRPC edge
+// admits through the origin's resil Shedder, as resilhttp.Shed does over
+// HTTP (TestOriginShedsByDeadline): a call whose deadline is nearer than
+// the work is refused before the handler, at once, with UNAVAILABLE and a
+// pushback that asks not to retry; one that waited until it could no
+// longer be answered in time is refused when the worker frees up; neither
+// costs work; and both edges' counts are the same metrics.
+func TestGRPCOriginShedsByDeadline(t *testing.T) {
+	o := queueOrigin(1, 5) // 200 ms each
+	o.Shed = scenario.Shed{Deadline: true}
+	org, addr, web := startGRPCOrigin(t, OriginConfig{Origin: o})
+	c := grpcClient(t, addr)
+	var wg sync.WaitGroup
+	wg.Go(func() { unary(c, "", 5*time.Second) }) // holds the worker 0-200 ms
+	time.Sleep(10 * time.Millisecond)
+	tooLate := unary(c, "", 100*time.Millisecond)
+	var doomed grpcReply
+	// Queued at 20 ms; at 200 ms it has 120 ms left for 200 ms of work.
+	wg.Go(func() { doomed = unary(c, "", 300*time.Millisecond) })
+	time.Sleep(10 * time.Millisecond)
+	last := unary(c, "", 5*time.Second) // queued behind it
+	wg.Wait()
+	late := 80 * time.Millisecond
+	if slow() {
+		late = 300 * time.Millisecond
+	}
+	if tooLate.code != codes.Unavailable || first(tooLate.trailer, resilgrpc.PushbackHeader) != "-1" || tooLate.took > late {
+		t.Errorf("the call with 100 ms for 200 ms of work: %v, pushback %q, after %v; want UNAVAILABLE and -1 at once",
+			tooLate.code, tooLate.trailer.Get(resilgrpc.PushbackHeader), tooLate.took)
+	}
+	if doomed.code != codes.Unavailable || doomed.took > 200*time.Millisecond+late {
+		t.Errorf("the call that waited too long: %v after %v, want UNAVAILABLE when the worker freed up, at about 180 ms", doomed.code, doomed.took)
+	}
+	if last.code != codes.OK || last.took > 400*time.Millisecond+late {
+		t.Errorf("the next call: %v after %v, want OK after about 370 ms (the refused ones cost nothing)", last.code, last.took)
+	}
+	if got := org.Counts(); got.Wasted != 0 {
+		t.Errorf("counts %+v, want nothing wasted", got)
 	}
 	m := send(testClient(t), "GET", web+"/metrics", time.Second)
-	if miss := contains(m.body, `retrystorm_origin_requests_total{result="shed"} 1`); len(miss) > 0 {
+	if miss := contains(m.body,
+		`resil_shed_refused_total{name="origin",reason="too_late"} 1`,
+		`retrystorm_origin_requests_total{result="shed"} 1`,
+		`retrystorm_origin_requests_total{result="rejected"} 1`,
+		`retrystorm_origin_attempts_total{kind="unknown"} 4`,
+	); len(miss) > 0 {
 		t.Errorf("/metrics lacks %q", miss)
 	}
 }
@@ -292,6 +338,38 @@ func TestGRPCGatewayStops(t *testing.T) {
 	m := send(testClient(t), "GET", startServer(t, g.Handler())+"/metrics", time.Second)
 	if miss := contains(m.body, "retrystorm_gateway_fallbacks_total 2", `retrystorm_gateway_requests_total{code="OK"} 2`,
 		`resil_breaker_state{name="guarded-00"} 1`); len(miss) > 0 {
+		t.Errorf("/metrics lacks %q", miss)
+	}
+}
+
+// TestGRPCGatewayThrottle is TestGatewayThrottle over gRPC: against an
+// origin that fails everything, the adaptive throttle soon refuses calls
+// locally, with UNAVAILABLE (the HTTP gateway's 503) and the throttle's
+// stop reason, nothing sent, each refusal counted apart from a breaker's.
+func TestGRPCGatewayThrottle(t *testing.T) {
+	_, origin, _ := startGRPCOrigin(t, OriginConfig{Origin: failingOrigin()})
+	f := guardedFleet(time.Second, 10, 0)
+	f.Name = "throttled"
+	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}
+	tally := NewTally(time.Now(), time.Minute, 1)
+	g, gw := startGRPCGateway(t, origin, f, tally)
+	c := grpcClient(t, gw)
+	refused := 0
+	for range 30 {
+		r := unary(c, "", 5*time.Second)
+		if first(r.trailer, StopHeader) == "throttled" && first(r.trailer, AttemptsHeader) == "0" {
+			if r.code != codes.Unavailable {
+				t.Errorf("a throttled call answered %v, want UNAVAILABLE", r.code)
+			}
+			refused++
+		}
+	}
+	s := tally.series()
+	if refused == 0 || s.ThrottleRefusals[0] < int64(refused) || s.BreakerRefusals[0] != 0 {
+		t.Errorf("%d calls refused at once; the tally counts %d throttle refusals and %d breaker refusals", refused, s.ThrottleRefusals[0], s.BreakerRefusals[0])
+	}
+	m := send(testClient(t), "GET", startServer(t, g.Handler())+"/metrics", time.Second)
+	if miss := contains(m.body, `resil_throttle_refusals_total{name="throttled-00"}`); len(miss) > 0 {
 		t.Errorf("/metrics lacks %q", miss)
 	}
 }

@@ -93,7 +93,8 @@ func smoke(t *testing.T, protocol Protocol) {
 // TestLabStormAgreesWithSimulator is the lab's check on the simulator (and
 // the simulator's on the lab): the storm scenario, run in both, must tell
 // the same story: the naive fleet collapses and never recovers, the guarded
-// fleet recovers, the naive fleet against a drop_expired origin recovers,
+// fleet recovers, the naive fleet against the origin behind resilhttp.Shed
+// (deadline shedding) recovers,
 // and offered load and retries/requests agree within LabTolerances.
 //
 // It runs the storm with its rates halved at 50 ms a tick: 18 s in all,
@@ -126,7 +127,8 @@ func TestLabStormOverGRPCAgreesWithSimulator(t *testing.T) {
 
 // stormAgrees runs the storm, its rates halved, at 50 ms a tick (the
 // default with RETRYSTORM_LAB_FULL=1) in the simulator and in the lab over
-// protocol, with the drop_expired counterfactual, and checks the claims.
+// protocol, with the counterfactual of deadline shedding, and checks the
+// claims.
 func stormAgrees(t *testing.T, protocol Protocol) {
 	sc, tick := stormScenario(t, 2), 50*time.Millisecond
 	if os.Getenv("RETRYSTORM_LAB_FULL") != "" {
@@ -134,7 +136,7 @@ func stormAgrees(t *testing.T, protocol Protocol) {
 	}
 	ctx := context.Background()
 	simRes, res := runBoth(t, sc, tick, protocol)
-	cf, cfName := experiment.StormCounterfactual(sc)
+	cf, cfName := experiment.ShedCounterfactual(sc)
 	cf.Fleets[0].Name = cfName
 	cfSim, err := sim.Run(ctx, cf)
 	if err != nil {
@@ -157,6 +159,48 @@ func stormAgrees(t *testing.T, protocol Protocol) {
 	t.Log("\n" + b.String())
 	if !report.AllHold(out.Claims) {
 		t.Error("the lab and the simulator disagree (see the claims above)")
+	}
+}
+
+// TestLabShedAgreesWithSimulator runs the storm's naive fleet against the
+// origin with both of the shed experiment's defences, deadline shedding
+// and an adaptive (gradient) concurrency limit, behind resilhttp.Shed over
+// HTTP and resilgrpc's server interceptor over gRPC (one resil Shedder
+// either way). It must recover in both the lab and the simulator, and
+// offered load and retries/requests agree.
+func TestLabShedAgreesWithSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the storm over real HTTP and gRPC takes 12 s: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
+	}
+	for _, p := range []Protocol{ProtocolHTTP, ProtocolGRPC} {
+		t.Run(string(p), func(t *testing.T) { shedAgrees(t, p) })
+	}
+}
+
+func shedAgrees(t *testing.T, protocol Protocol) {
+	sc, tick := stormScenario(t, 2), 50*time.Millisecond
+	sc.Origin.DropExpired = false
+	sc.Origin.Shed = scenario.Shed{Deadline: true}
+	sc.Origin.Limit = scenario.DefaultLimit(scenario.LimitGradient)
+	sc.Fleets = sc.Fleets[:1]
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	simRes, res := runBoth(t, sc, tick, protocol)
+	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick, Protocol: string(protocol)})
+	b := outcomeText(out)
+	t.Log("\n" + b.String())
+	if !report.AllHold(out.Claims) {
+		t.Error("the lab and the simulator disagree (see the claims above)")
+	}
+	if s := res.Fleets[0].Summary; !s.Recovered {
+		t.Error("the naive fleet did not recover against the shedding origin in the lab")
+	}
+	if c := res.Lab.Fleets[0].Origin; c.Wasted > c.Dropped {
+		t.Errorf("the shedding origin served %d requests for nobody (dropped %d)", c.Wasted, c.Dropped)
 	}
 }
 

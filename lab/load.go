@@ -273,6 +273,9 @@ func (g *generator) intent(ctx context.Context, id uint64, due time.Time) {
 		r.why.reason = resil.StopBreaker
 		r.failed++ // the refusal is a failure the caller saw
 	}
+	if r.why.reason == resil.StopThrottled {
+		r.failed++ // so is the throttle's
+	}
 	g.record(id, due, r.ok, r.fallback, r.failed, r.why)
 }
 

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
+	"github.com/retrystorm/retrystorm/resil/resilprom"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -38,8 +40,8 @@ const (
 	TimeoutHeader = resilhttp.TimeoutHeader
 )
 
-// deadlineMargin is the share (1/deadlineMargin) of a propagated timeout
-// that a drop_expired origin keeps for the answer's way back.
+// deadlineMargin is the share (1/deadlineMargin) of a fleet's timeout
+// that a shedding origin keeps for the answer's way back (WireReserve).
 const deadlineMargin = 10
 
 // OriginConfig configures an Origin. Its rates and durations are the
@@ -64,6 +66,11 @@ type OriginConfig struct {
 	// AdminToken is the secret /admin/faults requires (see serveAdmin).
 	// Empty: the endpoint refuses every request.
 	AdminToken string
+	// WireReserve is the time a shedding origin keeps for the answer's way
+	// back over the wire, on top of the scenario's shed.reserve: the
+	// simulator's answers arrive at once, but over HTTP an answer ready at
+	// the deadline is late. RunFleet gives a tenth of the fleet's timeout.
+	WireReserve time.Duration
 }
 
 // Origin is an HTTP server with finite capacity, as the scenario's origin
@@ -78,10 +85,21 @@ type OriginConfig struct {
 // that a late timer costs the model no capacity. A handler whose client
 // leaves returns at once, whatever the model still does with its request:
 // a queued request whose client left stays queued and is served for nobody
-// (wasted work), as in the simulator, unless drop_expired, under which the
-// model skips it (it reads the propagated deadline, TimeoutHeader, and
-// notices the client leaving). The error share is decided after the
-// service, so errors cost work, as in the simulator.
+// (wasted work), as in the simulator, unless the origin sheds.
+//
+// An origin that sheds by deadline or has a concurrency limit (or
+// drop_expired) serves its work behind resilhttp.Shed over HTTP, and
+// behind resilgrpc's server interceptor (resilgrpc.ServerSettings.Shedder)
+// over gRPC, both with the one resil Shedder the origin package makes for
+// the scenario's origin: the edge reads the deadline each attempt
+// propagates (TimeoutHeader, or gRPC's own), refuses at once what has
+// expired, cannot finish in time or is over the limit, and puts the
+// deadline, less the reserve, on the handler's context; both edges then
+// share one path into the model (serve). The model's queue decides with
+// the same Shedder's DeadlineShedder when a worker would take a request,
+// and stops one whose client leaves. The Shedder's counts and state are
+// on the origin's registry (resilprom.RegisterShedder). The error share
+// is decided after the service, so errors cost work, as in the simulator.
 //
 // Make one with NewOrigin, serve Handler, and call Run: it drives the
 // clock and the fault schedule, and requests are refused once it returns.
@@ -93,7 +111,7 @@ type Origin struct {
 	reg   *prometheus.Registry
 	m     originMetrics
 	otel  *originOTel
-	shed  *resilgrpc.Server // drop_expired over gRPC; nil otherwise
+	shed  *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
 	book  *ledger
 	kick  chan struct{} // wakes the fault schedule
 	stop  chan struct{} // closed when Run returns
@@ -107,6 +125,9 @@ type Origin struct {
 	stopped  bool
 	injected []scenario.Trigger // from the admin endpoint
 	rng      *rand.Rand
+
+	shedder *resil.Shedder // nil: the origin admits everything
+	reserve time.Duration  // the shedder's deadline reserve
 
 	wasted, dropped atomic.Int64
 }
@@ -133,7 +154,23 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x0519)),
 	}
 	org.clk = newClock(start, org.fire)
-	m, err := origin.New(&o, 0, 1, (*originDriver)(org))
+	// The admission is the HTTP middleware's, with the settings the
+	// simulator's origin admits by, and the reserve for the wire; the
+	// model sheds with the same Shedder.
+	var opts origin.Options
+	ss, ok, err := origin.ShedderSettings(&o)
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	if ok || o.DropExpired {
+		ss.Deadline.Reserve += cfg.WireReserve
+		if org.shedder, err = resil.NewShedder(ss); err != nil {
+			return nil, fmt.Errorf("lab: the origin's shedding: %w", err)
+		}
+		org.reserve = ss.Deadline.Reserve
+		opts = origin.Options{Shedder: org.shedder, Reserve: cfg.WireReserve}
+	}
+	m, err := origin.NewWith(&o, 0, 1, (*originDriver)(org), opts)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
@@ -145,21 +182,92 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	if org.otel, err = newOriginOTel(org.reg); err != nil {
 		return nil, err
 	}
-	if org.shed, err = org.newShedder(); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+	if org.shedder != nil {
+		if _, err := resilprom.RegisterShedder(org.reg, "origin", org.shedder); err != nil {
+			return nil, fmt.Errorf("lab: origin metrics: %w", err)
+		}
+		// The gRPC edge admits through the same Shedder as the HTTP
+		// middleware: one admission, whatever the wire.
+		if org.shed, err = resilgrpc.NewServer(resilgrpc.ServerSettings{Shedder: org.shedder}); err != nil {
+			return nil, fmt.Errorf("lab: %w", err)
+		}
 	}
 	return org, nil
 }
 
 // Handler serves the origin: /metrics, /admin/faults, /healthz, and every
-// other path as work.
+// other path as work, behind resilhttp.Shed when the origin sheds.
 func (o *Origin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/admin/faults", o.serveAdmin)
 	mux.HandleFunc(healthPath, serveHealth)
-	mux.HandleFunc("/", o.serveWork)
+	work := http.Handler(http.HandlerFunc(o.serveWork))
+	if o.shedder != nil {
+		work = resilhttp.Shed(o.shedder)(work)
+	}
+	mux.Handle("/", o.arrive(work))
 	return mux
+}
+
+// edgeCall is one request on its way through the origin's edge: its
+// client's connection (whose end is the client leaving, where the
+// shedding middleware's context ends at the deadline less the reserve),
+// and its result, resShed until the work handler answers it (it never
+// does when the middleware sheds it).
+type edgeCall struct {
+	conn context.Context
+	res  result
+}
+
+type callKey struct{}
+
+// arrive counts a request reaching the origin's HTTP edge (offered load,
+// by kind), shed or not, hands it to work, and records how it ended.
+func (o *Origin) arrive(work http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		c := o.arrived(r.Context(), now, r.Header.Get(AttemptHeader))
+		work.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
+		o.ended(c)
+		o.otel.httpServed(r.Context(), r.Method, c.res, time.Since(now))
+	})
+}
+
+// arrived counts a request reaching the origin, whatever the edge it came
+// by and whether or not it is shed there: offered load, by kind, and in
+// flight until ended.
+func (o *Origin) arrived(conn context.Context, now time.Time, kind string) *edgeCall {
+	o.tally.add(cOffered, o.tally.TickOf(now))
+	o.m.attempts.WithLabelValues(attemptKind(kind)).Inc()
+	o.m.inflight.Inc()
+	return &edgeCall{conn: conn, res: resShed}
+}
+
+// ended is the end of c at the edge: a request the work handler never saw
+// was shed.
+func (o *Origin) ended(c *edgeCall) {
+	o.m.inflight.Dec()
+	if c.res == resShed {
+		o.m.requests.WithLabelValues(resultNames[resShed]).Inc()
+	}
+}
+
+// admitted returns the call of a request the edge admitted to the work
+// handler, from the handler's context, and the caller's deadline as the
+// shedding edge read it (the handler's deadline plus the reserve; zero
+// when the origin does not shed or none came). A context without a call
+// (a handler served on its own, in a test) is its own connection.
+func (o *Origin) admitted(ctx context.Context) (*edgeCall, time.Time) {
+	c, ok := ctx.Value(callKey{}).(*edgeCall)
+	if !ok {
+		c = &edgeCall{conn: ctx}
+	}
+	var deadline time.Time
+	if dl, ok := ctx.Deadline(); ok && o.shedder != nil {
+		deadline = dl.Add(o.reserve)
+	}
+	return c, deadline
 }
 
 // Registry returns the registry the origin's metrics are on.
@@ -174,7 +282,7 @@ const (
 	resRejected               // 503 at once: queue full, or no capacity credit
 	resNone                   // no answer: its client left, or the origin is out
 	resStopped                // 503: the origin is shutting down
-	resShed                   // gRPC's drop_expired: refused before the handler, its deadline too near
+	resShed                   // 503 at once: refused by the edge's admission (resil's Shedder), before the work handler
 	resRefused                // 503 at once: an outage in mode refuse
 	nResults
 )
@@ -189,34 +297,32 @@ type job struct {
 }
 
 // arrival is what an edge of the origin (its HTTP handler, its gRPC
-// service) knows of a request when it arrives, in the lab's words.
+// service) knows of a request its admission let through, in the lab's
+// words.
 type arrival struct {
 	intent string // IntentHeader
-	kind   string // AttemptHeader: resil's word for why it was sent
-	// timeout is how long its sender waits for the answer, from now: the
-	// propagated deadline. Zero: unknown.
-	timeout time.Duration
+	// deadline is when its sender stops waiting for the answer, as the
+	// edge's admission read the propagated deadline; zero when unknown or
+	// when the origin does not shed. The model's shedding keeps the
+	// reserve for the way back itself.
+	deadline time.Time
 	// effect says it is an execution with a side effect (a POST; over
 	// gRPC, IdempotentHeader "false"), deduplicated by key when it has one.
 	effect bool
 	key    string
-	gone   <-chan struct{} // closed when its client leaves
+	// gone is closed when its client leaves: its connection (its stream)
+	// ends, not the admission's context, which ends sooner, at the
+	// deadline less the reserve, while the client may still wait.
+	gone <-chan struct{}
 }
 
-// serve is one request, whatever the protocol it came by: counted, handed
-// to the model, and its result returned for the edge to answer.
+// serve is one request the origin admitted, whatever the protocol it came
+// by: handed to the model, its result counted and returned for the edge
+// to answer.
 func (o *Origin) serve(now time.Time, a arrival) result {
 	j := &job{tick: o.tally.TickOf(now), gone: a.gone}
-	o.tally.add(cOffered, j.tick)
-	o.m.attempts.WithLabelValues(attemptKind(a.kind)).Inc()
-	o.m.inflight.Inc()
-	defer o.m.inflight.Dec()
-	if d := a.timeout; d > 0 {
-		// The answer must also travel back before its sender gives up:
-		// aim a tenth of the time early. (The simulator's deadlines are
-		// exact and its answers arrive at once; over the wire, an answer
-		// ready at the deadline is late.)
-		j.deadline = o.since(now.Add(d - d/deadlineMargin))
+	if !a.deadline.IsZero() {
+		j.deadline = o.since(a.deadline)
 	}
 	if b := o.cfg.Origin.Broken; b > 0 && a.intent != "" {
 		j.broken = unitHash(o.cfg.Seed, a.intent) < b
@@ -235,19 +341,15 @@ func (o *Origin) serve(now time.Time, a arrival) result {
 	return res
 }
 
-// serveWork is one request over HTTP.
+// serveWork is one request over HTTP that the edge admitted (see arrive).
 func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
+	c, deadline := o.admitted(r.Context())
 	a := arrival{
-		intent: r.Header.Get(IntentHeader),
-		kind:   r.Header.Get(AttemptHeader),
-		effect: !resilhttp.Idempotent(r.Method),
-		gone:   r.Context().Done(),
-	}
-	if v := r.Header.Get(TimeoutHeader); v != "" {
-		if d, ok := resilhttp.ParseTimeout(v); ok && d > 0 {
-			a.timeout = d
-		}
+		intent:   r.Header.Get(IntentHeader),
+		deadline: deadline,
+		effect:   !resilhttp.Idempotent(r.Method),
+		gone:     c.conn.Done(),
 	}
 	if a.effect {
 		a.key = r.Header.Get(resilhttp.DefaultKeyHeader)
@@ -256,7 +358,7 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	}
 	res := o.serve(now, a)
-	o.otel.httpServed(r.Context(), r.Method, res, time.Since(now))
+	c.res = res
 	switch res {
 	case resOK:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -437,7 +539,7 @@ func (o *Origin) WouldAnswer(timeout time.Duration) bool {
 type OriginCounts struct {
 	// Wasted is requests served after their client left.
 	Wasted int64 `json:"wasted_work"`
-	// Dropped is requests a drop_expired origin skipped.
+	// Dropped is requests a shedding origin skipped, unanswered.
 	Dropped int64 `json:"dropped"`
 	// Executions is the side effects of non-idempotent requests;
 	// Duplicates those that repeated an intent's effect; Replayed the
@@ -481,7 +583,7 @@ type originMetrics struct {
 func (o *Origin) register() error {
 	o.m = originMetrics{
 		requests: counterVec("retrystorm_origin_requests_total",
-			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full or no capacity), unanswered (the client left, or an outage), stopped, shed (over gRPC with drop_expired: refused at once, its deadline too near), refused (an outage in mode refuse).", "result"),
+			"Requests the origin received, by result: ok, error (the error share, after the work), rejected (queue full, no capacity, or shed by the model), shed (refused on arrival by the edge's admission: resilhttp.Shed, or resilgrpc's interceptor, over one resil Shedder), unanswered (the client left, or an outage), stopped, refused (an outage in mode refuse).", "result"),
 		attempts: counterVec("retrystorm_origin_attempts_total",
 			"Requests the origin received, by why the gateway sent them: first, retry, hedge (unknown without the header).", "kind"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_origin_in_flight",

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrystorm/retrystorm/resil/resilgrpc"
-	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // The origin over gRPC: the same model, clock and faults as over HTTP
@@ -23,51 +22,43 @@ import (
 //     UNAVAILABLE, the code a gRPC client retries; a call the origin never
 //     answers (an outage, a client that left) ends with its context, as
 //     CANCELLED or DEADLINE_EXCEEDED, which nobody receives.
-//   - The propagated deadline is gRPC's own (grpc-timeout); with
-//     drop_expired the model reads it as over HTTP, and resilgrpc's server
-//     interceptor (resilgrpc.Server) refuses, before the handler runs, a
-//     call whose deadline leaves less than one service time: it cannot be
-//     answered in time however soon it is served. Its refusals are
-//     counted as the model's drops are.
+//   - The propagated deadline is gRPC's own (grpc-timeout). An origin that
+//     sheds (deadline shedding, a concurrency limit, drop_expired) admits
+//     each call through resilgrpc's server interceptor over the same resil
+//     Shedder as the HTTP edge's resilhttp.Shed: it refuses, before the
+//     handler runs, what has expired, cannot finish in time or is over the
+//     limit, and the handler runs under the deadline less the reserve,
+//     which the model reads as over HTTP. Its refusals are counted as the
+//     HTTP edge's are (result "shed").
 //   - The attempt's kind, the intent and the idempotency key come as
 //     metadata: AttemptHeader, IntentHeader, IdempotentHeader and
 //     resilgrpc.DefaultKeyHeader.
 
 // ServerOptions are the origin's gRPC interceptors: its OpenTelemetry
-// metrics (rpc.server.call.duration), outermost, and with drop_expired
-// resilgrpc's deadline shedding.
+// metrics (rpc.server.call.duration), outermost; the count of every call
+// that arrives, shed or not; and, when the origin sheds, its admission
+// (resilgrpc.Server over the origin's Shedder).
 func (o *Origin) ServerOptions() []grpc.ServerOption {
-	chain := []grpc.UnaryServerInterceptor{o.otel.interceptor()}
+	chain := []grpc.UnaryServerInterceptor{o.otel.interceptor(), o.arriveGRPC}
 	if o.shed != nil {
 		chain = append(chain, o.shed.UnaryInterceptor())
 	}
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}
 }
 
+// arriveGRPC counts a call reaching the origin's gRPC edge, shed or not,
+// as arrive does over HTTP.
+func (o *Origin) arriveGRPC(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c := o.arrived(ctx, time.Now(), first(md, AttemptHeader))
+	defer o.ended(c)
+	return handler(context.WithValue(ctx, callKey{}, c), req)
+}
+
 // Register registers the origin's service, grpc.testing.TestService: its
 // UnaryCall is work; its other methods are unimplemented.
 func (o *Origin) Register(s *grpc.Server) {
 	testgrpc.RegisterTestServiceServer(s, grpcOrigin{o: o})
-}
-
-// newShedder returns the deadline shedding of a drop_expired origin's gRPC
-// edge, nil for others: a call needs one service time (workers over
-// capacity, as the model serves). Its refusals reached the origin: they
-// are offered load, and drops.
-func (o *Origin) newShedder() (*resilgrpc.Server, error) {
-	m := &o.cfg.Origin
-	if !m.DropExpired || m.Model != scenario.ModelQueue || m.Capacity <= 0 {
-		return nil, nil
-	}
-	return resilgrpc.NewServer(resilgrpc.ServerSettings{
-		MinTime: time.Duration(float64(m.Workers) / m.Capacity * float64(time.Second)),
-		OnShed: func(string, time.Duration) {
-			o.tally.addNow(cOffered, time.Now())
-			o.dropped.Add(1)
-			o.tally.inc(tDropped)
-			o.m.requests.WithLabelValues(resultNames[resShed]).Inc()
-		},
-	})
 }
 
 // grpcOrigin is the origin's TestService.
@@ -80,19 +71,18 @@ type grpcOrigin struct {
 func (g grpcOrigin) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	now := time.Now()
 	md, _ := metadata.FromIncomingContext(ctx)
+	c, deadline := g.o.admitted(ctx)
 	a := arrival{
-		intent: first(md, IntentHeader),
-		kind:   first(md, AttemptHeader),
-		effect: first(md, IdempotentHeader) == "false",
-		gone:   ctx.Done(),
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		a.timeout = dl.Sub(now)
+		intent:   first(md, IntentHeader),
+		deadline: deadline,
+		effect:   first(md, IdempotentHeader) == "false",
+		gone:     c.conn.Done(),
 	}
 	if a.effect {
 		a.key = first(md, resilgrpc.DefaultKeyHeader)
 	}
-	switch g.o.serve(now, a) {
+	c.res = g.o.serve(now, a)
+	switch c.res {
 	case resOK:
 		return &testgrpc.SimpleResponse{}, nil
 	case resError:
@@ -106,7 +96,11 @@ func (g grpcOrigin) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*
 	}
 	// Nobody waits for the answer: the client left, or an outage holds the
 	// call until it does.
-	return nil, status.FromContextError(ctx.Err()).Err()
+	err := c.conn.Err()
+	if err == nil {
+		err = context.Canceled
+	}
+	return nil, status.FromContextError(err).Err()
 }
 
 var (

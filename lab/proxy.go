@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -220,10 +221,13 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 		// dip, with the origin's workers (one for the other models).
 		s := origin.QueueSettings{Capacity: 1, Workers: 1, DropExpired: cfg.Origin.DropExpired}
 		if cfg.Origin.Model == scenario.ModelQueue {
-			s.Workers, s.Limit, s.LIFO = max(cfg.Origin.Workers, 1), cfg.Origin.QueueLimit, cfg.Origin.Discipline == "lifo"
+			s.Workers, s.Limit, s.MaxWait = max(cfg.Origin.Workers, 1), cfg.Origin.QueueLimit, cfg.Origin.MaxQueueTime
+			s.Discipline, err = cfg.Origin.QueueDiscipline()
 		}
 		p.base.Capacity = math.Inf(1)
-		p.model, err = origin.NewQueue(s, (*proxyDriver)(p))
+		if err == nil {
+			p.model, err = origin.NewQueue(s, (*proxyDriver)(p))
+		}
 	}
 	if err != nil {
 		p.cancel()
@@ -348,7 +352,7 @@ func (p *FaultProxy) handle(r *http.Request, now time.Time, tick int) *proxyAnsw
 	out := p.outbound(r, body)
 	var deadline time.Duration
 	if v := r.Header.Get(TimeoutHeader); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		if d, ok := resilhttp.ParseTimeout(v); ok && d > 0 {
 			// As the origin does: aim a tenth early, for the way back.
 			deadline = p.clk.since(now.Add(d - d/deadlineMargin))
 		}
@@ -656,8 +660,8 @@ func (d *proxyDriver) Reject(r origin.Request, now time.Duration) {
 	p.reject(r)
 }
 
-// Drop skips a request (drop_expired): it is not forwarded, or its service
-// stops; its client will time out.
+// Drop skips a request (a shedding origin): it is not forwarded, or its
+// service stops; its client will time out.
 func (d *proxyDriver) Drop(r origin.Request, _ time.Duration) {
 	p := (*FaultProxy)(d)
 	q := &p.reqs[r]
@@ -667,9 +671,12 @@ func (d *proxyDriver) Drop(r origin.Request, _ time.Duration) {
 	p.release(r)
 }
 
-func (d *proxyDriver) Expired(r origin.Request, at time.Duration) bool {
+// Deadline is the deadline r's client propagated, if it did (a tenth
+// early, for the way back); its client is gone once nobody waits for the
+// answer.
+func (d *proxyDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 	q := &d.reqs[r]
-	return q.tell == nil || (q.deadline != 0 && at > q.deadline)
+	return q.deadline, q.deadline != 0, q.tell == nil
 }
 
 // newRequest takes a slot. The lock is held.

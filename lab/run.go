@@ -283,7 +283,10 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	var lab *Origin                    // the lab's own origin, which gRPC can serve
 	var truth func(time.Duration) bool // nil: unknown, for a target as it is
 	if target == nil {
-		o, err := NewOrigin(OriginConfig{Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token})
+		o, err := NewOrigin(OriginConfig{
+			Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token,
+			WireReserve: wall.Fleets[i].Timeout / deadlineMargin,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -462,11 +465,12 @@ func summarize(sc *scenario.Scenario, i int, s *sim.Series, t *Tally, info Fleet
 		BudgetDenials:     int64(info.Gateway.BudgetDenials),
 		BreakerTrips:      int64(info.Gateway.BreakerTrips),
 	}
-	for _, r := range s.BreakerRefusals {
+	for k, r := range s.BreakerRefusals {
 		sum.BreakerRefusals += r
+		sum.ThrottleRefusals += s.ThrottleRefusals[k]
 	}
 	l := sum.LostBy
-	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.NotIdempotent + l.Deadline + l.Unfinished
+	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.Throttled + l.NotIdempotent + l.Deadline + l.Unfinished
 	start, end := sim.TriggerTicks(sc)
 	sim.Summarize(s, &sum, start, end)
 	if p, err := sc.Fleets[i].NewPolicy(); err == nil {

@@ -11,8 +11,10 @@ import (
 // writes them out, but a scenario built in Go may not, and resil would
 // read a zero as its own default in unscaled time.
 const (
-	defaultCooldown = 5 * time.Second
-	defaultTTL      = 10 * time.Second
+	defaultCooldown       = 5 * time.Second
+	defaultTTL            = 10 * time.Second
+	defaultLimitWindow    = time.Second     // a gradient limit's window
+	defaultThrottleWindow = 2 * time.Minute // the adaptive throttle's
 )
 
 // Scale returns a copy of sc that runs 1/f times as fast when f < 1:
@@ -31,6 +33,11 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 	o := &s.Origin
 	o.Capacity = r(o.Capacity)
 	o.Latency, o.Base, o.PerInflight = d(o.Latency), d(o.Base), d(o.PerInflight)
+	o.MaxQueueTime, o.Shed.ServiceTime, o.Shed.Reserve = d(o.MaxQueueTime), d(o.Shed.ServiceTime), d(o.Shed.Reserve)
+	if o.Limit.Use == scenario.LimitGradient && o.Limit.Window == 0 {
+		o.Limit.Window = defaultLimitWindow // resil's default is in real seconds
+	}
+	o.Limit.SlowRTT, o.Limit.Window = d(o.Limit.SlowRTT), d(o.Limit.Window)
 	s.Triggers = slices.Clone(sc.Triggers)
 	for i := range s.Triggers {
 		t := &s.Triggers[i]
@@ -61,6 +68,10 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 		br.Window, br.SlowCall = d(br.Window), d(br.SlowCall)
 		br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
 		fl.Hedge.Delay = d(fl.Hedge.Delay)
+		if fl.Throttle.Use == scenario.ThrottleAdaptive && fl.Throttle.Window == 0 {
+			fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
+		}
+		fl.Throttle.Window = d(fl.Throttle.Window)
 	}
 	return &s
 }

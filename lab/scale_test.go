@@ -32,6 +32,9 @@ var notRates = map[string]bool{
 	"Fleets.Budget.RetryCost": true, "Fleets.Budget.TimeoutCost": true, "Fleets.Budget.TokenRatio": true,
 	"Fleets.Breaker.FailureRate": true, "Fleets.Breaker.SlowCallRate": true,
 	"Fleets.Budget.Percent": true, "Fleets.Budget.Beta": true, "Fleets.Budget.Smoothing": true,
+	// A limit's factors and its headroom (requests) have no unit of time.
+	"Origin.Limit.Backoff": true, "Origin.Limit.Smoothing": true, "Origin.Limit.Tolerance": true, "Origin.Limit.Headroom": true,
+	"Fleets.Throttle.K": true, "Fleets.Throttle.Padding": true, "Fleets.Throttle.MaxProbability": true,
 }
 
 // fill sets every duration and float field reachable from v to a value of

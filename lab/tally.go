@@ -25,6 +25,7 @@ const (
 	cGoodput                // gateway: successes that came back in time, by the tick sent
 	cFailed                 // gateway: failed attempts, by the tick sent
 	cRefused                // gateway: attempts its breakers refused
+	cThrottled              // gateway: attempts its adaptive throttles refused
 	nCounts
 )
 
@@ -59,9 +60,9 @@ type total uint8
 const (
 	tTimeouts total = iota // attempts that timed out at the gateway
 	tWasted                // attempts the origin served after their client left
-	tDropped               // attempts a drop_expired origin skipped
+	tDropped               // attempts a shedding origin skipped, unanswered
 	tVictims               // intents that arrived after the trigger and saw a failure
-	tThrown                // breaker refusals the origin would have answered in time
+	tThrown                // breaker and throttle refusals the origin would have answered in time
 	nTotals
 )
 
@@ -198,6 +199,7 @@ func (t *Tally) series() sim.Series {
 		s.Goodput[k] = t.c[cGoodput][k].Load()
 		s.FailedAttempts[k] = t.c[cFailed][k].Load()
 		s.BreakerRefusals[k] = t.c[cRefused][k].Load()
+		s.ThrottleRefusals[k] = t.c[cThrottled][k].Load()
 		s.Queue[k] = t.queue[k].Load()
 		s.BreakerOpen[k] = math.Float64frombits(t.open[k].Load())
 	}

@@ -13,18 +13,23 @@ type ConcurrencySettings struct {
 	// PerInflight is the latency each request in service adds; not
 	// negative.
 	PerInflight time.Duration
+	// StopLeft stops serving a request whose client gives up (Left), as
+	// a server that sheds by deadline does: its service ends at once,
+	// unanswered (Drop), and it no longer slows the others.
+	StopLeft bool
 }
 
 // Concurrency has no queue: every request is served at once, but takes
 // base + per_inflight × (requests in service) times the latency factor, as
 // the server found it on arrival. So latency grows with load, and requests
 // whose client gave up still occupy the server until their service ends:
-// it does not notice that a client left.
+// it does not notice that a client left, unless StopLeft.
 type Concurrency struct {
 	d         Driver
 	base, per time.Duration
 	inflight  int64
 	factor    float64
+	stopLeft  bool
 }
 
 // NewConcurrency returns a concurrency model with nothing in service, or
@@ -33,7 +38,7 @@ func NewConcurrency(s ConcurrencySettings, d Driver) (*Concurrency, error) {
 	if s.Base <= 0 || s.PerInflight < 0 {
 		return nil, fmt.Errorf("origin: the concurrency model needs base > 0 and per_inflight >= 0, got %v and %v", s.Base, s.PerInflight)
 	}
-	return &Concurrency{d: d, base: s.Base, per: s.PerInflight, factor: 1}, nil
+	return &Concurrency{d: d, base: s.Base, per: s.PerInflight, factor: 1, stopLeft: s.StopLeft}, nil
 }
 
 // latency is how long a request arriving now takes.
@@ -52,8 +57,14 @@ func (c *Concurrency) Arrive(now time.Duration, r Request) {
 // Done ends r's service.
 func (c *Concurrency) Done(time.Duration, Request) { c.inflight-- }
 
-// Left does nothing: the server goes on serving.
-func (c *Concurrency) Left(time.Duration, Request) {}
+// Left stops r's service under StopLeft; otherwise the server goes on
+// serving.
+func (c *Concurrency) Left(now time.Duration, r Request) {
+	if c.stopLeft {
+		c.inflight--
+		c.d.Drop(r, now)
+	}
+}
 
 // SetConditions takes the latency factor for the requests that arrive from
 // now; capacity does not apply to this model.

@@ -3,6 +3,9 @@ package origin
 import (
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // reqState is where a request stands, as a checking driver sees it.
@@ -59,7 +62,9 @@ func (c *checker) Drop(r Request, now time.Duration) {
 	c.state[r] = finished
 }
 
-func (c *checker) Expired(r Request, at time.Duration) bool { return at > c.deadline[r] }
+func (c *checker) Deadline(r Request) (time.Duration, bool, bool) {
+	return c.deadline[r], true, c.deadline[r] < c.now
+}
 
 // FuzzModels drives every model with any sequence of arrivals, ends of
 // service (in time order), clients leaving and condition changes, and
@@ -71,6 +76,9 @@ func FuzzModels(f *testing.F) {
 	f.Add(uint8(1), uint8(1), uint8(0), true, []byte{0, 0, 0, 0, 0, 2, 1, 4, 1, 1, 1, 5, 1})
 	f.Add(uint8(0), uint8(0), uint8(0), false, []byte{0, 0, 3, 0, 4, 0, 1, 0})
 	f.Add(uint8(2), uint8(3), uint8(1), false, []byte{0, 0, 0, 2, 1, 0, 1, 1})
+	f.Add(uint8(3), uint8(0), uint8(2), true, []byte{0, 0, 0, 0, 9, 17, 2, 4, 25, 3, 1})
+	f.Add(uint8(4), uint8(1), uint8(1), true, []byte{0, 0, 0, 0, 1, 2, 4, 3, 0, 1})
+	f.Add(uint8(5), uint8(1), uint8(2), false, []byte{0, 8, 0, 0, 1, 2, 4, 3, 0, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, kind, workers, limit uint8, flag bool, ops []byte) {
 		if len(ops) > 400 {
 			ops = ops[:400]
@@ -78,18 +86,45 @@ func FuzzModels(f *testing.F) {
 		c := &checker{t: t}
 		var m Model
 		var err error
-		switch kind % 3 {
+		dl, _ := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: 40 * ms})
+		discipline := resil.Discipline(limit % 3)
+		switch kind % 6 {
 		case 0:
 			m, err = NewCapacity(CapacitySettings{Capacity: 20, Latency: 30 * ms, RejectionCost: float64(limit%5) / 4}, c)
 		case 1:
-			m, err = NewQueue(QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit % 4), LIFO: flag, DropExpired: !flag || limit%2 == 1}, c)
+			m, err = NewQueue(QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit % 4), Discipline: discipline % 2, DropExpired: !flag || limit%2 == 1}, c)
 		case 2:
-			m, err = NewConcurrency(ConcurrencySettings{Base: 50 * ms, PerInflight: ms}, c)
+			m, err = NewConcurrency(ConcurrencySettings{Base: 50 * ms, PerInflight: ms, StopLeft: flag}, c)
+		case 3: // deadline shedding, and resil's wait queue
+			s := QueueSettings{Capacity: 20, Workers: int(workers%4) + 1, Limit: int(limit%4) + 1, Discipline: discipline, Shed: true, Reserve: 5 * ms}
+			if workers%2 == 0 {
+				s.Estimate = dl // else the service time as it stands
+			}
+			if flag || discipline == resil.AdaptiveLIFO {
+				s.MaxWait = time.Duration(workers%5+1) * 20 * ms
+			}
+			m, err = NewQueue(s, c)
+		case 4, 5: // behind an Admission: a limit and deadline shedding
+			o := &scenario.Origin{
+				Model: scenario.ModelQueue, Capacity: 20, Workers: int(workers%4) + 1, QueueLimit: int(limit % 4), Discipline: "fifo",
+				Limit: scenario.Limit{Use: scenario.LimitFixed, Limit: int(limit%5) + 1},
+				Shed:  scenario.Shed{Deadline: flag},
+			}
+			if kind%6 == 5 {
+				o.Model, o.Base, o.PerInflight = scenario.ModelConcurrency, 50*ms, ms
+				o.Limit = scenario.Limit{Use: scenario.LimitAIMD, Limit: int(limit%5) + 1, MinLimit: 1, MaxLimit: 8, Backoff: 0.5}
+			}
+			m, err = New(o, 0, 1, c)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, _ := m.(*Queue)
+		adm, _ := m.(*Admission)
+		inner := m
+		if adm != nil {
+			inner = adm.inner
+		}
+		q, _ := inner.(*Queue)
 		for i, op := range ops {
 			c.now += time.Duration(op>>3) * 7 * ms
 			switch op % 6 {
@@ -131,18 +166,25 @@ func FuzzModels(f *testing.F) {
 					queued++
 				}
 			}
-			if kind%3 == 0 && queued != 0 {
+			if kind%6 == 0 && queued != 0 {
 				t.Fatalf("op %d: the capacity model left %d undecided", i, queued)
 			}
 			wantQueued := queued
 			if q == nil {
 				wantQueued = inService // without a queue, the load in service
 			}
-			if kind%3 != 0 && (m.Busy() != inService || m.Queued() != wantQueued) {
+			if kind%6 != 0 && (m.Busy() != inService || m.Queued() != wantQueued) {
 				t.Fatalf("op %d: Busy %d, Queued %d; the driver sees %d in service, %d waiting", i, m.Busy(), m.Queued(), inService, queued)
 			}
-			if q != nil && (q.busy > q.workers || (q.limit > 0 && q.q.len() > q.limit)) {
-				t.Fatalf("op %d: %d of %d workers busy, %d queued (limit %d)", i, q.busy, q.workers, q.q.len(), q.limit)
+			if q != nil && (q.busy > q.workers || (q.limit > 0 && q.len() > q.limit)) {
+				t.Fatalf("op %d: %d of %d workers busy, %d queued (limit %d)", i, q.busy, q.workers, q.len(), q.limit)
+			}
+			if adm != nil {
+				// Every request the server holds has a permit, and no
+				// other: the limit counts them.
+				if l := adm.Shedder().Limiter(); l.InFlight() != queued+inService || l.InFlight() > max(l.Limit(), l.Settings().MaxLimit) {
+					t.Fatalf("op %d: %d in flight (limit %d); the driver sees %d held", i, l.InFlight(), l.Limit(), queued+inService)
+				}
 			}
 		}
 	})

@@ -10,20 +10,23 @@
 //
 // One type per model of the scenario file: [Capacity] (admission up to a
 // rate, rejections that still cost work), [Queue] (workers in front of a
-// FIFO or LIFO queue, bounded or not, that serve requests whose client
-// left unless drop_expired) and [Concurrency] (no queue; latency grows with
-// the requests in service). [New] makes the one a scenario names. A Model is
-// one server: an origin of N replicas is N Models, and which one a request
-// reaches (load balancing) is the driver's choice.
+// FIFO, LIFO or adaptive LIFO queue, bounded or not, that serve requests
+// whose client left unless the server sheds them) and [Concurrency] (no
+// queue; latency grows with the requests in service). [New] makes the one
+// a scenario names, behind its [Admission] when the scenario asks for a
+// concurrency limit or deadline shedding. A Model is one server: an origin
+// of N replicas is N Models, and which one a request reaches (load
+// balancing) is the driver's choice.
 //
 // # Driving a model
 //
 // A model is a deterministic state machine. It reads no clock and starts no
 // goroutine: every method takes the time, as a duration since the run
 // began, and the model never changes unless called. It keeps no table of
-// requests either: a [Request] is the driver's number for one, and the
-// model tells the driver what it decides through the [Driver] it was made
-// with, during the call that made the decision:
+// requests either (but for an Admission's permits, while a limit holds
+// them): a [Request] is the driver's number for one, and the model tells
+// the driver what it decides through the [Driver] it was made with, during
+// the call that made the decision:
 //
 //   - Answer(r, at): admitted; the model is done with r, the driver answers
 //     it at at (the capacity model).
@@ -31,9 +34,10 @@
 //     would end at end. The driver calls Done(end, r) when service ends (an
 //     origin at end; a server whose service is a call to the next tier when
 //     that call returns) after it has answered r.
-//   - Reject(r, now): refused at once, overloaded.
-//   - Drop(r, now): skipped, or stopped mid-service, because its client
-//     will not wait for it (Expired said so): drop_expired.
+//   - Reject(r, now): refused at once, overloaded or shed; its client hears
+//     so at once.
+//   - Drop(r, now): skipped, or stopped mid-service, unanswered, because its
+//     client will not wait for it (Driver.Deadline said so).
 //
 // The driver tells the model of arrivals (Arrive), ends of service (Done),
 // clients that gave up on a request in service (Left) and trigger
@@ -49,26 +53,31 @@
 // scenario package says what each means); the model decides only who is
 // served, when, and who is refused.
 //
-// # Extending it
+// # Shedding and limits
 //
-// A new admission rule (deadline shedding, an adaptive concurrency limit
-// from resil) belongs in a model's Arrive, where it may Reject at once, and
-// in Done, where capacity comes back (a limit that learns from latency will
-// want Done to say how long service took, which the driver knows: it saw
-// Serve). The Driver's Expired says whether a request can still be
-// answered by a given time, which is all deadline shedding needs. A tier
-// in front of another is a model whose driver answers Serve by calling the
-// next tier and calls Done when that call returns.
+// Every decision to shed is resil's, made on the model's time: a server
+// that sheds by deadline asks a resil.DeadlineShedder whether a request
+// can still be answered in time, from the deadline its client propagated
+// (Driver.Deadline), on arrival and again when a worker would take it; a
+// server with a concurrency limit asks a resil.Limiter for a permit on
+// arrival and gives it back when it is done with the request; a queue that
+// times its waiters or serves adaptive LIFO is a resil.WaitQueue. On
+// arrival, both are a resil.Shedder's, as resilhttp.Shed would make them in
+// front of an HTTP handler: the simulator drives an [Admission], the lab
+// the middleware itself.
 //
 // A model is not safe for concurrent use: its driver serialises the calls.
-// Its memory is fixed but for the queue model's queue: four bytes per
-// waiting request.
+// Its memory is fixed but for the queue model's queue (four bytes per
+// waiting request; 32 in a resil.WaitQueue, which takes its room up front)
+// and an Admission's table of permits (by request number, while a limit
+// holds them).
 package origin
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -86,14 +95,18 @@ type Driver interface {
 	// Serve: r is in service from now; the model's service time would end
 	// it at end. The driver calls Done when service ends.
 	Serve(r Request, now, end time.Duration)
-	// Reject: r is refused at once: the model is overloaded.
+	// Reject: r is refused at once, and its client told so: the model is
+	// overloaded, or sheds it.
 	Reject(r Request, now time.Duration)
-	// Drop: r is skipped without service, or its service stopped, because
-	// its client will not wait for the answer.
+	// Drop: r is skipped without service, or its service stopped,
+	// unanswered, because its client will not wait for the answer.
 	Drop(r Request, now time.Duration)
-	// Expired reports whether r's client has stopped waiting for it, or
-	// will have by at.
-	Expired(r Request, at time.Duration) bool
+	// Deadline reports what the server knows of r's client: deadline is
+	// the last moment an answer still reaches it in time, when ok (a
+	// client that propagated no deadline gives none), and gone reports
+	// that it has already stopped waiting (it gave up, or another attempt
+	// answered it).
+	Deadline(r Request) (deadline time.Duration, ok, gone bool)
 }
 
 // Conditions are what the triggers change for one server: its capacity
@@ -127,22 +140,67 @@ type Model interface {
 	Busy() int
 }
 
-// New returns the model of server replica (from 0) of an origin of
-// replicas servers, as o describes the whole origin, reporting to d: each
-// server has an equal share of the capacity, the queue limit and the
-// workers (the first servers take the remainder). Its conditions are o's
-// until SetConditions.
+// New returns server replica (from 0) of an origin of replicas servers, as
+// o describes the whole origin, reporting to d: each server has an equal
+// share of the capacity, the queue limit and the workers (the first
+// servers take the remainder), and a concurrency limit of its own. It is
+// the model behind its Admission when o has a limit or sheds by deadline.
+// Its conditions are o's until SetConditions.
 func New(o *scenario.Origin, replica, replicas int, d Driver) (Model, error) {
+	return NewWith(o, replica, replicas, d, Options{})
+}
+
+// Options say what a driver does itself around the model.
+type Options struct {
+	// Shedder is the admission the driver applies itself before Arrive,
+	// as the lab's HTTP middleware does: the server is then the model
+	// alone, and its queue sheds by the Shedder's DeadlineShedder. Nil:
+	// the server admits through an Admission of its own, as o asks.
+	Shedder *resil.Shedder
+	// Reserve is the time the server keeps for the answer's way back over
+	// the wire (the lab's), on top of the scenario's shed.reserve; a
+	// Shedder's deadline settings must hold both.
+	Reserve time.Duration
+}
+
+// NewWith is New with the driver's options.
+func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) (Model, error) {
 	if replicas < 1 || replica < 0 || replica >= replicas {
 		return nil, fmt.Errorf("origin: replica %d of %d", replica, replicas)
 	}
-	switch o.Model {
-	case scenario.ModelCapacity:
+	if o.Model == scenario.ModelCapacity {
 		return NewCapacity(CapacitySettings{Capacity: o.Capacity / float64(replicas), Latency: o.Latency, RejectionCost: o.RejectionCost}, d)
+	}
+	sh, inner := opts.Shedder, d
+	var adm *Admission
+	if sh == nil {
+		adm = &Admission{d: d}
+		own, err := NewShedder(o, &adm.clock)
+		switch {
+		case err != nil:
+			return nil, err
+		case own == nil:
+			adm = nil // nothing to admit by
+		default:
+			adm.sh, sh, inner = own, own, adm
+		}
+	}
+	var m Model
+	var err error
+	switch o.Model {
 	case scenario.ModelQueue:
 		s := QueueSettings{
 			Capacity: o.Capacity / float64(replicas), Workers: o.Workers / replicas,
-			LIFO: o.Discipline == "lifo", DropExpired: o.DropExpired,
+			MaxWait: o.MaxQueueTime, Shed: o.Shed.Deadline, DropExpired: o.DropExpired, Reserve: opts.Reserve,
+		}
+		if o.Shed.Deadline {
+			s.Reserve += o.Shed.Reserve
+			if o.Shed.ServiceTime > 0 {
+				s.Estimate = sh.Deadline() // the admission's, with its estimate and reserve
+			}
+		}
+		if s.Discipline, err = o.QueueDiscipline(); err != nil {
+			return nil, fmt.Errorf("origin: %w", err)
 		}
 		if replica < o.Workers%replicas {
 			s.Workers++
@@ -150,9 +208,52 @@ func New(o *scenario.Origin, replica, replicas int, d Driver) (Model, error) {
 		if o.QueueLimit > 0 {
 			s.Limit = (o.QueueLimit + replicas - 1) / replicas
 		}
-		return NewQueue(s, d)
+		m, err = NewQueue(s, inner)
 	case scenario.ModelConcurrency:
-		return NewConcurrency(ConcurrencySettings{Base: o.Base, PerInflight: o.PerInflight}, d)
+		m, err = NewConcurrency(ConcurrencySettings{Base: o.Base, PerInflight: o.PerInflight, StopLeft: o.Shed.Deadline}, inner)
+	default:
+		return nil, fmt.Errorf("origin: unknown model %q", o.Model)
 	}
-	return nil, fmt.Errorf("origin: unknown model %q", o.Model)
+	if err != nil || adm == nil {
+		return m, err
+	}
+	adm.inner = m
+	return adm, nil
 }
+
+// ShedderSettings returns the settings of the resil.Shedder that admits
+// o's requests on one server: its deadline settings (the service-time
+// estimate and the reserve) when o sheds by deadline, a limiter of its own
+// when o has a limit, and no queue: the model's queue is the server's. ok
+// is false when o asks for neither, and the server admits everything.
+func ShedderSettings(o *scenario.Origin) (s resil.ShedderSettings, ok bool, err error) {
+	lim, err := o.NewLimiter()
+	if err != nil {
+		return s, false, fmt.Errorf("origin: the limit: %w", err)
+	}
+	s.Limiter = lim
+	if o.Shed.Deadline {
+		s.Deadline = resil.DeadlineSettings{ServiceTime: o.ServiceEstimate(), Reserve: o.Shed.Reserve}
+	}
+	return s, lim != nil || o.Shed.Deadline, nil
+}
+
+// NewShedder returns the resil.Shedder that admits o's requests on one
+// server (see ShedderSettings), on clock (nil: the wall clock), or nil when
+// o asks for no admission.
+func NewShedder(o *scenario.Origin, clock resil.Clock) (*resil.Shedder, error) {
+	s, ok, err := ShedderSettings(o)
+	if !ok || err != nil {
+		return nil, err
+	}
+	s.Clock = clock
+	sh, err := resil.NewShedder(s)
+	if err != nil {
+		return nil, fmt.Errorf("origin: %w", err)
+	}
+	return sh, nil
+}
+
+// instant is a time on the model's timeline as the time.Time resil takes:
+// its decisions depend only on differences of times.
+func instant(d time.Duration) time.Time { return time.Unix(0, int64(d)) }

@@ -7,16 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
 const ms = time.Millisecond
 
-// log is a Driver that writes down every decision, and answers Expired
-// from a table of deadlines (a request without one never expires).
+// log is a Driver that writes down every decision, and answers Deadline
+// from a table of deadlines (a request without one has none) and a set of
+// requests whose client is gone.
 type log struct {
 	lines    []string
 	deadline map[Request]time.Duration
+	gone     map[Request]bool
 }
 
 func (l *log) add(format string, args ...any) {
@@ -27,9 +30,9 @@ func (l *log) Answer(r Request, at time.Duration)      { l.add("answer %d at %v"
 func (l *log) Serve(r Request, now, end time.Duration) { l.add("serve %d until %v", r, end) }
 func (l *log) Reject(r Request, now time.Duration)     { l.add("reject %d", r) }
 func (l *log) Drop(r Request, now time.Duration)       { l.add("drop %d at %v", r, now) }
-func (l *log) Expired(r Request, at time.Duration) bool {
+func (l *log) Deadline(r Request) (time.Duration, bool, bool) {
 	d, ok := l.deadline[r]
-	return ok && at > d
+	return d, ok, l.gone[r]
 }
 
 // take returns what was decided since the last call.
@@ -120,7 +123,11 @@ func TestQueueDisciplines(t *testing.T) {
 		next string
 	}{{false, "serve 2 until 200ms"}, {true, "serve 3 until 200ms"}} {
 		l := &log{}
-		m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, LIFO: c.lifo}, l)
+		d := resil.FIFO
+		if c.lifo {
+			d = resil.LIFO
+		}
+		m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Discipline: d}, l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,5 +255,150 @@ func TestNewSplitsTheOrigin(t *testing.T) {
 	}
 	if _, err := New(o, 3, 3, &log{}); err == nil {
 		t.Error("replica 3 of 3: no error")
+	}
+}
+
+// TestQueueShedFollows: without an estimate of its own, a shedding queue
+// decides by its service time as it stands: a dip that makes the work
+// longer makes it refuse sooner.
+func TestQueueShedFollows(t *testing.T) {
+	l := &log{deadline: map[Request]time.Duration{2: 250 * ms, 3: 300 * ms}}
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Shed: true}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{0, "arrive", 2, Conditions{}, ""},
+		{0, "arrive", 3, Conditions{}, ""},
+		{50 * ms, "set", 0, Conditions{Capacity: 5, Factor: 1}, ""}, // 200 ms of work each from now
+		{100 * ms, "done", 1, Conditions{}, "reject 2; serve 3 until 300ms"},
+	})
+}
+
+// TestQueueShed: with deadline shedding (an estimate of 100 ms), a waiting
+// request that cannot be answered in time is refused at once when a worker
+// frees up, one whose client is gone is dropped unanswered, and a client
+// that leaves mid-service frees its worker.
+func TestQueueShed(t *testing.T) {
+	dl, err := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: 100 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &log{deadline: map[Request]time.Duration{2: 150 * ms, 3: 1000 * ms, 4: time.Second, 5: time.Second}, gone: map[Request]bool{4: true}}
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Shed: true, Estimate: dl}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{0, "arrive", 2, Conditions{}, ""},
+		{0, "arrive", 3, Conditions{}, ""},
+		{0, "arrive", 4, Conditions{}, ""},
+		{0, "arrive", 5, Conditions{}, ""},
+		{100 * ms, "done", 1, Conditions{}, "reject 2; serve 3 until 200ms"}, // 50ms left, 100ms to go
+		{150 * ms, "left", 3, Conditions{}, "drop 3 at 150ms; drop 4 at 150ms; serve 5 until 250ms"},
+	})
+}
+
+// TestQueueWaitQueue: with resil's wait queue a request that waited longer
+// than MaxWait is refused (or dropped, its client gone) when a worker next
+// looks, a full queue rejects, and adaptive LIFO serves the newest first
+// once the queue has not been empty for MaxWait.
+func TestQueueWaitQueue(t *testing.T) {
+	l := &log{gone: map[Request]bool{3: true}}
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Limit: 3, Discipline: resil.AdaptiveLIFO, MaxWait: 150 * ms}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{10 * ms, "arrive", 2, Conditions{}, ""},
+		{20 * ms, "arrive", 3, Conditions{}, ""},
+		{80 * ms, "arrive", 4, Conditions{}, ""},
+		{90 * ms, "arrive", 5, Conditions{}, "reject 5"},           // full
+		{100 * ms, "done", 1, Conditions{}, "serve 2 until 200ms"}, // not overloaded yet: FIFO
+		{120 * ms, "arrive", 6, Conditions{}, ""},                  // 3, 4, 6 wait
+		// 3 waited 180ms, and its client is gone; the queue has not been
+		// empty for 190ms, overloaded: the newest next.
+		{200 * ms, "done", 2, Conditions{}, "drop 3 at 200ms; serve 6 until 300ms"},
+		{300 * ms, "done", 6, Conditions{}, "reject 4"}, // waited 220ms
+	})
+	if m.Queued() != 0 || m.Busy() != 0 {
+		t.Errorf("%d queued, %d busy", m.Queued(), m.Busy())
+	}
+	if _, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Discipline: resil.AdaptiveLIFO, MaxWait: 150 * ms}, l); err == nil {
+		t.Error("a wait queue without a limit: no error")
+	}
+}
+
+// TestAdmission: a fixed limit of 2 refuses the third request the server
+// holds, waiting or in service, and takes one again when the model is
+// done with one; deadline shedding refuses on arrival a request whose
+// deadline is nearer than the estimate.
+func TestAdmission(t *testing.T) {
+	o := &scenario.Origin{
+		Model: scenario.ModelQueue, Capacity: 10, Workers: 1, Discipline: "fifo",
+		Limit: scenario.Limit{Use: scenario.LimitFixed, Limit: 2},
+		Shed:  scenario.Shed{Deadline: true},
+	}
+	l := &log{deadline: map[Request]time.Duration{1: time.Second, 2: time.Second, 3: time.Second, 4: 150 * ms, 5: time.Second}}
+	m, err := New(o, 0, 1, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := m.(*Admission)
+	if !ok {
+		t.Fatalf("New made a %T, want an *Admission", m)
+	}
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{0, "arrive", 2, Conditions{}, ""},
+		{0, "arrive", 3, Conditions{}, "reject 3"}, // two held
+		{100 * ms, "done", 1, Conditions{}, "serve 2 until 200ms"},
+		{100 * ms, "arrive", 4, Conditions{}, "reject 4"}, // 50ms to its deadline, 100ms of work
+		{100 * ms, "arrive", 5, Conditions{}, ""},
+	})
+	st := a.Shedder().Stats()
+	if st.Admitted != 3 || st.Shed[resil.ShedLimit] != 1 || st.Shed[resil.ShedTooLate] != 1 || st.InFlight != 2 {
+		t.Errorf("stats %+v", st)
+	}
+	if a.WouldAnswer(100*ms, time.Second) {
+		t.Error("WouldAnswer with the limit reached")
+	}
+	// No limit and no shedding: the model alone.
+	o.Limit, o.Shed = scenario.Limit{Use: scenario.LimitNone}, scenario.Shed{}
+	if m, _ := New(o, 0, 1, l); m == nil {
+		t.Fatal("no model")
+	} else if _, ok := m.(*Queue); !ok {
+		t.Errorf("New made a %T without admission, want a *Queue", m)
+	}
+}
+
+// TestAdmissionLearns: an adaptive limit hears how each request ended: an
+// answer in time is a sample, one after its deadline a drop, so AIMD
+// shrinks the limit when the queue makes answers late.
+func TestAdmissionLearns(t *testing.T) {
+	o := &scenario.Origin{
+		Model: scenario.ModelQueue, Capacity: 10, Workers: 1, Discipline: "fifo",
+		Limit: scenario.Limit{Use: scenario.LimitAIMD, Limit: 4, MinLimit: 1, MaxLimit: 10, Backoff: 0.5},
+	}
+	l := &log{deadline: map[Request]time.Duration{1: time.Second, 2: 150 * ms}}
+	m, err := New(o, 0, 1, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := m.(*Admission).Shedder().Limiter()
+	play(t, m, l, []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{0, "arrive", 2, Conditions{}, ""},
+		{100 * ms, "done", 1, Conditions{}, "serve 2 until 200ms"},
+	})
+	if lim.Limit() != 4 {
+		t.Fatalf("limit %d after an answer in time with 2 of 4 in flight, want 4", lim.Limit())
+	}
+	play(t, m, l, []step{{200 * ms, "done", 2, Conditions{}, ""}}) // 50ms late
+	if lim.Limit() != 2 || lim.InFlight() != 0 {
+		t.Errorf("limit %d, %d in flight after a late answer, want 2 and 0", lim.Limit(), lim.InFlight())
 	}
 }

@@ -16,7 +16,7 @@ seed: 1
 duration: 2m
 tick: 1s
 traffic: {rate: 100, arrivals: constant, clients: 200, idempotent: 1, keys: 0}
-origin: {model: queue, capacity: 120, workers: 12, queue_limit: 0, drop_expired: false, discipline: fifo, error_rate: 0, broken: 0, replicas: 1}
+origin: {model: queue, capacity: 120, workers: 12, queue_limit: 0, drop_expired: false, discipline: fifo, max_queue_time: 0s, error_rate: 0, broken: 0, replicas: 1, limit: {use: none}, shed: {deadline: false, service_time: 0s, reserve: 0s}}
 triggers:
   - {kind: capacity, at: 30s, for: 10s, capacity: 40}
 fleets:
@@ -26,6 +26,7 @@ fleets:
     retry: {max_retries: 3, idempotent_only: false, backoff: {use: exponential, base: 100ms, cap: 10s, multiplier: 2, jitter: none, factor: 0}}
     budget: {use: none}
     breaker: {use: none}
+    throttle: {use: none}
     hedge: {delay: 0s, max: 0}
   - name: guarded
     timeout: 1s
@@ -33,6 +34,7 @@ fleets:
     retry: {max_retries: 3, idempotent_only: true, backoff: {use: exponential, base: 100ms, cap: 10s, multiplier: 2, jitter: full, factor: 0}}
     budget: {use: token_bucket, settings: {budget_ratio: 0.1, min_tokens: 10, max_tokens: 100, funded_by: success, retry_cost: 1, timeout_cost: 1}}
     breaker: {use: consecutive, settings: {threshold: 5, cooldown: 5s, max_cooldown: 0s, probes: 1, scope: all}}
+    throttle: {use: none}
     hedge: {delay: 0s, max: 0}
 `
 	s := storm

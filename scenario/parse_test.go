@@ -186,6 +186,30 @@ var parseErrorTests = []struct {
 	{"workers not shared equally", "duration: 60s\ntraffic: {rate: 10}\norigin: {model: queue, capacity: 10, workers: 12, replicas: 5}\n" + fleet, "3:47", "origin.workers", "12 workers cannot be shared equally by 5 replicas"},
 	{"default workers for replicas", "duration: 60s\ntraffic: {rate: 10}\norigin: {model: queue, capacity: 10, replicas: 2}\n" + fleet, "3:9", "origin.workers", "1 workers for 2 replicas"},
 	{"duplicate fleet names", head + "fleets:\n  - {name: a, timeout: 1s, budget: {use: none}}\n  - {name: a, timeout: 2s, budget: {use: none}}\n", "6:12", "fleets[1].name", `"a" is the name of fleets[0] too`},
+
+	// Shedding, limits, the wait queue and the throttle.
+	{"limit on the capacity model", "duration: 60s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 10, limit: {use: aimd}}\n" + fleet, "3:41", "origin.limit", "limit does not apply to the capacity model; it is a setting of the queue model or the concurrency model"},
+	{"unknown limit", queue("limit: {use: gradient2}") + fleet, "3:51", "origin.limit.use", `unknown value "gradient2"; did you mean "gradient"?`},
+	{"fixed limit without its limit", queue("limit: {use: fixed}") + fleet, "3:45", "origin.limit.settings", "limit is required for fixed (it has no default)"},
+	{"setting of another limit", queue("limit: {use: gradient, settings: {probe: 3}}") + fleet, "3:72", "origin.limit.settings.probe", "probe does not apply to gradient; it is a setting of vegas"},
+	{"aimd backoff of 1", queue("limit: {use: aimd, settings: {backoff: 1}}") + fleet, "3:77", "origin.limit.settings.backoff", "must be in [0.1, 1), got 1"},
+	{"initial limit above the max", queue("limit: {use: vegas, settings: {max_limit: 10}}") + fleet, "3:68", "origin.limit.settings.limit", "must be in [1, 10], got 20"},
+	{"shed settings without deadline", queue("shed: {service_time: 50ms}") + fleet, "3:59", "origin.shed.service_time", "does nothing without deadline: true"},
+	{"shed and drop_expired", queue("shed: {deadline: true}, drop_expired: true") + fleet, "3:76", "origin.drop_expired", "keep one"},
+	{"shed reserve too long", queue("shed: {deadline: true, reserve: 2h}") + fleet, "3:70", "origin.shed.reserve", "must be in [0s, 1h], got 2h"},
+	{"adaptive lifo without max_queue_time", queue("discipline: adaptive_lifo, queue_limit: 10") + fleet, "3:9", "origin.max_queue_time", "is required by discipline: adaptive_lifo"},
+	{"max_queue_time without a queue limit", queue("max_queue_time: 100ms") + fleet, "3:9", "origin.queue_limit", "max_queue_time needs a bounded queue: set queue_limit"},
+	{"unknown discipline", queue("discipline: adaptive") + fleet, "3:50", "origin.discipline", `unknown value "adaptive"`},
+	{"unknown throttle", withFleet("    throttle: {use: adaptve}\n"), "8:21", "fleets[0].throttle.use", `did you mean "adaptive"?`},
+	{"throttle k below 1", withFleet("    throttle: {use: adaptive, settings: {k: 0.5}}\n"), "8:45", "fleets[0].throttle.settings.k", "must be in [1, 1000], got 0.5"},
+	{"throttle settings for use none", withFleet("    throttle: {use: none, settings: {k: 2}}\n"), "8:38", "fleets[0].throttle.settings.k", "does not apply: use: none takes no settings"},
+	{"throttle max_probability zero", withFleet("    throttle: {use: adaptive, settings: {max_probability: 0}}\n"), "8:59", "fleets[0].throttle.settings.max_probability", "must be in (0, 1], got 0"},
+}
+
+// queue is a file's first three lines with a queue origin whose map ends
+// with extra.
+func queue(extra string) string {
+	return "duration: 60s\ntraffic: {rate: 10}\norigin: {model: queue, capacity: 10, " + extra + "}\n"
 }
 
 func TestParseErrors(t *testing.T) {
@@ -256,6 +280,7 @@ var storm = Scenario{
 	Traffic: Traffic{Rate: 100, Arrivals: "constant", Clients: 200, Idempotent: 1},
 	Origin: Origin{
 		Model: ModelQueue, Capacity: 120, Workers: 12, Discipline: "fifo", Replicas: 1,
+		Limit: Limit{Use: LimitNone},
 	},
 	Triggers: []Trigger{{Kind: TriggerCapacity, At: 30 * time.Second, For: 10 * time.Second, Capacity: 40}},
 	Fleets: []Fleet{
@@ -264,8 +289,9 @@ var storm = Scenario{
 			Retry: Retry{MaxRetries: 3, Backoff: Backoff{
 				Use: "exponential", Base: 100 * time.Millisecond, Cap: 10 * time.Second, Multiplier: 2, Jitter: "none",
 			}},
-			Budget:  Budget{Use: BudgetNone},
-			Breaker: Breaker{Use: BreakerNone},
+			Budget:   Budget{Use: BudgetNone},
+			Breaker:  Breaker{Use: BreakerNone},
+			Throttle: Throttle{Use: ThrottleNone},
 		},
 		{
 			Name: "guarded", Timeout: time.Second,
@@ -279,6 +305,7 @@ var storm = Scenario{
 			Breaker: Breaker{
 				Use: BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
 			},
+			Throttle: Throttle{Use: ThrottleNone},
 		},
 	},
 }
@@ -331,7 +358,8 @@ fleets:
 					Use: BreakerCountWindow, WindowSize: 5, MinCalls: 5, FailureRate: 0.5,
 					Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
 				},
-				Hedge: Hedge{Delay: 100 * time.Millisecond, Max: 1},
+				Throttle: Throttle{Use: ThrottleNone},
+				Hedge:    Hedge{Delay: 100 * time.Millisecond, Max: 1},
 			},
 			{
 				Name: "b", Timeout: time.Second,
@@ -341,12 +369,14 @@ fleets:
 					Use: BreakerTimeWindow, Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5,
 					Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
 				},
+				Throttle: Throttle{Use: ThrottleNone},
 			},
 			{
 				Name: "c", Timeout: time.Second,
-				Retry:   Retry{Backoff: Backoff{Use: "none", Jitter: "none"}},
-				Budget:  Budget{Use: BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1},
-				Breaker: Breaker{Use: BreakerNone},
+				Retry:    Retry{Backoff: Backoff{Use: "none", Jitter: "none"}},
+				Budget:   Budget{Use: BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1},
+				Breaker:  Breaker{Use: BreakerNone},
+				Throttle: Throttle{Use: ThrottleNone},
 			},
 		},
 	}

@@ -3,15 +3,24 @@ package scenario
 import (
 	"encoding"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
 )
 
 // NewPolicy builds the resil.Policy one client of the fleet runs. Every
-// call makes a new budget and a new breaker, because every client owns its
-// own: call it once per client. The zero value of a kind ("") is read as
-// "none". It fails only for a fleet that does not pass Validate.
-func (f Fleet) NewPolicy() (resil.Policy, error) {
+// call makes a new budget, breaker and throttler, because every client
+// owns its own: call it once per client. The zero value of a kind ("") is
+// read as "none". It fails only for a fleet that does not pass Validate.
+// The throttler, if any, draws its refusals from a source seeded from
+// crypto/rand; NewPolicyRand takes one, for runs that must repeat.
+func (f Fleet) NewPolicy() (resil.Policy, error) { return f.NewPolicyRand(nil) }
+
+// NewPolicyRand is NewPolicy with the source the throttler draws its
+// refusals from (nil: seeded from crypto/rand). Give each client a source
+// of its own: a throttler must not share one.
+func (f Fleet) NewPolicyRand(src rand.Source) (resil.Policy, error) {
 	p := resil.Policy{
 		MaxRetries: f.Retry.MaxRetries,
 		Hedge:      resil.HedgeSettings{Delay: f.Hedge.Delay, Max: f.Hedge.Max},
@@ -33,6 +42,9 @@ func (f Fleet) NewPolicy() (resil.Policy, error) {
 		}
 	}
 	if p.Breaker, p.BreakerScope, err = f.Breaker.resil(f.Name); err != nil {
+		return resil.Policy{}, f.wrap(err)
+	}
+	if p.Throttle, err = f.Throttle.resil(src); err != nil {
 		return resil.Policy{}, f.wrap(err)
 	}
 	if err := p.Validate(); err != nil {
@@ -137,4 +149,67 @@ func (b Breaker) resil(name string) (*resil.Breaker, resil.Scope, error) {
 		Cooldown: b.Cooldown, MaxCooldown: b.MaxCooldown, Probes: b.Probes,
 	})
 	return br, scope, err
+}
+
+// resil returns a new throttler drawing from src, or nil for none: a nil
+// *Throttler is resil's "no throttle".
+func (t Throttle) resil(src rand.Source) (*resil.Throttler, error) {
+	switch t.Use {
+	case ThrottleNone, "":
+		return nil, nil
+	case ThrottleAdaptive:
+		return resil.NewThrottler(resil.ThrottlerSettings{
+			K: t.K, Window: t.Window, Padding: t.Padding, MaxProbability: t.MaxProbability, Rand: src,
+		})
+	}
+	return nil, fmt.Errorf("unknown throttle use %q", t.Use)
+}
+
+// NewLimiter builds one replica's concurrency limiter, or nil for none:
+// every replica (every server) has its own, with these settings. It fails
+// only for an origin that does not pass Validate.
+func (o Origin) NewLimiter() (*resil.Limiter, error) {
+	l := o.Limit
+	if l.Use == LimitNone || l.Use == "" || !o.holds() {
+		return nil, nil
+	}
+	var a resil.LimitAlgorithm
+	if err := readWord(&a, "limit use", l.Use); err != nil {
+		return nil, err
+	}
+	return resil.NewLimiter(resil.LimiterSettings{
+		Algorithm: a, Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+		Backoff: l.Backoff, SlowRTT: l.SlowRTT,
+		Smoothing: l.Smoothing, Tolerance: l.Tolerance, Headroom: l.Headroom,
+		Window: l.Window, WindowSamples: l.WindowSamples, LongWindow: l.LongWindow, Probe: l.Probe,
+	})
+}
+
+// QueueDiscipline returns the queue model's discipline as resil's value
+// (FIFO for an empty one).
+func (o Origin) QueueDiscipline() (resil.Discipline, error) {
+	var d resil.Discipline
+	err := readWord(&d, "discipline", o.Discipline)
+	return d, err
+}
+
+// ServiceEstimate is the service time deadline shedding assumes on
+// arrival: Shed.ServiceTime, or the origin's service time at its base
+// capacity (workers / capacity for the queue model, base for the
+// concurrency model). Without Shed.ServiceTime, the queue model decides
+// again, when a worker would take a request, by its service time as it
+// stands.
+func (o Origin) ServiceEstimate() time.Duration {
+	if o.Shed.ServiceTime > 0 {
+		return o.Shed.ServiceTime
+	}
+	switch o.Model {
+	case ModelQueue:
+		if o.Capacity > 0 {
+			return time.Duration(float64(o.Workers) / o.Capacity * float64(time.Second))
+		}
+	case ModelConcurrency:
+		return o.Base
+	}
+	return 0
 }

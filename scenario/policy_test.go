@@ -2,7 +2,9 @@ package scenario
 
 import (
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,104 @@ func TestZeroFleetPolicy(t *testing.T) {
 	}
 	if p.Budget != nil || p.Breaker != nil || p.MaxRetries != 0 || p.Backoff != (resil.Backoff{}) {
 		t.Errorf("zero fleet policy = %+v, want the zero policy", p)
+	}
+}
+
+// TestThrottlePolicy: a fleet's throttle becomes the Policy's resil
+// Throttler, drawing from the source it is given, so that two policies
+// with equal sources refuse alike; its defaults are resil's own.
+func TestThrottlePolicy(t *testing.T) {
+	s, err := Load(filepath.Join("testdata", "defences.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Fleets[1].Throttle != (Throttle{Use: ThrottleAdaptive, K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}) {
+		t.Errorf("defaults %+v", s.Fleets[1].Throttle)
+	}
+	refusals := func(f Fleet, seed uint64) []bool {
+		p, err := f.NewPolicyRand(rand.NewPCG(seed, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Throttle == nil {
+			t.Fatal("no throttle")
+		}
+		now := time.Unix(0, 0)
+		var out []bool
+		for i := range 200 {
+			now = now.Add(10 * time.Millisecond)
+			if i%3 != 0 { // a third of the attempts succeed
+				p.Throttle.Record(now, resil.OutcomeFailure)
+			} else {
+				p.Throttle.Record(now, resil.OutcomeSuccess)
+			}
+			out = append(out, p.Throttle.Allow(now) != nil)
+		}
+		return out
+	}
+	a, b := refusals(s.Fleets[0], 7), refusals(s.Fleets[0], 7)
+	if !slices.Equal(a, b) || !slices.Contains(a, true) || !slices.Contains(a, false) {
+		t.Errorf("the same source refused differently, or all alike: %v %v", a, b)
+	}
+	// The file's defaults are resil's: a throttler built from them refuses
+	// as one built from the zero settings does.
+	zero, err := resil.NewThrottler(resil.ThrottlerSettings{Rand: rand.NewPCG(7, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := refusals(s.Fleets[1], 7)
+	now := time.Unix(0, 0)
+	for i := range 200 {
+		now = now.Add(10 * time.Millisecond)
+		o := resil.OutcomeSuccess
+		if i%3 != 0 {
+			o = resil.OutcomeFailure
+		}
+		zero.Record(now, o)
+		if got := zero.Allow(now) != nil; got != def[i] {
+			t.Fatalf("step %d: zero settings refused %v, the file's defaults %v", i, got, def[i])
+		}
+	}
+	// None: no throttler.
+	if p, err := s.Fleets[0].withThrottle(Throttle{Use: ThrottleNone}).NewPolicy(); err != nil || p.Throttle != nil {
+		t.Errorf("use: none made %v, %v", p.Throttle, err)
+	}
+}
+
+func (f Fleet) withThrottle(t Throttle) Fleet { f.Throttle = t; return f }
+
+// TestOriginDefences: the origin's limit is resil's Limiter with the
+// file's settings and resil's defaults; the discipline and the service
+// estimate come out as the file says.
+func TestOriginDefences(t *testing.T) {
+	s, err := Load(filepath.Join("testdata", "defences.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.Origin
+	lim, err := o.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lim.Settings()
+	if got.Algorithm != resil.LimitVegas || got.MinLimit != 4 || got.MaxLimit != 200 || got.Probe != 30 || got.Limit != 20 || got.Smoothing != 1 {
+		t.Errorf("limiter %+v", got)
+	}
+	if d, err := o.QueueDiscipline(); err != nil || d != resil.AdaptiveLIFO {
+		t.Errorf("discipline %v, %v", d, err)
+	}
+	if o.ServiceEstimate() != 120*time.Millisecond {
+		t.Errorf("estimate %v", o.ServiceEstimate())
+	}
+	o.Shed.ServiceTime = 0
+	if o.ServiceEstimate() != 100*time.Millisecond {
+		t.Errorf("default estimate %v, want workers/capacity = 100ms", o.ServiceEstimate())
+	}
+	if DefaultLimit(LimitVegas) != (Limit{Use: LimitVegas, Limit: 20, MinLimit: 1, MaxLimit: 1000, Smoothing: 1}) {
+		t.Errorf("DefaultLimit(vegas) = %+v", DefaultLimit(LimitVegas))
+	}
+	o.Limit = Limit{Use: LimitNone}
+	if lim, err := o.NewLimiter(); lim != nil || err != nil {
+		t.Errorf("use: none made %v, %v", lim, err)
 	}
 }

@@ -58,10 +58,24 @@ type Origin struct {
 	// default 10ms.
 	Latency time.Duration
 
-	Workers     int    // queue model: requests served in parallel; default 1
-	QueueLimit  int    // queue model: waiting requests at most; 0 = unbounded
-	Discipline  string // queue model: "fifo" (default) or "lifo"
-	DropExpired bool   // queue model: skip requests whose client gave up
+	Workers    int    // queue model: requests served in parallel; default 1
+	QueueLimit int    // queue model: waiting requests at most; 0 = unbounded
+	Discipline string // queue model: "fifo" (default), "lifo" or "adaptive_lifo"
+	// MaxQueueTime is how long a request may wait for a worker (queue
+	// model); 0 = no limit. It needs a QueueLimit, as adaptive_lifo does.
+	MaxQueueTime time.Duration
+	// DropExpired (queue model) skips, when a worker would take it, a
+	// request that cannot be answered before its client gives up, by the
+	// service time as it stands, and stops serving one whose client gave
+	// up. Shed.Deadline generalises it.
+	DropExpired bool
+
+	// Limit is the origin's concurrency limit (queue and concurrency
+	// models): the requests it holds at once, queued or in service.
+	Limit Limit
+	// Shed is the origin's deadline shedding (queue and concurrency
+	// models).
+	Shed Shed
 
 	Base        time.Duration // concurrency model: latency with nothing in flight; required there
 	PerInflight time.Duration // concurrency model: added latency per request in flight
@@ -74,6 +88,54 @@ type Origin struct {
 	// Replicas is how many replicas share the load, at random; default 1.
 	// Each holds an equal share of the capacity and workers.
 	Replicas int
+}
+
+// Limit kinds: "none" and resil's limit algorithms.
+const (
+	LimitNone     = "none"
+	LimitFixed    = "fixed"
+	LimitAIMD     = "aimd"
+	LimitGradient = "gradient"
+	LimitVegas    = "vegas"
+)
+
+// Limit is the origin's concurrency limit, resil.Limiter in the file's
+// words: Use picks the algorithm ("none" or absent: no limit), the other
+// fields are its settings, zero where resil's default applies.
+type Limit struct {
+	Use      string
+	Limit    int // fixed: the limit, required; adaptive: the initial limit
+	MinLimit int // adaptive: the least the limit falls to
+	MaxLimit int // adaptive: the most the limit grows to
+
+	Backoff float64       // aimd: what a drop multiplies the limit by
+	SlowRTT time.Duration // aimd: a latency above it counts as a drop; 0 = none
+
+	Smoothing     float64       // gradient, vegas: the weight of each update
+	Tolerance     float64       // gradient: the short RTT's allowance over the long one
+	Headroom      float64       // gradient: what each update adds
+	Window        time.Duration // gradient: the least span of a window of samples
+	WindowSamples int           // gradient: the least samples of a window
+	LongWindow    int           // gradient: windows the long RTT averages over
+	Probe         int           // vegas: samples × limit between no-load probes; 0 = never
+}
+
+// Shed is the origin's deadline shedding: every attempt tells the origin
+// how long its client will wait (deadline propagation), and with Deadline
+// on the origin refuses at once, on arrival and when a worker would take
+// it, a request that cannot be answered in time, and stops serving one
+// whose client gave up.
+type Shed struct {
+	Deadline bool
+	// ServiceTime is the origin's estimate of a request's service time;
+	// 0 means what the origin knows: on arrival its service time at its
+	// base capacity (queue model: workers / capacity; concurrency model:
+	// base), and when a worker would take a request its service time as
+	// it stands.
+	ServiceTime time.Duration
+	// Reserve is the time kept for the answer's way back: a request must
+	// be answered Reserve before its client's deadline.
+	Reserve time.Duration
 }
 
 // Trigger kinds.
@@ -131,6 +193,7 @@ type Fleet struct {
 	Retry    Retry
 	Budget   Budget
 	Breaker  Breaker
+	Throttle Throttle
 	Hedge    Hedge
 }
 
@@ -236,6 +299,23 @@ type Breaker struct {
 	MaxCooldown  time.Duration // default 0: no backoff of the cooldown
 	Probes       int           // half-open trial calls; default 1
 	Scope        string        // "all" (default) or "retries"
+}
+
+// Throttle kinds.
+const (
+	ThrottleNone     = "none"
+	ThrottleAdaptive = "adaptive"
+)
+
+// Throttle is adaptive client-side throttling, resil.Throttler in the
+// file's words: Use picks it ("none" or absent: no throttle), the other
+// fields are its settings. Each client has its own.
+type Throttle struct {
+	Use            string
+	K              float64       // requests per accepted one before refusing; default 2
+	Window         time.Duration // how long counts last; default 2m
+	Padding        float64       // added to the requests in the denominator; default 1
+	MaxProbability float64       // the refusal probability's cap; default 1
 }
 
 // Hedge is hedged requests: after Delay without an answer, another attempt.

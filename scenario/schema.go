@@ -27,7 +27,10 @@ var (
 	schedules    = resilWords(resil.NoDelay, resil.Fixed, resil.Exponential)
 	jitters      = resilWords(resil.NoJitter, resil.FullJitter, resil.EqualJitter, resil.DecorrelatedJitter, resil.FactorJitter)
 	arrivals     = []string{"constant", "poisson"}
-	disciplines  = []string{"fifo", "lifo"}
+	disciplines  = resilWords(resil.FIFO, resil.LIFO, resil.AdaptiveLIFO)
+	limitAlgos   = resilWords(resil.LimitFixed, resil.LimitAIMD, resil.LimitGradient, resil.LimitVegas)
+	limitKinds   = append([]string{LimitNone}, limitAlgos...)
+	throttles    = []string{ThrottleNone, ThrottleAdaptive}
 	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
 	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout}
@@ -85,6 +88,7 @@ func originObject(o *Origin) *object {
 		capacity     = []string{ModelCapacity}
 		queue        = []string{ModelQueue}
 		concurrency  = []string{ModelConcurrency}
+		holding      = []string{ModelQueue, ModelConcurrency} // models that hold requests
 	)
 	return &object{
 		selector: "model", kind: &o.Model, kinds: models, what: "the %s model",
@@ -96,11 +100,14 @@ func originObject(o *Origin) *object {
 			{key: "queue_limit", kinds: queue, v: integer{&o.QueueLimit}},
 			{key: "drop_expired", kinds: queue, v: boolean{&o.DropExpired}},
 			{key: "discipline", kinds: queue, v: word{p: &o.Discipline, words: disciplines}},
+			{key: "max_queue_time", kinds: queue, v: duration{&o.MaxQueueTime}},
 			{key: "base", kinds: concurrency, need: true, v: duration{&o.Base}},
 			{key: "per_inflight", kinds: concurrency, v: duration{&o.PerInflight}},
 			{key: "error_rate", v: number{&o.ErrorRate}},
 			{key: "broken", v: number{&o.Broken}},
 			{key: "replicas", v: integer{&o.Replicas}},
+			{key: "limit", kinds: holding, v: limitObject(&o.Limit)},
+			{key: "shed", kinds: holding, v: shedObject(&o.Shed)},
 		},
 		preset: func(model string) {
 			o.Replicas = 1
@@ -147,6 +154,7 @@ func fleetObject(f *Fleet) *object {
 			{key: "retry", v: retryObject(&f.Retry)},
 			{key: "budget", need: true, why: "(write budget: {use: none} for none)", v: budgetObject(&f.Budget)},
 			{key: "breaker", v: breakerObject(&f.Breaker)},
+			{key: "throttle", v: throttleObject(&f.Throttle)},
 			{key: "hedge", v: hedgeObject(&f.Hedge)},
 		},
 		check: f.check,
@@ -303,5 +311,102 @@ func hedgeObject(h *Hedge) *object {
 				h.Max = 1
 			}
 		},
+	}
+}
+
+func limitObject(l *Limit) *object {
+	var (
+		adaptive = []string{LimitAIMD, LimitGradient, LimitVegas}
+		aimd     = []string{LimitAIMD}
+		gradient = []string{LimitGradient}
+		vegas    = []string{LimitVegas}
+	)
+	settings := &object{
+		kind: &l.Use, absentKind: LimitNone, what: "%s",
+		fields: []field{
+			{key: "limit", kinds: []string{LimitFixed}, need: true, v: integer{&l.Limit}},
+			{key: "limit", kinds: adaptive, v: integer{&l.Limit}},
+			{key: "min_limit", kinds: adaptive, v: integer{&l.MinLimit}},
+			{key: "max_limit", kinds: adaptive, v: integer{&l.MaxLimit}},
+			{key: "backoff", kinds: aimd, v: number{&l.Backoff}},
+			{key: "slow_rtt", kinds: aimd, v: duration{&l.SlowRTT}},
+			{key: "smoothing", kinds: []string{LimitGradient, LimitVegas}, v: number{&l.Smoothing}},
+			{key: "tolerance", kinds: gradient, v: number{&l.Tolerance}},
+			{key: "headroom", kinds: gradient, v: number{&l.Headroom}},
+			{key: "window", kinds: gradient, v: duration{&l.Window}},
+			{key: "window_samples", kinds: gradient, v: integer{&l.WindowSamples}},
+			{key: "long_window", kinds: gradient, v: integer{&l.LongWindow}},
+			{key: "probe", kinds: vegas, v: integer{&l.Probe}},
+		},
+		// The adaptive algorithms' defaults are resil's own, read back
+		// from a limiter built with none set.
+		preset: func(use string) { l.presetDefaults(use) },
+	}
+	return &object{
+		selector: "use", kind: &l.Use, kinds: limitKinds, absentKind: LimitNone, what: "%s",
+		fields: []field{{key: "settings", v: settings}},
+		check:  l.check,
+	}
+}
+
+// DefaultLimit returns the limit of kind use as the loader reads
+// "limit: {use: USE}": the adaptive algorithms with resil's defaults
+// written out. A fixed limit still needs its Limit.
+func DefaultLimit(use string) Limit {
+	l := Limit{Use: use}
+	l.presetDefaults(use)
+	return l
+}
+
+// presetDefaults fills in resil's defaults for an adaptive algorithm.
+func (l *Limit) presetDefaults(use string) {
+	var a resil.LimitAlgorithm
+	if use == LimitNone || use == LimitFixed || a.UnmarshalText([]byte(use)) != nil {
+		return
+	}
+	lim, err := resil.NewLimiter(resil.LimiterSettings{Algorithm: a})
+	if err != nil {
+		return
+	}
+	s := lim.Settings()
+	l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+	l.Backoff, l.SlowRTT = s.Backoff, s.SlowRTT
+	l.Smoothing, l.Tolerance, l.Headroom = s.Smoothing, s.Tolerance, s.Headroom
+	l.Window, l.WindowSamples, l.LongWindow, l.Probe = s.Window, s.WindowSamples, s.LongWindow, s.Probe
+}
+
+func shedObject(s *Shed) *object {
+	return &object{
+		fields: []field{
+			{key: "deadline", v: boolean{&s.Deadline}},
+			{key: "service_time", v: duration{&s.ServiceTime}},
+			{key: "reserve", v: duration{&s.Reserve}},
+		},
+		check: s.check,
+	}
+}
+
+func throttleObject(t *Throttle) *object {
+	adaptive := []string{ThrottleAdaptive}
+	settings := &object{
+		kind: &t.Use, absentKind: ThrottleNone, what: "%s",
+		fields: []field{
+			{key: "k", kinds: adaptive, v: number{&t.K}},
+			{key: "window", kinds: adaptive, v: duration{&t.Window}},
+			{key: "padding", kinds: adaptive, v: number{&t.Padding}},
+			{key: "max_probability", kinds: adaptive, v: number{&t.MaxProbability}},
+		},
+		preset: func(use string) {
+			if use == ThrottleAdaptive {
+				// resil's defaults (ThrottlerSettings): the SRE book's K
+				// and two-minute history.
+				t.K, t.Window, t.Padding, t.MaxProbability = 2, 2*time.Minute, 1, 1
+			}
+		},
+	}
+	return &object{
+		selector: "use", kind: &t.Use, kinds: throttles, absentKind: ThrottleNone, what: "%s",
+		fields: []field{{key: "settings", v: settings}},
+		check:  t.check,
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // Bounds that the design leaves open. They keep a typo ("120h" for "120s",
@@ -56,6 +58,9 @@ func (s *Scenario) validate(shown map[string]string) *Error {
 			if _, err := s.Fleets[i].NewPolicy(); err != nil {
 				c.fail(fmt.Sprintf("fleets[%d]", i), "%v", err)
 			}
+		}
+		if _, err := s.Origin.NewLimiter(); err != nil {
+			c.fail("origin.limit", "%v", err)
 		}
 	}
 	return c.err
@@ -173,6 +178,9 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail(fmt.Sprintf("fleets[%d].name", i), "%q is the name of fleets[%d] too: fleet names must differ", f.Name, j)
 		}
 	}
+	if o := &s.Origin; o.DropExpired && o.Shed.Deadline {
+		c.fail("origin.drop_expired", "and shed: {deadline: true} both drop expired requests: keep one (shed refuses on arrival too, and answers a refusal at once)")
+	}
 	for i, t := range s.Triggers {
 		p := fmt.Sprintf("triggers[%d]", i)
 		switch {
@@ -206,6 +214,8 @@ func (o *Origin) check(c *checker, path string) {
 		over(c, at("capacity"), o.Capacity, 0, maxCapacity)
 		in(c, at("workers"), o.Workers, 1, maxCount)
 		in(c, at("queue_limit"), o.QueueLimit, 0, 1e9)
+		in(c, at("max_queue_time"), o.MaxQueueTime, 0, maxWait)
+		o.checkWaitQueue(c, at)
 	case ModelConcurrency:
 		over(c, at("base"), o.Base, 0, maxWait)
 		in(c, at("per_inflight"), o.PerInflight, 0, time.Hour)
@@ -220,6 +230,93 @@ func (o *Origin) check(c *checker, path string) {
 			c.fail(at("workers"), "%d workers cannot be shared equally by %d replicas: make workers a multiple of replicas", o.Workers, o.Replicas)
 		}
 	}
+}
+
+// checkWaitQueue holds the rules of a queue that times its waiters: resil's
+// wait queue (adaptive_lifo, max_queue_time) is bounded and takes its
+// room up front, and adaptive LIFO tells overload by how long the queue
+// has not been empty.
+func (o *Origin) checkWaitQueue(c *checker, at func(string) string) {
+	adaptive := o.Discipline == resilWord(resil.AdaptiveLIFO)
+	if !c.ok() || (!adaptive && o.MaxQueueTime == 0) {
+		return
+	}
+	why := "max_queue_time"
+	if adaptive {
+		why = "discipline: " + o.Discipline
+	}
+	switch {
+	case adaptive && o.MaxQueueTime == 0:
+		c.fail(at("max_queue_time"), "is required by discipline: %s: it is how long the queue may stay non-empty before it counts as overloaded and serves the newest first (Facebook uses 100ms)", o.Discipline)
+	case o.MaxQueueTime < time.Microsecond:
+		c.fail(at("max_queue_time"), "must be 0s (no limit) or at least 1us, got %s", show(o.MaxQueueTime))
+	case o.QueueLimit == 0:
+		c.fail(at("queue_limit"), "%s needs a bounded queue: set queue_limit (at most %d per replica)", why, maxWaitQueue)
+	case (o.QueueLimit+o.Replicas-1)/o.Replicas > maxWaitQueue:
+		c.fail(at("queue_limit"), "%s holds at most %d requests per replica, got %d for %d replicas", why, maxWaitQueue, o.QueueLimit, o.Replicas)
+	}
+}
+
+// maxWaitQueue is the longest queue resil's wait queue holds.
+const maxWaitQueue = 1_000_000
+
+// holds reports whether the origin's model holds requests (queue and
+// concurrency), so that a limit or shedding applies.
+func (o *Origin) holds() bool { return o.Model == ModelQueue || o.Model == ModelConcurrency }
+
+func (l *Limit) check(c *checker, path string) {
+	at := func(key string) string { return join(path, "settings."+key) }
+	switch l.Use {
+	case LimitNone, "":
+		return
+	case LimitFixed:
+		in(c, at("limit"), l.Limit, 1, maxCount)
+		return
+	}
+	in(c, at("min_limit"), l.MinLimit, 1, maxCount)
+	in(c, at("max_limit"), l.MaxLimit, l.MinLimit, maxCount)
+	in(c, at("limit"), l.Limit, l.MinLimit, l.MaxLimit)
+	switch l.Use {
+	case LimitAIMD:
+		if !(l.Backoff >= 0.1 && l.Backoff < 1) {
+			c.fail(at("backoff"), "must be in [0.1, 1), got %s", c.show(at("backoff"), l.Backoff))
+		}
+		in(c, at("slow_rtt"), l.SlowRTT, 0, maxWait)
+	case LimitGradient:
+		over(c, at("smoothing"), l.Smoothing, 0, 1)
+		in(c, at("tolerance"), l.Tolerance, 1, 100)
+		over(c, at("headroom"), l.Headroom, 0, 1e6)
+		in(c, at("window"), l.Window, time.Microsecond, time.Hour)
+		in(c, at("window_samples"), l.WindowSamples, 1, maxCount)
+		in(c, at("long_window"), l.LongWindow, 1, maxCount)
+	case LimitVegas:
+		over(c, at("smoothing"), l.Smoothing, 0, 1)
+		in(c, at("probe"), l.Probe, 0, maxCount)
+	}
+}
+
+func (s *Shed) check(c *checker, path string) {
+	at := func(key string) string { return join(path, key) }
+	in(c, at("service_time"), s.ServiceTime, 0, maxWait)
+	in(c, at("reserve"), s.Reserve, 0, time.Hour)
+	if c.ok() && !s.Deadline && (s.ServiceTime != 0 || s.Reserve != 0) {
+		key := "service_time"
+		if s.ServiceTime == 0 {
+			key = "reserve"
+		}
+		c.fail(at(key), "does nothing without deadline: true")
+	}
+}
+
+func (t *Throttle) check(c *checker, path string) {
+	at := func(key string) string { return join(path, "settings."+key) }
+	if t.Use != ThrottleAdaptive {
+		return
+	}
+	in(c, at("k"), t.K, 1, 1000)
+	in(c, at("window"), t.Window, time.Millisecond, maxWait)
+	in(c, at("padding"), t.Padding, 1, 1e6)
+	over(c, at("max_probability"), t.MaxProbability, 0, 1)
 }
 
 func (t *Trigger) check(c *checker, path string) {

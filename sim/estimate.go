@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 	"unsafe"
 
@@ -145,8 +146,19 @@ const (
 // policyBytes is a client's Policy and the structs of its budget and
 // breaker, at their largest (a window budget, a breaker with a time
 // window), with their allocation headers; a count window adds its window
-// size.
-var policyBytes = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(resil.WindowBudget)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
+// size, and a throttle throttleBytes (its window and its random source).
+var (
+	policyBytes   = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(resil.WindowBudget)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
+	throttleBytes = int64(unsafe.Sizeof(*new(resil.Throttler)) + unsafe.Sizeof(rand.PCG{}) + 2*16)
+)
+
+// The origin's own memory: a place in resil's wait queue (a request
+// number and the time it came), taken up front for the whole queue, and
+// an admission ticket per request a limit holds.
+const (
+	waitQueueBytes = 32
+	ticketBytes    = int64(unsafe.Sizeof(resil.ShedTicket{}))
+)
 
 // Estimate returns what running sc will cost at most. It reads the
 // scenario only; sc need not be valid (what Validate would refuse still
@@ -173,6 +185,9 @@ func Estimate(sc *scenario.Scenario) Cost {
 		if f.Breaker.Use == scenario.BreakerCountWindow {
 			perClient += int64(max(f.Breaker.WindowSize, 0))
 		}
+		if f.Throttle.Use == scenario.ThrottleAdaptive {
+			perClient += throttleBytes
+		}
 		mem := satMul(ticks, tickBytes) + satMul(clients, perClient)
 		// Intents live at most their lifetime, each with an attempt out
 		// and its hedges, unless a queue keeps attempts after their
@@ -183,14 +198,21 @@ func Estimate(sc *scenario.Scenario) Cost {
 			out += float64(max(f.Hedge.Max, 1))
 		}
 		held := min(attempts, inflight*out)
-		if sc.Origin.Model == scenario.ModelQueue && !sc.Origin.DropExpired {
-			backlog := max(0, peakRate*perIntent-sc.Origin.Capacity) * sc.Duration.Seconds()
-			if sc.Origin.QueueLimit > 0 {
-				backlog = min(backlog, float64(sc.Origin.QueueLimit))
+		o := &sc.Origin
+		if o.Model == scenario.ModelQueue && !o.DropExpired && !o.Shed.Deadline {
+			backlog := max(0, peakRate*perIntent-o.Capacity) * sc.Duration.Seconds()
+			if o.QueueLimit > 0 {
+				backlog = min(backlog, float64(o.QueueLimit))
 			}
 			held = min(attempts, held+backlog)
 		}
 		mem = satAdd(mem, satAdd(toBytes(inflight, intentBytes), toBytes(held, attemptBytes)))
+		if o.Model == scenario.ModelQueue && (o.MaxQueueTime > 0 || o.Discipline == "adaptive_lifo") {
+			mem = satAdd(mem, satMul(int64(max(o.QueueLimit, 0))+int64(max(o.Replicas, 1)), waitQueueBytes))
+		}
+		if o.Limit.Use != "" && o.Limit.Use != scenario.LimitNone {
+			mem = satAdd(mem, toBytes(held, ticketBytes))
+		}
 		c.Memory = satAdd(c.Memory, mem)
 	}
 	return c

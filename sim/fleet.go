@@ -119,6 +119,7 @@ type fleet struct {
 type tickCounts struct {
 	intents, offered, first, retries, hedges int64
 	successes, goodput, failed, refused      int64
+	throttled                                int64
 }
 
 // scratch is the memory a run works in and gives back when it ends:
@@ -171,6 +172,10 @@ func (f *fleet) give() {
 	scratchPool.Put(sc)
 }
 
+// throttleStream marks the random streams of the clients' throttles,
+// apart from the arrivals' and the jitter's.
+const throttleStream = 0x7417 << 48
+
 // drainLimit bounds how long intents that arrived during the run are
 // followed after it: long enough for any sane retry chain, short enough
 // that an unlimited policy without a deadline cannot run forever.
@@ -214,7 +219,12 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	clients := max(sc.Traffic.Clients, 1)
 	f.policies = make([]resil.Policy, clients)
 	for i := range f.policies {
-		p, err := cfg.NewPolicy()
+		var src rand.Source
+		if cfg.Throttle.Use == scenario.ThrottleAdaptive {
+			// Each client's throttle draws from a stream of its own.
+			src = rand.NewPCG(sc.Seed, throttleStream|uint64(idx)<<24|uint64(i))
+		}
+		p, err := cfg.NewPolicyRand(src)
 		if err != nil {
 			return nil, err
 		}
@@ -494,8 +504,9 @@ func (f *fleet) start(i int32, now int64) {
 	}
 	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
 	if err != nil {
-		f.refused(i, now)
-		f.lose(i, resil.ReasonOf(err))
+		r := resil.ReasonOf(err)
+		f.refused(i, now, r)
+		f.lose(i, r)
 		return
 	}
 	f.send(i, now, t, -1)
@@ -623,14 +634,7 @@ func (f *fleet) complete(a int32, at int64) {
 	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete}, laneComplete)
 }
 
-// expired reports whether attempt a's client has given up, or will have
-// by time at.
-func (f *fleet) expired(a int32, at int64) bool {
-	x := &f.atts[a]
-	return x.state != waiting || at > x.deadline
-}
-
-// drop is a drop_expired origin skipping attempt a.
+// drop is a shedding origin skipping attempt a, unanswered.
 func (f *fleet) drop(a int32) {
 	f.sum.Dropped++
 	f.atts[a].done = true
@@ -748,8 +752,9 @@ func (f *fleet) resume(i int32, now int64) {
 	}
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
 	if err != nil {
-		f.refused(i, now)
-		f.lose(i, resil.ReasonOf(err))
+		r := resil.ReasonOf(err)
+		f.refused(i, now, r)
+		f.lose(i, r)
 		return
 	}
 	f.send(i, now, t, -1)
@@ -769,19 +774,24 @@ func (f *fleet) hedge(a int32, now int64) {
 	f.send(i, now, t, f.atts[a].replica)
 }
 
-// refused counts an attempt the breaker refused, and draws its ground
-// truth: would it have succeeded had it been sent? The draw changes nothing
-// in the origin.
-func (f *fleet) refused(i int32, now int64) {
+// refused counts an attempt the breaker, or the adaptive throttle
+// (resil.StopThrottled), refused, and draws its ground truth: would it
+// have succeeded had it been sent? The draw changes nothing in the origin.
+func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 	in := &f.ints[i]
 	n := int(in.sent)
 	in.sent++
 	in.failed = true
-	if k := f.tickOf(now); k >= 0 {
+	k := f.tickOf(now)
+	switch {
+	case k < 0:
+		return
+	case why == resil.StopThrottled:
+		f.ticks[k].throttled++
+		f.sum.ThrottleRefusals++
+	default:
 		f.ticks[k].refused++
 		f.sum.BreakerRefusals++
-	} else {
-		return
 	}
 	if f.env.outage || in.broken {
 		return

@@ -49,17 +49,18 @@ func (d *originDriver) Reject(r origin.Request, now time.Duration) {
 	(*fleet)(d).reject(int32(r), int64(now))
 }
 
-// Drop is a drop_expired origin skipping the attempt.
+// Drop is a shedding origin skipping the attempt, unanswered.
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	f := (*fleet)(d)
 	f.atts[r].serving = false
 	f.drop(int32(r))
 }
 
-// Expired reports whether the attempt's client has given up, or will have
-// by at.
-func (d *originDriver) Expired(r origin.Request, at time.Duration) bool {
-	return (*fleet)(d).expired(int32(r), int64(at))
+// Deadline is the attempt's deadline, which every attempt propagates: an
+// answer at it is in time. Its client is gone once it no longer waits.
+func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
+	x := &(*fleet)(d).atts[r]
+	return time.Duration(x.deadline), true, x.state != waiting
 }
 
 // setConditions puts the env in force at the origin's replicas from now:

@@ -37,11 +37,15 @@ type Summary struct {
 	// not; Goodput those whose caller still waited.
 	Successes int64 `json:"successes"`
 	Goodput   int64 `json:"goodput"`
-	// Failures = FailedAttempts + BreakerRefusals.
+	// Failures = FailedAttempts + BreakerRefusals + ThrottleRefusals.
 	Failures        int64 `json:"failures"`
 	FailedAttempts  int64 `json:"failed_attempts"`
 	Timeouts        int64 `json:"timeouts"`
 	BreakerRefusals int64 `json:"breaker_refusals"`
+	// ThrottleRefusals are attempts the adaptive throttle refused, apart
+	// from the breaker's; left out of the JSON when zero (a fleet without
+	// a throttle), as the series of them.
+	ThrottleRefusals int64 `json:"throttle_refusals,omitempty"`
 	// FailuresAfterClear are failures in the ticks after the trigger ended.
 	FailuresAfterClear int64 `json:"failures_after_clear"`
 	// Victims are intents that arrived after the trigger ended and still
@@ -58,8 +62,8 @@ type Summary struct {
 	Ceiling           *float64 `json:"ceiling"`
 	PeakOffered       int64    `json:"peak_offered"`
 	RetriesPerRequest float64  `json:"retries_per_request"`
-	// AnswersThrownAway are attempts a breaker refused whose ground-truth
-	// outcome was success.
+	// AnswersThrownAway are attempts a breaker or the adaptive throttle
+	// refused whose ground-truth outcome was success.
 	AnswersThrownAway int64 `json:"answers_thrown_away"`
 	// WastedWork is attempts the origin served after their client gave up.
 	WastedWork int64 `json:"wasted_work"`
@@ -86,12 +90,16 @@ type LostBy struct {
 	RetriesExhausted int64 `json:"retries_exhausted"`
 	Budget           int64 `json:"budget"`
 	Breaker          int64 `json:"breaker"`
-	NotIdempotent    int64 `json:"not_idempotent"`
-	Deadline         int64 `json:"deadline"`
-	Unfinished       int64 `json:"unfinished"`
+	// Throttled is the intents the adaptive throttle refused last; left
+	// out of the JSON when zero.
+	Throttled     int64 `json:"throttled,omitempty"`
+	NotIdempotent int64 `json:"not_idempotent"`
+	Deadline      int64 `json:"deadline"`
+	Unfinished    int64 `json:"unfinished"`
 }
 
-// Add counts one intent resil stopped for reason r (see resil.ReasonOf):
+// Add counts one intent resil stopped for reason r (see resil.ReasonOf),
+// the breaker's refusals and the throttle's apart:
 // the reasons the dependency's answers gave (retries exhausted, an error
 // not worth a retry, pushback) and a reason resil did not give (StopNone)
 // are RetriesExhausted; the caller's time running out, or its cancelling,
@@ -103,6 +111,8 @@ func (l *LostBy) Add(r resil.StopReason) {
 		l.Budget++
 	case resil.StopBreaker:
 		l.Breaker++
+	case resil.StopThrottled:
+		l.Throttled++
 	case resil.StopNotIdempotent:
 		l.NotIdempotent++
 	case resil.StopDeadline, resil.StopCanceled:
@@ -117,17 +127,20 @@ func (l *LostBy) Add(r resil.StopReason) {
 // intents to the tick they happened in; Queue and BreakerOpen are sampled at
 // the end of each tick.
 type Series struct {
-	Tick              []int     `json:"tick"`
-	Intents           []int64   `json:"intents"`
-	Offered           []int64   `json:"offered"`
-	FirstAttempts     []int64   `json:"first_attempts"`
-	Retries           []int64   `json:"retries"`
-	Hedges            []int64   `json:"hedges"`
-	Successes         []int64   `json:"successes"`
-	Goodput           []int64   `json:"goodput"`
-	Failures          []int64   `json:"failures"`
-	FailedAttempts    []int64   `json:"failed_attempts"`
-	BreakerRefusals   []int64   `json:"breaker_refusals"`
+	Tick            []int   `json:"tick"`
+	Intents         []int64 `json:"intents"`
+	Offered         []int64 `json:"offered"`
+	FirstAttempts   []int64 `json:"first_attempts"`
+	Retries         []int64 `json:"retries"`
+	Hedges          []int64 `json:"hedges"`
+	Successes       []int64 `json:"successes"`
+	Goodput         []int64 `json:"goodput"`
+	Failures        []int64 `json:"failures"`
+	FailedAttempts  []int64 `json:"failed_attempts"`
+	BreakerRefusals []int64 `json:"breaker_refusals"`
+	// ThrottleRefusals is nil, and left out of the JSON, when the run had
+	// none.
+	ThrottleRefusals  []int64   `json:"throttle_refusals,omitempty"`
 	ErrorRate         []float64 `json:"error_rate"`
 	RetriesPerRequest []float64 `json:"retries_per_request"`
 	Queue             []int64   `json:"queue"`
@@ -147,6 +160,7 @@ func newSeries(n int) Series {
 		Failures:          make([]int64, n),
 		FailedAttempts:    make([]int64, n),
 		BreakerRefusals:   make([]int64, n),
+		ThrottleRefusals:  make([]int64, n),
 		ErrorRate:         make([]float64, n),
 		RetriesPerRequest: make([]float64, n),
 		Queue:             make([]int64, n),

@@ -70,7 +70,7 @@ func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
 	for i, f := range r.Fleets {
 		s, se := f.Summary, f.Series
 		name := fmt.Sprintf("%s/%s", sc.Name, f.Name)
-		var first, retries, hedges, offered, failed, refused, intents, good, succ int64
+		var first, retries, hedges, offered, failed, refused, throttled, intents, good, succ int64
 		for k := range se.Tick {
 			first += se.FirstAttempts[k]
 			retries += se.Retries[k]
@@ -78,13 +78,18 @@ func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
 			offered += se.Offered[k]
 			failed += se.FailedAttempts[k]
 			refused += se.BreakerRefusals[k]
+			thr := int64(0)
+			if se.ThrottleRefusals != nil {
+				thr = se.ThrottleRefusals[k]
+			}
+			throttled += thr
 			intents += se.Intents[k]
 			good += se.Goodput[k]
 			succ += se.Successes[k]
 			if se.Offered[k] != se.FirstAttempts[k]+se.Retries[k]+se.Hedges[k] {
 				t.Errorf("%s tick %d: offered %d != first %d + retries %d + hedges %d", name, k, se.Offered[k], se.FirstAttempts[k], se.Retries[k], se.Hedges[k])
 			}
-			if se.Failures[k] != se.FailedAttempts[k]+se.BreakerRefusals[k] {
+			if se.Failures[k] != se.FailedAttempts[k]+se.BreakerRefusals[k]+thr {
 				t.Errorf("%s tick %d: failures != failed attempts + refusals", name, k)
 			}
 			if se.Goodput[k] > se.Successes[k] {
@@ -100,14 +105,20 @@ func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
 			}
 		}
 		if s.Attempts != offered || s.Retries != retries || s.Hedges != hedges || s.Intents != intents ||
-			s.FailedAttempts != failed || s.BreakerRefusals != refused || s.Goodput != good || s.Successes != succ {
+			s.FailedAttempts != failed || s.BreakerRefusals != refused || s.ThrottleRefusals != throttled || s.Goodput != good || s.Successes != succ {
 			t.Errorf("%s: summary does not match the series' sums: %+v", name, s)
 		}
-		if s.Failures != s.FailedAttempts+s.BreakerRefusals {
-			t.Errorf("%s: failures %d != %d + %d", name, s.Failures, s.FailedAttempts, s.BreakerRefusals)
+		if (throttled == 0) != (se.ThrottleRefusals == nil) {
+			t.Errorf("%s: %d throttle refusals, and the series is nil: %v", name, throttled, se.ThrottleRefusals == nil)
+		}
+		if sc.Fleets[i].Throttle.Use != scenario.ThrottleAdaptive && (throttled != 0 || s.LostBy.Throttled != 0) {
+			t.Errorf("%s: no throttle, yet %d refusals and %d intents lost to it", name, throttled, s.LostBy.Throttled)
+		}
+		if s.Failures != s.FailedAttempts+s.BreakerRefusals+s.ThrottleRefusals {
+			t.Errorf("%s: failures %d != %d + %d + %d", name, s.Failures, s.FailedAttempts, s.BreakerRefusals, s.ThrottleRefusals)
 		}
 		l := s.LostBy
-		if s.IntentsLost != l.RetriesExhausted+l.Budget+l.Breaker+l.NotIdempotent+l.Deadline+l.Unfinished {
+		if s.IntentsLost != l.RetriesExhausted+l.Budget+l.Breaker+l.Throttled+l.NotIdempotent+l.Deadline+l.Unfinished {
 			t.Errorf("%s: intents lost %d != the sum of its reasons %+v", name, s.IntentsLost, l)
 		}
 		// Every intent either succeeded once (one answer in time) or was
@@ -115,8 +126,8 @@ func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
 		if won := s.Intents - s.IntentsLost; won < 0 || won > s.Goodput+int64(sc.Traffic.Rate*10) {
 			t.Errorf("%s: %d intents succeeded but goodput is %d", name, won, s.Goodput)
 		}
-		if s.AnswersThrownAway > s.BreakerRefusals {
-			t.Errorf("%s: %d answers thrown away from %d refusals", name, s.AnswersThrownAway, s.BreakerRefusals)
+		if s.AnswersThrownAway > s.BreakerRefusals+s.ThrottleRefusals {
+			t.Errorf("%s: %d answers thrown away from %d refusals", name, s.AnswersThrownAway, s.BreakerRefusals+s.ThrottleRefusals)
 		}
 		if s.Victims > s.Intents {
 			t.Errorf("%s: victims %d > intents %d", name, s.Victims, s.Intents)
@@ -149,6 +160,9 @@ func matrix() []string {
 		"{model: queue, capacity: 120, workers: 12, queue_limit: 50, discipline: lifo, drop_expired: true}",
 		"{model: queue, capacity: 120, workers: 12, replicas: 3, error_rate: 0.02, broken: 0.1}",
 		"{model: concurrency, base: 50ms, per_inflight: 5ms, replicas: 2}",
+		"{model: queue, capacity: 120, workers: 12, shed: {deadline: true}, limit: {use: gradient}}",
+		"{model: queue, capacity: 120, workers: 12, queue_limit: 60, discipline: adaptive_lifo, max_queue_time: 200ms, limit: {use: aimd}, replicas: 2}",
+		"{model: concurrency, base: 50ms, per_inflight: 5ms, shed: {deadline: true, reserve: 10ms}, limit: {use: vegas}}",
 	}
 	triggers := []string{
 		"[{kind: capacity, at: 10s, for: 5s, capacity: 30}]",
@@ -184,6 +198,17 @@ func matrix() []string {
     retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 1s, jitter: factor, factor: 0.5}}
     budget: {use: aws}
     breaker: {use: consecutive, settings: {threshold: 3, cooldown: 1s, max_cooldown: 8s}}
+  - name: throttle
+    timeout: 1s
+    retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 1s, jitter: full}}
+    budget: {use: none}
+    throttle: {use: adaptive, settings: {window: 5s}}
+  - name: throttle and breaker
+    timeout: 1s
+    retry: {max_retries: 3, idempotent_only: true, backoff: {use: exponential, base: 100ms, cap: 1s, jitter: full}}
+    budget: {use: token_bucket, settings: {budget_ratio: 0.1, min_tokens: 5}}
+    breaker: {use: consecutive, settings: {threshold: 5, cooldown: 2s}}
+    throttle: {use: adaptive, settings: {k: 1.5, window: 5s, max_probability: 0.9}}
 `
 	var out []string
 	for i, o := range origins {
@@ -232,6 +257,68 @@ func TestStormCollapsesAndRecovers(t *testing.T) {
 	sc.Fleets = sc.Fleets[:1]
 	if s := run(t, sc).Fleets[0].Summary; !s.Recovered || s.WastedWork != 0 {
 		t.Errorf("with drop_expired the naive fleet must recover and waste nothing: recovered %v, wasted %d", s.Recovered, s.WastedWork)
+	}
+	// The origin's own defences, each alone: deadline shedding, an
+	// adaptive concurrency limit.
+	sc.Origin.DropExpired = false
+	for name, o := range map[string]func(*scenario.Origin){
+		"shed": func(o *scenario.Origin) { o.Shed = scenario.Shed{Deadline: true} },
+		"limit": func(o *scenario.Origin) {
+			o.Limit = scenario.Limit{Use: scenario.LimitAIMD, Limit: 20, MinLimit: 1, MaxLimit: 1000, Backoff: 0.9}
+		},
+	} {
+		c := *sc
+		o(&c.Origin)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, &c)
+		checkInvariants(t, &c, r)
+		if s := r.Fleets[0].Summary; !s.Recovered || s.Goodput < naive.Goodput*2 {
+			t.Errorf("%s: the naive fleet must recover, with more goodput than against the plain origin: recovered %v, goodput %d against %d", name, s.Recovered, s.Goodput, naive.Goodput)
+		}
+	}
+}
+
+// TestThrottleCountedApart: the adaptive throttle's refusals are counted
+// apart from the breaker's, as failures and, when they end an intent, in
+// lost_by.throttled; their ground truth is drawn as for the breaker's.
+// A fleet without a throttle has no throttle fields in its JSON.
+func TestThrottleCountedApart(t *testing.T) {
+	sc := parse(t, `
+duration: 60s
+traffic: {rate: 100, clients: 2}
+origin: {model: capacity, capacity: 1000, broken: 0.7}
+fleets:
+  - name: throttle
+    timeout: 1s
+    retry: {max_retries: 1}
+    budget: {use: none}
+    throttle: {use: adaptive, settings: {window: 5s}}
+  - name: plain
+    timeout: 1s
+    budget: {use: none}
+`)
+	r := run(t, sc)
+	checkInvariants(t, sc, r)
+	s := r.Fleets[0].Summary
+	if s.ThrottleRefusals == 0 || s.BreakerRefusals != 0 || s.LostBy.Throttled == 0 || s.LostBy.Breaker != 0 {
+		t.Fatalf("throttle refusals %d, breaker refusals %d, lost %+v", s.ThrottleRefusals, s.BreakerRefusals, s.LostBy)
+	}
+	// 30% of the keys are healthy: about 30% of the refused calls would
+	// have succeeded.
+	if share := float64(s.AnswersThrownAway) / float64(s.ThrottleRefusals); share < 0.2 || share > 0.4 {
+		t.Errorf("%d of %d refused calls would have succeeded (%.2f); 30%% of the keys are healthy", s.AnswersThrownAway, s.ThrottleRefusals, share)
+	}
+	js := string(encode(t, r))
+	if n := strings.Count(js, `"throttle_refusals"`); n != 2 { // the summary's and the series', of the first fleet
+		t.Errorf("throttle_refusals appears %d times in the JSON, want 2 (the throttled fleet's)", n)
+	}
+	if !strings.Contains(js, `"throttled":`) {
+		t.Error("no lost_by.throttled in the JSON")
+	}
+	if a, b := js, string(encode(t, run(t, sc))); a != b {
+		t.Error("two runs of a throttled fleet differ: its draws are not seeded")
 	}
 }
 
@@ -317,10 +404,10 @@ func TestStopsOnCancel(t *testing.T) {
 // the JSON's lost_by.
 func TestLostByColumns(t *testing.T) {
 	var l LostBy
-	for r := resil.StopReason(0); r <= resil.StopCanceled; r++ {
+	for r := resil.StopReason(0); r <= resil.StopThrottled; r++ {
 		l.Add(r)
 	}
-	want := LostBy{RetriesExhausted: 4, Budget: 1, Breaker: 1, NotIdempotent: 1, Deadline: 2}
+	want := LostBy{RetriesExhausted: 4, Budget: 1, Breaker: 1, Throttled: 1, NotIdempotent: 1, Deadline: 2}
 	if l != want {
 		t.Fatalf("%+v, want %+v (none, exhausted, not retryable and pushback are exhausted; deadline and canceled are deadline)", l, want)
 	}

@@ -21,6 +21,7 @@ func (f *fleet) summarize() Summary {
 	for k, c := range f.ticks {
 		s.Intents[k], s.Offered[k], s.FirstAttempts[k], s.Retries[k], s.Hedges[k] = c.intents, c.offered, c.first, c.retries, c.hedges
 		s.Successes[k], s.Goodput[k], s.FailedAttempts[k], s.BreakerRefusals[k] = c.successes, c.goodput, c.failed, c.refused
+		s.ThrottleRefusals[k] = c.throttled
 	}
 	start, end := f.triggerTicks()
 	Summarize(&f.s, &sum, start, end)
@@ -41,12 +42,16 @@ func (f *fleet) summarize() Summary {
 // peak offered load, retries per request, the pre-trigger baseline, the
 // failures after the cause cleared and the recovery. start and end are the
 // triggers' ticks (see [TriggerTicks]). The fields the series do not hold
-// (breaker refusals in total, timeouts, victims, intents lost, ...) must
-// be in sum already: failures add sum.BreakerRefusals. The lab uses it on
-// series measured over real HTTP, so both judge recovery the same way.
+// (breaker and throttle refusals in total, timeouts, victims, intents
+// lost, ...) must be in sum already: failures add sum.BreakerRefusals and
+// sum.ThrottleRefusals. The throttle's refusals count as failures, as the
+// breaker's do: both are calls refused locally. s.ThrottleRefusals may be
+// shorter than the run (nil: none); it is set to nil when the run had
+// none. The lab uses it on series measured over real HTTP, so both judge
+// recovery the same way.
 func Summarize(s *Series, sum *Summary, start, end int) {
 	for k := range s.Tick {
-		s.Failures[k] = s.FailedAttempts[k] + s.BreakerRefusals[k]
+		s.Failures[k] = s.FailedAttempts[k] + s.BreakerRefusals[k] + throttled(s, k)
 		s.ErrorRate[k] = ratio(s.FailedAttempts[k], s.Offered[k])
 		s.RetriesPerRequest[k] = ratio(s.Retries[k], s.Intents[k])
 		sum.Intents += s.Intents[k]
@@ -58,8 +63,11 @@ func Summarize(s *Series, sum *Summary, start, end int) {
 		sum.FailedAttempts += s.FailedAttempts[k]
 		sum.PeakOffered = max(sum.PeakOffered, s.Offered[k])
 	}
-	sum.Failures = sum.FailedAttempts + sum.BreakerRefusals
+	sum.Failures = sum.FailedAttempts + sum.BreakerRefusals + sum.ThrottleRefusals
 	sum.RetriesPerRequest = ratio(sum.Retries, sum.Intents)
+	if sum.ThrottleRefusals == 0 {
+		s.ThrottleRefusals = nil // left out of the JSON, as it was before throttles
+	}
 
 	sum.BaselineErrorRate = failureShare(s, 0, start)
 	for k := end; k < len(s.Tick); k++ {
@@ -100,13 +108,21 @@ func TriggerSpan(sc *scenario.Scenario) *Window {
 // triggerTicks is TriggerTicks for the fleet's scenario.
 func (f *fleet) triggerTicks() (start, end int) { return TriggerTicks(f.sc) }
 
+// throttled is the throttle's refusals in tick k.
+func throttled(s *Series, k int) int64 {
+	if k < len(s.ThrottleRefusals) {
+		return s.ThrottleRefusals[k]
+	}
+	return 0
+}
+
 // failureShare is the share of the caller's tries (attempts sent and calls
-// the breaker refused) that failed, over ticks [from, to).
+// the breaker or the throttle refused) that failed, over ticks [from, to).
 func failureShare(s *Series, from, to int) float64 {
 	var failed, tried int64
 	for k := from; k < to; k++ {
 		failed += s.Failures[k]
-		tried += s.Offered[k] + s.BreakerRefusals[k]
+		tried += s.Offered[k] + s.BreakerRefusals[k] + throttled(s, k)
 	}
 	return ratio(failed, tried)
 }
@@ -114,8 +130,8 @@ func failureShare(s *Series, from, to int) float64 {
 // recovery finds the first tick k >= end from which every tick's failure
 // share stays within recoveryTolerance of the baseline to the end of the
 // run, with at least RecoveryTail ticks left, and returns k - end. The
-// failure share counts breaker refusals, so a breaker refusing everything
-// is not mistaken for health.
+// failure share counts breaker and throttle refusals, so a breaker or a
+// throttle refusing everything is not mistaken for health.
 func recovery(s *Series, end int, baseline float64) (int, bool) {
 	n := len(s.Tick)
 	first := n

@@ -28,6 +28,9 @@ report with plots in retrystorm-report/index.html. It says where.
 	hedge     hedged requests against one slow replica and against broad
 	          slowness, with and without a budget
 	sweep     a vulnerability map: base load × trigger size, per policy
+	shed      deadline shedding and an adaptive concurrency limit at the
+	          origin against the naive fleet; the adaptive throttle
+	          against the breaker, in the storm and under partial failure
 	run FILE  run a scenario file as it is
 	all       every experiment, the full report and FINDINGS.md
 	lab       the storm over real HTTP on loopback (an origin, a gateway

@@ -25,6 +25,7 @@ func table(h Heavy) []command {
 		experimentCommand("outage", outputFlags, configFlags, costFlags),
 		experimentCommand("hedge", outputFlags, configFlags, costFlags),
 		experimentCommand("sweep", outputFlags, configFlags, costFlags, gridFlag, shardFlags),
+		experimentCommand("shed", outputFlags, configFlags, costFlags),
 		{
 			Name:    "run",
 			Args:    "FILE.yaml",

@@ -69,6 +69,10 @@ type knob struct {
 // their own (factor jitter needs its factor).
 var jitters = []string{"none", "full", "equal", "decorrelated"}
 
+// adaptiveLimits are the limits the page offers the origin: the adaptive
+// ones, with resil's defaults (a fixed limit needs its number).
+var adaptiveLimits = []string{scenario.LimitAIMD, scenario.LimitGradient, scenario.LimitVegas}
+
 // catalogue is every knob the page knows, in the order the page shows and
 // applies them: the origin's model before the settings that depend on it.
 var catalogue = []knob{
@@ -238,6 +242,32 @@ var catalogue = []knob{
 			return setInt(&f.Breaker.Threshold, v)
 		},
 		control: "breaker: use: none",
+	},
+	{
+		key: "limit", label: "origin's limit", kind: "select", options: adaptiveLimits,
+		hint: "how the origin learns how many requests it may hold: from drops, or from latency",
+		applies: func(def *scenario.Scenario) bool {
+			return def.Origin.Limit.Use != "" && def.Origin.Limit.Use != scenario.LimitNone
+		},
+		get: func(sc *scenario.Scenario, _ *scenario.Fleet) string { return sc.Origin.Limit.Use },
+		set: func(sc *scenario.Scenario, _ *scenario.Fleet, v string) error {
+			if !slices.Contains(adaptiveLimits, v) {
+				return fmt.Errorf("want %s, got %q", strings.Join(adaptiveLimits, ", "), v)
+			}
+			sc.Origin.Limit = scenario.DefaultLimit(v)
+			return nil
+		},
+	},
+	{
+		key: "throttle_k", label: "throttle K", kind: "range", unit: "",
+		hint:   "requests per accepted one before the adaptive throttle refuses: lower sheds sooner",
+		rng:    func(*scenario.Scenario) (float64, float64, float64) { return 1, 4, 0.1 },
+		fleets: func(f scenario.Fleet) bool { return f.Throttle.Use == scenario.ThrottleAdaptive },
+		get:    func(_ *scenario.Scenario, f *scenario.Fleet) string { return num(f.Throttle.K) },
+		set: func(_ *scenario.Scenario, f *scenario.Fleet, v string) error {
+			return setFloat(&f.Throttle.K, v)
+		},
+		control: "throttle: use: none",
 	},
 }
 

@@ -64,9 +64,16 @@ var layout = []panelLayout{
 		fixed: "Every attempt fails for the whole run: the total outage is the experiment."},
 	{name: "hedge", cost: 85, knobs: []string{"rate", "budget_ratio"},
 		fixed: "The slow replica and the broad slowness are the experiment's own."},
-	{name: "sweep", heavy: true, cost: 1200, knobs: []string{GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+	{name: "sweep", heavy: true, cost: 1800, knobs: []string{GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
 		fixed: "The sweep sets the intent rate (as a share of capacity) and the depth of the dip on every cell of its map."},
+	{name: "shed", cost: 50, knobs: shedKnobs,
+		fixed: "The experiment turns the origin's deadline shedding and limit off and on itself, and breaks a share of the keys for the partial failure."},
 }
+
+// shedKnobs are the shed panel's: the storm's traffic and dip, the
+// fleets' retries and policies, how the origin learns its limit and how
+// eagerly the throttle refuses.
+var shedKnobs = []string{"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"}
 
 type panelLayout struct {
 	name  string

@@ -59,6 +59,7 @@ func TestPanels(t *testing.T) {
 		"outage":  {"max_retries", "budget_ratio", "budget_floor"},
 		"hedge":   {"rate", "budget_ratio"},
 		"sweep":   {GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+		"shed":    {"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"},
 	} {
 		if got := keys(by[name]); !slices.Equal(got, want) {
 			t.Errorf("%s's knobs are %v, want %v", name, got, want)
@@ -305,7 +306,7 @@ func TestRun(t *testing.T) {
 					t.Errorf("a chart is not the report's SVG: %.80s", svg)
 				}
 			}
-			if e.Name == "sweep" && (!progressed.Load() || len(v.Figures) != 4) {
+			if e.Name == "sweep" && (!progressed.Load() || len(v.Figures) != 6) {
 				t.Errorf("the sweep reported progress %v and %d maps", progressed.Load(), len(v.Figures))
 			}
 			if (v.YAML != "") != (e.Config != nil) {

@@ -77,7 +77,7 @@ func TestLabJSON(t *testing.T) {
 		return s
 	}()
 	if out.Scenario != "tiny" || out.TickSeconds != 1 || out.Lab.WallTickSeconds != 0.05 ||
-		strings.Join(names, "|") != "naive|guarded|naive, drop_expired" || len(out.Simulator.Fleets) != 3 ||
+		strings.Join(names, "|") != "naive|guarded|naive, deadline shedding" || len(out.Simulator.Fleets) != 3 ||
 		len(out.Agreement) != 12 || len(out.Claims) != 5 || len(out.Lab.Fleets) != 3 {
 		t.Errorf("JSON: scenario %q, tick %g, wall tick %g, fleets %q, %d simulated, %d agreements, %d claims, %d lab fleets",
 			out.Scenario, out.TickSeconds, out.Lab.WallTickSeconds, names, len(out.Simulator.Fleets), len(out.Agreement), len(out.Claims), len(out.Lab.Fleets))
