@@ -250,9 +250,11 @@ func ReasonOf(err error) StopReason {
 	switch err {
 	case nil:
 		return StopNone
+	case ErrThrottled:
+		return StopThrottled
 	case ErrBreakerOpen, ErrTooManyProbes, ErrNotBuilt:
 		return StopBreaker
-	case ErrBudgetExhausted:
+	case ErrBudgetExhausted, ErrRateLimited:
 		return StopBudget
 	case ErrRetriesExhausted:
 		return StopRetriesExhausted
