@@ -22,10 +22,14 @@ func loadScenario(tb testing.TB, path string) *scenario.Scenario {
 }
 
 // benchRun runs sc b.N times on one goroutine per fleet and reports
-// simulated attempts per second of wall time.
+// simulated attempts per second of wall time, and the process's CPU time
+// per attempt (user and system, GC included): on a machine shared with
+// other work, CPU time moves much less than wall time, which counts the
+// time others ran.
 func benchRun(b *testing.B, sc *scenario.Scenario) {
 	b.ReportAllocs()
 	var attempts int64
+	cpu := cpuTime()
 	for b.Loop() {
 		r, err := Run(context.Background(), sc)
 		if err != nil {
@@ -36,7 +40,17 @@ func benchRun(b *testing.B, sc *scenario.Scenario) {
 		}
 	}
 	b.ReportMetric(float64(attempts)/b.Elapsed().Seconds(), "attempts/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(attempts), "cpu-ns/attempt")
 	b.ReportMetric(0, "ns/op") // a run's wall time says little; attempts/s does
+}
+
+// cpuTime is the process's user and system CPU time, in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkStorm is the storm scenario, naive and guarded. Run it with
