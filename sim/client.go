@@ -29,9 +29,10 @@ func (f *fleet) arrive(now int64) {
 		in.latest = now + f.deadline
 	}
 	in.in = resil.Intent{Idempotent: true}
-	if f.idemOnly && draw(f.seed, id, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
+	// A draw is in [0, 1): with every intent idempotent it decides nothing.
+	if f.idemOnly && f.sc.Traffic.Idempotent < 1 && draw(f.seed, id, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
 		in.in.Idempotent = false
-		if draw(f.seed, id, 0, drawKey) < f.sc.Traffic.Keys {
+		if f.sc.Traffic.Keys > 0 && draw(f.seed, id, 0, drawKey) < f.sc.Traffic.Keys {
 			in.in.Key = "key"
 		}
 	}

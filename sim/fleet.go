@@ -123,14 +123,15 @@ type tickCounts struct {
 // pooled, so that a sweep's thousands of runs do not each allocate and
 // grow it again.
 type scratch struct {
-	atts  []attempt
-	freeA []int32
-	reqs  requests
-	ints  []intent
-	freeI []int32
-	q     eventQueue
-	ticks []tickCounts
-	lat   histogram
+	atts   []attempt
+	freeA  []int32
+	reqs   requests
+	ints   []intent
+	freeI  []int32
+	q      eventQueue
+	ticks  []tickCounts
+	lat    histogram
+	models []origin.Model // the last run's, whose memory the next takes
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -161,6 +162,9 @@ func (f *fleet) give() {
 	}
 	sc.atts, sc.freeA, sc.ints, sc.freeI = f.atts[:0], f.freeA[:0], f.ints[:0], f.freeI[:0]
 	sc.ticks = f.ticks[:0]
+	if f.origin != nil {
+		sc.models = f.origin
+	}
 	f.scr, f.lat, f.atts, f.ints, f.ticks, f.q, f.reqs = nil, nil, nil, nil, nil, nil, nil
 	scratchPool.Put(sc)
 }

@@ -144,11 +144,17 @@ func (f *fleet) known(x *request, at int64) {
 type originDriver fleet
 
 // newOrigin returns the fleet's origin: one model per replica, each
-// reporting to the fleet.
+// reporting to the fleet, with the memory of the last run's models.
 func (f *fleet) newOrigin(o *scenario.Origin, replicas int) error {
+	old := f.scr.models
+	f.scr.models = nil
 	f.origin = make([]origin.Model, replicas)
 	for r := range f.origin {
-		m, err := origin.New(o, r, replicas, (*originDriver)(f))
+		var prev origin.Model
+		if r < len(old) {
+			prev = old[r]
+		}
+		m, err := origin.Renew(prev, o, r, replicas, (*originDriver)(f))
 		if err != nil {
 			return err
 		}
