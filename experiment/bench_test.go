@@ -20,3 +20,10 @@ func benchExperiment(b *testing.B, e *Experiment) {
 		}
 	}
 }
+
+// BenchmarkSweep is the sweep experiment as the command runs it: a 40 × 40
+// grid for four policies, 6,400 runs, on every core. Run it with -cpu 2
+// for the figure the limit is about.
+//
+//	go test -run '^$' -bench Sweep -benchtime 1x -cpu 2 ./experiment
+func BenchmarkSweep(b *testing.B) { benchExperiment(b, Sweep) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"sync"
@@ -12,9 +13,11 @@ import (
 )
 
 // BenchmarkGatewayOverhead measures what the gateway adds to a call on
-// loopback: the same GET straight to the origin ("direct") and through the
-// gateway ("gateway": a guarded client with a token bucket and a breaker,
-// closed, the per-attempt timeout on, every hop over h2c as in the lab).
+// loopback: the same GET straight to the origin ("direct"), through a plain
+// httputil.ReverseProxy over the same h2c transport ("proxy": what a user
+// would otherwise run) and through the gateway ("gateway": a guarded client
+// with a token bucket and a breaker, closed, the per-attempt timeout on,
+// every hop over h2c as in the lab).
 // The origin answers at once (64 workers, no service time), so what is
 // measured is HTTP, the proxy and resil.
 //
@@ -36,6 +39,15 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gsrv.Close()
+	target := osrv.URL()
+	plain := h2cTransport()
+	defer plain.CloseIdleConnections()
+	proxy := &httputil.ReverseProxy{Transport: plain, Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	psrv, err := Listen("127.0.0.1:0", proxy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer psrv.Close()
 
 	for _, par := range []int{0, 8} {
 		mode := "serial"
@@ -43,6 +55,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			mode = "parallel"
 		}
 		b.Run(mode+"/direct", func(b *testing.B) { benchCalls(b, osrv.URL(), par) })
+		b.Run(mode+"/proxy", func(b *testing.B) { benchCalls(b, psrv.URL(), par) })
 		b.Run(mode+"/gateway", func(b *testing.B) { benchCalls(b, gsrv.URL(), par) })
 	}
 }

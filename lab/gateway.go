@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -264,7 +265,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	g.proxy.ServeHTTP(rec, r.WithContext(ctx))
-	g.m.requests.WithLabelValues(strconv.Itoa(rec.code)).Inc()
+	g.m.byCode(rec.code).Inc()
 	g.m.latency.Observe(time.Since(start).Seconds())
 }
 
@@ -479,6 +480,20 @@ type gatewayMetrics struct {
 	inflight  prometheus.Gauge
 	latency   prometheus.Histogram
 	fallbacks prometheus.Counter
+	// codes holds requests' counter for each status code seen: looking a
+	// label up hashes it, on every request. A pointer, as registerGateway
+	// returns the metrics by value.
+	codes *sync.Map // int → prometheus.Counter
+}
+
+// byCode returns the requests counter of status code.
+func (m *gatewayMetrics) byCode(code int) prometheus.Counter {
+	if c, ok := m.codes.Load(code); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues(strconv.Itoa(code))
+	m.codes.Store(code, c)
+	return c
 }
 
 // registerGateway registers a gateway's metrics over its guards on reg.
@@ -486,6 +501,7 @@ type gatewayMetrics struct {
 // code's name.
 func registerGateway(reg prometheus.Registerer, guards guardSet) (gatewayMetrics, error) {
 	m := gatewayMetrics{
+		codes: new(sync.Map),
 		requests: counterVec("retrystorm_gateway_requests_total",
 			"Requests the gateway answered, by status code (a fallback answer is a 200, or over gRPC an OK, with the Retrystorm-Fallback header).", "code"),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_gateway_in_flight",

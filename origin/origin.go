@@ -257,3 +257,28 @@ func NewShedder(o *scenario.Origin, clock resil.Clock) (*resil.Shedder, error) {
 // instant is a time on the model's timeline as the time.Time resil takes:
 // its decisions depend only on differences of times.
 func instant(d time.Duration) time.Time { return time.Unix(0, int64(d)) }
+
+// Renew is New, with the memory of old when old is a model of the same
+// kind (a queue keeps its queue's buffer): a driver that runs many short
+// runs one after another, as a sweep does, then does not grow a queue anew
+// for each. old may be nil; it must not be used again.
+func Renew(old Model, o *scenario.Origin, replica, replicas int, d Driver) (Model, error) {
+	m, err := New(o, replica, replicas, d)
+	if err != nil {
+		return nil, err
+	}
+	if q, prev := queueOf(m), queueOf(old); q != nil && prev != nil {
+		q.q = deque{buf: prev.q.buf}
+	}
+	return m, nil
+}
+
+// queueOf returns m's queue model, behind its Admission if it has one, or
+// nil when m is no queue.
+func queueOf(m Model) *Queue {
+	if a, ok := m.(*Admission); ok {
+		m = a.inner
+	}
+	q, _ := m.(*Queue)
+	return q
+}

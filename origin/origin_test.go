@@ -402,3 +402,41 @@ func TestAdmissionLearns(t *testing.T) {
 		t.Errorf("limit %d, %d in flight after a late answer, want 2 and 0", lim.Limit(), lim.InFlight())
 	}
 }
+
+// TestRenewStartsAfresh: a queue renewed from a busy queue decides as a
+// new one does, with the old one's buffer; from another kind, or from
+// nothing, it is New.
+func TestRenewStartsAfresh(t *testing.T) {
+	o := &scenario.Origin{Model: scenario.ModelQueue, Capacity: 10, Workers: 1, Discipline: "fifo"}
+	busy := &log{}
+	old, err := New(o, 0, 1, busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range Request(100) {
+		old.Arrive(0, r)
+	}
+	steps := []step{
+		{0, "arrive", 1, Conditions{}, "serve 1 until 100ms"},
+		{10 * ms, "arrive", 2, Conditions{}, ""},
+		{100 * ms, "done", 1, Conditions{}, "serve 2 until 200ms"},
+	}
+	for _, prev := range []Model{old, nil, &Concurrency{}} {
+		l := &log{}
+		m, err := Renew(prev, o, 0, 1, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Queued() != 0 || m.Busy() != 0 {
+			t.Fatalf("renewed from %T: %d queued, %d busy", prev, m.Queued(), m.Busy())
+		}
+		play(t, m, l, steps)
+	}
+	m, _ := Renew(old, o, 0, 1, &log{})
+	if got, want := len(m.(*Queue).q.buf), len(old.(*Queue).q.buf); got != want || want < 100 {
+		t.Errorf("renewed queue's buffer holds %d, the old one's %d", got, want)
+	}
+	if _, err := Renew(old, &scenario.Origin{Model: "nonsense"}, 0, 1, &log{}); err == nil {
+		t.Error("Renew took an unknown model")
+	}
+}

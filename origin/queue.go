@@ -303,7 +303,9 @@ func (q *Queue) Queued() int { return q.len() }
 // Busy returns the workers serving.
 func (q *Queue) Busy() int { return q.busy }
 
-// deque is a ring buffer of requests that grows as needed.
+// deque is a ring buffer of requests that grows as needed. Its size is a
+// power of two, so an index wraps with a mask rather than a division: a
+// collapsed queue pushes and pops once per attempt.
 type deque struct {
 	buf        []Request
 	head, size int
@@ -315,22 +317,22 @@ func (d *deque) push(r Request) {
 	if d.size == len(d.buf) {
 		n := make([]Request, max(16, 2*len(d.buf)))
 		for i := range d.size {
-			n[i] = d.buf[(d.head+i)%len(d.buf)]
+			n[i] = d.buf[(d.head+i)&(len(d.buf)-1)]
 		}
 		d.buf, d.head = n, 0
 	}
-	d.buf[(d.head+d.size)%len(d.buf)] = r
+	d.buf[(d.head+d.size)&(len(d.buf)-1)] = r
 	d.size++
 }
 
 func (d *deque) popFront() Request {
 	r := d.buf[d.head]
-	d.head = (d.head + 1) % len(d.buf)
+	d.head = (d.head + 1) & (len(d.buf) - 1)
 	d.size--
 	return r
 }
 
 func (d *deque) popBack() Request {
 	d.size--
-	return d.buf[(d.head+d.size)%len(d.buf)]
+	return d.buf[(d.head+d.size)&(len(d.buf)-1)]
 }

@@ -140,6 +140,11 @@ func (b Backoff) Validate() error {
 // [0, Cap × (1 + Factor)] with UncappedJitter). Delay
 // assumes a valid Backoff (see Validate) and does not allocate.
 func (b Backoff) Delay(retry int, prev time.Duration, src rand.Source) time.Duration {
+	return b.delay(retry, prev, src)
+}
+
+// delay is Delay without the copy of b: Policy asks it for every retry.
+func (b *Backoff) delay(retry int, prev time.Duration, src rand.Source) time.Duration {
 	limit := time.Duration(math.MaxInt64)
 	if b.Cap > 0 {
 		limit = b.Cap

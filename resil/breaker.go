@@ -161,7 +161,11 @@ func (p Permit) Probe() bool { return p.probe }
 // probe slot.
 //
 // Time is an argument: the breaker reads no clock, and a now earlier than
-// one already seen is taken as is (only the cooldown compares times).
+// one already seen is taken as is (only the cooldown compares times). A
+// caller that has not read the clock yet, such as a hand-written
+// middleware, uses [Breaker.AllowFunc] and [Breaker.RecordFunc] instead:
+// they take the clock, and call it only when the state or the rule needs
+// the time, so a closed breaker's success path never reads it.
 //
 // Make one with [NewBreaker]. The zero Breaker is not silently off: it
 // refuses every call with [ErrNotBuilt] (which is an ErrBreakerOpen), its
@@ -328,6 +332,20 @@ func (b *Breaker) Allow(now time.Time) (Permit, error) {
 	return b.allow(&t)
 }
 
+// AllowFunc is Allow with the time read from now only if the decision
+// needs it: an open or half-open breaker reads it once (has the cooldown
+// ended?), a closed one never. A nil now is time.Now. Use it where reading
+// the clock costs more than the decision, as time.Now does on the success
+// path of a middleware:
+//
+//	p, err := b.AllowFunc(time.Now)
+//	...
+//	b.RecordFunc(time.Now, p, resil.OutcomeSuccess, 0)
+func (b *Breaker) AllowFunc(now func() time.Time) (Permit, error) {
+	t := lazy(now)
+	return b.allow(&t)
+}
+
 func (b *Breaker) allow(now *instant) (Permit, error) {
 	if b == nil {
 		return Permit{}, nil
@@ -386,6 +404,17 @@ func (b *Breaker) observe(now *instant) Permit {
 // the slow-call rule). A permit from an older generation is ignored.
 func (b *Breaker) Record(now time.Time, p Permit, o Outcome, took time.Duration) {
 	t := at(now)
+	b.record(&t, p, o, took)
+}
+
+// RecordFunc is Record with the time read from now only if the rule or a
+// state change needs it, at most once: a closed breaker under
+// ConsecutiveFailures or CountWindow reads it only when it trips, one under
+// TimeWindow on every call it judges, and a half-open one when a trial
+// ends it. A nil now is time.Now. took is the caller's to measure, and
+// only the slow-call rule (SlowCall) looks at it.
+func (b *Breaker) RecordFunc(now func() time.Time, p Permit, o Outcome, took time.Duration) {
+	t := lazy(now)
 	b.record(&t, p, o, took)
 }
 

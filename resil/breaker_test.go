@@ -345,3 +345,76 @@ func TestBreakerStaleProbesHoldTheirSlots(t *testing.T) {
 		t.Fatalf("slot freed by the stale probe: %v", err)
 	}
 }
+
+// TestBreakerFuncReadsClockOnlyWhenNeeded drives AllowFunc and RecordFunc
+// on the fixed grid with a clock that counts its reads: each step must
+// decide as Allow and Record do, and read the clock only as often as the
+// state or the rule needs the time.
+func TestBreakerFuncReadsClockOnlyWhenNeeded(t *testing.T) {
+	type step struct {
+		at      float64
+		o       Outcome
+		refused bool
+		state   State
+		reads   int // clock reads by AllowFunc and RecordFunc together
+	}
+	for _, tc := range []struct {
+		name  string
+		s     BreakerSettings
+		steps []step
+	}{
+		{"consecutive", BreakerSettings{Threshold: 2, Cooldown: 5 * time.Second}, []step{
+			{at: 0, o: OutcomeSuccess, state: StateClosed, reads: 0},
+			{at: 1, o: OutcomeFailure, state: StateClosed, reads: 0},
+			{at: 2, o: OutcomeSuccess, state: StateClosed, reads: 0}, // resets the streak under the lock: no time needed
+			{at: 3, o: OutcomeFailure, state: StateClosed, reads: 0},
+			{at: 4, o: OutcomeFailure, state: StateOpen, reads: 1}, // trips: the cooldown starts now
+			{at: 5, refused: true, state: StateOpen, reads: 1},     // open: is the cooldown over?
+			{at: 9, o: OutcomeSuccess, state: StateClosed, reads: 2},
+			{at: 10, o: OutcomeSuccess, state: StateClosed, reads: 0},
+		}},
+		{"count window", BreakerSettings{Rule: CountWindow, WindowSize: 4, MinCalls: 2, FailureRate: 1}, []step{
+			{at: 0, o: OutcomeFailure, state: StateClosed, reads: 0},
+			{at: 1, o: OutcomeFailure, state: StateOpen, reads: 1},
+		}},
+		{"time window", BreakerSettings{Rule: TimeWindow, WindowPeriod: 10 * time.Second, MinCalls: 2, FailureRate: 1}, []step{
+			{at: 0, o: OutcomeSuccess, state: StateClosed, reads: 1}, // the window moves with time
+			{at: 1, o: OutcomeFailure, state: StateClosed, reads: 1},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lazyB := mustBreaker(t, tc.s)
+			timed := mustBreaker(t, tc.s) // the same steps through Allow and Record
+			for i, s := range tc.steps {
+				now := ts(s.at)
+				reads := 0
+				clock := func() time.Time { reads++; return now }
+				p, err := lazyB.AllowFunc(clock)
+				q, err2 := timed.Allow(now)
+				if (err != nil) != s.refused || (err2 != nil) != s.refused {
+					t.Fatalf("step %d: AllowFunc err = %v, Allow err = %v, want refused %v", i, err, err2, s.refused)
+				}
+				if err == nil {
+					lazyB.RecordFunc(clock, p, s.o, 0)
+					timed.Record(now, q, s.o, 0)
+				}
+				if reads != s.reads {
+					t.Errorf("step %d: %d clock reads, want %d", i, reads, s.reads)
+				}
+				if got, want := lazyB.State(now), timed.State(now); got != s.state || want != s.state {
+					t.Fatalf("step %d: states %v (Func) and %v (time given), want %v", i, got, want, s.state)
+				}
+			}
+		})
+	}
+	// A nil clock is time.Now: a real breaker takes it without panicking.
+	b := mustBreaker(t, BreakerSettings{Threshold: 1})
+	p, err := b.AllowFunc(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.RecordFunc(nil, p, OutcomeFailure, 0)
+	if _, err := b.AllowFunc(nil); !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("after a failure with threshold 1: %v, want ErrBreakerOpen", err)
+	}
+}

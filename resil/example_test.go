@@ -70,6 +70,43 @@ func ExampleBreaker() {
 	// db: half-open -> closed
 }
 
+// A hand-written middleware that has no time at hand: it gives the breaker
+// the clock, which a closed breaker never reads on the success path. Here
+// two failures in a row open the breaker for a minute.
+func ExampleBreaker_AllowFunc() {
+	b, err := resil.NewBreaker(resil.BreakerSettings{Threshold: 2, Cooldown: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	guarded := func(fn func() error) error {
+		p, err := b.AllowFunc(time.Now)
+		if err != nil {
+			return err
+		}
+		err = fn()
+		o := resil.OutcomeSuccess
+		if err != nil {
+			o = resil.OutcomeFailure
+		}
+		b.RecordFunc(time.Now, p, o, 0)
+		return err
+	}
+	down := errors.New("down")
+	for _, fn := range []func() error{
+		func() error { return nil },
+		func() error { return down },
+		func() error { return down },
+		func() error { return nil },
+	} {
+		fmt.Println(guarded(fn))
+	}
+	// Output:
+	// <nil>
+	// down
+	// down
+	// resil: circuit breaker open
+}
+
 // Exponential backoff capped at one second, then the same with full jitter
 // (applied after the cap). The random source is injected: here a seeded
 // one, so the output is stable.

@@ -171,23 +171,25 @@ func notBuilt(field, typ, constructor string) error {
 //
 // An Intent belongs to one call: it is not safe for concurrent use.
 type Intent struct {
-	// Idempotent says the operation may safely run more than once.
-	Idempotent bool
 	// Key is the idempotency key the operation carries, if any. A
 	// non-idempotent intent with a key may be retried: the server
 	// deduplicates by the key.
 	Key string
+	// Idempotent says the operation may safely run more than once.
+	Idempotent bool
 	// NoHedge keeps the intent from hedging, whatever the policy says: for
 	// a call whose attempts cannot run side by side.
 	NoHedge bool
 
+	// The fields are laid out to leave no padding: a simulator holds an
+	// Intent for every call in flight.
+	waiting  bool // a retry is scheduled and not yet sent
 	attempts int
 	retries  int
 	hedges   int
 	prev     time.Duration
 	pushed   int     // retries up to the last one that waited a pushback
 	pending  float64 // charge withdrawn for the scheduled retry
-	waiting  bool    // a retry is scheduled and not yet sent
 }
 
 // Attempts returns how many attempts the intent has sent.
@@ -223,10 +225,19 @@ func (k Kind) String() string { return enumString("Kind", kindNames[:], uint8(k)
 // A Ticket is a plain value: it may be handed to the goroutine that runs
 // the attempt, but must be ended once.
 type Ticket struct {
-	permit Permit
-	paid   float64
-	kind   Kind
+	// The breaker's permit, flat: a Permit inside would pad the Ticket
+	// by a word, and a simulator holds one for every attempt in flight.
+	gen   uint64
+	paid  float64
+	probe bool
+	kind  Kind
 }
+
+// permit returns the breaker's permit the ticket holds.
+func (t *Ticket) permit() Permit { return Permit{gen: t.gen, probe: t.probe} }
+
+// hold puts the breaker's permit pm in the ticket.
+func (t *Ticket) hold(pm Permit) { t.gen, t.probe = pm.gen, pm.probe }
 
 // Kind says why the attempt was sent.
 func (t Ticket) Kind() Kind { return t.kind }
@@ -261,12 +272,12 @@ func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 		if err != nil {
 			return t, err
 		}
-		t.permit = pm
+		t.hold(pm)
 	} else if p.Breaker != nil {
 		// GuardRetries: the first attempt goes whatever the state, but
 		// its outcome must still reach the breaker, or a breaker that
 		// guards retries would learn only from retries.
-		t.permit = p.Breaker.observe(now)
+		t.hold(p.Breaker.observe(now))
 	}
 	if p.Budget != nil {
 		p.Budget.Begin(p.budgetTime(now))
@@ -299,7 +310,7 @@ func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 		p.Throttle.Record(now.get(), o)
 	}
 	if p.Breaker != nil {
-		p.Breaker.record(now, t.permit, o, took)
+		p.Breaker.record(now, t.permit(), o, took)
 	}
 	if p.Budget != nil {
 		p.Budget.Record(p.budgetTime(now), o, t.paid)
@@ -369,7 +380,7 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 	if pushback > 0 {
 		d = min(pushback, p.maxPushback())
 	} else {
-		d = p.Backoff.Delay(in.retries+1-in.pushed, in.prev, src)
+		d = p.Backoff.delay(in.retries+1-in.pushed, in.prev, src)
 	}
 	if !latest.IsZero() && !now.Add(d).Before(latest) {
 		return 0, ErrNoTimeLeft
@@ -420,7 +431,7 @@ func (p *Policy) Resume(now time.Time, in *Intent) (Ticket, error) {
 			p.refund(now, cost)
 			return Ticket{}, err
 		}
-		t.permit = pm
+		t.hold(pm)
 	}
 	p.sent(now, KindRetry)
 	in.attempts++
@@ -478,7 +489,7 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 			p.refund(now, t.paid)
 			return Ticket{}, err
 		}
-		t.permit = pm
+		t.hold(pm)
 	}
 	p.sent(now, KindHedge)
 	in.attempts++

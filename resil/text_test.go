@@ -112,4 +112,12 @@ func TestReasonOf(t *testing.T) {
 			t.Errorf("ReasonOf(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
+	// A bare sentinel (the fast path) gets the reason it gets wrapped
+	// (the chain of errors.Is).
+	for _, s := range []error{ErrBudgetExhausted, ErrBreakerOpen, ErrTooManyProbes, ErrNotBuilt, ErrNotIdempotent,
+		ErrRetriesExhausted, ErrNoTimeLeft, ErrPushback, ErrNotRetryable, ErrPanicked, ErrThrottled, ErrRateLimited} {
+		if got, want := ReasonOf(s), ReasonOf(fmt.Errorf("wrapped: %w", s)); got != want {
+			t.Errorf("ReasonOf(%v) = %v, wrapped %v", s, got, want)
+		}
+	}
 }

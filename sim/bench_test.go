@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,10 +22,14 @@ func loadScenario(tb testing.TB, path string) *scenario.Scenario {
 }
 
 // benchRun runs sc b.N times on one goroutine per fleet and reports
-// simulated attempts per second of wall time.
+// simulated attempts per second of wall time, and the process's CPU time
+// per attempt (user and system, GC included): on a machine shared with
+// other work, CPU time moves much less than wall time, which counts the
+// time others ran.
 func benchRun(b *testing.B, sc *scenario.Scenario) {
 	b.ReportAllocs()
 	var attempts int64
+	cpu := cpuTime()
 	for b.Loop() {
 		r, err := Run(context.Background(), sc)
 		if err != nil {
@@ -35,7 +40,17 @@ func benchRun(b *testing.B, sc *scenario.Scenario) {
 		}
 	}
 	b.ReportMetric(float64(attempts)/b.Elapsed().Seconds(), "attempts/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(attempts), "cpu-ns/attempt")
 	b.ReportMetric(0, "ns/op") // a run's wall time says little; attempts/s does
+}
+
+// cpuTime is the process's user and system CPU time, in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkStorm is the storm scenario, naive and guarded. Run it with
@@ -50,6 +65,48 @@ func BenchmarkStormFleet(b *testing.B) {
 		one := *sc
 		one.Fleets = sc.Fleets[i : i+1]
 		b.Run(sc.Fleets[i].Name, func(b *testing.B) { benchRun(b, &one) })
+	}
+}
+
+// BenchmarkConcurrency is the concurrency model in deep collapse (latency
+// that grows with the requests in flight), naive and guarded.
+func BenchmarkConcurrency(b *testing.B) { benchRun(b, loadScenario(b, "testdata/concurrency.yaml")) }
+
+// BenchmarkCollapsed is the storm's naive fleet for an hour of virtual
+// time: its queue origin never recovers, and about a million requests wait
+// in the queue at the end, nearly all of them for clients that gave up
+// long ago. It reports, beside attempts/s, the memory per waiting request:
+// the process's peak resident memory (getrusage's maxrss, so run it alone,
+// with -benchtime 1x) and the heap obtained from the system (MemStats.Sys),
+// each divided by the requests waiting at the end.
+//
+//	go test -run '^$' -bench Collapsed -benchtime 1x -cpu 1 ./sim
+func BenchmarkCollapsed(b *testing.B) {
+	sc := loadScenario(b, "testdata/storm.yaml")
+	sc.Duration = time.Hour
+	sc.Fleets = sc.Fleets[:1]
+	b.ReportAllocs()
+	var attempts, waiting int64
+	for b.Loop() {
+		r, err := Run(context.Background(), sc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := r.Fleets[0]
+		attempts += f.Summary.Attempts
+		waiting = f.Series.Queue[len(f.Series.Queue)-1]
+	}
+	b.ReportMetric(float64(attempts)/b.Elapsed().Seconds(), "attempts/s")
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(waiting), "waiting")
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil && waiting > 0 {
+		b.ReportMetric(float64(ru.Maxrss)*1024/float64(waiting), "maxrss-B/waiting")
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	if waiting > 0 {
+		b.ReportMetric(float64(m.Sys)/float64(waiting), "sys-B/waiting")
 	}
 }
 

@@ -137,9 +137,13 @@ const (
 	// run keeps (192 bytes), and about twice that again for what the
 	// report's charts and the JSON make of them.
 	tickBytes = 640
-	// attemptBytes and intentBytes are a slot of each, with its events
-	// and its place in the origin's queue.
-	attemptBytes = int64(unsafe.Sizeof(attempt{})) + 2*int64(unsafe.Sizeof(event{})) + 8
+	// attemptBytes is an attempt in flight: its slot, its request at the
+	// origin, and its events. requestBytes is a request the origin holds
+	// after its client left (a queue's backlog): its slot and its place
+	// in the queue. intentBytes is an intent's slot. Each has 8 more for
+	// its place in a free list.
+	attemptBytes = int64(unsafe.Sizeof(attempt{})) + requestBytes + 2*int64(unsafe.Sizeof(event{})) + 8
+	requestBytes = int64(unsafe.Sizeof(request{})) + 4 + 8
 	intentBytes  = int64(unsafe.Sizeof(intent{})) + 8
 )
 
@@ -199,19 +203,22 @@ func Estimate(sc *scenario.Scenario) Cost {
 		}
 		held := min(attempts, inflight*out)
 		o := &sc.Origin
+		backlog := 0.0
 		if o.Model == scenario.ModelQueue && !o.DropExpired && !o.Shed.Deadline {
-			backlog := max(0, peakRate*perIntent-o.Capacity) * sc.Duration.Seconds()
+			backlog = max(0, peakRate*perIntent-o.Capacity) * sc.Duration.Seconds()
 			if o.QueueLimit > 0 {
 				backlog = min(backlog, float64(o.QueueLimit))
 			}
-			held = min(attempts, held+backlog)
+			backlog = min(backlog, attempts-held)
 		}
 		mem = satAdd(mem, satAdd(toBytes(inflight, intentBytes), toBytes(held, attemptBytes)))
+		mem = satAdd(mem, toBytes(backlog, requestBytes))
 		if o.Model == scenario.ModelQueue && (o.MaxQueueTime > 0 || o.Discipline == "adaptive_lifo") {
 			mem = satAdd(mem, satMul(int64(max(o.QueueLimit, 0))+int64(max(o.Replicas, 1)), waitQueueBytes))
 		}
 		if o.Limit.Use != "" && o.Limit.Use != scenario.LimitNone {
-			mem = satAdd(mem, toBytes(held, ticketBytes))
+			// An admission ticket per request slot, waiting or out.
+			mem = satAdd(mem, toBytes(held+backlog, ticketBytes))
 		}
 		c.Memory = satAdd(c.Memory, mem)
 	}

@@ -1,6 +1,6 @@
 package sim
 
-import "math/bits"
+import "math"
 
 // eventKind says what an event does when its time comes.
 type eventKind uint8
@@ -8,15 +8,15 @@ type eventKind uint8
 const (
 	evRetry    eventKind = iota // a retry's backoff is over: send it
 	evTimeout                   // an attempt's client gives up
-	evAnswer                    // an attempt's answer reaches its client
-	evComplete                  // a queue worker finishes an attempt
+	evAnswer                    // a request's answer reaches its client
+	evComplete                  // a worker finishes a request
 	evHedge                     // an attempt has been slow for the hedge delay
 	evSend                      // an intent's first attempt may ask the pacer again
 )
 
-// event is one scheduled happening. ref names an intent or an attempt slot,
-// gen the slot's generation when the event was scheduled, so an event for
-// a slot that was freed and reused is recognised and dropped.
+// event is one scheduled happening. ref names an intent, an attempt or a
+// request slot, gen the slot's generation when the event was scheduled, so
+// an event for a slot that was freed and reused is recognised and dropped.
 type event struct {
 	at   int64 // virtual nanoseconds
 	seq  uint64
@@ -30,14 +30,27 @@ func (e *event) before(o *event) bool {
 	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
 }
 
+func (e *event) stamp() stamp { return stamp{e.at, e.seq} }
+
+// stamp is where an event stands in the queue's order: its time, then the
+// order of its push.
+type stamp struct {
+	at  int64
+	seq uint64
+}
+
+func (s stamp) before(o stamp) bool {
+	return s.at < o.at || (s.at == o.at && s.seq < o.seq)
+}
+
 // lane says which FIFO lane an event may go to. Most events are scheduled
-// a constant delay after the present (timeouts, hedges, fixed latencies),
-// so each such kind arrives in time order and a FIFO ring keeps it sorted
-// for O(1). An event that would break its lane's order, or has no lane
-// (retries, whose delays vary), goes to the first spare lane it keeps in
-// order, and only then to the heap: patience sorting, exact all the same,
-// since every lane stays sorted and the queue takes the least of their
-// heads.
+// a constant delay after the present (timeouts, hedges, fixed latencies,
+// a queue's service), so each such kind arrives in time order and a FIFO
+// ring keeps it sorted for O(1). An event that would break its lane's
+// order, or has no lane (retries, whose delays vary), goes to the first
+// spare lane it keeps in order, and only then to the heap: patience
+// sorting, exact all the same, since every lane stays sorted and the queue
+// takes the least of their heads.
 type lane uint8
 
 const (
@@ -47,95 +60,156 @@ const (
 	laneReject
 	laneComplete
 	laneSpare // the first of the spare lanes
-	nLanes    = laneSpare + 3
-	laneHeap  = nLanes // no lane of its own
+)
+
+const (
+	nLanes   = int(laneSpare) + 3
+	laneHeap = lane(nLanes) // no lane of its own
+	heapSrc  = nLanes       // the heap's place among the sources
+	nSources = nLanes + 1
 )
 
 // eventQueue is a priority queue on (at, seq): FIFO lanes for events that
 // come in order, and a 4-ary min-heap for the rest. seq numbers every push,
 // so ties break by insertion order and a run is deterministic; the order in
 // which events come out is exactly that of a single heap.
+//
+// The lanes and the heap are its sources. heads holds the stamp of each
+// source's earliest event, and order the sources that hold events, sorted
+// by it: the next event is the head of order[0], a push behind a lane's
+// head changes nothing, and a pop moves one source down the short list,
+// usually by a step or two. A lane is a ring read and written in order,
+// kept for the next run: the queue's memory is small, warm and in order,
+// which a calendar of buckets (tried: fewer instructions) is not.
 type eventQueue struct {
-	lanes [nLanes]ring
-	heap  []event
-	seq   uint64
-	n     int
-	best  int   // where the earliest event is: a lane, fromHeap, or unknown
-	full  uint8 // bit l is set when lane l holds events
+	heads  [nSources]stamp
+	order  [nSources]uint8
+	active int // sources in order
+	n      int
+	seq    uint64
+	lanes  [nLanes]ring
+	heap   []event
 }
 
-const (
-	fromHeap = -1
-	unknown  = -2
-)
+// reset empties the queue, keeping the memory of its lanes and heap.
+func (q *eventQueue) reset() {
+	for i := range q.lanes {
+		q.lanes[i].head, q.lanes[i].size = 0, 0
+	}
+	q.heap = q.heap[:0]
+	q.active, q.n, q.seq = 0, 0, 0
+}
 
 func (q *eventQueue) len() int { return q.n }
+
+// next returns the time of the earliest event, or math.MaxInt64 when the
+// queue is empty.
+func (q *eventQueue) next() int64 {
+	if q.active == 0 {
+		return math.MaxInt64
+	}
+	return q.heads[q.order[0]].at
+}
 
 func (q *eventQueue) push(e event, l lane) {
 	q.seq++
 	e.seq = q.seq
 	q.n++
-	q.best = unknown
 	if l < laneSpare && q.pushLane(e, l) {
 		return
 	}
-	for l := laneSpare; l < nLanes; l++ {
+	for l := laneSpare; int(l) < nLanes; l++ {
 		if q.pushLane(e, l) {
 			return
 		}
 	}
+	empty := len(q.heap) == 0
 	q.heapPush(e)
+	switch h := q.heap[0].stamp(); {
+	case empty:
+		q.heads[heapSrc] = h
+		q.enter(heapSrc)
+	case h != q.heads[heapSrc]:
+		q.heads[heapSrc] = h
+		q.rise(heapSrc)
+	}
 }
 
 // pushLane appends e to lane l if that keeps the lane sorted.
 func (q *eventQueue) pushLane(e event, l lane) bool {
 	r := &q.lanes[l]
-	if r.size > 0 && r.last().at > e.at {
+	if r.size == 0 {
+		r.push(e)
+		q.heads[l] = e.stamp()
+		q.enter(int(l))
+		return true
+	}
+	if r.last().at > e.at {
 		return false
 	}
-	r.push(e)
-	q.full |= 1 << l
+	r.push(e) // behind the lane's head: the order stays
 	return true
 }
 
-// peek returns the earliest event; the queue must not be empty. It
-// remembers where the event is, so that a pop right after does not look
-// again.
-func (q *eventQueue) peek() *event {
-	if q.best == unknown {
-		q.best = fromHeap
-		var best *event
-		if len(q.heap) > 0 {
-			best = &q.heap[0]
-		}
-		for m := q.full; m != 0; m &= m - 1 {
-			i := bits.TrailingZeros8(m)
-			if h := q.lanes[i].first(); best == nil || h.before(best) {
-				best, q.best = h, i
-			}
-		}
+// enter adds source src, which just got its first event, to order.
+func (q *eventQueue) enter(src int) {
+	i := q.active
+	q.active++
+	h := q.heads[src]
+	for i > 0 && h.before(q.heads[q.order[i-1]]) {
+		q.order[i] = q.order[i-1]
+		i--
 	}
-	if q.best == fromHeap {
-		return &q.heap[0]
+	q.order[i] = uint8(src)
+}
+
+// rise moves source src, already in order, up to its head's new place:
+// its head got earlier.
+func (q *eventQueue) rise(src int) {
+	i := 0
+	for int(q.order[i]) != src {
+		i++
 	}
-	return q.lanes[q.best].first()
+	h := q.heads[src]
+	for i > 0 && h.before(q.heads[q.order[i-1]]) {
+		q.order[i] = q.order[i-1]
+		i--
+	}
+	q.order[i] = uint8(src)
 }
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
-	q.peek()
-	from := q.best
-	q.best = unknown
-	q.n--
-	if from >= 0 {
-		r := &q.lanes[from]
-		e := r.pop()
-		if r.size == 0 {
-			q.full &^= 1 << from
+	src := int(q.order[0])
+	var e event
+	more := false
+	if src == heapSrc {
+		e = q.heapPop()
+		if more = len(q.heap) > 0; more {
+			q.heads[src] = q.heap[0].stamp()
 		}
+	} else {
+		r := &q.lanes[src]
+		e = r.pop()
+		if more = r.size > 0; more {
+			q.heads[src] = r.first().stamp()
+		}
+	}
+	q.n--
+	if !more {
+		q.active--
+		copy(q.order[:q.active], q.order[1:q.active+1])
 		return e
 	}
-	return q.heapPop()
+	// The source's new head sinks to its place.
+	h := q.heads[src]
+	i := 0
+	for i+1 < q.active && q.heads[q.order[i+1]].before(h) {
+		q.order[i] = q.order[i+1]
+		i++
+	}
+	q.order[i] = uint8(src)
+	return e
 }
 
 func (q *eventQueue) heapPush(e event) {

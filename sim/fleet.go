@@ -13,38 +13,33 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// clientState is what the client knows of an attempt.
-type clientState uint8
+// A run keeps two tables of what is in flight: the client's side of each
+// send (an attempt: its ticket, its deadline, its intent) and the origin's
+// (a request: what the origin serves and what its answer needs). An
+// attempt lives until its client is done with it: answered, timed out, or
+// cancelled when another attempt of its intent won. A request lives until
+// the origin is done with it: answered, rejected, dropped, or served for
+// nobody after its client gave up. So a collapsed queue, whose backlog is
+// mostly requests whose clients left long ago, holds a small request for
+// each (see request), not the client's state.
 
-const (
-	waiting   clientState = iota // sent, no answer yet
-	answered                     // the answer came in time
-	gaveUp                       // the attempt timed out
-	cancelled                    // the intent ended elsewhere (a hedge won)
-)
-
-// attempt is one send to the origin. Its slot is reused once both the
-// client and the origin are done with it; gen tells the uses apart.
+// attempt is one send of an intent, as its client sees it. Its slot is
+// reused as soon as the client is done with it; gen tells the uses apart.
 type attempt struct {
-	id       uint64 // the intent's number, for draws
 	sent     int64
 	deadline int64 // an answer at the deadline is in time; the client gives up 1ns later
 	ticket   resil.Ticket
-	intent   int32 // slot of the intent, valid while state == waiting
+	intent   int32 // slot of the intent
 	next     int32 // next attempt of the same intent in flight, or -1
-	n        int32 // attempt number within the intent, for draws
-	tick     int32 // the tick it was sent in
-	replica  int32
+	req      int32 // its request at the origin, or -1 once the origin is done with it (or never saw it)
+	tick     int32 // the tick it was sent in, -1 after the run
 	gen      uint32
-	state    clientState
-	broken   bool // its key is in the broken share
-	done     bool // the origin is done with it
-	known    bool // an answer is scheduled in time: no timeout event needed
-	serving  bool // a queue worker holds it
-	free     bool
+	replica  uint16 // replicas number at most 10,000
+	known    bool   // an answer is scheduled in time: no timeout event needed
 }
 
-// intent is one logical call, from arrival to success or loss.
+// intent is one logical call, from arrival to success or loss. It fills
+// two cache lines, and the run's table of them is aligned to them.
 type intent struct {
 	in         resil.Intent
 	id         uint64
@@ -59,6 +54,7 @@ type intent struct {
 	failed     bool
 	broken     bool
 	free       bool
+	_          [8]byte
 }
 
 // fleet runs one fleet of a scenario: its clients, its copy of the origin,
@@ -87,9 +83,10 @@ type fleet struct {
 	lastNs   int64
 	lastT    time.Time
 
-	q      eventQueue
+	q      *eventQueue
 	atts   []attempt
 	freeA  []int32
+	reqs   *requests
 	ints   []intent
 	freeI  []int32
 	live   int // intents not yet ended
@@ -126,14 +123,15 @@ type tickCounts struct {
 // pooled, so that a sweep's thousands of runs do not each allocate and
 // grow it again.
 type scratch struct {
-	atts  []attempt
-	freeA []int32
-	ints  []intent
-	freeI []int32
-	heap  []event
-	lanes [nLanes][]event
-	ticks []tickCounts
-	lat   histogram
+	atts   []attempt
+	freeA  []int32
+	reqs   requests
+	ints   []intent
+	freeI  []int32
+	q      eventQueue
+	ticks  []tickCounts
+	lat    histogram
+	models []origin.Model // the last run's, whose memory the next takes
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -143,10 +141,10 @@ func (f *fleet) take() {
 	sc := scratchPool.Get().(*scratch)
 	f.scr = sc
 	f.atts, f.freeA, f.ints, f.freeI = sc.atts[:0], sc.freeA[:0], sc.ints[:0], sc.freeI[:0]
-	f.q.heap = sc.heap[:0]
-	for i := range f.q.lanes {
-		f.q.lanes[i] = ring{buf: sc.lanes[i]}
-	}
+	f.q = &sc.q
+	f.q.reset()
+	f.reqs = &sc.reqs
+	f.reqs.reset()
 	if cap(sc.ticks) < f.nTicks {
 		sc.ticks = make([]tickCounts, f.nTicks)
 	}
@@ -163,12 +161,11 @@ func (f *fleet) give() {
 		return
 	}
 	sc.atts, sc.freeA, sc.ints, sc.freeI = f.atts[:0], f.freeA[:0], f.ints[:0], f.freeI[:0]
-	sc.heap = f.q.heap[:0]
-	for i := range f.q.lanes {
-		sc.lanes[i] = f.q.lanes[i].buf
-	}
 	sc.ticks = f.ticks[:0]
-	f.scr, f.lat, f.atts, f.ints, f.ticks = nil, nil, nil, nil, nil
+	if f.origin != nil {
+		sc.models = f.origin
+	}
+	f.scr, f.lat, f.atts, f.ints, f.ticks, f.q, f.reqs = nil, nil, nil, nil, nil, nil, nil
 	scratchPool.Put(sc)
 }
 
@@ -207,7 +204,6 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		jitter:   rand.NewPCG(sc.Seed, 0x1000+uint64(idx)),
 		lastT:    time.Unix(0, 0),
 		sched:    buildSchedule(sc, replicas),
-		q:        eventQueue{best: unknown},
 		boundary: int64(tick),
 	}
 	f.retryOn[resil.OutcomeFailure] = cfg.Retry.Retries(scenario.RetryOnError)
@@ -325,8 +321,18 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		if f.envAt+1 < len(f.sched.at) && f.sched.at[f.envAt+1] <= now {
 			now, what = f.sched.at[f.envAt+1], doEnv
 		}
-		if f.q.len() > 0 && f.q.peek().at < now {
-			now, what = f.q.peek().at, doEvent
+		// The events before anything else happens, before the end of
+		// the tick and before the end of the arrivals, need none of the
+		// checks below: take them in a tight loop.
+		for horizon := min(now, f.boundary, f.end); f.q.next() < horizon; steps++ {
+			f.handle(f.q.pop())
+			if steps&0xffff == 0 && stop != nil && stop() {
+				f.give()
+				return FleetResult{}, errStopped
+			}
+		}
+		if t := f.q.next(); t < now {
+			now, what = t, doEvent
 		}
 		// Once arrivals stopped and every intent ended, what is left is
 		// the origin working for nobody: it changes no result.
@@ -404,41 +410,21 @@ func (f *fleet) handle(e event) {
 		}
 		f.resume(e.ref, e.at)
 	case evTimeout:
-		a := &f.atts[e.ref]
-		if a.gen != e.gen || a.free || a.state != waiting {
-			return
-		}
-		a.state = gaveUp
-		f.finish(e.ref, e.at, resil.OutcomeTimeout)
-		if a.serving {
-			f.origin[a.replica].Left(time.Duration(e.at), origin.Request(e.ref))
-		}
-		f.release(e.ref)
-	case evAnswer:
-		if f.stalled(e) {
-			return
-		}
 		if f.atts[e.ref].gen == e.gen {
+			f.timedOut(e.ref, e.at)
+		}
+	case evAnswer:
+		if x := f.reqs.at(e.ref); x.gen == e.gen && !f.stalled(e, x) {
 			f.answer(e.ref, e.at, e.aux)
 		}
 	case evComplete:
-		if f.stalled(e) {
-			return
-		}
-		// The answer first, then the model frees the server for what
-		// waits.
-		if a := &f.atts[e.ref]; a.gen == e.gen {
-			a.serving = false
-			m := f.origin[a.replica]
-			f.deliver(e.ref, e.at, f.outcome(e.ref))
-			m.Done(time.Duration(e.at), origin.Request(e.ref))
+		if x := f.reqs.at(e.ref); x.gen == e.gen && !f.stalled(e, x) {
+			f.served(e.ref, e.at)
 		}
 	case evHedge:
-		a := &f.atts[e.ref]
-		if a.gen != e.gen || a.free || a.state != waiting {
-			return
+		if f.atts[e.ref].gen == e.gen {
+			f.hedge(e.ref, e.at)
 		}
-		f.hedge(e.ref, e.at)
 	case evSend:
 		in := &f.ints[e.ref]
 		if in.gen != e.gen || in.free {
@@ -448,446 +434,23 @@ func (f *fleet) handle(e event) {
 	}
 }
 
-// stalled puts off e, an answer or an end of service, to the next
-// trigger boundary when a stall is in force, and reports whether it did:
-// a stalled origin sends nothing, and what fell due meanwhile happens when
-// the stall ends, in the order it fell due.
-func (f *fleet) stalled(e event) bool {
+// stalled puts off e, an answer or an end of service of request x, to the
+// next trigger boundary when a stall is in force, and reports whether it
+// did: a stalled origin sends nothing, and what fell due meanwhile happens
+// when the stall ends, in the order it fell due.
+func (f *fleet) stalled(e event, x *request) bool {
 	if !f.env.outage || f.env.mode != scenario.OutageStall || f.envAt+1 >= len(f.sched.at) {
 		return false
 	}
 	e.at = f.sched.at[f.envAt+1]
 	f.q.push(e, laneHeap)
-	if x := &f.atts[e.ref]; x.gen == e.gen && x.known && e.at > x.deadline {
-		// The answer was due in time, so no timeout was scheduled: now it
-		// will be late.
-		x.known = false
-		f.q.push(event{at: x.deadline + 1, ref: e.ref, gen: x.gen, kind: evTimeout}, laneTimeout)
+	if x.att >= 0 {
+		if a := &f.atts[x.att]; a.known && e.at > a.deadline {
+			// The answer was due in time, so no timeout was scheduled:
+			// now it will be late.
+			a.known = false
+			f.q.push(event{at: a.deadline + 1, ref: x.att, gen: a.gen, kind: evTimeout}, laneTimeout)
+		}
 	}
 	return true
-}
-
-// arrive starts a new intent.
-func (f *fleet) arrive(now int64) {
-	id := f.count
-	f.count++
-	if k := f.tickOf(now); k >= 0 {
-		f.ticks[k].intents++
-	}
-	i := f.newIntent()
-	in := &f.ints[i]
-	in.id, in.arrival = id, now
-	in.client = f.nextClient
-	if f.nextClient++; int(f.nextClient) == len(f.policies) {
-		f.nextClient = 0 // round robin, without a division per intent
-	}
-	if f.deadline > 0 {
-		in.latest = now + f.deadline
-	}
-	in.in = resil.Intent{Idempotent: true}
-	if f.idemOnly && draw(f.seed, id, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
-		in.in.Idempotent = false
-		if draw(f.seed, id, 0, drawKey) < f.sc.Traffic.Keys {
-			in.in.Key = "key"
-		}
-	}
-	in.broken = f.sc.Origin.Broken > 0 && draw(f.seed, id, 0, drawBroken) < f.sc.Origin.Broken
-	in.afterClear = f.hasClear && now >= f.clearAt
-	f.start(i, now)
-}
-
-// start sends intent i's first attempt, once the policy's pacer allows.
-func (f *fleet) start(i int32, now int64) {
-	pol := &f.policies[f.ints[i].client]
-	if pol.Pacer != nil && f.paced(i, now, evSend) {
-		return
-	}
-	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
-	if err != nil {
-		r := resil.ReasonOf(err)
-		f.refused(i, now, r)
-		f.lose(i, r)
-		return
-	}
-	f.send(i, now, t, -1)
-}
-
-// paced asks the policy's pacer (the AWS adaptive mode's rate limiter)
-// whether intent i may send an attempt now. When it may not, paced
-// schedules kind (evSend, evRetry) again after the pacer's wait, or ends
-// the intent when the pacer refuses or the wait would pass its deadline,
-// and reports true.
-func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
-	in := &f.ints[i]
-	pol := &f.policies[in.client]
-	d, err := pol.Pace(f.vt(now))
-	if err == nil && d == 0 {
-		return false
-	}
-	if err == nil && in.latest > 0 && now+int64(d) > in.latest {
-		err = resil.ErrNoTimeLeft
-	}
-	if err != nil {
-		pol.Abandon(f.vt(now), &in.in)
-		in.failed = true
-		f.lose(i, resil.ReasonOf(err))
-		return true
-	}
-	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: kind}, laneHeap)
-	return true
-}
-
-// send puts one attempt of intent i on the wire. A hedge goes to another
-// replica than the attempt it runs beside (avoid), as a load balancer sends
-// a hedge elsewhere; other attempts pick a replica at random.
-func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
-	ai := f.newAttempt()
-	in := &f.ints[i]
-	a := &f.atts[ai]
-	a.id, a.intent, a.n = in.id, i, in.sent
-	in.sent++
-	a.sent, a.deadline = now, now+f.timeout
-	if in.latest > 0 {
-		a.deadline = min(a.deadline, in.latest)
-	}
-	a.ticket, a.state, a.broken = t, waiting, in.broken
-	a.next, in.head = in.head, ai
-	in.inflight++
-	if k := f.tickOf(now); k >= 0 {
-		a.tick = k
-		c := &f.ticks[k]
-		c.offered++
-		switch t.Kind() {
-		case resil.KindFirst:
-			c.first++
-		case resil.KindRetry:
-			c.retries++
-		case resil.KindHedge:
-			c.hedges++
-		}
-	} else {
-		a.tick = -1
-	}
-	if f.replicas > 1 {
-		u := draw(f.seed, in.id, int(a.n), drawReplica)
-		if avoid >= 0 {
-			a.replica = (avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas)
-		} else {
-			a.replica = int32(u * float64(f.replicas))
-		}
-	}
-	switch {
-	case !f.env.outage || f.env.mode == scenario.OutageStall:
-		// A stalled origin takes the attempt into its queue.
-		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ai))
-	case f.env.mode == scenario.OutageRefuse:
-		f.reject(ai, now) // refused at once: the origin never sees it
-	default:
-		a.done = true // blackhole: nothing answers; it is never seen
-	}
-	a = &f.atts[ai]
-	if !a.known {
-		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
-	}
-	if !f.hedging {
-		return
-	}
-	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
-		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
-	}
-}
-
-// outcome draws whether the origin's answer to attempt a is a success.
-func (f *fleet) outcome(a int32) bool {
-	at := &f.atts[a]
-	return !at.broken && !(f.env.errRate > 0 && draw(f.seed, at.id, int(at.n), drawError) < f.env.errRate)
-}
-
-// answerAt schedules the origin's answer to attempt a at time at.
-func (f *fleet) answerAt(a int32, at int64, ok bool) {
-	x := &f.atts[a]
-	x.known = at <= x.deadline
-	var aux uint8
-	if ok {
-		aux = answerOK
-	}
-	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evAnswer, aux: aux}, laneAnswer)
-}
-
-// reject answers attempt a with an overload rejection.
-func (f *fleet) reject(a int32, now int64) {
-	x := &f.atts[a]
-	x.known = now+rejectDelay <= x.deadline
-	f.q.push(event{at: now + rejectDelay, ref: a, gen: x.gen, kind: evAnswer, aux: answerThrottled}, laneReject)
-}
-
-// The outcomes an evAnswer carries in aux: an error answer is 0.
-const (
-	answerOK        = 1
-	answerThrottled = 2 // an overload rejection: resil.OutcomeThrottled
-)
-
-// complete schedules the end of attempt a's service.
-func (f *fleet) complete(a int32, at int64) {
-	x := &f.atts[a]
-	x.known = at <= x.deadline
-	f.q.push(event{at: at, ref: a, gen: x.gen, kind: evComplete}, laneComplete)
-}
-
-// drop is a shedding origin skipping attempt a, unanswered.
-func (f *fleet) drop(a int32) {
-	f.sum.Dropped++
-	f.atts[a].done = true
-	f.release(a)
-}
-
-// deliver is the origin's answer to attempt a reaching its client: a
-// success or an error.
-func (f *fleet) deliver(a int32, now int64, ok bool) {
-	var aux uint8
-	if ok {
-		aux = answerOK
-	}
-	f.answer(a, now, aux)
-}
-
-// answer is an answer to attempt a reaching its client; aux says what it
-// is (answerOK, answerThrottled, or 0 for an error).
-func (f *fleet) answer(a int32, now int64, aux uint8) {
-	ok := aux == answerOK
-	x := &f.atts[a]
-	x.done = true
-	if f.env.outage && f.env.mode == scenario.OutageRefuse {
-		ok = false // the answer fails, as a reset connection does
-	}
-	if ok && x.tick >= 0 {
-		f.ticks[x.tick].successes++
-	}
-	switch {
-	case x.state != waiting:
-		f.sum.WastedWork++
-	case f.env.outage && f.env.mode == scenario.OutageBlackhole:
-		// The answer is lost: the client will time out.
-		if x.known {
-			x.known = false
-			f.q.push(event{at: max(now, x.deadline+1), ref: a, gen: x.gen, kind: evTimeout}, laneTimeout)
-		}
-		return
-	default:
-		x.state = answered
-		o := resil.OutcomeFailure
-		if aux == answerThrottled {
-			o = resil.OutcomeThrottled
-		}
-		if ok {
-			o = resil.OutcomeSuccess
-			if x.tick >= 0 {
-				f.ticks[x.tick].goodput++
-			}
-		}
-		f.finish(a, now, o)
-	}
-	f.release(a)
-}
-
-// finish ends attempt a on the client's side with outcome o and decides
-// what the intent does next.
-func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
-	a := &f.atts[ai]
-	i := a.intent
-	in := &f.ints[i]
-	f.unlink(in, ai)
-	pol := &f.policies[in.client]
-	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
-	if o == resil.OutcomeSuccess {
-		f.lat.add(now - in.arrival)
-		for in.head >= 0 { // the other attempts lost the race
-			h := in.head
-			f.unlink(in, h)
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
-			f.atts[h].state = cancelled
-			f.release(h)
-		}
-		f.endIntent(i)
-		return
-	}
-	if a.tick >= 0 {
-		f.ticks[a.tick].failed++
-		if o == resil.OutcomeTimeout {
-			f.sum.Timeouts++
-		}
-	}
-	in.failed = true
-	if in.inflight > 0 {
-		return // a hedge is still out: it may yet succeed
-	}
-	if !f.retryOn[o] {
-		// Not a failure the fleet retries: the classifier's call, made
-		// before the policy is asked, as in resil's Guard (counted with
-		// retries exhausted, as LostBy counts a stop it has no column for).
-		f.lose(i, resil.StopNotRetryable)
-		return
-	}
-	var latest time.Time
-	if in.latest > 0 {
-		latest = f.vt(in.latest)
-	}
-	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
-	if err != nil {
-		r := resil.ReasonOf(err)
-		f.lose(i, r)
-		if r == resil.StopBudget {
-			f.sum.BudgetDenials++
-		}
-		return
-	}
-	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
-}
-
-// resume sends intent i's retry at the end of its backoff.
-func (f *fleet) resume(i int32, now int64) {
-	in := &f.ints[i]
-	if f.policies[in.client].Pacer != nil && f.paced(i, now, evRetry) {
-		return
-	}
-	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
-	if err != nil {
-		r := resil.ReasonOf(err)
-		f.refused(i, now, r)
-		f.lose(i, r)
-		return
-	}
-	f.send(i, now, t, -1)
-}
-
-// hedge sends a hedge beside attempt a if the policy and the budget allow.
-func (f *fleet) hedge(a int32, now int64) {
-	i := f.atts[a].intent
-	in := &f.ints[i]
-	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
-	if err != nil {
-		if resil.ReasonOf(err) == resil.StopBudget {
-			f.sum.BudgetDenials++
-		}
-		return // a refused hedge is no loss: the attempt is still out
-	}
-	f.send(i, now, t, f.atts[a].replica)
-}
-
-// refused counts an attempt the breaker, or the adaptive throttle
-// (resil.StopThrottled), refused, and draws its ground truth: would it
-// have succeeded had it been sent? The draw changes nothing in the origin.
-func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
-	in := &f.ints[i]
-	n := int(in.sent)
-	in.sent++
-	in.failed = true
-	k := f.tickOf(now)
-	switch {
-	case k < 0:
-		return
-	case why == resil.StopThrottled:
-		f.ticks[k].throttled++
-		f.sum.ThrottleRefusals++
-	default:
-		f.ticks[k].refused++
-		f.sum.BreakerRefusals++
-	}
-	if f.env.outage || in.broken {
-		return
-	}
-	if f.env.errRate > 0 && draw(f.seed, in.id, n, drawError) < f.env.errRate {
-		return
-	}
-	r := 0
-	if f.replicas > 1 {
-		r = int(draw(f.seed, in.id, n, drawReplica) * float64(f.replicas))
-	}
-	timeout := f.timeout
-	if in.latest > 0 {
-		timeout = min(timeout, in.latest-now)
-	}
-	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
-		f.sum.AnswersThrownAway++
-	}
-}
-
-// lose ends intent i without success: resil stopped it for reason r.
-func (f *fleet) lose(i int32, r resil.StopReason) {
-	f.sum.IntentsLost++
-	f.sum.LostBy.Add(r)
-	f.endIntent(i)
-}
-
-// endIntent ends intent i, won or lost.
-func (f *fleet) endIntent(i int32) {
-	in := &f.ints[i]
-	if in.failed && in.afterClear {
-		f.sum.Victims++
-	}
-	in.free = true
-	in.gen++
-	f.freeI = append(f.freeI, i)
-	f.live--
-}
-
-// finishUnfinished ends the intents still open when the drain limit hit.
-func (f *fleet) finishUnfinished() {
-	for i := range f.ints {
-		if !f.ints[i].free {
-			f.sum.IntentsLost++
-			f.sum.LostBy.Unfinished++
-			f.endIntent(int32(i))
-		}
-	}
-}
-
-func (f *fleet) unlink(in *intent, a int32) {
-	p := &in.head
-	for *p >= 0 {
-		if *p == a {
-			*p = f.atts[a].next
-			in.inflight--
-			return
-		}
-		p = &f.atts[*p].next
-	}
-}
-
-func (f *fleet) newIntent() int32 {
-	f.live++
-	if n := len(f.freeI); n > 0 {
-		i := f.freeI[n-1]
-		f.freeI = f.freeI[:n-1]
-		in := &f.ints[i]
-		gen := in.gen
-		*in = intent{gen: gen, head: -1}
-		return i
-	}
-	f.ints = append(f.ints, intent{gen: 1, head: -1})
-	return int32(len(f.ints) - 1)
-}
-
-func (f *fleet) newAttempt() int32 {
-	if n := len(f.freeA); n > 0 {
-		a := f.freeA[n-1]
-		f.freeA = f.freeA[:n-1]
-		x := &f.atts[a]
-		gen := x.gen
-		*x = attempt{gen: gen, next: -1}
-		return a
-	}
-	f.atts = append(f.atts, attempt{gen: 1, next: -1})
-	return int32(len(f.atts) - 1)
-}
-
-// release frees attempt a's slot once both sides are done with it.
-func (f *fleet) release(a int32) {
-	x := &f.atts[a]
-	if x.free || x.state == waiting || !x.done {
-		return
-	}
-	x.free = true
-	x.gen++
-	f.freeA = append(f.freeA, a)
 }

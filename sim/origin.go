@@ -12,17 +12,149 @@ import (
 // still lets virtual time move.
 const rejectDelay = int64(time.Millisecond)
 
+// request is one attempt as the origin sees it, from its arrival until
+// the origin is done with it: what the origin serves, and what its answer
+// needs (the draws of its outcome, the tick it counts in). A collapsed
+// queue holds millions of them, most for clients that left long ago, so it
+// is small, and its slots come in chunks that never move.
+type request struct {
+	id       uint64 // the intent's number, for the draws
+	deadline int64  // the attempt's, which it propagates: a shedding origin reads it
+	n        int32  // the attempt's number within its intent, for the draws
+	tick     int32  // the tick it was sent in, -1 after the run
+	att      int32  // the attempt waiting for it, or -1 once its client stopped waiting
+	replica  int32
+	gen      uint32
+	broken   bool // its key is in the broken share
+	serving  bool // a worker holds it
+}
+
+// requestChunk is how many requests a chunk of the table holds.
+const requestChunk = 1 << 12
+
+// requests is the table of requests: chunks of slots, allocated as the
+// table grows and kept for the next run, and a list of free slots. A
+// chunked table never copies itself to grow, so its peak is its size.
+type requests struct {
+	chunks []*[requestChunk]request
+	made   int32 // slots handed out at least once
+	free   []int32
+}
+
+// reset makes every slot free, keeping the memory.
+func (t *requests) reset() {
+	t.made, t.free = 0, t.free[:0]
+}
+
+// at returns request i.
+func (t *requests) at(i int32) *request {
+	return &t.chunks[uint32(i)/requestChunk][uint32(i)%requestChunk]
+}
+
+// take returns a free slot: the caller sets every field but gen.
+func (t *requests) take() (int32, *request) {
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		return i, t.at(i)
+	}
+	i := t.made
+	if int(i/requestChunk) == len(t.chunks) {
+		t.chunks = append(t.chunks, new([requestChunk]request))
+	}
+	t.made++
+	return i, t.at(i)
+}
+
+// release frees slot i: the origin is done with it.
+func (t *requests) release(i int32) {
+	t.at(i).gen++
+	t.free = append(t.free, i)
+}
+
+// request takes a request for the origin's side of attempt ai, the n-th
+// of intent in, and returns its slot.
+func (f *fleet) request(ai int32, in *intent, n int32) int32 {
+	a := &f.atts[ai]
+	ri, x := f.reqs.take()
+	*x = request{id: in.id, deadline: a.deadline, n: n, tick: a.tick, att: ai, replica: int32(a.replica), gen: x.gen, broken: in.broken}
+	a.req = ri
+	return ri
+}
+
+// The outcomes an evAnswer carries in aux: an error answer is 0.
+const (
+	answerOK        = 1
+	answerThrottled = 2 // an overload rejection: resil.OutcomeThrottled
+)
+
+// answer is the origin's answer to request r reaching its client at now;
+// aux says what it is (answerOK, answerThrottled, or 0 for an error). A
+// success counts in its tick whether or not anybody still waits for it,
+// and an answer nobody waits for is wasted work.
+func (f *fleet) answer(r int32, now int64, aux uint8) {
+	x := f.reqs.at(r)
+	if aux == answerOK && f.env.outage && f.env.mode == scenario.OutageRefuse {
+		aux = 0 // the answer fails, as a reset connection does
+	}
+	if aux == answerOK && x.tick >= 0 {
+		f.ticks[x.tick].successes++
+	}
+	a := x.att
+	x.att = -1 // answered: its client no longer waits for it (a model may still ask, Done)
+	f.reqs.release(r)
+	if a < 0 {
+		f.sum.WastedWork++
+		return
+	}
+	f.receive(a, now, aux)
+}
+
+// served is the end of request r's service at now: the answer first, then
+// the model frees its server for what waits.
+func (f *fleet) served(r int32, now int64) {
+	x := f.reqs.at(r)
+	x.serving = false
+	m := f.origin[x.replica]
+	var aux uint8
+	if f.outcome(x) {
+		aux = answerOK
+	}
+	f.answer(r, now, aux)
+	m.Done(time.Duration(now), origin.Request(r))
+}
+
+// outcome draws whether the origin's answer to request x is a success.
+func (f *fleet) outcome(x *request) bool {
+	return !x.broken && !(f.env.errRate > 0 && draw(f.seed, x.id, int(x.n), drawError) < f.env.errRate)
+}
+
+// known notes, for the attempt waiting for request x (if any), whether its
+// answer at at comes in time: then it needs no timeout event.
+func (f *fleet) known(x *request, at int64) {
+	if x.att >= 0 {
+		a := &f.atts[x.att]
+		a.known = at <= a.deadline
+	}
+}
+
 // originDriver is the fleet as the driver of its origin's models (package
-// origin): what a model decides about an attempt becomes an event on the
-// fleet's queue. A Request is an attempt's slot.
+// origin): what a model decides about a request becomes an event on the
+// fleet's queue. An origin.Request is a request's slot.
 type originDriver fleet
 
 // newOrigin returns the fleet's origin: one model per replica, each
-// reporting to the fleet.
+// reporting to the fleet, with the memory of the last run's models.
 func (f *fleet) newOrigin(o *scenario.Origin, replicas int) error {
+	old := f.scr.models
+	f.scr.models = nil
 	f.origin = make([]origin.Model, replicas)
 	for r := range f.origin {
-		m, err := origin.New(o, r, replicas, (*originDriver)(f))
+		var prev origin.Model
+		if r < len(old) {
+			prev = old[r]
+		}
+		m, err := origin.Renew(prev, o, r, replicas, (*originDriver)(f))
 		if err != nil {
 			return err
 		}
@@ -34,33 +166,54 @@ func (f *fleet) newOrigin(o *scenario.Origin, replicas int) error {
 // Answer is an answer known on arrival: its outcome is drawn now.
 func (d *originDriver) Answer(r origin.Request, at time.Duration) {
 	f := (*fleet)(d)
-	f.answerAt(int32(r), int64(at), f.outcome(int32(r)))
+	x := f.reqs.at(int32(r))
+	f.known(x, int64(at))
+	var aux uint8
+	if f.outcome(x) {
+		aux = answerOK
+	}
+	f.q.push(event{at: int64(at), ref: int32(r), gen: x.gen, kind: evAnswer, aux: aux}, laneAnswer)
 }
 
-// Serve schedules the end of the attempt's service.
+// Serve schedules the end of the request's service.
 func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
 	f := (*fleet)(d)
-	f.atts[r].serving = true
-	f.complete(int32(r), int64(end))
+	x := f.reqs.at(int32(r))
+	x.serving = true
+	f.known(x, int64(end))
+	f.q.push(event{at: int64(end), ref: int32(r), gen: x.gen, kind: evComplete}, laneComplete)
 }
 
-// Reject answers the attempt with an overload rejection.
+// Reject answers the request with an overload rejection.
 func (d *originDriver) Reject(r origin.Request, now time.Duration) {
 	(*fleet)(d).reject(int32(r), int64(now))
 }
 
-// Drop is a shedding origin skipping the attempt, unanswered.
-func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
-	f := (*fleet)(d)
-	f.atts[r].serving = false
-	f.drop(int32(r))
+// reject answers request r with a rejection, rejectDelay after now: the
+// origin's overload rejection, or a refused connection in an outage.
+func (f *fleet) reject(r int32, now int64) {
+	x := f.reqs.at(r)
+	at := now + rejectDelay
+	f.known(x, at)
+	f.q.push(event{at: at, ref: r, gen: x.gen, kind: evAnswer, aux: answerThrottled}, laneReject)
 }
 
-// Deadline is the attempt's deadline, which every attempt propagates: an
+// Drop is a shedding origin skipping the request, unanswered.
+func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
+	f := (*fleet)(d)
+	x := f.reqs.at(int32(r))
+	f.sum.Dropped++
+	if x.att >= 0 {
+		f.atts[x.att].req = -1 // its client will time out
+	}
+	f.reqs.release(int32(r))
+}
+
+// Deadline is the request's deadline, which every attempt propagates: an
 // answer at it is in time. Its client is gone once it no longer waits.
 func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
-	x := &(*fleet)(d).atts[r]
-	return time.Duration(x.deadline), true, x.state != waiting
+	x := (*fleet)(d).reqs.at(int32(r))
+	return time.Duration(x.deadline), true, x.att < 0
 }
 
 // setConditions puts the env in force at the origin's replicas from now:

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/report"
@@ -291,12 +292,28 @@ func lookup(name string) (*experiment.Experiment, panelLayout, error) {
 }
 
 func defaultScenario(e *experiment.Experiment) (*scenario.Scenario, error) {
-	sc, err := scenario.Parse(e.Name+".yaml", e.Config)
+	v, _ := parsed.LoadOrStore(e.Name, sync.OnceValues(func() (*scenario.Scenario, error) {
+		return scenario.Parse(e.Name+".yaml", e.Config)
+	}))
+	def, err := v.(func() (*scenario.Scenario, error))()
 	if err != nil {
 		return nil, fmt.Errorf("live: the embedded scenario of %s: %w", e.Name, err)
 	}
-	return sc, nil
+	// A copy of its own for every caller, down to the slices: the knobs
+	// write into the scenario they are given.
+	sc := *def
+	sc.Triggers = slices.Clone(def.Triggers)
+	sc.Fleets = slices.Clone(def.Fleets)
+	for i := range sc.Fleets {
+		sc.Fleets[i].Retry.On = slices.Clone(def.Fleets[i].Retry.On)
+	}
+	return &sc, nil
 }
+
+// parsed holds each experiment's embedded scenario, parsed once: a slider
+// step on the page would otherwise parse it again, a twentieth of the
+// step's work.
+var parsed sync.Map // experiment name → func() (*scenario.Scenario, error)
 
 func tableOf(t report.Table) Table {
 	out := Table{Title: t.Title, Rows: t.Rows}

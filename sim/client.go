@@ -1,0 +1,382 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// The clients' side of a run: intents arrive, their attempts are sent,
+// answered or timed out, and resil's policy decides what follows.
+
+// arrive starts a new intent.
+func (f *fleet) arrive(now int64) {
+	id := f.count
+	f.count++
+	if k := f.tickOf(now); k >= 0 {
+		f.ticks[k].intents++
+	}
+	i := f.newIntent()
+	in := &f.ints[i]
+	in.id, in.arrival = id, now
+	in.client = f.nextClient
+	if f.nextClient++; int(f.nextClient) == len(f.policies) {
+		f.nextClient = 0 // round robin, without a division per intent
+	}
+	if f.deadline > 0 {
+		in.latest = now + f.deadline
+	}
+	in.in = resil.Intent{Idempotent: true}
+	// A draw is in [0, 1): with every intent idempotent it decides nothing.
+	if f.idemOnly && f.sc.Traffic.Idempotent < 1 && draw(f.seed, id, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
+		in.in.Idempotent = false
+		if f.sc.Traffic.Keys > 0 && draw(f.seed, id, 0, drawKey) < f.sc.Traffic.Keys {
+			in.in.Key = "key"
+		}
+	}
+	in.broken = f.sc.Origin.Broken > 0 && draw(f.seed, id, 0, drawBroken) < f.sc.Origin.Broken
+	in.afterClear = f.hasClear && now >= f.clearAt
+	f.start(i, now)
+}
+
+// start sends intent i's first attempt, once the policy's pacer allows.
+func (f *fleet) start(i int32, now int64) {
+	pol := &f.policies[f.ints[i].client]
+	if pol.Pacer != nil && f.paced(i, now, evSend) {
+		return
+	}
+	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
+	if err != nil {
+		r := resil.ReasonOf(err)
+		f.refused(i, now, r)
+		f.lose(i, r)
+		return
+	}
+	f.send(i, now, t, -1)
+}
+
+// paced asks the policy's pacer (the AWS adaptive mode's rate limiter)
+// whether intent i may send an attempt now. When it may not, paced
+// schedules kind (evSend, evRetry) again after the pacer's wait, or ends
+// the intent when the pacer refuses or the wait would pass its deadline,
+// and reports true.
+func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
+	in := &f.ints[i]
+	pol := &f.policies[in.client]
+	d, err := pol.Pace(f.vt(now))
+	if err == nil && d == 0 {
+		return false
+	}
+	if err == nil && in.latest > 0 && now+int64(d) > in.latest {
+		err = resil.ErrNoTimeLeft
+	}
+	if err != nil {
+		pol.Abandon(f.vt(now), &in.in)
+		in.failed = true
+		f.lose(i, resil.ReasonOf(err))
+		return true
+	}
+	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: kind}, laneHeap)
+	return true
+}
+
+// send puts one attempt of intent i on the wire. A hedge goes to another
+// replica than the attempt it runs beside (avoid), as a load balancer sends
+// a hedge elsewhere; other attempts pick a replica at random.
+func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
+	ai, a := f.newAttempt()
+	in := &f.ints[i]
+	n := in.sent
+	in.sent++
+	deadline := now + f.timeout
+	if in.latest > 0 {
+		deadline = min(deadline, in.latest)
+	}
+	*a = attempt{sent: now, deadline: deadline, ticket: t, intent: i, next: in.head, req: -1, tick: -1, gen: a.gen}
+	in.head = ai
+	in.inflight++
+	if k := f.tickOf(now); k >= 0 {
+		a.tick = k
+		c := &f.ticks[k]
+		c.offered++
+		switch t.Kind() {
+		case resil.KindFirst:
+			c.first++
+		case resil.KindRetry:
+			c.retries++
+		case resil.KindHedge:
+			c.hedges++
+		}
+	}
+	if f.replicas > 1 {
+		u := draw(f.seed, in.id, int(n), drawReplica)
+		if avoid >= 0 {
+			a.replica = uint16((avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas))
+		} else {
+			a.replica = uint16(u * float64(f.replicas))
+		}
+	}
+	switch {
+	case !f.env.outage || f.env.mode == scenario.OutageStall:
+		// A stalled origin takes the attempt into its queue.
+		ri := f.request(ai, in, n)
+		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
+	case f.env.mode == scenario.OutageRefuse:
+		f.reject(f.request(ai, in, n), now) // refused at once: the origin never sees it
+	default:
+		// A blackhole: nothing answers, the origin never sees it.
+	}
+	if !a.known {
+		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+	}
+	if !f.hedging {
+		return
+	}
+	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
+		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
+	}
+}
+
+// timedOut is attempt a's client giving up on it at now. The origin keeps
+// its request (a queue serves it for nobody) unless it drops expired work.
+func (f *fleet) timedOut(a int32, now int64) {
+	ri := f.atts[a].req
+	f.finish(a, now, resil.OutcomeTimeout)
+	if ri < 0 {
+		return
+	}
+	x := f.reqs.at(ri)
+	x.att = -1
+	if x.serving {
+		f.origin[x.replica].Left(time.Duration(now), origin.Request(ri))
+	}
+}
+
+// receive is the origin's answer to attempt a reaching its client at now;
+// aux says what it is (answerOK, answerThrottled, or 0 for an error).
+func (f *fleet) receive(ai int32, now int64, aux uint8) {
+	a := &f.atts[ai]
+	a.req = -1
+	if f.env.outage && f.env.mode == scenario.OutageBlackhole {
+		// The answer is lost: the client will time out.
+		if a.known {
+			a.known = false
+			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+		}
+		return
+	}
+	o := resil.OutcomeFailure
+	switch aux {
+	case answerThrottled:
+		o = resil.OutcomeThrottled
+	case answerOK:
+		o = resil.OutcomeSuccess
+		if a.tick >= 0 {
+			f.ticks[a.tick].goodput++
+		}
+	}
+	f.finish(ai, now, o)
+}
+
+// finish ends attempt ai on the client's side with outcome o, frees it,
+// and decides what the intent does next.
+func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
+	a := &f.atts[ai]
+	i, tick := a.intent, a.tick
+	in := &f.ints[i]
+	f.unlink(in, ai)
+	pol := &f.policies[in.client]
+	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
+	f.freeAttempt(ai)
+	if o == resil.OutcomeSuccess {
+		f.lat.add(now - in.arrival)
+		for in.head >= 0 { // the other attempts lost the race
+			h := in.head
+			f.unlink(in, h)
+			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
+			if ri := f.atts[h].req; ri >= 0 {
+				f.reqs.at(ri).att = -1 // the origin serves it for nobody
+			}
+			f.freeAttempt(h)
+		}
+		f.endIntent(i)
+		return
+	}
+	if tick >= 0 {
+		f.ticks[tick].failed++
+		if o == resil.OutcomeTimeout {
+			f.sum.Timeouts++
+		}
+	}
+	in.failed = true
+	if in.inflight > 0 {
+		return // a hedge is still out: it may yet succeed
+	}
+	if !f.retryOn[o] {
+		// Not a failure the fleet retries: the classifier's call, made
+		// before the policy is asked, as in resil's Guard (counted with
+		// retries exhausted, as LostBy counts a stop it has no column for).
+		f.lose(i, resil.StopNotRetryable)
+		return
+	}
+	var latest time.Time
+	if in.latest > 0 {
+		latest = f.vt(in.latest)
+	}
+	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
+	if err != nil {
+		r := resil.ReasonOf(err)
+		f.lose(i, r)
+		if r == resil.StopBudget {
+			f.sum.BudgetDenials++
+		}
+		return
+	}
+	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
+}
+
+// resume sends intent i's retry at the end of its backoff.
+func (f *fleet) resume(i int32, now int64) {
+	in := &f.ints[i]
+	if f.policies[in.client].Pacer != nil && f.paced(i, now, evRetry) {
+		return
+	}
+	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
+	if err != nil {
+		r := resil.ReasonOf(err)
+		f.refused(i, now, r)
+		f.lose(i, r)
+		return
+	}
+	f.send(i, now, t, -1)
+}
+
+// hedge sends a hedge beside attempt a if the policy and the budget allow.
+func (f *fleet) hedge(a int32, now int64) {
+	i := f.atts[a].intent
+	in := &f.ints[i]
+	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
+	if err != nil {
+		if resil.ReasonOf(err) == resil.StopBudget {
+			f.sum.BudgetDenials++
+		}
+		return // a refused hedge is no loss: the attempt is still out
+	}
+	f.send(i, now, t, int32(f.atts[a].replica))
+}
+
+// refused counts an attempt the breaker, or the adaptive throttle
+// (resil.StopThrottled), refused, and draws its ground truth: would it
+// have succeeded had it been sent? The draw changes nothing in the origin.
+func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
+	in := &f.ints[i]
+	n := int(in.sent)
+	in.sent++
+	in.failed = true
+	k := f.tickOf(now)
+	switch {
+	case k < 0:
+		return
+	case why == resil.StopThrottled:
+		f.ticks[k].throttled++
+		f.sum.ThrottleRefusals++
+	default:
+		f.ticks[k].refused++
+		f.sum.BreakerRefusals++
+	}
+	if f.env.outage || in.broken {
+		return
+	}
+	if f.env.errRate > 0 && draw(f.seed, in.id, n, drawError) < f.env.errRate {
+		return
+	}
+	r := 0
+	if f.replicas > 1 {
+		r = int(draw(f.seed, in.id, n, drawReplica) * float64(f.replicas))
+	}
+	timeout := f.timeout
+	if in.latest > 0 {
+		timeout = min(timeout, in.latest-now)
+	}
+	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
+		f.sum.AnswersThrownAway++
+	}
+}
+
+// lose ends intent i without success: resil stopped it for reason r.
+func (f *fleet) lose(i int32, r resil.StopReason) {
+	f.sum.IntentsLost++
+	f.sum.LostBy.Add(r)
+	f.endIntent(i)
+}
+
+// endIntent ends intent i, won or lost.
+func (f *fleet) endIntent(i int32) {
+	in := &f.ints[i]
+	if in.failed && in.afterClear {
+		f.sum.Victims++
+	}
+	in.free = true
+	in.gen++
+	f.freeI = append(f.freeI, i)
+	f.live--
+}
+
+// finishUnfinished ends the intents still open when the drain limit hit.
+func (f *fleet) finishUnfinished() {
+	for i := range f.ints {
+		if !f.ints[i].free {
+			f.sum.IntentsLost++
+			f.sum.LostBy.Unfinished++
+			f.endIntent(int32(i))
+		}
+	}
+}
+
+func (f *fleet) unlink(in *intent, a int32) {
+	p := &in.head
+	for *p >= 0 {
+		if *p == a {
+			*p = f.atts[a].next
+			in.inflight--
+			return
+		}
+		p = &f.atts[*p].next
+	}
+}
+
+func (f *fleet) newIntent() int32 {
+	f.live++
+	if n := len(f.freeI); n > 0 {
+		i := f.freeI[n-1]
+		f.freeI = f.freeI[:n-1]
+		in := &f.ints[i]
+		gen := in.gen
+		*in = intent{gen: gen, head: -1}
+		return i
+	}
+	f.ints = append(f.ints, intent{gen: 1, head: -1})
+	return int32(len(f.ints) - 1)
+}
+
+// newAttempt returns a free attempt slot: the caller sets every field but
+// gen.
+func (f *fleet) newAttempt() (int32, *attempt) {
+	if n := len(f.freeA); n > 0 {
+		a := f.freeA[n-1]
+		f.freeA = f.freeA[:n-1]
+		return a, &f.atts[a]
+	}
+	f.atts = append(f.atts, attempt{gen: 1})
+	a := int32(len(f.atts) - 1)
+	return a, &f.atts[a]
+}
+
+// freeAttempt frees attempt a's slot: its client is done with it. Its
+// fields stay readable until the slot is taken again.
+func (f *fleet) freeAttempt(a int32) {
+	f.atts[a].gen++
+	f.freeA = append(f.freeA, a)
+}

@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestEventQueueOrder drives the queue with random schedules, against a
+// plain list searched for its least (at, seq): every pop must return the
+// same event, and next the same time. The lanes get events in order and
+// out of it, so events go to every lane, the spare lanes and the heap; the
+// delays range from none (ties) to far beyond everything else.
+func TestEventQueueOrder(t *testing.T) {
+	type stamped struct {
+		event
+		seq uint64
+	}
+	for seed := range uint64(40) {
+		{
+			r := rand.New(rand.NewPCG(seed, 1))
+			var q eventQueue
+			q.reset()
+			var ref []stamped
+			now, seq := int64(0), uint64(0)
+			delay := func() int64 {
+				switch r.IntN(8) {
+				case 0:
+					return 0
+				case 1:
+					return r.Int64N(1 << 12)
+				case 2:
+					return r.Int64N(1 << 22)
+				case 3:
+					return r.Int64N(1 << 30)
+				case 4:
+					return r.Int64N(1 << 36)
+				case 5:
+					return int64(1e9) // a fixed timeout
+				case 6:
+					return r.Int64N(1 << 50) // beyond the far wheel
+				}
+				return r.Int64N(1 << 26)
+			}
+			for step := range 20000 {
+				if len(ref) == 0 || r.IntN(100) < 52 {
+					e := event{at: now + delay(), ref: int32(step)}
+					if r.IntN(20) == 0 && now < math.MaxInt64/2 { // far beyond everything
+						e.at = math.MaxInt64 / 2
+					}
+					seq++
+					q.push(e, lane(r.IntN(int(laneHeap)+1)))
+					e.seq = seq
+					ref = append(ref, stamped{e, seq})
+					continue
+				}
+				best := 0
+				for i, x := range ref {
+					if b := ref[best]; x.at < b.at || (x.at == b.at && x.seq < b.seq) {
+						best = i
+					}
+				}
+				want := ref[best].event
+				ref = append(ref[:best], ref[best+1:]...)
+				if got := q.next(); got != want.at {
+					t.Fatalf("seed %d step %d: next = %d, want %d", seed, step, got, want.at)
+				}
+				got := q.pop()
+				if got != want {
+					t.Fatalf("seed %d step %d: pop = %+v, want %+v", seed, step, got, want)
+				}
+				now = got.at
+				if q.len() != len(ref) {
+					t.Fatalf("len = %d, want %d", q.len(), len(ref))
+				}
+			}
+			if len(ref) == 0 && q.next() != math.MaxInt64 {
+				t.Fatalf("empty queue: next = %d", q.next())
+			}
+			q.reset()
+			if q.len() != 0 || q.next() != math.MaxInt64 {
+				t.Fatal("reset left events")
+			}
+		}
+	}
+}
