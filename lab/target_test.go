@@ -184,3 +184,46 @@ func TestTargetStopsAtOnce(t *testing.T) {
 		t.Errorf("%d requests reached the target after the cancelled run returned", n-returned)
 	}
 }
+
+// counting is a service that answers at once and counts what it gets.
+type counting struct{ n atomic.Int64 }
+
+func (s *counting) ServeHTTP(http.ResponseWriter, *http.Request) { s.n.Add(1) }
+
+// TestProbeStopsAtOnce: cancelling a probe (Ctrl-C) stops its ramp at
+// once: it returns the context's error and sends nothing more.
+func TestProbeStopsAtOnce(t *testing.T) {
+	svc := &counting{}
+	u, err := url.Parse(startServer(t, svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		for svc.n.Load() < 30 && ctx.Err() == nil { // into the ramp
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancelled <- time.Now()
+		cancel()
+	}()
+	_, err = Probe(ctx, &Target{URL: u}, ProbeOptions{})
+	took := time.Since(<-cancelled)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Probe after a cancel: %v, want context.Canceled", err)
+	}
+	t.Logf("returned %s after the cancel", took.Round(time.Millisecond))
+	bound := 300 * time.Millisecond
+	if slow() {
+		bound = time.Second
+	}
+	if took > bound {
+		t.Errorf("the probe returned %s after the cancel, want under %s", took.Round(time.Millisecond), bound)
+	}
+	returned := svc.n.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := svc.n.Load(); n != returned {
+		t.Errorf("%d requests reached the service after the cancelled probe returned", n-returned)
+	}
+}
