@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/retrystorm/retrystorm/report"
@@ -310,6 +311,13 @@ func timesLessText(a, b float64) string {
 
 func shedSection(sc *scenario.Scenario, js shedJSON, partial []scenario.Fleet) report.Section {
 	dashed := map[string]bool{js.Storm[0].Name: true}
+	notes := []string{
+		"Goodput is answers in time per tick, during the trigger and after it; failures count failed attempts and the calls a breaker or a throttle refused; p99 is the latency of the intents that succeeded, from arrival to answer, retries included.",
+		"Both defences at the origin are resil's: the simulator drives a resil.Shedder (its DeadlineShedder and Limiter) on virtual time; the lab puts resilhttp.Shed in front of its origin.",
+	}
+	if limited, both := js.Fleets[2], js.Fleets[3]; reflect.DeepEqual(limited.Summary, both.Summary) && reflect.DeepEqual(limited.Series, both.Series) {
+		notes = append(notes, fmt.Sprintf("With the %s alone the origin's queue stays short enough that deadline shedding, added to it, changes nothing: the two runs are the same, tick for tick.", js.Storm[2].Origin))
+	}
 	return report.Section{
 		ID:    "shed",
 		Title: shedTitle,
@@ -322,10 +330,7 @@ func shedSection(sc *scenario.Scenario, js shedJSON, partial []scenario.Fleet) r
 		Tables: []report.Table{shedStormTable(js), shedPartialTable(js)},
 		Claims: js.Claims,
 		Charts: append(runCharts(js.Result, sc, dashed), shedPartialCharts(js)...),
-		Notes: []string{
-			"Goodput is answers in time per tick, during the trigger and after it; failures count failed attempts and the calls a breaker or a throttle refused; p99 is the latency of the intents that succeeded, from arrival to answer, retries included.",
-			"Both defences at the origin are resil's: the simulator drives a resil.Shedder (its DeadlineShedder and Limiter) on virtual time; the lab puts resilhttp.Shed in front of its origin.",
-		},
+		Notes:  notes,
 	}
 }
 
