@@ -108,7 +108,7 @@ var parseErrorTests = []struct {
 
 	// Required keys.
 	{"no duration", "traffic: {rate: 10}\norigin: {model: capacity, capacity: 10}\n" + fleet, "1:1", "", "duration is required (it has no default)"},
-	{"no rate", "duration: 60s\ntraffic: {clients: 3}\n", "2:10", "traffic", "rate is required (it has no default)"},
+	{"no rate", "duration: 60s\ntraffic: {clients: 3}\n", "2:10", "traffic", "rate is required (it has no default; or give a series)"},
 	{"no traffic", "duration: 60s\norigin: {model: capacity, capacity: 10}\n" + fleet, "1:1", "traffic", "rate is required"},
 	{"no fleets", head, "1:1", "", "fleets is required"},
 	{"empty fleets", head + "fleets: []\n", "4:9", "fleets", "at least one fleet is required"},

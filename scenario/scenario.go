@@ -26,9 +26,14 @@ type Scenario struct {
 
 // Traffic is the open-loop stream of intents.
 type Traffic struct {
-	Rate     float64 // intents per second; required, > 0
-	Arrivals string  // "constant" (default) or "poisson"
-	Clients  int     // clients the intents are spread over, round robin; default 1
+	// Rate is intents per second, > 0; required unless Series is set,
+	// when it is the series' peak (Parse sets it, Validate checks it):
+	// what the estimates and the ceiling go by.
+	Rate float64
+	// Series, when set, gives the rate tick by tick, from a CSV file.
+	Series   *Series
+	Arrivals string // "constant" (default) or "poisson"
+	Clients  int    // clients the intents are spread over, round robin; default 1
 	// Idempotent is the share of intents that are idempotent; default 1.
 	Idempotent float64
 	// Keys is the share of non-idempotent intents that carry an

@@ -71,14 +71,32 @@ func scenarioObject(s *Scenario) *object {
 func trafficObject(t *Traffic) *object {
 	return &object{
 		fields: []field{
-			{key: "rate", need: true, v: number{&t.Rate}},
+			{key: "rate", need: true, why: "(it has no default; or give a series)", unless: "series", v: rate{t}},
+			{key: "series", v: series{&t.Series}},
 			{key: "arrivals", v: word{p: &t.Arrivals, words: arrivals}},
 			{key: "clients", v: integer{&t.Clients}},
 			{key: "idempotent", v: number{&t.Idempotent}},
 			{key: "keys", v: number{&t.Keys}},
 		},
 		preset: func(string) { t.Arrivals, t.Clients, t.Idempotent = "constant", 1, 1 },
-		check:  t.check,
+		finish: func(func(string) bool) {
+			if t.Series != nil {
+				t.Rate = t.Series.Peak()
+			}
+		},
+		check: t.check,
+	}
+}
+
+func seriesObject(s *Series) *object {
+	return &object{
+		fields: []field{
+			{key: "file", need: true, v: text{&s.File}},
+			{key: "column", v: text{&s.Column}},
+			{key: "scale", v: number{&s.Scale}},
+		},
+		preset: func(string) { s.Scale = 1 },
+		check:  s.check,
 	}
 }
 

@@ -181,6 +181,15 @@ func (s *Scenario) crossCheck(c *checker) {
 	if o := &s.Origin; o.DropExpired && o.Shed.Deadline {
 		c.fail("origin.drop_expired", "and shed: {deadline: true} both drop expired requests: keep one (shed refuses on arrival too, and answers a refusal at once)")
 	}
+	if sr := s.Traffic.Series; sr != nil {
+		last := sr.Points[len(sr.Points)-1].At
+		switch {
+		case s.Traffic.Rate != sr.Peak():
+			c.fail("traffic.rate", "is %s, but with a series the rate is the series' peak, %s (Parse sets it)", show(s.Traffic.Rate), show(sr.Peak()))
+		case last < s.Duration-s.Tick:
+			c.fail("traffic.series.file", "the series covers %s, but the run's last tick starts at %s: give rows up to it, or shorten the duration", show(last), show(s.Duration-s.Tick))
+		}
+	}
 	for i, t := range s.Triggers {
 		p := fmt.Sprintf("triggers[%d]", i)
 		switch {
@@ -197,7 +206,9 @@ func (s *Scenario) crossCheck(c *checker) {
 }
 
 func (t *Traffic) check(c *checker, path string) {
-	over(c, join(path, "rate"), t.Rate, 0, maxRate)
+	if t.Series == nil {
+		over(c, join(path, "rate"), t.Rate, 0, maxRate)
+	}
 	in(c, join(path, "clients"), t.Clients, 1, maxCount)
 	in(c, join(path, "idempotent"), t.Idempotent, 0, 1)
 	in(c, join(path, "keys"), t.Keys, 0, 1)
