@@ -174,6 +174,10 @@ func Estimate(sc *scenario.Scenario) Cost {
 		ticks = max(1, int64((sc.Duration+sc.Tick-1)/sc.Tick))
 	}
 	intents, peakRate := intentsOf(sc)
+	// Each fleet holds the schedule of conditions: one env per trigger
+	// boundary and per tick a rate series changes the rate.
+	envs := int64(1 + 2*len(sc.Triggers) + len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)))
+	schedBytes := satMul(envs, int64(unsafe.Sizeof(env{}))+8)
 	for i := range sc.Fleets {
 		f := &sc.Fleets[i]
 		perIntent, lifetime := attemptsPerIntent(sc, f)
@@ -192,7 +196,7 @@ func Estimate(sc *scenario.Scenario) Cost {
 		if f.Throttle.Use == scenario.ThrottleAdaptive {
 			perClient += throttleBytes
 		}
-		mem := satMul(ticks, tickBytes) + satMul(clients, perClient)
+		mem := satAdd(satMul(ticks, tickBytes)+satMul(clients, perClient), schedBytes)
 		// Intents live at most their lifetime, each with an attempt out
 		// and its hedges, unless a queue keeps attempts after their
 		// client left (ghosts are served, and hold their slot, later).

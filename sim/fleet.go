@@ -371,7 +371,15 @@ func (f *fleet) switchEnv(at int64) {
 	old := f.env
 	f.env = &f.sched.envs[f.envAt]
 	f.setConditions(at)
-	if f.env.rate != old.rate {
+	switch {
+	case f.env.rate == old.rate:
+	case f.env.smooth && !f.poisson && old.rate > 0 && f.env.rate > 0 && f.nextArrival < math.MaxInt64:
+		// A rate series changes the rate every tick: constant arrivals
+		// keep their phase, the share of the gap still to go, so that
+		// each tick gets its rate's arrivals and not one more.
+		left := float64(f.nextArrival-at) * old.rate / f.env.rate
+		f.nextArrival = satAdd(at, int64(min(left, math.MaxInt64/2)))
+	default:
 		// Restart arrivals at the new rate; Poisson arrivals are
 		// memoryless, so this is exact for them.
 		f.nextArrival = f.firstArrival(at)
