@@ -217,7 +217,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 		clearAt = time.Duration(w.End * float64(time.Second))
 	}
 	lc := LoadConfig{
-		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers,
+		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers, Tick: wall.Tick,
 		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
 		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
 	}

@@ -30,6 +30,15 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 	s := *sc
 	s.Duration, s.Tick = d(s.Duration), d(s.Tick)
 	s.Traffic.Rate = r(s.Traffic.Rate)
+	if sr := s.Traffic.Series; sr != nil {
+		c := *sr
+		c.Scale = r(c.Scale)
+		c.Points = slices.Clone(c.Points)
+		for i := range c.Points {
+			c.Points[i].At = d(c.Points[i].At)
+		}
+		s.Traffic.Series = &c
+	}
 	o := &s.Origin
 	o.Capacity = r(o.Capacity)
 	o.Latency, o.Base, o.PerInflight = d(o.Latency), d(o.Base), d(o.PerInflight)
