@@ -104,12 +104,12 @@ type labJSON struct {
 func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptions) *Outcome {
 	agreements, claims := compareLab(sc, simRes, labRes)
 	wire, gateway := labWire(opts.Protocol)
-	intro := fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, %s, and an open-loop load generator.",
-		sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc), gateway)
+	intro := fmt.Sprintf("%s: %s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, %s, and an open-loop load generator.",
+		sc.Name, describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc), gateway)
 	var notes []string
 	if opts.Target != "" {
-		intro = fmt.Sprintf("%s: %g intents/s over %d clients; %s. The lab ran it against %s, with %s and an open-loop load generator; the simulator ran the scenario's %s origin, the model of that service.",
-			sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, describeTriggers(sc), opts.Target, gateway, sc.Origin.Model)
+		intro = fmt.Sprintf("%s: %s over %d clients; %s. The lab ran it against %s, with %s and an open-loop load generator; the simulator ran the scenario's %s origin, the model of that service.",
+			sc.Name, describeRate(sc), sc.Traffic.Clients, describeTriggers(sc), opts.Target, gateway, sc.Origin.Model)
 		// The service is not the model: how close the numbers come is
 		// for reading, not a claim; who recovers is.
 		for _, c := range claims[len(claims)-2:] {

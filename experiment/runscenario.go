@@ -46,8 +46,8 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 	sec := report.Section{
 		ID:    "run",
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
-		Intro: []string{fmt.Sprintf("%g intents/s over %d clients against a %s origin; %s.",
-			sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
+		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
+			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
 		Tables: []report.Table{t},
 		Charts: runCharts(res, sc, nil),
 		Notes:  notes,
