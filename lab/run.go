@@ -153,6 +153,9 @@ func Check(sc *scenario.Scenario) error {
 	if sc.Tick <= 0 {
 		return fmt.Errorf("lab: scenario %q has no tick", sc.Name)
 	}
+	if len(sc.Tiers) > 0 {
+		return fmt.Errorf("lab: scenario %q has tiers, which the lab does not run yet", sc.Name)
+	}
 	_, err := NewOrigin(OriginConfig{Origin: sc.Origin})
 	return err
 }

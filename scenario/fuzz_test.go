@@ -92,7 +92,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add(uint8(1), uint16(57), 1000.0, uint16(58), 0.0005, uint16(7), 1e300)
 	f.Add(uint8(2), uint16(3), -1.0, uint16(12), 9.3e18, uint16(20), 0.1)
 	f.Fuzz(func(t *testing.T, base uint8, i1 uint16, v1 float64, i2 uint16, v2 float64, i3 uint16, v3 float64) {
-		files := []string{"storm.yaml", "kinds.yaml", "concurrency.yaml", "lifo.yaml", "series.yaml"}
+		files := []string{"storm.yaml", "kinds.yaml", "concurrency.yaml", "lifo.yaml", "series.yaml", "tiers.yaml"}
 		s, err := parse("base.yaml", readTestdata(t, files[int(base)%len(files)]), readTestFile)
 		if err != nil {
 			t.Fatal(err)

@@ -60,6 +60,7 @@ func scenarioObject(s *Scenario) *object {
 			{key: "tick", v: duration{&s.Tick}},
 			{key: "traffic", v: trafficObject(&s.Traffic)},
 			{key: "origin", v: originObject(&s.Origin)},
+			{key: "tiers", v: list[Tier]{&s.Tiers, tierObject}},
 			{key: "triggers", v: list[Trigger]{&s.Triggers, triggerObject}},
 			{key: "fleets", need: true, why: "(a scenario runs at least one fleet)", v: list[Fleet]{&s.Fleets, fleetObject}},
 		},
@@ -176,6 +177,34 @@ func fleetObject(f *Fleet) *object {
 			{key: "hedge", v: hedgeObject(&f.Hedge)},
 		},
 		check: f.check,
+	}
+}
+
+func tierObject(t *Tier) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "name", need: true, v: text{&t.Name}},
+			{key: "server", need: true, why: "(the tier's server: an origin model, such as {model: queue, capacity: 400, workers: 40})", v: originObject(&t.Server)},
+			{key: "client", need: true, why: "(how the tier calls the next one: at least a timeout and a budget)", v: clientObject(&t.Client)},
+		},
+		check: t.check,
+	}
+}
+
+func clientObject(c *Client) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "timeout", need: true, v: duration{&c.Timeout}},
+			{key: "deadline", v: duration{&c.Deadline}},
+			{key: "retry", v: retryObject(&c.Retry)},
+			{key: "budget", need: true, why: "(write budget: {use: none} for none)", v: budgetObject(&c.Budget)},
+			{key: "breaker", v: breakerObject(&c.Breaker)},
+			{key: "hedge", v: hedgeObject(&c.Hedge)},
+			{key: "propagate_deadline", v: boolean{&c.PropagateDeadline}},
+		},
+		check: c.check,
 	}
 }
 
