@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -236,6 +237,20 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 			b.Min, b.MinWhy = (d + time.Millisecond - 1).Truncate(time.Millisecond), why
 		}
 	}
+	// A chain's tiers: their timeouts are scaled too, and every hop's
+	// attempts are served by the same two cores.
+	var tiers []resil.Policy
+	for _, t := range sc.Tiers {
+		if t.Client.Timeout > 0 {
+			raise(time.Duration(float64(MinScaledTimeout)*per/t.Client.Timeout.Seconds()),
+				fmt.Sprintf("tier %s's %s timeout would last less than %s of wall time", t.Name, Short(t.Client.Timeout), Short(MinScaledTimeout)))
+		}
+		p, err := t.NewPolicy()
+		if err != nil {
+			return b, err
+		}
+		tiers = append(tiers, p)
+	}
 	for _, f := range sc.Fleets {
 		if f.Timeout > 0 {
 			raise(time.Duration(float64(MinScaledTimeout)*per/f.Timeout.Seconds()),
@@ -245,9 +260,17 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 		if err != nil {
 			return b, err
 		}
-		if c := p.Ceiling(rate); !math.IsInf(c, 0) {
-			raise(time.Duration(float64(time.Second)*per*c/MaxAttemptRate),
-				fmt.Sprintf("fleet %s's %.0f attempts per scenario second would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, c, MaxAttemptRate))
+		// The attempts of every hop: each layer's become the calls of the
+		// tier it reaches.
+		c, total := p.Ceiling(rate), 0.0
+		total += c
+		for _, tp := range tiers {
+			c = tp.Ceiling(c)
+			total += c
+		}
+		if !math.IsInf(total, 0) {
+			raise(time.Duration(float64(time.Second)*per*total/MaxAttemptRate),
+				fmt.Sprintf("fleet %s's %.0f attempts per scenario second (over every hop) would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, total, MaxAttemptRate))
 		}
 	}
 	fleets := len(sc.Fleets)

@@ -32,7 +32,7 @@ func (f Fleet) NewPolicyRand(src rand.Source) (resil.Policy, error) {
 // tier with: as Fleet.NewPolicy, one per replica, each with its own budget
 // and breaker (labelled with the tier's name). A tier has no throttle.
 func (t Tier) NewPolicy() (resil.Policy, error) {
-	p, err := t.Client.fleet(t.Name).policy(nil)
+	p, err := t.Client.Fleet(t.Name).policy(nil)
 	if err != nil {
 		return resil.Policy{}, fmt.Errorf("tier %q: %w", t.Name, err)
 	}

@@ -370,7 +370,7 @@ type Client struct {
 	PropagateDeadline bool
 }
 
-// fleet is the client as a fleet called name: the same policy.
-func (c Client) fleet(name string) Fleet {
+// Fleet returns the client as a fleet called name: the same policy.
+func (c Client) Fleet(name string) Fleet {
 	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge}
 }
