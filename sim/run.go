@@ -48,9 +48,6 @@ func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result,
 	if len(sc.Fleets) == 0 {
 		return nil, fmt.Errorf("sim: scenario %q has no fleets", sc.Name)
 	}
-	if len(sc.Tiers) > 0 {
-		return nil, fmt.Errorf("sim: scenario %q has tiers, which the simulator does not run yet", sc.Name)
-	}
 	if err := Estimate(sc).Check(sc.Name, opts.Limits); err != nil {
 		return nil, err
 	}
