@@ -48,7 +48,7 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
 		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
 			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
-		Tables: []report.Table{t},
+		Tables: append([]report.Table{t}, chainTables(res)...),
 		Charts: runCharts(res, sc, nil),
 		Notes:  notes,
 	}
