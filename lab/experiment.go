@@ -180,6 +180,12 @@ func labNotes(res *Result) []string {
 		if o.Executions > 0 {
 			n += fmt.Sprintf("; %d POST executions, %d of them duplicates, %d retries answered from the idempotency keys", o.Executions, o.Duplicates, o.Replayed)
 		}
+		for _, t := range f.Tiers {
+			n += fmt.Sprintf("; tier %s answered %d requests after their caller left", t.Name, t.Wasted)
+			if t.Dropped > 0 {
+				n += fmt.Sprintf(" and dropped %d", t.Dropped)
+			}
+		}
 		out = append(out, n+".")
 	}
 	return out

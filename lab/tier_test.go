@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,35 @@ func TestLabChainPropagatesDeadlines(t *testing.T) {
 	}
 	if math.Abs(per[false]-4) > 0.3 || math.Abs(per[true]-3) > 0.3 {
 		t.Errorf("attempts at the origin per tier attempt: %.2f without propagation (want 4), %.2f with (want 3)", per[false], per[true])
+	}
+}
+
+// TestLabChainAgreesWithSimulator: lab.Experiment runs a chain in the
+// simulator and the lab and compares them layer by layer; every claim
+// (who recovers, each layer's offered load, each hop's retries/requests)
+// holds.
+func TestLabChainAgreesWithSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chain in the simulator and the lab, with the drop_expired counterfactual: 6 s")
+	}
+	out, err := Experiment(context.Background(), chainScenario(t, "2500ms", true), ExperimentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layered := 0
+	for _, tb := range out.Section.Tables {
+		for _, r := range tb.Rows {
+			if strings.Contains(r[0], "→ origin") {
+				layered++
+			}
+		}
+	}
+	if layered == 0 {
+		t.Error("no layer was compared")
+	}
+	for _, c := range out.Claims {
+		if !c.Holds {
+			t.Errorf("claim fails: %s (%s)", c.Text, c.Detail)
+		}
 	}
 }
