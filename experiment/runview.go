@@ -116,8 +116,9 @@ func chainCharts(res *sim.Result, x []float64, tick string) []report.Chart {
 }
 
 // chainTables are a chain's layers, one table per fleet: the load offered
-// to each layer and its amplification, its answers, how its callers fared,
-// its queue, and the work it did for callers that had left.
+// to each layer and its amplification, how its callers fared, whether it
+// recovered, the calls that reached it and were lost, and the work it did
+// for callers that had left. The queues are in the charts.
 func chainTables(res *sim.Result) []report.Table {
 	var out []report.Table
 	for _, f := range res.Fleets {
@@ -125,24 +126,18 @@ func chainTables(res *sim.Result) []report.Table {
 			continue
 		}
 		t := report.Table{
-			Title: f.Name + ": the chain, layer by layer (each layer's callers: the fleet, then the tier above)",
-			Columns: []report.Column{{Name: "layer"}, {Name: "attempts", Align: report.Right}, {Name: "per intent", Align: report.Right},
-				{Name: "peak/tick", Align: report.Right}, {Name: "goodput", Align: report.Right}, {Name: "failures", Align: report.Right},
-				{Name: "after", Align: report.Right}, {Name: "recovery", Align: report.Right}, {Name: "calls lost", Align: report.Right},
-				{Name: "wasted", Align: report.Right}, {Name: "peak queue", Align: report.Right}},
+			Title: f.Name + ": layer by layer",
+			Columns: []report.Column{{Name: "layer"}, {Name: "attempts", Align: report.Right}, {Name: "×intent", Align: report.Right},
+				{Name: "peak/tick", Align: report.Right}, {Name: "failures", Align: report.Right}, {Name: "recovery", Align: report.Right},
+				{Name: "lost", Align: report.Right}, {Name: "wasted", Align: report.Right}},
 			Emphasis: map[[2]int]bool{},
 		}
 		for i, l := range f.Tiers {
 			s := l.Summary
-			peakQ := int64(0)
-			for _, q := range l.Series.Queue {
-				peakQ = max(peakQ, q)
-			}
 			t.Rows = append(t.Rows, []string{l.Name, report.Int(s.Attempts), report.Float(l.Amplification, 2), report.Int(s.PeakOffered),
-				report.Int(s.Goodput), report.Int(s.Failures), report.Int(s.FailuresAfterClear), recoveryText(s), report.Int(s.IntentsLost),
-				report.Int(s.WastedWork), report.Int(peakQ)})
+				report.Int(s.Failures), recoveryText(s), report.Int(s.IntentsLost), report.Int(s.WastedWork)})
 			if !s.Recovered {
-				t.Emphasis[[2]int{i, 7}] = true
+				t.Emphasis[[2]int{i, 5}] = true
 			}
 		}
 		out = append(out, t)
