@@ -275,8 +275,12 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 			total += c
 		}
 		if !math.IsInf(total, 0) {
+			hops := ""
+			if len(tiers) > 0 {
+				hops = " (over every hop of the chain)"
+			}
 			raise(time.Duration(float64(time.Second)*per*total/MaxAttemptRate),
-				fmt.Sprintf("fleet %s's %.0f attempts per scenario second (over every hop) would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, total, MaxAttemptRate))
+				fmt.Sprintf("fleet %s's %.0f attempts per scenario second%s would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, total, hops, MaxAttemptRate))
 		}
 	}
 	fleets := len(sc.Fleets)
