@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -151,4 +153,134 @@ func TestChainKeepsTheRecords(t *testing.T) {
 	if s := unsafe.Sizeof(request{}); s != 40 {
 		t.Errorf("request is %d bytes, want 40", s)
 	}
+}
+
+// checkChain checks what must hold of every layer of a chain, whatever the
+// policies: each layer's series add up to its summary, its calls come from
+// the attempts of the layer above, answers never outnumber attempts, every
+// lost call has a reason, and the amplification is the attempts per intent.
+func checkChain(t *testing.T, sc *scenario.Scenario, r *Result) {
+	t.Helper()
+	for _, f := range r.Fleets {
+		if len(f.Tiers) != len(sc.Tiers)+1 || f.Tiers[len(f.Tiers)-1].Name != "origin" {
+			t.Fatalf("%s: %d layers for %d tiers", f.Name, len(f.Tiers), len(sc.Tiers))
+		}
+		for l, tr := range f.Tiers {
+			s, se := tr.Summary, tr.Series
+			var offered, succ, good, failed, intents int64
+			for k := range se.Tick {
+				offered += se.Offered[k]
+				succ += se.Successes[k]
+				good += se.Goodput[k]
+				failed += se.FailedAttempts[k]
+				intents += se.Intents[k]
+				if se.Offered[k] != se.FirstAttempts[k]+se.Retries[k]+se.Hedges[k] {
+					t.Errorf("%s/%s tick %d: offered %d is not first + retries + hedges", f.Name, tr.Name, k, se.Offered[k])
+				}
+				if se.Goodput[k] > se.Successes[k] {
+					t.Errorf("%s/%s tick %d: goodput %d > successes %d", f.Name, tr.Name, k, se.Goodput[k], se.Successes[k])
+				}
+			}
+			if s.Attempts != offered || s.Successes != succ || s.Goodput != good || s.FailedAttempts != failed || s.Intents != intents {
+				t.Errorf("%s/%s: the summary does not match the series: %+v", f.Name, tr.Name, s)
+			}
+			if s.Successes > s.Attempts || s.FailedAttempts+s.Goodput > s.Attempts {
+				t.Errorf("%s/%s: %d successes, %d failed and %d goodput of %d attempts", f.Name, tr.Name, s.Successes, s.FailedAttempts, s.Goodput, s.Attempts)
+			}
+			if l > 0 && s.Intents > f.Tiers[l-1].Summary.Attempts {
+				t.Errorf("%s/%s: %d calls from %d attempts at the layer above", f.Name, tr.Name, s.Intents, f.Tiers[l-1].Summary.Attempts)
+			}
+			lb := s.LostBy
+			if s.IntentsLost != lb.RetriesExhausted+lb.Budget+lb.Breaker+lb.Throttled+lb.NotIdempotent+lb.Deadline+lb.Unfinished {
+				t.Errorf("%s/%s: %d lost, not the sum of its reasons %+v", f.Name, tr.Name, s.IntentsLost, lb)
+			}
+			if want := float64(s.Attempts) / float64(max(f.Summary.Intents, 1)); f.Summary.Intents > 0 && tr.Amplification != want {
+				t.Errorf("%s/%s: amplification %g, want %g", f.Name, tr.Name, tr.Amplification, want)
+			}
+		}
+	}
+}
+
+// FuzzChain builds small chains from fuzzed numbers: one to three tiers of
+// any server model and client policy, in front of any origin through any
+// trigger. Whatever the loader accepts must run without a panic, keep
+// every invariant of a run and of a chain, stay within the estimate, and
+// give the same bytes twice.
+func FuzzChain(f *testing.F) {
+	f.Add(uint8(3), uint8(0), uint8(3), uint8(0), uint8(0), uint8(1), uint16(100))
+	f.Add(uint8(1), uint8(1), uint8(1), uint8(1), uint8(1), uint8(3), uint16(300))
+	f.Add(uint8(2), uint8(2), uint8(255), uint8(2), uint8(2), uint8(2), uint16(50))
+	f.Add(uint8(2), uint8(5), uint8(2), uint8(3), uint8(3), uint8(4), uint16(200))
+	f.Fuzz(func(t *testing.T, tiers, model, retries, policy, origin, trigger uint8, rate uint16) {
+		servers := []string{
+			"{model: concurrency, base: 2ms, per_inflight: 1ms}",
+			"{model: queue, capacity: 300, workers: 6, queue_limit: 40}",
+			"{model: queue, capacity: 300, workers: 6, drop_expired: true}",
+			"{model: capacity, capacity: 250, latency: 3ms}",
+			"{model: queue, capacity: 400, workers: 8, replicas: 2}",
+		}
+		policies := []string{
+			"budget: {use: none}",
+			"budget: {use: token_bucket, settings: {budget_ratio: 0.1, min_tokens: 2}}, propagate_deadline: true",
+			"budget: {use: none}, breaker: {use: consecutive, settings: {threshold: 3, cooldown: 1s}}",
+			"budget: {use: none}, hedge: {delay: 20ms}, propagate_deadline: true",
+		}
+		origins := []string{
+			"{model: queue, capacity: 150, workers: 3}",
+			"{model: queue, capacity: 150, workers: 3, drop_expired: true}",
+			"{model: concurrency, base: 5ms, per_inflight: 2ms}",
+			"{model: capacity, capacity: 120, latency: 5ms}",
+		}
+		trig := []string{
+			"[]",
+			"[{kind: capacity, at: 2s, for: 2s, capacity: 30}]",
+			"[{kind: errors, at: 2s, for: 2s, error_rate: 0.5}]",
+			"[{kind: outage, at: 1s, for: 2s, mode: refuse}]",
+			"[{kind: outage, at: 1s, for: 2s, mode: stall}]",
+			"[{kind: outage, at: 1s, for: 2s}]",
+		}[trigger%6]
+		o := origins[origin%4]
+		if o[8:19] == "concurrency" && trigger%6 == 1 {
+			trig = "[]"
+		}
+		r := fmt.Sprint(retries % 4)
+		if retries == 255 {
+			r = "unlimited"
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "name: fuzzchain\nduration: 8s\ntick: 500ms\ntraffic: {rate: %d, clients: 4, arrivals: poisson}\norigin: %s\ntiers:\n", rate%400+1, o)
+		n := int(tiers%3) + 1
+		for l := range n {
+			fmt.Fprintf(&b, "  - name: t%d\n    server: %s\n    client: {timeout: %dms, retry: {max_retries: %s, backoff: {use: exponential, base: 10ms, cap: 100ms, jitter: full}}, %s}\n",
+				l, servers[(int(model)+l)%len(servers)], 100*(n-l+1), r, policies[(int(policy)+l)%len(policies)])
+		}
+		fmt.Fprintf(&b, "triggers: %s\nfleets:\n  - {name: users, timeout: %dms, deadline: 4s, retry: {max_retries: 2}, budget: {use: none}}\n", trig, 100*(n+2))
+		sc, err := scenario.Parse("fuzzchain.yaml", []byte(b.String()))
+		if err != nil {
+			t.Skip(err) // the loader's business, fuzzed on its own
+		}
+		res, err := Run(context.Background(), sc)
+		if errors.Is(err, ErrTooCostly) {
+			t.Skip(err) // unlimited retries at every hop: the estimate refuses, as it should
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, sc, res)
+		checkChain(t, sc, res)
+		var attempts int64
+		for _, tr := range res.Fleets[0].Tiers {
+			attempts += tr.Summary.Attempts
+		}
+		if est := Estimate(sc); float64(attempts) > est.Attempts {
+			t.Fatalf("%d attempts over every hop, more than the estimate of %.0f", attempts, est.Attempts)
+		}
+		again, err := Run(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(encode(t, res)) != string(encode(t, again)) {
+			t.Fatal("two runs of the same chain differ")
+		}
+	})
 }
