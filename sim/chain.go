@@ -620,17 +620,8 @@ func (f *fleet) chainTimedOut(a int32, now int64) {
 	ri := f.atts[a].req
 	hop := f.ints[f.atts[a].intent].hop
 	f.finish(a, now, resil.OutcomeTimeout)
-	if ri < 0 {
-		return
-	}
-	if hop != f.last {
-		f.tierLeft(ri, now)
-		return
-	}
-	x := f.reqs.at(ri)
-	x.att = -1
-	if x.serving {
-		f.origin[x.replica].Left(time.Duration(now), origin.Request(ri))
+	if ri >= 0 {
+		f.abandon(hop, ri, now)
 	}
 }
 
