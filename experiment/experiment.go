@@ -82,7 +82,7 @@ func register(e *Experiment) *Experiment {
 }
 
 // order is the order experiments are documented and run in.
-var order = []string{"storm", "fleets", "jitter", "breaker", "outage", "hedge", "sweep", "shed"}
+var order = []string{"storm", "fleets", "jitter", "breaker", "outage", "hedge", "layers", "sweep", "shed"}
 
 // All returns the experiments in the order they are documented.
 func All() []*Experiment {

@@ -36,8 +36,8 @@ func runFleets(ctx context.Context, opts Options) (*Outcome, error) {
 		ID:    "fleets",
 		Title: fleetsTitle,
 		Intro: []string{
-			fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin of %g/s; %s. Every fleet sees the same traffic; the first is the control.",
-				sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, sc.Origin.Capacity, describeTriggers(sc)),
+			fmt.Sprintf("%s: %s over %d clients against a %s origin of %g/s; %s. Every fleet sees the same traffic; the first is the control.",
+				sc.Name, describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, sc.Origin.Capacity, describeTriggers(sc)),
 			"A retry budget does not make the incident smaller: it decides who pays for it. Read failures and intents lost together, never one without the other.",
 		},
 		Tables: []report.Table{fleetsTable(res)},

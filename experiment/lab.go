@@ -104,12 +104,12 @@ type labJSON struct {
 func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptions) *Outcome {
 	agreements, claims := compareLab(sc, simRes, labRes)
 	wire, gateway := labWire(opts.Protocol)
-	intro := fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, %s, and an open-loop load generator.",
-		sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc), gateway)
+	intro := fmt.Sprintf("%s: %s over %d clients against a %s origin; %s. The lab ran it with real servers and sockets on 127.0.0.1: an origin with finite capacity, %s, and an open-loop load generator.",
+		sc.Name, describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc), gateway)
 	var notes []string
 	if opts.Target != "" {
-		intro = fmt.Sprintf("%s: %g intents/s over %d clients; %s. The lab ran it against %s, with %s and an open-loop load generator; the simulator ran the scenario's %s origin, the model of that service.",
-			sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, describeTriggers(sc), opts.Target, gateway, sc.Origin.Model)
+		intro = fmt.Sprintf("%s: %s over %d clients; %s. The lab ran it against %s, with %s and an open-loop load generator; the simulator ran the scenario's %s origin, the model of that service.",
+			sc.Name, describeRate(sc), sc.Traffic.Clients, describeTriggers(sc), opts.Target, gateway, sc.Origin.Model)
 		// The service is not the model: how close the numbers come is
 		// for reading, not a claim; who recovers is.
 		for _, c := range claims[len(claims)-2:] {
@@ -128,15 +128,15 @@ func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptio
 			intro,
 			fmt.Sprintf("Time is scaled: one tick of %s of scenario time took %s of wall time, every duration shrunk and every rate grown by the same factor, so counts per tick are the scenario's. Everything below is in scenario time.", sc.Tick, wall),
 		},
-		Tables: []report.Table{
+		Tables: append(append(append([]report.Table{
 			titled(stormTable(labRes), "lab (real "+wire+", one tick = "+wall+")"),
 			titled(stormTable(simRes), "simulator"),
-			agreementTable(agreements),
-		},
+		}, prefixed(chainTables(labRes), "lab: ")...), prefixed(chainTables(simRes), "simulator: ")...),
+			agreementTable(agreements)),
 		Claims: claims,
 		Charts: pairCharts(sc, simRes, labRes, opts.CounterfactualName),
 		Notes: append([]string{
-			fmt.Sprintf("Offered load is the mean per tick before, during and after the trigger, measured at the origin; it agrees when within %.0f%% of the simulator's (%.0f%% during the trigger) or %g attempts per tick. Retries/requests is over the run; it agrees within %.0f%% or %g. Why these bounds: docs/lab.md.",
+			fmt.Sprintf("Offered load is the mean per tick before, during and after the trigger, measured where it arrives (in a chain, at each layer); it agrees when within %.0f%% of the simulator's (%.0f%% during the trigger) or %g attempts per tick. Retries/requests is over the run; it agrees within %.0f%% or %g. Why these bounds: docs/lab.md.",
 				100*LabTolerances.Offered.Rel, 100*LabTolerances.OfferedDuring.Rel, LabTolerances.Offered.Abs, 100*LabTolerances.RetriesPerRequest.Rel, LabTolerances.RetriesPerRequest.Abs),
 		}, append(notes, opts.Notes...)...),
 	}
@@ -149,6 +149,14 @@ func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptio
 			Lab: opts.Info, Claims: claims, Notes: sec.Notes,
 		},
 	}
+}
+
+// prefixed puts p before each table's title.
+func prefixed(ts []report.Table, p string) []report.Table {
+	for i := range ts {
+		ts[i].Title = p + ts[i].Title
+	}
+	return ts
 }
 
 func titled(t report.Table, title string) report.Table {
@@ -213,6 +221,29 @@ func compareLab(sc *scenario.Scenario, simRes, labRes *sim.Result) ([]Agreement,
 		rprOK = rprOK && a.Agrees
 		worstRetry = max(worstRetry, math.Abs(a.Lab-a.Sim))
 		out = append(out, a)
+		// A chain: every layer past the first (the fleet's own, above),
+		// by its offered load and its callers' retries/requests.
+		for i := 1; i < min(len(sf.Tiers), len(lf.Tiers)); i++ {
+			st, lt := sf.Tiers[i], lf.Tiers[i]
+			name := lf.Name + " → " + lt.Name
+			for j, p := range phases(simRes, n) {
+				if p[1] <= p[0] {
+					continue
+				}
+				tol := LabTolerances.Offered
+				if j == 1 {
+					tol = LabTolerances.OfferedDuring
+				}
+				a := agree(name, "offered per tick, "+phaseNames[j], mean(st.Series.Offered, p[0], p[1]), mean(lt.Series.Offered, p[0], p[1]), tol)
+				offeredOK = offeredOK && a.Agrees
+				worstOffered = max(worstOffered, relDiff(a))
+				out = append(out, a)
+			}
+			a := agree(name, "retries/requests", st.Summary.RetriesPerRequest, lt.Summary.RetriesPerRequest, LabTolerances.RetriesPerRequest)
+			rprOK = rprOK && a.Agrees
+			worstRetry = max(worstRetry, math.Abs(a.Lab-a.Sim))
+			out = append(out, a)
+		}
 	}
 	claims = append(claims,
 		report.Check(fmt.Sprintf("offered load agrees within %.0f%% before and after the trigger, %.0f%% during it (or %g per tick)",

@@ -46,9 +46,9 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 	sec := report.Section{
 		ID:    "run",
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
-		Intro: []string{fmt.Sprintf("%g intents/s over %d clients against a %s origin; %s.",
-			sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
-		Tables: []report.Table{t},
+		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
+			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
+		Tables: append([]report.Table{t}, chainTables(res)...),
 		Charts: runCharts(res, sc, nil),
 		Notes:  notes,
 	}

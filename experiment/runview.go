@@ -76,13 +76,20 @@ func runCharts(res *sim.Result, sc *scenario.Scenario, dashed map[string]bool) [
 		}
 		return out
 	}
+	offered := "Offered load: attempts reaching the origin"
+	if len(sc.Tiers) > 0 {
+		offered = "Offered load: attempts reaching the first tier"
+	}
 	charts := []report.Chart{
-		metric("Offered load: attempts reaching the origin", "attempts / "+tick, func(s sim.Series) []float64 { return ints(s.Offered) }),
+		metric(offered, "attempts / "+tick, func(s sim.Series) []float64 { return ints(s.Offered) }),
 		metric("Error rate: failed attempts / attempts sent", "share of attempts", func(s sim.Series) []float64 { return s.ErrorRate }),
 		metric("Retries / requests: the early-warning signal", "retries per intent", func(s sim.Series) []float64 { return s.RetriesPerRequest }),
 		metric("Goodput: successes whose caller still waited", "answers / "+tick, func(s sim.Series) []float64 { return ints(s.Goodput) }),
 	}
 	charts[1].Percent, charts[1].YMax = true, 1
+	if len(sc.Tiers) > 0 {
+		return append(charts, chainCharts(res, x, tick)...)
+	}
 	switch sc.Origin.Model {
 	case scenario.ModelQueue:
 		charts = append(charts, metric("Queue: requests waiting at the origin", "requests", func(s sim.Series) []float64 { return ints(s.Queue) }))
@@ -90,6 +97,60 @@ func runCharts(res *sim.Result, sc *scenario.Scenario, dashed map[string]bool) [
 		charts = append(charts, metric("In flight at the origin", "requests", func(s sim.Series) []float64 { return ints(s.Queue) }))
 	}
 	return charts
+}
+
+// chainCharts draws a chain's layers, for each fleet: the load offered to
+// each layer and each layer's queue, one line per layer.
+func chainCharts(res *sim.Result, x []float64, tick string) []report.Chart {
+	var charts []report.Chart
+	for _, f := range res.Fleets {
+		load := report.Chart{Title: f.Name + ": offered load at each layer", XLabel: "time (s)", YLabel: "attempts / " + tick, X: x, Shade: shade(res)}
+		queue := report.Chart{Title: f.Name + ": queue (or in flight) at each layer", XLabel: "time (s)", YLabel: "requests", X: x, Shade: shade(res)}
+		for _, t := range f.Tiers {
+			load.Lines = append(load.Lines, report.Line{Name: t.Name, Y: floats(t.Series.Offered)})
+			queue.Lines = append(queue.Lines, report.Line{Name: t.Name, Y: floats(t.Series.Queue)})
+		}
+		charts = append(charts, load, queue)
+	}
+	return charts
+}
+
+// chainTables are a chain's layers, one table per fleet: the load offered
+// to each layer and its amplification, how its callers fared, whether it
+// recovered, the calls that reached it and were lost, and the work it did
+// for callers that had left. The queues are in the charts.
+func chainTables(res *sim.Result) []report.Table {
+	var out []report.Table
+	for _, f := range res.Fleets {
+		if len(f.Tiers) == 0 {
+			continue
+		}
+		t := report.Table{
+			Title: f.Name + ": layer by layer",
+			Columns: []report.Column{{Name: "layer"}, {Name: "attempts", Align: report.Right}, {Name: "×intent", Align: report.Right},
+				{Name: "peak/tick", Align: report.Right}, {Name: "failures", Align: report.Right}, {Name: "recovery", Align: report.Right},
+				{Name: "lost", Align: report.Right}, {Name: "wasted", Align: report.Right}},
+			Emphasis: map[[2]int]bool{},
+		}
+		for i, l := range f.Tiers {
+			s := l.Summary
+			t.Rows = append(t.Rows, []string{l.Name, report.Int(s.Attempts), report.Float(l.Amplification, 2), report.Int(s.PeakOffered),
+				report.Int(s.Failures), recoveryText(s), report.Int(s.IntentsLost), report.Int(s.WastedWork)})
+			if !s.Recovered {
+				t.Emphasis[[2]int{i, 5}] = true
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func floats(v []int64) []float64 {
+	out := make([]float64, len(v))
+	for i, n := range v {
+		out[i] = float64(n)
+	}
+	return out
 }
 
 // mean averages v over [from, to).

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/retrystorm/retrystorm/report"
@@ -57,8 +58,8 @@ func runStorm(ctx context.Context, opts Options) (*Outcome, error) {
 		ID:    "storm",
 		Title: stormTitle,
 		Intro: []string{
-			fmt.Sprintf("%s: %g intents/s over %d clients against a %s origin (capacity %g/s, %d workers, timeout %s); %s.",
-				sc.Name, sc.Traffic.Rate, sc.Traffic.Clients, sc.Origin.Model, sc.Origin.Capacity, sc.Origin.Workers, sc.Fleets[0].Timeout, describeTriggers(sc)),
+			fmt.Sprintf("%s: %s over %d clients against a %s origin (capacity %g/s, %d workers, timeout %s); %s.",
+				sc.Name, describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, sc.Origin.Capacity, sc.Origin.Workers, sc.Fleets[0].Timeout, describeTriggers(sc)),
 			"A queue longer than capacity × timeout makes every answer late: the client has already given up, retries, and the retry joins the same queue. The workers stay busy serving requests nobody waits for.",
 		},
 		Tables: []report.Table{stormTable(res)},
@@ -220,6 +221,19 @@ func recoveredPhrase(s sim.Summary) string {
 		return "recovered in 1 tick"
 	}
 	return fmt.Sprintf("recovered in %d ticks", *s.RecoveryTicks)
+}
+
+// describeRate says what the intent rate is, in words: "100 intents/s",
+// or where a rate series comes from and its peak.
+func describeRate(sc *scenario.Scenario) string {
+	if sr := sc.Traffic.Series; sr != nil {
+		from := "a rate series"
+		if sr.File != "" {
+			from += " from " + filepath.Base(sr.File)
+		}
+		return fmt.Sprintf("%s (at most %g intents/s)", from, sr.Peak())
+	}
+	return fmt.Sprintf("%g intents/s", sc.Traffic.Rate)
 }
 
 // describeTriggers says what the triggers do, in words.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -179,6 +180,12 @@ func labNotes(res *Result) []string {
 		if o.Executions > 0 {
 			n += fmt.Sprintf("; %d POST executions, %d of them duplicates, %d retries answered from the idempotency keys", o.Executions, o.Duplicates, o.Replayed)
 		}
+		for _, t := range f.Tiers {
+			n += fmt.Sprintf("; tier %s answered %d requests after their caller left", t.Name, t.Wasted)
+			if t.Dropped > 0 {
+				n += fmt.Sprintf(" and dropped %d", t.Dropped)
+			}
+		}
 		out = append(out, n+".")
 	}
 	return out
@@ -236,6 +243,20 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 			b.Min, b.MinWhy = (d + time.Millisecond - 1).Truncate(time.Millisecond), why
 		}
 	}
+	// A chain's tiers: their timeouts are scaled too, and every hop's
+	// attempts are served by the same two cores.
+	var tiers []resil.Policy
+	for _, t := range sc.Tiers {
+		if t.Client.Timeout > 0 {
+			raise(time.Duration(float64(MinScaledTimeout)*per/t.Client.Timeout.Seconds()),
+				fmt.Sprintf("tier %s's %s timeout would last less than %s of wall time", t.Name, Short(t.Client.Timeout), Short(MinScaledTimeout)))
+		}
+		p, err := t.NewPolicy()
+		if err != nil {
+			return b, err
+		}
+		tiers = append(tiers, p)
+	}
 	for _, f := range sc.Fleets {
 		if f.Timeout > 0 {
 			raise(time.Duration(float64(MinScaledTimeout)*per/f.Timeout.Seconds()),
@@ -245,9 +266,21 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 		if err != nil {
 			return b, err
 		}
-		if c := p.Ceiling(rate); !math.IsInf(c, 0) {
-			raise(time.Duration(float64(time.Second)*per*c/MaxAttemptRate),
-				fmt.Sprintf("fleet %s's %.0f attempts per scenario second would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, c, MaxAttemptRate))
+		// The attempts of every hop: each layer's become the calls of the
+		// tier it reaches.
+		c, total := p.Ceiling(rate), 0.0
+		total += c
+		for _, tp := range tiers {
+			c = tp.Ceiling(c)
+			total += c
+		}
+		if !math.IsInf(total, 0) {
+			hops := ""
+			if len(tiers) > 0 {
+				hops = " (over every hop of the chain)"
+			}
+			raise(time.Duration(float64(time.Second)*per*total/MaxAttemptRate),
+				fmt.Sprintf("fleet %s's %.0f attempts per scenario second%s would pass %.0f per second of wall time, more than the lab serves on two cores", f.Name, total, hops, MaxAttemptRate))
 		}
 	}
 	fleets := len(sc.Fleets)

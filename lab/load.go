@@ -32,6 +32,9 @@ type LoadConfig struct {
 	Traffic scenario.Traffic
 	// Triggers may change the rate (load triggers); others are ignored.
 	Triggers []scenario.Trigger
+	// Tick is the scenario's tick: a rate series (Traffic.Series) sets
+	// the rate of each tick from its start. Required with a series.
+	Tick time.Duration
 	// Start is when the first intent is due; zero means now.
 	Start time.Time
 	// Duration is how long intents keep coming.
@@ -146,7 +149,7 @@ type generator struct {
 // rateAt is the intent rate in force at t from the start: the latest load
 // trigger's, as in the simulator.
 func (g *generator) rateAt(t time.Duration) float64 {
-	r, from := g.cfg.Traffic.Rate, time.Duration(-1)
+	r, from := g.cfg.Traffic.RateAt(t, g.cfg.Tick), time.Duration(-1)
 	for _, tr := range g.cfg.Triggers {
 		if tr.Kind == scenario.TriggerLoad && t >= tr.At && t < tr.End() && tr.At > from {
 			r, from = tr.Rate, tr.At
@@ -155,20 +158,32 @@ func (g *generator) rateAt(t time.Duration) float64 {
 	return r
 }
 
-// nextLoadChange is the first start or end of a load trigger after t.
-func (g *generator) nextLoadChange(t time.Duration) time.Duration {
+// nextLoadChange is the first start or end of a load trigger after t, and
+// whether it is rather a rate series' change at a tick's start.
+func (g *generator) nextLoadChange(t time.Duration) (time.Duration, bool) {
 	best := time.Duration(math.MaxInt64)
+	if tick := g.cfg.Tick; g.cfg.Traffic.Series != nil && tick > 0 {
+		// The next tick whose start changes the series' rate.
+		r := g.cfg.Traffic.RateAt(t, tick)
+		for at := t - t%tick + tick; at < g.cfg.Duration; at += tick {
+			if g.cfg.Traffic.RateAt(at, tick) != r {
+				best = at
+				break
+			}
+		}
+	}
+	series := true
 	for _, tr := range g.cfg.Triggers {
 		if tr.Kind != scenario.TriggerLoad {
 			continue
 		}
 		for _, b := range [2]time.Duration{tr.At, tr.End()} {
-			if b > t && b < best {
-				best = b
+			if b > t && b <= best {
+				best, series = b, false
 			}
 		}
 	}
-	return best
+	return best, series
 }
 
 // schedule sends every intent when it is due. It never waits for an
@@ -203,13 +218,20 @@ func (g *generator) schedule(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	next := first(0)
-	change := g.nextLoadChange(0)
+	change, smooth := g.nextLoadChange(0)
 	var id uint64
 	for {
 		// A rate change restarts arrivals at the new rate, as in the
-		// simulator (exact for Poisson arrivals, which are memoryless).
+		// simulator (exact for Poisson arrivals, which are memoryless);
+		// a rate series' change keeps the phase of constant arrivals.
 		for change <= next && change < g.cfg.Duration {
-			next, change = first(change), g.nextLoadChange(change)
+			old, now := g.rateAt(change-1), g.rateAt(change)
+			if smooth && !poisson && old > 0 && now > 0 && next < time.Duration(math.MaxInt64) {
+				next = change + time.Duration(float64(next-change)*old/now)
+			} else if old != now || !smooth {
+				next = first(change)
+			}
+			change, smooth = g.nextLoadChange(change)
 		}
 		if next >= g.cfg.Duration {
 			return

@@ -100,15 +100,20 @@ func TestLoadRates(t *testing.T) {
 		triggers []scenario.Trigger
 		want     float64
 		spread   float64
+		tick     time.Duration
 	}{
-		{"constant", scenario.Traffic{Rate: 1000, Arrivals: "constant"}, nil, 500, 1},
+		{"constant", scenario.Traffic{Rate: 1000, Arrivals: "constant"}, nil, 500, 1, 0},
 		// Poisson: four standard deviations.
-		{"poisson", scenario.Traffic{Rate: 1000, Arrivals: "poisson"}, nil, 500, 4 * math.Sqrt(500)},
+		{"poisson", scenario.Traffic{Rate: 1000, Arrivals: "poisson"}, nil, 500, 4 * math.Sqrt(500), 0},
 		{"load trigger", scenario.Traffic{Rate: 400, Arrivals: "constant"},
-			[]scenario.Trigger{{Kind: scenario.TriggerLoad, At: 250 * time.Millisecond, For: time.Second, Rate: 1200}}, 100 + 300, 2},
+			[]scenario.Trigger{{Kind: scenario.TriggerLoad, At: 250 * time.Millisecond, For: time.Second, Rate: 1200}}, 100 + 300, 2, 0},
+		// A series from 1000 to 0 per second: ticks of 100 ms at 1000,
+		// 750, 500, 250 and 0, with the phase kept from tick to tick.
+		{"rate series", scenario.Traffic{Rate: 1000, Arrivals: "constant", Series: &scenario.Series{Scale: 1,
+			Points: []scenario.Point{{At: 0, Rate: 1000}, {At: 400 * time.Millisecond, Rate: 0}}}}, nil, 250, 1, 100 * time.Millisecond},
 	} {
 		tc.traffic.Clients, tc.traffic.Idempotent = 1, 1
-		st := runLoad(t, &target{}, LoadConfig{Traffic: tc.traffic, Triggers: tc.triggers, Duration: 500 * time.Millisecond, Seed: 7})
+		st := runLoad(t, &target{}, LoadConfig{Traffic: tc.traffic, Triggers: tc.triggers, Duration: 500 * time.Millisecond, Seed: 7, Tick: tc.tick})
 		if math.Abs(float64(st.Due)-tc.want) > tc.spread || st.Sent != st.Due {
 			t.Errorf("%s: %d due, %d sent; want %g ± %g", tc.name, st.Due, st.Sent, tc.want, tc.spread)
 		}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -87,6 +88,8 @@ type FleetInfo struct {
 	// SettleSeconds is the pause before the fleet, against a target,
 	// waiting for it to settle.
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
+	// Tiers are the chain's tiers, outermost first; none without.
+	Tiers []TierCounts `json:"tiers,omitempty"`
 }
 
 // Run plays every fleet of sc, one after the other, each against a fresh
@@ -106,6 +109,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	}
 	if opts.Protocol == "" {
 		opts.Protocol = ProtocolHTTP
+	}
+	if opts.Protocol == ProtocolGRPC && len(sc.Tiers) > 0 {
+		return nil, errChainGRPC
 	}
 	res := &Result{
 		Result: &sim.Result{
@@ -141,6 +147,14 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	return res, nil
 }
 
+// errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers
+// are HTTP servers calling the next through resilhttp.
+var errChainGRPC = errors.New("lab: a chain of tiers runs over HTTP only; drop --protocol grpc or the scenario's tiers")
+
+// errChainTarget is why the lab refuses a chain of tiers against a target:
+// its tiers call the lab's own origin.
+var errChainTarget = errors.New("lab: a chain of tiers runs against the lab's own origin; drop --target or the scenario's tiers")
+
 // labGOGC is the garbage collector's target while a fleet runs.
 const labGOGC = 400
 
@@ -153,8 +167,17 @@ func Check(sc *scenario.Scenario) error {
 	if sc.Tick <= 0 {
 		return fmt.Errorf("lab: scenario %q has no tick", sc.Name)
 	}
-	_, err := NewOrigin(OriginConfig{Origin: sc.Origin})
-	return err
+	if _, err := NewOrigin(OriginConfig{Origin: sc.Origin}); err != nil {
+		return err
+	}
+	for _, t := range sc.Tiers {
+		tr, err := NewTier(TierConfig{Tier: t, Next: &url.URL{}})
+		if err != nil {
+			return err
+		}
+		tr.halt()
+	}
+	return nil
 }
 
 // lead is how long the servers get to come up before the first tick.
@@ -180,7 +203,17 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	runtime.GC()
 	began := time.Now()
 	start := began.Add(lead)
-	tally := NewTally(start, wall.Tick, n)
+	// One tally per hop: the fleet's into the first layer, then each
+	// tier's into the next.
+	tallies := make([]*Tally, len(wall.Tiers)+1)
+	for l := range tallies {
+		tallies[l] = NewTally(start, wall.Tick, n)
+	}
+	tally := tallies[0]
+	clearAt := time.Duration(-1)
+	if w := sim.TriggerSpan(wall); w != nil {
+		clearAt = time.Duration(w.End * float64(time.Second))
+	}
 
 	token := opts.AdminToken
 	if token == "" {
@@ -189,7 +222,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
 		return sim.FleetResult{}, FleetInfo{}, fmt.Errorf("lab: a target is played over HTTP only")
 	}
-	r, err := startRig(ctx, wall, i, sc.Seed, tally, start, token, opts.Protocol, opts.Target)
+	r, err := startRig(ctx, wall, i, sc.Seed, tallies, start, clearAt, token, opts.Protocol, opts.Target)
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
@@ -210,14 +243,10 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 
 	sampling := make(chan struct{})
 	var sampler sync.WaitGroup
-	sampler.Go(func() { sample(sampling, tally, r.origin, r.gw, opts.Live, page, fleet.Timeout) })
+	sampler.Go(func() { sample(sampling, r.gauges(tallies), opts.Live, page, fleet.Timeout) })
 
-	clearAt := time.Duration(-1)
-	if w := sim.TriggerSpan(wall); w != nil {
-		clearAt = time.Duration(w.End * float64(time.Second))
-	}
 	lc := LoadConfig{
-		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers,
+		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers, Tick: wall.Tick,
 		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
 		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
 	}
@@ -236,23 +265,70 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
 		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load,
 	}
+	for _, t := range r.tiers {
+		info.Tiers = append(info.Tiers, t.Counts())
+	}
 	fr := sim.FleetResult{Name: fleet.Name, Series: tally.series()}
-	fr.Summary = summarize(sc, i, &fr.Series, tally, info, scale)
+	fr.Summary = summarize(sc, &fr.Series, tally, hopCounts(info, 0), scale)
+	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
+		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
+			fr.Summary.Ceiling = &c
+		}
+	}
+	if len(sc.Tiers) > 0 {
+		for l, t := range tallies {
+			name := "origin"
+			if l < len(sc.Tiers) {
+				name = sc.Tiers[l].Name
+			}
+			tr := sim.TierResult{Name: name, Series: t.series()}
+			tr.Summary = summarize(sc, &tr.Series, t, hopCounts(info, l), scale)
+			tr.Amplification = float64(tr.Summary.Attempts) / float64(max(fr.Summary.Intents, 1))
+			fr.Tiers = append(fr.Tiers, tr)
+		}
+	}
 	opts.Live.endFleet(page, fr)
 	return fr, info, nil
 }
 
+// hop is what the components at both ends of a hop counted of it beyond
+// its tally: the server's wasted work and drops, the client's budget
+// denials and breaker trips.
+type hop struct {
+	wasted, dropped, denials, trips int64
+}
+
+// hopCounts returns the counts of hop l (into layer l) of a run with
+// info's tiers.
+func hopCounts(info FleetInfo, l int) hop {
+	var h hop
+	if l < len(info.Tiers) {
+		h.wasted, h.dropped = info.Tiers[l].Wasted, info.Tiers[l].Dropped
+	} else {
+		h.wasted, h.dropped = info.Origin.Wasted, info.Origin.Dropped
+	}
+	if l == 0 {
+		h.denials, h.trips = int64(info.Gateway.BudgetDenials), int64(info.Gateway.BreakerTrips)
+	} else {
+		h.denials, h.trips = int64(info.Tiers[l-1].BudgetDenials), int64(info.Tiers[l-1].BreakerTrips)
+	}
+	return h
+}
+
 // rig is one fleet's servers: the origin (the lab's, or a fault proxy in
-// front of a target) and the gateway in front of it. Over HTTP each is one
-// server; over gRPC each has a gRPC server besides, the HTTP one serving
-// /metrics (and the origin's /admin/faults).
+// front of a target), the tiers of a chain in front of it, and the
+// gateway in front of them. Over HTTP each is one server; over gRPC (no
+// tiers) the origin and the gateway have a gRPC server besides, the HTTP
+// one serving /metrics (and the origin's /admin/faults).
 type rig struct {
 	origin       server
+	tiers        []*Tier
 	gw           fleetGateway
 	osrv, gsrv   *Server
+	tsrv         []*Server
 	ogrpc, ggrpc *GRPCServer        // over gRPC
 	target       *url.URL           // where the load generator sends
-	stop         context.CancelFunc // stops the origin's workers
+	stop         context.CancelFunc // stops the origin's and the tiers' clocks
 	running      sync.WaitGroup
 	closed       bool
 }
@@ -275,17 +351,31 @@ type fleetGateway interface {
 }
 
 // startRig starts fleet i's origin (or, with a target, a fault proxy in
-// front of it) and gateway on loopback, speaking protocol, and opens the
-// gateway's connection to the origin before the first tick, so that the
-// first intents do not pay for it. On error it leaves nothing running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tally *Tally, start time.Time, token string, protocol Protocol, target *Target) (*rig, error) {
+// front of it), tiers and gateway on loopback, from the origin out,
+// speaking protocol, and opens each one's connection to the next before
+// the first tick, so that the first intents do not pay for it. tallies[l]
+// is the hop into layer l (the origin is the last). A chain of tiers runs
+// over HTTP, against the lab's own origin. On error it leaves nothing
+// running.
+func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tallies []*Tally, start time.Time, clearAt time.Duration, token string, protocol Protocol, target *Target) (*rig, error) {
+	switch {
+	case len(wall.Tiers) > 0 && protocol == ProtocolGRPC:
+		return nil, errChainGRPC
+	case len(wall.Tiers) > 0 && target != nil:
+		return nil, errChainTarget
+	}
+	// The origin's callers: the fleet's clients, or the last tier's.
+	tally, reserve := tallies[len(tallies)-1], wall.Fleets[i].Timeout/deadlineMargin
+	if n := len(wall.Tiers); n > 0 {
+		reserve = wall.Tiers[n-1].Client.Timeout / deadlineMargin
+	}
 	var origin server
 	var lab *Origin                    // the lab's own origin, which gRPC can serve
 	var truth func(time.Duration) bool // nil: unknown, for a target as it is
 	if target == nil {
 		o, err := NewOrigin(OriginConfig{
 			Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token,
-			WireReserve: wall.Fleets[i].Timeout / deadlineMargin,
+			WireReserve: reserve,
 		})
 		if err != nil {
 			return nil, err
@@ -317,9 +407,33 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	if r.osrv, err = Listen("127.0.0.1:0", origin.Handler()); err != nil {
 		return fail(err)
 	}
+	next := r.osrv.url
+	r.tiers = make([]*Tier, len(wall.Tiers))
+	r.tsrv = make([]*Server, len(wall.Tiers))
+	for l := len(wall.Tiers) - 1; l >= 0; l-- {
+		t, err := NewTier(TierConfig{
+			Tier: wall.Tiers[l], Next: next, Start: start, ClearAt: clearAt,
+			Seed: seed ^ uint64(l+1)*0x9e3779b97f4a7c15, In: tallies[l], Out: tallies[l+1], Truth: truth,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		r.tiers[l] = t
+		r.running.Go(func() { t.Run(octx) })
+		if r.tsrv[l], err = Listen("127.0.0.1:0", t.Handler()); err != nil {
+			return fail(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = t.warm(wctx)
+		cancel()
+		if err != nil {
+			return fail(err)
+		}
+		next, truth = r.tsrv[l].url, chainTruth(t, wall.Tiers[l].Client.Timeout, truth)
+	}
 	gc := GatewayConfig{
-		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: r.osrv.url,
-		Seed: seed, Tally: tally, Truth: truth,
+		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: next,
+		Seed: seed, Tally: tallies[0], Truth: truth,
 	}
 	switch protocol {
 	case "", ProtocolHTTP:
@@ -366,9 +480,16 @@ func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, 
 	return r, nil
 }
 
+// chainTruth is the ground truth of a call to tier t: its own service
+// would be done within the caller's timeout, and the layers below would
+// answer t's call within t's timeout.
+func chainTruth(t *Tier, timeout time.Duration, below func(time.Duration) bool) func(time.Duration) bool {
+	return func(d time.Duration) bool { return t.WouldAnswer(d) && below(min(d, timeout)) }
+}
+
 // close shuts the rig down, front to back: the gateway's servers, its
-// connections, the origin's workers, the origin's servers. Calling it
-// again does nothing.
+// connections, the tiers' servers, the clocks, the origin's servers.
+// Calling it again does nothing.
 func (r *rig) close() {
 	if r.closed {
 		return
@@ -383,6 +504,14 @@ func (r *rig) close() {
 	if r.gw != nil {
 		r.gw.Close()
 	}
+	for l, s := range r.tsrv {
+		if s != nil {
+			s.Close()
+		}
+		if t := r.tiers[l]; t != nil {
+			t.Close()
+		}
+	}
 	r.stop()
 	if r.ogrpc != nil {
 		r.ogrpc.Close()
@@ -393,11 +522,40 @@ func (r *rig) close() {
 	r.running.Wait()
 }
 
+// gauge is what the sampler reads of one hop at the end of a tick: the
+// queue of the layer it goes into, and the share of its callers' breakers
+// that are open.
+type gauge struct {
+	t     *Tally
+	queue func() int
+	open  func(time.Time) float64
+}
+
+// gauges returns the sampler's gauges, one per hop, the fleet's first.
+func (r *rig) gauges(tallies []*Tally) []gauge {
+	gs := make([]gauge, len(tallies))
+	for l := range gs {
+		gs[l].t = tallies[l]
+		if l < len(r.tiers) {
+			gs[l].queue = r.tiers[l].Queued
+		} else {
+			gs[l].queue = r.origin.Queued
+		}
+		if l == 0 {
+			gs[l].open = r.gw.OpenShare
+		} else {
+			gs[l].open = r.tiers[l-1].OpenShare
+		}
+	}
+	return gs
+}
+
 // sample records the gauges at the end of every tick, and tells the live
-// view, until stop is closed after the last tick.
-func sample(stop <-chan struct{}, t *Tally, o server, g fleetGateway, live *Live, fleet int, timeout time.Duration) {
+// view of the first hop's, until stop is closed after the last tick.
+func sample(stop <-chan struct{}, gs []gauge, live *Live, fleet int, timeout time.Duration) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	t := gs[0].t
 	// The ticks whose attempts may still be out when they end: the live
 	// view gets them again as their answers come in.
 	revise := int(timeout/t.tick) + 1
@@ -409,7 +567,9 @@ func sample(stop <-chan struct{}, t *Tally, o server, g fleetGateway, live *Live
 			return
 		case <-timer.C:
 		}
-		t.sample(k, int64(o.Queued()), g.OpenShare(end))
+		for _, g := range gs {
+			g.t.sample(k, int64(g.queue()), g.open(end))
+		}
 		for j := max(0, k-revise); j <= k; j++ {
 			live.tick(fleet, t.values(j))
 		}
@@ -452,18 +612,19 @@ func intentDeadline(f scenario.Fleet) time.Duration {
 	return 2 * total
 }
 
-// summarize fills a fleet's summary from what the tally and the
-// components counted, judging recovery as the simulator does.
-func summarize(sc *scenario.Scenario, i int, s *sim.Series, t *Tally, info FleetInfo, scale float64) sim.Summary {
+// summarize fills the summary of a hop (the fleet's into the first
+// layer, or a tier's into the next) from what its tally and the
+// components at its ends counted, judging recovery as the simulator does.
+func summarize(sc *scenario.Scenario, s *sim.Series, t *Tally, h hop, scale float64) sim.Summary {
 	sum := sim.Summary{
 		Timeouts:          t.get(tTimeouts),
 		Victims:           t.get(tVictims),
 		LostBy:            t.lostBy(),
 		AnswersThrownAway: t.get(tThrown),
-		WastedWork:        info.Origin.Wasted,
-		Dropped:           info.Origin.Dropped,
-		BudgetDenials:     int64(info.Gateway.BudgetDenials),
-		BreakerTrips:      int64(info.Gateway.BreakerTrips),
+		WastedWork:        h.wasted,
+		Dropped:           h.dropped,
+		BudgetDenials:     h.denials,
+		BreakerTrips:      h.trips,
 	}
 	for k, r := range s.BreakerRefusals {
 		sum.BreakerRefusals += r
@@ -473,11 +634,6 @@ func summarize(sc *scenario.Scenario, i int, s *sim.Series, t *Tally, info Fleet
 	sum.IntentsLost = l.RetriesExhausted + l.Budget + l.Breaker + l.Throttled + l.NotIdempotent + l.Deadline + l.Unfinished
 	start, end := sim.TriggerTicks(sc)
 	sim.Summarize(s, &sum, start, end)
-	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
-		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
-			sum.Ceiling = &c
-		}
-	}
 	q := t.latencies.quantiles(0.50, 0.99)
 	sum.LatencyP50, sum.LatencyP99 = q[0]/scale, q[1]/scale
 	return sum

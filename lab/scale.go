@@ -30,48 +30,79 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 	s := *sc
 	s.Duration, s.Tick = d(s.Duration), d(s.Tick)
 	s.Traffic.Rate = r(s.Traffic.Rate)
-	o := &s.Origin
-	o.Capacity = r(o.Capacity)
-	o.Latency, o.Base, o.PerInflight = d(o.Latency), d(o.Base), d(o.PerInflight)
-	o.MaxQueueTime, o.Shed.ServiceTime, o.Shed.Reserve = d(o.MaxQueueTime), d(o.Shed.ServiceTime), d(o.Shed.Reserve)
-	if o.Limit.Use == scenario.LimitGradient && o.Limit.Window == 0 {
-		o.Limit.Window = defaultLimitWindow // resil's default is in real seconds
+	if sr := s.Traffic.Series; sr != nil {
+		c := *sr
+		c.Scale = r(c.Scale)
+		c.Points = slices.Clone(c.Points)
+		for i := range c.Points {
+			c.Points[i].At = d(c.Points[i].At)
+		}
+		s.Traffic.Series = &c
 	}
-	o.Limit.SlowRTT, o.Limit.Window = d(o.Limit.SlowRTT), d(o.Limit.Window)
+	scaleOrigin(&s.Origin, f)
 	s.Triggers = slices.Clone(sc.Triggers)
 	for i := range s.Triggers {
 		t := &s.Triggers[i]
 		t.At, t.For = d(t.At), d(t.For)
 		t.Capacity, t.Rate = r(t.Capacity), r(t.Rate)
 	}
+	s.Tiers = slices.Clone(sc.Tiers)
+	for i := range s.Tiers {
+		t := &s.Tiers[i]
+		scaleOrigin(&t.Server, f)
+		fl := t.Client.Fleet(t.Name)
+		scaleFleet(&fl, f)
+		t.Client.Timeout, t.Client.Deadline = fl.Timeout, fl.Deadline
+		t.Client.Retry, t.Client.Budget, t.Client.Breaker, t.Client.Hedge = fl.Retry, fl.Budget, fl.Breaker, fl.Hedge
+	}
 	s.Fleets = slices.Clone(sc.Fleets)
 	for i := range s.Fleets {
-		fl := &s.Fleets[i]
-		fl.Timeout, fl.Deadline = d(fl.Timeout), d(fl.Deadline)
-		b := &fl.Retry.Backoff
-		b.Base, b.Cap = d(b.Base), d(b.Cap)
-		if fl.Budget.Use == scenario.BudgetWindow && fl.Budget.TTL == 0 {
-			fl.Budget.TTL = defaultTTL // resil's default is in real seconds
-		}
-		fl.Budget.TTL = d(fl.Budget.TTL)
-		fl.Budget.MinRetriesPerSecond = r(fl.Budget.MinRetriesPerSecond)
-		// The AWS adaptive mode's rate limiter: its floor is a rate, and
-		// CUBIC's C a rate per second cubed. Its send-rate measurement
-		// keeps the SDKs' half-second buckets, which are not scaled: in a
-		// scaled lab it is an approximation.
-		fl.Budget.MinFillRate = r(fl.Budget.MinFillRate)
-		fl.Budget.ScaleConstant /= f * f * f * f
-		br := &fl.Breaker
-		if br.Use != "" && br.Use != scenario.BreakerNone && br.Cooldown == 0 {
-			br.Cooldown = defaultCooldown // resil's default is in real seconds
-		}
-		br.Window, br.SlowCall = d(br.Window), d(br.SlowCall)
-		br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
-		fl.Hedge.Delay = d(fl.Hedge.Delay)
-		if fl.Throttle.Use == scenario.ThrottleAdaptive && fl.Throttle.Window == 0 {
-			fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
-		}
-		fl.Throttle.Window = d(fl.Throttle.Window)
+		scaleFleet(&s.Fleets[i], f)
 	}
 	return &s
+}
+
+// scaleOrigin scales a server by f, as Scale does: the origin's, or a
+// tier's.
+func scaleOrigin(o *scenario.Origin, f float64) {
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
+	o.Capacity /= f
+	o.Latency, o.Base, o.PerInflight = d(o.Latency), d(o.Base), d(o.PerInflight)
+	o.MaxQueueTime, o.Shed.ServiceTime, o.Shed.Reserve = d(o.MaxQueueTime), d(o.Shed.ServiceTime), d(o.Shed.Reserve)
+	if o.Limit.Use == scenario.LimitGradient && o.Limit.Window == 0 {
+		o.Limit.Window = defaultLimitWindow // resil's default is in real seconds
+	}
+	o.Limit.SlowRTT, o.Limit.Window = d(o.Limit.SlowRTT), d(o.Limit.Window)
+}
+
+// scaleFleet scales a fleet's policy by f, as Scale does: a fleet's, or a
+// tier's client.
+func scaleFleet(fl *scenario.Fleet, f float64) {
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
+	r := func(x float64) float64 { return x / f }
+	fl.Timeout, fl.Deadline = d(fl.Timeout), d(fl.Deadline)
+	b := &fl.Retry.Backoff
+	b.Base, b.Cap = d(b.Base), d(b.Cap)
+	if fl.Budget.Use == scenario.BudgetWindow && fl.Budget.TTL == 0 {
+		fl.Budget.TTL = defaultTTL // resil's default is in real seconds
+	}
+	fl.Budget.TTL = d(fl.Budget.TTL)
+	fl.Budget.MinRetriesPerSecond = r(fl.Budget.MinRetriesPerSecond)
+	// The AWS adaptive mode's rate limiter: its floor is a rate, and
+	// CUBIC's C a rate per second cubed. Its send-rate measurement
+	// keeps the SDKs' half-second buckets, which are not scaled: in a
+	// scaled lab it is an approximation.
+	fl.Budget.MinFillRate = r(fl.Budget.MinFillRate)
+	fl.Budget.ScaleConstant /= f * f * f * f
+	br := &fl.Breaker
+	if br.Use != "" && br.Use != scenario.BreakerNone && br.Cooldown == 0 {
+		br.Cooldown = defaultCooldown // resil's default is in real seconds
+	}
+	br.Window, br.SlowCall = d(br.Window), d(br.SlowCall)
+	br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
+	fl.Hedge.Delay = d(fl.Hedge.Delay)
+	if fl.Throttle.Use == scenario.ThrottleAdaptive && fl.Throttle.Window == 0 {
+		fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
+	}
+	fl.Throttle.Window = d(fl.Throttle.Window)
 }

@@ -15,11 +15,13 @@ var rates = map[string]bool{
 	"Traffic.Rate": true, "Origin.Capacity": true,
 	"Triggers.Capacity": true, "Triggers.Rate": true,
 	"Fleets.Budget.MinRetriesPerSecond": true, "Fleets.Budget.MinFillRate": true,
+	"Tiers.Server.Capacity":                   true,
+	"Tiers.Client.Budget.MinRetriesPerSecond": true, "Tiers.Client.Budget.MinFillRate": true,
 }
 
 // perSecond4 are the float fields in rate per second cubed (CUBIC's C:
 // a rate that grows with the cube of time): Scale divides them by f⁴.
-var perSecond4 = map[string]bool{"Fleets.Budget.ScaleConstant": true}
+var perSecond4 = map[string]bool{"Fleets.Budget.ScaleConstant": true, "Tiers.Client.Budget.ScaleConstant": true}
 
 // notRates are the float fields Scale must leave alone. A float field in
 // neither list fails the test: decide which it is.
@@ -35,6 +37,13 @@ var notRates = map[string]bool{
 	// A limit's factors and its headroom (requests) have no unit of time.
 	"Origin.Limit.Backoff": true, "Origin.Limit.Smoothing": true, "Origin.Limit.Tolerance": true, "Origin.Limit.Headroom": true,
 	"Fleets.Throttle.K": true, "Fleets.Throttle.Padding": true, "Fleets.Throttle.MaxProbability": true,
+	"Tiers.Server.RejectionCost": true, "Tiers.Server.ErrorRate": true, "Tiers.Server.Broken": true,
+	"Tiers.Client.Retry.Backoff.Multiplier": true, "Tiers.Client.Retry.Backoff.Factor": true,
+	"Tiers.Client.Budget.Ratio": true, "Tiers.Client.Budget.MinTokens": true, "Tiers.Client.Budget.MaxTokens": true,
+	"Tiers.Client.Budget.RetryCost": true, "Tiers.Client.Budget.TimeoutCost": true, "Tiers.Client.Budget.TokenRatio": true,
+	"Tiers.Client.Breaker.FailureRate": true, "Tiers.Client.Breaker.SlowCallRate": true,
+	"Tiers.Client.Budget.Percent": true, "Tiers.Client.Budget.Beta": true, "Tiers.Client.Budget.Smoothing": true,
+	"Tiers.Server.Limit.Backoff": true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
 }
 
 // fill sets every duration and float field reachable from v to a value of

@@ -54,9 +54,10 @@ func vocabulary() map[string][][]string {
 		s  Scenario
 		tr Trigger
 		f  Fleet
+		ti Tier
 	)
 	// The lists' items are not reached from the top: walk them too.
-	for _, o := range []*object{scenarioObject(&s), triggerObject(&tr), fleetObject(&f)} {
+	for _, o := range []*object{scenarioObject(&s), triggerObject(&tr), fleetObject(&f), tierObject(&ti)} {
 		walk(o)
 	}
 	return out

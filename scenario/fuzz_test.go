@@ -40,7 +40,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse("fuzz.yaml", data)
+		s, err := parse("fuzz.yaml", data, readTestFile)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
@@ -72,7 +72,7 @@ func checkValid(t testing.TB, s *Scenario) []byte {
 		}
 	}
 	out := Marshal(s)
-	back, err := Parse("marshalled.yaml", out)
+	back, err := parse("marshalled.yaml", out, readTestFile)
 	if err != nil {
 		t.Fatalf("Marshal's output does not parse: %v\n%s", err, out)
 	}
@@ -92,8 +92,8 @@ func FuzzValidate(f *testing.F) {
 	f.Add(uint8(1), uint16(57), 1000.0, uint16(58), 0.0005, uint16(7), 1e300)
 	f.Add(uint8(2), uint16(3), -1.0, uint16(12), 9.3e18, uint16(20), 0.1)
 	f.Fuzz(func(t *testing.T, base uint8, i1 uint16, v1 float64, i2 uint16, v2 float64, i3 uint16, v3 float64) {
-		files := []string{"storm.yaml", "kinds.yaml", "concurrency.yaml", "lifo.yaml"}
-		s, err := Parse("base.yaml", readTestdata(t, files[int(base)%len(files)]))
+		files := []string{"storm.yaml", "kinds.yaml", "concurrency.yaml", "lifo.yaml", "series.yaml", "tiers.yaml"}
+		s, err := parse("base.yaml", readTestdata(t, files[int(base)%len(files)]), readTestFile)
 		if err != nil {
 			t.Fatal(err)
 		}

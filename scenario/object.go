@@ -27,7 +27,10 @@ type field struct {
 	kinds []string // the kinds of the map it applies to; nil: all of them
 	need  bool     // required wherever it applies: it has no default
 	why   string   // replaces "(it has no default)" in the required message
-	v     value
+	// unless names another key of the map that stands in for this one:
+	// with it, this one is not required, and may not be given.
+	unless string
+	v      value
 }
 
 func (f *field) appliesTo(kind string) bool {
@@ -125,6 +128,12 @@ func (o *object) read(d *decoder, n *yaml.Node, path string) error {
 	if o.preset != nil {
 		o.preset(kind)
 	}
+	given := func(key string) bool { return slices.ContainsFunc(pairs, func(p pair) bool { return p.key == key }) }
+	for _, p := range pairs {
+		if f, _ := o.lookup(d, p, path, kind); f != nil && f.unless != "" && given(f.unless) {
+			return d.errorOn(p.keyNode, join(path, p.key), "%s and %s exclude each other: give one", p.key, f.unless)
+		}
+	}
 	seen := make(map[string]bool, len(pairs))
 	for _, p := range pairs {
 		if o.selector != "" && p.key == o.selector {
@@ -146,7 +155,7 @@ func (o *object) read(d *decoder, n *yaml.Node, path string) error {
 		if seen[f.key] || !f.appliesTo(kind) {
 			continue
 		}
-		if f.need {
+		if f.need && !(f.unless != "" && seen[f.unless]) {
 			return d.errorAt(path, "%s", o.required(f, kind))
 		}
 		if sub, ok := f.v.(*object); ok {

@@ -73,8 +73,17 @@ func tooLarge(file, size string) *Error {
 // error is always an [*Error] naming the line and the field, and on error
 // the scenario is nil. Defaults are filled in (docs/scenario.md lists
 // them) and the result passes [Scenario.Validate].
+//
+// A rate series (traffic.series) is read from its CSV file, relative to
+// filename's directory.
 func Parse(filename string, data []byte) (*Scenario, error) {
-	d := &decoder{file: filename, pos: map[string]*yaml.Node{}, shown: map[string]string{}}
+	return parse(filename, data, readSeriesFile)
+}
+
+// parse is Parse reading the files a scenario names with read: nil reads
+// none, and refuses a scenario that names one.
+func parse(filename string, data []byte, read func(path string) ([]byte, error)) (*Scenario, error) {
+	d := &decoder{file: filename, pos: map[string]*yaml.Node{}, shown: map[string]string{}, read: read}
 	root, err := d.document(data)
 	if err != nil {
 		return nil, err
@@ -117,6 +126,9 @@ type decoder struct {
 	// they are read saturated, so that the range check refuses them and
 	// says the range, and the message quotes them as written.
 	shown map[string]string
+	// read reads a file the scenario names (a rate series), by its path
+	// as the scenario's directory makes it; nil reads none.
+	read func(path string) ([]byte, error)
 }
 
 // document parses data and returns its one top-level node.

@@ -21,16 +21,35 @@ func (f Fleet) NewPolicy() (resil.Policy, error) { return f.NewPolicyRand(nil) }
 // refusals from (nil: seeded from crypto/rand). Give each client a source
 // of its own: a throttler must not share one.
 func (f Fleet) NewPolicyRand(src rand.Source) (resil.Policy, error) {
+	p, err := f.policy(src)
+	if err != nil {
+		return resil.Policy{}, f.wrap(err)
+	}
+	return p, nil
+}
+
+// NewPolicy builds the resil.Policy one replica of the tier calls the next
+// tier with: as Fleet.NewPolicy, one per replica, each with its own budget
+// and breaker (labelled with the tier's name). A tier has no throttle.
+func (t Tier) NewPolicy() (resil.Policy, error) {
+	p, err := t.Client.Fleet(t.Name).policy(nil)
+	if err != nil {
+		return resil.Policy{}, fmt.Errorf("tier %q: %w", t.Name, err)
+	}
+	return p, nil
+}
+
+func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 	p := resil.Policy{
 		MaxRetries: f.Retry.MaxRetries,
 		Hedge:      resil.HedgeSettings{Delay: f.Hedge.Delay, Max: f.Hedge.Max},
 	}
 	var err error
 	if p.Backoff, err = f.Retry.Backoff.resil(); err != nil {
-		return resil.Policy{}, f.wrap(err)
+		return resil.Policy{}, err
 	}
 	if p.Budget, err = f.Budget.resil(); err != nil {
-		return resil.Policy{}, f.wrap(err)
+		return resil.Policy{}, err
 	}
 	if f.Budget.Use == BudgetAWSAdaptive {
 		if p.Pacer, err = resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{
@@ -38,17 +57,17 @@ func (f Fleet) NewPolicyRand(src rand.Source) (resil.Policy, error) {
 			Smoothing: f.Budget.Smoothing, MinFillRate: f.Budget.MinFillRate,
 			FailOnNoTokens: f.Budget.FailOnNoTokens,
 		}); err != nil {
-			return resil.Policy{}, f.wrap(err)
+			return resil.Policy{}, err
 		}
 	}
 	if p.Breaker, p.BreakerScope, err = f.Breaker.resil(f.Name); err != nil {
-		return resil.Policy{}, f.wrap(err)
+		return resil.Policy{}, err
 	}
 	if p.Throttle, err = f.Throttle.resil(src); err != nil {
-		return resil.Policy{}, f.wrap(err)
+		return resil.Policy{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return resil.Policy{}, f.wrap(err)
+		return resil.Policy{}, err
 	}
 	return p, nil
 }

@@ -20,15 +20,24 @@ type Scenario struct {
 	Tick     time.Duration // reporting interval; default 1s
 	Traffic  Traffic
 	Origin   Origin
+	// Tiers are the services between the fleets and the origin,
+	// outermost first: the fleets call the first, each calls the next,
+	// the last calls the origin. None: the fleets call the origin.
+	Tiers    []Tier
 	Triggers []Trigger
 	Fleets   []Fleet
 }
 
 // Traffic is the open-loop stream of intents.
 type Traffic struct {
-	Rate     float64 // intents per second; required, > 0
-	Arrivals string  // "constant" (default) or "poisson"
-	Clients  int     // clients the intents are spread over, round robin; default 1
+	// Rate is intents per second, > 0; required unless Series is set,
+	// when it is the series' peak (Parse sets it, Validate checks it):
+	// what the estimates and the ceiling go by.
+	Rate float64
+	// Series, when set, gives the rate tick by tick, from a CSV file.
+	Series   *Series
+	Arrivals string // "constant" (default) or "poisson"
+	Clients  int    // clients the intents are spread over, round robin; default 1
 	// Idempotent is the share of intents that are idempotent; default 1.
 	Idempotent float64
 	// Keys is the share of non-idempotent intents that carry an
@@ -322,4 +331,46 @@ type Throttle struct {
 type Hedge struct {
 	Delay time.Duration // 0 = no hedging
 	Max   int           // hedges per intent; default 1 when Delay is set
+}
+
+// MaxTiers is the most tiers a scenario may have: a chain of eight
+// services retrying three times each could send 65,536 attempts to the
+// origin for one intent.
+const MaxTiers = 8
+
+// Tier is a service between the fleets and the origin: a server, as an
+// origin is one, whose work for each request is a call to the next tier
+// (or to the origin) with its client's policy. A request holds one of the
+// server's workers (queue model), or its place in flight (concurrency
+// model), while that call and its retries go on; the tier answers success
+// when the call succeeds and failure when its policy gives up. Triggers
+// act on the origin alone.
+type Tier struct {
+	Name   string
+	Server Origin
+	Client Client
+}
+
+// Client is the policy a tier calls the next one with: a fleet's, less
+// its name, and whether it propagates its callers' deadlines.
+type Client struct {
+	Timeout  time.Duration // per attempt; required, > 0
+	Deadline time.Duration // per request, from its arrival at the tier; 0 = none
+	Retry    Retry
+	Budget   Budget
+	Breaker  Breaker
+	Hedge    Hedge
+	// PropagateDeadline makes the tier's call downstream its caller's: it
+	// sends the time its caller has left (resilhttp's Resil-Timeout
+	// header) with each attempt, no retry starts after the caller's
+	// deadline, and when the caller gives up the call is cancelled and the
+	// worker freed. Without it the tier works on for a caller that left
+	// (an answer after that is wasted work) and the next server does not
+	// know the deadline, only that the tier gave up when it does.
+	PropagateDeadline bool
+}
+
+// Fleet returns the client as a fleet called name: the same policy.
+func (c Client) Fleet(name string) Fleet {
+	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge}
 }

@@ -60,6 +60,7 @@ func scenarioObject(s *Scenario) *object {
 			{key: "tick", v: duration{&s.Tick}},
 			{key: "traffic", v: trafficObject(&s.Traffic)},
 			{key: "origin", v: originObject(&s.Origin)},
+			{key: "tiers", v: list[Tier]{&s.Tiers, tierObject}},
 			{key: "triggers", v: list[Trigger]{&s.Triggers, triggerObject}},
 			{key: "fleets", need: true, why: "(a scenario runs at least one fleet)", v: list[Fleet]{&s.Fleets, fleetObject}},
 		},
@@ -71,14 +72,32 @@ func scenarioObject(s *Scenario) *object {
 func trafficObject(t *Traffic) *object {
 	return &object{
 		fields: []field{
-			{key: "rate", need: true, v: number{&t.Rate}},
+			{key: "rate", need: true, why: "(it has no default; or give a series)", unless: "series", v: rate{t}},
+			{key: "series", v: series{&t.Series}},
 			{key: "arrivals", v: word{p: &t.Arrivals, words: arrivals}},
 			{key: "clients", v: integer{&t.Clients}},
 			{key: "idempotent", v: number{&t.Idempotent}},
 			{key: "keys", v: number{&t.Keys}},
 		},
 		preset: func(string) { t.Arrivals, t.Clients, t.Idempotent = "constant", 1, 1 },
-		check:  t.check,
+		finish: func(func(string) bool) {
+			if t.Series != nil {
+				t.Rate = t.Series.Peak()
+			}
+		},
+		check: t.check,
+	}
+}
+
+func seriesObject(s *Series) *object {
+	return &object{
+		fields: []field{
+			{key: "file", need: true, v: text{&s.File}},
+			{key: "column", v: text{&s.Column}},
+			{key: "scale", v: number{&s.Scale}},
+		},
+		preset: func(string) { s.Scale = 1 },
+		check:  s.check,
 	}
 }
 
@@ -158,6 +177,34 @@ func fleetObject(f *Fleet) *object {
 			{key: "hedge", v: hedgeObject(&f.Hedge)},
 		},
 		check: f.check,
+	}
+}
+
+func tierObject(t *Tier) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "name", need: true, v: text{&t.Name}},
+			{key: "server", need: true, why: "(the tier's server: an origin model, such as {model: queue, capacity: 400, workers: 40})", v: originObject(&t.Server)},
+			{key: "client", need: true, why: "(how the tier calls the next one: at least a timeout and a budget)", v: clientObject(&t.Client)},
+		},
+		check: t.check,
+	}
+}
+
+func clientObject(c *Client) *object {
+	return &object{
+		block: true,
+		fields: []field{
+			{key: "timeout", need: true, v: duration{&c.Timeout}},
+			{key: "deadline", v: duration{&c.Deadline}},
+			{key: "retry", v: retryObject(&c.Retry)},
+			{key: "budget", need: true, why: "(write budget: {use: none} for none)", v: budgetObject(&c.Budget)},
+			{key: "breaker", v: breakerObject(&c.Breaker)},
+			{key: "hedge", v: hedgeObject(&c.Hedge)},
+			{key: "propagate_deadline", v: boolean{&c.PropagateDeadline}},
+		},
+		check: c.check,
 	}
 }
 

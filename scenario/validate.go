@@ -62,6 +62,11 @@ func (s *Scenario) validate(shown map[string]string) *Error {
 		if _, err := s.Origin.NewLimiter(); err != nil {
 			c.fail("origin.limit", "%v", err)
 		}
+		for i := range s.Tiers {
+			if _, err := s.Tiers[i].NewPolicy(); err != nil {
+				c.fail(fmt.Sprintf("tiers[%d].client", i), "%v", err)
+			}
+		}
 	}
 	return c.err
 }
@@ -181,6 +186,25 @@ func (s *Scenario) crossCheck(c *checker) {
 	if o := &s.Origin; o.DropExpired && o.Shed.Deadline {
 		c.fail("origin.drop_expired", "and shed: {deadline: true} both drop expired requests: keep one (shed refuses on arrival too, and answers a refusal at once)")
 	}
+	if sr := s.Traffic.Series; sr != nil {
+		last := sr.Points[len(sr.Points)-1].At
+		switch {
+		case s.Traffic.Rate != sr.Peak():
+			c.fail("traffic.rate", "is %s, but with a series the rate is the series' peak, %s (Parse sets it)", show(s.Traffic.Rate), show(sr.Peak()))
+		case last < s.Duration-s.Tick:
+			c.fail("traffic.series.file", "the series covers %s, but the run's last tick starts at %s: give rows up to it, or shorten the duration", show(last), show(s.Duration-s.Tick))
+		}
+	}
+	if len(s.Tiers) > MaxTiers {
+		c.fail(fmt.Sprintf("tiers[%d]", MaxTiers), "%d tiers; at most %d", len(s.Tiers), MaxTiers)
+	}
+	for i, t := range s.Tiers {
+		if j := slices.IndexFunc(s.Tiers[:i], func(u Tier) bool { return u.Name == t.Name }); j >= 0 {
+			c.fail(fmt.Sprintf("tiers[%d].name", i), "%q is the name of tiers[%d] too: tier names must differ", t.Name, j)
+		} else if t.Name == "origin" {
+			c.fail(fmt.Sprintf("tiers[%d].name", i), "origin is the name the results give the origin: call the tier something else")
+		}
+	}
 	for i, t := range s.Triggers {
 		p := fmt.Sprintf("triggers[%d]", i)
 		switch {
@@ -197,7 +221,9 @@ func (s *Scenario) crossCheck(c *checker) {
 }
 
 func (t *Traffic) check(c *checker, path string) {
-	over(c, join(path, "rate"), t.Rate, 0, maxRate)
+	if t.Series == nil {
+		over(c, join(path, "rate"), t.Rate, 0, maxRate)
+	}
 	in(c, join(path, "clients"), t.Clients, 1, maxCount)
 	in(c, join(path, "idempotent"), t.Idempotent, 0, 1)
 	in(c, join(path, "keys"), t.Keys, 0, 1)
@@ -337,16 +363,29 @@ func (t *Trigger) check(c *checker, path string) {
 }
 
 func (f *Fleet) check(c *checker, path string) {
+	name(c, join(path, "name"), f.Name)
+	checkCall(c, path, f.Timeout, f.Deadline, f.Hedge)
+}
+
+func (t *Tier) check(c *checker, path string) {
+	name(c, join(path, "name"), t.Name)
+}
+
+func (cl *Client) check(c *checker, path string) {
+	checkCall(c, path, cl.Timeout, cl.Deadline, cl.Hedge)
+}
+
+// checkCall checks what a fleet and a tier's client share: the timeout,
+// the deadline and the hedge, which must go before the timeout.
+func checkCall(c *checker, path string, timeout, deadline time.Duration, h Hedge) {
 	at := func(key string) string { return join(path, key) }
-	name(c, at("name"), f.Name)
-	over(c, at("timeout"), f.Timeout, 0, maxWait)
-	in(c, at("deadline"), f.Deadline, 0, maxWait)
-	h := f.Hedge
+	over(c, at("timeout"), timeout, 0, maxWait)
+	in(c, at("deadline"), deadline, 0, maxWait)
 	switch {
 	case h.Delay < 0:
 		c.fail(at("hedge.delay"), "must not be negative, got %s", show(h.Delay))
-	case h.Delay >= f.Timeout && h.Delay > 0:
-		c.fail(at("hedge.delay"), "%s is not shorter than the timeout (%s): the hedge would go after the attempt gave up", show(h.Delay), show(f.Timeout))
+	case h.Delay >= timeout && h.Delay > 0:
+		c.fail(at("hedge.delay"), "%s is not shorter than the timeout (%s): the hedge would go after the attempt gave up", show(h.Delay), show(timeout))
 	case h.Delay == 0 && h.Max != 0:
 		c.fail(at("hedge.max"), "needs a delay: hedging is off while delay is 0s")
 	case h.Delay > 0:

@@ -1,7 +1,9 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"slices"
 	"strconv"
@@ -350,4 +352,74 @@ func describe(n *yaml.Node) string {
 		return "the date " + v
 	}
 	return fmt.Sprintf("%q (%s)", v, n.ShortTag())
+}
+
+// rate is the traffic's rate: a number, left out when a series gives it.
+type rate struct{ t *Traffic }
+
+func (v rate) read(d *decoder, n *yaml.Node, path string) error {
+	return number{&v.t.Rate}.read(d, n, path)
+}
+
+func (v rate) write() *yaml.Node {
+	if v.t.Series != nil {
+		return nil
+	}
+	return number{&v.t.Rate}.write()
+}
+
+func (v rate) zero() bool { return v.t.Rate == 0 || v.t.Series != nil }
+
+// series is the traffic's rate series: a map naming a CSV file, which is
+// read (relative to the scenario file) as the map is.
+type series struct{ p **Series }
+
+func (v series) read(d *decoder, n *yaml.Node, path string) error {
+	s := new(Series)
+	if err := seriesObject(s).read(d, n, path); err != nil {
+		return err
+	}
+	file := seriesPath(d.file, s.File)
+	at := join(path, "file")
+	if s.File == "" {
+		return d.errorAt(at, "must name a CSV file")
+	}
+	if d.read == nil {
+		return d.errorAt(at, "a rate series cannot be read here: load the scenario from a file")
+	}
+	data, err := d.read(file)
+	if err != nil {
+		msg := err.Error()
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			msg = pe.Err.Error()
+		}
+		return d.errorAt(at, "cannot read %q: %s", file, msg)
+	}
+	pts, err := ReadSeries(file, data, s.Column)
+	if err != nil {
+		if e, ok := errors.AsType[*Error](err); ok {
+			// The CSV's own place, and the field that named it.
+			e.Field = at
+			return e
+		}
+		return d.errorAt(at, "%v", err)
+	}
+	s.Points = pts
+	*v.p = s
+	return nil
+}
+
+func (v series) write() *yaml.Node {
+	if *v.p == nil {
+		return nil
+	}
+	return seriesObject(*v.p).write()
+}
+
+func (v series) zero() bool { return *v.p == nil }
+
+func (v series) validate(c *checker, path string) {
+	if *v.p != nil {
+		seriesObject(*v.p).validate(c, path)
+	}
 }

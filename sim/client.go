@@ -22,7 +22,7 @@ func (f *fleet) arrive(now int64) {
 	in := &f.ints[i]
 	in.id, in.arrival = id, now
 	in.client = f.nextClient
-	if f.nextClient++; int(f.nextClient) == len(f.policies) {
+	if f.nextClient++; f.nextClient == f.clients {
 		f.nextClient = 0 // round robin, without a division per intent
 	}
 	if f.deadline > 0 {
@@ -51,7 +51,7 @@ func (f *fleet) start(i int32, now int64) {
 	if err != nil {
 		r := resil.ReasonOf(err)
 		f.refused(i, now, r)
-		f.lose(i, r)
+		f.lose(i, now, r)
 		return
 	}
 	f.send(i, now, t, -1)
@@ -75,7 +75,7 @@ func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
 	if err != nil {
 		pol.Abandon(f.vt(now), &in.in)
 		in.failed = true
-		f.lose(i, resil.ReasonOf(err))
+		f.lose(i, now, resil.ReasonOf(err))
 		return true
 	}
 	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: kind}, laneHeap)
@@ -86,6 +86,10 @@ func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
 // replica than the attempt it runs beside (avoid), as a load balancer sends
 // a hedge elsewhere; other attempts pick a replica at random.
 func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
+	if f.chain != nil {
+		f.chainSend(i, now, t, avoid)
+		return
+	}
 	ai, a := f.newAttempt()
 	in := &f.ints[i]
 	n := in.sent
@@ -142,6 +146,10 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 // timedOut is attempt a's client giving up on it at now. The origin keeps
 // its request (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) timedOut(a int32, now int64) {
+	if f.chain != nil {
+		f.chainTimedOut(a, now)
+		return
+	}
 	ri := f.atts[a].req
 	f.finish(a, now, resil.OutcomeTimeout)
 	if ri < 0 {
@@ -174,7 +182,7 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 	case answerOK:
 		o = resil.OutcomeSuccess
 		if a.tick >= 0 {
-			f.ticks[a.tick].goodput++
+			f.oticks[a.tick].goodput++
 		}
 	}
 	f.finish(ai, now, o)
@@ -183,6 +191,10 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 // finish ends attempt ai on the client's side with outcome o, frees it,
 // and decides what the intent does next.
 func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
+	if f.chain != nil {
+		f.chainFinish(ai, now, o)
+		return
+	}
 	a := &f.atts[ai]
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
@@ -218,7 +230,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 		// Not a failure the fleet retries: the classifier's call, made
 		// before the policy is asked, as in resil's Guard (counted with
 		// retries exhausted, as LostBy counts a stop it has no column for).
-		f.lose(i, resil.StopNotRetryable)
+		f.lose(i, now, resil.StopNotRetryable)
 		return
 	}
 	var latest time.Time
@@ -228,10 +240,10 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
 	if err != nil {
 		r := resil.ReasonOf(err)
-		f.lose(i, r)
 		if r == resil.StopBudget {
 			f.sum.BudgetDenials++
 		}
+		f.lose(i, now, r)
 		return
 	}
 	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
@@ -247,7 +259,7 @@ func (f *fleet) resume(i int32, now int64) {
 	if err != nil {
 		r := resil.ReasonOf(err)
 		f.refused(i, now, r)
-		f.lose(i, r)
+		f.lose(i, now, r)
 		return
 	}
 	f.send(i, now, t, -1)
@@ -260,7 +272,8 @@ func (f *fleet) hedge(a int32, now int64) {
 	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
 	if err != nil {
 		if resil.ReasonOf(err) == resil.StopBudget {
-			f.sum.BudgetDenials++
+			_, sum := f.counts(in.hop)
+			sum.BudgetDenials++
 		}
 		return // a refused hedge is no loss: the attempt is still out
 	}
@@ -275,16 +288,17 @@ func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 	n := int(in.sent)
 	in.sent++
 	in.failed = true
+	ticks, sum := f.counts(in.hop)
 	k := f.tickOf(now)
 	switch {
 	case k < 0:
 		return
 	case why == resil.StopThrottled:
-		f.ticks[k].throttled++
-		f.sum.ThrottleRefusals++
+		ticks[k].throttled++
+		sum.ThrottleRefusals++
 	default:
-		f.ticks[k].refused++
-		f.sum.BreakerRefusals++
+		ticks[k].refused++
+		sum.BreakerRefusals++
 	}
 	if f.env.outage || in.broken {
 		return
@@ -292,30 +306,49 @@ func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 	if f.env.errRate > 0 && draw(f.seed, in.id, n, drawError) < f.env.errRate {
 		return
 	}
+	timeout := f.timeout
+	if in.hop > 0 {
+		timeout = f.chain.hops[in.hop].timeout
+	}
+	if in.latest > 0 {
+		timeout = min(timeout, in.latest-now)
+	}
+	if in.hop != f.last {
+		// Every tier from the one refused down would serve in time, each
+		// within its caller's timeout, and then the origin.
+		ok, left := f.tierTruth(in.hop, in.id, n, now, timeout)
+		if !ok {
+			return
+		}
+		timeout = left
+	}
 	r := 0
 	if f.replicas > 1 {
 		r = int(draw(f.seed, in.id, n, drawReplica) * float64(f.replicas))
 	}
-	timeout := f.timeout
-	if in.latest > 0 {
-		timeout = min(timeout, in.latest-now)
-	}
 	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
-		f.sum.AnswersThrownAway++
+		sum.AnswersThrownAway++
 	}
 }
 
-// lose ends intent i without success: resil stopped it for reason r.
-func (f *fleet) lose(i int32, r resil.StopReason) {
-	f.sum.IntentsLost++
-	f.sum.LostBy.Add(r)
+// lose ends intent i at now without success: resil stopped it for reason
+// r. A tier's call tells the request it serves.
+func (f *fleet) lose(i int32, now int64, r resil.StopReason) {
+	in := &f.ints[i]
+	_, sum := f.counts(in.hop)
+	sum.IntentsLost++
+	sum.LostBy.Add(r)
+	if in.hop > 0 {
+		f.callEnded(in, false, now)
+	}
 	f.endIntent(i)
 }
 
-// endIntent ends intent i, won or lost.
+// endIntent ends intent i, won or lost. A tier's call must have told the
+// request it serves first (see callEnded).
 func (f *fleet) endIntent(i int32) {
 	in := &f.ints[i]
-	if in.failed && in.afterClear {
+	if in.failed && in.afterClear && in.hop == 0 {
 		f.sum.Victims++
 	}
 	in.free = true
@@ -326,10 +359,15 @@ func (f *fleet) endIntent(i int32) {
 
 // finishUnfinished ends the intents still open when the drain limit hit.
 func (f *fleet) finishUnfinished() {
+	f.draining = true // nothing answers after the run
 	for i := range f.ints {
-		if !f.ints[i].free {
-			f.sum.IntentsLost++
-			f.sum.LostBy.Unfinished++
+		if in := &f.ints[i]; !in.free {
+			_, sum := f.counts(in.hop)
+			sum.IntentsLost++
+			sum.LostBy.Unfinished++
+			if in.hop > 0 {
+				f.callEnded(in, false, 0) // counts it; nobody is answered
+			}
 			f.endIntent(int32(i))
 		}
 	}

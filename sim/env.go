@@ -16,6 +16,9 @@ type env struct {
 	mode     string    // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	rate     float64   // intents per second
 	factor   []float64 // latency multiplier per replica
+	// smooth marks an env that a rate series' change starts: constant
+	// arrivals keep their phase through it (see switchEnv).
+	smooth bool
 }
 
 // schedule is the sorted list of moments the env changes, and the env from
@@ -26,7 +29,8 @@ type schedule struct {
 }
 
 // buildSchedule precomputes the env between every pair of trigger
-// boundaries, so the run loop only switches from one to the next.
+// boundaries, and at every tick a rate series changes the rate, so the run
+// loop only switches from one to the next.
 func buildSchedule(s *scenario.Scenario, replicas int) schedule {
 	points := []int64{0}
 	for _, t := range s.Triggers {
@@ -39,14 +43,46 @@ func buildSchedule(s *scenario.Scenario, replicas int) schedule {
 		sc.at = append(sc.at, p)
 		sc.envs = append(sc.envs, envAt(s, replicas, time.Duration(p)))
 	}
+	if changes := s.Traffic.RateChanges(s.Tick, s.Duration); len(changes) > 0 {
+		sc = sc.withRates(s, changes)
+	}
 	return sc
+}
+
+// withRates adds to sc the moments a rate series changes the rate: at each,
+// the env in force with the rate the series and the load triggers give.
+// The new envs share their latency factors with the env they copy.
+func (sc schedule) withRates(s *scenario.Scenario, changes []time.Duration) schedule {
+	var out schedule
+	i := 0
+	for _, c := range changes {
+		for i < len(sc.at) && sc.at[i] <= int64(c) {
+			out.at, out.envs = append(out.at, sc.at[i]), append(out.envs, sc.envs[i])
+			i++
+		}
+		if last := len(out.at) - 1; out.at[last] == int64(c) {
+			continue // a trigger boundary: its env has the rate already
+		}
+		e := out.envs[len(out.envs)-1]
+		e.rate, e.smooth = rateAt(s, c), true
+		out.at, out.envs = append(out.at, int64(c)), append(out.envs, e)
+	}
+	out.at, out.envs = append(out.at, sc.at[i:]...), append(out.envs, sc.envs[i:]...)
+	return out
 }
 
 // envAt is the env at time t: the scenario's conditions, as the triggers
 // in force change them.
 func envAt(s *scenario.Scenario, replicas int, t time.Duration) env {
-	c := scenario.At(s.Base(replicas), s.Triggers, t)
+	base := s.Base(replicas)
+	base.Rate = s.Traffic.RateAt(t, s.Tick)
+	c := scenario.At(base, s.Triggers, t)
 	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor}
+}
+
+// rateAt is the intent rate at t: the traffic's, or a load trigger's.
+func rateAt(s *scenario.Scenario, t time.Duration) float64 {
+	return scenario.At(scenario.Conditions{Rate: s.Traffic.RateAt(t, s.Tick)}, s.Triggers, t).Rate
 }
 
 // window returns the span the triggers cover: the earliest start and the

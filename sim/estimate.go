@@ -145,6 +145,7 @@ const (
 	attemptBytes = int64(unsafe.Sizeof(attempt{})) + requestBytes + 2*int64(unsafe.Sizeof(event{})) + 8
 	requestBytes = int64(unsafe.Sizeof(request{})) + 4 + 8
 	intentBytes  = int64(unsafe.Sizeof(intent{})) + 8
+	treqBytes    = int64(unsafe.Sizeof(treq{})) + 4
 )
 
 // policyBytes is a client's Policy and the structs of its budget and
@@ -174,25 +175,49 @@ func Estimate(sc *scenario.Scenario) Cost {
 		ticks = max(1, int64((sc.Duration+sc.Tick-1)/sc.Tick))
 	}
 	intents, peakRate := intentsOf(sc)
+	// Each fleet holds the schedule of conditions: one env per trigger
+	// boundary and per tick a rate series changes the rate.
+	envs := int64(1 + 2*len(sc.Triggers) + len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)))
+	schedBytes := satMul(envs, int64(unsafe.Sizeof(env{}))+8)
+	// A chain's tiers: each replica holds a policy, each hop its ticks.
+	tiers := make([]scenario.Fleet, len(sc.Tiers))
+	var tierMem int64
+	for l := range sc.Tiers {
+		tiers[l] = sc.Tiers[l].Client.Fleet(sc.Tiers[l].Name)
+		replicas := int64(max(sc.Tiers[l].Server.Replicas, 1))
+		tierMem = satAdd(tierMem, satMul(replicas, perClientBytes(&tiers[l]))+satMul(ticks, tickBytes))
+	}
 	for i := range sc.Fleets {
 		f := &sc.Fleets[i]
-		perIntent, lifetime := attemptsPerIntent(sc, f)
+		perIntent, lifetime := attemptsPerIntent(sc, f, layerServer(sc, 0))
 		attempts := intents * perIntent
 		if share, floor, ok := budgetShare(f, sc.Duration); ok {
 			clients := float64(max(sc.Traffic.Clients, 1))
 			attempts = min(attempts, intents*(1+share)+clients*floor)
 		}
 		c.Attempts += attempts
+		// The hops of the chain below: each attempt that reaches tier l
+		// may become a call of its own, which may send as many attempts
+		// as its policy allows to the layer below. Calls live no longer
+		// than the call above them, and hold their attempts and
+		// requests.
+		chainHeld, above := 0.0, attempts
+		for l := range tiers {
+			per, _ := attemptsPerIntent(sc, &tiers[l], layerServer(sc, l+1))
+			below := above * per
+			if share, floor, ok := budgetShare(&tiers[l], sc.Duration); ok {
+				below = min(below, above*(1+share)+float64(max(sc.Tiers[l].Server.Replicas, 1))*floor)
+			}
+			c.Attempts += below
+			if intents > 0 {
+				chainHeld += min(below, peakRate*lifetime.Seconds()*(above+below)/intents)
+			}
+			above = below
+		}
 
 		clients := int64(max(sc.Traffic.Clients, 1))
-		perClient := policyBytes
-		if f.Breaker.Use == scenario.BreakerCountWindow {
-			perClient += int64(max(f.Breaker.WindowSize, 0))
-		}
-		if f.Throttle.Use == scenario.ThrottleAdaptive {
-			perClient += throttleBytes
-		}
-		mem := satMul(ticks, tickBytes) + satMul(clients, perClient)
+		mem := satAdd(satMul(ticks, tickBytes)+satMul(clients, perClientBytes(f)), schedBytes)
+		mem = satAdd(mem, satAdd(tierMem, toBytes(chainHeld, attemptBytes+intentBytes+treqBytes)))
 		// Intents live at most their lifetime, each with an attempt out
 		// and its hedges, unless a queue keeps attempts after their
 		// client left (ghosts are served, and hold their slot, later).
@@ -205,7 +230,11 @@ func Estimate(sc *scenario.Scenario) Cost {
 		o := &sc.Origin
 		backlog := 0.0
 		if o.Model == scenario.ModelQueue && !o.DropExpired && !o.Shed.Deadline {
-			backlog = max(0, peakRate*perIntent-o.Capacity) * sc.Duration.Seconds()
+			perOrigin := perIntent // attempts at the origin per intent
+			if len(tiers) > 0 && intents > 0 {
+				perOrigin = above / intents
+			}
+			backlog = max(0, peakRate*perOrigin-o.Capacity) * sc.Duration.Seconds()
 			if o.QueueLimit > 0 {
 				backlog = min(backlog, float64(o.QueueLimit))
 			}
@@ -223,6 +252,28 @@ func Estimate(sc *scenario.Scenario) Cost {
 		c.Memory = satAdd(c.Memory, mem)
 	}
 	return c
+}
+
+// perClientBytes is what one client of f holds: its policy, its breaker's
+// count window, and its throttle.
+func perClientBytes(f *scenario.Fleet) int64 {
+	b := policyBytes
+	if f.Breaker.Use == scenario.BreakerCountWindow {
+		b += int64(max(f.Breaker.WindowSize, 0))
+	}
+	if f.Throttle.Use == scenario.ThrottleAdaptive {
+		b += throttleBytes
+	}
+	return b
+}
+
+// layerServer is the server of layer l of sc's chain: tier l's, or the
+// origin past the last tier.
+func layerServer(sc *scenario.Scenario, l int) *scenario.Origin {
+	if l < len(sc.Tiers) {
+		return &sc.Tiers[l].Server
+	}
+	return &sc.Origin
 }
 
 // intentsOf returns the intents the run starts, by its rate and the load
@@ -252,9 +303,10 @@ func intentsOf(sc *scenario.Scenario) (total, peak float64) {
 	return total, peak
 }
 
-// attemptsPerIntent returns the most attempts one intent of fleet f can
-// send, and how long it can live.
-func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet) (float64, time.Duration) {
+// attemptsPerIntent returns the most attempts one intent of fleet f (or
+// one call of a tier's client) can send to the server o, and how long it
+// can live.
+func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet, o *scenario.Origin) (float64, time.Duration) {
 	follow := sc.Duration + time.Duration(drainLimit)
 	if f.Deadline > 0 {
 		follow = min(follow, f.Deadline)
@@ -263,7 +315,7 @@ func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet) (float64, time.
 	if f.Retry.MaxRetries >= 0 {
 		retries = float64(f.Retry.MaxRetries)
 	}
-	n := min(1+retries, attemptsIn(f, quickest(sc, f), follow))
+	n := min(1+retries, attemptsIn(f, quickest(o, f), follow))
 	if f.Hedge.Delay > 0 {
 		n += n * float64(max(f.Hedge.Max, 1)) // every attempt may be hedged
 	}
@@ -277,12 +329,11 @@ func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet) (float64, time.
 	return n, life
 }
 
-// quickest is the soonest an attempt of fleet f can end: an overload
-// rejection (from a capacity origin, or a bounded queue), an error after
-// the origin's least latency, or the fleet's timeout.
-func quickest(sc *scenario.Scenario, f *scenario.Fleet) time.Duration {
+// quickest is the soonest an attempt of fleet f to server o can end: an
+// overload rejection (from a capacity model, or a bounded queue), an error
+// after the server's least latency, or the fleet's timeout.
+func quickest(o *scenario.Origin, f *scenario.Fleet) time.Duration {
 	q := f.Timeout
-	o := &sc.Origin
 	switch o.Model {
 	case scenario.ModelCapacity:
 		q = min(q, time.Duration(rejectDelay), o.Latency)

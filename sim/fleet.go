@@ -54,7 +54,10 @@ type intent struct {
 	failed     bool
 	broken     bool
 	free       bool
-	_          [8]byte
+	// In a chain: 0 for a fleet's intent, h for a call of tier h-1 (to
+	// the layer h), made to serve its tier request parent.
+	hop    uint8
+	parent int32
 }
 
 // fleet runs one fleet of a scenario: its clients, its copy of the origin,
@@ -108,6 +111,17 @@ type fleet struct {
 	scr   *scratch
 
 	progress func(ticks int) // told of every tick sampled; nil: nobody asks
+
+	// A chain of tiers, or nil; last is the origin's layer (0 without
+	// tiers). oticks and osum are what the origin's answers count in: the
+	// last hop's, the fleet's own without tiers. (Last in the struct: the
+	// one-hop run's fields keep their places.)
+	chain    *chain
+	last     uint8
+	draining bool // the run is over: a tier's call that ends answers nobody
+	oticks   []tickCounts
+	osum     *Summary
+	clients  int32 // the fleet's clients: the first policies (a chain's tiers' follow)
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -166,6 +180,7 @@ func (f *fleet) give() {
 		sc.models = f.origin
 	}
 	f.scr, f.lat, f.atts, f.ints, f.ticks, f.q, f.reqs = nil, nil, nil, nil, nil, nil, nil
+	f.oticks, f.osum, f.chain = nil, nil, nil
 	scratchPool.Put(sc)
 }
 
@@ -213,7 +228,8 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		f.clearAt, f.hasClear = int64(end), true
 	}
 	clients := max(sc.Traffic.Clients, 1)
-	f.policies = make([]resil.Policy, clients)
+	f.clients = int32(clients)
+	f.policies = make([]resil.Policy, clients, clients+tierPolicies(sc))
 	for i := range f.policies {
 		var src rand.Source
 		if cfg.Throttle.Use == scenario.ThrottleAdaptive {
@@ -230,10 +246,17 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		f.policies[i] = p
 	}
 	f.take()
+	f.oticks, f.osum = f.ticks, &f.sum
 	f.env = &f.sched.envs[0]
 	if err := f.newOrigin(&sc.Origin, replicas); err != nil {
 		f.give()
 		return nil, err
+	}
+	if len(sc.Tiers) > 0 {
+		if err := f.newChain(); err != nil {
+			f.give()
+			return nil, err
+		}
 	}
 	f.setConditions(0)
 	f.s = newSeries(f.nTicks)
@@ -359,8 +382,12 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	f.sampleUpTo(f.nTicks)
 	f.finishUnfinished()
 	sum := f.summarize()
+	var tiers []TierResult
+	if f.chain != nil {
+		tiers = f.summarizeHops(sum)
+	}
 	f.give()
-	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s}, nil
+	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers}, nil
 }
 
 var errStopped = errors.New("sim: stopped")
@@ -371,7 +398,15 @@ func (f *fleet) switchEnv(at int64) {
 	old := f.env
 	f.env = &f.sched.envs[f.envAt]
 	f.setConditions(at)
-	if f.env.rate != old.rate {
+	switch {
+	case f.env.rate == old.rate:
+	case f.env.smooth && !f.poisson && old.rate > 0 && f.env.rate > 0 && f.nextArrival < math.MaxInt64:
+		// A rate series changes the rate every tick: constant arrivals
+		// keep their phase, the share of the gap still to go, so that
+		// each tick gets its rate's arrivals and not one more.
+		left := float64(f.nextArrival-at) * old.rate / f.env.rate
+		f.nextArrival = satAdd(at, int64(min(left, math.MaxInt64/2)))
+	default:
 		// Restart arrivals at the new rate; Poisson arrivals are
 		// memoryless, so this is exact for them.
 		f.nextArrival = f.firstArrival(at)
@@ -388,15 +423,18 @@ func (f *fleet) sampleUpTo(k int) {
 	}
 	for ; f.nextSample < k; f.nextSample++ {
 		t := f.nextSample
-		f.s.Queue[t] = f.queued()
+		f.s.Queue[t] = f.layerQueued(0)
 		end := f.vt(int64(t+1) * f.tickNs)
 		open := 0
-		for i := range f.policies {
+		for i := range f.policies[:f.clients] {
 			if f.policies[i].Breaker.State(end) == resil.StateOpen {
 				open++
 			}
 		}
-		f.s.BreakerOpen[t] = float64(open) / float64(len(f.policies))
+		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
+		if f.chain != nil {
+			f.sampleHops(t, end)
+		}
 	}
 	f.boundary = int64(f.nextSample+1) * f.tickNs
 }
@@ -431,6 +469,8 @@ func (f *fleet) handle(e event) {
 			return
 		}
 		f.start(e.ref, e.at)
+	default: // a chain's: a case each would make the switch a jump table, slower on one hop
+		f.tierEvent(e)
 	}
 }
 

@@ -27,6 +27,7 @@ type request struct {
 	gen      uint32
 	broken   bool // its key is in the broken share
 	serving  bool // a worker holds it
+	blind    bool // sent by a tier that does not propagate deadlines: the origin does not know its deadline
 }
 
 // requestChunk is how many requests a chunk of the table holds.
@@ -98,13 +99,13 @@ func (f *fleet) answer(r int32, now int64, aux uint8) {
 		aux = 0 // the answer fails, as a reset connection does
 	}
 	if aux == answerOK && x.tick >= 0 {
-		f.ticks[x.tick].successes++
+		f.oticks[x.tick].successes++
 	}
 	a := x.att
 	x.att = -1 // answered: its client no longer waits for it (a model may still ask, Done)
 	f.reqs.release(r)
 	if a < 0 {
-		f.sum.WastedWork++
+		f.osum.WastedWork++
 		return
 	}
 	f.receive(a, now, aux)
@@ -202,7 +203,7 @@ func (f *fleet) reject(r int32, now int64) {
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	f := (*fleet)(d)
 	x := f.reqs.at(int32(r))
-	f.sum.Dropped++
+	f.osum.Dropped++
 	if x.att >= 0 {
 		f.atts[x.att].req = -1 // its client will time out
 	}
@@ -213,7 +214,7 @@ func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 // answer at it is in time. Its client is gone once it no longer waits.
 func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 	x := (*fleet)(d).reqs.at(int32(r))
-	return time.Duration(x.deadline), true, x.att < 0
+	return time.Duration(x.deadline), !x.blind, x.att < 0
 }
 
 // setConditions puts the env in force at the origin's replicas from now:

@@ -18,11 +18,31 @@ type Window struct {
 	End   float64 `json:"end"`
 }
 
-// FleetResult is one fleet's run.
+// FleetResult is one fleet's run. Its summary and series are the fleet's
+// calls to the first layer: the origin, or the first tier of a chain.
 type FleetResult struct {
 	Name    string  `json:"name"`
 	Summary Summary `json:"summary"`
 	Series  Series  `json:"series"`
+	// Tiers are the layers of a chain, each tier and then the origin,
+	// outermost first; none without tiers.
+	Tiers []TierResult `json:"tiers,omitempty"`
+}
+
+// TierResult is one layer of a chain (a tier, or the origin, called
+// "origin") as the hop into it saw it: the load offered to it (attempts
+// of its callers, the fleet's or the tier above's, by kind), its answers
+// (successes, goodput, failures as the callers saw them), its queue, and
+// its callers' calls (intents: the calls begun; lost: those that never
+// succeeded) and breakers. The first layer's is the fleet's own. Its
+// Summary's Ceiling is the fleet's, on the first layer only.
+type TierResult struct {
+	Name string `json:"name"`
+	// Amplification is the attempts that reached the layer per intent of
+	// the fleet.
+	Amplification float64 `json:"amplification"`
+	Summary       Summary `json:"summary"`
+	Series        Series  `json:"series"`
 }
 
 // Summary is a fleet's run in numbers. Attempt counts cover attempts sent

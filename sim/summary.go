@@ -25,7 +25,7 @@ func (f *fleet) summarize() Summary {
 	}
 	start, end := f.triggerTicks()
 	Summarize(&f.s, &sum, start, end)
-	for i := range f.policies {
+	for i := range f.policies[:f.clients] {
 		sum.BreakerTrips += int64(f.policies[i].Breaker.Trips())
 	}
 	rate := f.sc.Traffic.Rate * float64(f.tickNs) / 1e9

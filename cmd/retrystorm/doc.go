@@ -27,6 +27,9 @@ report with plots in retrystorm-report/index.html. It says where.
 	          against failure probability
 	hedge     hedged requests against one slow replica and against broad
 	          slowness, with and without a budget
+	layers    retries in a chain of tiers: amplification in an outage
+	          against the closed form (4, 16, 64), one layer only,
+	          budgets, deadline propagation, and who recovers from a dip
 	sweep     a vulnerability map: base load × trigger size, per policy
 	shed      deadline shedding and an adaptive concurrency limit at the
 	          origin against the naive fleet; the adaptive throttle

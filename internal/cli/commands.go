@@ -24,6 +24,7 @@ func table(h Heavy) []command {
 		experimentCommand("breaker", outputFlags, configFlags, costFlags),
 		experimentCommand("outage", outputFlags, configFlags, costFlags),
 		experimentCommand("hedge", outputFlags, configFlags, costFlags),
+		experimentCommand("layers", outputFlags, configFlags, costFlags),
 		experimentCommand("sweep", outputFlags, configFlags, costFlags, gridFlag, shardFlags),
 		experimentCommand("shed", outputFlags, configFlags, costFlags),
 		{

@@ -65,6 +65,8 @@ var layout = []panelLayout{
 		fixed: "Every attempt fails for the whole run: the total outage is the experiment."},
 	{name: "hedge", cost: 85, knobs: []string{"rate", "budget_ratio"},
 		fixed: "The slow replica and the broad slowness are the experiment's own."},
+	{name: "layers", heavy: true, cost: 1400, knobs: []string{"rate", "capacity", "dip", "dip_for"},
+		fixed: "The chains and their policies are the experiment's own: three tiers, retrying three times each, one layer only, budgets, deadlines; the knobs set the traffic and the origin's dip."},
 	{name: "sweep", heavy: true, cost: 1800, knobs: []string{GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
 		fixed: "The sweep sets the intent rate (as a share of capacity) and the depth of the dip on every cell of its map."},
 	{name: "shed", cost: 50, knobs: shedKnobs,

@@ -58,6 +58,7 @@ func TestPanels(t *testing.T) {
 		"breaker": nil,
 		"outage":  {"max_retries", "budget_ratio", "budget_floor"},
 		"hedge":   {"rate", "budget_ratio"},
+		"layers":  {"rate", "capacity", "dip", "dip_for"},
 		"sweep":   {GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
 		"shed":    {"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"},
 	} {

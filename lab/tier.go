@@ -1,0 +1,662 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/resilhttp"
+	"github.com/retrystorm/retrystorm/resil/resilprom"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// TierConfig configures a Tier. Its rates and durations are wall-clock
+// ones: give it a scaled scenario's tier (see Scale). The zero value is
+// not usable: Next and a server model are required.
+type TierConfig struct {
+	// Tier is the server model and the client policy. The lab runs one
+	// replica of it.
+	Tier scenario.Tier
+	// Next is the next tier, or the origin.
+	Next *url.URL
+	// Base sends each attempt to Next. Nil means an h2c transport of its
+	// own, closed by Close.
+	Base http.RoundTripper
+	// Start is the model's time 0. Zero means when NewTier is called.
+	Start time.Time
+	// ClearAt is when the scenario's triggers end, from Start: a call that
+	// begins then or later and sees a failure is a victim. Negative: no
+	// trigger.
+	ClearAt time.Duration
+	// Seed seeds the client's jitter and the server's error draws.
+	Seed uint64
+	// In receives what the tier's server counts of the hop into it: the
+	// load offered to it and its successes. Out receives what its client
+	// counts of the hop out: the calls it begins, its attempts by kind and
+	// their fate, its breaker's refusals, the calls it loses. Either may
+	// be nil.
+	In, Out *Tally
+	// Truth, if set, says whether the next layer would have answered a
+	// request sent now within timeout: the ground truth for the calls the
+	// tier's breaker refused.
+	Truth func(timeout time.Duration) bool
+}
+
+// Tier is one service of a chain: an HTTP server that runs the scenario's
+// server model (package origin) on the wall clock, as the Origin does, and
+// whose work for each request, once the model serves it and its own service
+// time is over, is a call to the next tier through resilhttp under the
+// tier's client policy. The request holds its worker (or its place in
+// flight) until that call is over; the tier answers 200 when the call
+// succeeds and 503 when the model rejects the request or the policy gives
+// up. An answer whose caller has left is counted as wasted work.
+//
+// With the client's PropagateDeadline the call is the request's: it runs on
+// the request's context, carrying the deadline the caller sent
+// (TimeoutHeader), so it stops when the caller leaves, and its attempts
+// tell the next tier the time left. Without it, the call runs on the
+// tier's own, the tier finishes it for a caller that left, and the next
+// tier hears no deadline.
+//
+// Make one with NewTier, serve Handler, call Run, and Close it when done.
+// A Tier is safe for concurrent use.
+type Tier struct {
+	cfg       TierConfig
+	propagate bool
+	start     time.Time
+	reg       *prometheus.Registry
+	m         tierMetrics
+	client    *resilhttp.Transport
+	guard     *resil.Guard
+	own       *http.Transport
+	wake      chan struct{}
+	stop      chan struct{} // closed when Run returns
+	calls     sync.WaitGroup
+	running   context.Context // the calls' context without propagation; done when Run returns
+	halt      context.CancelFunc
+
+	mu      sync.Mutex
+	model   origin.Model
+	reqs    []tierRequest
+	free    []origin.Request
+	due     dueQueue
+	armed   time.Duration
+	stopped bool
+	rng     *rand.Rand
+
+	wasted, dropped atomic.Int64
+}
+
+// tierRequest is one request the tier's model holds or decides on.
+type tierRequest struct {
+	gen      uint32
+	tick     int           // the tick it arrived in, for its success
+	broken   bool          // its intent's key is in the tier's broken share
+	deadline time.Duration // when its caller gives up, from start, if it said; 0: unknown
+	serving  bool          // the model called Serve: Done when the call is over
+	calling  bool          // the call to the next tier is out
+	dropped  bool          // the model let it go (drop_expired) while its call was out
+	answer   chan int      // the status for the handler; nil once its caller left
+	ctx      context.Context
+	cancel   context.CancelFunc
+	out      *http.Request // the call's request, made by the handler
+}
+
+// NewTier returns a tier for cfg, or an error naming what is wrong.
+func NewTier(cfg TierConfig) (*Tier, error) {
+	if cfg.Next == nil {
+		return nil, errors.New("lab: TierConfig.Next is required")
+	}
+	tr := cfg.Tier
+	if tr.Server.Replicas > 1 {
+		return nil, fmt.Errorf("lab: tier %s has %d replicas; the lab runs one (run it in the simulator)", tr.Name, tr.Server.Replicas)
+	}
+	start := cfg.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	t := &Tier{
+		cfg: cfg, propagate: tr.Client.PropagateDeadline, start: start,
+		reg:  prometheus.NewRegistry(),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x7133)),
+	}
+	t.running, t.halt = context.WithCancel(context.Background())
+	m, err := origin.New(&tr.Server, 0, 1, (*tierDriver)(t))
+	if err != nil {
+		t.halt()
+		return nil, fmt.Errorf("lab: tier %s: %w", tr.Name, err)
+	}
+	t.model = m
+	p, err := tr.NewPolicy()
+	if err != nil {
+		t.halt()
+		return nil, err
+	}
+	t.guard, err = resil.NewGuard(resil.GuardSettings{
+		Idempotency:    resil.NotIdempotent, // resilhttp decides by the method
+		Policy:         p,
+		AttemptTimeout: tr.Client.Timeout,
+		Rand:           rand.NewPCG(cfg.Seed, 0x2000),
+	})
+	if err != nil {
+		t.halt()
+		return nil, err
+	}
+	base := cfg.Base
+	if base == nil {
+		t.own = h2cTransport()
+		base = t.own
+	}
+	t.client = &resilhttp.Transport{
+		Guard: t.guard,
+		Base:  &attemptTransport{base: base, tally: cfg.Out},
+		// Without propagation the next tier hears no deadline.
+		OmitTimeout: !t.propagate,
+	}
+	if !tr.Client.Retry.IdempotentOnly {
+		// As the gateway's naive clients: POSTs are retried blindly.
+		t.client.Keys, t.client.KeyHeader = true, retryKeyHeader
+	}
+	if err := t.register(); err != nil {
+		t.halt()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Handler serves the tier: /metrics, /healthz, and every other path as
+// work.
+func (t *Tier) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc(healthPath, serveHealth)
+	mux.HandleFunc("/", t.serveWork)
+	return mux
+}
+
+// Registry returns the registry the tier's metrics are on.
+func (t *Tier) Registry() *prometheus.Registry { return t.reg }
+
+// Guard returns the tier's client Guard.
+func (t *Tier) Guard() *resil.Guard { return t.guard }
+
+// Run drives the tier's clock until ctx is done; then it refuses new work,
+// cancels the calls still out and waits for them. Call it once.
+func (t *Tier) Run(ctx context.Context) {
+	every(ctx, t.wake, func() time.Duration {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		now := t.since(time.Now())
+		t.advance(now)
+		t.armed = now + time.Minute
+		if e, ok := t.due.peek(); ok {
+			t.armed = max(e.at, now)
+		}
+		return t.armed - now
+	})
+	t.mu.Lock()
+	t.stopped = true
+	close(t.stop)
+	t.mu.Unlock()
+	t.halt()
+	t.calls.Wait()
+}
+
+// Close closes the idle connections of the transport the tier made, once
+// the calls the Guard still runs (hedges that lost) are over.
+func (t *Tier) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	_ = t.guard.Wait(ctx)
+	if t.own != nil {
+		t.own.CloseIdleConnections()
+	}
+}
+
+func (t *Tier) since(at time.Time) time.Duration { return at.Sub(t.start) }
+
+// warm opens the tier's connection to the next layer.
+func (t *Tier) warm(ctx context.Context) error {
+	u := *t.cfg.Next
+	u.Path = healthPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	base := t.cfg.Base
+	if base == nil {
+		base = t.own
+	}
+	resp, err := base.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("lab: tier %s cannot reach the next layer: %w", t.cfg.Tier.Name, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// serveWork is one request: counted, handed to the model, answered when
+// the tier's call to the next layer is over.
+func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	in := t.cfg.In
+	k := in.TickOf(now)
+	in.add(cOffered, k)
+	t.m.inflight.Inc()
+	defer t.m.inflight.Dec()
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	}
+	// The call's context: the request's under propagation (it ends when
+	// the caller leaves, and carries the deadline the caller sent), the
+	// tier's own otherwise.
+	ctx, cancel := context.WithCancel(t.running)
+	var deadline time.Duration
+	if d, ok := resilhttp.TimeoutFrom(r.Header); ok && d > 0 {
+		// The model aims a tenth early, as the origin does: the answer
+		// must travel back before its caller gives up.
+		deadline = t.since(now.Add(d - d/deadlineMargin))
+		if t.propagate {
+			cancel()
+			ctx, cancel = context.WithDeadline(r.Context(), now.Add(d))
+		}
+	} else if t.propagate {
+		cancel()
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	defer func() {
+		if t.propagate {
+			cancel() // a call still out is the request's: it ends with it
+		}
+	}()
+	out, err := t.outbound(ctx, r)
+	if err != nil {
+		cancel()
+		http.Error(w, "tier: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	broken := false
+	if b := t.cfg.Tier.Server.Broken; b > 0 {
+		if id := r.Header.Get(IntentHeader); id != "" {
+			broken = unitHash(t.cfg.Seed, t.cfg.Tier.Name+"/"+id) < b
+		}
+	}
+
+	t.mu.Lock()
+	at := t.since(time.Now())
+	t.advance(at)
+	if t.stopped {
+		t.mu.Unlock()
+		cancel()
+		http.Error(w, "tier: shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	req := takeTierSlot(t)
+	q := &t.reqs[req]
+	*q = tierRequest{gen: q.gen + 1, tick: k, broken: broken, deadline: deadline, answer: make(chan int, 1), ctx: ctx, cancel: cancel, out: out}
+	gen, answer := q.gen, q.answer
+	t.model.Arrive(at, req)
+	t.mu.Unlock()
+
+	select {
+	case code := <-answer:
+		t.m.requests.WithLabelValues(tierResult(code)).Inc()
+		if code == http.StatusOK {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok\n")
+			return
+		}
+		http.Error(w, "tier: failed", code)
+	case <-r.Context().Done():
+		t.m.requests.WithLabelValues("unanswered").Inc()
+		t.leave(req, gen)
+	case <-t.stop:
+		t.m.requests.WithLabelValues("stopped").Inc()
+		http.Error(w, "tier: shutting down", http.StatusServiceUnavailable)
+	}
+}
+
+func tierResult(code int) string {
+	if code == http.StatusOK {
+		return "ok"
+	}
+	return "failed"
+}
+
+// outbound is the call to the next layer for r: its method, the intent's
+// headers (its number, its idempotency key), on ctx. Its deadline, if any,
+// is the context's: the Transport sends it.
+func (t *Tier) outbound(ctx context.Context, r *http.Request) (*http.Request, error) {
+	u := *t.cfg.Next
+	u.Path, u.RawQuery = r.URL.Path, r.URL.RawQuery
+	out, err := http.NewRequestWithContext(ctx, r.Method, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range []string{IntentHeader, resilhttp.DefaultKeyHeader} {
+		if v := r.Header.Get(h); v != "" {
+			out.Header.Set(h, v)
+		}
+	}
+	return out, nil
+}
+
+// leave is the caller of request r (of generation gen) going away. Under
+// propagation the model hears it (a drop_expired queue stops serving it)
+// and the call ends with the request's context; otherwise the tier goes on
+// for nobody.
+func (t *Tier) leave(r origin.Request, gen uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.since(time.Now())
+	t.advance(now)
+	q := &t.reqs[r]
+	if q.gen != gen || q.answer == nil {
+		return
+	}
+	q.answer = nil
+	if t.propagate && q.serving {
+		t.model.Left(now, r)
+	}
+}
+
+// advance begins the calls whose start fell due by now, each at the time
+// it was due. The lock is held.
+func (t *Tier) advance(now time.Duration) {
+	for {
+		e, ok := t.due.peek()
+		if !ok || e.at > now {
+			return
+		}
+		t.due.pop()
+		if t.reqs[e.r].gen != e.gen {
+			continue // dropped before its call began
+		}
+		t.begin(e.r, e.at)
+	}
+}
+
+// begin starts request r's call to the next layer, its own service being
+// over at at; a request whose caller left under propagation has nothing to
+// call for. The lock is held.
+func (t *Tier) begin(r origin.Request, at time.Duration) {
+	q := &t.reqs[r]
+	if q.ctx.Err() != nil {
+		t.end(r, at)
+		return
+	}
+	q.calling = true
+	gen, out, ctx := q.gen, q.out, q.ctx
+	t.calls.Go(func() { t.call(r, gen, ctx, out) })
+}
+
+// call is request r's call to the next layer, under the tier's policy.
+func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http.Request) {
+	o := t.cfg.Out
+	began := time.Now()
+	o.addNow(cIntents, began)
+	tr := &trace{}
+	out = out.WithContext(context.WithValue(ctx, traceKey{}, tr))
+	resp, err := t.client.RoundTrip(out)
+	ok := err == nil && resp.StatusCode < 300
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		_ = resp.Body.Close()
+		if !ok {
+			err = resilhttp.StopOf(resp)
+		}
+	}
+	t.record(began, tr, ok, err)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.since(time.Now())
+	t.advance(now)
+	q := &t.reqs[r]
+	if q.gen != gen {
+		return
+	}
+	if q.dropped {
+		t.release(r)
+		return
+	}
+	ok = ok && !q.broken && !(t.cfg.Tier.Server.ErrorRate > 0 && t.rng.Float64() < t.cfg.Tier.Server.ErrorRate)
+	if ok {
+		t.cfg.In.add(cSuccesses, q.tick)
+	}
+	code := http.StatusServiceUnavailable
+	if ok {
+		code = http.StatusOK
+	}
+	switch {
+	case q.answer == nil && ctx.Err() != nil && !ok:
+		// The call stopped with its caller (propagation): no answer,
+		// and no work wasted on one.
+	case q.answer == nil:
+		t.waste()
+	default:
+		q.answer <- code
+		q.answer = nil
+	}
+	t.end(r, now)
+}
+
+// record counts how one call went, in the hop out: a breaker's refusal
+// (and whether the next layer would have answered it), a loss and why, a
+// victim, a success's latency.
+func (t *Tier) record(began time.Time, tr *trace, ok bool, err error) {
+	o := t.cfg.Out
+	if ok {
+		o.succeed(time.Since(began))
+	} else {
+		why := resil.ReasonOf(err)
+		if why == resil.StopBreaker {
+			o.addNow(cRefused, began)
+			if t.cfg.Truth != nil && o.TickOf(began) >= 0 && t.cfg.Truth(t.cfg.Tier.Client.Timeout) {
+				o.inc(tThrown)
+			}
+		}
+		o.lose(loss{reason: why})
+	}
+	if t.cfg.ClearAt >= 0 && !began.Before(t.start.Add(t.cfg.ClearAt)) && (tr.failed.Load() > 0 || !ok) {
+		o.inc(tVictims)
+	}
+}
+
+// end is the end of request r's service: the model frees its worker, the
+// slot is free. The lock is held.
+func (t *Tier) end(r origin.Request, now time.Duration) {
+	if t.reqs[r].serving {
+		t.model.Done(now, r)
+	}
+	t.release(r)
+}
+
+func (t *Tier) waste() {
+	t.wasted.Add(1)
+	t.cfg.In.inc(tWasted)
+	t.m.wasted.Inc()
+}
+
+// takeTierSlot returns a free request slot. The lock is held.
+func takeTierSlot(t *Tier) origin.Request {
+	if n := len(t.free); n > 0 {
+		r := t.free[n-1]
+		t.free = t.free[:n-1]
+		return r
+	}
+	t.reqs = append(t.reqs, tierRequest{})
+	return origin.Request(len(t.reqs) - 1)
+}
+
+// release frees r's slot; its call's context is cancelled unless the
+// handler still owns it. The lock is held.
+func (t *Tier) release(r origin.Request) {
+	q := &t.reqs[r]
+	if !t.propagate && q.cancel != nil {
+		q.cancel()
+	}
+	*q = tierRequest{gen: q.gen + 1}
+	t.free = append(t.free, r)
+}
+
+// at schedules the start of a call, and wakes the clock if it falls due
+// before it would wake. The lock is held.
+func (t *Tier) at(e due) {
+	t.due.push(e)
+	if e.at < t.armed {
+		t.armed = e.at
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Queued returns the requests waiting for a worker (queue model) or in
+// service (concurrency model), as the simulator's queue series counts
+// them.
+func (t *Tier) Queued() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.model.Queued()
+}
+
+// WouldAnswer reports whether a request arriving now would get past the
+// tier's own service within timeout (the next layers are the caller's to
+// ask), without sending one.
+func (t *Tier) WouldAnswer(timeout time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	now := t.since(time.Now())
+	t.advance(now)
+	return t.model.WouldAnswer(now, timeout)
+}
+
+// OpenShare returns 1 when the tier's breaker is open, 0 otherwise: the
+// share of its clients (one) whose breaker is open.
+func (t *Tier) OpenShare(now time.Time) float64 {
+	if b := t.guard.Policy().Breaker; b != nil && b.State(now) == resil.StateOpen {
+		return 1
+	}
+	return 0
+}
+
+// TierCounts are a tier's totals.
+type TierCounts struct {
+	Name string `json:"name"`
+	// Wasted is requests answered after their caller left; Dropped those
+	// a drop_expired server skipped.
+	Wasted  int64 `json:"wasted_work"`
+	Dropped int64 `json:"dropped"`
+	// Calls, Retries, BudgetDenials, BreakerRefusals and BreakerTrips are
+	// the client's, as its Guard counted them.
+	Calls           uint64 `json:"calls"`
+	Retries         uint64 `json:"retries"`
+	BudgetDenials   uint64 `json:"budget_denials"`
+	BreakerRefusals uint64 `json:"breaker_refusals"`
+	BreakerTrips    uint64 `json:"breaker_trips"`
+}
+
+// Counts returns the tier's totals so far.
+func (t *Tier) Counts() TierCounts {
+	s := t.guard.Stats()
+	c := TierCounts{
+		Name: t.cfg.Tier.Name, Wasted: t.wasted.Load(), Dropped: t.dropped.Load(),
+		Calls: s.Intents, Retries: s.Retries, BudgetDenials: s.BudgetDenials, BreakerRefusals: s.BreakerRefusals,
+	}
+	if b := t.guard.Policy().Breaker; b != nil {
+		c.BreakerTrips = b.Trips()
+	}
+	return c
+}
+
+// tierDriver is the Tier as its model's driver. The lock is held in every
+// method.
+type tierDriver Tier
+
+// Answer: admitted (capacity model), its own latency until at; then the
+// call.
+func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
+	(*Tier)(d).at(due{at: at, r: r, gen: d.reqs[r].gen})
+}
+
+// Serve: a worker holds r from now; its own service ends at end, and the
+// call begins.
+func (d *tierDriver) Serve(r origin.Request, _, end time.Duration) {
+	d.reqs[r].serving = true
+	(*Tier)(d).at(due{at: end, r: r, gen: d.reqs[r].gen})
+}
+
+// Reject answers r 503 at once.
+func (d *tierDriver) Reject(r origin.Request, _ time.Duration) {
+	t := (*Tier)(d)
+	q := &t.reqs[r]
+	if q.answer != nil {
+		q.answer <- http.StatusServiceUnavailable
+		q.answer = nil
+	}
+	t.release(r)
+}
+
+// Drop lets r go (drop_expired): skipped in the queue, or stopped while its
+// call is out, whose context is then cancelled. Its caller gets no answer.
+func (d *tierDriver) Drop(r origin.Request, _ time.Duration) {
+	t := (*Tier)(d)
+	t.dropped.Add(1)
+	t.cfg.In.inc(tDropped)
+	q := &t.reqs[r]
+	q.serving = false // the model has freed the worker itself
+	if q.calling {
+		q.dropped = true
+		q.cancel()
+		return
+	}
+	t.release(r)
+}
+
+// Deadline is the deadline r's caller propagated, if it did; the caller is
+// gone once its handler no longer waits.
+func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
+	q := &d.reqs[r]
+	return q.deadline, q.deadline != 0, q.answer == nil
+}
+
+type tierMetrics struct {
+	requests *prometheus.CounterVec
+	inflight prometheus.Gauge
+	wasted   prometheus.Counter
+}
+
+func (t *Tier) register() error {
+	t.m = tierMetrics{
+		requests: counterVec("retrystorm_tier_requests_total",
+			"Requests the tier received, by result: ok, failed (rejected, or its call to the next layer failed), unanswered (the caller left), stopped.", "result"),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retrystorm_tier_in_flight",
+			Help: "Requests the tier holds whose caller still waits."}),
+		wasted: counter("retrystorm_tier_wasted_work_total", "Requests the tier answered after their caller gave up."),
+	}
+	if _, err := resilprom.Register(t.reg, t.cfg.Tier.Name, t.guard); err != nil {
+		return fmt.Errorf("lab: tier metrics: %w", err)
+	}
+	return registerAll(t.reg, "tier", t.m.requests, t.m.inflight, t.m.wasted,
+		gaugeFunc("retrystorm_tier_queue_length", "Requests waiting for a worker, those whose caller left included.",
+			func() float64 { return float64(t.Queued()) }),
+	)
+}

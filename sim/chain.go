@@ -1,0 +1,698 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// A chain of tiers (scenario.Tier) between a fleet and its origin. Layers
+// are numbered from the fleet: layer l < last is tier l's server, layer
+// last the origin. Hop h is the calls into layer h: the fleet's intents for
+// hop 0, tier h-1's calls otherwise. An intent's hop says whose it is and
+// where its attempts go. An attempt sent to a tier becomes a tier request
+// (treq): the tier's server model holds it for the tier's own work, then
+// the tier calls the next layer for it (a new intent of hop l+1, under one
+// of the tier's policies), still holding its worker; the call's end answers
+// the request. The origin's side is unchanged: requests in f.reqs.
+//
+// Without tiers f.chain is nil, every intent's hop is 0 and last is 0: the
+// code below is not reached, and the one-hop run pays a predicted branch
+// here and there.
+
+// chain is a run's tiers: their servers, their requests, and what each hop
+// counts.
+type chain struct {
+	hops   []hopState       // by hop; hops[0] is unused (the fleet's are f's own)
+	layers [][]origin.Model // the tiers' servers, by layer and replica
+	reqs   []treq
+	free   []int32
+}
+
+// hopState is one hop past the first: who calls (a tier's client: its
+// policies in f.policies from base, one per replica of the tier) and what
+// it counted.
+type hopState struct {
+	base      int32 // the first of its policies in f.policies
+	timeout   int64
+	deadline  int64 // per call, from the call's start; 0 = none
+	idemOnly  bool
+	hedging   bool
+	propagate bool // the calling tier propagates its callers' deadlines
+	retryOn   [resil.OutcomeThrottled + 1]bool
+	// The calling tier's own answers: its error share and broken keys.
+	errRate, broken float64
+
+	ticks []tickCounts
+	sum   Summary
+	s     Series
+}
+
+// treq is an attempt as a tier's server sees it, from its arrival to the
+// tier's answer (or to the end of its work for nobody).
+type treq struct {
+	root     uint64 // the fleet's intent it serves, for the draws of its facts
+	deadline int64  // its caller's deadline
+	att      int32  // the attempt waiting for it, or -1 once its caller stopped waiting
+	call     int32  // the call the tier makes for it, while calling
+	cgen     uint32 // that call's generation
+	gen      uint32
+	n        int32 // the attempt's number, for the draws
+	tick     int32 // the tick it was sent in, -1 after the run
+	replica  uint16
+	layer    uint8
+	serving  bool // a worker holds it (queue and concurrency models)
+	calling  bool // the tier's call for it is out
+	uncalled bool // that call was cancelled: the tier answers nobody
+	blind    bool // its caller does not propagate deadlines: the tier does not know its deadline
+	broken   bool // its key is broken at the origin
+}
+
+// Events of a chain's tiers.
+const (
+	evTierWork  eventKind = iota + evSend + 1 // a tier's own work for a request is over: its call begins
+	evTierReply                               // a tier's reply reaches its caller (aux: answerOK, answerThrottled or 0)
+)
+
+// newChain builds the tiers' callers and servers, and adds their policies
+// to f.policies (after the fleet's clients'). The origin must be built.
+func (f *fleet) newChain() error {
+	sc := f.sc
+	n := len(sc.Tiers)
+	c := &chain{hops: make([]hopState, n+1), layers: make([][]origin.Model, n)}
+	f.chain, f.last = c, uint8(n)
+	for l := range sc.Tiers {
+		t := &sc.Tiers[l]
+		replicas := max(t.Server.Replicas, 1)
+		h := &c.hops[l+1]
+		h.base = int32(len(f.policies))
+		for range replicas {
+			p, err := t.NewPolicy()
+			if err != nil {
+				return err
+			}
+			f.policies = append(f.policies, p)
+		}
+		cl := &t.Client
+		h.timeout, h.deadline = int64(cl.Timeout), int64(cl.Deadline)
+		h.idemOnly, h.hedging, h.propagate = cl.Retry.IdempotentOnly, cl.Hedge.Delay > 0, cl.PropagateDeadline
+		h.retryOn[resil.OutcomeFailure] = cl.Retry.Retries(scenario.RetryOnError)
+		h.retryOn[resil.OutcomeThrottled] = cl.Retry.Retries(scenario.RetryOnRejection)
+		h.retryOn[resil.OutcomeTimeout] = cl.Retry.Retries(scenario.RetryOnTimeout)
+		h.errRate, h.broken = t.Server.ErrorRate, t.Server.Broken
+		h.ticks = make([]tickCounts, f.nTicks)
+		h.s = newSeries(f.nTicks)
+		d := &tierDriver{f: f, layer: uint8(l)}
+		ms := make([]origin.Model, replicas)
+		for r := range ms {
+			m, err := origin.New(&t.Server, r, replicas, d)
+			if err != nil {
+				return err
+			}
+			ms[r] = m
+		}
+		c.layers[l] = ms
+	}
+	// The origin's answers count in the last hop.
+	f.oticks, f.osum = c.hops[n].ticks, &c.hops[n].sum
+	return nil
+}
+
+// counts returns what hop h counts in: the fleet's own for hop 0.
+func (f *fleet) counts(h uint8) ([]tickCounts, *Summary) {
+	if h == 0 {
+		return f.ticks, &f.sum
+	}
+	s := &f.chain.hops[h]
+	return s.ticks, &s.sum
+}
+
+// at returns tier request r.
+func (c *chain) at(r int32) *treq { return &c.reqs[r] }
+
+// take returns a free tier request slot: the caller sets every field but
+// gen.
+func (c *chain) take() (int32, *treq) {
+	if n := len(c.free); n > 0 {
+		r := c.free[n-1]
+		c.free = c.free[:n-1]
+		return r, &c.reqs[r]
+	}
+	c.reqs = append(c.reqs, treq{gen: 1})
+	r := int32(len(c.reqs) - 1)
+	return r, &c.reqs[r]
+}
+
+// release frees tier request r: the tier is done with it.
+func (c *chain) release(r int32) {
+	c.reqs[r].gen++
+	c.free = append(c.free, r)
+}
+
+// sendTier puts attempt ai of intent i, of number n, on a tier's server at
+// now: the tier of layer i's hop. avoid is the replica a hedge avoids, or
+// -1.
+func (f *fleet) sendTier(i, ai int32, n int32, now int64, avoid int32) {
+	c := f.chain
+	in := &f.ints[i]
+	l := in.hop
+	servers := c.layers[l]
+	a := &f.atts[ai]
+	if k := len(servers); k > 1 {
+		u := draw(f.seed, in.id, int(n), drawReplica)
+		if avoid >= 0 {
+			a.replica = uint16((avoid + 1 + int32(u*float64(k-1))) % int32(k))
+		} else {
+			a.replica = uint16(u * float64(k))
+		}
+	}
+	root := in.id
+	if l > 0 {
+		root = c.at(in.parent).root
+	}
+	r, x := c.take()
+	*x = treq{
+		root: root, deadline: a.deadline, att: ai, gen: x.gen, n: n, tick: a.tick,
+		replica: a.replica, layer: l, blind: l > 0 && !c.hops[l].propagate, broken: in.broken,
+	}
+	a.req = r
+	servers[a.replica].Arrive(time.Duration(now), origin.Request(r))
+}
+
+// tierDriver is the fleet as the driver of one tier's servers: an
+// origin.Request is a tier request's slot.
+type tierDriver struct {
+	f     *fleet
+	layer uint8
+}
+
+// Answer: a capacity model admitted the request, and its latency is the
+// tier's own work; then the tier calls.
+func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
+	x := d.f.chain.at(int32(r))
+	d.f.q.push(event{at: int64(at), ref: int32(r), gen: x.gen, kind: evTierWork}, laneAnswer)
+}
+
+// Serve: a worker holds the request for the tier's own work until end, and
+// then for its call.
+func (d *tierDriver) Serve(r origin.Request, _, end time.Duration) {
+	x := d.f.chain.at(int32(r))
+	x.serving = true
+	d.f.q.push(event{at: int64(end), ref: int32(r), gen: x.gen, kind: evTierWork}, laneComplete)
+}
+
+// Reject answers the request with an overload rejection, as the origin
+// does.
+func (d *tierDriver) Reject(r origin.Request, now time.Duration) {
+	x := d.f.chain.at(int32(r))
+	d.f.q.push(event{at: int64(now) + rejectDelay, ref: int32(r), gen: x.gen, kind: evTierReply, aux: answerThrottled}, laneReject)
+}
+
+// Drop is a drop_expired tier letting the request go, skipped in its queue
+// or stopped in service: its call, if out, is cancelled, and no answer
+// comes.
+func (d *tierDriver) Drop(r origin.Request, now time.Duration) {
+	f := d.f
+	c := f.chain
+	x := c.at(int32(r))
+	x.serving = false
+	if x.calling && !x.uncalled {
+		x.uncalled = true
+		call, cgen := x.call, x.cgen
+		f.cancelCall(call, cgen, int64(now))
+		x = c.at(int32(r))
+	}
+	_, sum := f.counts(x.layer)
+	sum.Dropped++
+	if x.att >= 0 {
+		f.atts[x.att].req = -1 // its client will time out
+	}
+	c.release(int32(r))
+}
+
+// Deadline is the request's deadline, if its caller propagated it (the
+// fleet always does, a tier when it propagates deadlines); its caller is
+// gone once it no longer waits.
+func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
+	x := d.f.chain.at(int32(r))
+	return time.Duration(x.deadline), !x.blind, x.att < 0
+}
+
+// tierEvent handles the events of a chain's tiers.
+func (f *fleet) tierEvent(e event) {
+	if f.chain.at(e.ref).gen != e.gen {
+		return
+	}
+	switch e.kind {
+	case evTierWork:
+		f.tierWork(e.ref, e.at)
+	case evTierReply:
+		f.tierReply(e.ref, e.at, e.aux)
+	}
+}
+
+// tierWork begins the call the tier makes for request r, its own work
+// being over; or, when r's caller has left and the tier propagates
+// deadlines, ends its service: there is nobody to call for.
+func (f *fleet) tierWork(r int32, now int64) {
+	c := f.chain
+	x := c.at(r)
+	l := x.layer
+	h := &c.hops[l+1]
+	if x.att < 0 && h.propagate {
+		f.endService(r, now)
+		return
+	}
+	j := f.newIntent()
+	x = c.at(r)
+	in := &f.ints[j]
+	in.hop, in.parent = l+1, r
+	// The call's own draws (replicas, errors) are its own; the facts of
+	// the fleet's intent (its key's idempotency, brokenness) carry over.
+	in.id = mix(x.root ^ uint64(l+1)<<56 ^ uint64(uint32(x.n))<<24 ^ uint64(r))
+	in.arrival = now
+	in.client = h.base + int32(x.replica)
+	if h.deadline > 0 {
+		in.latest = now + h.deadline
+	}
+	if h.propagate && !x.blind && (in.latest == 0 || x.deadline < in.latest) {
+		in.latest = x.deadline
+	}
+	in.in = resil.Intent{Idempotent: true}
+	if h.idemOnly && f.sc.Traffic.Idempotent < 1 && draw(f.seed, x.root, 0, drawIdempotent) >= f.sc.Traffic.Idempotent {
+		in.in.Idempotent = false
+		if f.sc.Traffic.Keys > 0 && draw(f.seed, x.root, 0, drawKey) < f.sc.Traffic.Keys {
+			in.in.Key = "key"
+		}
+	}
+	in.broken = x.broken
+	in.afterClear = f.hasClear && now >= f.clearAt
+	if k := f.tickOf(now); k >= 0 {
+		h.ticks[k].intents++
+	}
+	x.calling, x.call, x.cgen = true, j, in.gen
+	f.start(j, now)
+}
+
+// callEnded is tier call in ending at now, won (ok) or lost: the request
+// it serves is answered when the event comes, in time order (after the
+// run, nobody is). The tier's own error share and broken keys may fail a
+// call that succeeded.
+func (f *fleet) callEnded(in *intent, ok bool, now int64) {
+	c := f.chain
+	h := &c.hops[in.hop]
+	if in.failed && in.afterClear {
+		h.sum.Victims++
+	}
+	if f.draining {
+		return
+	}
+	x := c.at(in.parent)
+	x.calling = false
+	if ok && h.broken > 0 && draw(f.seed, x.root, int(in.hop), drawBroken) < h.broken {
+		ok = false
+	}
+	if ok && h.errRate > 0 && draw(f.seed, x.root, int(x.n)+int(in.hop)<<20, drawError) < h.errRate {
+		ok = false
+	}
+	var aux uint8
+	if ok {
+		aux = answerOK
+	}
+	f.q.push(event{at: now, ref: in.parent, gen: x.gen, kind: evTierReply, aux: aux}, laneAnswer)
+}
+
+// tierReply is tier request r's answer reaching its caller at now (aux:
+// answerOK, answerThrottled or 0 for an error), then its worker is free. A
+// request whose call was cancelled answers nobody.
+func (f *fleet) tierReply(r int32, now int64, aux uint8) {
+	c := f.chain
+	x := c.at(r)
+	if x.uncalled {
+		f.endService(r, now)
+		return
+	}
+	ticks, sum := f.counts(x.layer)
+	if aux == answerOK && x.tick >= 0 {
+		ticks[x.tick].successes++
+	}
+	serving, l, rep, ai := x.serving, x.layer, x.replica, x.att
+	x.serving = false
+	c.release(r)
+	if ai < 0 {
+		sum.WastedWork++
+	} else {
+		a := &f.atts[ai]
+		a.req = -1
+		o := resil.OutcomeFailure
+		switch aux {
+		case answerThrottled:
+			o = resil.OutcomeThrottled
+		case answerOK:
+			o = resil.OutcomeSuccess
+			if a.tick >= 0 {
+				ticks[a.tick].goodput++
+			}
+		}
+		f.finish(ai, now, o)
+	}
+	if serving {
+		c.layers[l][rep].Done(time.Duration(now), origin.Request(r))
+	}
+}
+
+// endService ends request r's service at its tier without an answer: its
+// caller has left and the work stopped with it.
+func (f *fleet) endService(r int32, now int64) {
+	c := f.chain
+	x := c.at(r)
+	l, rep, serving := x.layer, x.replica, x.serving
+	x.serving = false
+	c.release(r)
+	if serving {
+		c.layers[l][rep].Done(time.Duration(now), origin.Request(r))
+	}
+}
+
+// tierLeft is the caller of tier request r giving up on it at now (timed
+// out, or another attempt won). A tier that propagates deadlines stops: its
+// server hears it (a drop_expired queue drops it) and its call is
+// cancelled. One that does not works on for nobody.
+func (f *fleet) tierLeft(r int32, now int64) {
+	c := f.chain
+	x := c.at(r)
+	x.att = -1
+	if !c.hops[x.layer+1].propagate {
+		return
+	}
+	gen := x.gen
+	if x.serving {
+		c.layers[x.layer][x.replica].Left(time.Duration(now), origin.Request(r))
+		x = c.at(r)
+	}
+	if x.gen != gen || !x.calling || x.uncalled {
+		return
+	}
+	x.uncalled = true
+	f.cancelCall(x.call, x.cgen, now)
+}
+
+// cancelCall ends tier call j (of generation gen) because the request it
+// serves was given up: its attempts in flight are abandoned (their servers
+// see their client leave), it retries no more, and it is lost, cancelled.
+func (f *fleet) cancelCall(j int32, gen uint32, now int64) {
+	in := &f.ints[j]
+	if in.gen != gen || in.free {
+		return
+	}
+	pol := &f.policies[in.client]
+	for in.head >= 0 {
+		h := in.head
+		f.unlink(in, h)
+		a := &f.atts[h]
+		pol.End(f.vt(now), &in.in, a.ticket, resil.OutcomeIgnored, time.Duration(now-a.sent))
+		ri := a.req
+		f.freeAttempt(h)
+		if ri >= 0 {
+			f.abandon(in.hop, ri, now)
+		}
+	}
+	f.lose(j, now, resil.StopCanceled)
+}
+
+// abandon tells the server of request ri, sent by an intent of hop h, that
+// its client stopped waiting at now.
+func (f *fleet) abandon(h uint8, ri int32, now int64) {
+	if h != f.last {
+		f.tierLeft(ri, now)
+		return
+	}
+	x := f.reqs.at(ri)
+	x.att = -1
+	if x.serving {
+		f.origin[x.replica].Left(time.Duration(now), origin.Request(ri))
+	}
+}
+
+// tierTruth reports whether the tiers from layer l down would each serve a
+// request arriving now within the time its caller allows (timeout, then
+// each tier's), and returns the time left for the origin.
+func (f *fleet) tierTruth(l uint8, id uint64, n int, now, timeout int64) (bool, int64) {
+	c := f.chain
+	for ; l < f.last; l++ {
+		servers := c.layers[l]
+		r := 0
+		if len(servers) > 1 {
+			r = int(draw(f.seed, id, n+int(l)<<20, drawReplica) * float64(len(servers)))
+		}
+		if !servers[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
+			return false, 0
+		}
+		timeout = min(timeout, c.hops[l+1].timeout)
+	}
+	return true, timeout
+}
+
+// layerQueued is layer l's queue: the sum over its replicas.
+func (f *fleet) layerQueued(l int) int64 {
+	if f.chain == nil || l == int(f.last) {
+		return f.queued()
+	}
+	n := 0
+	for _, m := range f.chain.layers[l] {
+		n += m.Queued()
+	}
+	return int64(n)
+}
+
+// sampleHops records the end-of-tick samples of the hops past the first:
+// the queue of the layer each goes into, the share of its callers'
+// breakers that are open.
+func (f *fleet) sampleHops(t int, end time.Time) {
+	c := f.chain
+	for l := 1; l < len(c.hops); l++ {
+		h := &c.hops[l]
+		h.s.Queue[t] = f.layerQueued(l)
+		pols := f.policies[h.base:f.hopEnd(l)]
+		open := 0
+		for i := range pols {
+			if pols[i].Breaker.State(end) == resil.StateOpen {
+				open++
+			}
+		}
+		h.s.BreakerOpen[t] = float64(open) / float64(len(pols))
+	}
+}
+
+// hopEnd is the end of hop l's policies in f.policies.
+func (f *fleet) hopEnd(l int) int32 {
+	if l+1 < len(f.chain.hops) {
+		return f.chain.hops[l+1].base
+	}
+	return int32(len(f.policies))
+}
+
+// summarizeHops returns every layer's result, the first's being the
+// fleet's own (its summary sum and its series), with the amplification:
+// the attempts that reached the layer per intent of the fleet. (The
+// fleet's summary comes by value: run taking the address of its result
+// cost the one-hop run a fifth of its speed, in measurements.)
+func (f *fleet) summarizeHops(sum Summary) []TierResult {
+	c := f.chain
+	out := make([]TierResult, len(c.hops))
+	start, end := f.triggerTicks()
+	for l := range c.hops {
+		out[l].Name = "origin"
+		if l < len(f.sc.Tiers) {
+			out[l].Name = f.sc.Tiers[l].Name
+		}
+		if l == 0 {
+			out[l].Summary, out[l].Series = sum, f.s
+		} else {
+			h := &c.hops[l]
+			s := &h.s
+			for k, t := range h.ticks {
+				s.Intents[k], s.Offered[k], s.FirstAttempts[k], s.Retries[k], s.Hedges[k] = t.intents, t.offered, t.first, t.retries, t.hedges
+				s.Successes[k], s.Goodput[k], s.FailedAttempts[k], s.BreakerRefusals[k] = t.successes, t.goodput, t.failed, t.refused
+				s.ThrottleRefusals[k] = t.throttled
+			}
+			hs := h.sum
+			Summarize(s, &hs, start, end)
+			for _, p := range f.policies[h.base:f.hopEnd(l)] {
+				hs.BreakerTrips += int64(p.Breaker.Trips())
+			}
+			out[l].Summary, out[l].Series = hs, *s
+		}
+		out[l].Amplification = ratio(out[l].Summary.Attempts, sum.Intents)
+	}
+	return out
+}
+
+// tierPolicies is how many policies sc's tiers hold: one per replica.
+func tierPolicies(sc *scenario.Scenario) int {
+	n := 0
+	for l := range sc.Tiers {
+		n += max(sc.Tiers[l].Server.Replicas, 1)
+	}
+	return n
+}
+
+// The chain's versions of the hottest functions of the clients' side
+// (client.go), for every hop: a one-hop run never calls them, and pays
+// one branch for them (a shared version cost it a few percent more
+// instructions per attempt). A change to one belongs in the other.
+
+// chainSend is send in a chain: it puts one attempt of intent i on the
+// wire, to a tier's server or the origin. A hedge goes to another replica
+// than the attempt it runs beside (avoid); other attempts pick a replica at
+// random.
+func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
+	ai, a := f.newAttempt()
+	in := &f.ints[i]
+	n := in.sent
+	in.sent++
+	timeout, ticks, hedging := f.timeout, f.ticks, f.hedging
+	if in.hop > 0 {
+		h := &f.chain.hops[in.hop]
+		timeout, ticks, hedging = h.timeout, h.ticks, h.hedging
+	}
+	deadline := now + timeout
+	if in.latest > 0 {
+		deadline = min(deadline, in.latest)
+	}
+	*a = attempt{sent: now, deadline: deadline, ticket: t, intent: i, next: in.head, req: -1, tick: -1, gen: a.gen}
+	in.head = ai
+	in.inflight++
+	if k := f.tickOf(now); k >= 0 {
+		a.tick = k
+		c := &ticks[k]
+		c.offered++
+		switch t.Kind() {
+		case resil.KindFirst:
+			c.first++
+		case resil.KindRetry:
+			c.retries++
+		case resil.KindHedge:
+			c.hedges++
+		}
+	}
+	if in.hop != f.last {
+		f.sendTier(i, ai, n, now, avoid) // a tier's server
+	} else {
+		if f.replicas > 1 {
+			u := draw(f.seed, in.id, int(n), drawReplica)
+			if avoid >= 0 {
+				a.replica = uint16((avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas))
+			} else {
+				a.replica = uint16(u * float64(f.replicas))
+			}
+		}
+		blind := in.hop > 0 && !f.chain.hops[in.hop].propagate
+		switch {
+		case !f.env.outage || f.env.mode == scenario.OutageStall:
+			// A stalled origin takes the attempt into its queue.
+			ri := f.request(ai, in, n)
+			f.reqs.at(ri).blind = blind
+			f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
+		case f.env.mode == scenario.OutageRefuse:
+			f.reject(f.request(ai, in, n), now) // refused at once: the origin never sees it
+		default:
+			// A blackhole: nothing answers, the origin never sees it.
+		}
+	}
+	if !a.known {
+		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+	}
+	if !hedging {
+		return
+	}
+	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
+		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
+	}
+}
+
+// chainTimedOut is timedOut in a chain: attempt a's client gives up on it
+// at now, and a tier hears it (see tierLeft). The origin keeps its request
+// (a queue serves it for nobody) unless it drops expired work.
+func (f *fleet) chainTimedOut(a int32, now int64) {
+	ri := f.atts[a].req
+	hop := f.ints[f.atts[a].intent].hop
+	f.finish(a, now, resil.OutcomeTimeout)
+	if ri >= 0 {
+		f.abandon(hop, ri, now)
+	}
+}
+
+// chainFinish is finish in a chain: it ends attempt ai on the client's
+// side with outcome o, frees it, and decides what the intent does next: a
+// tier's call that ends tells the request it serves.
+func (f *fleet) chainFinish(ai int32, now int64, o resil.Outcome) {
+	a := &f.atts[ai]
+	i, tick := a.intent, a.tick
+	in := &f.ints[i]
+	f.unlink(in, ai)
+	pol := &f.policies[in.client]
+	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
+	f.freeAttempt(ai)
+	if o == resil.OutcomeSuccess {
+		if in.hop == 0 {
+			f.lat.add(now - in.arrival)
+		}
+		for in.head >= 0 { // the other attempts lost the race
+			h := in.head
+			f.unlink(in, h)
+			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
+			switch ri := f.atts[h].req; {
+			case ri < 0:
+			case in.hop == f.last:
+				f.reqs.at(ri).att = -1 // the origin serves it for nobody
+			default:
+				f.tierLeft(ri, now) // the tier may stop
+			}
+			f.freeAttempt(h)
+		}
+		if in.hop > 0 {
+			f.callEnded(in, true, now)
+		}
+		f.endIntent(i)
+		return
+	}
+	ticks, sum, retryOn := f.ticks, &f.sum, &f.retryOn
+	if in.hop > 0 {
+		h := &f.chain.hops[in.hop]
+		ticks, sum, retryOn = h.ticks, &h.sum, &h.retryOn
+	}
+	if tick >= 0 {
+		ticks[tick].failed++
+		if o == resil.OutcomeTimeout {
+			sum.Timeouts++
+		}
+	}
+	in.failed = true
+	if in.inflight > 0 {
+		return // a hedge is still out: it may yet succeed
+	}
+	if !retryOn[o] {
+		// Not a failure the fleet retries: the classifier's call, made
+		// before the policy is asked, as in resil's Guard (counted with
+		// retries exhausted, as LostBy counts a stop it has no column for).
+		f.lose(i, now, resil.StopNotRetryable)
+		return
+	}
+	var latest time.Time
+	if in.latest > 0 {
+		latest = f.vt(in.latest)
+	}
+	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
+	if err != nil {
+		r := resil.ReasonOf(err)
+		if r == resil.StopBudget {
+			sum.BudgetDenials++
+		}
+		f.lose(i, now, r)
+		return
+	}
+	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
+}
