@@ -294,3 +294,31 @@ func TestProxyCutoff(t *testing.T) {
 		t.Errorf("the target saw %d requests, want only the one before the cut", n)
 	}
 }
+
+// TestProxyReadsPropagatedDeadline: the proxy reads Resil-Timeout as
+// resil writes it (grpc-timeout's syntax: "50m" is 50 ms), so that with
+// drop_expired a request that cannot be forwarded before its client's
+// deadline is dropped, not forwarded late, even while its client still
+// waits.
+func TestProxyReadsPropagatedDeadline(t *testing.T) {
+	tg := &stub{}
+	o := queueOrigin(1, 100)
+	o.DropExpired = true
+	start := time.Now()
+	p, purl := startProxy(t, tg, ProxyConfig{
+		Origin:   o,
+		Start:    start,
+		Triggers: []scenario.Trigger{{Kind: scenario.TriggerCapacity, At: 0, For: time.Second, Capacity: 5}}, // one per 200 ms
+	})
+	c := testClient(t)
+	if r := send(c, "GET", purl, time.Second); r.status != http.StatusOK {
+		t.Fatalf("first: %d %v", r.status, r.err)
+	}
+	// Its turn comes at 200 ms, past its 50 ms; its client waits 400 ms.
+	if r := send(c, "GET", purl, 400*time.Millisecond, TimeoutHeader, "50m"); r.err == nil {
+		t.Errorf("second: answered %d after %v, want it dropped at its deadline, unanswered", r.status, r.took)
+	}
+	if got, seen := p.Counts(), len(tg.seen()); seen != 1 || got.Dropped != 1 || got.Wasted != 0 {
+		t.Errorf("the stub saw %d, dropped %d, wasted %d; want 1, 1, 0", seen, got.Dropped, got.Wasted)
+	}
+}
