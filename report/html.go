@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/retrystorm/retrystorm/internal/safetext"
 )
@@ -38,13 +39,24 @@ type Page struct {
 //go:embed report.html.tmpl
 var pageTemplate string
 
-var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"svg":    func(c Chart) template.HTML { return template.HTML(c.SVG()) },
-	"right":  func(a Align) bool { return a == Right },
-	"emph":   func(t Table, r, c int) bool { return t.Emphasis[[2]int{r, c}] },
-	"allok":  AllHold,
-	"plural": func(n int) string { return map[bool]string{true: "", false: "s"}[n == 1] },
-}).Parse(pageTemplate))
+// The template is parsed on first use, not at init: a template parsed at
+// package level would link the whole template engine (and, through its
+// reflection, every exported method) into any binary importing report, such
+// as the page's WebAssembly module, which renders no HTML.
+var (
+	tmplOnce sync.Once
+	tmpl     *template.Template
+)
+
+func parseTemplate() {
+	tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+		"svg":    func(c Chart) template.HTML { return template.HTML(c.SVG()) },
+		"right":  func(a Align) bool { return a == Right },
+		"emph":   func(t Table, r, c int) bool { return t.Emphasis[[2]int{r, c}] },
+		"allok":  AllHold,
+		"plural": func(n int) string { return map[bool]string{true: "", false: "s"}[n == 1] },
+	}).Parse(pageTemplate))
+}
 
 // HTML renders the page as one self-contained HTML document: inline style,
 // inline SVG, no script, nothing fetched.
@@ -56,6 +68,7 @@ var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 func (p Page) HTML() ([]byte, error) {
 	p.Title, p.Subtitle, p.Command = safetext.Escape(p.Title), safetext.Escape(p.Subtitle), safetext.Escape(p.Command)
 	var b bytes.Buffer
+	tmplOnce.Do(parseTemplate)
 	if err := tmpl.Execute(&b, p); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
