@@ -37,6 +37,9 @@ func benchRun(b *testing.B, sc *scenario.Scenario) {
 		}
 		for _, f := range r.Fleets {
 			attempts += f.Summary.Attempts
+			for _, t := range f.Tiers[min(1, len(f.Tiers)):] {
+				attempts += t.Summary.Attempts // a chain's hops past the fleet's
+			}
 		}
 	}
 	b.ReportMetric(float64(attempts)/b.Elapsed().Seconds(), "attempts/s")
@@ -67,6 +70,11 @@ func BenchmarkStormFleet(b *testing.B) {
 		b.Run(sc.Fleets[i].Name, func(b *testing.B) { benchRun(b, &one) })
 	}
 }
+
+// BenchmarkChain is a chain of three tiers (every server model, retries,
+// a budget, a breaker and deadline propagation) through a capacity dip: its
+// attempts are every hop's, the fleet's and each tier's.
+func BenchmarkChain(b *testing.B) { benchRun(b, loadScenario(b, "../scenario/testdata/tiers.yaml")) }
 
 // BenchmarkConcurrency is the concurrency model in deep collapse (latency
 // that grows with the requests in flight), naive and guarded.

@@ -284,3 +284,51 @@ func FuzzChain(f *testing.F) {
 		}
 	})
 }
+
+// TestChainTierServers: a tier's server decides as an origin would, and its
+// answer is its call's. A full tier refuses at once (its callers see
+// overload rejections, and the refused requests call nobody); an origin
+// that refuses in an outage fails each call fast, so the tier's retries
+// multiply without a timeout; a tier whose own answers all fail fails
+// calls that the origin served.
+func TestChainTierServers(t *testing.T) {
+	base := func(tier, origin, triggers string) *scenario.Scenario {
+		return parse(t, fmt.Sprintf(`
+duration: 20s
+traffic: {rate: 200, clients: 4}
+origin: %s
+tiers:
+  - name: api
+    server: %s
+    client: {timeout: 1s, retry: {max_retries: 3}, budget: {use: none}}
+triggers: %s
+fleets:
+  - {name: users, timeout: 5s, budget: {use: none}}
+`, origin, tier, triggers))
+	}
+	t.Run("a full tier refuses", func(t *testing.T) {
+		f := run(t, base("{model: queue, capacity: 50, workers: 1, queue_limit: 2}", "{model: concurrency, base: 1ms}", "[]")).Fleets[0]
+		api, org := f.Tiers[0].Summary, f.Tiers[1].Summary
+		if api.FailedAttempts == 0 || org.Intents >= api.Attempts {
+			t.Errorf("%d of %d attempts failed at the tier, and it made %d calls", api.FailedAttempts, api.Attempts, org.Intents)
+		}
+		if api.Timeouts != 0 {
+			t.Errorf("%d timeouts: a refusal comes at once", api.Timeouts)
+		}
+	})
+	t.Run("a refusing origin", func(t *testing.T) {
+		f := run(t, base("{model: concurrency, base: 1ms}", "{model: queue, capacity: 500, workers: 10}", "[{kind: outage, at: 0s, for: 20s, mode: refuse}]")).Fleets[0]
+		if a := f.Tiers[1].Amplification; a != 4 {
+			t.Errorf("%g attempts at the origin per intent, want 4", a)
+		}
+		if n := f.Tiers[1].Summary.Timeouts + f.Summary.Timeouts; n != 0 {
+			t.Errorf("%d timeouts: refused calls fail at once", n)
+		}
+	})
+	t.Run("a tier whose answers fail", func(t *testing.T) {
+		f := run(t, base("{model: capacity, capacity: 10000, latency: 1ms, error_rate: 1}", "{model: concurrency, base: 1ms}", "[]")).Fleets[0]
+		if f.Summary.Goodput != 0 || f.Tiers[1].Summary.Goodput == 0 {
+			t.Errorf("goodput %d at the fleet, %d at the origin: the tier's errors must fail what the origin served", f.Summary.Goodput, f.Tiers[1].Summary.Goodput)
+		}
+	})
+}
