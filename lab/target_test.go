@@ -145,44 +145,55 @@ func TestTargetLoadEndsWithTheScenario(t *testing.T) {
 	}
 }
 
+// stopsAtOnce checks that cancelling run (Ctrl-C) once sent has reached n
+// requests stops it at once: run returns the context's error within a
+// few hundred milliseconds, and sent stays where it was afterwards.
+func stopsAtOnce(t *testing.T, sent func() int64, n int64, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		for sent() < n && ctx.Err() == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancelled <- time.Now()
+		cancel()
+	}()
+	err := run(ctx)
+	took := time.Since(<-cancelled)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("after a cancel: %v, want context.Canceled", err)
+	}
+	t.Logf("returned %s after the cancel", took.Round(time.Millisecond))
+	bound := 300 * time.Millisecond
+	if slow() {
+		bound = time.Second
+	}
+	if took > bound {
+		t.Errorf("returned %s after the cancel, want under %s", took.Round(time.Millisecond), bound)
+	}
+	returned := sent()
+	time.Sleep(200 * time.Millisecond)
+	if got := sent(); got != returned {
+		t.Errorf("%d requests reached the service after the cancelled run returned", got-returned)
+	}
+}
+
 // TestTargetStopsAtOnce: cancelling a run against a target (Ctrl-C) stops
-// the load at once: the run returns the context's error long before the
-// fleets would have ended, and nothing reaches the target afterwards.
+// the load at once, long before the fleets would have ended (two of 1.1 s
+// of wall time, and a pause), and nothing reaches the target afterwards.
 func TestTargetStopsAtOnce(t *testing.T) {
-	sc := targetStorm(t) // two fleets of 1 s of wall time, and a pause
+	sc := targetStorm(t)
 	svc := &overloaded{hold: time.Minute}
 	u, err := url.Parse(startServer(t, svc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cancelled := make(chan time.Time, 1)
-	go func() {
-		for svc.load.Load() < 10 && ctx.Err() == nil { // the storm is under way
-			time.Sleep(5 * time.Millisecond)
-		}
-		cancelled <- time.Now()
-		cancel()
-	}()
-	_, err = Run(ctx, sc, Options{Tick: 100 * time.Millisecond, Target: &Target{URL: u}})
-	took := time.Since(<-cancelled)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run after a cancel: %v, want context.Canceled", err)
-	}
-	bound := 300 * time.Millisecond // the fleet had most of its 1.1 s to go, the next one all of it
-	if slow() {
-		bound = time.Second
-	}
-	t.Logf("returned %s after the cancel", took.Round(time.Millisecond))
-	if took > bound {
-		t.Errorf("the run returned %s after the cancel, want under %s", took.Round(time.Millisecond), bound)
-	}
-	returned := svc.load.Load()
-	time.Sleep(200 * time.Millisecond)
-	if n := svc.load.Load(); n != returned {
-		t.Errorf("%d requests reached the target after the cancelled run returned", n-returned)
-	}
+	stopsAtOnce(t, svc.load.Load, 10, func(ctx context.Context) error { // the storm under way
+		_, err := Run(ctx, sc, Options{Tick: 100 * time.Millisecond, Target: &Target{URL: u}})
+		return err
+	})
 }
 
 // counting is a service that answers at once and counts what it gets.
@@ -198,32 +209,8 @@ func TestProbeStopsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cancelled := make(chan time.Time, 1)
-	go func() {
-		for svc.n.Load() < 30 && ctx.Err() == nil { // into the ramp
-			time.Sleep(2 * time.Millisecond)
-		}
-		cancelled <- time.Now()
-		cancel()
-	}()
-	_, err = Probe(ctx, &Target{URL: u}, ProbeOptions{})
-	took := time.Since(<-cancelled)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Probe after a cancel: %v, want context.Canceled", err)
-	}
-	t.Logf("returned %s after the cancel", took.Round(time.Millisecond))
-	bound := 300 * time.Millisecond
-	if slow() {
-		bound = time.Second
-	}
-	if took > bound {
-		t.Errorf("the probe returned %s after the cancel, want under %s", took.Round(time.Millisecond), bound)
-	}
-	returned := svc.n.Load()
-	time.Sleep(200 * time.Millisecond)
-	if n := svc.n.Load(); n != returned {
-		t.Errorf("%d requests reached the service after the cancelled probe returned", n-returned)
-	}
+	stopsAtOnce(t, svc.n.Load, 30, func(ctx context.Context) error { // 9 at rest, then into the ramp
+		_, err := Probe(ctx, &Target{URL: u}, ProbeOptions{})
+		return err
+	})
 }
