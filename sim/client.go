@@ -48,6 +48,12 @@ func (f *fleet) start(i int32, now int64) {
 		return
 	}
 	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
+	f.sendOrRefuse(i, now, t, err)
+}
+
+// sendOrRefuse sends intent i's attempt with ticket t or, when the policy
+// refused it (err), counts the refusal and ends the intent.
+func (f *fleet) sendOrRefuse(i int32, now int64, t resil.Ticket, err error) {
 	if err != nil {
 		r := resil.ReasonOf(err)
 		f.refused(i, now, r)
@@ -256,13 +262,7 @@ func (f *fleet) resume(i int32, now int64) {
 		return
 	}
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
-	if err != nil {
-		r := resil.ReasonOf(err)
-		f.refused(i, now, r)
-		f.lose(i, now, r)
-		return
-	}
-	f.send(i, now, t, -1)
+	f.sendOrRefuse(i, now, t, err)
 }
 
 // hedge sends a hedge beside attempt a if the policy and the budget allow.
