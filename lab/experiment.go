@@ -57,12 +57,17 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	if log == nil {
 		log = io.Discard
 	}
+	// Refused before anything runs: the simulator, the live view, or the
+	// target's latency at rest.
+	switch {
+	case opts.Target != nil && opts.Protocol == ProtocolGRPC:
+		return nil, fmt.Errorf("lab: a target is played over HTTP only")
+	case opts.Target != nil && len(sc.Tiers) > 0:
+		return nil, errChainTarget
+	}
 	simRes, err := sim.Run(ctx, sc)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
-		return nil, fmt.Errorf("lab: a target is played over HTTP only")
 	}
 	cf, cfName := experiment.ShedCounterfactual(sc)
 	if t := opts.Target; t != nil && !t.Impose {

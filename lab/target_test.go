@@ -214,3 +214,26 @@ func TestProbeStopsAtOnce(t *testing.T) {
 		return err
 	})
 }
+
+// TestTargetRefusesAChain: a chain of tiers runs against the lab's own
+// origin only; against a target it is refused before anything is sent.
+func TestTargetRefusesAChain(t *testing.T) {
+	sc, err := scenario.Load("../experiment/scenarios/layers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &counting{}
+	u, err := url.Parse(startServer(t, svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), sc, Options{Tick: 2 * time.Second, Target: &Target{URL: u}}); !errors.Is(err, errChainTarget) {
+		t.Errorf("Run: %v, want %v", err, errChainTarget)
+	}
+	if _, err := Experiment(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: &Target{URL: u}}); !errors.Is(err, errChainTarget) {
+		t.Errorf("Experiment: %v, want %v", err, errChainTarget)
+	}
+	if n := svc.n.Load(); n != 0 {
+		t.Errorf("%d requests reached the target", n)
+	}
+}
