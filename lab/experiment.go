@@ -124,8 +124,8 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		if bound <= 0 {
 			bound = DefaultSettle
 		}
-		fmt.Fprintf(log, "lab: target %s: %.0f intents/s, at most %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
-			t.URL.Redacted(), wall.Traffic.Rate, peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
+		fmt.Fprintf(log, "lab: target %s: at most %.0f intents/s and %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
+			t.URL.Redacted(), peakIntentRate(wall), peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
 		run.Ready = func(fleet string, proxy, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
 		}
@@ -235,12 +235,7 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 		return b, err
 	}
 	per := sc.Tick.Seconds() // scenario seconds per tick
-	rate := sc.Traffic.Rate
-	for _, t := range sc.Triggers {
-		if t.Kind == scenario.TriggerLoad {
-			rate = max(rate, t.Rate)
-		}
-	}
+	rate := peakIntentRate(sc)
 	raise := func(d time.Duration, why string) {
 		if d > b.Min {
 			// Up to the millisecond, so that the bound printed is one

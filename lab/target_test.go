@@ -69,6 +69,30 @@ func TestPeakAttemptRate(t *testing.T) {
 	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
 		t.Errorf("with a load trigger to 150/s at 1s a tick: %g attempts/s (%v), want %d", got, err, 150*4)
 	}
+	// A rate series counts at its highest point, scaled.
+	sc.Traffic.Series = &scenario.Series{Scale: 2, Points: []scenario.Point{{At: 0, Rate: 50}, {At: time.Minute, Rate: 200}}}
+	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-400*4) > 1e-9 {
+		t.Errorf("with a series up to 200/s scaled by 2: %g attempts/s (%v), want %d", got, err, 400*4)
+	}
+}
+
+// TestBoundsCountTheSeries: the lab's bounds on the tick read a rate
+// series' highest point, as they read a load trigger's: a scenario whose
+// series peaks at four times its rate needs a tick four times as long.
+func TestBoundsCountTheSeries(t *testing.T) {
+	sc := stormScenario(t, 1)
+	flat, err := Bounds(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Traffic.Series = &scenario.Series{Scale: 1, Points: []scenario.Point{{At: 0, Rate: 100}, {At: time.Minute, Rate: 400}}}
+	peaked, err := Bounds(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 4 * flat.Min; peaked.Min < want-time.Millisecond {
+		t.Errorf("Bounds.Min %s with a series peaking at 400/s, want at least %s (%s at 100/s)", peaked.Min, want, flat.Min)
+	}
 }
 
 // overloaded is a service that answers a lab probe at once but holds every
