@@ -57,12 +57,17 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 	if log == nil {
 		log = io.Discard
 	}
+	// Refused before anything runs: the simulator, the live view, or the
+	// target's latency at rest.
+	switch {
+	case opts.Target != nil && opts.Protocol == ProtocolGRPC:
+		return nil, fmt.Errorf("lab: a target is played over HTTP only")
+	case opts.Target != nil && len(sc.Tiers) > 0:
+		return nil, errChainTarget
+	}
 	simRes, err := sim.Run(ctx, sc)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
-		return nil, fmt.Errorf("lab: a target is played over HTTP only")
 	}
 	cf, cfName := experiment.ShedCounterfactual(sc)
 	if t := opts.Target; t != nil && !t.Impose {
@@ -119,8 +124,8 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		if bound <= 0 {
 			bound = DefaultSettle
 		}
-		fmt.Fprintf(log, "lab: target %s: %.0f intents/s, at most %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
-			t.URL.Redacted(), wall.Traffic.Rate, peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
+		fmt.Fprintf(log, "lab: target %s: at most %.0f intents/s and %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
+			t.URL.Redacted(), peakIntentRate(wall), peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
 		run.Ready = func(fleet string, proxy, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
 		}
@@ -230,12 +235,7 @@ func Bounds(sc *scenario.Scenario) (TickBounds, error) {
 		return b, err
 	}
 	per := sc.Tick.Seconds() // scenario seconds per tick
-	rate := sc.Traffic.Rate
-	for _, t := range sc.Triggers {
-		if t.Kind == scenario.TriggerLoad {
-			rate = max(rate, t.Rate)
-		}
-	}
+	rate := peakIntentRate(sc)
 	raise := func(d time.Duration, why string) {
 		if d > b.Min {
 			// Up to the millisecond, so that the bound printed is one

@@ -128,6 +128,10 @@ func probeStep(ctx context.Context, tr http.RoundTripper, t *Target, rate float6
 	start := time.Now().Add(10 * time.Millisecond)
 	var wg sync.WaitGroup
 	for i := range n {
+		if ctx.Err() != nil { // a loop behind its schedule stops too
+			wg.Wait()
+			return ProbeStep{}, ctx.Err()
+		}
 		due := start.Add(time.Duration(float64(i) / rate * 1e9))
 		if w := time.Until(due); w > 0 {
 			select {

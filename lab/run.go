@@ -110,8 +110,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	if opts.Protocol == "" {
 		opts.Protocol = ProtocolHTTP
 	}
-	if opts.Protocol == ProtocolGRPC && len(sc.Tiers) > 0 {
+	switch {
+	case opts.Protocol == ProtocolGRPC && len(sc.Tiers) > 0:
 		return nil, errChainGRPC
+	case opts.Target != nil && len(sc.Tiers) > 0:
+		return nil, errChainTarget
 	}
 	res := &Result{
 		Result: &sim.Result{

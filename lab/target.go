@@ -67,15 +67,11 @@ func CheckTarget(u *url.URL, allowRemote bool) error {
 
 // PeakAttemptRate is the most attempts per second of wall time sc can
 // send at a tick of tick: the highest of its fleets' ceilings (resil's
-// Policy.Ceiling) at its highest intent rate, scaled. It is +Inf for a
+// Policy.Ceiling) at its highest intent rate (its rate series' and load
+// triggers' included), scaled. It is +Inf for a
 // fleet whose retries have no bound.
 func PeakAttemptRate(sc *scenario.Scenario, tick time.Duration) (float64, error) {
-	rate := sc.Traffic.Rate
-	for _, t := range sc.Triggers {
-		if t.Kind == scenario.TriggerLoad {
-			rate = max(rate, t.Rate)
-		}
-	}
+	rate := peakIntentRate(sc)
 	peak := 0.0
 	for _, f := range sc.Fleets {
 		p, err := f.NewPolicy()
@@ -85,6 +81,22 @@ func PeakAttemptRate(sc *scenario.Scenario, tick time.Duration) (float64, error)
 		peak = max(peak, p.Ceiling(rate))
 	}
 	return peak * sc.Tick.Seconds() / tick.Seconds(), nil
+}
+
+// peakIntentRate is the highest intent rate sc can ask for, per second of
+// its time: its rate, the highest point of its rate series, and every load
+// trigger's.
+func peakIntentRate(sc *scenario.Scenario) float64 {
+	rate := sc.Traffic.Rate
+	if sr := sc.Traffic.Series; sr != nil {
+		rate = max(rate, sr.Peak())
+	}
+	for _, t := range sc.Triggers {
+		if t.Kind == scenario.TriggerLoad {
+			rate = max(rate, t.Rate)
+		}
+	}
+	return rate
 }
 
 // transport returns the transport that reaches the target.

@@ -35,6 +35,15 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return err
 	}
+	if target != nil {
+		if sc.Origin.Replicas > 1 {
+			return cli.Usagef("--target: %s's origin has %d replicas; the fault proxy stands for one", sc.Name, sc.Origin.Replicas)
+		}
+		if n := len(sc.Tiers); n > 0 {
+			return cli.Usagef("--target: %s has tiers (a chain of %d): the lab runs a chain against its own origin only; drop --target, or the scenario's tiers", sc.Name, n)
+		}
+		target.Log = inv.Log()
+	}
 	if d := inv.Lab.Duration; d != 0 {
 		sc.Duration = d
 		if err := sc.Validate(); err != nil {
@@ -65,12 +74,6 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	protocol, err := lab.ParseProtocol(inv.Lab.Protocol)
 	if err != nil {
 		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
-	}
-	if target != nil {
-		if sc.Origin.Replicas > 1 {
-			return cli.Usagef("--target: %s's origin has %d replicas; the fault proxy stands for one", sc.Name, sc.Origin.Replicas)
-		}
-		target.Log = inv.Log()
 	}
 	out, err := lab.Experiment(ctx, sc, lab.ExperimentOptions{
 		Tick:     inv.Lab.Tick,

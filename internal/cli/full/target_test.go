@@ -50,11 +50,12 @@ func TestLabTargetUsage(t *testing.T) {
 		{[]string{"lab", "--target", "http://user:secret@127.0.0.1/"}, "carries a user name or password"},
 		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc"}, "--target with --protocol grpc: the lab plays a scenario against an HTTP service only"},
 		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc", "--probe"}, "--target with --protocol grpc"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--config", "../../../experiment/scenarios/layers.yaml"}, "--target: layers has tiers (a chain of"},
 		{[]string{"lab", "--probe"}, "--probe needs --target URL"},
 		{[]string{"lab", "--impose"}, "--impose needs --target URL"},
 		{[]string{"lab", "--allow-remote"}, "--allow-remote needs --target URL"},
 		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--probe", "--impose"}, "--probe measures the target: it takes no --config, --impose or --duration"},
-		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"},
+		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--config", "../../../experiment/scenarios/hedge.yaml"}, "--target: hedge's origin has 4 replicas; the fault proxy stands for one"},
 	} {
 		r := runCLI(t, c.args...)
 		if r.code != 2 || !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
