@@ -356,7 +356,7 @@ func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 				ticks[a.tick].goodput++
 			}
 		}
-		f.finish(ai, now, o)
+		f.chainFinish(ai, now, o)
 	}
 	if serving {
 		c.layers[l][rep].Done(time.Duration(now), origin.Request(r))
@@ -541,8 +541,9 @@ func tierPolicies(sc *scenario.Scenario) int {
 
 // The chain's versions of the hottest functions of the clients' side
 // (client.go), for every hop: a one-hop run never calls them, and pays
-// one branch for them (a shared version cost it a few percent more
-// instructions per attempt). A change to one belongs in the other.
+// one branch per attempt for them where the two meet (send, receive,
+// timedOut); a shared version cost it a few percent more instructions per
+// attempt. A change to one belongs in the other.
 
 // chainSend is send in a chain: it puts one attempt of intent i on the
 // wire, to a tier's server or the origin. A hedge goes to another replica
@@ -613,13 +614,22 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 }
 
+// loseCall is lose for a tier's call in: it counts at its hop and tells
+// the request the call serves.
+func (f *fleet) loseCall(in *intent, now int64, r resil.StopReason) {
+	sum := &f.chain.hops[in.hop].sum
+	sum.IntentsLost++
+	sum.LostBy.Add(r)
+	f.callEnded(in, false, now)
+}
+
 // chainTimedOut is timedOut in a chain: attempt a's client gives up on it
 // at now, and a tier hears it (see tierLeft). The origin keeps its request
 // (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) chainTimedOut(a int32, now int64) {
 	ri := f.atts[a].req
 	hop := f.ints[f.atts[a].intent].hop
-	f.finish(a, now, resil.OutcomeTimeout)
+	f.chainFinish(a, now, resil.OutcomeTimeout)
 	if ri >= 0 {
 		f.abandon(hop, ri, now)
 	}
