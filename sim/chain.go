@@ -72,8 +72,9 @@ type treq struct {
 
 // Events of a chain's tiers.
 const (
-	evTierWork  eventKind = iota + evSend + 1 // a tier's own work for a request is over: its call begins
-	evTierReply                               // a tier's reply reaches its caller (aux: answerOK, answerThrottled or 0)
+	evTierWork     eventKind = iota + evSend + 1 // a tier's own work for a request is over: its call begins
+	evTierReply                                  // a tier's reply reaches its caller (aux: answerOK, answerThrottled or 0)
+	evChainTimeout                               // evTimeout in a chain: its own kind keeps the chain's branch off the one-hop timeout
 )
 
 // newChain builds the tiers' callers and servers, and adds their policies
@@ -242,6 +243,12 @@ func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 
 // tierEvent handles the events of a chain's tiers.
 func (f *fleet) tierEvent(e event) {
+	if e.kind == evChainTimeout {
+		if f.atts[e.ref].gen == e.gen {
+			f.chainTimedOut(e.ref, e.at)
+		}
+		return
+	}
 	if f.chain.at(e.ref).gen != e.gen {
 		return
 	}
@@ -541,8 +548,8 @@ func tierPolicies(sc *scenario.Scenario) int {
 
 // The chain's versions of the hottest functions of the clients' side
 // (client.go), for every hop: a one-hop run never calls them, and pays
-// one branch per attempt for them where the two meet (send, receive,
-// timedOut); a shared version cost it a few percent more instructions per
+// one branch per attempt for them where the two meet (send, receive; a
+// chain's timeouts are events of their own kind); a shared version cost it a few percent more instructions per
 // attempt. A change to one belongs in the other.
 
 // chainSend is send in a chain: it puts one attempt of intent i on the
@@ -604,7 +611,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	if !a.known {
-		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evChainTimeout}, laneTimeout)
 	}
 	if !hedging {
 		return
@@ -612,6 +619,14 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
 		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
 	}
+}
+
+// timeoutKind is the kind of an attempt's timeout event in this run.
+func (f *fleet) timeoutKind() eventKind {
+	if f.chain != nil {
+		return evChainTimeout
+	}
+	return evTimeout
 }
 
 // loseCall is lose for a tier's call in: it counts at its hop and tells

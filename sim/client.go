@@ -150,13 +150,10 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 }
 
-// timedOut is attempt a's client giving up on it at now. The origin keeps
-// its request (a queue serves it for nobody) unless it drops expired work.
+// timedOut is attempt a's client giving up on it at now, in a one-hop run
+// (a chain's timeouts are evChainTimeout events). The origin keeps its
+// request (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) timedOut(a int32, now int64) {
-	if f.chain != nil {
-		f.chainTimedOut(a, now)
-		return
-	}
 	ri := f.atts[a].req
 	f.finish(a, now, resil.OutcomeTimeout)
 	if ri < 0 {
@@ -178,7 +175,7 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 		// The answer is lost: the client will time out.
 		if a.known {
 			a.known = false
-			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: f.timeoutKind()}, laneTimeout)
 		}
 		return
 	}
