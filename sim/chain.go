@@ -72,8 +72,9 @@ type treq struct {
 
 // Events of a chain's tiers.
 const (
-	evTierWork  eventKind = iota + evSend + 1 // a tier's own work for a request is over: its call begins
-	evTierReply                               // a tier's reply reaches its caller (aux: answerOK, answerThrottled or 0)
+	evTierWork     eventKind = iota + evSend + 1 // a tier's own work for a request is over: its call begins
+	evTierReply                                  // a tier's reply reaches its caller (aux: answerOK, answerThrottled or 0)
+	evChainTimeout                               // evTimeout in a chain: its own kind keeps the chain's branch off the one-hop timeout
 )
 
 // newChain builds the tiers' callers and servers, and adds their policies
@@ -242,6 +243,12 @@ func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 
 // tierEvent handles the events of a chain's tiers.
 func (f *fleet) tierEvent(e event) {
+	if e.kind == evChainTimeout {
+		if f.atts[e.ref].gen == e.gen {
+			f.chainTimedOut(e.ref, e.at)
+		}
+		return
+	}
 	if f.chain.at(e.ref).gen != e.gen {
 		return
 	}
@@ -356,7 +363,7 @@ func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 				ticks[a.tick].goodput++
 			}
 		}
-		f.finish(ai, now, o)
+		f.chainFinish(ai, now, o)
 	}
 	if serving {
 		c.layers[l][rep].Done(time.Duration(now), origin.Request(r))
@@ -541,8 +548,9 @@ func tierPolicies(sc *scenario.Scenario) int {
 
 // The chain's versions of the hottest functions of the clients' side
 // (client.go), for every hop: a one-hop run never calls them, and pays
-// one branch for them (a shared version cost it a few percent more
-// instructions per attempt). A change to one belongs in the other.
+// one branch per attempt for them where the two meet (send, receive; a
+// chain's timeouts are events of their own kind); a shared version cost it a few percent more instructions per
+// attempt. A change to one belongs in the other.
 
 // chainSend is send in a chain: it puts one attempt of intent i on the
 // wire, to a tier's server or the origin. A hedge goes to another replica
@@ -603,7 +611,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	if !a.known {
-		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evChainTimeout}, laneTimeout)
 	}
 	if !hedging {
 		return
@@ -613,13 +621,30 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 }
 
+// timeoutKind is the kind of an attempt's timeout event in this run.
+func (f *fleet) timeoutKind() eventKind {
+	if f.chain != nil {
+		return evChainTimeout
+	}
+	return evTimeout
+}
+
+// loseCall is lose for a tier's call in: it counts at its hop and tells
+// the request the call serves.
+func (f *fleet) loseCall(in *intent, now int64, r resil.StopReason) {
+	sum := &f.chain.hops[in.hop].sum
+	sum.IntentsLost++
+	sum.LostBy.Add(r)
+	f.callEnded(in, false, now)
+}
+
 // chainTimedOut is timedOut in a chain: attempt a's client gives up on it
 // at now, and a tier hears it (see tierLeft). The origin keeps its request
 // (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) chainTimedOut(a int32, now int64) {
 	ri := f.atts[a].req
 	hop := f.ints[f.atts[a].intent].hop
-	f.finish(a, now, resil.OutcomeTimeout)
+	f.chainFinish(a, now, resil.OutcomeTimeout)
 	if ri >= 0 {
 		f.abandon(hop, ri, now)
 	}

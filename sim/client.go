@@ -48,19 +48,20 @@ func (f *fleet) start(i int32, now int64) {
 		return
 	}
 	t, err := pol.Begin(f.vt(now), &f.ints[i].in)
-	f.sendOrRefuse(i, now, t, err)
-}
-
-// sendOrRefuse sends intent i's attempt with ticket t or, when the policy
-// refused it (err), counts the refusal and ends the intent.
-func (f *fleet) sendOrRefuse(i int32, now int64, t resil.Ticket, err error) {
 	if err != nil {
-		r := resil.ReasonOf(err)
-		f.refused(i, now, r)
-		f.lose(i, now, r)
+		f.refuse(i, now, err)
 		return
 	}
 	f.send(i, now, t, -1)
+}
+
+// refuse counts the attempt of intent i the policy refused (err) and ends
+// the intent. The callers send when it was not refused themselves: a
+// function between them and send would cost a call per attempt.
+func (f *fleet) refuse(i int32, now int64, err error) {
+	r := resil.ReasonOf(err)
+	f.refused(i, now, r)
+	f.lose(i, now, r)
 }
 
 // paced asks the policy's pacer (the AWS adaptive mode's rate limiter)
@@ -149,13 +150,10 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 }
 
-// timedOut is attempt a's client giving up on it at now. The origin keeps
-// its request (a queue serves it for nobody) unless it drops expired work.
+// timedOut is attempt a's client giving up on it at now, in a one-hop run
+// (a chain's timeouts are evChainTimeout events). The origin keeps its
+// request (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) timedOut(a int32, now int64) {
-	if f.chain != nil {
-		f.chainTimedOut(a, now)
-		return
-	}
 	ri := f.atts[a].req
 	f.finish(a, now, resil.OutcomeTimeout)
 	if ri < 0 {
@@ -177,7 +175,7 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 		// The answer is lost: the client will time out.
 		if a.known {
 			a.known = false
-			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: f.timeoutKind()}, laneTimeout)
 		}
 		return
 	}
@@ -191,16 +189,18 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 			f.oticks[a.tick].goodput++
 		}
 	}
-	f.finish(ai, now, o)
-}
-
-// finish ends attempt ai on the client's side with outcome o, frees it,
-// and decides what the intent does next.
-func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	if f.chain != nil {
 		f.chainFinish(ai, now, o)
 		return
 	}
+	f.finish(ai, now, o)
+}
+
+// finish ends attempt ai on the client's side with outcome o, frees it,
+// and decides what the intent does next. A chain's attempts go to
+// chainFinish instead: the callers choose, so that a one-hop attempt pays
+// one branch for the chain on its way here, not two.
+func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	a := &f.atts[ai]
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
@@ -262,7 +262,11 @@ func (f *fleet) resume(i int32, now int64) {
 		return
 	}
 	t, err := f.policies[in.client].Resume(f.vt(now), &in.in)
-	f.sendOrRefuse(i, now, t, err)
+	if err != nil {
+		f.refuse(i, now, err)
+		return
+	}
+	f.send(i, now, t, -1)
 }
 
 // hedge sends a hedge beside attempt a if the policy and the budget allow.
@@ -335,11 +339,11 @@ func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 // r. A tier's call tells the request it serves.
 func (f *fleet) lose(i int32, now int64, r resil.StopReason) {
 	in := &f.ints[i]
-	_, sum := f.counts(in.hop)
-	sum.IntentsLost++
-	sum.LostBy.Add(r)
 	if in.hop > 0 {
-		f.callEnded(in, false, now)
+		f.loseCall(in, now, r)
+	} else {
+		f.sum.IntentsLost++
+		f.sum.LostBy.Add(r)
 	}
 	f.endIntent(i)
 }

@@ -489,7 +489,7 @@ func (f *fleet) stalled(e event, x *request) bool {
 			// The answer was due in time, so no timeout was scheduled:
 			// now it will be late.
 			a.known = false
-			f.q.push(event{at: a.deadline + 1, ref: x.att, gen: a.gen, kind: evTimeout}, laneTimeout)
+			f.q.push(event{at: a.deadline + 1, ref: x.att, gen: a.gen, kind: f.timeoutKind()}, laneTimeout)
 		}
 	}
 	return true
