@@ -344,6 +344,20 @@ func (p *Policy) Pace(now time.Time) (time.Duration, error) {
 	return d, nil
 }
 
+// PaceBefore is Pace for an attempt that must start by latest (the zero
+// time: no limit). When the Pacer's wait would pass latest it returns
+// ErrNoTimeLeft instead of the wait, so that a driver that schedules the
+// attempt for later (a simulator, an event loop) ends the intent now
+// rather than waking after its deadline. The Guard, which sleeps under the
+// caller's context, needs no such limit.
+func (p *Policy) PaceBefore(now, latest time.Time) (time.Duration, error) {
+	d, err := p.Pace(now)
+	if err == nil && d > 0 && !latest.IsZero() && now.Add(d).After(latest) {
+		return 0, ErrNoTimeLeft
+	}
+	return d, err
+}
+
 // sent tells a budget that counts attempts in flight that a retry or a
 // hedge is sent. The assertion is made here, on the retry path, so that a
 // successful call pays nothing for it.

@@ -136,6 +136,43 @@ func TestClientRateLimiterFailFast(t *testing.T) {
 	}
 }
 
+// TestPolicyPaceBefore: an attempt whose pacer wait would pass its latest
+// start is refused now (ErrNoTimeLeft); one whose wait fits gets the wait;
+// without a limit, or with a token, Pace's answer stands.
+func TestPolicyPaceBefore(t *testing.T) {
+	l := mustRateLimiter(t, ClientRateLimiterSettings{})
+	p := Policy{Pacer: l}
+	l.Update(rl(0), true) // the rate drops to the floor, 0.5/s
+	var in Intent
+	tk, err := p.Begin(rl(0), &in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.End(rl(0), &in, tk, OutcomeThrottled, 0)
+	wait, err := p.Pace(rl(0))
+	if err != nil || wait <= 0 {
+		t.Fatalf("empty bucket: Pace = %v, %v; want a wait", wait, err)
+	}
+	for _, c := range []struct {
+		name   string
+		latest time.Time
+		want   time.Duration
+		err    error
+	}{
+		{"no limit", time.Time{}, wait, nil},
+		{"the wait fits", rl(0).Add(wait), wait, nil},
+		{"the wait passes the limit", rl(0).Add(wait - time.Nanosecond), 0, ErrNoTimeLeft},
+	} {
+		d, err := p.PaceBefore(rl(0), c.latest)
+		if d != c.want || !errors.Is(err, c.err) || (c.err == nil && err != nil) {
+			t.Errorf("%s: PaceBefore = %v, %v; want %v, %v", c.name, d, err, c.want, c.err)
+		}
+	}
+	if d, err := p.PaceBefore(rl(10), rl(10)); d != 0 || err != nil {
+		t.Fatalf("a token at the limit itself: PaceBefore = %v, %v; want it to go", d, err)
+	}
+}
+
 func TestClientRateLimiterSettings(t *testing.T) {
 	for _, c := range []struct {
 		s     ClientRateLimiterSettings

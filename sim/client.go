@@ -72,12 +72,13 @@ func (f *fleet) refuse(i int32, now int64, err error) {
 func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
 	in := &f.ints[i]
 	pol := &f.policies[in.client]
-	d, err := pol.Pace(f.vt(now))
+	var latest time.Time
+	if in.latest > 0 {
+		latest = f.vt(in.latest)
+	}
+	d, err := pol.PaceBefore(f.vt(now), latest)
 	if err == nil && d == 0 {
 		return false
-	}
-	if err == nil && in.latest > 0 && now+int64(d) > in.latest {
-		err = resil.ErrNoTimeLeft
 	}
 	if err != nil {
 		pol.Abandon(f.vt(now), &in.in)
