@@ -89,6 +89,16 @@ type eventQueue struct {
 	seq    uint64
 	lanes  [nLanes]ring
 	heap   []event
+
+	// atts is the run's attempt table, for the timeout lane's dead
+	// heads: an attempt that ended before its timeout (nearly all, in a
+	// fleet that is answered in time) has a newer generation than its
+	// timeout event, which would do nothing when it came out. pop drops
+	// such events once they reach the head of the lane, a ring step each,
+	// rather than moving the lane through order and dispatching them. An
+	// event that does nothing changes no other event's place, so the
+	// order of the rest is the same. Nil: nothing is dropped.
+	atts *[]attempt
 }
 
 // reset empties the queue, keeping the memory of its lanes and heap.
@@ -191,6 +201,12 @@ func (q *eventQueue) pop() event {
 	} else {
 		r := &q.lanes[src]
 		e = r.pop()
+		if src == int(laneTimeout) && q.atts != nil {
+			for r.size > 0 && q.deadTimeout(r.first()) {
+				r.drop()
+				q.n--
+			}
+		}
 		if more = r.size > 0; more {
 			q.heads[src] = r.first().stamp()
 		}
@@ -210,6 +226,12 @@ func (q *eventQueue) pop() event {
 	}
 	q.order[i] = uint8(src)
 	return e
+}
+
+// deadTimeout reports whether e, a timeout (evTimeout or evChainTimeout),
+// is for an attempt that has already ended: the fleet would drop it.
+func (q *eventQueue) deadTimeout(e *event) bool {
+	return (*q.atts)[e.ref].gen != e.gen
 }
 
 func (q *eventQueue) heapPush(e event) {
@@ -278,6 +300,12 @@ func (r *ring) push(e event) {
 	}
 	r.buf[(r.head+r.size)&(len(r.buf)-1)] = e
 	r.size++
+}
+
+// drop removes the first event.
+func (r *ring) drop() {
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.size--
 }
 
 func (r *ring) pop() event {

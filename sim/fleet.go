@@ -157,6 +157,7 @@ func (f *fleet) take() {
 	f.atts, f.freeA, f.ints, f.freeI = sc.atts[:0], sc.freeA[:0], sc.ints[:0], sc.freeI[:0]
 	f.q = &sc.q
 	f.q.reset()
+	f.q.atts = &f.atts
 	f.reqs = &sc.reqs
 	f.reqs.reset()
 	if cap(sc.ticks) < f.nTicks {
@@ -179,6 +180,7 @@ func (f *fleet) give() {
 	if f.origin != nil {
 		sc.models = f.origin
 	}
+	f.q.atts = nil
 	f.scr, f.lat, f.atts, f.ints, f.ticks, f.q, f.reqs = nil, nil, nil, nil, nil, nil, nil
 	f.oticks, f.osum, f.chain = nil, nil, nil
 	scratchPool.Put(sc)
