@@ -242,7 +242,7 @@ func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 }
 
 // tierEvent handles the events of a chain's tiers.
-func (f *fleet) tierEvent(e event) {
+func (f *fleet) tierEvent(e *event) {
 	if e.kind == evChainTimeout {
 		if f.atts[e.ref].gen == e.gen {
 			f.chainTimedOut(e.ref, e.at)
@@ -570,7 +570,9 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	if in.latest > 0 {
 		deadline = min(deadline, in.latest)
 	}
-	*a = attempt{sent: now, deadline: deadline, ticket: t, intent: i, next: in.head, req: -1, tick: -1, gen: a.gen}
+	// Field by field, not a composite: see event.set.
+	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
+	a.req, a.tick, a.replica, a.known = -1, -1, 0, false
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {

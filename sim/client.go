@@ -106,7 +106,9 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	if in.latest > 0 {
 		deadline = min(deadline, in.latest)
 	}
-	*a = attempt{sent: now, deadline: deadline, ticket: t, intent: i, next: in.head, req: -1, tick: -1, gen: a.gen}
+	// Field by field, not a composite: see event.set.
+	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
+	a.req, a.tick, a.replica, a.known = -1, -1, 0, false
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {

@@ -26,6 +26,16 @@ type event struct {
 	aux  uint8 // the outcome of evAnswer (answerOK, answerThrottled, or 0 for an error)
 }
 
+// set copies o into e field by field. An event passed by value is spilled
+// to the stack a field at a time, and a struct copy then reads it back 16
+// bytes at a time: loads that span two narrower stores still in flight
+// cannot be forwarded from them and wait for them to retire, which made
+// the copy into a lane the costliest line of a push. Field by field, each
+// load matches its store.
+func (e *event) set(o *event) {
+	e.at, e.seq, e.ref, e.gen, e.kind, e.aux = o.at, o.seq, o.ref, o.gen, o.kind, o.aux
+}
+
 func (e *event) before(o *event) bool {
 	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
 }
@@ -188,19 +198,21 @@ func (q *eventQueue) rise(src int) {
 	q.order[i] = uint8(src)
 }
 
-// pop removes and returns the earliest event; the queue must not be empty.
-func (q *eventQueue) pop() event {
+// pop removes the earliest event and puts it in e; the queue must not be
+// empty. (Into e rather than returned: a returned event is spilled a field
+// at a time and copied whole, the stall event.set explains.)
+func (q *eventQueue) pop(e *event) {
 	src := int(q.order[0])
-	var e event
 	more := false
 	if src == heapSrc {
-		e = q.heapPop()
+		q.heapPop(e)
 		if more = len(q.heap) > 0; more {
 			q.heads[src] = q.heap[0].stamp()
 		}
 	} else {
 		r := &q.lanes[src]
-		e = r.pop()
+		e.set(r.first())
+		r.drop()
 		if src == int(laneTimeout) && q.atts != nil {
 			for r.size > 0 && q.deadTimeout(r.first()) {
 				r.drop()
@@ -215,7 +227,7 @@ func (q *eventQueue) pop() event {
 	if !more {
 		q.active--
 		copy(q.order[:q.active], q.order[1:q.active+1])
-		return e
+		return
 	}
 	// The source's new head sinks to its place.
 	h := q.heads[src]
@@ -225,7 +237,6 @@ func (q *eventQueue) pop() event {
 		i++
 	}
 	q.order[i] = uint8(src)
-	return e
 }
 
 // deadTimeout reports whether e, a timeout (evTimeout or evChainTimeout),
@@ -235,8 +246,9 @@ func (q *eventQueue) deadTimeout(e *event) bool {
 }
 
 func (q *eventQueue) heapPush(e event) {
-	q.heap = append(q.heap, e)
+	q.heap = append(q.heap, event{})
 	h := q.heap
+	h[len(h)-1].set(&e) // see set
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) / 4
@@ -248,14 +260,15 @@ func (q *eventQueue) heapPush(e event) {
 	}
 }
 
-func (q *eventQueue) heapPop() event {
+// heapPop removes the heap's least event and puts it in e.
+func (q *eventQueue) heapPop(e *event) {
 	h := q.heap
-	top := h[0]
+	e.set(&h[0])
 	n := len(h) - 1
 	last := h[n]
 	q.heap = h[:n]
 	if n == 0 {
-		return top
+		return
 	}
 	h = q.heap
 	i := 0
@@ -277,7 +290,6 @@ func (q *eventQueue) heapPop() event {
 		i = m
 	}
 	h[i] = last
-	return top
 }
 
 // ring is a growable circular FIFO of events.
@@ -298,7 +310,7 @@ func (r *ring) push(e event) {
 		}
 		r.buf, r.head = n, 0
 	}
-	r.buf[(r.head+r.size)&(len(r.buf)-1)] = e
+	r.buf[(r.head+r.size)&(len(r.buf)-1)].set(&e)
 	r.size++
 }
 
@@ -306,11 +318,4 @@ func (r *ring) push(e event) {
 func (r *ring) drop() {
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.size--
-}
-
-func (r *ring) pop() event {
-	e := r.buf[r.head]
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.size--
-	return e
 }

@@ -65,7 +65,8 @@ func TestEventQueueOrder(t *testing.T) {
 				if got := q.next(); got != want.at {
 					t.Fatalf("seed %d step %d: next = %d, want %d", seed, step, got, want.at)
 				}
-				got := q.pop()
+				var got event
+				q.pop(&got)
 				if got != want {
 					t.Fatalf("seed %d step %d: pop = %+v, want %+v", seed, step, got, want)
 				}

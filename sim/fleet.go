@@ -338,6 +338,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		doEvent
 	)
 	limit := satAdd(f.end, drainLimit)
+	var e event // the event in hand: popped into, handled by reference (see eventQueue.pop)
 	for steps := 1; ; steps++ {
 		now, what := int64(math.MaxInt64), none
 		if f.nextArrival < f.end {
@@ -350,7 +351,8 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		// the tick and before the end of the arrivals, need none of the
 		// checks below: take them in a tight loop.
 		for horizon := min(now, f.boundary, f.end); f.q.next() < horizon; steps++ {
-			f.handle(f.q.pop())
+			f.q.pop(&e)
+			f.handle(&e)
 			if steps&0xffff == 0 && stop != nil && stop() {
 				f.give()
 				return FleetResult{}, errStopped
@@ -374,7 +376,8 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 			f.arrive(now)
 			f.nextArrival = satAdd(now, f.gap())
 		case doEvent:
-			f.handle(f.q.pop())
+			f.q.pop(&e)
+			f.handle(&e)
 		}
 		if steps&0xffff == 0 && stop != nil && stop() {
 			f.give()
@@ -441,7 +444,7 @@ func (f *fleet) sampleUpTo(k int) {
 	f.boundary = int64(f.nextSample+1) * f.tickNs
 }
 
-func (f *fleet) handle(e event) {
+func (f *fleet) handle(e *event) {
 	switch e.kind {
 	case evRetry:
 		in := &f.ints[e.ref]
@@ -480,14 +483,15 @@ func (f *fleet) handle(e event) {
 // next trigger boundary when a stall is in force, and reports whether it
 // did: a stalled origin sends nothing, and what fell due meanwhile happens
 // when the stall ends, in the order it fell due.
-func (f *fleet) stalled(e event, x *request) bool {
+func (f *fleet) stalled(e *event, x *request) bool {
 	if !f.env.outage || f.env.mode != scenario.OutageStall || f.envAt+1 >= len(f.sched.at) {
 		return false
 	}
-	e.at = f.sched.at[f.envAt+1]
-	f.q.push(e, laneHeap)
+	later := *e
+	later.at = f.sched.at[f.envAt+1]
+	f.q.push(later, laneHeap)
 	if x.att >= 0 {
-		if a := &f.atts[x.att]; a.known && e.at > a.deadline {
+		if a := &f.atts[x.att]; a.known && later.at > a.deadline {
 			// The answer was due in time, so no timeout was scheduled:
 			// now it will be late.
 			a.known = false

@@ -78,7 +78,9 @@ func (t *requests) release(i int32) {
 func (f *fleet) request(ai int32, in *intent, n int32) int32 {
 	a := &f.atts[ai]
 	ri, x := f.reqs.take()
-	*x = request{id: in.id, deadline: a.deadline, n: n, tick: a.tick, att: ai, replica: int32(a.replica), gen: x.gen, broken: in.broken}
+	// Field by field, not a composite: see event.set.
+	x.id, x.deadline, x.n, x.tick, x.att, x.replica = in.id, a.deadline, n, a.tick, ai, int32(a.replica)
+	x.broken, x.serving, x.blind = in.broken, false, false
 	a.req = ri
 	return ri
 }
