@@ -193,7 +193,7 @@ type tierDriver struct {
 // tier's own work; then the tier calls.
 func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
 	x := d.f.chain.at(int32(r))
-	d.f.q.push(event{at: int64(at), ref: int32(r), gen: x.gen, kind: evTierWork}, laneAnswer)
+	d.f.q.push(mkEvent(int64(at), int32(r), x.gen, evTierWork, 0), laneAnswer)
 }
 
 // Serve: a worker holds the request for the tier's own work until end, and
@@ -201,14 +201,14 @@ func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
 func (d *tierDriver) Serve(r origin.Request, _, end time.Duration) {
 	x := d.f.chain.at(int32(r))
 	x.serving = true
-	d.f.q.push(event{at: int64(end), ref: int32(r), gen: x.gen, kind: evTierWork}, laneComplete)
+	d.f.q.push(mkEvent(int64(end), int32(r), x.gen, evTierWork, 0), laneComplete)
 }
 
 // Reject answers the request with an overload rejection, as the origin
 // does.
 func (d *tierDriver) Reject(r origin.Request, now time.Duration) {
 	x := d.f.chain.at(int32(r))
-	d.f.q.push(event{at: int64(now) + rejectDelay, ref: int32(r), gen: x.gen, kind: evTierReply, aux: answerThrottled}, laneReject)
+	d.f.q.push(mkEvent(int64(now)+rejectDelay, int32(r), x.gen, evTierReply, answerThrottled), laneReject)
 }
 
 // Drop is a drop_expired tier letting the request go, skipped in its queue
@@ -243,20 +243,20 @@ func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 
 // tierEvent handles the events of a chain's tiers.
 func (f *fleet) tierEvent(e *event) {
-	if e.kind == evChainTimeout {
-		if f.atts[e.ref].gen == e.gen {
-			f.chainTimedOut(e.ref, e.at)
+	if e.kind() == evChainTimeout {
+		if f.atts[e.ref()].gen == e.gen() {
+			f.chainTimedOut(e.ref(), e.at)
 		}
 		return
 	}
-	if f.chain.at(e.ref).gen != e.gen {
+	if f.chain.at(e.ref()).gen != e.gen() {
 		return
 	}
-	switch e.kind {
+	switch e.kind() {
 	case evTierWork:
-		f.tierWork(e.ref, e.at)
+		f.tierWork(e.ref(), e.at)
 	case evTierReply:
-		f.tierReply(e.ref, e.at, e.aux)
+		f.tierReply(e.ref(), e.at, e.aux())
 	}
 }
 
@@ -328,7 +328,7 @@ func (f *fleet) callEnded(in *intent, ok bool, now int64) {
 	if ok {
 		aux = answerOK
 	}
-	f.q.push(event{at: now, ref: in.parent, gen: x.gen, kind: evTierReply, aux: aux}, laneAnswer)
+	f.q.push(mkEvent(now, in.parent, x.gen, evTierReply, aux), laneAnswer)
 }
 
 // tierReply is tier request r's answer reaching its caller at now (aux:
@@ -613,13 +613,13 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	if !a.known {
-		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evChainTimeout}, laneTimeout)
+		f.q.push(mkEvent(a.deadline+1, ai, a.gen, evChainTimeout, 0), laneTimeout)
 	}
 	if !hedging {
 		return
 	}
 	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
-		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
+		f.q.push(mkEvent(now+int64(d), ai, a.gen, evHedge, 0), laneHedge)
 	}
 }
 
@@ -721,5 +721,5 @@ func (f *fleet) chainFinish(ai int32, now int64, o resil.Outcome) {
 		f.lose(i, now, r)
 		return
 	}
-	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
+	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), laneHeap)
 }

@@ -86,7 +86,7 @@ func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
 		f.lose(i, now, resil.ReasonOf(err))
 		return true
 	}
-	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: kind}, laneHeap)
+	f.q.push(mkEvent(now+int64(d), i, in.gen, kind, 0), laneHeap)
 	return true
 }
 
@@ -143,13 +143,13 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		// A blackhole: nothing answers, the origin never sees it.
 	}
 	if !a.known {
-		f.q.push(event{at: a.deadline + 1, ref: ai, gen: a.gen, kind: evTimeout}, laneTimeout)
+		f.q.push(mkEvent(a.deadline+1, ai, a.gen, evTimeout, 0), laneTimeout)
 	}
 	if !f.hedging {
 		return
 	}
 	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
-		f.q.push(event{at: now + int64(d), ref: ai, gen: a.gen, kind: evHedge}, laneHedge)
+		f.q.push(mkEvent(now+int64(d), ai, a.gen, evHedge, 0), laneHedge)
 	}
 }
 
@@ -178,7 +178,7 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 		// The answer is lost: the client will time out.
 		if a.known {
 			a.known = false
-			f.q.push(event{at: max(now, a.deadline+1), ref: ai, gen: a.gen, kind: f.timeoutKind()}, laneTimeout)
+			f.q.push(mkEvent(max(now, a.deadline+1), ai, a.gen, f.timeoutKind(), 0), laneTimeout)
 		}
 		return
 	}
@@ -255,7 +255,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 		f.lose(i, now, r)
 		return
 	}
-	f.q.push(event{at: now + int64(d), ref: i, gen: in.gen, kind: evRetry}, laneHeap)
+	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), laneHeap)
 }
 
 // resume sends intent i's retry at the end of its backoff.

@@ -14,43 +14,57 @@ const (
 	evSend                      // an intent's first attempt may ask the pacer again
 )
 
-// event is one scheduled happening. ref names an intent, an attempt or a
-// request slot, gen the slot's generation when the event was scheduled, so
-// an event for a slot that was freed and reused is recognised and dropped.
+// event is one scheduled happening, in three words: when, its place in
+// the push order with what it does, and the slot it is for. ref names an
+// intent, an attempt or a request slot, gen the slot's generation when the
+// event was scheduled, so an event for a slot that was freed and reused is
+// recognised and dropped.
+//
+// Every field is a word, and events are copied field by field (set), never
+// as a whole: an event passed by value is spilled to the stack a field at
+// a time, and a struct copy reads it back 16 bytes at a time, or two
+// narrow fields as one word; a load that spans stores still in flight
+// cannot be forwarded from them and waits for them to retire. That wait
+// was the costliest line of a push.
 type event struct {
-	at   int64 // virtual nanoseconds
-	seq  uint64
-	ref  int32
-	gen  uint32
-	kind eventKind
-	aux  uint8 // the outcome of evAnswer (answerOK, answerThrottled, or 0 for an error)
+	at  int64  // virtual nanoseconds
+	ord uint64 // seq<<16 | kind<<8 | aux: seq numbers the pushes (eventQueue.push sets it)
+	obj uint64 // gen<<32 | ref
 }
 
-// set copies o into e field by field. An event passed by value is spilled
-// to the stack a field at a time, and a struct copy then reads it back 16
-// bytes at a time: loads that span two narrower stores still in flight
-// cannot be forwarded from them and wait for them to retire, which made
-// the copy into a lane the costliest line of a push. Field by field, each
-// load matches its store.
+// mkEvent returns the event of kind k at at for slot ref of generation
+// gen; aux is the outcome of evAnswer (answerOK, answerThrottled, or 0 for
+// an error) and of evTierReply.
+func mkEvent(at int64, ref int32, gen uint32, k eventKind, aux uint8) event {
+	return event{at: at, ord: uint64(k)<<8 | uint64(aux), obj: uint64(gen)<<32 | uint64(uint32(ref))}
+}
+
+func (e *event) kind() eventKind { return eventKind(e.ord >> 8) }
+func (e *event) aux() uint8      { return uint8(e.ord) }
+func (e *event) ref() int32      { return int32(uint32(e.obj)) }
+func (e *event) gen() uint32     { return uint32(e.obj >> 32) }
+
+// set copies o into e field by field (see event).
 func (e *event) set(o *event) {
-	e.at, e.seq, e.ref, e.gen, e.kind, e.aux = o.at, o.seq, o.ref, o.gen, o.kind, o.aux
+	e.at, e.ord, e.obj = o.at, o.ord, o.obj
 }
 
 func (e *event) before(o *event) bool {
-	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
+	return e.at < o.at || (e.at == o.at && e.ord < o.ord)
 }
 
-func (e *event) stamp() stamp { return stamp{e.at, e.seq} }
+func (e *event) stamp() stamp { return stamp{e.at, e.ord} }
 
 // stamp is where an event stands in the queue's order: its time, then the
-// order of its push.
+// order of its push (ord, whose high bits are the push's number: no two
+// events share them).
 type stamp struct {
 	at  int64
-	seq uint64
+	ord uint64
 }
 
 func (s stamp) before(o stamp) bool {
-	return s.at < o.at || (s.at == o.at && s.seq < o.seq)
+	return s.at < o.at || (s.at == o.at && s.ord < o.ord)
 }
 
 // lane says which FIFO lane an event may go to. Most events are scheduled
@@ -96,7 +110,7 @@ type eventQueue struct {
 	order  [nSources]uint8
 	active int // sources in order
 	n      int
-	seq    uint64
+	seq    uint64 // pushes so far: 48 bits of ord, far more than a run makes
 	lanes  [nLanes]ring
 	heap   []event
 
@@ -133,7 +147,7 @@ func (q *eventQueue) next() int64 {
 
 func (q *eventQueue) push(e event, l lane) {
 	q.seq++
-	e.seq = q.seq
+	e.ord = q.seq<<16 | e.ord&0xffff
 	q.n++
 	if l < laneSpare && q.pushLane(e, l) {
 		return
@@ -242,7 +256,7 @@ func (q *eventQueue) pop(e *event) {
 // deadTimeout reports whether e, a timeout (evTimeout or evChainTimeout),
 // is for an attempt that has already ended: the fleet would drop it.
 func (q *eventQueue) deadTimeout(e *event) bool {
-	return (*q.atts)[e.ref].gen != e.gen
+	return (*q.atts)[e.ref()].gen != e.gen()
 }
 
 func (q *eventQueue) heapPush(e event) {

@@ -44,13 +44,13 @@ func TestEventQueueOrder(t *testing.T) {
 			}
 			for step := range 20000 {
 				if len(ref) == 0 || r.IntN(100) < 52 {
-					e := event{at: now + delay(), ref: int32(step)}
+					e := mkEvent(now+delay(), int32(step), 0, 0, 0)
 					if r.IntN(20) == 0 && now < math.MaxInt64/2 { // far beyond everything
 						e.at = math.MaxInt64 / 2
 					}
 					seq++
 					q.push(e, lane(r.IntN(int(laneHeap)+1)))
-					e.seq = seq
+					e.ord = seq<<16 | e.ord&0xffff
 					ref = append(ref, stamped{e, seq})
 					continue
 				}

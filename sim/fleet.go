@@ -445,35 +445,35 @@ func (f *fleet) sampleUpTo(k int) {
 }
 
 func (f *fleet) handle(e *event) {
-	switch e.kind {
+	switch e.kind() {
 	case evRetry:
-		in := &f.ints[e.ref]
-		if in.gen != e.gen || in.free {
+		in := &f.ints[e.ref()]
+		if in.gen != e.gen() || in.free {
 			return
 		}
-		f.resume(e.ref, e.at)
+		f.resume(e.ref(), e.at)
 	case evTimeout:
-		if f.atts[e.ref].gen == e.gen {
-			f.timedOut(e.ref, e.at)
+		if f.atts[e.ref()].gen == e.gen() {
+			f.timedOut(e.ref(), e.at)
 		}
 	case evAnswer:
-		if x := f.reqs.at(e.ref); x.gen == e.gen && !f.stalled(e, x) {
-			f.answer(e.ref, e.at, e.aux)
+		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !f.stalled(e, x) {
+			f.answer(e.ref(), e.at, e.aux())
 		}
 	case evComplete:
-		if x := f.reqs.at(e.ref); x.gen == e.gen && !f.stalled(e, x) {
-			f.served(e.ref, e.at)
+		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !f.stalled(e, x) {
+			f.served(e.ref(), e.at)
 		}
 	case evHedge:
-		if f.atts[e.ref].gen == e.gen {
-			f.hedge(e.ref, e.at)
+		if f.atts[e.ref()].gen == e.gen() {
+			f.hedge(e.ref(), e.at)
 		}
 	case evSend:
-		in := &f.ints[e.ref]
-		if in.gen != e.gen || in.free {
+		in := &f.ints[e.ref()]
+		if in.gen != e.gen() || in.free {
 			return
 		}
-		f.start(e.ref, e.at)
+		f.start(e.ref(), e.at)
 	default: // a chain's: a case each would make the switch a jump table, slower on one hop
 		f.tierEvent(e)
 	}
@@ -495,7 +495,7 @@ func (f *fleet) stalled(e *event, x *request) bool {
 			// The answer was due in time, so no timeout was scheduled:
 			// now it will be late.
 			a.known = false
-			f.q.push(event{at: a.deadline + 1, ref: x.att, gen: a.gen, kind: f.timeoutKind()}, laneTimeout)
+			f.q.push(mkEvent(a.deadline+1, x.att, a.gen, f.timeoutKind(), 0), laneTimeout)
 		}
 	}
 	return true

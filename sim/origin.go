@@ -175,7 +175,7 @@ func (d *originDriver) Answer(r origin.Request, at time.Duration) {
 	if f.outcome(x) {
 		aux = answerOK
 	}
-	f.q.push(event{at: int64(at), ref: int32(r), gen: x.gen, kind: evAnswer, aux: aux}, laneAnswer)
+	f.q.push(mkEvent(int64(at), int32(r), x.gen, evAnswer, aux), laneAnswer)
 }
 
 // Serve schedules the end of the request's service.
@@ -184,7 +184,7 @@ func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
 	x := f.reqs.at(int32(r))
 	x.serving = true
 	f.known(x, int64(end))
-	f.q.push(event{at: int64(end), ref: int32(r), gen: x.gen, kind: evComplete}, laneComplete)
+	f.q.push(mkEvent(int64(end), int32(r), x.gen, evComplete, 0), laneComplete)
 }
 
 // Reject answers the request with an overload rejection.
@@ -198,7 +198,7 @@ func (f *fleet) reject(r int32, now int64) {
 	x := f.reqs.at(r)
 	at := now + rejectDelay
 	f.known(x, at)
-	f.q.push(event{at: at, ref: r, gen: x.gen, kind: evAnswer, aux: answerThrottled}, laneReject)
+	f.q.push(mkEvent(at, r, x.gen, evAnswer, answerThrottled), laneReject)
 }
 
 // Drop is a shedding origin skipping the request, unanswered.
