@@ -149,8 +149,17 @@ func (q *eventQueue) push(e event, l lane) {
 	q.seq++
 	e.ord = q.seq<<16 | e.ord&0xffff
 	q.n++
-	if l < laneSpare && q.pushLane(e, l) {
-		return
+	if l < laneSpare {
+		// Most pushes go behind their own lane's head, in order, with
+		// room in its ring: no call, and nothing else changes.
+		if r := &q.lanes[l]; r.size > 0 && r.size < len(r.buf) && r.last().at <= e.at {
+			r.buf[(r.head+r.size)&(len(r.buf)-1)].set(&e)
+			r.size++
+			return
+		}
+		if q.pushLane(e, l) {
+			return
+		}
 	}
 	for l := laneSpare; int(l) < nLanes; l++ {
 		if q.pushLane(e, l) {

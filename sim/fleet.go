@@ -297,9 +297,11 @@ func (f *fleet) gap() int64 {
 	if r <= 0 {
 		return math.MaxInt64
 	}
-	g := 1e9 / r
+	var g float64
 	if f.poisson {
 		g = f.arrivals.ExpFloat64() / r * 1e9
+	} else {
+		g = 1e9 / r
 	}
 	// A gap beyond int64 (a tiny rate) is no next arrival: converting it
 	// would give garbage (the most negative int64, on amd64).
