@@ -85,3 +85,88 @@ func TestEventQueueOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestEventQueueDropsDeadTimeouts drives the queue with timeouts of
+// attempts that end at random (their generation moves on) among other
+// events: every event that comes out must be the least of those left but
+// for dead timeouts (which the queue may drop unseen), and no live event
+// may be dropped: all come out, in order.
+func TestEventQueueDropsDeadTimeouts(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		atts := make([]attempt, 64)
+		var q eventQueue
+		q.reset()
+		q.atts = &atts
+		var ref []event // pushed and not yet out, with their push order
+		dead := func(e *event) bool {
+			return e.kind() == evTimeout && atts[e.ref()].gen != e.gen()
+		}
+		now, seq, dropped := int64(0), uint64(0), 0
+		pop := func(step int) {
+			var got event
+			q.pop(&got)
+			k := -1
+			for i := range ref {
+				if ref[i] == got {
+					k = i
+				}
+			}
+			if k < 0 {
+				t.Fatalf("seed %d step %d: pop = %+v, never pushed or already out", seed, step, got)
+			}
+			keep := ref[:0]
+			for i := range ref {
+				e := ref[i]
+				switch {
+				case i == k:
+				case e.before(&got) && !dead(&e):
+					t.Fatalf("seed %d step %d: pop = %+v, but live %+v is earlier", seed, step, got, e)
+				case e.before(&got):
+					dropped++ // unseen, as it should
+				default:
+					keep = append(keep, e)
+				}
+			}
+			ref = keep
+			now = got.at
+		}
+		for step := range 20000 {
+			switch n := r.IntN(100); {
+			case n < 30: // an attempt's timeout, a fixed delay on
+				a := r.IntN(len(atts))
+				e := mkEvent(now+1e9, int32(a), atts[a].gen, evTimeout, 0)
+				seq++
+				q.push(e, laneTimeout)
+				e.ord = seq<<16 | e.ord&0xffff
+				ref = append(ref, e)
+			case n < 50: // another event
+				e := mkEvent(now+r.Int64N(2e9), int32(step), 0, evRetry, 0)
+				seq++
+				q.push(e, laneHeap)
+				e.ord = seq<<16 | e.ord&0xffff
+				ref = append(ref, e)
+			case n < 70: // an attempt ends
+				atts[r.IntN(len(atts))].gen++
+			default:
+				if q.next() != math.MaxInt64 {
+					pop(step)
+				}
+			}
+		}
+		for q.next() != math.MaxInt64 {
+			pop(-1)
+		}
+		for _, e := range ref {
+			if !dead(&e) {
+				t.Fatalf("seed %d: live %+v never came out", seed, e)
+			}
+		}
+		if q.len() != 0 {
+			t.Fatalf("seed %d: len = %d after the last event", seed, q.len())
+		}
+		if dropped+len(ref) == 0 {
+			t.Fatalf("seed %d: no dead timeout was dropped", seed)
+		}
+	}
+}
