@@ -459,11 +459,11 @@ func (f *fleet) handle(e *event) {
 			f.timedOut(e.ref(), e.at)
 		}
 	case evAnswer:
-		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !f.stalled(e, x) {
+		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !(f.env.outage && f.stalled(e, x)) {
 			f.answer(e.ref(), e.at, e.aux())
 		}
 	case evComplete:
-		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !f.stalled(e, x) {
+		if x := f.reqs.at(e.ref()); x.gen == e.gen() && !(f.env.outage && f.stalled(e, x)) {
 			f.served(e.ref(), e.at)
 		}
 	case evHedge:
@@ -484,7 +484,8 @@ func (f *fleet) handle(e *event) {
 // stalled puts off e, an answer or an end of service of request x, to the
 // next trigger boundary when a stall is in force, and reports whether it
 // did: a stalled origin sends nothing, and what fell due meanwhile happens
-// when the stall ends, in the order it fell due.
+// when the stall ends, in the order it fell due. (The callers test
+// f.env.outage first, inline: most runs have no outage.)
 func (f *fleet) stalled(e *event, x *request) bool {
 	if !f.env.outage || f.env.mode != scenario.OutageStall || f.envAt+1 >= len(f.sched.at) {
 		return false
