@@ -78,7 +78,7 @@ func (s stamp) before(o stamp) bool {
 type lane uint8
 
 const (
-	laneTimeout lane = iota
+	laneTimeout lane = iota // attempts' timeouts only: pop drops the dead ones (see eventQueue.atts)
 	laneHedge
 	laneAnswer
 	laneReject
