@@ -14,8 +14,9 @@ const state = {
 };
 
 // Timings, in milliseconds since the page started loading; the browser
-// test reads them.
-const timings = (window.retrystormTimings = { boot: {}, runs: [] });
+// test reads them. asked holds the id of each panel's latest job, so that
+// the test can wait for the run that belongs to its own input.
+const timings = (window.retrystormTimings = { boot: {}, runs: [], asked: {} });
 
 let nextID = 1;
 
@@ -236,8 +237,13 @@ class Pool {
       case 'result': {
         const job = slot.job;
         slot.job = null;
-        draw(m.panel, JSON.parse(m.view), job, m.ms);
+        // The next job first: the worker computes while this thread
+        // draws.
         this.pump();
+        job.received = performance.now();
+        const view = JSON.parse(m.view);
+        job.parsed = performance.now();
+        draw(m.panel, view, job, m.ms);
         break;
       }
       case 'exit':
@@ -258,6 +264,7 @@ function schedule(name) {
     request: { seed: state.seed, values: { ...state.values[name] } },
     since: performance.now(),
   };
+  timings.asked[name] = job.id;
   pool.run(name, job);
   const results = $('.results', document.getElementById(name));
   // Dim the old numbers only if the new ones take a moment: a fast
@@ -374,8 +381,13 @@ function draw(name, view, job, computeMs) {
   clearTimeout(results._dim);
   results.removeAttribute('data-busy');
 
-  const roundtrip = performance.now() - job.since;
-  timings.runs.push({ panel: name, compute: computeMs, roundtrip, at: performance.now() });
+  // roundtrip is input to redrawn panel; of it, compute is Go's time in
+  // the worker, parse the JSON on this thread, and draw the DOM update.
+  const now = performance.now();
+  timings.runs.push({
+    panel: name, id: job.id, compute: computeMs, roundtrip: now - job.since,
+    parse: job.parsed - job.received, draw: now - job.parsed, at: now,
+  });
   const held = (view.claims || []).filter((c) => c.holds).length;
   const total = (view.claims || []).length;
   const verdict = view.error ? 'bad' : held === total ? 'ok' : 'bad';
