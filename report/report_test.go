@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -209,5 +211,43 @@ func TestRenderClaimsWraps(t *testing.T) {
 	}
 	if !strings.Contains(colour.String(), ansiDim+"(some") {
 		t.Errorf("the evidence is not dim:\n%q", colour.String())
+	}
+}
+
+// TestNumbersAsFmt: the chart writes its numbers with strconv, for speed,
+// and must write the very bytes fmt wrote, which the golden SVGs hold.
+func TestNumbersAsFmt(t *testing.T) {
+	values := []float64{0, math.Copysign(0, -1), 0.05, 0.15, 0.25, 1, 1.5, -2.25, 52, 99.95, 123456.789, 1e-7, 3e21, 1e6,
+		2.5e-5, math.MaxFloat64, math.SmallestNonzeroFloat64, math.Inf(1), math.Inf(-1), math.NaN()}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		values = append(values, (r.Float64()-0.3)*math.Pow(10, float64(r.IntN(24)-8)))
+	}
+	c, pc := Chart{}, Chart{Percent: true}
+	for _, v := range values {
+		if got, want := string(appendF1(nil, v)), fmt.Sprintf("%.1f", v); got != want {
+			t.Errorf("appendF1(%v) = %q, fmt %q", v, got, want)
+		}
+		want := fmt.Sprintf("%.6g", v)
+		if strings.Contains(want, "e") {
+			want = fmt.Sprintf("%g", v)
+		}
+		if got := trimFloat(v); got != want {
+			t.Errorf("trimFloat(%v) = %q, fmt %q", v, got, want)
+		}
+		if math.IsNaN(v) || v != math.Trunc(v) {
+			want := fmt.Sprintf("%.3g", v)
+			if math.IsNaN(v) {
+				want = "–"
+			}
+			if got := c.value(v); got != want {
+				t.Errorf("value(%v) = %q, fmt %q", v, got, want)
+			}
+		}
+		if !math.IsNaN(v) {
+			if got, want := pc.value(v), fmt.Sprintf("%.1f%%", 100*v); got != want {
+				t.Errorf("percent value(%v) = %q, fmt %q", v, got, want)
+			}
+		}
 	}
 }

@@ -1,9 +1,11 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"html"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -49,6 +51,8 @@ const (
 // chart without any script.
 func (c Chart) SVG() string {
 	var b strings.Builder
+	// About what a column's tooltip and each line's point take.
+	b.Grow(2048 + len(c.X)*(80+30*len(c.Lines)))
 	pw := float64(svgW) - padL - padR
 	ph := float64(svgH) - padT - padB
 	xmin, xmax := bounds(c.X)
@@ -101,20 +105,32 @@ func (c Chart) SVG() string {
 	fmt.Fprintf(&b, `<text x="%g" y="%d" class="xl">%s</text>`, padL+pw/2, svgH-8, esc(c.XLabel))
 	fmt.Fprintf(&b, `<text transform="translate(14 %g) rotate(-90)" class="yl">%s</text>`, padT+ph/2, esc(c.YLabel))
 
+	var num []byte // scratch for the numbers, reused
 	for i, l := range c.Lines {
-		var pts strings.Builder
+		b.WriteString(`<polyline points="`)
+		first := true
 		for j, y := range l.Y {
 			if j >= len(c.X) || math.IsNaN(y) {
 				continue
 			}
-			fmt.Fprintf(&pts, "%.1f,%.1f ", sx(c.X[j]), sy(y))
+			if !first {
+				b.WriteByte(' ')
+			}
+			first = false
+			num = appendF1(num[:0], sx(c.X[j]))
+			num = append(num, ',')
+			num = appendF1(num, sy(y))
+			b.Write(num)
 		}
-		dash := ""
+		b.WriteString(`" fill="none" stroke="`)
+		b.WriteString(Palette[i%len(Palette)])
+		b.WriteString(`" stroke-width="2"`)
 		if l.Dashed {
-			dash = ` stroke-dasharray="6 4"`
+			b.WriteString(` stroke-dasharray="6 4"`)
 		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></polyline>`,
-			strings.TrimSpace(pts.String()), Palette[i%len(Palette)], dash, esc(l.Name))
+		b.WriteString(`><title>`)
+		b.WriteString(esc(l.Name))
+		b.WriteString(`</title></polyline>`)
 	}
 	c.legend(&b, pw)
 	c.hover(&b, sx, pw, ph)
@@ -168,23 +184,44 @@ func (c Chart) StandaloneSVG() string {
 }
 
 // hover lays an invisible column over each X with a tooltip of the values.
+// It writes the bytes fmt would, with strconv: a chart has hundreds of
+// columns, and a slider step on the page draws several charts.
 func (c Chart) hover(b *strings.Builder, sx func(float64) float64, pw, ph float64) {
 	if len(c.X) == 0 {
 		return
 	}
 	step := pw / float64(max(len(c.X)-1, 1))
+	unit := shortUnit(c.XLabel)
+	// The same for every column: y, width and height.
+	rest := `" y="` + strconv.FormatFloat(padT, 'g', -1, 64) + `" width="` + strconv.FormatFloat(step, 'f', 1, 64) +
+		`" height="` + strconv.FormatFloat(ph, 'g', -1, 64) + `"><title>`
+	var tip, num []byte
 	b.WriteString(`<g class="hover">`)
 	for j, x := range c.X {
-		var tip strings.Builder
-		fmt.Fprintf(&tip, "%s %s", trimFloat(x), shortUnit(c.XLabel))
+		tip = append(tip[:0], trimFloat(x)...)
+		tip = append(tip, ' ')
+		tip = append(tip, unit...)
 		for _, l := range c.Lines {
 			if j < len(l.Y) {
-				fmt.Fprintf(&tip, "\n%s: %s", l.Name, c.value(l.Y[j]))
+				tip = append(tip, '\n')
+				tip = append(tip, l.Name...)
+				tip = append(tip, ": "...)
+				tip = c.appendValue(tip, l.Y[j])
 			}
 		}
-		fmt.Fprintf(b, `<rect x="%.1f" y="%g" width="%.1f" height="%g"><title>%s</title></rect>`, sx(x)-step/2, padT, step, ph, esc(tip.String()))
+		b.WriteString(`<rect x="`)
+		num = appendF1(num[:0], sx(x)-step/2)
+		b.Write(num)
+		b.WriteString(rest)
+		b.WriteString(esc(string(tip)))
+		b.WriteString(`</title></rect>`)
 	}
 	b.WriteString(`</g>`)
+}
+
+// appendF1 appends v as fmt's %.1f writes it (fmt calls strconv so).
+func appendF1(dst []byte, v float64) []byte {
+	return strconv.AppendFloat(dst, v, 'f', 1, 64)
 }
 
 func (c Chart) yLabel(v float64) string {
@@ -195,16 +232,20 @@ func (c Chart) yLabel(v float64) string {
 }
 
 func (c Chart) value(v float64) string {
-	if math.IsNaN(v) {
-		return "–"
+	return string(c.appendValue(nil, v))
+}
+
+// appendValue appends value(v) to dst.
+func (c Chart) appendValue(dst []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(dst, "–"...)
+	case c.Percent:
+		return append(strconv.AppendFloat(dst, 100*v, 'f', 1, 64), '%')
+	case v == math.Trunc(v):
+		return appendInt(dst, int64(v))
 	}
-	if c.Percent {
-		return fmt.Sprintf("%.1f%%", 100*v)
-	}
-	if v == math.Trunc(v) {
-		return Int(int64(v))
-	}
-	return fmt.Sprintf("%.3g", v)
+	return strconv.AppendFloat(dst, v, 'g', 3, 64)
 }
 
 // shortUnit pulls "s" out of "time (s)".
@@ -252,12 +293,15 @@ func niceTicks(lo, hi float64, n int) []float64 {
 	return ts
 }
 
+// trimFloat writes v as fmt's %.6g does, or as %g where that takes an
+// exponent.
 func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.6g", v)
-	if strings.Contains(s, "e") {
-		return fmt.Sprintf("%g", v)
+	var buf [32]byte
+	s := strconv.AppendFloat(buf[:0], v, 'g', 6, 64)
+	if bytes.IndexByte(s, 'e') >= 0 {
+		return strconv.FormatFloat(v, 'g', -1, 64)
 	}
-	return s
+	return string(s)
 }
 
 // compact writes 1500 as 1.5k and 2000000 as 2M.

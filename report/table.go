@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -116,20 +117,26 @@ func pad(s string, n int, a Align) string {
 
 // Int formats a count with thousands separators: 12,345.
 func Int(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
+	var buf [32]byte
+	return string(appendInt(buf[:0], n))
+}
+
+// appendInt appends Int(n) to dst, without fmt: charts write thousands
+// of them.
+func appendInt(dst []byte, n int64) []byte {
+	var buf [20]byte
+	s := strconv.AppendInt(buf[:0], n, 10)
+	if s[0] == '-' {
+		dst = append(dst, '-')
+		s = s[1:]
+	}
+	for i, c := range s {
 		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
+			dst = append(dst, ',')
 		}
-		b.WriteRune(r)
+		dst = append(dst, c)
 	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return dst
 }
 
 // Float formats x with the given decimals, without a trailing ".0" noise
