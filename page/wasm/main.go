@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"syscall/js"
 
 	"github.com/retrystorm/retrystorm/page/live"
@@ -52,11 +53,16 @@ func run(_ js.Value, args []js.Value) (result any) {
 		progress = func(done, total int) { f.Invoke(done, total) }
 	}
 	v := live.Run(context.Background(), name, req, progress)
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Without HTML escaping: the SVG's every < would be six bytes
+	// (\u003c) to write here and to read on the page, which parses the
+	// JSON and never pastes it into HTML source.
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return errorView(name, err.Error())
 	}
-	return string(b)
+	return b.String()
 }
 
 func errorView(name, msg string) string {
