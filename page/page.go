@@ -11,6 +11,7 @@ package page
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/retrystorm/retrystorm/page/live"
 )
@@ -52,8 +54,56 @@ func Write(w io.Writer) error {
 	return err
 }
 
-// Render assembles the page around the assets.
+// Render assembles the page around the assets, with every panel computed
+// on its defaults (see DefaultViews).
 func Render(a Assets) ([]byte, error) {
+	views, err := DefaultViews()
+	if err != nil {
+		return nil, err
+	}
+	return render(a, views)
+}
+
+// PageSeed is the seed the page starts with, and computes its panels
+// with until the user changes it (web/index.html and web/page.js say 1
+// too).
+const PageSeed = 1
+
+// DefaultViews returns every panel computed with its default knobs and
+// PageSeed, in the page's order, as the JSON the page reads: exactly what
+// the page's workers compute for the same request, computed here, once,
+// natively. The page shows them as soon as its script runs, instead of
+// after seconds of WebAssembly, then computes them again in the browser
+// and reports any difference as an error (which the browser test fails
+// on). The JSON carries no "</", so no end tag can close its element.
+var DefaultViews = sync.OnceValues(func() ([]byte, error) {
+	panels, err := live.Panels()
+	if err != nil {
+		return nil, err
+	}
+	views := make([]live.View, len(panels))
+	seed := uint64(PageSeed)
+	var wg sync.WaitGroup
+	for i, p := range panels {
+		wg.Go(func() { views[i] = live.Run(context.Background(), p.Name, live.Request{Seed: &seed}, nil) })
+	}
+	wg.Wait()
+	for _, v := range views {
+		if v.Error != "" {
+			return nil, fmt.Errorf("page: the %s panel on its defaults: %s", v.Name, v.Error)
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a third smaller; the one sequence that matters is escaped below
+	if err := enc.Encode(views); err != nil {
+		return nil, fmt.Errorf("page: %w", err)
+	}
+	return bytes.ReplaceAll(bytes.TrimSpace(b.Bytes()), []byte("</"), []byte(`<\/`)), nil
+})
+
+// render assembles the page around the assets and the panels' views.
+func render(a Assets, views []byte) ([]byte, error) {
 	panels, err := live.Panels()
 	if err != nil {
 		return nil, err
@@ -74,6 +124,7 @@ func Render(a Assets) ([]byte, error) {
 	parts := map[string]string{
 		"{{style}}":     style,
 		"{{panels}}":    string(data),
+		"{{views}}":     string(views),
 		"{{wasm_exec}}": string(a.WasmExec),
 		"{{worker}}":    workerScript,
 		"{{module}}":    base64.StdEncoding.EncodeToString(a.Module),
@@ -87,7 +138,7 @@ func Render(a Assets) ([]byte, error) {
 		oldnew = append(oldnew, marker, text)
 	}
 	var b bytes.Buffer
-	b.Grow(len(shell) + len(a.Module)*4/3 + len(a.WasmExec) + len(script) + len(style) + len(data) + len(workerScript))
+	b.Grow(len(shell) + len(a.Module)*4/3 + len(a.WasmExec) + len(script) + len(style) + len(data) + len(views) + len(workerScript))
 	// One pass: a marker inside an inlined text is left alone.
 	if _, err := strings.NewReplacer(oldnew...).WriteString(&b, shell); err != nil {
 		return nil, err

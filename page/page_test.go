@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/page/live"
 )
 
 // The module, built once for every test of the package that needs it.
@@ -104,9 +107,23 @@ func TestBuildIsReproducible(t *testing.T) {
 	}
 }
 
+// views are the panels' default views, or with -short (every panel, the
+// sweep included, is half a minute under the race detector) a stand-in.
+func views(t *testing.T) []byte {
+	t.Helper()
+	if testing.Short() {
+		return []byte(`[{"name":"storm","title":"a stand-in <\/svg>"}]`)
+	}
+	v, err := DefaultViews()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestRender(t *testing.T) {
 	a := Assets{Module: []byte("not really a module"), WasmExec: []byte("// wasm_exec.js\n")}
-	doc, err := Render(a)
+	doc, err := render(a, views(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +153,65 @@ func TestRender(t *testing.T) {
 }
 
 func TestRenderRefusesAnEndTag(t *testing.T) {
-	_, err := Render(Assets{Module: []byte{1}, WasmExec: []byte("x = '</script>';")})
+	_, err := render(Assets{Module: []byte{1}, WasmExec: []byte("x = '</script>';")}, views(t))
 	if err == nil {
 		t.Fatal("a script holding </script> was inlined")
 	}
 }
 
 func TestRenderRefusesAnOversizedPage(t *testing.T) {
-	_, err := Render(Assets{Module: make([]byte, MaxBytes), WasmExec: []byte("//")})
+	_, err := render(Assets{Module: make([]byte, MaxBytes), WasmExec: []byte("//")}, views(t))
 	if err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("got %v, want the page refused for its size", err)
+	}
+}
+
+// TestDefaultViews: the page carries every panel computed on its defaults
+// with the page's seed, as the workers compute it (the browser test checks
+// that they agree), and the JSON cannot end its script element.
+func TestDefaultViews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("computes every panel, the sweep included: seconds, half a minute under the race detector")
+	}
+	data, err := DefaultViews()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("</")) {
+		t.Error("the views' JSON holds </, which could end its script element")
+	}
+	var got []live.View
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	panels, err := live.Panels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(panels) {
+		t.Fatalf("%d views for %d panels", len(got), len(panels))
+	}
+	seed := uint64(PageSeed)
+	for i, p := range panels {
+		if got[i].Name != p.Name || len(got[i].Claims) == 0 || len(got[i].Charts) == 0 {
+			t.Errorf("view %d is %q with %d claims and %d charts, want the %s panel", i, got[i].Name, len(got[i].Claims), len(got[i].Charts), p.Name)
+		}
+		if p.Name != "fleets" {
+			continue
+		}
+		// The very view a worker hands the page for the defaults.
+		// Both through the same decoding, as the page reads them.
+		ran, err := json.Marshal(live.Run(context.Background(), p.Name, live.Request{Seed: &seed}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fresh live.View
+		if err := json.Unmarshal(ran, &fresh); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(fresh)
+		if have, _ := json.Marshal(got[i]); !bytes.Equal(have, want) {
+			t.Errorf("the page's fleets view differs from what live.Run computes for the defaults")
+		}
 	}
 }

@@ -11,7 +11,13 @@ const state = {
   seed: 1,
   values: Object.fromEntries(panels.map((p) => [p.name, {}])), // moved knobs only
   views: {},
+  computed: new Set(), // the panels this browser has computed at least once
 };
+
+// Every panel on its defaults with seed 1, as `retrystorm page` computed
+// it with the same Go code when it wrote this file: drawn at once, then
+// computed again by the workers, which must agree.
+const precomputed = new Map(JSON.parse(document.getElementById('views').textContent).map((v) => [v.name, v]));
 
 // Timings, in milliseconds since the page started loading; the browser
 // test reads them. asked holds the id of each panel's latest job, so that
@@ -243,7 +249,8 @@ class Pool {
         job.received = performance.now();
         const view = JSON.parse(m.view);
         job.parsed = performance.now();
-        draw(m.panel, view, job, m.ms);
+        if (job.verify && agrees(m.panel, view)) confirm(m.panel, job, m.ms);
+        else draw(m.panel, view, job, m.ms);
         break;
       }
       case 'exit':
@@ -256,16 +263,21 @@ class Pool {
 
 let pool = null;
 
-function schedule(name) {
+// schedule asks the pool for panel name with its current knobs. A verify
+// job computes a panel the page already shows (precomputed): it redraws
+// only if the numbers differ, which is an error.
+function schedule(name, verify = false) {
   if (!pool || !pool.module) return; // the first round is scheduled when the module is up
   const job = {
     id: nextID++,
     panel: name,
     request: { seed: state.seed, values: { ...state.values[name] } },
     since: performance.now(),
+    verify,
   };
   timings.asked[name] = job.id;
   pool.run(name, job);
+  if (verify) return; // the numbers shown are right: nothing to dim
   const results = $('.results', document.getElementById(name));
   // Dim the old numbers only if the new ones take a moment: a fast
   // panel should not flicker as a slider moves.
@@ -305,6 +317,7 @@ async function boot() {
   buildPage();
   wireSeed();
   wireTips();
+  for (const p of panels) if (precomputed.has(p.name)) draw(p.name, precomputed.get(p.name), null, null);
   try {
     const src = document.getElementById('wasm-exec').textContent + '\n;\n' + document.getElementById('worker-src').textContent;
     const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
@@ -314,10 +327,11 @@ async function boot() {
     if (document.readyState === 'loading') await new Promise((ok) => document.addEventListener('DOMContentLoaded', ok, { once: true }));
     pool.start(await loadModule());
     status(`Simulator loaded: ${mb(timings.boot.moduleBytes)} of WebAssembly (${mb(timings.boot.gzipBytes)} in this page), ` +
-      `compiled in ${Math.round(timings.boot.compiled - timings.boot.script)} ms. Computing…`);
+      `compiled in ${Math.round(timings.boot.compiled - timings.boot.script)} ms. Computing every panel again here…`);
     // The fast panels first, cheapest first; the heavy ones wait for the
-    // first render.
-    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (!p.heavy) schedule(p.name);
+    // first computation. A panel whose knobs moved meanwhile is computed
+    // for them instead.
+    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (!p.heavy) schedule(p.name, isDefault(p.name));
   } catch (err) {
     console.error('retrystorm: cannot load the simulator: ' + err);
     status('This browser cannot run the simulator: ' + err);
@@ -381,24 +395,52 @@ function draw(name, view, job, computeMs) {
   clearTimeout(results._dim);
   results.removeAttribute('data-busy');
 
-  // roundtrip is input to redrawn panel; of it, compute is Go's time in
-  // the worker, parse the JSON on this thread, and draw the DOM update.
-  const now = performance.now();
-  timings.runs.push({
-    panel: name, id: job.id, compute: computeMs, roundtrip: now - job.since,
-    parse: job.parsed - job.received, draw: now - job.parsed, at: now,
-  });
+  if (job) {
+    if (job.verify) console.error(`retrystorm: ${name}: this browser computed other numbers than retrystorm page did for the defaults`);
+    record(name, job, computeMs);
+  }
   const held = (view.claims || []).filter((c) => c.holds).length;
   const total = (view.claims || []).length;
   const verdict = view.error ? 'bad' : held === total ? 'ok' : 'bad';
   const badge = $('.badge', section);
   badge.dataset.state = verdict;
   $('.badge-text', badge).textContent = view.error ? 'error' : `${held} of ${total} claims hold`;
-  $('.ms', badge).textContent = `${Math.round(computeMs)} ms`;
+  $('.ms', badge).textContent = job ? `${Math.round(computeMs)} ms` : '';
   document.getElementById('nav-' + name).dataset.state = verdict;
-  section.dataset.computed = String(job.id);
+  if (job) section.dataset.computed = String(job.id);
   score();
-  milestones(name);
+  milestones();
+}
+
+// record notes a computation of panel name: roundtrip is input to redrawn
+// panel; of it, compute is Go's time in the worker, parse the JSON on this
+// thread, and draw the DOM update (zero for a confirmed panel).
+function record(name, job, computeMs) {
+  const now = performance.now();
+  timings.runs.push({
+    panel: name, id: job.id, compute: computeMs, roundtrip: now - job.since, verify: job.verify,
+    parse: job.parsed - job.received, draw: now - job.parsed, at: now,
+  });
+  state.computed.add(name);
+  computedMilestones();
+}
+
+// isDefault reports whether panel name shows its precomputed defaults.
+function isDefault(name) {
+  return precomputed.has(name) && state.seed === 1 && Object.keys(state.values[name]).length === 0;
+}
+
+// agrees reports whether view has the very numbers the page shows for
+// panel name from retrystorm page.
+function agrees(name, view) {
+  const pre = precomputed.get(name);
+  return pre != null && JSON.stringify(view) === JSON.stringify(pre);
+}
+
+// confirm marks panel name as computed here, with the numbers it shows.
+function confirm(name, job, computeMs) {
+  $('.ms', document.getElementById(name)).textContent = `${Math.round(computeMs)} ms`;
+  record(name, job, computeMs);
 }
 
 function claimList(claims) {
@@ -447,19 +489,34 @@ function score() {
   $('#score').dataset.state = failed || held < total ? 'bad' : complete ? 'ok' : 'pending';
 }
 
-function milestones(name) {
+// milestones notes when the first panel, the fast ones and every one are
+// on screen, whoever computed them.
+function milestones() {
   const b = timings.boot;
-  if (b.firstRender == null) {
-    b.firstRender = performance.now();
-    pool.grow(Math.max(2, Math.min(4, navigator.hardwareConcurrency || 2)));
-    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (p.heavy) schedule(p.name);
-  }
+  b.firstRender ??= performance.now();
   const light = panels.filter((p) => !p.heavy).every((p) => state.views[p.name]);
   if (light && b.lightRendered == null) b.lightRendered = performance.now();
-  if (panels.every((p) => state.views[p.name]) && b.allRendered == null) {
-    b.allRendered = performance.now();
+  if (panels.every((p) => state.views[p.name]) && b.allRendered == null) b.allRendered = performance.now();
+}
+
+// computedMilestones notes when this browser first computed a panel, and
+// when it has computed every one; after the first, the heavy panels are
+// computed too, on more workers.
+function computedMilestones() {
+  const b = timings.boot;
+  if (b.firstComputed == null) {
+    b.firstComputed = performance.now();
+    // One worker until then: while the module's code is cold, the
+    // browser needs a free core to optimise it.
+    pool.grow(Math.max(2, Math.min(4, navigator.hardwareConcurrency || 2)));
+    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (p.heavy) schedule(p.name, isDefault(p.name));
+  }
+  const light = panels.filter((p) => !p.heavy).every((p) => state.computed.has(p.name));
+  if (light && b.lightComputed == null) b.lightComputed = performance.now();
+  if (panels.every((p) => state.computed.has(p.name)) && b.allComputed == null) {
+    b.allComputed = performance.now();
     status(`Simulator: ${mb(b.moduleBytes)} of Go compiled to WebAssembly, ready in ${Math.round(b.compiled)} ms; ` +
-      `first panel drawn at ${Math.round(b.firstRender)} ms, every panel at ${(b.allRendered / 1000).toFixed(1)} s. Move a knob.`);
+      `every panel shown at ${Math.round(b.allRendered)} ms as retrystorm page computed it, and computed again here by ${(b.allComputed / 1000).toFixed(1)} s. Move a knob.`);
   }
 }
 
