@@ -397,7 +397,11 @@ function draw(name, view, job, computeMs) {
 
   if (job) {
     if (job.verify) console.error(`retrystorm: ${name}: this browser computed other numbers than retrystorm page did for the defaults`);
-    record(name, job, computeMs);
+    const run = record(name, job, computeMs);
+    // painted: input to the end of the next frame, which lays out and
+    // paints the new panel (a task queued from requestAnimationFrame runs
+    // after that frame).
+    requestAnimationFrame(() => setTimeout(() => (run.painted = performance.now() - job.since)));
   }
   const held = (view.claims || []).filter((c) => c.holds).length;
   const total = (view.claims || []).length;
@@ -417,12 +421,14 @@ function draw(name, view, job, computeMs) {
 // thread, and draw the DOM update (zero for a confirmed panel).
 function record(name, job, computeMs) {
   const now = performance.now();
-  timings.runs.push({
+  const run = {
     panel: name, id: job.id, compute: computeMs, roundtrip: now - job.since, verify: job.verify,
     parse: job.parsed - job.received, draw: now - job.parsed, at: now,
-  });
+  };
+  timings.runs.push(run);
   state.computed.add(name);
   computedMilestones();
+  return run;
 }
 
 // isDefault reports whether panel name shows its precomputed defaults.
