@@ -141,6 +141,14 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the %s panel shows no claim", e.Name)
 		}
 	}
+	// Every column of every chart and every cell of every map carries its
+	// read-out (the page moves them out of the SVG's titles as it draws).
+	if n := evaluate[int](t, ctx, `document.querySelectorAll('svg .hover rect:not([data-tip]), svg rect.cell:not([data-tip]), svg .hover title, svg rect.cell title').length`); n > 0 {
+		t.Errorf("%d chart columns or map cells lack their read-out, or still hold a title", n)
+	}
+	if n := evaluate[int](t, ctx, `document.querySelectorAll('svg .hover rect[data-tip]').length`); n == 0 {
+		t.Error("no chart column carries a read-out")
+	}
 	if errs := evaluate[[]string](t, ctx, `[...document.querySelectorAll('.error')].map(e => e.textContent)`); len(errs) > 0 {
 		t.Errorf("panels show errors: %q", errs)
 	}
@@ -271,8 +279,10 @@ type stepRun struct {
 func sliderSteps(t *testing.T, ctx context.Context, panel, knob string, keys bool) []stepRun {
 	t.Helper()
 	id := panel + "-" + knob
-	// Start towards the side with room, then alternate.
-	up := evaluate[bool](t, ctx, `(() => { const i = document.getElementById('`+id+`'); return Number(i.value) < Number(i.max); })()`)
+	// In view, as for a person moving it, then towards the side with
+	// room, and back and forth.
+	up := evaluate[bool](t, ctx, `(() => { const i = document.getElementById('`+id+`');
+		i.scrollIntoView({block: 'center', behavior: 'instant'}); return Number(i.value) < Number(i.max); })()`)
 	if keys {
 		if err := chromedp.Do(ctx, chromedp.Focus(chromedp.ID(id))); err != nil {
 			t.Fatal(err)

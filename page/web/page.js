@@ -374,9 +374,9 @@ function draw(name, view, job, computeMs) {
     body.append(el('h3', { text: 'Claims' }), claimList(view.claims || []));
     (view.tables || []).forEach((t, i) => body.append(table(t, old && !old.error ? (old.tables || [])[i] : null)));
     const charts = el('div', { class: 'charts' });
-    charts.innerHTML = (view.charts || []).join('');
+    charts.innerHTML = withTips((view.charts || []).join(''));
     const figures = el('div', { class: 'figures' });
-    figures.innerHTML = (view.figures || []).join('');
+    figures.innerHTML = withTips((view.figures || []).join(''));
     body.append(charts, figures);
     prepareSVG(charts);
     prepareSVG(figures);
@@ -536,9 +536,22 @@ function mb(n) {
 
 // ---- Reading the charts ----------------------------------------------
 
-// prepareSVG moves the values the report's SVG carries in <title>
-// tooltips into data attributes, for the read-out below; the browser's own
-// tooltip would come late and repeat it.
+// tipRect is a rectangle of the report's SVG with a <title> tooltip, but
+// for the shaded spans (class="shade"), whose tooltip the browser shows:
+// the hover columns of a chart and the cells of a map. The title's text is
+// escaped for HTML, so it can stand in a quoted attribute as it is.
+const tipRect = /<rect((?: (?!class="shade")[a-z-]+="[^"]*")*)><title>([^<]*)<\/title><\/rect>/g;
+
+// withTips moves the values the report's SVG carries in <title> tooltips
+// into data-tip attributes, for the read-out below (the browser's own
+// tooltip would come late and repeat it). It rewrites the text before the
+// browser parses it: a chart has hundreds of columns, and making their
+// titles only to remove them again cost a fifth of a redraw.
+function withTips(svg) {
+  return svg.replace(tipRect, '<rect$1 data-tip="$2"></rect>');
+}
+
+// prepareSVG notes each chart's line colours by name, for the read-out.
 function prepareSVG(root) {
   for (const svg of root.querySelectorAll('svg.chart')) {
     const colours = {};
@@ -549,12 +562,6 @@ function prepareSVG(root) {
       if (t) colours[t.textContent] = stroke === '#222222' ? 'var(--fg)' : stroke;
     }
     svg._colours = colours;
-    for (const rect of svg.querySelectorAll('.hover rect, rect.cell')) {
-      const t = rect.querySelector('title');
-      if (!t) continue;
-      rect.dataset.tip = t.textContent;
-      t.remove();
-    }
   }
 }
 
