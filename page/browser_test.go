@@ -97,19 +97,24 @@ func TestBrowser(t *testing.T) {
 	}
 	waitFor(t, ctx, "every panel shown", `window.retrystormTimings && window.retrystormTimings.boot.allRendered != null`, time.Minute)
 	t.Logf("every panel shown %.2f s after the navigation began (wall clock, from the test)", time.Since(start).Seconds())
+	// A person moving a slider while the workers check the precomputed
+	// panels: the step goes before the checks. Moved and moved back, so
+	// that the defaults are on screen again for the claims below.
+	waitFor(t, ctx, "a panel computed in the browser", `window.retrystormTimings.boot.firstComputed != null`, time.Minute)
+	var early []float64
+	for _, r := range sliderSteps(t, ctx, "fleets", "rate", false, 2) {
+		early = append(early, r.Roundtrip)
+	}
+	t.Logf("fleets after a slider step while the page computes its first round: input to redrawn panel %s ms", msList(early))
 	waitFor(t, ctx, "every panel computed in the browser", `window.retrystormTimings.boot.allComputed != null`, 3*time.Minute)
 	t.Logf("every panel computed in the browser %.1f s after the navigation began (wall clock, from the test)", time.Since(start).Seconds())
 	boot := evaluate[map[string]float64](t, ctx, `window.retrystormTimings.boot`)
 	firstRuns := evaluate[[]struct {
 		Panel   string  `json:"panel"`
 		Compute float64 `json:"compute"`
-		Verify  bool    `json:"verify"`
-	}](t, ctx, `window.retrystormTimings.runs`)
+	}](t, ctx, `window.retrystormTimings.runs.filter((r) => r.verify)`)
 	var each []string
 	for _, r := range firstRuns {
-		if !r.Verify {
-			t.Errorf("the %s panel was computed for other settings than its defaults before any knob moved", r.Panel)
-		}
 		each = append(each, fmt.Sprintf("%s %.0f", r.Panel, r.Compute))
 	}
 	t.Logf("first computation of each panel, in Go in its worker (ms): %s", strings.Join(each, ", "))
@@ -200,7 +205,7 @@ func TestBrowser(t *testing.T) {
 	for _, s := range []struct{ panel, knob string }{
 		{"fleets", "rate"}, {"storm", "rate"}, {"hedge", "rate"}, {"shed", "rate"}, {"outage", "max_retries"},
 	} {
-		runs := sliderSteps(t, ctx, s.panel, s.knob, s.panel == "fleets")
+		runs := sliderSteps(t, ctx, s.panel, s.knob, s.panel == "fleets", 6)
 		var compute, parse, draw, roundtrip, painted []float64
 		for _, r := range runs {
 			compute = append(compute, r.Compute)
@@ -270,13 +275,13 @@ type stepRun struct {
 	Painted   float64 `json:"painted"`
 }
 
-// sliderSteps moves the slider of knob on panel six times by one step,
+// sliderSteps moves the slider of knob on panel n times by one step,
 // back and forth, and waits after each step for the run of the very job
 // that step asked for, so that every figure belongs to its own input.
 // With keys, it moves the slider with the arrow keys; otherwise it steps
 // it from the page's script and fires the input event a person's drag
 // fires, so no layout shift can make it miss.
-func sliderSteps(t *testing.T, ctx context.Context, panel, knob string, keys bool) []stepRun {
+func sliderSteps(t *testing.T, ctx context.Context, panel, knob string, keys bool, n int) []stepRun {
 	t.Helper()
 	id := panel + "-" + knob
 	// In view, as for a person moving it, then towards the side with
@@ -289,7 +294,7 @@ func sliderSteps(t *testing.T, ctx context.Context, panel, knob string, keys boo
 		}
 	}
 	var out []stepRun
-	for range 6 {
+	for range n {
 		before := evaluate[int](t, ctx, `window.retrystormTimings.asked['`+panel+`'] || 0`)
 		switch {
 		case keys:

@@ -174,8 +174,9 @@ function buildYAML(p) {
 
 // Pool runs the Go module in a few workers, one panel per worker at a
 // time. A panel asked for again while it waits is asked once, with its
-// latest knobs; a panel is never computed twice at once; and heavy panels
-// never take the last worker, so that the other panels' knobs stay quick.
+// latest knobs; a panel is never computed twice at once; a knob's job
+// goes before the checks of precomputed panels; and heavy panels never
+// take the last worker, so that the other panels' knobs stay quick.
 class Pool {
   constructor(url) {
     this.url = url;
@@ -213,13 +214,11 @@ class Pool {
       if (!slot.ready || slot.job) continue;
       const busy = this.slots.filter((s) => s.job);
       const heavy = busy.filter((s) => byName.get(s.job.panel).heavy).length;
-      let next = null;
-      for (const [panel, job] of this.queue) {
-        if (busy.some((s) => s.job.panel === panel)) continue;
-        if (byName.get(panel).heavy && heavy >= this.slots.length - 1) continue;
-        next = job;
-        break;
-      }
+      // What a person asked for first; the checks of the precomputed
+      // panels wait (they change nothing on screen).
+      const ready = [...this.queue.values()].filter((job) =>
+        !busy.some((s) => s.job.panel === job.panel) && !(byName.get(job.panel).heavy && heavy >= this.slots.length - 1));
+      const next = ready.find((job) => !job.verify) || ready[0];
       if (!next) return;
       this.queue.delete(next.panel);
       slot.job = next;
