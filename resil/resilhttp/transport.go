@@ -34,7 +34,7 @@
 //     StopOf says why they stopped.
 //   - Base sees each attempt's resil.Attempt (its number, and whether it is
 //     a first attempt, a retry or a hedge) on the request's context:
-//     AttemptOf.
+//     AttemptOf. With AttemptHeader set, the server hears its kind too.
 package resilhttp
 
 import (
@@ -87,6 +87,11 @@ type Transport struct {
 	// carried there when that is shorter, so that a server can refuse
 	// work that cannot finish in time (see Shed).
 	OmitTimeout bool
+	// AttemptHeader, if set, names a header that tells the server why each
+	// attempt was sent, in resil.Kind's words: "first", "retry" or
+	// "hedge". A server can then count the load that retries and hedges
+	// add to what its callers asked for. Empty means none is sent.
+	AttemptHeader string
 }
 
 // DefaultRetryStatus reports whether code is 429 Too Many Requests, 502 Bad
@@ -241,30 +246,59 @@ func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Reque
 			r.Body = body
 		}
 	}
-	// The request's header is the caller's and every attempt's: copy it
-	// before the first change.
-	cloned := false
-	set := func(name, value string) {
-		if !cloned {
-			r.Header = c.req.Header.Clone()
-			if r.Header == nil {
-				r.Header = make(http.Header)
-			}
-			cloned = true
-		}
-		r.Header.Set(name, value)
+	// What the attempt adds to the caller's header: the key, the time left
+	// (unless the request carries less) and the attempt's kind.
+	var add [3]struct{ name, value string }
+	n := 0
+	if a.Key != "" && c.req.Header.Get(c.hdr) != a.Key {
+		add[n].name, add[n].value = c.hdr, a.Key
+		n++
 	}
-	if a.Key != "" && r.Header.Get(c.hdr) != a.Key {
-		set(c.hdr, a.Key)
-	}
-	// The time the caller has left, unless the request carries less.
 	if dl, ok := ctx.Deadline(); ok && !c.t.OmitTimeout {
 		left := dl.Sub(c.t.Guard.Now())
 		if d, ok := ParseTimeout(c.req.Header.Get(TimeoutHeader)); !ok || left < d {
-			set(TimeoutHeader, FormatTimeout(left))
+			add[n].name, add[n].value = TimeoutHeader, FormatTimeout(left)
+			n++
+		}
+	}
+	if c.t.AttemptHeader != "" {
+		add[n].name, add[n].value = c.t.AttemptHeader, a.Kind.String()
+		n++
+	}
+	if n > 0 {
+		// The request's header is the caller's and every attempt's: the
+		// attempt gets a copy, with room for what it adds, in one go.
+		var room []string
+		r.Header, room = cloneHeader(c.req.Header, n)
+		for i, f := range add[:n] {
+			room[i] = f.value
+			r.Header[http.CanonicalHeaderKey(f.name)] = room[i : i+1 : i+1]
 		}
 	}
 	return r, nil
+}
+
+// cloneHeader returns a deep copy of h with room for extra more fields:
+// one map and one array for every value, the room included (the last
+// extra strings of the array, returned apart), where h.Clone then Set
+// would allocate a slice per field set and might grow the map.
+func cloneHeader(h http.Header, extra int) (http.Header, []string) {
+	n := extra
+	for _, v := range h {
+		n += len(v)
+	}
+	vals := make([]string, n)
+	out := make(http.Header, len(h)+extra)
+	for k, v := range h {
+		if v == nil {
+			out[k] = nil // kept nil, as Clone does: ReverseProxy so marks a field it must not add
+			continue
+		}
+		m := copy(vals, v)
+		out[k] = vals[:m:m] // full: an Add reallocates, never writes past
+		vals = vals[m:]
+	}
+	return out, vals
 }
 
 // judge is the error a response stands for: a *StatusError for a status

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -546,5 +547,75 @@ func TestTransportCertificateErrorIsPermanent(t *testing.T) {
 	_, err := (&http.Client{Transport: &Transport{Guard: g, Base: base}}).Get(srv.URL)
 	if !errors.Is(err, resil.ErrNotRetryable) || g.Stats().Attempts != 1 {
 		t.Fatalf("err = %v after %d attempts: a certificate error is not retried", err, g.Stats().Attempts)
+	}
+}
+
+// TestTransportAttemptHeader: with AttemptHeader set, every attempt tells
+// the server its kind, next to its key and its time left, in a header of
+// its own: the caller's request is not changed, and a field the caller
+// marked nil (as ReverseProxy does) stays nil.
+func TestTransportAttemptHeader(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	n := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Header)
+		n++
+		code := http.StatusServiceUnavailable
+		if n == 3 {
+			code = http.StatusOK
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody, Request: r}, nil
+	})
+	g := newGuard(t, &skipClock{now: epoch}, resil.Policy{MaxRetries: 2})
+	tr := &Transport{Guard: g, Base: base, Keys: true, AttemptHeader: "x-attempt"}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", strings.NewReader("body"))
+	req.Header.Set("Accept", "a")
+	req.Header.Add("Accept", "b")
+	req.Header["X-Forwarded-For"] = nil
+	caller := req.Header.Clone()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(got) != 3 {
+		t.Fatalf("%d attempts, want 3", len(got))
+	}
+	key := got[0].Get(DefaultKeyHeader)
+	for i, h := range got {
+		want := []string{"first", "retry", "retry"}[i]
+		if h.Get("X-Attempt") != want || h.Get(DefaultKeyHeader) != key || key == "" || h.Get(TimeoutHeader) == "" {
+			t.Errorf("attempt %d: kind %q, key %q (first %q), timeout %q", i+1, h.Get("X-Attempt"), h.Get(DefaultKeyHeader), key, h.Get(TimeoutHeader))
+		}
+		if v, ok := h["X-Forwarded-For"]; !ok || v != nil {
+			t.Errorf("attempt %d: X-Forwarded-For = %q, %v; want nil, kept", i+1, v, ok)
+		}
+		if a := h.Values("Accept"); len(a) != 2 || a[0] != "a" || a[1] != "b" {
+			t.Errorf("attempt %d: Accept = %q", i+1, a)
+		}
+		if len(h) != len(caller)+3 {
+			t.Errorf("attempt %d: header %v, want the caller's and 3 more", i+1, h)
+		}
+	}
+	// Each attempt's header is its own: a change to one shows in no other
+	// field, no other attempt's header, nor the caller's.
+	before := got[0].Clone()
+	got[0].Add("Accept", "c")
+	got[0].Set("X-Attempt", "changed")
+	for k, v := range before {
+		if k != "Accept" && k != "X-Attempt" && !slices.Equal(got[0][k], v) {
+			t.Errorf("adding to Accept changed %s: %q, was %q", k, got[0][k], v)
+		}
+	}
+	if got[1].Get("X-Attempt") != "retry" || len(got[1].Values("Accept")) != 2 {
+		t.Errorf("attempts share their header: %v", got[1])
+	}
+	if len(req.Header) != len(caller) || req.Header.Get("Accept") != "a" || len(req.Header.Values("Accept")) != 2 {
+		t.Errorf("the caller's header changed: %v", req.Header)
 	}
 }
