@@ -112,7 +112,9 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &resilhttp.Transport{Guard: guard, Base: attempts}
+		// The Transport tells the origin each attempt's kind in the copy
+		// of the header it makes anyway for the attempt's deadline.
+		t := &resilhttp.Transport{Guard: guard, Base: attempts, AttemptHeader: AttemptHeader}
 		if !cfg.Fleet.Retry.IdempotentOnly {
 			// The simulator's naive client retries every intent. resilhttp
 			// retries a POST only with a key: give each POST one in a header
@@ -365,9 +367,10 @@ func (cfg *GatewayConfig) attemptTime(ctx context.Context, now time.Time) time.D
 }
 
 // attemptTransport is the gateway's last hop: it sees every attempt the
-// Guards send, with its kind (resilhttp.AttemptOf). It tells the origin why
-// the attempt was sent and how long its sender will wait, and counts the
-// attempt and its fate for the tick it was sent in.
+// Guards send, with its kind (resilhttp.AttemptOf), and counts the attempt
+// and its fate for the tick it was sent in. The resilhttp.Transport above
+// it must set AttemptHeader: the origin hears why each attempt was sent
+// from there.
 type attemptTransport struct {
 	base  http.RoundTripper
 	tally *Tally
@@ -385,13 +388,9 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	tr.sent.Add(1)
 	t.tally.add(kindCounts[a.Kind], k)
 
-	// The request's header is shared by every attempt of the call: copy it.
-	out := *r
-	out.Header = r.Header.Clone()
-	out.Header.Set(AttemptHeader, a.Kind.String())
-	// The resilhttp.Transport above has set TimeoutHeader: the time the
-	// attempt may take.
-	resp, err := t.base.RoundTrip(&out)
+	// The resilhttp.Transport above has set AttemptHeader to the attempt's
+	// kind, and TimeoutHeader to the time it may take.
+	resp, err := t.base.RoundTrip(r)
 	switch {
 	case err == nil && resp.StatusCode < 300:
 		t.tally.add(cGoodput, k)

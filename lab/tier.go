@@ -163,6 +163,8 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 	t.client = &resilhttp.Transport{
 		Guard: t.guard,
 		Base:  &attemptTransport{base: base, tally: cfg.Out},
+		// The next tier hears each attempt's kind, as the origin does.
+		AttemptHeader: AttemptHeader,
 		// Without propagation the next tier hears no deadline.
 		OmitTimeout: !t.propagate,
 	}
