@@ -214,13 +214,21 @@ func (b *bufferPool) Get() []byte {
 
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
-// Handler serves the gateway: /metrics, and every other path proxied.
+// Handler serves the gateway: /metrics, /healthz, and every other path
+// proxied. Two exact paths need no ServeMux: matching its patterns
+// allocated on every proxied request.
 func (g *Gateway) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc(healthPath, serveHealth)
-	mux.Handle("/", g)
-	return mux
+	metrics := promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			metrics.ServeHTTP(w, r)
+		case healthPath:
+			serveHealth(w, r)
+		default:
+			g.ServeHTTP(w, r)
+		}
+	})
 }
 
 // warm opens the connection from the gateway to the origin.
