@@ -29,7 +29,7 @@ import (
 const (
 	// AttemptsHeader is the attempts the gateway sent for the intent.
 	AttemptsHeader = "Retrystorm-Attempts"
-	// FailedHeader is how many of them failed.
+	// FailedHeader is how many of them failed; absent when none did.
 	FailedHeader = "Retrystorm-Failed-Attempts"
 	// StopHeader says why the gateway stopped without success, in
 	// resil.StopReason's words: retries_exhausted, budget, breaker,
@@ -282,11 +282,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.m.inflight.Dec()
 	n := uint64(len(g.clients))
 	k := g.next.Add(1) % n
-	if v, err := strconv.ParseUint(r.Header.Get(ClientHeader), 10, 64); err == nil {
-		k = v % n
+	if h := r.Header.Get(ClientHeader); h != "" { // ParseUint("") allocates its error
+		if v, err := strconv.ParseUint(h, 10, 64); err == nil {
+			k = v % n
+		}
 	}
-	tr := &trace{client: int(k)}
-	ctx := context.WithValue(r.Context(), traceKey{}, tr)
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK, tr: trace{client: int(k)}}
+	ctx := context.WithValue(r.Context(), traceKey{}, &rec.tr)
 	// The caller's deadline, so that the Guard never waits past it and the
 	// origin hears it.
 	if d, ok := resilhttp.TimeoutFrom(r.Header); ok && d > 0 {
@@ -294,21 +296,59 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	g.proxy.ServeHTTP(rec, r.WithContext(ctx))
 	g.m.byCode(rec.code).Inc()
 	g.m.latency.Observe(time.Since(start).Seconds())
 }
 
-// statusRecorder remembers the status written, for the metrics.
+// statusRecorder remembers the status written, for the metrics, and
+// tells the caller how the intent went (AttemptsHeader, and FailedHeader
+// when an attempt failed) in the header it writes: every answer, the
+// origin's, the fallback and the gateway's errors, is written through it.
+// It holds the intent's trace, so that one allocation serves both.
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code  int
+	wrote bool
+	tr    trace
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
+	if !s.wrote && code >= 200 { // a 1xx header is not the answer's
+		s.wrote = true
+		h := s.Header()
+		h[AttemptsHeader] = countValue(s.tr.sent.Load())
+		if f := s.tr.failed.Load(); f > 0 {
+			h[FailedHeader] = countValue(f)
+		}
+	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// countValues are the header values of small counts, made once and shared
+// by every answer (nothing changes a header's values in place; an Add
+// reallocates a full slice): setting one allocates nothing.
+var countValues = func() (v [16][]string) {
+	for i := range v {
+		v[i] = []string{strconv.Itoa(i)}
+	}
+	return v
+}()
+
+// countValue is the header value of count n.
+func countValue(n int32) []string {
+	if n >= 0 && int(n) < len(countValues) {
+		return countValues[n]
+	}
+	return []string{strconv.Itoa(int(n))}
 }
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
@@ -325,18 +365,12 @@ func (c clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.g.clients[k].RoundTrip(r)
 }
 
-// modifyResponse tells the caller how the intent went: on a failed answer,
-// why the Guard stopped, as resilhttp reports it.
+// modifyResponse tells the caller, on a failed answer, why the Guard
+// stopped, as resilhttp reports it (the attempts are told by the
+// statusRecorder).
 func (g *Gateway) modifyResponse(resp *http.Response) error {
-	tr := traceOf(resp.Request.Context())
-	if tr == nil {
-		return nil
-	}
-	h := resp.Header
-	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
-	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
 	if resp.StatusCode >= 300 {
-		h.Set(StopHeader, resil.ReasonOf(resilhttp.StopOf(resp)).String())
+		resp.Header.Set(StopHeader, resil.ReasonOf(resilhttp.StopOf(resp)).String())
 	}
 	return nil
 }
@@ -344,13 +378,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 // errorHandler answers when no response came: the fallback when the breaker
 // refused, a gateway timeout or a bad gateway otherwise.
 func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	tr := traceOf(r.Context())
-	if tr == nil {
-		tr = &trace{}
-	}
 	h := w.Header()
-	h.Set(AttemptsHeader, strconv.Itoa(int(tr.sent.Load())))
-	h.Set(FailedHeader, strconv.Itoa(int(tr.failed.Load())))
 	why := resil.ReasonOf(err)
 	h.Set(StopHeader, why.String())
 	if why == resil.StopBreaker {

@@ -128,7 +128,7 @@ func TestGatewayBreakerFallback(t *testing.T) {
 
 // TestGatewayPropagatesDeadlines: the origin hears how long each attempt
 // may take: the per-attempt timeout, or less when the caller's deadline is
-// nearer. And why each attempt was sent.
+// nearer. And why each attempt was sent; the caller hears how many were.
 func TestGatewayPropagatesDeadlines(t *testing.T) {
 	var mu sync.Mutex
 	var heard []string
@@ -139,8 +139,16 @@ func TestGatewayPropagatesDeadlines(t *testing.T) {
 	}))
 	_, gw := startGateway(t, origin, naiveFleet(200*time.Millisecond))
 	c := testClient(t)
-	send(c, "GET", gw, time.Second)
-	send(c, "GET", gw, time.Second, TimeoutHeader, "50m")
+	for _, r := range []reply{send(c, "GET", gw, time.Second), send(c, "GET", gw, time.Second, TimeoutHeader, "50m")} {
+		// The caller hears one attempt, and no failed one.
+		if v, ok := r.header[FailedHeader]; r.status != http.StatusOK || r.header.Get(AttemptsHeader) != "1" || ok {
+			t.Errorf("answer %d, %s attempts, failed %q; want 200 after 1 attempt, none failed", r.status, r.header.Get(AttemptsHeader), v)
+		}
+	}
+	// The gateway answers its health check itself.
+	if r := send(c, "GET", gw+healthPath, time.Second); r.status != http.StatusNoContent {
+		t.Errorf("%s: %d, want 204", healthPath, r.status)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(heard) != 2 {
