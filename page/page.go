@@ -75,7 +75,7 @@ const PageSeed = 1
 // natively. The page shows them as soon as its script runs, instead of
 // after seconds of WebAssembly, then computes them again in the browser
 // and reports any difference as an error (which the browser test fails
-// on). The JSON carries no "</", so no end tag can close its element.
+// on). The JSON is safe inside a script element (see scriptSafe).
 var DefaultViews = sync.OnceValues(func() ([]byte, error) {
 	panels, err := live.Panels()
 	if err != nil {
@@ -99,8 +99,18 @@ var DefaultViews = sync.OnceValues(func() ([]byte, error) {
 	if err := enc.Encode(views); err != nil {
 		return nil, fmt.Errorf("page: %w", err)
 	}
-	return bytes.ReplaceAll(bytes.TrimSpace(b.Bytes()), []byte("</"), []byte(`<\/`)), nil
+	return scriptSafe(bytes.TrimSpace(b.Bytes())), nil
 })
+
+// scriptSafe escapes JSON for the inside of an HTML script element: "</"
+// could end the element, and "<!--" would send the parser into a state in
+// which a later "<script" changes where the element ends. Both can only
+// occur inside JSON strings, where "\/" and "\u0021" mean what they
+// replace.
+func scriptSafe(js []byte) []byte {
+	js = bytes.ReplaceAll(js, []byte("</"), []byte(`<\/`))
+	return bytes.ReplaceAll(js, []byte("<!--"), []byte(`<\u0021--`))
+}
 
 // render assembles the page around the assets and the panels' views.
 func render(a Assets, views []byte) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -177,8 +178,8 @@ func TestDefaultViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(data, []byte("</")) {
-		t.Error("the views' JSON holds </, which could end its script element")
+	if bytes.Contains(data, []byte("</")) || bytes.Contains(data, []byte("<!--")) {
+		t.Error("the views' JSON holds </ or <!--, which could end its script element")
 	}
 	var got []live.View
 	if err := json.Unmarshal(data, &got); err != nil {
@@ -212,6 +213,32 @@ func TestDefaultViews(t *testing.T) {
 		want, _ := json.Marshal(fresh)
 		if have, _ := json.Marshal(got[i]); !bytes.Equal(have, want) {
 			t.Errorf("the page's fleets view differs from what live.Run computes for the defaults")
+		}
+	}
+}
+
+// TestScriptSafe: the escaped JSON holds neither sequence that could move
+// the end of its script element, and still decodes to the same value.
+func TestScriptSafe(t *testing.T) {
+	for _, in := range []string{
+		`"plain"`,
+		`{"svg":"<svg><text>a</text></svg>"}`,
+		`["<!-- <script>", "</script>", "<!--x-->"]`,
+		`"<<//<!<!--"`,
+	} {
+		out := scriptSafe([]byte(in))
+		if bytes.Contains(out, []byte("</")) || bytes.Contains(out, []byte("<!--")) {
+			t.Errorf("scriptSafe(%s) = %s: still unsafe", in, out)
+		}
+		var want, got any
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("scriptSafe(%s) = %s: %v", in, out, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("scriptSafe(%s) decodes to %v, want %v", in, got, want)
 		}
 	}
 }
