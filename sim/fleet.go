@@ -342,23 +342,36 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	limit := satAdd(f.end, drainLimit)
 	var e event // the event in hand: popped into, handled by reference (see eventQueue.pop)
 	for steps := 1; ; steps++ {
-		now, what := int64(math.MaxInt64), none
-		if f.nextArrival < f.end {
-			now, what = f.nextArrival, doArrival
+		nextEnv := int64(math.MaxInt64)
+		if f.envAt+1 < len(f.sched.at) {
+			nextEnv = f.sched.at[f.envAt+1]
 		}
-		if f.envAt+1 < len(f.sched.at) && f.sched.at[f.envAt+1] <= now {
-			now, what = f.sched.at[f.envAt+1], doEnv
-		}
-		// The events before anything else happens, before the end of
-		// the tick and before the end of the arrivals, need none of the
-		// checks below: take them in a tight loop.
-		for horizon := min(now, f.boundary, f.end); f.q.next() < horizon; steps++ {
-			f.q.pop(&e)
-			f.handle(&e)
+		// The arrivals and events before anything else happens (a
+		// trigger boundary, the end of the tick, the end of the
+		// arrivals) need none of the checks below: take them in a tight
+		// loop, in the same order, an arrival before an event at its
+		// time.
+		for horizon := min(nextEnv, f.boundary, f.end); ; steps++ {
+			if t, a := f.q.next(), f.nextArrival; a <= t && a < horizon {
+				f.arrive(a)
+				f.nextArrival = satAdd(a, f.gap())
+			} else if t < horizon {
+				f.q.pop(&e)
+				f.handle(&e)
+			} else {
+				break
+			}
 			if steps&0xffff == 0 && stop != nil && stop() {
 				f.give()
 				return FleetResult{}, errStopped
 			}
+		}
+		now, what := int64(math.MaxInt64), none
+		if f.nextArrival < f.end {
+			now, what = f.nextArrival, doArrival
+		}
+		if nextEnv <= now {
+			now, what = nextEnv, doEnv
 		}
 		if t := f.q.next(); t < now {
 			now, what = t, doEvent
