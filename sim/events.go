@@ -109,10 +109,14 @@ type eventQueue struct {
 	heads  [nSources]stamp
 	order  [nSources]uint8
 	active int // sources in order
-	n      int
-	seq    uint64 // pushes so far: 48 bits of ord, far more than a run makes
-	lanes  [nLanes]ring
-	heap   []event
+	// early is math.MaxInt64 less the earliest event's time (the head of
+	// order[0]), kept as order changes, so that next, asked before every
+	// step of a run, is one load; zero, as in a zero queue, when empty.
+	early int64
+	n     int
+	seq   uint64 // pushes so far: 48 bits of ord, far more than a run makes
+	lanes [nLanes]ring
+	heap  []event
 
 	// atts is the run's attempt table, for the timeout lane's dead
 	// heads: an attempt that ended before its timeout (nearly all, in a
@@ -131,7 +135,7 @@ func (q *eventQueue) reset() {
 		q.lanes[i].head, q.lanes[i].size = 0, 0
 	}
 	q.heap = q.heap[:0]
-	q.active, q.n, q.seq = 0, 0, 0
+	q.active, q.n, q.seq, q.early = 0, 0, 0, 0
 }
 
 func (q *eventQueue) len() int { return q.n }
@@ -139,10 +143,7 @@ func (q *eventQueue) len() int { return q.n }
 // next returns the time of the earliest event, or math.MaxInt64 when the
 // queue is empty.
 func (q *eventQueue) next() int64 {
-	if q.active == 0 {
-		return math.MaxInt64
-	}
-	return q.heads[q.order[0]].at
+	return math.MaxInt64 - q.early
 }
 
 func (q *eventQueue) push(e event, l lane) {
@@ -204,6 +205,9 @@ func (q *eventQueue) enter(src int) {
 		i--
 	}
 	q.order[i] = uint8(src)
+	if i == 0 {
+		q.early = math.MaxInt64 - h.at
+	}
 }
 
 // rise moves source src, already in order, up to its head's new place:
@@ -219,6 +223,9 @@ func (q *eventQueue) rise(src int) {
 		i--
 	}
 	q.order[i] = uint8(src)
+	if i == 0 {
+		q.early = math.MaxInt64 - h.at
+	}
 }
 
 // pop removes the earliest event and puts it in e; the queue must not be
@@ -250,6 +257,10 @@ func (q *eventQueue) pop(e *event) {
 	if !more {
 		q.active--
 		copy(q.order[:q.active], q.order[1:q.active+1])
+		q.early = 0
+		if q.active > 0 {
+			q.early = math.MaxInt64 - q.heads[q.order[0]].at
+		}
 		return
 	}
 	// The source's new head sinks to its place.
@@ -260,6 +271,7 @@ func (q *eventQueue) pop(e *event) {
 		i++
 	}
 	q.order[i] = uint8(src)
+	q.early = math.MaxInt64 - q.heads[q.order[0]].at
 }
 
 // deadTimeout reports whether e, a timeout (evTimeout or evChainTimeout),
