@@ -83,6 +83,7 @@ type fleet struct {
 	policies []resil.Policy
 	jitter   rand.Source
 	arrivals *rand.Rand
+	ahead    aheadGap // the next Poisson gap (see gap)
 	lastNs   int64
 	lastT    time.Time
 
@@ -297,14 +298,38 @@ func (f *fleet) gap() int64 {
 	if r <= 0 {
 		return math.MaxInt64
 	}
-	var g float64
-	if f.poisson {
-		g = f.arrivals.ExpFloat64() / r * 1e9
-	} else {
-		g = 1e9 / r
+	if !f.poisson {
+		return toGap(1e9 / r)
 	}
-	// A gap beyond int64 (a tiny rate) is no next arrival: converting it
-	// would give garbage (the most negative int64, on amd64).
+	// A Poisson gap is drawn a call ahead, and converted at the rate then
+	// in force: the division is done long before its gap is needed, not
+	// on the way to the next arrival's time. The draws are the same, in
+	// the same order; a gap drawn at another rate is converted again.
+	if !f.ahead.ok {
+		f.ahead = aheadGap{ok: true, e: f.arrivals.ExpFloat64()}
+	}
+	g := f.ahead.gap
+	if f.ahead.rate != r {
+		g = toGap(f.ahead.e / r * 1e9)
+	}
+	e := f.arrivals.ExpFloat64()
+	f.ahead = aheadGap{ok: true, e: e, rate: r, gap: toGap(e / r * 1e9)}
+	return g
+}
+
+// aheadGap is the next Poisson gap, drawn (e, in units of the mean) and
+// converted at rate (gap).
+type aheadGap struct {
+	ok   bool
+	e    float64
+	rate float64
+	gap  int64
+}
+
+// toGap converts a gap g in nanoseconds to an int64: a gap beyond int64 (a
+// tiny rate) is no next arrival, where converting it would give garbage
+// (the most negative int64, on amd64).
+func toGap(g float64) int64 {
 	if !(g < math.MaxInt64) {
 		return math.MaxInt64
 	}
