@@ -199,15 +199,7 @@ func (q *eventQueue) pushLane(e event, l lane) bool {
 func (q *eventQueue) enter(src int) {
 	i := q.active
 	q.active++
-	h := q.heads[src]
-	for i > 0 && h.before(q.heads[q.order[i-1]]) {
-		q.order[i] = q.order[i-1]
-		i--
-	}
-	q.order[i] = uint8(src)
-	if i == 0 {
-		q.early = math.MaxInt64 - h.at
-	}
+	q.lift(i, src)
 }
 
 // rise moves source src, already in order, up to its head's new place:
@@ -217,6 +209,12 @@ func (q *eventQueue) rise(src int) {
 	for int(q.order[i]) != src {
 		i++
 	}
+	q.lift(i, src)
+}
+
+// lift puts source src at order[i] or, while its head comes before the
+// one above, higher, and keeps early if it lands first.
+func (q *eventQueue) lift(i, src int) {
 	h := q.heads[src]
 	for i > 0 && h.before(q.heads[q.order[i-1]]) {
 		q.order[i] = q.order[i-1]
