@@ -61,23 +61,29 @@ func (j Jitter) String() string {
 // Backoff says how long to wait before each retry. It is a value: Delay is a
 // pure function of its arguments, and the random source is passed in.
 //
-// The zero value retries at once without jitter. A Backoff is safe for
+// The zero value retries at once without jitter; Validate refuses the
+// settings it would ignore (a Base, a Cap or a jitter without a Schedule),
+// so a wait that was asked for is never silently dropped. A Backoff is safe for
 // concurrent use; the rand.Source passed to Delay is not, unless the caller
 // makes it so.
 type Backoff struct {
 	// Schedule is the delay's growth. Zero is NoDelay.
 	Schedule Schedule
 	// Base is the first delay (and the least delay of DecorrelatedJitter).
-	// Required by every schedule but NoDelay, and by DecorrelatedJitter.
+	// Required by every schedule but NoDelay, and by DecorrelatedJitter;
+	// refused with NoDelay otherwise, which would ignore it and retry at
+	// once: Backoff{Base: d} is a mistake, Backoff{Schedule: Fixed, Base: d}
+	// waits d.
 	Base time.Duration
 	// Cap bounds every delay, before and after jitter. Zero means no cap
 	// (for Fixed and Exponential; delays then saturate near 292 years).
-	// Required by DecorrelatedJitter.
+	// Required by DecorrelatedJitter; refused with NoDelay otherwise.
 	Cap time.Duration
 	// Multiplier is Exponential's growth per retry. Zero means 2; else it
 	// must be at least 1.
 	Multiplier float64
-	// Jitter spreads the delays. Zero is NoJitter.
+	// Jitter spreads the delays. Zero is NoJitter. NoDelay has no delay
+	// to spread: only DecorrelatedJitter, which makes its own, goes with it.
 	Jitter Jitter
 	// Factor is FactorJitter's spread, in (0, 1]. Required there.
 	Factor float64
@@ -108,6 +114,11 @@ func (b Backoff) Validate() error {
 	if needBase && b.Base == 0 {
 		return badSetting(p+"Base", b.Base, fmt.Sprintf("required by schedule %s with jitter %s", b.Schedule, b.Jitter))
 	}
+	if !needBase {
+		if err := b.checkNoDelay(); err != nil {
+			return err
+		}
+	}
 	if b.Cap != 0 && b.Cap < b.Base {
 		return badSetting(p+"Cap", b.Cap, "must be zero or at least Base")
 	}
@@ -126,6 +137,25 @@ func (b Backoff) Validate() error {
 	}
 	if b.UncappedJitter && b.Jitter != FactorJitter {
 		return badSetting(p+"UncappedJitter", b.UncappedJitter, "applies to factor jitter only")
+	}
+	return nil
+}
+
+// checkNoDelay refuses the settings that a Backoff without delays
+// (NoDelay, without decorrelated jitter) would silently ignore: a Base, a
+// Cap or a jitter written there mean the writer expected a wait, and the
+// retries would go at once. The scenario loader reports these same
+// reasons under its own keys (use, base, cap, jitter), so a file and a
+// program are refused in the same words.
+func (b *Backoff) checkNoDelay() error {
+	const p, fix = "Backoff.", "use fixed or exponential"
+	switch {
+	case b.Base != 0:
+		return badSetting(p+"Base", b.Base, "does nothing with schedule none, which retries at once: remove it, or "+fix)
+	case b.Cap != 0:
+		return badSetting(p+"Cap", b.Cap, "does nothing with schedule none, which retries at once: remove it, or "+fix)
+	case b.Jitter != NoJitter:
+		return badSetting(p+"Jitter", b.Jitter, b.Jitter.String()+" jitter spreads a delay, and schedule none has none: "+fix+", or decorrelated jitter")
 	}
 	return nil
 }

@@ -141,9 +141,35 @@ func TestBackoffValidate(t *testing.T) {
 		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Jitter: FactorJitter}},
 		{"Backoff.Factor", Backoff{Schedule: Fixed, Base: ms, Factor: 0.5}},
 		{"Backoff.UncappedJitter", Backoff{Schedule: Fixed, Base: ms, Jitter: FullJitter, UncappedJitter: true}},
+		// Settings a Backoff without delays would ignore, retrying at once
+		// (issue 27, 13): the scenario loader refuses them in these words.
+		{"Backoff.Base", Backoff{Base: 300 * ms}},
+		{"Backoff.Cap", Backoff{Cap: time.Second}},
+		{"Backoff.Jitter", Backoff{Jitter: FullJitter}},
+		{"Backoff.Jitter", Backoff{Jitter: EqualJitter}},
+		{"Backoff.Jitter", Backoff{Jitter: FactorJitter, Factor: 0.2}},
 	} {
 		err := c.b.Validate()
 		wantSettingError(t, err, c.field)
+	}
+	// What goes with NoDelay: nothing, or decorrelated jitter, which makes
+	// its own delays.
+	for _, b := range []Backoff{{}, {Jitter: DecorrelatedJitter, Base: ms, Cap: time.Second}} {
+		if err := b.Validate(); err != nil {
+			t.Errorf("%+v: %v", b, err)
+		}
+	}
+}
+
+// TestNewGuardRefusesBaseWithoutSchedule: Backoff{Base: 300ms} looks like
+// a 300ms wait and retried at once; NewGuard now says so.
+func TestNewGuardRefusesBaseWithoutSchedule(t *testing.T) {
+	_, err := NewGuard(GuardSettings{Idempotency: Idempotent,
+		Policy: Policy{MaxRetries: 3, Backoff: Backoff{Base: 300 * ms}}})
+	wantSettingError(t, err, "Backoff.Base")
+	want := "resil: Backoff.Base = 300ms: does nothing with schedule none, which retries at once: remove it, or use fixed or exponential"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
 

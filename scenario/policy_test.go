@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -292,5 +293,37 @@ func TestOriginDefences(t *testing.T) {
 	o.Limit = Limit{Use: LimitNone}
 	if lim, err := o.NewLimiter(); lim != nil || err != nil {
 		t.Errorf("use: none made %v, %v", lim, err)
+	}
+}
+
+// TestBackoffWithoutDelayInResilWords: a base, a cap or a jitter that
+// use: none would ignore is refused by the file's loader and by resil in
+// the same words (issue 27, 13), the loader reporting resil's reason under
+// its own key: one validation, not two copies.
+func TestBackoffWithoutDelayInResilWords(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		b    resil.Backoff
+	}{
+		{"{base: 300ms}", resil.Backoff{Base: 300 * time.Millisecond}},
+		{"{cap: 1s}", resil.Backoff{Cap: time.Second}},
+		{"{jitter: full}", resil.Backoff{Jitter: resil.FullJitter}},
+		{"{jitter: factor, factor: 0.2}", resil.Backoff{Jitter: resil.FactorJitter, Factor: 0.2}},
+	} {
+		_, err := Parse("t.yaml", []byte(withFleet("    retry: {max_retries: 1, backoff: "+tc.yaml+"}\n")))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s: Parse error = %v, want an *Error", tc.yaml, err)
+		}
+		se, ok := errors.AsType[*resil.SettingError](tc.b.Validate())
+		if !ok {
+			t.Fatalf("%+v: Validate = %v, want a *resil.SettingError", tc.b, tc.b.Validate())
+		}
+		if e.Msg != se.Reason {
+			t.Errorf("%s: the file is refused with %q, resil with %q", tc.yaml, e.Msg, se.Reason)
+		}
+		if want := "fleets[0].retry.backoff." + strings.ToLower(strings.TrimPrefix(se.Field, "Backoff.")); e.Field != want {
+			t.Errorf("%s: Field = %q, want %q", tc.yaml, e.Field, want)
+		}
 	}
 }

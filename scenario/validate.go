@@ -2,10 +2,12 @@ package scenario
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -417,12 +419,18 @@ func (b *Backoff) check(c *checker, path string) {
 		c.fail(at("base"), "is required by decorrelated jitter (it has no default)")
 	case delays && b.Base == 0:
 		c.fail(at("base"), "is required by use: %s (it has no default)", use)
-	case !delays && b.Base != 0:
-		c.fail(at("base"), "does nothing with use: none, which retries at once: remove it, or use fixed or exponential")
-	case !delays && b.Cap != 0:
-		c.fail(at("cap"), "does nothing with use: none, which retries at once: remove it, or use fixed or exponential")
-	case !delays && b.Jitter != "none" && slices.Contains(jitters, b.Jitter):
-		c.fail(at("jitter"), "%s jitter spreads a delay, and use: none has none: use fixed or exponential, or decorrelated jitter", b.Jitter)
+	case !delays:
+		// A base, a cap or a jitter that use: none would ignore: resil
+		// refuses them (Backoff.Validate), and its reason is reported
+		// here under the file's key, so that a file and a program are
+		// refused in the same words.
+		if _, err := b.resil(); err != nil {
+			if se, ok := errors.AsType[*resil.SettingError](err); ok {
+				if key, ok := strings.CutPrefix(se.Field, "Backoff."); ok && slices.Contains([]string{"Base", "Cap", "Jitter"}, key) {
+					c.fail(at(strings.ToLower(key)), "%s", se.Reason)
+				}
+			}
+		}
 	case decorrelated && b.Cap == 0:
 		c.fail(at("cap"), "is required by decorrelated jitter (it has no default)")
 	case b.Cap != 0 && b.Cap < b.Base:
