@@ -153,9 +153,9 @@ func clientGuard(cfg GatewayConfig, k int, reg prometheus.Registerer) (*resil.Gu
 		return nil, err
 	}
 	guard, err := resil.NewGuard(resil.GuardSettings{
-		// resilhttp decides by the method, the gRPC gateway by the call;
-		// this is the safe default.
-		Idempotency:    resil.NotIdempotent,
+		// resilhttp narrows it by the method (a POST is retried only with
+		// a key); the gRPC gateway says for every call.
+		Idempotency:    resil.Idempotent,
 		Policy:         p,
 		AttemptTimeout: cfg.Fleet.Timeout,
 		Rand:           rand.NewPCG(cfg.Seed, 0x1000+uint64(k)),

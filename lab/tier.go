@@ -146,7 +146,7 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 		return nil, err
 	}
 	t.guard, err = resil.NewGuard(resil.GuardSettings{
-		Idempotency:    resil.NotIdempotent, // resilhttp decides by the method
+		Idempotency:    resil.Idempotent, // the method narrows it: a POST is retried only with a key
 		Policy:         p,
 		AttemptTimeout: tr.Client.Timeout,
 		Rand:           rand.NewPCG(cfg.Seed, 0x2000),

@@ -36,6 +36,14 @@ type GuardSettings struct {
 	// the policy may send more than one attempt (MaxRetries or hedging):
 	// a retry policy that silently retries nothing is a trap, so the
 	// choice is made explicitly, as Funding is for a budget.
+	//
+	// The rule is the same whatever drives the Guard: a call's own
+	// idempotency when it says (CallOptions.Idempotency), else this. The
+	// adapters follow it: resilhttp.Transport lets a request's method say
+	// only "not idempotent" (POST, PATCH), so GET, PUT or DELETE are
+	// retried when this is Idempotent and, when it is NotIdempotent, only
+	// with a key; resilgrpc applies it to the methods whose
+	// Method.Idempotency is unset.
 	Idempotency Idempotency
 	// AutoKey gives every non-idempotent Call or CallWith an idempotency
 	// key from NewKey, so that it may be retried; fn sees the key in its

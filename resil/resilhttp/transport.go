@@ -13,17 +13,27 @@
 //
 // What HTTP adds to the Guard:
 //
-//   - Only idempotent methods (RFC 9110: GET, HEAD, OPTIONS, TRACE, PUT,
-//     DELETE) are retried or hedged, and requests that carry an idempotency
-//     key. With Keys set, POST and PATCH requests get an Idempotency-Key
-//     header, the same on every attempt of one call, and may then be
-//     retried: the server deduplicates by it.
+//   - A request is retried or hedged when it carries an idempotency key,
+//     or when both its method and its Guard say it may run twice: the
+//     method is idempotent by RFC 9110 (GET, HEAD, OPTIONS, TRACE, PUT,
+//     DELETE) and the Guard's GuardSettings.Idempotency is
+//     resil.Idempotent. That is resil's one rule (a call's own idempotency
+//     when it says, else the Guard's), with the method saying only "not
+//     idempotent": a Guard set to resil.NotIdempotent retries no request
+//     without a key, a GET included. With Keys set, POST and PATCH
+//     requests get an Idempotency-Key header, the same on every attempt
+//     of one call, and may then be retried: the server deduplicates by it.
 //   - A request body is replayed with Request.GetBody (http.NewRequest sets
 //     it for the usual body types). A request whose body cannot be replayed
 //     is sent once.
 //   - Statuses 429, 502, 503 and 504 are retried by default (RetryStatus);
 //     Retry-After, in seconds or as an HTTP date, replaces the backoff,
 //     clamped by Policy.MaxPushback, and is still paid from the budget.
+//   - What is retried is what counts as a failure, for the breaker and the
+//     budget: by default a status the Transport does not retry (a 500, a
+//     501) is an answer that says nothing about the server's health, as
+//     gRFC A6's retry throttle counts the codes it does not retry, and
+//     does not open the breaker (FailureStatus says otherwise).
 //   - Timeouts (net.Error.Timeout, deadlines) count as resil.OutcomeTimeout, other
 //     connection errors as resil.OutcomeFailure, so a budget's TimeoutCost applies.
 //   - Every attempt carries the time its caller has left in TimeoutHeader
@@ -62,8 +72,10 @@ const DefaultKeyHeader = "Idempotency-Key"
 // changed once in use.
 type Transport struct {
 	// Guard decides retries, hedges and refusals. Required. Its
-	// GuardSettings.Idempotency is not used: the method decides (RFC 9110
-	// idempotent methods may be retried; others only with a key).
+	// GuardSettings.Idempotency applies to the requests whose method is
+	// idempotent by RFC 9110: resil.Idempotent retries them,
+	// resil.NotIdempotent only those that carry a key. Other methods (POST,
+	// PATCH, CONNECT) are retried only with a key, whatever the Guard says.
 	Guard *resil.Guard
 	// Base sends each attempt. Nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -72,7 +84,13 @@ type Transport struct {
 	RetryStatus func(code int) bool
 	// FailureStatus reports whether a status the Transport does not retry
 	// still counts as a failure of the server, for the breaker and the
-	// budget. Nil means DefaultFailureStatus: every 5xx.
+	// budget. Nil means none: a status RetryStatus does not retry is not a
+	// failure. A 5xx that is not retried (500, 501, 505, ...) then counts
+	// as neither success nor failure (resil.Neutral), other statuses as
+	// answers. Set it to ServerError to count every 5xx, and choose a
+	// failure-rate breaker then: a consecutive-failure breaker opens on a
+	// server that fails a share of its requests with 500, shedding the
+	// answers it gives to the rest.
 	FailureStatus func(code int) bool
 	// Keys adds an idempotency key to POST and PATCH requests that have
 	// none, so that they may be retried. A request that already carries
@@ -105,8 +123,10 @@ func DefaultRetryStatus(code int) bool {
 	return false
 }
 
-// DefaultFailureStatus reports whether code is a 5xx: the server failed.
-func DefaultFailureStatus(code int) bool { return code >= 500 && code <= 599 }
+// ServerError reports whether code is a 5xx: the server failed. As
+// Transport.FailureStatus, it counts the 5xx statuses that are not
+// retried as failures too.
+func ServerError(code int) bool { return code >= 500 && code <= 599 }
 
 // StatusError is the error of an attempt that got a retryable (or failed)
 // status. The response itself is returned by RoundTrip, not carried here.
@@ -187,27 +207,27 @@ func (t *Transport) newCall(req *http.Request) *call {
 	if c.retry == nil {
 		c.retry = DefaultRetryStatus
 	}
-	if c.failed == nil {
-		c.failed = DefaultFailureStatus
-	}
 	return c
 }
 
-// options says what the Guard may repeat: an idempotent method, a request
-// with a key (or one Keys gives it), and never a body that cannot be sent
-// again.
+// options says what the Guard may repeat: a request with a key (or one
+// Keys gives it), a request whose method is idempotent when the Guard says
+// its calls are, and never a body that cannot be sent again.
 func (c *call) options() resil.CallOptions[*http.Response] {
 	o := resil.CallOptions[*http.Response]{
-		Idempotency: resil.NotIdempotent,
-		Key:         c.req.Header.Get(c.hdr),
-		Discard:     discard,
-		Keep:        keep,
+		Key:     c.req.Header.Get(c.hdr),
+		Discard: discard,
+		Keep:    keep,
 	}
+	// An idempotent method says nothing, so the Guard's Idempotency
+	// decides (resil's rule); any other method says the call may not run
+	// twice, whatever the Guard says.
 	m := c.req.Method
-	if Idempotent(m) {
-		o.Idempotency = resil.Idempotent
-	} else if o.Key == "" && c.t.Keys && (m == http.MethodPost || m == http.MethodPatch) {
-		o.NewKey = true
+	if !Idempotent(m) {
+		o.Idempotency = resil.NotIdempotent
+		if o.Key == "" && c.t.Keys && (m == http.MethodPost || m == http.MethodPatch) {
+			o.NewKey = true
+		}
 	}
 	if c.hasBody && c.req.GetBody == nil {
 		o.Once = true // the body can be sent once only
@@ -303,13 +323,18 @@ func cloneHeader(h http.Header, extra int) (http.Header, []string) {
 
 // judge is the error a response stands for: a *StatusError for a status
 // worth a retry (with its Retry-After), a permanent one for a failure not
-// worth one, nil for an answer.
+// worth one, a neutral one for a 5xx that is neither, nil for an answer.
 func (c *call) judge(resp *http.Response) error {
+	code := resp.StatusCode
 	switch {
-	case c.retry(resp.StatusCode):
-		return &StatusError{Code: resp.StatusCode, Wait: retryAfter(resp.Header.Get("Retry-After"), c.t.Guard.Now())}
-	case c.failed(resp.StatusCode):
-		return resil.Permanent(&StatusError{Code: resp.StatusCode})
+	case c.retry(code):
+		return &StatusError{Code: code, Wait: retryAfter(resp.Header.Get("Retry-After"), c.t.Guard.Now())}
+	case c.failed != nil && c.failed(code):
+		return resil.Permanent(&StatusError{Code: code})
+	case ServerError(code):
+		// Not a success either: it must not fund a budget, reset a
+		// consecutive-failure count or close a half-open breaker.
+		return resil.Neutral(&StatusError{Code: code})
 	}
 	return nil
 }
@@ -357,9 +382,9 @@ func withStop(resp *http.Response, req *http.Request, err error) *http.Response 
 // StopOf returns why the Transport stopped on resp: the *resil.StopError of
 // a call whose retries ended on a retryable or failed status, which
 // RoundTrip returns with the response and a nil error (as a RoundTripper
-// must). resil.ReasonOf names the reason. It is nil for a response the
-// Transport did not stop on: an answer, or a status that is neither
-// retryable nor a failure (a 404).
+// must). resil.ReasonOf names the reason (resil.StopNotRetryable for a
+// 5xx that is not retried). It is nil for a response the Transport did not
+// stop on: an answer, a 404 as much as a 200.
 func StopOf(resp *http.Response) *resil.StopError {
 	if resp == nil || resp.Request == nil {
 		return nil

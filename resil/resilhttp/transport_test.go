@@ -66,7 +66,7 @@ var epoch = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func newGuard(t *testing.T, clk resil.Clock, p resil.Policy) *resil.Guard {
 	t.Helper()
-	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, Policy: p, Clock: clk, NewKey: keySeq()})
+	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: p, Clock: clk, NewKey: keySeq()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,14 +281,15 @@ func TestTransportGivesUpWithLastResponse(t *testing.T) {
 	if se := StopOf(resp); se == nil || resil.ReasonOf(se) != resil.StopRetriesExhausted || se.Attempts != 3 {
 		t.Fatalf("StopOf = %v", se)
 	}
-	// 500 is a failure for the breaker, not retried.
+	// With FailureStatus ServerError, 500 is a failure for the breaker,
+	// not retried (TestTransportServerErrorIsNoFailure: not by default).
 	o2 := &origin{script: []func(http.ResponseWriter){status(500)}}
 	srv2 := httptest.NewServer(o2)
 	defer srv2.Close()
 	defer srv2.Client().CloseIdleConnections()
 	br, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 1, Cooldown: time.Hour})
 	g2 := newGuard(t, &skipClock{now: epoch}, resil.Policy{MaxRetries: 2, Breaker: br})
-	c2 := &http.Client{Transport: &Transport{Guard: g2, Base: srv2.Client().Transport}}
+	c2 := &http.Client{Transport: &Transport{Guard: g2, Base: srv2.Client().Transport, FailureStatus: ServerError}}
 	resp, err = c2.Get(srv2.URL)
 	if err != nil || resp.StatusCode != 500 || len(o2.Seen()) != 1 {
 		t.Fatalf("%v %v", resp, err)
@@ -387,7 +388,7 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, Clock: &skipClock{now: epoch}, OnEvent: record, Policy: resil.Policy{MaxRetries: 1}})
+	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Clock: &skipClock{now: epoch}, OnEvent: record, Policy: resil.Policy{MaxRetries: 1}})
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	c := &http.Client{Transport: &Transport{Guard: g, Base: base}}
@@ -411,7 +412,7 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedBySuccess, MinTokens: 10, TimeoutCost: 4})
-	g, _ = resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, AttemptTimeout: 20 * time.Millisecond, OnEvent: record,
+	g, _ = resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, AttemptTimeout: 20 * time.Millisecond, OnEvent: record,
 		Policy: resil.Policy{MaxRetries: 1, Budget: tb}})
 	c = &http.Client{Transport: &Transport{Guard: g, Base: base}}
 	_, err = c.Get(srv.URL)
@@ -446,7 +447,7 @@ func TestTransportHedge(t *testing.T) {
 		})
 		seen := &attemptRecorder{base: handlerTransport{h}}
 		tr := &closeTracker{base: seen}
-		g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.NotIdempotent, AttemptTimeout: 5 * time.Second,
+		g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, AttemptTimeout: 5 * time.Second,
 			Policy: resil.Policy{Hedge: resil.HedgeSettings{Delay: 50 * time.Millisecond}}})
 		c := &http.Client{Transport: &Transport{Guard: g, Base: tr}}
 		start := time.Now()
@@ -514,7 +515,7 @@ func TestIdempotentMethods(t *testing.T) {
 			t.Errorf("Idempotent(%q) != %v", m, want)
 		}
 	}
-	if !DefaultRetryStatus(429) || DefaultRetryStatus(500) || !DefaultFailureStatus(500) || DefaultFailureStatus(404) {
+	if !DefaultRetryStatus(429) || DefaultRetryStatus(500) || !ServerError(500) || ServerError(404) {
 		t.Fatal("status defaults")
 	}
 	if e := (&StatusError{Code: 503, Wait: time.Second}); e.Error() != "resilhttp: status 503 Service Unavailable" || e.RetryAfter() != time.Second {
@@ -617,5 +618,66 @@ func TestTransportAttemptHeader(t *testing.T) {
 	}
 	if len(req.Header) != len(caller) || req.Header.Get("Accept") != "a" || len(req.Header.Values("Accept")) != 2 {
 		t.Errorf("the caller's header changed: %v", req.Header)
+	}
+}
+
+// TestTransportIdempotencyRule: one rule for a Guard's calls and a
+// Transport's requests. A request may run twice when it carries a key, or
+// when both its method (RFC 9110) and its Guard's Idempotency say so.
+// Before, the Transport ignored the Guard's Idempotency, which NewGuard
+// requires: a GET through a Guard set NotIdempotent was retried.
+func TestTransportIdempotencyRule(t *testing.T) {
+	for _, tc := range []struct {
+		guard  resil.Idempotency
+		method string
+		key    string // the request's own Idempotency-Key
+		keys   bool   // Transport.Keys
+		want   int    // attempts against a server that always answers 503
+	}{
+		{resil.Idempotent, http.MethodGet, "", false, 2},
+		{resil.Idempotent, http.MethodPut, "", false, 2},
+		{resil.Idempotent, http.MethodPost, "", false, 1},
+		{resil.Idempotent, http.MethodPost, "", true, 2},
+		{resil.Idempotent, http.MethodPost, "k", false, 2},
+		{resil.NotIdempotent, http.MethodGet, "", false, 1},
+		{resil.NotIdempotent, http.MethodDelete, "", false, 1},
+		{resil.NotIdempotent, http.MethodGet, "k", false, 2},
+		{resil.NotIdempotent, http.MethodPost, "", true, 2},
+		{resil.NotIdempotent, http.MethodPost, "", false, 1},
+	} {
+		name := tc.guard.String() + " " + tc.method
+		if tc.key != "" {
+			name += " with a key"
+		}
+		if tc.keys {
+			name += " with Keys"
+		}
+		t.Run(name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n.Add(1)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			defer srv.Client().CloseIdleConnections()
+			g, err := resil.NewGuard(resil.GuardSettings{Idempotency: tc.guard, Clock: &skipClock{now: epoch},
+				Policy: resil.Policy{MaxRetries: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &http.Client{Transport: &Transport{Guard: g, Base: srv.Client().Transport, Keys: tc.keys}}
+			req := mustReq(t, tc.method, srv.URL, "")
+			if tc.key != "" {
+				req.Header.Set(DefaultKeyHeader, tc.key)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := int(n.Load()); got != tc.want {
+				t.Errorf("%d attempts, want %d", got, tc.want)
+			}
+		})
 	}
 }
