@@ -39,10 +39,14 @@ const PreviousAttemptsHeader = "grpc-previous-rpc-attempts"
 // nil: UNAVAILABLE, the code that says the request was not processed.
 var DefaultRetryCodes = []codes.Code{codes.Unavailable}
 
-// DefaultFailureCodes are the status codes that count as the server failing
-// when Method.FailureCodes is nil: UNKNOWN, DEADLINE_EXCEEDED,
-// RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE and DATA_LOSS.
-var DefaultFailureCodes = []codes.Code{codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
+// ServerFailureCodes are the status codes that say the server failed:
+// UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE and
+// DATA_LOSS. Set Method.FailureCodes to them to count every one against the
+// breaker and the budget, retried or not (and choose a failure-rate
+// breaker then: a consecutive-failure breaker opens on a server that fails
+// a share of its calls with INTERNAL, shedding the answers it gives the
+// rest).
+var ServerFailureCodes = []codes.Code{codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
 	codes.Internal, codes.Unavailable, codes.DataLoss}
 
 // Method says how calls to one method, or a group of methods, are guarded.
@@ -63,10 +67,13 @@ type Method struct {
 	RetryCodes []codes.Code
 	// FailureCodes are the status codes that count as the server failing,
 	// for the breaker and the budget, though they are not retried. Nil
-	// means DefaultFailureCodes. A code in neither list (INVALID_ARGUMENT,
-	// NOT_FOUND, ...) is an answer that says nothing about the server's
-	// health: it counts as neither success nor failure (resil.Neutral), as
-	// gRFC A6's throttle counts it.
+	// means none: what is retried is what counts as a failure, as gRFC
+	// A6's throttle counts only the codes it retries, and as resilhttp's
+	// Transport counts statuses. A code in neither list (INTERNAL when
+	// only UNAVAILABLE is retried, INVALID_ARGUMENT, NOT_FOUND, ...) is an
+	// answer that says nothing about the server's health: it counts as
+	// neither success nor failure (resil.Neutral). ServerFailureCodes
+	// counts every code that says the server failed.
 	FailureCodes []codes.Code
 	// Idempotency says whether a call may run more than once. Unset means
 	// the Guard's GuardSettings.Idempotency. The call options Idempotent,
@@ -182,9 +189,6 @@ func newMethod(field string, m Method) (*method, error) {
 	retry, fail := m.RetryCodes, m.FailureCodes
 	if retry == nil {
 		retry = DefaultRetryCodes
-	}
-	if fail == nil {
-		fail = DefaultFailureCodes
 	}
 	out := &method{guard: m.Guard, idem: m.Idempotency, timeout: m.Timeout, wfr: m.WaitForReady,
 		fallback: m.Fallback, hedges: m.Guard.Policy().Hedge.Delay > 0}

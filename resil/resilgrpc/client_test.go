@@ -75,12 +75,16 @@ func TestUnaryCodes(t *testing.T) {
 		reason   error
 	}{
 		{"unavailable is retried", Method{}, unavailable, 3, resil.OutcomeFailure, resil.ErrRetriesExhausted},
-		{"internal is a failure, not retried", Method{}, status.Error(codes.Internal, "boom"), 1, resil.OutcomeFailure, resil.ErrNotRetryable},
+		// What is not retried does not count against the breaker by
+		// default (issue 27, item 11): INTERNAL is neutral, as gRFC A6's
+		// throttle counts it; ServerFailureCodes counts it again.
+		{"internal is neutral, not retried", Method{}, status.Error(codes.Internal, "boom"), 1, resil.OutcomeIgnored, resil.ErrNotRetryable},
+		{"server failure codes count internal", Method{FailureCodes: ServerFailureCodes}, status.Error(codes.Internal, "boom"), 1, resil.OutcomeFailure, resil.ErrNotRetryable},
 		{"invalid argument is neutral", Method{}, status.Error(codes.InvalidArgument, "bad"), 1, resil.OutcomeIgnored, resil.ErrNotRetryable},
 		{"not found is neutral", Method{}, status.Error(codes.NotFound, "none"), 1, resil.OutcomeIgnored, resil.ErrNotRetryable},
 		{"retry codes are configurable", Method{RetryCodes: []codes.Code{codes.Aborted}}, status.Error(codes.Aborted, "x"), 3, resil.OutcomeFailure, resil.ErrRetriesExhausted},
-		{"then unavailable is only a failure", Method{RetryCodes: []codes.Code{codes.Aborted}}, unavailable, 1, resil.OutcomeFailure, resil.ErrNotRetryable},
-		{"failure codes are configurable", Method{FailureCodes: []codes.Code{}}, status.Error(codes.Internal, "boom"), 1, resil.OutcomeIgnored, resil.ErrNotRetryable},
+		{"then unavailable is neutral", Method{RetryCodes: []codes.Code{codes.Aborted}}, unavailable, 1, resil.OutcomeIgnored, resil.ErrNotRetryable},
+		{"failure codes are configurable", Method{FailureCodes: []codes.Code{codes.Unavailable}, RetryCodes: []codes.Code{codes.Aborted}}, unavailable, 1, resil.OutcomeFailure, resil.ErrNotRetryable},
 		{"a server's own deadline may be retried", Method{RetryCodes: []codes.Code{codes.DeadlineExceeded}}, status.Error(codes.DeadlineExceeded, "downstream"), 3, resil.OutcomeTimeout, resil.ErrRetriesExhausted},
 	} {
 		t.Run(c.name, func(t *testing.T) {

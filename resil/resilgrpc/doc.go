@@ -10,9 +10,11 @@
 // is decided here:
 //
 //   - Which status codes are retried ([Method].RetryCodes, UNAVAILABLE by
-//     default), which count as the server failing (FailureCodes) and which
-//     are answers that say nothing of its health (INVALID_ARGUMENT, ...:
-//     neither success nor failure, as gRFC A6's throttle counts them).
+//     default), which count as the server failing (FailureCodes: by
+//     default the codes retried, as resilhttp counts statuses) and which
+//     are answers that say nothing of its health (INTERNAL when it is not
+//     retried, INVALID_ARGUMENT, ...: neither success nor failure, as gRFC
+//     A6's throttle counts them).
 //     DEADLINE_EXCEEDED of the caller's own deadline is never retried.
 //   - Server pushback: the trailer grpc-retry-pushback-ms replaces the
 //     backoff and is still paid from the budget; a negative or malformed
