@@ -81,5 +81,6 @@
 // (interceptors, and gRPC service configs read by
 // resil/resilgrpc/grpcconfig), Prometheus in resil/resilprom and
 // OpenTelemetry in resil/resilotel, so this package depends on the standard
-// library alone.
+// library alone. Outlier detection (Envoy's and gRPC's rules) lives in
+// resil/outlier, and the replica pickers that heed it in resil/balance.
 package resil
