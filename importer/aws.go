@@ -87,7 +87,8 @@ func parseAWS(file string, data []byte) ([]*awsProfile, error) {
 }
 
 func importAWS(srcs []Source, o Options) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		profiles, err := parseAWS(s.Name, s.Data)
 		if err != nil {
@@ -104,15 +105,18 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 		if len(withRetry) == 0 {
 			return nil, fmt.Errorf("%s: no profile sets retry_mode or max_attempts: nothing to import (every profile runs the SDK's default)", s.Name)
 		}
+		if n += len(withRetry); n > maxItems {
+			return nil, admit(AWS, n, "profiles")
+		}
 		for _, p := range withRetry {
 			f, err := awsFleet(s.Name, p, o)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, f)
+			out.add(f)
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {

@@ -2,7 +2,6 @@ package importer
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +74,16 @@ func importEnvoy(srcs []Source) ([]Fleet, error) {
 			}
 		}
 	}
-	var out []Fleet
+	n := 0
+	for _, rc := range cfg.routes {
+		for _, vh := range rc.msg.GetVirtualHosts() {
+			n += len(vh.GetRoutes())
+		}
+	}
+	if err := admit(Envoy, n, "routes"); err != nil {
+		return nil, err
+	}
+	var out fleetSet
 	for _, rc := range cfg.routes {
 		for vi, vh := range rc.msg.GetVirtualHosts() {
 			for ri, r := range vh.GetRoutes() {
@@ -93,14 +101,14 @@ func importEnvoy(srcs []Source) ([]Fleet, error) {
 				if err != nil {
 					return nil, err
 				}
-				out = append(out, f)
+				out.add(f)
 			}
 		}
 	}
-	if len(out) == 0 && len(cfg.clusters) > 0 {
+	if len(out.list) == 0 && len(cfg.clusters) > 0 {
 		return nil, fmt.Errorf("%s: Envoy clusters but no route: retries are set on routes (give the route configuration too)", cfg.clusters[0].file)
 	}
-	return out, nil
+	return out.list, nil
 }
 
 // find walks a document for route configurations and clusters.
@@ -254,7 +262,11 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 
 	rp, rpPath := act.GetRetryPolicy(), path+".route.retry_policy"
 	if rp == nil && vh.GetRetryPolicy() != nil {
-		rp, rpPath = vh.GetRetryPolicy(), strings.TrimSuffix(path, fmt.Sprintf(".routes[%d]", indexOf(vh, r)))+".retry_policy"
+		vhPath := path // the route's path, less its ".routes[i]"
+		if i := strings.LastIndex(path, ".routes["); i >= 0 {
+			vhPath = path[:i]
+		}
+		rp, rpPath = vh.GetRetryPolicy(), vhPath+".retry_policy"
 	}
 	perTry := routeTimeout
 	if rp != nil && rp.GetPerTryTimeout() != nil {
@@ -283,10 +295,6 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
 	}
 	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
-}
-
-func indexOf(vh *routev3.VirtualHost, r *routev3.Route) int {
-	return slices.Index(vh.GetRoutes(), r)
 }
 
 // envoyRetry maps a RetryPolicy.

@@ -15,7 +15,8 @@ import (
 // grpcconfig (which gives them grpc-go's meaning), and makes a fleet of
 // each methodConfig entry that retries or hedges.
 func importGRPC(srcs []Source) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		cfg, err := grpcconfig.Parse(s.Data, grpcconfig.Options{})
 		if err != nil {
@@ -28,11 +29,14 @@ func importGRPC(srcs []Source) ([]Fleet, error) {
 		if len(cfg.Methods) == 0 {
 			return nil, fmt.Errorf("%s: a gRPC service config without methodConfig: calls are sent once, nothing to import", s.Name)
 		}
+		if n += len(cfg.Methods); n > maxItems {
+			return nil, admit(GRPC, n, "methodConfig entries")
+		}
 		for _, m := range cfg.Methods {
-			out = append(out, grpcFleet(s.Name, cfg, m))
+			out.add(grpcFleet(s.Name, cfg, m))
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {

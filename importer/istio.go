@@ -60,16 +60,23 @@ func importIstio(srcs []Source) ([]Fleet, error) {
 			objs = append(objs, o)
 		}
 	}
-	var out []Fleet
+	n := 0
+	for _, o := range objs {
+		n += len(o.vs.GetHttp())
+	}
+	if err := admit(Istio, n, "HTTP routes"); err != nil {
+		return nil, err
+	}
+	var out fleetSet
 	for _, o := range objs {
 		if o.vs == nil {
 			continue
 		}
 		for i, h := range o.vs.GetHttp() {
-			out = append(out, istioFleet(o, i, h, objs))
+			out.add(istioFleet(o, i, h, objs))
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObject) Fleet {

@@ -96,7 +96,8 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 }
 
 func importLinkerd(srcs []Source) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		docs, err := documents(s.Name, s.Data)
 		if err != nil {
@@ -113,14 +114,21 @@ func importLinkerd(srcs []Source) ([]Fleet, error) {
 			if err := d.Decode(&sp); err != nil {
 				return nil, fmt.Errorf("%s: %v", s.Name, strings.TrimPrefix(err.Error(), "yaml: "))
 			}
+			// Routes are counted before each profile's are built: the
+			// profiles read so far hold them all.
+			if n += len(sp.Spec.Routes); n > maxItems {
+				return nil, admit(Linkerd, n, "routes")
+			}
 			fl, err := linkerdFleets(s.Name, &sp)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, fl...)
+			for _, f := range fl {
+				out.add(f)
+			}
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
