@@ -447,6 +447,33 @@ func (p *prov) lose(format string, args ...any) {
 	p.lost = append(p.lost, fmt.Sprintf(format, args...))
 }
 
+// wait brings a time the config sets (what names it) into the
+// simulator's range, [lo, maxTimeout], with a note when it had to.
+func (p *prov) wait(what string, d, lo time.Duration) time.Duration {
+	switch {
+	case d > maxTimeout:
+		p.lose("%s %s: the simulator's longest is %s, and imports it as that", what, fmtDur(d), fmtDur(maxTimeout))
+		return maxTimeout
+	case d < lo:
+		p.lose("%s %s: the simulator's shortest is %s, and imports it as that", what, fmtDur(d), fmtDur(lo))
+		return lo
+	}
+	return d
+}
+
+// count brings a count the config sets (what names it) down to the
+// simulator's largest, maxCount, with a note when it had to.
+func (p *prov) count(what string, n int64) int {
+	if n > maxCount {
+		p.lose("%s %d: the simulator's largest is %d, and imports it as that", what, n, maxCount)
+		return maxCount
+	}
+	return int(n)
+}
+
+// maxCount is the largest count (retries, a concurrency) a scenario takes.
+const maxCount = 1_000_000
+
 // noBackoff is the backoff of a fleet that retries at once, or never.
 var noBackoff = scenario.Backoff{Use: "none", Jitter: "none"}
 
