@@ -255,7 +255,7 @@ func TestImportEdges(t *testing.T) {
 			}},
 		{name: "linkerd retryRatio NaN", file: "sp.yaml",
 			data:    linkerdProfile("    retryRatio: .nan\n    minRetriesPerSecond: 10\n    ttl: 10s\n"),
-			wantErr: "sp.yaml:10: spec.retryBudget.retryRatio: .nan is not a number"},
+			wantErr: "sp.yaml:10: spec.retryBudget.retryRatio: .nan: is not a number Linkerd can read"},
 		{name: "linkerd retryRatio 1e-300", file: "sp.yaml",
 			data:     linkerdProfile("    retryRatio: 1e-300\n    minRetriesPerSecond: 10\n    ttl: 10s\n"),
 			wantNote: "retryRatio 1e-300 is 0 as the float32 Linkerd holds it",
