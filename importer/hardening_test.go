@@ -292,7 +292,7 @@ func TestImportEdges(t *testing.T) {
 			}},
 		{name: "aws max_attempts under a service (issue 27, item 10)", file: "config",
 			data:     "[default]\nretry_mode = standard\ns3 =\n  max_attempts = 5\n",
-			wantNote: "s3: settings for that service's clients only",
+			wantNote: "s3: max_attempts = 5 (line 4): settings for that service's clients only",
 			check: func(t *testing.T, f scenario.Fleet) {
 				if f.Retry.MaxRetries != 2 {
 					t.Errorf("max retries %d, want the SDK's default 2: the s3 setting applied to the profile", f.Retry.MaxRetries)

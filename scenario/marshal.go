@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Marshal writes s as a scenario file in the shape Parse reads: the top
@@ -62,10 +64,20 @@ func MarshalNotes(s *Scenario, n Notes) []byte {
 	return buf.Bytes()
 }
 
-// comment makes a note safe for the encoder, which refuses (by panicking)
-// a comment that is not valid UTF-8: a file name can be any bytes.
+// comment makes a note safe to write as comments: the encoder refuses
+// (by panicking) a comment that is not valid UTF-8, and Parse a file with
+// a control character even in a comment, and a note quotes names from
+// elsewhere (a file's, a profile's), which may hold anything. Each line's
+// unprintable characters are written as Go escapes.
 func comment(s string) string {
-	return strings.ToValidUTF8(s, "\uFFFD")
+	if safetext.Printable(strings.ReplaceAll(s, "\n", "")) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = safetext.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // encode appends n, a map, to buf as one YAML document.

@@ -201,3 +201,16 @@ func TestMarshalNotesMemory(t *testing.T) {
 		t.Errorf("the heap grew by %d bytes to write %d: more than %d", top, len(out), limit)
 	}
 }
+
+// TestMarshalNotesOutsideText: notes quote names from elsewhere (a file's,
+// a profile's), which may hold bytes that are not UTF-8 (the encoder
+// panicked on them) or control characters (Parse refused the file).
+func TestMarshalNotesOutsideText(t *testing.T) {
+	s := storm
+	for _, note := range []string{"file \xff.yaml", "profile a\x01b", "esc \x1b[2J here", "bidi \u202e and\ttab", "two\nlines \x00"} {
+		out := MarshalNotes(&s, Notes{Head: note, Fleets: []string{note}})
+		if _, err := Parse("notes.yaml", out); err != nil {
+			t.Errorf("note %q: the file does not load: %v\n%s", note, err, out)
+		}
+	}
+}
