@@ -24,6 +24,10 @@ type awsProfile struct {
 	name     string
 	line     int
 	settings map[string]awsValue
+	// nested lists the sub-properties read under a key with no value
+	// ("s3 =" then indented "max_attempts = 5"): settings of that
+	// service's clients, not the profile's.
+	nested []string
 }
 
 type awsValue struct {
@@ -39,25 +43,51 @@ func parseAWS(file string, data []byte) ([]*awsProfile, error) {
 	}
 	var out []*awsProfile
 	var cur *awsProfile
+	byName := map[string]*awsProfile{}
+	key := "" // the last key of the current section, for indented lines
 	env := &awsProfile{name: "environment", settings: map[string]awsValue{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxFileBytes)
 	for n := 1; sc.Scan(); n++ {
-		l := strings.TrimSpace(sc.Text())
+		raw := sc.Text()
+		l := strings.TrimSpace(raw)
 		if l == "" || l[0] == '#' || l[0] == ';' {
 			continue
 		}
 		if iniSection.MatchString(l) {
 			name := strings.TrimSpace(l[1 : len(l)-1])
 			name = strings.TrimSpace(strings.TrimPrefix(name, "profile "))
-			cur = &awsProfile{name: name, line: n, settings: map[string]awsValue{}}
-			out = append(out, cur)
+			// Sections of one name are one profile, later keys winning,
+			// as the SDKs read them (aws-sdk-go-v2 internal/ini/parse.go).
+			if cur = byName[name]; cur == nil {
+				cur = &awsProfile{name: name, line: n, settings: map[string]awsValue{}}
+				byName[name] = cur
+				out = append(out, cur)
+			}
+			key = ""
 			continue
 		}
 		k, v, ok := strings.Cut(l, "=")
+		// An indented line belongs to the key above it
+		// (aws-sdk-go-v2 internal/ini/tokenize.go and parse.go): with
+		// "=", a sub-property of a key with no value ("s3 =", a
+		// service's own settings), or a property of its own when that
+		// key has a value; without, the value's continuation.
+		if indented := raw[0] == ' ' || raw[0] == '\t'; indented && cur != nil && key != "" {
+			switch {
+			case ok && cur.settings[key].v == "":
+				cur.nested = append(cur.nested, fmt.Sprintf("%s: %s (line %d)", key, l, n))
+				continue
+			case !ok:
+				kv := cur.settings[key]
+				if kv.v != "" {
+					kv.v += "\n" + l
+					cur.settings[key] = kv
+				}
+				continue
+			}
+		}
 		if !ok {
-			// Nested settings (a services section's "s3 =" block) are
-			// indented lines without "=" on the key line; others are errors.
 			return nil, fmt.Errorf("%s:%d: %q is neither a [section] nor key = value", file, n, l)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
@@ -78,7 +108,9 @@ func parseAWS(file string, data []byte) ([]*awsProfile, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("%s:%d: %s before any [section]", file, n, k)
 		}
+		k = strings.ToLower(k) // the SDKs' keys are not case-sensitive
 		cur.settings[k] = awsValue{v, n}
+		key = k
 	}
 	if len(env.settings) > 0 {
 		out = append(out, env)
@@ -87,7 +119,8 @@ func parseAWS(file string, data []byte) ([]*awsProfile, error) {
 }
 
 func importAWS(srcs []Source, o Options) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		profiles, err := parseAWS(s.Name, s.Data)
 		if err != nil {
@@ -104,15 +137,18 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 		if len(withRetry) == 0 {
 			return nil, fmt.Errorf("%s: no profile sets retry_mode or max_attempts: nothing to import (every profile runs the SDK's default)", s.Name)
 		}
+		if n += len(withRetry); n > maxItems {
+			return nil, admit(AWS, n, "profiles")
+		}
 		for _, p := range withRetry {
 			f, err := awsFleet(s.Name, p, o)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, f)
+			out.add(f)
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
@@ -124,6 +160,9 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 		return fmt.Sprintf("[%s] %s (line %d)", pr.name, k, pr.settings[k].line)
 	}
 	f := scenario.Fleet{Name: "aws " + pr.name}
+	for _, n := range pr.nested {
+		p.lose("%s: settings for that service's clients only, not the profile's: not imported", n)
+	}
 	mode := "standard"
 	if v, ok := pr.settings["retry_mode"]; ok {
 		mode = strings.ToLower(v.v)

@@ -2,7 +2,6 @@ package importer
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +74,16 @@ func importEnvoy(srcs []Source) ([]Fleet, error) {
 			}
 		}
 	}
-	var out []Fleet
+	n := 0
+	for _, rc := range cfg.routes {
+		for _, vh := range rc.msg.GetVirtualHosts() {
+			n += len(vh.GetRoutes())
+		}
+	}
+	if err := admit(Envoy, n, "routes"); err != nil {
+		return nil, err
+	}
+	var out fleetSet
 	for _, rc := range cfg.routes {
 		for vi, vh := range rc.msg.GetVirtualHosts() {
 			for ri, r := range vh.GetRoutes() {
@@ -93,14 +101,14 @@ func importEnvoy(srcs []Source) ([]Fleet, error) {
 				if err != nil {
 					return nil, err
 				}
-				out = append(out, f)
+				out.add(f)
 			}
 		}
 	}
-	if len(out) == 0 && len(cfg.clusters) > 0 {
+	if len(out.list) == 0 && len(cfg.clusters) > 0 {
 		return nil, fmt.Errorf("%s: Envoy clusters but no route: retries are set on routes (give the route configuration too)", cfg.clusters[0].file)
 	}
-	return out, nil
+	return out.list, nil
 }
 
 // find walks a document for route configurations and clusters.
@@ -115,14 +123,20 @@ func (c *envoyConfig) find(file string, n *yaml.Node, path string) error {
 			if err != nil {
 				return err
 			}
-			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{
-				msg: &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{vh}}, file: file, path: ".", dropped: dropped})
+			rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{vh}}
+			if err := checkEnvoyRoutes(file, n, rc, "."); err != nil {
+				return err
+			}
+			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: ".", dropped: dropped})
 			return nil
 		}
 		if get(n, "virtual_hosts") != nil {
 			rc := &routev3.RouteConfiguration{}
 			dropped, err := readProto(file, n, rc, false)
 			if err != nil {
+				return err
+			}
+			if err := checkEnvoyRoutes(file, n, rc, path); err != nil {
 				return err
 			}
 			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped})
@@ -168,6 +182,9 @@ func isCluster(n *yaml.Node) bool {
 func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
 	cl := &clusterv3.Cluster{}
 	if _, err := readProto(file, n, cl, false); err != nil {
+		return err
+	}
+	if err := checkEnvoyCluster(file, n, cl, path); err != nil {
 		return err
 	}
 	c.clusters = append(c.clusters, envoyPiece[*clusterv3.Cluster]{msg: cl, file: file, path: path})
@@ -247,14 +264,18 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 		p.dflt("deadline", fmtDur(routeTimeout), path+".route.timeout", "RouteAction.timeout, 15s")
 	}
 	if routeTimeout > 0 {
-		f.Deadline = min(routeTimeout, 720*time.Hour)
+		f.Deadline = p.wait("route.timeout", routeTimeout, 0)
 	} else {
 		p.lose("route.timeout 0s disables the request timeout: no deadline")
 	}
 
 	rp, rpPath := act.GetRetryPolicy(), path+".route.retry_policy"
 	if rp == nil && vh.GetRetryPolicy() != nil {
-		rp, rpPath = vh.GetRetryPolicy(), strings.TrimSuffix(path, fmt.Sprintf(".routes[%d]", indexOf(vh, r)))+".retry_policy"
+		vhPath := path // the route's path, less its ".routes[i]"
+		if i := strings.LastIndex(path, ".routes["); i >= 0 {
+			vhPath = path[:i]
+		}
+		rp, rpPath = vh.GetRetryPolicy(), vhPath+".retry_policy"
 	}
 	perTry := routeTimeout
 	if rp != nil && rp.GetPerTryTimeout() != nil {
@@ -267,7 +288,7 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 		perTry = maxTimeout
 		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 	}
-	f.Timeout = min(perTry, maxTimeout)
+	f.Timeout = p.wait("timeout per attempt", perTry, 0)
 
 	if rp == nil {
 		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
@@ -285,15 +306,11 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
 }
 
-func indexOf(vh *routev3.VirtualHost, r *routev3.Route) int {
-	return slices.Index(vh.GetRoutes(), r)
-}
-
 // envoyRetry maps a RetryPolicy.
 func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string) error {
 	n := envoyNumRetries
 	if rp.GetNumRetries() != nil {
-		n = int(min(rp.GetNumRetries().GetValue(), 1_000_000))
+		n = p.count("num_retries", int64(rp.GetNumRetries().GetValue()))
 		p.set("retry.max_retries", strconv.Itoa(n), path+".num_retries")
 	} else {
 		p.dflt("retry.max_retries", "1", path+".num_retries", "RetryPolicy.num_retries: defaults to 1")
@@ -319,10 +336,12 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 
 	base, maxB := envoyBackoffBase, time.Duration(0)
 	if bo := rp.GetRetryBackOff(); bo != nil {
-		base = max(dur(bo.GetBaseInterval()), time.Millisecond)
+		// Envoy reads both intervals in whole milliseconds, at least 1ms
+		// (source/common/router/retry_policy_impl.cc).
+		base = max(dur(bo.GetBaseInterval()).Truncate(time.Millisecond), time.Millisecond)
 		p.set("retry.backoff.base", fmtDur(base), path+".retry_back_off.base_interval")
 		if bo.GetMaxInterval() != nil {
-			maxB = dur(bo.GetMaxInterval())
+			maxB = max(dur(bo.GetMaxInterval()).Truncate(time.Millisecond), time.Millisecond)
 			p.set("retry.backoff.cap", fmtDur(maxB), path+".retry_back_off.max_interval")
 		}
 	} else {
@@ -332,6 +351,7 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 		maxB = 10 * base
 		p.dflt("retry.backoff.cap", fmtDur(maxB), path+".retry_back_off.max_interval", "10 times base_interval")
 	}
+	base, maxB = p.wait("retry_back_off.base_interval", base, 0), p.wait("retry_back_off.max_interval", maxB, 0)
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: base, Cap: maxB, Multiplier: 2, Jitter: "full"}
 	p.lose("Envoy's back-off draws from [0, (2^n - 1) x base] for retry n; the simulator's full jitter from [0, 2^(n-1) x base]: the same first wait, shorter later ones")
 	if len(rp.GetRetryHostPredicate()) > 0 {
@@ -479,7 +499,7 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 			p.dflt("budget.budget_percent", "20", thPath+".retry_budget.budget_percent", "RetryBudget.budget_percent: defaults to 20%")
 		}
 		if rb.GetMinRetryConcurrency() != nil {
-			min = int(rb.GetMinRetryConcurrency().GetValue())
+			min = p.count("min_retry_concurrency", int64(rb.GetMinRetryConcurrency().GetValue()))
 			p.note("budget.min_retry_concurrency", strconv.Itoa(min), at(thPath+".retry_budget.min_retry_concurrency"))
 		} else {
 			p.dflt("budget.min_retry_concurrency", "3", thPath+".retry_budget.min_retry_concurrency", "RetryBudget.min_retry_concurrency: defaults to 3")

@@ -15,7 +15,8 @@ import (
 // grpcconfig (which gives them grpc-go's meaning), and makes a fleet of
 // each methodConfig entry that retries or hedges.
 func importGRPC(srcs []Source) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		cfg, err := grpcconfig.Parse(s.Data, grpcconfig.Options{})
 		if err != nil {
@@ -28,11 +29,14 @@ func importGRPC(srcs []Source) ([]Fleet, error) {
 		if len(cfg.Methods) == 0 {
 			return nil, fmt.Errorf("%s: a gRPC service config without methodConfig: calls are sent once, nothing to import", s.Name)
 		}
+		if n += len(cfg.Methods); n > maxItems {
+			return nil, admit(GRPC, n, "methodConfig entries")
+		}
 		for _, m := range cfg.Methods {
-			out = append(out, grpcFleet(s.Name, cfg, m))
+			out.add(grpcFleet(s.Name, cfg, m))
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
@@ -53,7 +57,8 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	// gRPC has one timeout for the whole call, retries included: it is
 	// the deadline, and each attempt may use all that is left of it.
 	if m.Timeout > 0 {
-		f.Timeout, f.Deadline = min(m.Timeout, maxTimeout), min(m.Timeout, 720*time.Hour)
+		f.Timeout = p.wait("timeout", m.Timeout, 0)
+		f.Deadline = f.Timeout
 		p.set("timeout and deadline", fmtDur(m.Timeout), path+".timeout (the whole call's)")
 	} else {
 		f.Timeout = maxTimeout
@@ -79,8 +84,15 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		if r.Requested != r.MaxAttempts {
 			p.lose("maxAttempts %d: grpc-go caps it at %d", r.Requested, r.MaxAttempts)
 		}
-		f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: min(r.InitialBackoff, r.MaxBackoff), Cap: r.MaxBackoff,
-			Multiplier: r.BackoffMultiplier, Jitter: "factor", Factor: 0.2}
+		mult := r.BackoffMultiplier
+		if !(mult >= 1 && mult <= 1000) {
+			// grpc-go takes any multiplier above 0; the simulator's backoff
+			// grows, by at most 1000 times a retry.
+			mult = min(max(mult, 1), 1000)
+			p.lose("backoffMultiplier %g: the simulator's is from 1 to 1000, and imports it as %g", r.BackoffMultiplier, mult)
+		}
+		f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("initialBackoff", min(r.InitialBackoff, r.MaxBackoff), 0), Cap: p.wait("maxBackoff", r.MaxBackoff, 0),
+			Multiplier: mult, Jitter: "factor", Factor: 0.2}
 		p.set("retry.backoff", fmt.Sprintf("exponential from %s by %g, cap %s, jitter 0.8 to 1.2", fmtDur(r.InitialBackoff), r.BackoffMultiplier, fmtDur(r.MaxBackoff)),
 			path+".retryPolicy (grpc-go's formula)")
 		p.lose("grpc-go jitters the wait past maxBackoff (up to 1.2 times it); the simulator's jitter stays under the cap")
@@ -90,6 +102,10 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		p.set("hedge", fmt.Sprintf("delay %s, max %d", fmtDur(f.Hedge.Delay), f.Hedge.Max), path+".hedgingPolicy")
 		if h.HedgingDelay == 0 {
 			p.lose("hedgingDelay 0 sends every hedge at once: written as 1ms")
+		}
+		if f.Hedge.Delay >= f.Timeout {
+			p.lose("hedgingDelay %s is not shorter than the call's timeout (%s): no hedge is ever sent, and none is imported", fmtDur(h.HedgingDelay), fmtDur(f.Timeout))
+			f.Hedge = scenario.Hedge{}
 		}
 		p.lose("grpc-go does not hedge (it ignores hedgingPolicy); imported as gRFC A6 specifies")
 	default:
@@ -106,6 +122,12 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	if t := cfg.Throttling; t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0) {
 		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
 		p.set("budget", fmt.Sprintf("grpc, max_tokens %g, token_ratio %g", t.MaxTokens, t.TokenRatio), "retryThrottling")
+		if t.TokenRatio < 0.001 {
+			// resil counts tokens in thousandths, as gRFC A6 does, and
+			// rounds a ratio from 0.0005 up: what it runs is 0.001.
+			f.Budget.TokenRatio = 0.001
+			p.lose("tokenRatio %g counts as token_ratio 0.001: tokens are counted in thousandths (gRFC A6)", t.TokenRatio)
+		}
 	} else {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "no retryThrottling")

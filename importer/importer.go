@@ -20,8 +20,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
@@ -71,6 +75,10 @@ type Fleet struct {
 	From []string
 	// Lost says what the config sets that the fleet cannot represent.
 	Lost []string
+	// Covers names the other config objects with the same settings (and
+	// the same losses), by their Origin: N identical routes are one fleet
+	// to simulate, written once.
+	Covers []string
 }
 
 // Options says how to import.
@@ -130,14 +138,163 @@ func Import(srcs []Source, o Options) ([]Fleet, error) {
 	if len(out) == 0 {
 		return nil, errors.New("importer: the files hold no route, profile or setting with a retry policy to import")
 	}
-	names := map[string]int{}
+	if len(out) > maxFleets {
+		return nil, fmt.Errorf("importer: the files make %d fleets of different settings, more than the %d one import writes (a scenario of %d fleets is about %s to write, and each fleet is a run of its own): import fewer files or routes at once",
+			len(out), maxFleets, len(out), sizeOf(int64(len(out))*fleetBytes))
+	}
+	nameFleets(out)
 	for i := range out {
-		n := out[i].Fleet.Name
-		if names[n]++; names[n] > 1 {
-			out[i].Fleet.Name = fmt.Sprintf("%s (%d)", n, names[n])
+		if err := checkFleet(out[i].Fleet); err != nil {
+			return nil, fmt.Errorf("%s: the simulator cannot represent it: %w", out[i].Origin, err)
 		}
 	}
 	return out, nil
+}
+
+// Bounds on one import. The items (routes, methods, profiles) are counted
+// before any fleet is built, as a run's cost is estimated before it runs;
+// identical fleets are kept once, so many routes with the same settings
+// cost little. A file is at most maxFileBytes, so these bound the files
+// given together.
+const (
+	maxItems  = 200_000 // routes, methods or profiles in one import
+	maxFleets = 2_000   // fleets of different settings one import writes
+	// fleetBytes is about what one fleet costs in the scenario file, its
+	// notes included.
+	fleetBytes = 2 << 10
+)
+
+// admit refuses an import of n items (what names them: "routes") before
+// it builds any fleet of them.
+func admit(f Format, n int, what string) error {
+	if n <= maxItems {
+		return nil
+	}
+	return fmt.Errorf("importer: the %s files hold %d %s, more than the %d one import reads (about %s of fleets to build before identical ones are merged): import fewer files at once",
+		f, n, what, maxItems, sizeOf(int64(n)*fleetBytes))
+}
+
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+}
+
+// fleetSet collects one format's fleets, keeping one of each set of
+// identical ones, which lists the others in Covers: a config with ten
+// thousand routes that share a retry policy is one fleet to simulate.
+type fleetSet struct {
+	list []Fleet
+	seen map[string]int
+}
+
+func (s *fleetSet) add(f Fleet) {
+	// Two fleets are the same when everything but the name is: their
+	// settings, their format and what they could not represent (where
+	// each setting came from differs by the route's path only).
+	g := f.Fleet
+	g.Name = ""
+	k := fmt.Sprintf("%s\x00%#v\x00%q", f.Format, g, f.Lost)
+	if i, ok := s.seen[k]; ok {
+		s.list[i].Covers = append(s.list[i].Covers, f.Origin)
+		return
+	}
+	if s.seen == nil {
+		s.seen = map[string]int{}
+	}
+	s.seen[k] = len(s.list)
+	s.list = append(s.list, f)
+}
+
+// nameFleets makes every fleet's name one a scenario takes and no other
+// fleet has: control, invisible and direction-changing characters
+// escaped (a config may hold any), at most maxName bytes, and a number
+// added to a name already taken ("a (2)"), skipping those taken too.
+func nameFleets(fl []Fleet) {
+	used := make(map[string]bool, len(fl))
+	for i := range fl {
+		f := &fl[i]
+		orig := f.Fleet.Name
+		esc := escapeName(orig)
+		n := strings.TrimSpace(esc)
+		if n == "" {
+			n = string(f.Format)
+		}
+		short := clip(n, maxName)
+		name := short
+		for k := 2; used[name]; k++ {
+			suffix := fmt.Sprintf(" (%d)", k)
+			name = clip(n, maxName-len(suffix)) + suffix
+		}
+		used[name] = true
+		f.Fleet.Name = name
+		switch escaped := esc != orig; {
+		case escaped && short != n:
+			f.Lost = append(f.Lost, fmt.Sprintf("name %q: its control or invisible characters escaped, and shortened to %d bytes, the most a scenario takes", orig, maxName))
+		case escaped:
+			f.Lost = append(f.Lost, fmt.Sprintf("name %q: its control or invisible characters escaped (\\x1b, \\u202e), which a scenario's names do not take", orig))
+		case short != n:
+			f.Lost = append(f.Lost, fmt.Sprintf("name %q: shortened to %d bytes, the most a scenario takes", orig, maxName))
+		}
+	}
+}
+
+// maxName is the longest name a scenario takes, in bytes.
+const maxName = 100
+
+// escapeName replaces what a scenario's name must not hold (bytes that are
+// not UTF-8, control characters, and characters that print as nothing or
+// as something else: format characters such as U+202E, default-ignorable
+// ones) with its Go escape.
+func escapeName(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || !unicode.IsPrint(r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) {
+			q := strconv.QuoteToASCII(s[i : i+size])
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// clip shortens s to at most n bytes, at a character's boundary, marking
+// the cut with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(s[:cut]) + more
+}
+
+// checkBase is the scenario checkFleet puts each fleet in.
+var checkBase = sync.OnceValue(func() *scenario.Scenario {
+	sc, err := scenario.Parse("check.yaml", []byte("name: check\nduration: 10s\ntraffic: {rate: 1}\norigin: {model: capacity, capacity: 1}\nfleets: [{name: x, timeout: 1s, budget: {use: none}}]\n"))
+	if err != nil {
+		panic("importer: the check scenario: " + err.Error())
+	}
+	return sc
+})
+
+// checkFleet checks f as a scenario's fleet: every importer maps the
+// settings it reads into the simulator's ranges, and refuses what the
+// product refuses, so an error here is the importer's.
+func checkFleet(f scenario.Fleet) error {
+	sc := *checkBase()
+	sc.Fleets = []scenario.Fleet{f}
+	return sc.Validate()
 }
 
 var (
@@ -245,6 +402,12 @@ func (f Fleet) Note() string {
 			b.WriteString("\n  - " + l)
 		}
 	}
+	if len(f.Covers) > 0 {
+		fmt.Fprintf(&b, "\nThe same settings stand for %d more:", len(f.Covers))
+		for _, c := range f.Covers {
+			b.WriteString("\n  - " + c)
+		}
+	}
 	return b.String()
 }
 
@@ -283,6 +446,33 @@ func (p *prov) note(setting, value, why string) {
 func (p *prov) lose(format string, args ...any) {
 	p.lost = append(p.lost, fmt.Sprintf(format, args...))
 }
+
+// wait brings a time the config sets (what names it) into the
+// simulator's range, [lo, maxTimeout], with a note when it had to.
+func (p *prov) wait(what string, d, lo time.Duration) time.Duration {
+	switch {
+	case d > maxTimeout:
+		p.lose("%s %s: the simulator's longest is %s, and imports it as that", what, fmtDur(d), fmtDur(maxTimeout))
+		return maxTimeout
+	case d < lo:
+		p.lose("%s %s: the simulator's shortest is %s, and imports it as that", what, fmtDur(d), fmtDur(lo))
+		return lo
+	}
+	return d
+}
+
+// count brings a count the config sets (what names it) down to the
+// simulator's largest, maxCount, with a note when it had to.
+func (p *prov) count(what string, n int64) int {
+	if n > maxCount {
+		p.lose("%s %d: the simulator's largest is %d, and imports it as that", what, n, maxCount)
+		return maxCount
+	}
+	return int(n)
+}
+
+// maxCount is the largest count (retries, a concurrency) a scenario takes.
+const maxCount = 1_000_000
 
 // noBackoff is the backoff of a fleet that retries at once, or never.
 var noBackoff = scenario.Backoff{Use: "none", Jitter: "none"}

@@ -200,36 +200,6 @@ func TestImportErrors(t *testing.T) {
 	}
 }
 
-// FuzzImport feeds arbitrary bytes as each format: never a panic, and
-// whatever imports writes a scenario that loads.
-func FuzzImport(f *testing.F) {
-	for _, file := range []string{"envoy/front-proxy.yaml", "envoy/route.yaml", "istio/reviews.yaml", "linkerd/books.yaml", "aws/config", "aws/env", "grpc/service-config.json", "grpc/hedging.json"} {
-		d, err := os.ReadFile(filepath.Join("testdata", file))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(d, uint8(0))
-	}
-	base := storm(f)
-	f.Fuzz(func(t *testing.T, data []byte, format uint8) {
-		o := Options{Timeout: time.Second}
-		if format%6 > 0 {
-			o.Format = Formats[format%6-1]
-		}
-		fl, err := Import([]Source{{Name: "fuzz", Data: data}}, o)
-		if err != nil {
-			return
-		}
-		out, err := Write(fl, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := scenario.Parse("fuzz.yaml", out); err != nil {
-			t.Fatalf("imported scenario does not load: %v\n%s", err, out)
-		}
-	})
-}
-
 // TestCheckImported is the test for check, on imported configs:
 // an Istio route with 3 retries on 5xx and no retry budget collapses in
 // the storm's dip; a Linkerd route with its retry budget does not.

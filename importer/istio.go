@@ -47,7 +47,9 @@ func importIstio(srcs []Source) ([]Fleet, error) {
 			switch kind {
 			case "VirtualService":
 				o.vs = &networking.VirtualService{}
-				_, err = readProto(s.Name, spec, o.vs, true)
+				if _, err = readProto(s.Name, spec, o.vs, true); err == nil {
+					err = checkIstioRoutes(s.Name, spec, o.vs)
+				}
 			case "DestinationRule":
 				o.dr = &networking.DestinationRule{}
 				_, err = readProto(s.Name, spec, o.dr, true)
@@ -60,16 +62,23 @@ func importIstio(srcs []Source) ([]Fleet, error) {
 			objs = append(objs, o)
 		}
 	}
-	var out []Fleet
+	n := 0
+	for _, o := range objs {
+		n += len(o.vs.GetHttp())
+	}
+	if err := admit(Istio, n, "HTTP routes"); err != nil {
+		return nil, err
+	}
+	var out fleetSet
 	for _, o := range objs {
 		if o.vs == nil {
 			continue
 		}
 		for i, h := range o.vs.GetHttp() {
-			out = append(out, istioFleet(o, i, h, objs))
+			out.add(istioFleet(o, i, h, objs))
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObject) Fleet {
@@ -100,7 +109,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 		p.dflt("deadline", "none", path+".timeout", "HTTPRoute.timeout: default is disabled")
 	}
 	if deadline > 0 {
-		f.Deadline = min(deadline, 720*time.Hour)
+		f.Deadline = p.wait("timeout", deadline, 0)
 	}
 
 	r := h.GetRetries()
@@ -108,7 +117,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	if r == nil {
 		p.dflt("retry.max_retries", "2", path+".retries", "Istio retries twice by default (Traffic Management: Retries)")
 	} else {
-		attempts = int(r.GetAttempts())
+		attempts = p.count("attempts", int64(r.GetAttempts()))
 		p.set("retry.max_retries", strconv.Itoa(attempts), path+".retries.attempts")
 		if r.GetPerTryTimeout() != nil {
 			perTry = r.GetPerTryTimeout().AsDuration()
@@ -140,7 +149,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 		perTry = maxTimeout
 		p.lose("no timeout at all (Istio's default): attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 	}
-	f.Timeout = min(perTry, maxTimeout)
+	f.Timeout = p.wait("timeout per attempt", perTry, 0)
 
 	on, unread, err := retryOn(retryOnS, nil)
 	if err != nil {
@@ -161,8 +170,8 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 		f.Retry.On = on
 	}
 	f.Retry.MaxRetries = attempts
-	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: backoff, Cap: 10 * backoff, Multiplier: 2, Jitter: "full"}
-	p.dflt("retry.backoff.cap", fmtDur(10*backoff), "Envoy's max_interval", "Envoy: 10 times the base")
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("backoff", backoff, 0), Cap: p.wait("the backoff's cap, 10 times backoff,", 10*min(backoff, maxTimeout), 0), Multiplier: 2, Jitter: "full"}
+	p.dflt("retry.backoff.cap", fmtDur(10*min(backoff, maxTimeout)), "Envoy's max_interval", "Envoy: 10 times the base")
 
 	dr := findRule(objs, host)
 	istioTraffic(p, &f, dr, attempts > 0)

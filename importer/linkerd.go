@@ -96,7 +96,8 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 }
 
 func importLinkerd(srcs []Source) ([]Fleet, error) {
-	var out []Fleet
+	var out fleetSet
+	n := 0
 	for _, s := range srcs {
 		docs, err := documents(s.Name, s.Data)
 		if err != nil {
@@ -113,14 +114,24 @@ func importLinkerd(srcs []Source) ([]Fleet, error) {
 			if err := d.Decode(&sp); err != nil {
 				return nil, fmt.Errorf("%s: %v", s.Name, strings.TrimPrefix(err.Error(), "yaml: "))
 			}
+			if err := checkLinkerdBudget(s.Name, d, &sp); err != nil {
+				return nil, err
+			}
+			// Routes are counted before each profile's are built: the
+			// profiles read so far hold them all.
+			if n += len(sp.Spec.Routes); n > maxItems {
+				return nil, admit(Linkerd, n, "routes")
+			}
 			fl, err := linkerdFleets(s.Name, &sp)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, fl...)
+			for _, f := range fl {
+				out.add(f)
+			}
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
@@ -145,7 +156,8 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			p.dflt("timeout and deadline", fmtDur(timeout), path+".timeout", "Linkerd: requests time out after 10 seconds by default")
 		}
 		// The route's timeout covers the request, retries included.
-		f.Timeout, f.Deadline = min(timeout, maxTimeout), min(timeout, 720*time.Hour)
+		f.Timeout = p.wait("timeout", timeout, 0)
+		f.Deadline = f.Timeout
 		if len(r.ResponseClasses) > 0 {
 			p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
 		}
@@ -167,11 +179,22 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		if rb != nil && rb.RetryRatio != nil {
 			b.Ratio = *rb.RetryRatio
 			p.set("budget.budget_ratio", strconv.FormatFloat(b.Ratio, 'g', -1, 64), bp+".retryRatio")
+			switch r := b.Ratio; {
+			case r > 0 && float32(r) == 0:
+				p.lose("retryRatio %g is 0 as the float32 Linkerd holds it", r)
+				b.Ratio = 0
+			case b.Ratio > 1:
+				p.lose("retryRatio %g: the simulator's budget_ratio is at most 1 (a retry for every request), and imports it as that", r)
+				b.Ratio = 1
+			case b.Ratio > 0 && b.Ratio < 1e-6:
+				p.lose("retryRatio %g: the simulator's budget_ratio is at least 0.000001, and imports it as that", r)
+				b.Ratio = 1e-6
+			}
 		} else {
 			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
 		}
 		if rb != nil && rb.MinRetriesPerSecond != nil {
-			b.MinRetriesPerSecond = *rb.MinRetriesPerSecond
+			b.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
 			p.set("budget.min_retries_per_second", strconv.FormatFloat(b.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
 		} else {
 			p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
@@ -181,7 +204,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("%s: %s.ttl: %q is not a positive duration", file, bp, rb.TTL)
 			}
-			b.TTL = d
+			b.TTL = p.wait("ttl", d, time.Millisecond)
 			p.set("budget.ttl", fmtDur(d), bp+".ttl")
 		} else {
 			p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
