@@ -71,7 +71,7 @@ func table(h Heavy) []command {
 			Args:    "[FILE]",
 			Summary: "search for a better retry policy, and write it back in your config's format",
 			About:   adviseAbout,
-			Flags:   groups(outputFlags, checkFlags, shardFlags, adviseFlags),
+			Flags:   groups(outputFlags, checkFlags, shardFlags, adviseFlags, costFlags),
 			Run:     h.Advise,
 			Heavy:   true,
 		},

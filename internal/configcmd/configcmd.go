@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,11 +132,31 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 			return nil, nil, "", usagef("%v", err)
 		}
 		for _, f := range fl {
-			in = append(in, experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin})
+			in = append(in, experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: fromBase(f.From)})
 		}
 		fmtIn = fl[0].Format
 	}
 	return in, b, fmtIn, nil
+}
+
+// fromBase lists the settings an imported fleet did not take from its
+// file, from its provenance lines ("setting: value  <- where"): those
+// from a documented default or from the base scenario.
+func fromBase(from []string) []string {
+	var out []string
+	for _, l := range from {
+		setting, _, ok := strings.Cut(l, ": ")
+		_, where, _ := strings.Cut(l, "  <- ")
+		if !ok || !(strings.HasPrefix(where, "default") || strings.Contains(where, "the base scenario's")) {
+			continue
+		}
+		for _, s := range strings.Split(setting, " and ") {
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // looksLikeScenario reports whether a file has a scenario's top-level
@@ -260,6 +281,8 @@ type CheckOptions struct {
 	Shard   string  // --shard i/n
 	Workers int     // --workers
 	Seed    *uint64 // --seed: replaces the base scenario's
+	Seeds   int     // --seeds: seeds per cell; 0 means 3
+	Clients int     // --clients: client instances; 0 means the base scenario's
 }
 
 // common is CheckOptions as the flag parsing fills it.
@@ -274,6 +297,8 @@ func (c *common) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.Out, "out", "", "write an HTML report into this directory")
 	fs.StringVar(&c.Shard, "shard", "", "run only shard i of n (i/n), for retrystorm merge")
 	fs.IntVar(&c.Workers, "workers", 0, "parallel runs (default: every core)")
+	fs.IntVar(&c.Seeds, "seeds", 3, "seeds each cell runs with; the verdict is the worst")
+	fs.IntVar(&c.Clients, "clients", 0, "client instances, each with its own budget (default: the scenario's)")
 }
 
 func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
@@ -289,6 +314,9 @@ func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 	}
 	if c.Workers < 0 || c.Workers > 1024 {
 		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.Workers)
+	}
+	if c.Seeds < 0 || c.Seeds > 100 || c.Clients < 0 || c.Clients > 100_000 {
+		return experiment.Options{}, sh, usagef("--seeds must be in [1, 100] and --clients in [1, 100000]")
 	}
 	if c.Load < 0 || c.Load > 0.975 || c.Dip < 0 || c.Dip > 1 {
 		return experiment.Options{}, sh, usagef("--load must be in (0, 0.975] and --dip in (0, 1]")
@@ -347,7 +375,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
-	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh}, opts)
+	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
 	if err != nil {
 		return err
 	}
@@ -371,7 +399,7 @@ func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command strin
 		return nil // a shard's verdict waits for merge
 	}
 	for i := range r.Fleets {
-		if r.Collapsed(i) {
+		if r.Unsafe(i) {
 			return ErrUnsafe
 		}
 	}
@@ -384,7 +412,8 @@ func Advise(ctx context.Context, args []string, o IO) error {
 	var c common
 	c.add(fs)
 	a := AdviseOptions{}
-	fs.IntVar(&a.Seeds, "seeds", 3, "seeds each cell runs with")
+	fs.StringVar(&a.Route, "route", "", "start from the route or fleet NAME (default: the first that retries)")
+	fs.BoolVar(&a.Conditions, "conditions", false, "search the retry conditions too")
 	fs.IntVar(&a.MaxRuns, "max-runs", 20000, "refuse a search that would make more runs")
 	fs.IntVar(&a.Top, "top", 5, "runner-ups to show")
 	fs.StringVar(&a.As, "as", "", "write the recommendation in these formats, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)")
@@ -393,6 +422,7 @@ func Advise(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	a.CheckOptions = c
+	a.Seeds = c.Seeds
 	return RunAdvise(ctx, files, a, o)
 }
 
@@ -403,6 +433,12 @@ type AdviseOptions struct {
 	MaxRuns int    // --max-runs
 	Top     int    // --top
 	As      string // --as: the formats to write the recommendation in
+	Route   string // --route: the route or fleet to start from
+	// Conditions is --conditions: the search may change what is retried.
+	Conditions bool
+	// Admit, if set, may refuse the search from its estimate (the
+	// command line's --long rule) before it runs.
+	Admit func(experiment.AdviseEstimate) error
 }
 
 // RunAdvise searches for a better policy than the fleet of files (or the
@@ -436,8 +472,12 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
+	start, err := pickFleet(in, a.Route)
+	if err != nil {
+		return err
+	}
 	if len(in) > 1 {
-		fmt.Fprintf(o.Stderr, "advise: starting from the first fleet, %q, of the %d given\n", in[0].Fleet.Name, len(in))
+		fmt.Fprintf(o.Stderr, "advise: starting from %q (%s), of the %d fleets given; --route names another\n", start.Fleet.Name, start.Origin, len(in))
 	}
 	formats := []importer.Format{fmtIn, importer.GoCode, importer.ScenarioFleet}
 	if *as != "" {
@@ -457,7 +497,8 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		}
 	}
 	formats = slices.Compact(formats)
-	r, err := experiment.Advise(ctx, in[0], experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh}, opts)
+	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh,
+		Clients: c.Clients, Conditions: a.Conditions, Admit: a.Admit}, opts)
 	if errors.Is(err, experiment.ErrTooBig) {
 		return usagef("%v", err)
 	}
@@ -468,6 +509,33 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		return writeJSON(o.Stdout, r)
 	}
 	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "))
+}
+
+// pickFleet is the fleet advise starts from: the one route names (by
+// fleet name, or a part of where it came from), else the first that
+// retries, else the first.
+func pickFleet(in []experiment.CheckInput, route string) (experiment.CheckInput, error) {
+	if route != "" {
+		var names []string
+		for _, f := range in {
+			if f.Fleet.Name == route {
+				return f, nil
+			}
+			names = append(names, strconv.Quote(f.Fleet.Name))
+		}
+		for _, f := range in {
+			if strings.Contains(f.Origin, route) {
+				return f, nil
+			}
+		}
+		return experiment.CheckInput{}, usagef("--route %q: no fleet of that name; the files give %s", route, strings.Join(names, ", "))
+	}
+	for _, f := range in {
+		if f.Fleet.Retry.MaxRetries != 0 {
+			return f, nil
+		}
+	}
+	return in[0], nil
 }
 
 func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string) error {
