@@ -73,7 +73,7 @@ func TestAdviseCommand(t *testing.T) {
 	}
 	t.Logf("\n%s", r.stdout)
 	words := strings.Join(strings.Fields(r.stdout), " ") // claims wrap to the width
-	if !strings.Contains(words, "✓ holds the recommendation") || !strings.Contains(words, "recovers in every cell of the envelope, over 3 seeds (0 of 72 cells never recovered)") {
+	if !strings.Contains(words, "✓ holds the recommendation") || !strings.Contains(words, "recovers in every cell of the envelope, over 3 seeds (0 of 96 cells never recovered)") {
 		t.Errorf("the recommendation does not recover in every cell")
 	}
 	for _, want := range []string{"As an Envoy route and cluster:", "retry_policy:", "As a gRPC service config:", `"methodConfig"`, "As resil Go code:", "resil.GuardSettings{"} {
@@ -115,5 +115,25 @@ func TestMergeCommand(t *testing.T) {
 	}
 	if r := runCLI(t, "merge", files[0]); r.code != 2 || !strings.Contains(r.stderr, "no shard ran") {
 		t.Errorf("merge of one shard of two: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+}
+
+// TestAdviseLongSearch (issue 27, item 9): advise refuses a search whose
+// estimate is long when nobody watches, as run refuses a long scenario,
+// and says to pass --long; with --json it prints nothing on standard
+// output.
+func TestAdviseLongSearch(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "experiment", "scenarios", "storm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.NewReplacer("duration: 120s", "duration: 1200s", "rate: 100,", "rate: 2000,", "capacity: 120,", "capacity: 2400,", "capacity: 80}", "capacity: 1600}").Replace(string(data))
+	file := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(file, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "advise", "--json", file)
+	if r.code != 2 || !strings.Contains(r.stderr, "pass --long") || r.stdout != "" {
+		t.Errorf("a long search: exit %d, want 2 with \"pass --long\" and nothing on stdout\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
