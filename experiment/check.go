@@ -414,7 +414,7 @@ func (j judgement) String() string {
 	}
 	var why []string
 	if j.Collapsed > 0 {
-		why = append(why, fmt.Sprintf("%d realistic cell%s collapse", j.Collapsed, plural(j.Collapsed)))
+		why = append(why, fmt.Sprintf("%d realistic cell%s", j.Collapsed, map[bool]string{true: " collapses", false: "s collapse"}[j.Collapsed == 1]))
 	}
 	if j.Amplified > 0 {
 		why = append(why, fmt.Sprintf("%d amplif%s past the thresholds", j.Amplified, map[bool]string{true: "y", false: "ies"}[j.Amplified != 1]))

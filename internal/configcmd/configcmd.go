@@ -51,7 +51,7 @@ func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(f
 // ErrUnsafe is returned by Check when a fleet stays collapsed in the
 // region the user calls realistic: exit status 1, after everything is
 // printed.
-var ErrUnsafe = errors.New("a fleet stays collapsed in the realistic region")
+var ErrUnsafe = errors.New("a fleet stays collapsed, or amplifies the load past the thresholds, in the realistic region")
 
 func (o IO) read(name string) ([]byte, error) {
 	if o.ReadFile != nil {

@@ -62,7 +62,7 @@ func TestCheckCommand(t *testing.T) {
 	if !strings.Contains(out, "UNSAFE") || !strings.Contains(out, "to blame: max_retries 3 with no budget") {
 		t.Errorf("check does not say it plainly:\n%s", out)
 	}
-	out, _, err = runCmd(t, Check, testdata("linkerd/books.yaml"))
+	out, _, err = runCmd(t, Check, testdata("istio/budget.yaml"))
 	if err != nil {
 		t.Errorf("check of a config with a budget: %v\n%s", err, out)
 	}

@@ -46,9 +46,16 @@ func TestCheckCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
 		t.Errorf("no report: %v", err)
 	}
-	r = runCLI(t, "check", "--json", importerData("linkerd/books.yaml"))
+	r = runCLI(t, "check", "--json", importerData("istio/budget.yaml"))
 	if r.code != 0 || !strings.Contains(r.stdout, `"realistic_load": 0.833`) {
 		t.Errorf("a config with a budget: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Linkerd's default budget recovers everywhere, but its floor of 10
+	// retries a second per proxy, with no backoff, bursts to many times
+	// the origin's capacity against a bounded queue (issue 22, 3).
+	r = runCLI(t, "check", importerData("linkerd/books.yaml"))
+	if r.code != 1 || !strings.Contains(r.stdout, "amplifies past the thresholds") {
+		t.Errorf("Linkerd's default budget: exit %d, want 1 for amplification\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, "check", "--shard", "1/2", importerData("linkerd/books.yaml")); r.code != 2 {
 		t.Errorf("--shard without --json: exit %d, want 2", r.code)
