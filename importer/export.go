@@ -191,7 +191,7 @@ func envoyCluster(b *strings.Builder, f scenario.Fleet, lost []string) (string, 
 			pct = 20
 		}
 		fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: 3}\n", strconv.FormatFloat(pct, 'g', 3, 64))
-		lost = append(lost, fmt.Sprintf("the %s budget: Envoy's only retry budget caps retries in flight, not a share of requests over time; written as a retry_budget of the same percentage, which behaves differently under a slow dependency: check it with retrystorm check", bu.Use))
+		lost = append(lost, fmt.Sprintf("the %s budget: Envoy's only retry budget caps retries in flight, not a share of requests over time; written as a retry_budget of %s%% with min_retry_concurrency 3, another mechanism that was not simulated as written and behaves differently under a slow dependency: check it with retrystorm check", bu.Use, strconv.FormatFloat(pct, 'g', 3, 64)))
 	}
 	lost = append(lost, breakerLost(f, "Envoy")...)
 	lost = append(lost, jitterLost(f, "Envoy", "fully jittered exponential back-off")...)
@@ -234,7 +234,7 @@ func exportIstio(f scenario.Fleet) (string, []string) {
 		b.WriteString("# no retryBudget: Istio puts no limit on retries\n")
 	default:
 		fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: 3}\n", strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64))
-		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written with the same percentage", bu.Use))
+		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written as %s%% with minRetryConcurrency 3, another mechanism that was not simulated as written: check it with retrystorm check", bu.Use, strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64)))
 	}
 	lost = append(lost, breakerLost(f, "Istio")...)
 	lost = append(lost, jitterLost(f, "Istio", "Envoy's fully jittered exponential back-off")...)
@@ -265,7 +265,7 @@ func exportLinkerd(f scenario.Fleet) (string, []string) {
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64), strconv.FormatFloat(bu.MinRetriesPerSecond, 'g', -1, 64), bu.TTL)
 	case scenario.BudgetTokenBucket:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64))
-		lost = append(lost, "the token bucket: written as Linkerd's window budget of the same ratio (10s window), which forgets instead of saving up")
+		lost = append(lost, fmt.Sprintf("the token bucket: written as Linkerd's window budget of ratio %s (10s window, 1 retry a second per proxy), another mechanism that forgets instead of saving up and was not simulated as written: check it with retrystorm check", strconv.FormatFloat(bu.Ratio, 'g', -1, 64)))
 	default:
 		b.WriteString("retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 10, ttl: 10s}\n")
 		lost = append(lost, fmt.Sprintf("the %s budget: Linkerd has only its window budget; written with Linkerd's defaults", cmpOr(bu.Use, "none")))
@@ -567,7 +567,6 @@ func editGRPC(open func(string) (*yamlFile, error), loc location, user, rec scen
 	}
 	return notes, nil
 }
-
 
 // envoyBudget is the DEFAULT thresholds' settings for a concurrency
 // budget.

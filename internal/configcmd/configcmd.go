@@ -79,14 +79,39 @@ func base(o IO, file string) (*scenario.Scenario, error) {
 // inputs reads the files to check or advise on: scenario files give their
 // fleets (and the first one is the base, unless --base says otherwise);
 // config files are imported.
+// userFiles are the config files read and the fleets imported from them,
+// for advise to write its recommendation back into.
+type userFiles struct {
+	srcs   []importer.Source
+	fleets []importer.Fleet
+}
+
+// imported returns the imported fleet a check input came from, if any.
+func (u *userFiles) imported(in experiment.CheckInput) (importer.Fleet, bool) {
+	if u == nil {
+		return importer.Fleet{}, false
+	}
+	for _, f := range u.fleets {
+		if f.Origin == in.Origin && f.Fleet.Name == in.Fleet.Name {
+			return f, true
+		}
+	}
+	return importer.Fleet{}, false
+}
+
 func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, error) {
+	in, b, f, _, err := inputFiles(o, files, format, baseFile)
+	return in, b, f, err
+}
+
+func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, *userFiles, error) {
 	var in []experiment.CheckInput
 	var srcs []importer.Source
 	var from *scenario.Scenario
 	for _, f := range files {
 		data, err := o.read(f)
 		if err != nil {
-			return nil, nil, "", usagef("%v", err)
+			return nil, nil, "", nil, usagef("%v", err)
 		}
 		if format == "" || format == string(importer.ScenarioFleet) {
 			sc, err := scenario.Parse(f, data)
@@ -102,7 +127,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 			// A scenario file with a mistake gets the loader's error, not
 			// the importer's "not a config".
 			if _, derr := importer.Detect(f, data); format != "" || (derr != nil && looksLikeScenario(data)) {
-				return nil, nil, "", err
+				return nil, nil, "", nil, err
 			}
 		}
 		srcs = append(srcs, importer.Source{Name: f, Data: data})
@@ -111,7 +136,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 	if baseFile != "" || b == nil {
 		var err error
 		if b, err = base(o, baseFile); err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", nil, err
 		}
 	}
 	var fmtIn importer.Format = importer.ScenarioFleet
@@ -120,7 +145,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		if format != "" {
 			f, err := importer.ParseFormat(format)
 			if err != nil {
-				return nil, nil, "", usagef("--format: %v", err)
+				return nil, nil, "", nil, usagef("--format: %v", err)
 			}
 			opts.Format = f
 		}
@@ -129,14 +154,15 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		}
 		fl, err := importer.Import(srcs, opts)
 		if err != nil {
-			return nil, nil, "", usagef("%v", err)
+			return nil, nil, "", nil, usagef("%v", err)
 		}
 		for _, f := range fl {
 			in = append(in, experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: fromBase(f.From)})
 		}
 		fmtIn = fl[0].Format
+		return in, b, fmtIn, &userFiles{srcs: srcs, fleets: fl}, nil
 	}
-	return in, b, fmtIn, nil
+	return in, b, fmtIn, nil, nil
 }
 
 // fromBase lists the settings an imported fleet did not take from its
@@ -461,12 +487,13 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	var in []experiment.CheckInput
 	var b *scenario.Scenario
 	var fmtIn importer.Format = importer.ScenarioFleet
+	var uf *userFiles
 	if len(files) == 0 {
 		if b, err = base(o, c.Base); err != nil {
 			return err
 		}
 		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
-	} else if in, b, fmtIn, err = inputs(o, files, c.Format, c.Base); err != nil {
+	} else if in, b, fmtIn, uf, err = inputFiles(o, files, c.Format, c.Base); err != nil {
 		return err
 	}
 	if c.Seed != nil {
@@ -508,7 +535,11 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	if c.JSON {
 		return writeJSON(o.Stdout, r)
 	}
-	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "))
+	var edit *editTarget
+	if from, ok := uf.imported(start); ok {
+		edit = &editTarget{srcs: uf.srcs, from: from}
+	}
+	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
 }
 
 // pickFleet is the fleet advise starts from: the one route names (by
@@ -538,19 +569,71 @@ func pickFleet(in []experiment.CheckInput, route string) (experiment.CheckInput,
 	return in[0], nil
 }
 
-func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string) error {
+// editTarget is the user's config advise writes its recommendation into.
+type editTarget struct {
+	srcs []importer.Source
+	from importer.Fleet
+}
+
+func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string, edit *editTarget) error {
 	if err := r.Render(o.Stdout, o.Style, top); err != nil {
 		return err
 	}
 	best := r.Best()
 	fmt.Fprintf(o.Stdout, "\nThe recommendation, %s:\n  %s\n", best.Name, experiment.Describe(best.Fleet))
+	if r.Conditions {
+		fmt.Fprintln(o.Stdout, "  The retry conditions were part of the search (--conditions).")
+	} else {
+		fmt.Fprintln(o.Stdout, "  The retry conditions are yours: every candidate retries what your config retries (--conditions searches them too).")
+	}
 	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
+	// best expressible is the best candidate format can write whole.
+	bestIn := func(f importer.Format) (experiment.AdviseCandidate, bool) {
+		for _, i := range r.Ranking {
+			if c := r.Candidates[i]; importer.Expressible(c.Fleet, f) {
+				return c, true
+			}
+		}
+		return experiment.AdviseCandidate{}, false
+	}
+	if edit != nil {
+		f := edit.from.Format
+		c, ok := bestIn(f)
+		if !ok {
+			c = best
+		}
+		if c.Name != best.Name {
+			fmt.Fprintf(o.Stdout, "\n%s cannot express the recommendation whole; the best policy it can, %s, recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s).\n",
+				formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost))
+		}
+		edited, notes, err := importer.Edit(edit.srcs, edit.from, c.Fleet)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "\nYour file, edited for %s (only what the recommendation changes; the rest is as you wrote it):\n\n", c.Name)
+		if len(edited) == 0 {
+			fmt.Fprintln(o.Stdout, "  (no change: your file already says it)")
+		}
+		for _, e := range edited {
+			fmt.Fprint(o.Stdout, e.Diff)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(o.Stdout, "# note: %s\n", n)
+		}
+	}
 	for _, f := range formats {
+		if edit != nil && f == edit.from.Format {
+			continue // written into the user's file above
+		}
 		text, cannot, err := importer.Export(best.Fleet, f)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Stdout, "\nAs %s:\n\n%s", formatName(f), text)
+		how := "a translation of the recommendation; what it cannot express is listed below"
+		if importer.Expressible(best.Fleet, f) {
+			how = "the recommendation whole"
+		}
+		fmt.Fprintf(o.Stdout, "\nAs %s (%s):\n\n%s", formatName(f), how, text)
 		if !strings.HasSuffix(text, "\n") {
 			fmt.Fprintln(o.Stdout)
 		}
@@ -559,17 +642,13 @@ func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, to
 		}
 		if !importer.Expressible(best.Fleet, f) {
 			// Say what the best policy this format can write whole does.
-			for _, i := range r.Ranking {
-				c := r.Candidates[i]
-				if importer.Expressible(c.Fleet, f) {
-					alt, _, err := importer.Export(c.Fleet, f)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
-						formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
-					break
+			if c, ok := bestIn(f); ok {
+				alt, _, err := importer.Export(c.Fleet, f)
+				if err != nil {
+					return err
 				}
+				fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
+					formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
 			}
 		}
 	}
@@ -649,5 +728,5 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	if *asJSON {
 		return nil, false, writeJSON(o.Stdout, merged.Advise)
 	}
-	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command)
+	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command, nil)
 }
