@@ -83,7 +83,7 @@ func TestAdviseCommand(t *testing.T) {
 	if !strings.Contains(words, "✓ holds the recommendation") || !strings.Contains(words, "recovers in every cell of the envelope, over 3 seeds (0 of 96 cells never recovered)") {
 		t.Errorf("the recommendation does not recover in every cell")
 	}
-	for _, want := range []string{"As an Envoy route and cluster:", "retry_policy:", "As a gRPC service config:", `"methodConfig"`, "As resil Go code:", "resil.GuardSettings{"} {
+	for _, want := range []string{"As an Envoy route and cluster (", "retry_policy:", "As a gRPC service config (", `"methodConfig"`, "As resil Go code (the recommendation whole):", "resil.GuardSettings{"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("advise output lacks %q", want)
 		}
