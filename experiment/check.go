@@ -464,7 +464,8 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 	var out []string
 	mine := func(setting string) bool {
 		for _, b := range fromBase {
-			if b == setting || strings.HasPrefix(setting, b+".") {
+			// A backoff whose base is a default is not the file's.
+			if b == setting || strings.HasPrefix(setting, b+".") || b == setting+".base" {
 				return false
 			}
 		}
@@ -472,8 +473,9 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 	}
 	clients := max(base.Traffic.Clients, 1)
 	n := f.Retry.MaxRetries
+	retriesMine := mine("retry.max_retries") || mine("budget")
 	switch {
-	case n == 0:
+	case n == 0 || !retriesMine:
 	case f.Budget.Use == scenario.BudgetNone && n < 0:
 		out = append(out, "unlimited retries with no budget: nothing bounds the retries but the deadline")
 	case f.Budget.Use == scenario.BudgetNone:
@@ -487,10 +489,10 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 	case f.Budget.Use == scenario.BudgetAWS || f.Budget.Use == scenario.BudgetAWSAdaptive:
 		out = append(out, fmt.Sprintf("the AWS retry quota: %d tokens per client that refill only on success, spent %g per retry", f.Budget.Capacity, f.Budget.RetryCost))
 	}
-	if n != 0 && f.Retry.Backoff.Jitter == "none" && f.Retry.Backoff.Use != "none" {
+	if n != 0 && f.Retry.Backoff.Jitter == "none" && f.Retry.Backoff.Use != "none" && mine("retry.backoff") {
 		out = append(out, "backoff without jitter: clients that failed together retry together")
 	}
-	if n != 0 && (f.Retry.Backoff.Use == "none" || f.Retry.Backoff.Base == 0) && f.Retry.Backoff.Jitter != "decorrelated" {
+	if n != 0 && (f.Retry.Backoff.Use == "none" || f.Retry.Backoff.Base == 0) && f.Retry.Backoff.Jitter != "decorrelated" && mine("retry.backoff") {
 		out = append(out, "no backoff: a failed attempt is retried at once")
 	}
 	if base.Origin.Model == scenario.ModelQueue && f.Retry.Retries(scenario.RetryOnTimeout) && n != 0 && mine("timeout") {

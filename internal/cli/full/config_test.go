@@ -144,3 +144,19 @@ func TestAdviseLongSearch(t *testing.T) {
 		t.Errorf("a long search: exit %d, want 2 with \"pass --long\" and nothing on stdout\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestConfigBadInput: the new flags and --route refuse bad values with
+// exit 2 and a message naming them.
+func TestConfigBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "--seeds", "0", importerData("istio/budget.yaml")},
+		{"check", "--clients", "-3", importerData("istio/budget.yaml")},
+		{"advise", "--route", "nope", importerData("linkerd/books.yaml")},
+		{"advise", "--clients", "1e9", importerData("linkerd/books.yaml")},
+	} {
+		r := runCLI(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, args[1]) && !strings.Contains(r.stderr, args[2]) {
+			t.Errorf("%v: exit %d, want 2 naming %s\n%s", args, r.code, args[1], r.stderr)
+		}
+	}
+}
