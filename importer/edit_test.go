@@ -285,6 +285,14 @@ func TestEditNeverRemovesALimit(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "never removes a limit") {
 		t.Errorf("the notes do not say the limit is kept: %q", notes)
 	}
+	// Nor does a translation into Envoy write the limit away.
+	text, cannot, err := Export(rec, Envoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "4294967295") || Expressible(rec, Envoy) || !strings.Contains(strings.Join(cannot, "\n"), "max_retries 3 by default") {
+		t.Errorf("Envoy without a budget:\n%s\n%q", text, cannot)
+	}
 }
 
 // TestDiff pins the diff's form on a small change.

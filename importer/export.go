@@ -62,7 +62,11 @@ func Expressible(f scenario.Fleet, format Format) bool {
 	fullJitter := f.Retry.MaxRetries == 0 || (f.Retry.Backoff.Use == "exponential" && f.Retry.Backoff.Jitter == "full")
 	budget := f.Budget.Use
 	switch format {
-	case Envoy, Istio:
+	case Envoy:
+		// Envoy always has a retry limit per cluster: no budget is not
+		// something it can write.
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && budget == scenario.BudgetConcurrency
+	case Istio:
 		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (budget == scenario.BudgetNone || budget == scenario.BudgetConcurrency)
 	case GRPC:
 		bo := f.Retry.Backoff
@@ -184,7 +188,10 @@ func envoyCluster(b *strings.Builder, f scenario.Fleet, lost []string) (string, 
 			fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: %d}\n", strconv.FormatFloat(bu.Percent, 'g', -1, 64), bu.MinConcurrency)
 		}
 	case scenario.BudgetNone, "":
-		b.WriteString("    max_retries: 4294967295  # no limit on retries, as the policy has none\n")
+		// Never written as max_retries 4294967295: that removes the
+		// retry circuit breaker of every route on the cluster.
+		b.WriteString("    # no retry budget: Envoy's default max_retries (3 retries in flight per cluster) applies\n")
+		lost = append(lost, "no budget: Envoy always bounds retries in flight per cluster (max_retries 3 by default); that default is kept, and the recommendation was simulated without it")
 	default:
 		pct := 100 * bu.Ratio
 		if pct == 0 {
