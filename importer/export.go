@@ -744,7 +744,7 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 				notes = append(notes, "the budget: your max_retries stays as it is; Envoy ignores it beside a retry_budget")
 			}
 		}
-	} else if n > 0 {
+	} else if n > 0 && rec.Budget != user.Budget {
 		notes = append(notes, budgetNotes(user, rec, "Envoy", "its circuit breaker's max_retries and retry_budget")...)
 	}
 	notes = append(notes, breakerLost(rec, "Envoy")...)
@@ -822,7 +822,7 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 		} else if err := df.set(get(dr, "spec"), []kv{{Key: "trafficPolicy", Map: set}}); err != nil {
 			return nil, err
 		}
-	} else if n > 0 {
+	} else if n > 0 && rec.Budget != user.Budget {
 		notes = append(notes, budgetNotes(user, rec, "Istio", "a DestinationRule's retryBudget and connectionPool.http.maxRetries")...)
 	}
 	notes = append(notes, breakerLost(rec, "Istio")...)
@@ -860,7 +860,7 @@ func editLinkerd(open func(string) (*yamlFile, error), srcs []Source, loc locati
 			return nil, err
 		}
 		notes = append(notes, "scope: the retry budget is the ServiceProfile's, shared by every route of "+name)
-	} else if rec.Retry.MaxRetries != 0 {
+	} else if rec.Retry.MaxRetries != 0 && rec.Budget != user.Budget {
 		notes = append(notes, budgetNotes(user, rec, "Linkerd", "its window retryBudget")...)
 	}
 	if rec.Retry.MaxRetries != 0 && rec.Retry.Backoff.Use != "none" {
@@ -921,7 +921,9 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 			want["retry_mode"] = "adaptive"
 		}
 	default:
-		notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
+		if rec.Budget != user.Budget {
+			notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
+		}
 	}
 	last := first
 	for i := first + 1; i < end; i++ {

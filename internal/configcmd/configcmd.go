@@ -474,9 +474,6 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	// Zero means the flag's default, for callers that fill the struct.
 	a.Seeds, a.MaxRuns, a.Top = cmp.Or(a.Seeds, 3), cmp.Or(a.MaxRuns, 20000), cmp.Or(a.Top, 5)
 	seeds, maxRuns, top, as := &a.Seeds, &a.MaxRuns, &a.Top, &a.As
-	if len(files) > 1 {
-		return usagef("advise starts from one config or scenario file (or none: the storm's first fleet)")
-	}
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err
