@@ -307,3 +307,28 @@ func TestDiff(t *testing.T) {
 		t.Error("a diff of a file with itself")
 	}
 }
+
+// TestEditConditions: with the conditions searched (--conditions), the
+// retry_on an edit writes keeps the user's conditions the simulator does
+// not model (Envoy's connect-failure once disappeared when 5xx became
+// retriable-status-codes).
+func TestEditConditions(t *testing.T) {
+	srcs := readSources(t, "envoy/route.yaml", "envoy/cluster.yaml")
+	fl, err := Import(srcs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := advised(fl[0].Fleet, 2, fl[0].Fleet.Budget)
+	rec.Retry.On = []string{scenario.RetryOnRejection}
+	edited, notes, err := Edit(srcs, fl[0], rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(edited) == 0 || !strings.Contains(string(edited[0].After), "connect-failure") {
+		t.Fatalf("connect-failure was dropped:\n%v", edited)
+	}
+	if said := strings.Join(notes, "\n"); strings.Contains(said, "differs from the recommendation") {
+		t.Errorf("%s\n%s", said, edited[0].Diff)
+	}
+	t.Log(edited[0].Diff)
+}

@@ -689,7 +689,7 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 		}
 	default:
 		if !slices.Equal(user.Retry.On, rec.Retry.On) {
-			rp = append(rp, kv{Key: "retry_on", Value: on, Quoted: true})
+			rp = append(rp, kv{Key: "retry_on", Value: keepUnmodelled(on, child(old, "retry_on")), Quoted: true})
 			if len(codes) > 0 {
 				if c := child(old, "retriable_status_codes"); c != nil {
 					if err := f.replaceValue(c, codeList()); err != nil {
@@ -793,7 +793,7 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 		for _, c := range codes {
 			on += "," + strconv.Itoa(int(c))
 		}
-		kvs = append(kvs, kv{Key: "retryOn", Value: strings.ReplaceAll(on, "retriable-status-codes,", ""), Quoted: true})
+		kvs = append(kvs, kv{Key: "retryOn", Value: keepUnmodelled(strings.ReplaceAll(on, "retriable-status-codes,", ""), child(child(h, "retries"), "retryOn")), Quoted: true})
 	}
 	if child(h, "retries") == nil && len(kvs) > 0 && n == user.Retry.MaxRetries {
 		// A new retries block says its attempts: the count stays the one
@@ -962,4 +962,22 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 		return nil, notes, nil
 	}
 	return []Edited{{Name: src.Name, Before: src.Data, After: after, Diff: Diff(src.Name, src.Data, after)}}, notes, nil
+}
+
+// keepUnmodelled adds to a new list of Envoy retry conditions the user's
+// conditions the simulator does not model (connect-failure,
+// refused-stream, retriable-4xx...): a search of the conditions changes
+// only those it ran, and never drops the others.
+func keepUnmodelled(on string, old *yaml.Node) string {
+	if old == nil {
+		return on
+	}
+	have := strings.Split(on, ",")
+	for _, c := range strings.Split(old.Value, ",") {
+		c = strings.TrimSpace(c)
+		if _, unread, err := retryOn(c, nil); err == nil && len(unread) > 0 && !slices.Contains(have, c) {
+			have = append(have, c)
+		}
+	}
+	return strings.Join(have, ",")
 }
