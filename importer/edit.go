@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
@@ -58,19 +59,11 @@ func (f *yamlFile) offset(n *yaml.Node) (int, error) {
 	// yaml.v3 counts columns in characters: walk the line's runes.
 	off, col := f.lines[n.Line-1], 1
 	for col < n.Column && off < len(f.src) {
-		_, size := decodeRune(f.src[off:])
+		_, size := utf8.DecodeRune(f.src[off:])
 		off += size
 		col++
 	}
 	return off, nil
-}
-
-func decodeRune(b []byte) (rune, int) {
-	r := []rune(string(b[:min(len(b), 4)]))
-	if len(r) == 0 {
-		return 0, 1
-	}
-	return r[0], len(string(r[0]))
 }
 
 // scalarEnd is the end offset of the scalar starting at off.
@@ -158,9 +151,7 @@ func lookup(n *yaml.Node, path string) *yaml.Node {
 			}
 		}
 		for hasIdx {
-			var rest string
-			var i string
-			i, rest, _ = strings.Cut(idx, "]")
+			i, rest, _ := strings.Cut(idx, "]")
 			k, err := strconv.Atoi(i)
 			n = deref(n)
 			if err != nil || n == nil || n.Kind != yaml.SequenceNode || k < 0 || k >= len(n.Content) {
