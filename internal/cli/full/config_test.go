@@ -53,7 +53,7 @@ func TestCheckCommand(t *testing.T) {
 	// Linkerd's default budget recovers everywhere, but its floor of 10
 	// retries a second per proxy, with no backoff, bursts to many times
 	// the origin's capacity against a bounded queue (issue 22, 3).
-	r = runCLI(t, "check", importerData("linkerd/books.yaml"))
+	r = runCLI(t, "check", "--out", t.TempDir(), importerData("linkerd/books.yaml"))
 	if r.code != 1 || !strings.Contains(r.stdout, "amplifies past the thresholds") {
 		t.Errorf("Linkerd's default budget: exit %d, want 1 for amplification\n%s%s", r.code, r.stdout, r.stderr)
 	}
