@@ -12,6 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -230,6 +232,32 @@ func TestEditValidatesInTheProductsParser(t *testing.T) {
 		}
 		if err := m.Validate(); err != nil {
 			t.Errorf("%s: go-control-plane's Validate: %v\n%s", e.Name, err, e.After)
+		}
+	}
+
+	// Istio: istio.io/api has no validator (istio/istio's is not a
+	// dependency); its own types read the edited specs strictly
+	// (protojson, unknown fields refused), istio.io/api v1.32.0.
+	srcs = readSources(t, "istio/reviews.yaml")
+	fl, err = Import(srcs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, _, err = Edit(srcs, fl[0], advised(fl[0].Fleet, 2, scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := documents("reviews.yaml", edited[0].After)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		var m proto.Message = &networking.VirtualService{}
+		if str(d, "kind") == "DestinationRule" {
+			m = &networking.DestinationRule{}
+		}
+		if _, err := readProto("reviews.yaml", get(d, "spec"), m, true); err != nil {
+			t.Errorf("istio.io/api refuses the edited %s: %v", str(d, "kind"), err)
 		}
 	}
 
