@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -32,6 +33,15 @@ type AdviseOptions struct {
 	// Space, when set, is the policies to try instead of advise's own
 	// search space; the user's fleet is always tried first.
 	Space []scenario.Fleet
+	// Clients is the number of client instances, as check's; zero means
+	// the base scenario's.
+	Clients int
+	// Conditions lets the search change what is retried (retry.on);
+	// without it every candidate retries what the user's fleet retries.
+	Conditions bool
+	// Admit, if set, is asked before the search runs, with its estimate:
+	// an error refuses it (the command line's --long rule).
+	Admit func(AdviseEstimate) error
 }
 
 // AdviseCandidate is one policy advise tried, and how it did over every
@@ -43,6 +53,7 @@ type AdviseCandidate struct {
 	Cells [][][]CheckCell `json:"cells"`
 	// Totals over every cell and seed (filled once all cells are in).
 	Never       int   `json:"never_recovered"`
+	Amplified   int   `json:"amplified"` // runs past check's amplification thresholds
 	IntentsLost int64 `json:"intents_lost"`
 	Extra       int64 `json:"extra_attempts"` // retries and hedges: the load beyond one attempt per intent
 	Slowest     int   `json:"slowest_recovery_ticks"`
@@ -52,6 +63,10 @@ type AdviseCandidate struct {
 // user's own first), and the ranking.
 type AdviseResult struct {
 	Scenario   string            `json:"scenario"`
+	Rate       float64           `json:"rate"`         // intents per second
+	Tick       float64           `json:"tick_seconds"` // for peak rates
+	Clients    int               `json:"clients"`
+	Conditions bool              `json:"conditions"` // whether retry.on was searched
 	Seeds      []uint64          `json:"seeds"`
 	Loads      []float64         `json:"loads"`
 	Faults     []checkFault      `json:"faults"`
@@ -67,8 +82,12 @@ type AdviseResult struct {
 
 // adviseCandidates builds the policies to try around the user's fleet:
 // retry counts, budgets of every kind the simulator has, with and without
-// a breaker, always with full jitter. The user's own comes first.
-func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
+// a breaker, always with full jitter. The user's own comes first. Every
+// candidate retries what the user's fleet retries unless conditions is
+// set. A user's fleet with a limit on retries never gets a candidate
+// without one: "no budget" is then "your budget", so that no advice
+// removes a limit the user has (Envoy's max_retries, a budget).
+func adviseCandidates(user scenario.Fleet, conditions bool) []AdviseCandidate {
 	out := []AdviseCandidate{{Name: "yours: " + user.Name, Fleet: user}}
 	budgets := []struct {
 		name string
@@ -84,6 +103,9 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 		{"gRPC throttling 10/0.1", scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}},
 		{"AWS retry quota", scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}},
 	}
+	if user.Budget.Use != scenario.BudgetNone && user.Budget.Use != "" {
+		budgets[0].name, budgets[0].b = "your budget ("+user.Budget.Use+")", user.Budget
+	}
 	base := user.Retry.Backoff.Base
 	if base <= 0 {
 		base = 100 * time.Millisecond
@@ -97,9 +119,12 @@ func adviseCandidates(user scenario.Fleet) []AdviseCandidate {
 				f.Budget = b.b
 				if b.b.Use == scenario.BudgetGRPC {
 					// gRPC's candidates are what a service config can say:
-					// no retry of a call whose deadline passed, and
-					// grpc-go's jitter (0.8 to 1.2 times the schedule).
-					f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+					// grpc-go's jitter (0.8 to 1.2 times the schedule),
+					// and, when the search may change the conditions, no
+					// retry of a call whose deadline passed.
+					if conditions {
+						f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+					}
 					f.Retry.Backoff.Jitter, f.Retry.Backoff.Factor = "factor", 0.2
 				}
 				f.Breaker = scenario.Breaker{Use: scenario.BreakerNone}
@@ -132,89 +157,67 @@ type AdviseEstimate struct {
 
 // adviseEstimate adds up sim.Estimate over the runs the shard will make:
 // each candidate at the highest load, per cell.
-func adviseEstimate(base *scenario.Scenario, cands []AdviseCandidate, loads []float64, ft checkFault, at time.Duration, per int, sh Shard) AdviseEstimate {
-	var e AdviseEstimate
+func adviseEstimate(e *envelope, cands []AdviseCandidate, sh Shard) AdviseEstimate {
+	var est AdviseEstimate
+	per := len(e.seeds) * len(e.faults) * len(e.loads)
 	for i, c := range cands {
-		sc := envelopeCell(base, loads[len(loads)-1], ft, at)
+		sc := envelopeCell(e.base, e.loads[len(e.loads)-1], e.faults[0], e.at)
+		sc.Traffic.Clients = e.clients[0]
 		sc.Fleets = []scenario.Fleet{c.Fleet}
 		a := sim.Estimate(sc).Attempts
 		for j := range per {
 			if sh.Owns(i*per + j) {
-				e.Runs++
-				e.Attempts += a
+				est.Runs++
+				est.Attempts += a
 			}
 		}
 	}
-	e.Time = sim.Cost{Attempts: e.Attempts}.Time()
-	return e
+	est.Time = sim.Cost{Attempts: est.Attempts}.Time()
+	return est
 }
 
 // Advise searches policy settings around the user's fleet for the one
-// that recovers across the check envelope, over several seeds, with the
-// fewest intents lost and the least extra load.
+// that recovers across the check envelope, over several seeds, without
+// amplifying the load past check's thresholds, with the fewest intents
+// lost and the least extra load. Each cell is run as check runs it, so
+// the two agree on every cell they share.
 func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options) (*AdviseResult, error) {
-	base := ao.Base
-	if base == nil {
-		return nil, errors.New("advise: a base scenario is required")
-	}
-	if base.Origin.Model == scenario.ModelConcurrency || base.Origin.Capacity <= 0 {
-		return nil, fmt.Errorf("advise: the base scenario's origin must have a capacity (the capacity or queue model)")
-	}
-	realLoad, realDip, err := realistic(base, ao.Load, ao.Dip)
+	e, err := newEnvelope(ao.Base, ao.Load, ao.Dip, ao.Seeds, ao.Clients, false)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("advise: %w", err)
 	}
-	seeds := ao.Seeds
-	if seeds == 0 {
-		seeds = 3
-	}
-	if seeds < 1 || seeds > 100 {
-		return nil, fmt.Errorf("advise: %d seeds: want 1 to 100", seeds)
-	}
-	loads, faults := checkEnvelope(realLoad, realDip)
-	cands := adviseCandidates(user.Fleet)
+	cands := adviseCandidates(user.Fleet, ao.Conditions)
 	if ao.Space != nil {
 		cands = cands[:1]
 		for _, f := range ao.Space {
 			cands = append(cands, AdviseCandidate{Name: f.Name, Fleet: f})
 		}
 	}
-	r := &AdviseResult{Scenario: base.Name, Loads: loads, Faults: faults, RealLoad: realLoad, RealDip: realDip, Shard: ao.Shard.String(), Candidates: cands}
-	for s := range seeds {
-		r.Seeds = append(r.Seeds, base.Seed+uint64(s))
-	}
-	nS, nF, nL := seeds, len(faults), len(loads)
-	per := nS * nF * nL
-	at := 30 * time.Second
-	if len(base.Triggers) > 0 {
-		at = base.Triggers[0].At
-	}
-	est := adviseEstimate(base, cands, loads, faults[0], at, per, ao.Shard)
+	base := e.base
+	r := &AdviseResult{Scenario: base.Name, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(), Clients: e.clients[0], Conditions: ao.Conditions,
+		Seeds: e.seeds, Loads: e.loads, Faults: e.faults, RealLoad: e.realLoad, RealDip: e.realDip, Shard: ao.Shard.String(), Candidates: cands}
+	nS, nF, nL := len(e.seeds), len(e.faults), len(e.loads)
+	est := adviseEstimate(e, cands, ao.Shard)
 	maxRuns := cmp.Or(ao.MaxRuns, 20_000)
 	if est.Runs > maxRuns {
 		return nil, fmt.Errorf("%w: %d runs (%d candidates × %d seeds × %d faults × %d loads), at most %.2g simulated attempts, about %v on one core; the bound is %d runs: give fewer seeds, or split it with --shard",
 			ErrTooBig, est.Runs, len(cands), nS, nF, nL, est.Attempts, est.Time.Round(time.Second), maxRuns)
 	}
+	if ao.Admit != nil {
+		if err := ao.Admit(est); err != nil {
+			return nil, err
+		}
+	}
 	for i := range r.Candidates {
 		r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
 	}
-	g := Grid{
-		Cells: len(cands) * per,
-		Shard: ao.Shard,
-		Cell: func(job int) (*scenario.Scenario, error) {
-			ci, s, fi, li := job/per, job/(nF*nL)%nS, job/nL%nF, job%nL
-			sc := envelopeCell(base, loads[li], faults[fi], at)
-			sc.Seed = r.Seeds[s]
-			sc.Fleets = []scenario.Fleet{cands[ci].Fleet}
-			if err := sc.Validate(); err != nil {
-				return nil, fmt.Errorf("advise: candidate %q: %w", cands[ci].Name, err)
-			}
-			return sc, nil
-		},
+	fleets := make([]scenario.Fleet, len(cands))
+	for i, c := range cands {
+		fleets[i] = c.Fleet
 	}
-	err = RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
-		ci, si, fi, li := job/per, job/(nF*nL)%nS, job/nL%nF, job%nL
-		r.Candidates[ci].Cells[si][fi][li] = cellOf(s)
+	name := func(i int) string { return fmt.Sprintf("advise: candidate %q", cands[i].Name) }
+	err = e.run(ctx, fleets, name, ao.Shard, opts, func(j job, c CheckCell) {
+		r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
 	})
 	if err != nil {
 		return nil, err
@@ -271,6 +274,13 @@ func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.
 		t.Capacity = sc.Origin.Capacity * (1 - ft.Dip)
 	case scenario.TriggerErrors:
 		t.ErrorRate = ft.Rate
+	case scenario.TriggerOutage:
+		t.Mode = ft.Mode
+	}
+	if ft.Bounded && sc.Origin.Model == scenario.ModelQueue {
+		// Half a second of work waits at most: past it the origin
+		// rejects at once, as a bounded queue or load shedding does.
+		sc.Origin.QueueLimit = max(int(math.Ceil(sc.Origin.Capacity/2)), 1)
 	}
 	sc.Triggers = []scenario.Trigger{t}
 	return sc
@@ -285,20 +295,24 @@ func cellOf(s sim.Summary) CheckCell {
 	return c
 }
 
-// rank totals every candidate's cells and orders them: recovering
-// everywhere first, then the fewest intents lost, then the least extra
-// load, then the fastest recovery; ties keep the order they were built
-// in.
+// rank totals every candidate's cells and orders them: the fewest runs
+// that never recover or amplify past check's thresholds first (so a
+// policy without a budget is not ranked first because a fault failed to
+// punish it), then the fewest intents lost, then the least extra load,
+// then the fastest recovery; ties keep the order they were built in.
 func (r *AdviseResult) rank() {
 	r.Ranking = r.Ranking[:0]
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
-		c.Never, c.IntentsLost, c.Extra, c.Slowest = 0, 0, 0, 0
+		c.Never, c.Amplified, c.IntentsLost, c.Extra, c.Slowest = 0, 0, 0, 0, 0
 		for _, seed := range c.Cells {
 			for _, row := range seed {
-				for _, cell := range row {
+				for li, cell := range row {
 					if !cell.Recovered {
 						c.Never++
+					}
+					if amplifies(cell, r.Rate, r.Tick, r.Loads[li]) {
+						c.Amplified++
 					}
 					c.IntentsLost += cell.IntentsLost
 					c.Extra += cell.Retries
@@ -310,7 +324,7 @@ func (r *AdviseResult) rank() {
 	}
 	slices.SortStableFunc(r.Ranking, func(a, b int) int {
 		x, y := &r.Candidates[a], &r.Candidates[b]
-		return cmp.Or(cmp.Compare(x.Never, y.Never), cmp.Compare(x.IntentsLost, y.IntentsLost),
+		return cmp.Or(cmp.Compare(x.Never+x.Amplified, y.Never+y.Amplified), cmp.Compare(x.Never, y.Never), cmp.Compare(x.IntentsLost, y.IntentsLost),
 			cmp.Compare(x.Extra, y.Extra), cmp.Compare(x.Slowest, y.Slowest))
 	})
 	best := r.Candidates[r.Ranking[0]]
@@ -319,6 +333,8 @@ func (r *AdviseResult) rank() {
 	r.Claims = []report.Claim{
 		report.Check(fmt.Sprintf("the recommendation (%s) recovers in every cell of the envelope, over %d seeds", best.Name, len(r.Seeds)),
 			best.Never == 0, map[string]any{"never_recovered": best.Never, "cells": cells}, "%d of %d cells never recovered", best.Never, cells),
+		report.Check(fmt.Sprintf("the recommendation amplifies the load past check's thresholds (%g attempts per intent, %g× capacity) in no cell", maxAttemptsPerIntent, maxPeakOverCapacity),
+			best.Amplified == 0, map[string]any{"amplified": best.Amplified, "cells": cells}, "%d of %d cells amplified", best.Amplified, cells),
 		report.Check("the recommendation loses no more intents than your policy",
 			best.IntentsLost <= yours.IntentsLost, map[string]any{"intents_lost": best.IntentsLost, "yours": yours.IntentsLost},
 			"%s against %s", report.Int(best.IntentsLost), report.Int(yours.IntentsLost)),
@@ -341,7 +357,7 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
 	}
 	for _, p := range parts {
-		if p.Scenario != m.Scenario || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
+		if p.Scenario != m.Scenario || p.Clients != m.Clients || p.Conditions != m.Conditions || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
 			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Candidates) != len(m.Candidates) {
 			return nil, fmt.Errorf("merge: shard %s searched another scenario, envelope or set of candidates", p.Shard)
 		}
@@ -373,7 +389,7 @@ func (r *AdviseResult) Table(top int) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("Policies ranked over %d cells (%d faults × %d loads × %d seeds)", cells, len(r.Faults), len(r.Loads), len(r.Seeds)),
 		Columns: []report.Column{{Name: "#", Align: report.Right}, {Name: "policy"}, {Name: "recovered", Align: report.Right},
-			{Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right}},
+			{Name: "amplified", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right}},
 		Emphasis: map[[2]int]bool{},
 	}
 	for pos, i := range r.Ranking {
@@ -381,19 +397,23 @@ func (r *AdviseResult) Table(top int) report.Table {
 			continue
 		}
 		c := r.Candidates[i]
-		row := []string{fmt.Sprint(pos + 1), c.Name, fmt.Sprintf("%d/%d", cells-c.Never, cells), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest)}
+		row := []string{fmt.Sprint(pos + 1), c.Name, fmt.Sprintf("%d/%d", cells-c.Never, cells), fmt.Sprint(c.Amplified), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest)}
 		if c.Never > 0 {
 			t.Emphasis[[2]int{len(t.Rows), 2}] = true
+		}
+		if c.Amplified > 0 {
+			t.Emphasis[[2]int{len(t.Rows), 3}] = true
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t
 }
 
-// evidence is a candidate's map as check shows it (the first seed), for
-// the user's policy and the top candidates.
+// evidence is each candidate's map as check shows it (the worst seed per
+// cell), for the user's policy and the top candidates.
 func (r *AdviseResult) evidence(top int) *CheckResult {
-	cr := &CheckResult{Scenario: r.Scenario, Loads: r.Loads, Faults: r.Faults, RealLoad: r.RealLoad, RealDip: r.RealDip}
+	cr := &CheckResult{Scenario: r.Scenario, Rate: r.Rate, Tick: r.Tick, Seeds: r.Seeds, Clients: []int{r.Clients},
+		Loads: r.Loads, Faults: r.Faults, RealLoad: r.RealLoad, RealDip: r.RealDip}
 	show := []int{0}
 	for _, i := range r.Ranking[:min(top, len(r.Ranking))] {
 		if i != 0 {
@@ -402,23 +422,8 @@ func (r *AdviseResult) evidence(top int) *CheckResult {
 	}
 	for _, i := range show {
 		c := r.Candidates[i]
-		// The worst of the seeds, cell by cell: never if any seed never
-		// recovered, else the slowest recovery.
-		cells := make([][]CheckCell, len(r.Faults))
-		for f := range cells {
-			cells[f] = make([]CheckCell, len(r.Loads))
-			for l := range cells[f] {
-				w := c.Cells[0][f][l]
-				for _, seed := range c.Cells[1:] {
-					x := seed[f][l]
-					if !x.Recovered || (w.Recovered && x.RecoveryTicks > w.RecoveryTicks) {
-						w = x
-					}
-				}
-				cells[f][l] = w
-			}
-		}
-		cr.Fleets = append(cr.Fleets, CheckFleet{Name: c.Name, Cells: cells})
+		cells, never := worstOfSeeds(c.Cells)
+		cr.Fleets = append(cr.Fleets, CheckFleet{Name: c.Name, Cells: cells, Collapsing: never, Runs: [][][][]CheckCell{c.Cells}})
 	}
 	return cr
 }

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,10 @@ type CheckInput struct {
 	Fleet scenario.Fleet
 	// Origin names its source ("envoy.yaml: route api"), for the report.
 	Origin string
+	// FromBase lists the settings (timeout, retry.backoff, budget...)
+	// the fleet took from the base scenario or a product's default rather
+	// than from the user's file: the verdict does not blame them.
+	FromBase []string
 }
 
 // CheckOptions say what to check the fleets against.
@@ -36,6 +41,14 @@ type CheckOptions struct {
 	Dip float64
 	// Shard, when set, runs only the shard's cells.
 	Shard Shard
+	// Seeds is how many seeds each cell runs with, from the base's seed
+	// up; zero means 3, as advise.
+	Seeds int
+	// Clients is the number of client instances (each with its own
+	// budget and breaker) the verdict rests on; zero means the base
+	// scenario's. The realistic cells also run at a quarter and four
+	// times that count.
+	Clients int
 }
 
 // A fault of the standard envelope.
@@ -45,6 +58,14 @@ type checkFault struct {
 	Dip  float64 `json:"dip,omitempty"`  // capacity dips: the share removed
 	For  float64 `json:"for_seconds"`    // how long, seconds
 	Rate float64 `json:"rate,omitempty"` // error blips: the error rate
+	Mode string  `json:"mode,omitempty"` // outages: scenario.OutageRefuse or blackhole
+	// Bounded, for a capacity dip, bounds the origin's queue (a second
+	// of work) so that the overload is rejected at once: what a config
+	// that retries only rejections (503, 429, UNAVAILABLE) answers to.
+	Bounded bool `json:"bounded_queue,omitempty"`
+	// Exercises names the failures the fault makes, which a config
+	// retries or not.
+	Exercises string `json:"exercises"`
 }
 
 // CheckCell is one fleet's run in one cell of the envelope.
@@ -59,33 +80,50 @@ type CheckCell struct {
 	PeakOffered   int64 `json:"peak_offered"`
 }
 
-// CheckFleet is one fleet's results: Cells[fault][load].
+// CheckFleet is one fleet's results: Cells[fault][load], the worst seed
+// of each cell at the verdict's client count.
 type CheckFleet struct {
-	Name   string        `json:"name"`
-	Origin string        `json:"origin"`
-	Risks  []string      `json:"risks"` // its settings that can keep a storm going
-	Cells  [][]CheckCell `json:"cells"`
+	Name   string   `json:"name"`
+	Origin string   `json:"origin"`
+	Risks  []string `json:"risks"` // the settings of the user's file that can keep a storm going
+	// FromBase lists the settings the fleet took from the base scenario
+	// or a product's default, not from the user's file: never blamed.
+	FromBase []string      `json:"from_base,omitempty"`
+	Cells    [][]CheckCell `json:"cells"`
+	// Collapsing[fault][load] counts the seeds that never recovered.
+	Collapsing [][]int `json:"collapsing_seeds"`
+	// Runs[clients][seed][fault][load] is every run: at the first client
+	// count every cell, at the others the realistic cells only.
+	Runs [][][][]CheckCell `json:"runs"`
 }
 
 // CheckResult is a check's outcome: the envelope and every fleet's map. A
 // shard's result holds only its cells (Ran); MergeCheck puts shards
 // together into what one run gives.
 type CheckResult struct {
-	Scenario string         `json:"scenario"`
-	Seed     uint64         `json:"seed"`
-	Rate     float64        `json:"rate"`         // intents per second
-	Tick     float64        `json:"tick_seconds"` // for peak rates
-	Loads    []float64      `json:"loads"`
-	Faults   []checkFault   `json:"faults"`
-	RealLoad float64        `json:"realistic_load"`
-	RealDip  float64        `json:"realistic_dip"`
-	Shard    string         `json:"shard"`
-	Fleets   []CheckFleet   `json:"fleets"`
-	Claims   []report.Claim `json:"claims"`
+	Scenario string       `json:"scenario"`
+	Seed     uint64       `json:"seed"`
+	Rate     float64      `json:"rate"`         // intents per second
+	Tick     float64      `json:"tick_seconds"` // for peak rates
+	Loads    []float64    `json:"loads"`
+	Faults   []checkFault `json:"faults"`
+	RealLoad float64      `json:"realistic_load"`
+	RealDip  float64      `json:"realistic_dip"`
+	Seeds    []uint64     `json:"seeds"`
+	// Clients are the client instance counts: the verdict's first, then
+	// a quarter and four times as many.
+	Clients     []int          `json:"clients"`
+	ClientsFrom string         `json:"clients_from"` // "--clients" or "the scenario's"
+	Shard       string         `json:"shard"`
+	Fleets      []CheckFleet   `json:"fleets"`
+	Claims      []report.Claim `json:"claims"`
 }
 
 // checkEnvelope is the standard set of faults and loads around the
-// realistic point.
+// realistic point. The faults make every failure a config may retry on:
+// timeouts (an unbounded queue's late answers, a blackholed outage),
+// overload rejections (a bounded queue, 503/429/UNAVAILABLE), errors
+// (5xx, INTERNAL) and refused connections.
 func checkEnvelope(realLoad, realDip float64) ([]float64, []checkFault) {
 	loads := []float64{0.5, 0.7, 0.9}
 	if !slices.Contains(loads, realLoad) {
@@ -101,80 +139,343 @@ func checkEnvelope(realLoad, realDip float64) ([]float64, []checkFault) {
 	slices.Sort(dips)
 	var fs []checkFault
 	for _, d := range dips {
-		fs = append(fs, checkFault{Name: fmt.Sprintf("capacity dip of %s", report.Percent(d, 0)), Kind: scenario.TriggerCapacity, Dip: d, For: 10})
+		fs = append(fs, checkFault{Name: fmt.Sprintf("capacity dip of %s", report.Percent(d, 0)), Kind: scenario.TriggerCapacity, Dip: d, For: 10,
+			Exercises: "late answers (timeouts) from the base's queue, rejections from a capacity origin"})
 	}
+	fs = append(fs, checkFault{Name: fmt.Sprintf("dip of %s, bounded queue", report.Percent(realDip, 0)), Kind: scenario.TriggerCapacity, Dip: realDip, For: 10, Bounded: true,
+		Exercises: "overload rejections (503, 429, gRPC UNAVAILABLE)"})
 	return loads, append(fs,
-		checkFault{Name: "error blip (50% errors)", Kind: scenario.TriggerErrors, Rate: 0.5, For: 10},
-		checkFault{Name: "stall (nothing served)", Kind: scenario.TriggerCapacity, Dip: 1, For: 5},
-		checkFault{Name: "total outage", Kind: scenario.TriggerOutage, For: 10},
+		checkFault{Name: "error blip (50% errors)", Kind: scenario.TriggerErrors, Rate: 0.5, For: 10, Exercises: "error answers (500, gRPC INTERNAL)"},
+		checkFault{Name: "stall (nothing served)", Kind: scenario.TriggerCapacity, Dip: 1, For: 5, Exercises: "timeouts as the queue fills"},
+		checkFault{Name: "outage, connections refused", Kind: scenario.TriggerOutage, Mode: scenario.OutageRefuse, For: 10, Exercises: "refused connections and resets, failed at once"},
+		checkFault{Name: "total outage (no answer)", Kind: scenario.TriggerOutage, Mode: scenario.OutageBlackhole, For: 10, Exercises: "timeouts: nothing answers"},
 	)
 }
 
-// Check runs each fleet through the standard faults (capacity dips, an
-// error blip, a stall, a total outage) at several base loads, on the base
-// scenario's origin: a small vulnerability map per fleet.
-func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) (*CheckResult, error) {
-	base := co.Base
+// envelope is the set of runs a policy is judged on: check's faults at
+// its loads, with several seeds, at the number of client instances the
+// verdict rests on (and, for check, the realistic cells again at a
+// quarter and four times that count). Check and advise both build their
+// runs with its cell method, so they agree on every cell by
+// construction.
+type envelope struct {
+	base              *scenario.Scenario
+	loads             []float64
+	faults            []checkFault
+	seeds             []uint64
+	clients           []int // clients[0] is the verdict's count; the others run only the realistic cells
+	at                time.Duration
+	realLoad, realDip float64
+}
+
+// defaultSeeds is how many seeds check and advise run each cell with.
+const defaultSeeds = 3
+
+// newEnvelope builds the envelope around the realistic point (load and
+// dip, zero for the base scenario's), with seeds seeds from the base's
+// seed up and clients client instances (zero: the base scenario's).
+// scaled adds the counts a quarter and four times as large.
+func newEnvelope(base *scenario.Scenario, load, dip float64, seeds, clients int, scaled bool) (*envelope, error) {
 	if base == nil {
-		return nil, errors.New("check: a base scenario is required")
-	}
-	if len(in) == 0 {
-		return nil, errors.New("check: no fleet to check")
+		return nil, errors.New("a base scenario is required")
 	}
 	if base.Origin.Model == scenario.ModelConcurrency || base.Origin.Capacity <= 0 {
-		return nil, fmt.Errorf("check: the base scenario's origin must have a capacity (the capacity or queue model)")
+		return nil, errors.New("the base scenario's origin must have a capacity (the capacity or queue model)")
 	}
-	realLoad, realDip, err := realistic(base, co.Load, co.Dip)
+	realLoad, realDip, err := realistic(base, load, dip)
 	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
+		return nil, err
 	}
-	loads, faults := checkEnvelope(realLoad, realDip)
-	at := 30 * time.Second
+	seeds = cmp.Or(seeds, defaultSeeds)
+	if seeds < 1 || seeds > 100 {
+		return nil, fmt.Errorf("%d seeds: want 1 to 100", seeds)
+	}
+	if clients == 0 {
+		clients = max(base.Traffic.Clients, 1)
+	}
+	if clients < 1 || clients > maxClients {
+		return nil, fmt.Errorf("%d clients: want 1 to %d", clients, maxClients)
+	}
+	e := &envelope{base: base, realLoad: realLoad, realDip: realDip, at: 30 * time.Second, clients: []int{clients}}
+	e.loads, e.faults = checkEnvelope(realLoad, realDip)
 	if len(base.Triggers) > 0 {
-		at = base.Triggers[0].At
+		e.at = base.Triggers[0].At
 	}
-	r := &CheckResult{Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
-		Loads: loads, Faults: faults, RealLoad: realLoad, RealDip: realDip, Shard: co.Shard.String()}
-	for _, f := range in {
-		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, Risks: risks(f.Fleet, base), Cells: newCells(len(faults), len(loads))}
-		r.Fleets = append(r.Fleets, cf)
+	for s := range seeds {
+		e.seeds = append(e.seeds, base.Seed+uint64(s))
 	}
-	nL, nF := len(loads), len(faults)
+	if scaled {
+		for _, n := range []int{max(1, (clients+2)/4), 4 * clients} {
+			if !slices.Contains(e.clients, n) && n <= maxClients {
+				e.clients = append(e.clients, n)
+			}
+		}
+	}
+	return e, nil
+}
+
+// maxClients bounds --clients (and four times it): each instance holds
+// its own budget and breaker.
+const maxClients = 100_000
+
+// realisticCell reports whether (fault fi, load li) is in the region the
+// user calls realistic: a capacity dip no larger than the realistic dip,
+// with the base's queue or a bounded one, at a load no higher than the
+// realistic load.
+func realisticCell(loads []float64, faults []checkFault, realLoad, realDip float64, fi, li int) bool {
+	f := faults[fi]
+	return loads[li] <= realLoad+1e-9 && f.Kind == scenario.TriggerCapacity && f.Dip <= realDip+1e-9 && f.For >= 10
+}
+
+// cell is the scenario that evaluates fleet f in one cell: client count
+// ki, seed si, fault fi, load li. It is the one place a policy meets a
+// cell, for check and advise alike.
+func (e *envelope) cell(f scenario.Fleet, ki, si, fi, li int) (*scenario.Scenario, error) {
+	sc := envelopeCell(e.base, e.loads[li], e.faults[fi], e.at)
+	sc.Seed = e.seeds[si]
+	sc.Traffic.Clients = e.clients[ki]
+	sc.Fleets = []scenario.Fleet{f}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// job is one run of an envelope: which fleet, at which client count, seed,
+// fault and load.
+type job struct{ fleet, clients, seed, fault, load int }
+
+// jobs lists the runs of fleets fleets over the envelope, in an order
+// that does not depend on the machine (shards own jobs by number): every
+// cell at the first client count, then the realistic cells at the others.
+func (e *envelope) jobs(fleets int) []job {
+	var out []job
+	for fl := range fleets {
+		for ki := range e.clients {
+			for si := range e.seeds {
+				for fi := range e.faults {
+					for li := range e.loads {
+						if ki == 0 || realisticCell(e.loads, e.faults, e.realLoad, e.realDip, fi, li) {
+							out = append(out, job{fl, ki, si, fi, li})
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// run runs jobs of fleets on the envelope and hands each result to keep.
+func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
+	jobs := e.jobs(len(fleets))
 	g := Grid{
-		Cells: len(in) * nF * nL,
-		Shard: co.Shard,
-		Cell: func(job int) (*scenario.Scenario, error) {
-			fl, fi, li := job/(nF*nL), job/nL%nF, job%nL
-			sc := envelopeCell(base, loads[li], faults[fi], at)
-			sc.Fleets = []scenario.Fleet{in[fl].Fleet}
-			if err := sc.Validate(); err != nil {
-				return nil, fmt.Errorf("check: fleet %q: %w", in[fl].Fleet.Name, err)
+		Cells: len(jobs),
+		Shard: sh,
+		Cell: func(i int) (*scenario.Scenario, error) {
+			j := jobs[i]
+			sc, err := e.cell(fleets[j.fleet], j.clients, j.seed, j.fault, j.load)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name(j.fleet), err)
 			}
 			return sc, nil
 		},
 	}
-	err = RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
-		fl, fi, li := job/(nF*nL), job/nL%nF, job%nL
-		r.Fleets[fl].Cells[fi][li] = cellOf(s)
+	return RunGrid(ctx, g, opts, func(i int, s sim.Summary) { keep(jobs[i], cellOf(s)) })
+}
+
+// Check runs each fleet through the standard faults (capacity dips, with
+// the base's queue and a bounded one, an error blip, a stall, outages
+// that refuse and that never answer) at several base loads, on the base
+// scenario's origin, with several seeds: a small vulnerability map per
+// fleet, its verdict the worst seed's.
+func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) (*CheckResult, error) {
+	if len(in) == 0 {
+		return nil, errors.New("check: no fleet to check")
+	}
+	e, err := newEnvelope(co.Base, co.Load, co.Dip, co.Seeds, co.Clients, true)
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	base := e.base
+	r := &CheckResult{Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
+		Loads: e.loads, Faults: e.faults, RealLoad: e.realLoad, RealDip: e.realDip, Seeds: e.seeds, Clients: e.clients,
+		ClientsFrom: "the scenario's", Shard: co.Shard.String()}
+	if co.Clients != 0 {
+		r.ClientsFrom = "--clients"
+	}
+	fleets := make([]scenario.Fleet, len(in))
+	for i, f := range in {
+		fleets[i] = f.Fleet
+		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, base, f.FromBase), Runs: r.newRuns()}
+		r.Fleets = append(r.Fleets, cf)
+	}
+	name := func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }
+	err = e.run(ctx, fleets, name, co.Shard, opts, func(j job, c CheckCell) {
+		r.Fleets[j.fleet].Runs[j.clients][j.seed][j.fault][j.load] = c
 	})
 	if err != nil {
 		return nil, err
 	}
 	if co.Shard.Count > 1 {
-		return r, nil // the claims need every cell: Merge makes them
+		return r, nil // the maps and claims need every cell: Merge makes them
 	}
-	r.Claims = r.claims()
+	r.finish()
 	return r, nil
 }
 
+// newRuns makes an empty set of runs: clients × seeds × faults × loads.
+func (r *CheckResult) newRuns() [][][][]CheckCell {
+	runs := make([][][][]CheckCell, len(r.Clients))
+	for k := range runs {
+		runs[k] = newSeedCells(len(r.Seeds), len(r.Faults), len(r.Loads))
+	}
+	return runs
+}
+
+// finish makes each fleet's map (the worst seed per cell) and the claims,
+// once every run is in.
+func (r *CheckResult) finish() {
+	for i := range r.Fleets {
+		f := &r.Fleets[i]
+		f.Cells, f.Collapsing = worstOfSeeds(f.Runs[0])
+	}
+	r.Claims = r.claims()
+}
+
+// worstOfSeeds is a map of the worst seed per cell: never recovered if
+// any seed never recovered, else the slowest recovery; and how many seeds
+// never recovered. Check's maps and advise's evidence both use it.
+func worstOfSeeds(seeds [][][]CheckCell) ([][]CheckCell, [][]int) {
+	cells := make([][]CheckCell, len(seeds[0]))
+	never := make([][]int, len(seeds[0]))
+	for f := range cells {
+		cells[f] = make([]CheckCell, len(seeds[0][f]))
+		never[f] = make([]int, len(seeds[0][f]))
+		for l := range cells[f] {
+			w := seeds[0][f][l]
+			for s, seed := range seeds {
+				x := seed[f][l]
+				if x.Ran && !x.Recovered {
+					never[f][l]++
+				}
+				if s > 0 && (!x.Recovered && w.Recovered || x.Recovered == w.Recovered && x.RecoveryTicks > w.RecoveryTicks) {
+					w = x
+				}
+			}
+			cells[f][l] = w
+		}
+	}
+	return cells, never
+}
+
+// The amplification a cell may show and still count as safe, documented
+// in docs/check.md: the peak offered load in one tick against the
+// origin's full capacity in a tick, and the attempts per intent over the
+// whole run. A policy past either turns a dip into a flood whether or not
+// the origin happens to recover from it.
+const (
+	maxPeakOverCapacity  = 2.0
+	maxAttemptsPerIntent = 1.5
+)
+
+// amplification returns a run's peak offered load against the origin's
+// full capacity at load li, and its attempts per intent.
+func (r *CheckResult) amplification(c CheckCell, li int) (peak, perIntent float64) {
+	return cellAmplification(c, r.Rate, r.Tick, r.Loads[li])
+}
+
+func cellAmplification(c CheckCell, rate, tick, load float64) (peak, perIntent float64) {
+	if capTick := rate / load * tick; capTick > 0 {
+		peak = float64(c.PeakOffered) / capTick
+	}
+	if c.Intents > 0 {
+		perIntent = float64(c.Attempts) / float64(c.Intents)
+	}
+	return peak, perIntent
+}
+
+// amplifies reports whether a run passes either amplification threshold.
+func amplifies(c CheckCell, rate, tick, load float64) bool {
+	p, a := cellAmplification(c, rate, tick, load)
+	return c.Ran && (p > maxPeakOverCapacity || a > maxAttemptsPerIntent)
+}
+
+// judgement is a fleet's verdict at one client count: the realistic
+// cells where some seed never recovers, and those where some seed
+// amplifies past the thresholds.
+type judgement struct{ Collapsed, Amplified int }
+
+func (j judgement) unsafe() bool { return j.Collapsed > 0 || j.Amplified > 0 }
+
+func (j judgement) String() string {
+	if !j.unsafe() {
+		return "safe"
+	}
+	var why []string
+	if j.Collapsed > 0 {
+		why = append(why, fmt.Sprintf("%d realistic cell%s", j.Collapsed, map[bool]string{true: " collapses", false: "s collapse"}[j.Collapsed == 1]))
+	}
+	if j.Amplified > 0 {
+		why = append(why, fmt.Sprintf("%d amplif%s past the thresholds", j.Amplified, map[bool]string{true: "y", false: "ies"}[j.Amplified != 1]))
+	}
+	return "UNSAFE (" + strings.Join(why, ", ") + ")"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// judge is fleet i's verdict at client count ki, over every seed of the
+// realistic cells.
+func (r *CheckResult) judge(i, ki int) judgement {
+	var j judgement
+	for fi := range r.Faults {
+		for li := range r.Loads {
+			if !r.realistic(fi, li) {
+				continue
+			}
+			never, amp := false, false
+			for _, seed := range r.Fleets[i].Runs[ki] {
+				c := seed[fi][li]
+				never = never || (c.Ran && !c.Recovered)
+				amp = amp || amplifies(c, r.Rate, r.Tick, r.Loads[li])
+			}
+			if never {
+				j.Collapsed++
+			}
+			if amp {
+				j.Amplified++
+			}
+		}
+	}
+	return j
+}
+
 // risks lists the fleet's settings that can keep a storm going, in plain
-// words, for the report to blame when the fleet stays collapsed.
-func risks(f scenario.Fleet, base *scenario.Scenario) []string {
+// words, for the report to blame when the fleet stays collapsed. A
+// setting listed in fromBase came from the base scenario or a product's
+// default, not from the user's file: it is not blamed (the verdict says
+// where it came from instead).
+func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []string {
 	var out []string
+	mine := func(setting string) bool {
+		for _, b := range fromBase {
+			// A backoff whose base is a default is not the file's.
+			if b == setting || strings.HasPrefix(setting, b+".") || b == setting+".base" {
+				return false
+			}
+		}
+		return true
+	}
 	clients := max(base.Traffic.Clients, 1)
 	n := f.Retry.MaxRetries
+	retriesMine := mine("retry.max_retries") || mine("budget")
 	switch {
-	case n == 0:
+	case n == 0 || !retriesMine:
 	case f.Budget.Use == scenario.BudgetNone && n < 0:
 		out = append(out, "unlimited retries with no budget: nothing bounds the retries but the deadline")
 	case f.Budget.Use == scenario.BudgetNone:
@@ -188,13 +489,13 @@ func risks(f scenario.Fleet, base *scenario.Scenario) []string {
 	case f.Budget.Use == scenario.BudgetAWS || f.Budget.Use == scenario.BudgetAWSAdaptive:
 		out = append(out, fmt.Sprintf("the AWS retry quota: %d tokens per client that refill only on success, spent %g per retry", f.Budget.Capacity, f.Budget.RetryCost))
 	}
-	if n != 0 && f.Retry.Backoff.Jitter == "none" && f.Retry.Backoff.Use != "none" {
+	if n != 0 && f.Retry.Backoff.Jitter == "none" && f.Retry.Backoff.Use != "none" && mine("retry.backoff") {
 		out = append(out, "backoff without jitter: clients that failed together retry together")
 	}
-	if n != 0 && (f.Retry.Backoff.Use == "none" || f.Retry.Backoff.Base == 0) && f.Retry.Backoff.Jitter != "decorrelated" {
+	if n != 0 && (f.Retry.Backoff.Use == "none" || f.Retry.Backoff.Base == 0) && f.Retry.Backoff.Jitter != "decorrelated" && mine("retry.backoff") {
 		out = append(out, "no backoff: a failed attempt is retried at once")
 	}
-	if base.Origin.Model == scenario.ModelQueue && f.Retry.Retries(scenario.RetryOnTimeout) && n != 0 {
+	if base.Origin.Model == scenario.ModelQueue && f.Retry.Retries(scenario.RetryOnTimeout) && n != 0 && mine("timeout") {
 		out = append(out, fmt.Sprintf("timeout %v against a queue: once the backlog is longer than the origin serves in %v, every answer is late, and each retry of a timeout adds to the backlog", f.Timeout, f.Timeout))
 	}
 	if f.Breaker.Use == scenario.BreakerNone || f.Breaker.Use == "" {
@@ -204,38 +505,28 @@ func risks(f scenario.Fleet, base *scenario.Scenario) []string {
 }
 
 // realistic reports whether cell (fault fi, load li) is in the region the
-// user calls realistic: a capacity dip no larger than RealDip at a load no
-// higher than RealLoad.
+// user calls realistic (see realisticCell).
 func (r *CheckResult) realistic(fi, li int) bool {
-	f := r.Faults[fi]
-	return r.Loads[li] <= r.RealLoad+1e-9 && f.Kind == scenario.TriggerCapacity && f.Dip <= r.RealDip+1e-9 && f.For >= 10
+	return realisticCell(r.Loads, r.Faults, r.RealLoad, r.RealDip, fi, li)
 }
 
-// Collapsed reports whether fleet i stays collapsed in a realistic cell.
-func (r *CheckResult) Collapsed(i int) bool {
-	for fi, row := range r.Fleets[i].Cells {
-		for li, c := range row {
-			if c.Ran && !c.Recovered && r.realistic(fi, li) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// Collapsed reports whether fleet i stays collapsed, in some seed, in a
+// realistic cell at the verdict's client count.
+func (r *CheckResult) Collapsed(i int) bool { return r.judge(i, 0).Collapsed > 0 }
+
+// Unsafe reports whether fleet i fails the check: it stays collapsed, or
+// amplifies the load past the thresholds, in some seed of a realistic
+// cell at the verdict's client count.
+func (r *CheckResult) Unsafe(i int) bool { return r.judge(i, 0).unsafe() }
 
 func (r *CheckResult) claims() []report.Claim {
 	var cs []report.Claim
 	for i, f := range r.Fleets {
-		never := 0
-		for fi, row := range f.Cells {
-			for li, c := range row {
-				if c.Ran && !c.Recovered && r.realistic(fi, li) {
-					never++
-				}
-			}
-		}
-		cs = append(cs, report.Check(fmt.Sprintf("%s recovers in every realistic cell (load up to %s, capacity dips up to %s)", f.Name, report.Percent(r.RealLoad, 0), report.Percent(r.RealDip, 0)),
-			!r.Collapsed(i), map[string]any{"collapsed_realistic_cells": never}, "%d realistic cells stay collapsed", never))
+		j := r.judge(i, 0)
+		cs = append(cs, report.Check(fmt.Sprintf("%s recovers without amplifying the load past the thresholds in every realistic cell (load up to %s, capacity dips up to %s), in each of %d seeds, at %d clients",
+			f.Name, report.Percent(r.RealLoad, 0), report.Percent(r.RealDip, 0), len(r.Seeds), r.Clients[0]),
+			!j.unsafe(), map[string]any{"collapsed_realistic_cells": j.Collapsed, "amplifying_realistic_cells": j.Amplified},
+			"%d realistic cells stay collapsed, %d amplify past the thresholds", j.Collapsed, j.Amplified))
 	}
 	return cs
 }
@@ -296,10 +587,11 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 	m.Shard = Shard{}.String()
 	m.Fleets = slices.Clone(parts[0].Fleets)
 	for i := range m.Fleets {
-		m.Fleets[i].Cells = newCells(len(m.Faults), len(m.Loads))
+		m.Fleets[i].Runs = m.newRuns()
 	}
 	for _, p := range parts {
 		if p.Scenario != m.Scenario || p.Seed != m.Seed || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
+			!slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Clients, m.Clients) ||
 			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Fleets) != len(m.Fleets) {
 			return nil, fmt.Errorf("merge: shard %s checked another scenario, envelope or set of fleets", p.Shard)
 		}
@@ -307,36 +599,75 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 			if f.Name != m.Fleets[i].Name || !slices.Equal(f.Risks, m.Fleets[i].Risks) {
 				return nil, fmt.Errorf("merge: shard %s's fleet %d is %q, not %q", p.Shard, i, f.Name, m.Fleets[i].Name)
 			}
-			if err := mergeCells(m.Fleets[i].Cells, f.Cells); err != nil {
-				return nil, fmt.Errorf("merge: a cell of fleet %q %v", f.Name, err)
+			if len(f.Runs) != len(m.Clients) {
+				return nil, fmt.Errorf("merge: shard %s's fleet %q has another set of runs", p.Shard, f.Name)
+			}
+			for k := range f.Runs {
+				if len(f.Runs[k]) != len(m.Seeds) {
+					return nil, fmt.Errorf("merge: shard %s's fleet %q has another set of runs", p.Shard, f.Name)
+				}
+				for s := range f.Runs[k] {
+					if err := mergeCells(m.Fleets[i].Runs[k][s], f.Runs[k][s]); err != nil {
+						return nil, fmt.Errorf("merge: a cell of fleet %q %v", f.Name, err)
+					}
+				}
 			}
 		}
 	}
 	for _, f := range m.Fleets {
-		if !complete(f.Cells) {
-			return nil, fmt.Errorf("merge: fleet %q has cells no shard ran: give every shard's result", f.Name)
+		for _, seed := range f.Runs[0] {
+			if !complete(seed) {
+				return nil, fmt.Errorf("merge: fleet %q has cells no shard ran: give every shard's result", f.Name)
+			}
 		}
 	}
-	m.Claims = m.claims()
+	m.finish()
 	return &m, nil
 }
 
-// cellText is a cell as the map shows it.
-func cellText(c CheckCell) string {
+// cellText is a cell as the map shows it: the worst seed's recovery, how
+// many of the seeds never recovered, and the peak offered load against
+// capacity when some seed passed the amplification thresholds.
+func (r *CheckResult) cellText(f CheckFleet, fi, li int) string {
+	c := f.Cells[fi][li]
+	var s string
 	switch {
 	case !c.Ran:
 		return "-"
 	case c.Recovered:
-		return fmt.Sprintf("ok +%d", c.RecoveryTicks)
+		s = fmt.Sprintf("ok +%d", c.RecoveryTicks)
+	case f.Collapsing != nil:
+		s = fmt.Sprintf("NEVER %d/%d", f.Collapsing[fi][li], len(f.Runs[0]))
+	default:
+		s = "NEVER"
 	}
-	return "NEVER"
+	if peak, amp := r.peak(f, fi, li); amp {
+		s += fmt.Sprintf(" %.1f×!", peak)
+	}
+	return s
+}
+
+// peak is the highest peak offered load against capacity over the seeds
+// of a cell, and whether some seed passed the amplification thresholds.
+func (r *CheckResult) peak(f CheckFleet, fi, li int) (float64, bool) {
+	top, amp := 0.0, false
+	if len(f.Runs) == 0 {
+		return 0, false
+	}
+	for _, seed := range f.Runs[0] {
+		c := seed[fi][li]
+		p, _ := r.amplification(c, li)
+		top = math.Max(top, p)
+		amp = amp || amplifies(c, r.Rate, r.Tick, r.Loads[li])
+	}
+	return top, amp
 }
 
 // Tables returns one map per fleet: faults down, loads across.
 func (r *CheckResult) Tables() []report.Table {
 	var out []report.Table
 	for _, f := range r.Fleets {
-		t := report.Table{Title: f.Name + ": recovery after each fault (ticks), by base load", Columns: []report.Column{{Name: "fault"}}, Emphasis: map[[2]int]bool{}}
+		t := report.Table{Title: fmt.Sprintf("%s: recovery after each fault (ticks, the worst of %d seeds), by base load", f.Name, len(r.Seeds)), Columns: []report.Column{{Name: "fault"}}, Emphasis: map[[2]int]bool{}}
 		for _, l := range r.Loads {
 			name := "load " + report.Percent(l, 0)
 			if math.Abs(l-r.RealLoad) < 1e-9 {
@@ -347,8 +678,8 @@ func (r *CheckResult) Tables() []report.Table {
 		for fi, row := range f.Cells {
 			cells := []string{r.Faults[fi].Name}
 			for li, c := range row {
-				cells = append(cells, cellText(c))
-				if c.Ran && !c.Recovered {
+				cells = append(cells, r.cellText(f, fi, li))
+				if _, amp := r.peak(f, fi, li); c.Ran && (!c.Recovered || amp) {
 					t.Emphasis[[2]int{fi, li + 1}] = true
 				}
 			}
@@ -360,9 +691,11 @@ func (r *CheckResult) Tables() []report.Table {
 }
 
 // Verdicts says, per fleet, in plain words: the worst amplification,
-// where it stays collapsed, the intents lost, and what to blame.
+// where it stays collapsed, the intents lost, the verdict at each client
+// count, and what to blame.
 func (r *CheckResult) Verdicts() [][]string {
 	var out [][]string
+	region := "load up to " + report.Percent(r.RealLoad, 0) + ", capacity dips up to " + report.Percent(r.RealDip, 0) + ", with the base's queue or a bounded one"
 	for i, f := range r.Fleets {
 		var lines []string
 		head := f.Name
@@ -371,31 +704,37 @@ func (r *CheckResult) Verdicts() [][]string {
 		}
 		lines = append(lines, head)
 		worst, wf, wl := 0.0, 0, 0
-		peak := 0.0
+		peak, pf, pl := 0.0, 0, 0
 		lost, lf, ll := int64(-1), 0, 0
+		var lostIntents int64
+		for _, seed := range f.Runs[0] {
+			for fi, row := range seed {
+				for li, c := range row {
+					if !c.Ran {
+						continue
+					}
+					p, a := r.amplification(c, li)
+					if a > worst {
+						worst, wf, wl = a, fi, li
+					}
+					if p > peak {
+						peak, pf, pl = p, fi, li
+					}
+					if c.Intents > 0 && c.IntentsLost > lost {
+						lost, lf, ll, lostIntents = c.IntentsLost, fi, li, c.Intents
+					}
+				}
+			}
+		}
 		var never []string
 		nNever := 0
 		for fi, row := range f.Cells {
 			var at []string
 			real := false
 			for li, c := range row {
-				if !c.Ran {
-					continue
-				}
-				if c.Intents > 0 {
-					if a := float64(c.Attempts) / float64(c.Intents); a > worst {
-						worst, wf, wl = a, fi, li
-					}
-					if c.IntentsLost > lost {
-						lost, lf, ll = c.IntentsLost, fi, li
-					}
-				}
-				if p := float64(c.PeakOffered) / (r.Rate * r.Tick); p > peak {
-					peak = p
-				}
-				if !c.Recovered {
+				if c.Ran && !c.Recovered {
 					nNever++
-					at = append(at, report.Percent(r.Loads[li], 0))
+					at = append(at, fmt.Sprintf("%s (%d of %d seeds)", report.Percent(r.Loads[li], 0), f.Collapsing[fi][li], len(r.Seeds)))
 					real = real || r.realistic(fi, li)
 				}
 			}
@@ -407,31 +746,42 @@ func (r *CheckResult) Verdicts() [][]string {
 				never = append(never, w)
 			}
 		}
-		lines = append(lines, fmt.Sprintf("worst amplification: %.2f attempts per intent over the run (%s at %s load); peak offered load %.1f× the intent rate",
-			worst, r.Faults[wf].Name, report.Percent(r.Loads[wl], 0), peak))
+		lines = append(lines, fmt.Sprintf("worst amplification: %.2f attempts per intent over the run (%s at %s load); peak offered load %.1f× the origin's capacity (%s at %s load); the thresholds: %g attempts per intent, %g× capacity",
+			worst, r.Faults[wf].Name, report.Percent(r.Loads[wl], 0), peak, r.Faults[pf].Name, report.Percent(r.Loads[pl], 0), maxAttemptsPerIntent, maxPeakOverCapacity))
 		cells := len(r.Faults) * len(r.Loads)
 		if len(never) == 0 {
-			lines = append(lines, fmt.Sprintf("recovers in all %d cells", cells))
+			lines = append(lines, fmt.Sprintf("recovers in all %d cells, in each of %d seeds", cells, len(r.Seeds)))
 		} else {
-			lines = append(lines, fmt.Sprintf("stays collapsed in %d of %d cells: %s", nNever, cells, strings.Join(never, "; ")))
+			lines = append(lines, fmt.Sprintf("stays collapsed in %d of %d cells in some of %d seeds: %s", nNever, cells, len(r.Seeds), strings.Join(never, "; ")))
 		}
 		if lost >= 0 {
-			c := f.Cells[lf][ll]
 			lines = append(lines, fmt.Sprintf("intents lost: at most %s of %s (%s), %s at %s load",
-				report.Int(lost), report.Int(c.Intents), report.Percent(float64(lost)/float64(max(c.Intents, 1)), 1), r.Faults[lf].Name, report.Percent(r.Loads[ll], 0)))
+				report.Int(lost), report.Int(lostIntents), report.Percent(float64(lost)/float64(max(lostIntents, 1)), 1), r.Faults[lf].Name, report.Percent(r.Loads[ll], 0)))
 		}
-		if r.Collapsed(i) {
-			lines = append(lines, "verdict: UNSAFE: it stays collapsed in the region you call realistic (load up to "+report.Percent(r.RealLoad, 0)+", capacity dips up to "+report.Percent(r.RealDip, 0)+")")
-			for _, k := range f.Risks {
-				lines = append(lines, "to blame: "+k)
-			}
+		j := r.judge(i, 0)
+		if j.unsafe() {
+			lines = append(lines, fmt.Sprintf("verdict: %s in the region you call realistic (%s), the worst of %d seeds, at %d clients (%s)", j, region, len(r.Seeds), r.Clients[0], r.ClientsFrom))
 		} else {
-			lines = append(lines, "verdict: safe in the region you call realistic (load up to "+report.Percent(r.RealLoad, 0)+", capacity dips up to "+report.Percent(r.RealDip, 0)+")")
-			if len(never) > 0 {
-				for _, k := range f.Risks {
-					lines = append(lines, "beyond it, to blame: "+k)
-				}
+			lines = append(lines, fmt.Sprintf("verdict: safe in the region you call realistic (%s), in each of %d seeds, at %d clients (%s)", region, len(r.Seeds), r.Clients[0], r.ClientsFrom))
+		}
+		if len(r.Clients) > 1 {
+			var at []string
+			for k, n := range r.Clients {
+				at = append(at, fmt.Sprintf("%d: %s", n, r.judge(i, k)))
 			}
+			lines = append(lines, "by client instances (each with its own budget and breaker): "+strings.Join(at, "; "))
+		}
+		blame := "to blame: "
+		if !j.unsafe() {
+			blame = "beyond it, to blame: "
+		}
+		if j.unsafe() || len(never) > 0 {
+			for _, k := range f.Risks {
+				lines = append(lines, blame+k)
+			}
+		}
+		if len(f.FromBase) > 0 {
+			lines = append(lines, "not from your file (the base scenario's or the product's default, not blamed): "+strings.Join(f.FromBase, ", "))
 		}
 		out = append(out, lines)
 	}

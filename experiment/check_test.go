@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -55,5 +59,107 @@ func TestCheckStorm(t *testing.T) {
 	}
 	if n := bytes.Count(html, []byte("<svg")); n < 2 {
 		t.Errorf("the HTML report has %d maps, want one per fleet", n)
+	}
+}
+
+// TestCheckAdviseAgree: check and advise run the user's fleet on the same
+// cells with the same seeds and clients, and must see the same runs, cell
+// by cell (issue 22: check said "safe" where advise showed the same cell
+// never recovering).
+func TestCheckAdviseAgree(t *testing.T) {
+	sc := stormScenario(t)
+	user := sc.Fleets[0]
+	cr, err := Check(context.Background(), []CheckInput{{Fleet: user}}, CheckOptions{Base: sc, Seeds: 2}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar, err := Advise(context.Background(), CheckInput{Fleet: user}, AdviseOptions{Base: sc, Seeds: 2, Space: []scenario.Fleet{}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cr.Fleets[0].Runs[0], ar.Candidates[0].Cells) {
+		t.Fatalf("check and advise disagree on the user's cells")
+	}
+	ev := ar.evidence(1)
+	if !reflect.DeepEqual(ev.Fleets[0].Cells, cr.Fleets[0].Cells) || !reflect.DeepEqual(ev.Fleets[0].Collapsing, cr.Fleets[0].Collapsing) {
+		t.Errorf("advise's evidence map differs from check's map")
+	}
+	// The verdict is the worst seed's: a cell that collapses in one seed
+	// of two counts.
+	for fi, row := range cr.Fleets[0].Collapsing {
+		for li, n := range row {
+			if n > 0 && cr.Fleets[0].Cells[fi][li].Recovered {
+				t.Errorf("cell %d/%d: %d seeds never recover but the map shows a recovery", fi, li, n)
+			}
+		}
+	}
+}
+
+// TestCheckAmplification: an Istio route with attempts: 40 that retries
+// only rejections recovers (nothing exercised its retries when the
+// origin's queue was unbounded) but floods a bounded queue; check must not
+// call it safe. The storm's guarded fleet stays safe.
+func TestCheckAmplification(t *testing.T) {
+	sc := stormScenario(t)
+	forty := scenario.Fleet{Name: "attempts 40", Timeout: time.Second,
+		Retry:  scenario.Retry{MaxRetries: 39, On: []string{scenario.RetryOnRejection}, Backoff: scenario.Backoff{Use: "exponential", Base: 25 * time.Millisecond, Cap: 250 * time.Millisecond, Multiplier: 2, Jitter: "full"}},
+		Budget: scenario.Budget{Use: scenario.BudgetNone}, Breaker: scenario.Breaker{Use: scenario.BreakerNone}}
+	r, err := Check(context.Background(), []CheckInput{{Fleet: forty}, {Fleet: sc.Fleets[1]}}, CheckOptions{Base: sc, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := r.judge(0, 0)
+	if !r.Unsafe(0) || j.Amplified == 0 {
+		t.Errorf("attempts 40 on rejections: %v, want UNSAFE for amplification", j)
+	}
+	if r.Unsafe(1) {
+		t.Errorf("guarded: %v, want safe", r.judge(1, 0))
+	}
+	if report.AllHold(r.Claims) {
+		t.Error("every claim holds though attempts 40 floods the origin")
+	}
+}
+
+// TestCheckBlame: a setting the user's file does not set (an AWS file's
+// timeout, taken from the base scenario) is not blamed, and the verdict
+// says where it came from.
+func TestCheckBlame(t *testing.T) {
+	sc := stormScenario(t)
+	f := sc.Fleets[0]
+	r, err := Check(context.Background(), []CheckInput{{Fleet: f}, {Fleet: f, FromBase: []string{"timeout"}}}, CheckOptions{Base: sc, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(ls []string, s string) bool {
+		return slices.ContainsFunc(ls, func(l string) bool { return strings.Contains(l, s) })
+	}
+	if !has(r.Fleets[0].Risks, "against a queue") {
+		t.Errorf("the user's own timeout is not blamed: %q", r.Fleets[0].Risks)
+	}
+	if has(r.Fleets[1].Risks, "against a queue") {
+		t.Errorf("a timeout from the base scenario is blamed: %q", r.Fleets[1].Risks)
+	}
+	if v := r.Verdicts()[1]; !has(v, "not from your file") {
+		t.Errorf("the verdict does not say what came from the base:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// TestCheckClients: check runs the realistic cells at a quarter and four
+// times the client count and prints the verdict at each beside the count
+// it rests on.
+func TestCheckClients(t *testing.T) {
+	sc := stormScenario(t)
+	r, err := Check(context.Background(), []CheckInput{{Fleet: sc.Fleets[1]}}, CheckOptions{Base: sc, Seeds: 1, Clients: 8}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Clients, []int{8, 2, 32}) || r.ClientsFrom != "--clients" {
+		t.Fatalf("clients %v from %q, want [8 2 32] from --clients", r.Clients, r.ClientsFrom)
+	}
+	v := strings.Join(r.Verdicts()[0], "\n")
+	for _, want := range []string{"at 8 clients (--clients)", "2: ", "32: "} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the verdict does not say %q:\n%s", want, v)
+		}
 	}
 }

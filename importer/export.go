@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
+	"go.yaml.in/yaml/v3"
 )
 
 // Output formats Export writes besides the import formats.
@@ -60,7 +62,11 @@ func Expressible(f scenario.Fleet, format Format) bool {
 	fullJitter := f.Retry.MaxRetries == 0 || (f.Retry.Backoff.Use == "exponential" && f.Retry.Backoff.Jitter == "full")
 	budget := f.Budget.Use
 	switch format {
-	case Envoy, Istio:
+	case Envoy:
+		// Envoy always has a retry limit per cluster: no budget is not
+		// something it can write.
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && budget == scenario.BudgetConcurrency
+	case Istio:
 		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (budget == scenario.BudgetNone || budget == scenario.BudgetConcurrency)
 	case GRPC:
 		bo := f.Retry.Backoff
@@ -182,14 +188,17 @@ func envoyCluster(b *strings.Builder, f scenario.Fleet, lost []string) (string, 
 			fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: %d}\n", strconv.FormatFloat(bu.Percent, 'g', -1, 64), bu.MinConcurrency)
 		}
 	case scenario.BudgetNone, "":
-		b.WriteString("    max_retries: 4294967295  # no limit on retries, as the policy has none\n")
+		// Never written as max_retries 4294967295: that removes the
+		// retry circuit breaker of every route on the cluster.
+		b.WriteString("    # no retry budget: Envoy's default max_retries (3 retries in flight per cluster) applies\n")
+		lost = append(lost, "no budget: Envoy always bounds retries in flight per cluster (max_retries 3 by default); that default is kept, and the recommendation was simulated without it")
 	default:
 		pct := 100 * bu.Ratio
 		if pct == 0 {
 			pct = 20
 		}
 		fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: 3}\n", strconv.FormatFloat(pct, 'g', 3, 64))
-		lost = append(lost, fmt.Sprintf("the %s budget: Envoy's only retry budget caps retries in flight, not a share of requests over time; written as a retry_budget of the same percentage, which behaves differently under a slow dependency: check it with retrystorm check", bu.Use))
+		lost = append(lost, fmt.Sprintf("the %s budget: Envoy's only retry budget caps retries in flight, not a share of requests over time; written as a retry_budget of %s%% with min_retry_concurrency 3, another mechanism that was not simulated as written and behaves differently under a slow dependency: check it with retrystorm check", bu.Use, strconv.FormatFloat(pct, 'g', 3, 64)))
 	}
 	lost = append(lost, breakerLost(f, "Envoy")...)
 	lost = append(lost, jitterLost(f, "Envoy", "fully jittered exponential back-off")...)
@@ -232,7 +241,7 @@ func exportIstio(f scenario.Fleet) (string, []string) {
 		b.WriteString("# no retryBudget: Istio puts no limit on retries\n")
 	default:
 		fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: 3}\n", strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64))
-		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written with the same percentage", bu.Use))
+		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written as %s%% with minRetryConcurrency 3, another mechanism that was not simulated as written: check it with retrystorm check", bu.Use, strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64)))
 	}
 	lost = append(lost, breakerLost(f, "Istio")...)
 	lost = append(lost, jitterLost(f, "Istio", "Envoy's fully jittered exponential back-off")...)
@@ -263,7 +272,7 @@ func exportLinkerd(f scenario.Fleet) (string, []string) {
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64), strconv.FormatFloat(bu.MinRetriesPerSecond, 'g', -1, 64), bu.TTL)
 	case scenario.BudgetTokenBucket:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64))
-		lost = append(lost, "the token bucket: written as Linkerd's window budget of the same ratio (10s window), which forgets instead of saving up")
+		lost = append(lost, fmt.Sprintf("the token bucket: written as Linkerd's window budget of ratio %s (10s window, 1 retry a second per proxy), another mechanism that forgets instead of saving up and was not simulated as written: check it with retrystorm check", strconv.FormatFloat(bu.Ratio, 'g', -1, 64)))
 	default:
 		b.WriteString("retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 10, ttl: 10s}\n")
 		lost = append(lost, fmt.Sprintf("the %s budget: Linkerd has only its window budget; written with Linkerd's defaults", cmpOr(bu.Use, "none")))
@@ -454,4 +463,521 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		lost = append(lost, fmt.Sprintf("retry.on %v: set GuardSettings.RetryOn (or Classify) to the errors of those kinds", f.Retry.On))
 	}
 	return b.String(), lost
+}
+
+// num writes a number as the configs do.
+func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// sameBackoff reports whether two fleets wait alike between attempts, as
+// far as the products' configs say (base and cap).
+func sameBackoff(a, b scenario.Fleet) bool {
+	return a.Retry.Backoff.Base == b.Retry.Backoff.Base && a.Retry.Backoff.Cap == b.Retry.Backoff.Cap
+}
+
+// grpcCodes writes retry.on as a service config's retryableStatusCodes.
+func grpcCodes(on []string, json bool) string {
+	var codes []string
+	q := func(s string) string {
+		if json {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	all := len(on) == 0
+	if all || slices.Contains(on, scenario.RetryOnRejection) {
+		codes = append(codes, q("UNAVAILABLE"))
+	}
+	if all || slices.Contains(on, scenario.RetryOnError) {
+		codes = append(codes, q("INTERNAL"))
+	}
+	return "[" + strings.Join(codes, ", ") + "]"
+}
+
+// editGRPC edits a service config's method config and its retry
+// throttling. The method's name list (its scope) is never touched.
+func editGRPC(open func(string) (*yamlFile, error), loc location, user, rec scenario.Fleet) ([]string, error) {
+	f, err := open(loc.file)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.docs) != 1 {
+		return nil, fmt.Errorf("%s: not one JSON document", f.name)
+	}
+	mc := lookup(f.docs[0], loc.path)
+	if mc == nil {
+		return nil, fmt.Errorf("%s: %s is not there", f.name, loc.path)
+	}
+	var notes []string
+	n, unlimited := retries(rec)
+	if unlimited || n > 4 {
+		n = 4
+		notes = append(notes, "more than 4 retries: gRPC caps maxAttempts at 5; written as 5")
+	}
+	bo := rec.Retry.Backoff
+	var rp []kv
+	if n != user.Retry.MaxRetries {
+		rp = append(rp, kv{Key: "maxAttempts", Value: strconv.Itoa(n + 1)})
+	}
+	if !sameBackoff(user, rec) && n > 0 {
+		rp = append(rp, kv{Key: "initialBackoff", Value: protoDur(bo.Base), Quoted: true}, kv{Key: "maxBackoff", Value: protoDur(max(bo.Cap, bo.Base)), Quoted: true})
+		if bo.Multiplier > 0 && bo.Multiplier != user.Retry.Backoff.Multiplier {
+			rp = append(rp, kv{Key: "backoffMultiplier", Value: num(bo.Multiplier)})
+		}
+	}
+	switch old := child(mc, "retryPolicy"); {
+	case n == 0:
+		if old != nil {
+			notes = append(notes, "no retries: a retryPolicy needs maxAttempts of 2 or more; remove your retryPolicy to send each call once (not done here)")
+		}
+	case child(mc, "hedgingPolicy") != nil:
+		notes = append(notes, "retries: this method config hedges, and a service config cannot both retry and hedge; your hedgingPolicy is kept")
+	case old == nil:
+		// A new retry policy needs every field; its codes are rec's.
+		rp = []kv{{Key: "maxAttempts", Value: strconv.Itoa(n + 1)}, {Key: "initialBackoff", Value: protoDur(bo.Base), Quoted: true},
+			{Key: "maxBackoff", Value: protoDur(max(bo.Cap, bo.Base)), Quoted: true}, {Key: "backoffMultiplier", Value: num(max(bo.Multiplier, 1))},
+			{Key: "retryableStatusCodes", Value: grpcCodes(rec.Retry.On, f.json)}}
+		notes = append(notes, "retryableStatusCodes: your method config had no retry policy; written as "+grpcCodes(rec.Retry.On, false))
+		if err := f.set(mc, []kv{{Key: "retryPolicy", Map: rp}}); err != nil {
+			return nil, err
+		}
+	default:
+		if !slices.Equal(user.Retry.On, rec.Retry.On) {
+			if err := f.replaceValue(child(old, "retryableStatusCodes"), grpcCodes(rec.Retry.On, f.json)); err != nil {
+				return nil, err
+			}
+		}
+		if len(rp) > 0 {
+			if err := f.set(old, rp); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if rec.Retry.MaxRetries != 0 {
+		switch bu := rec.Budget; {
+		case bu.Use == scenario.BudgetGRPC:
+			if user.Budget != bu {
+				if err := f.set(f.docs[0], []kv{{Key: "retryThrottling", Map: []kv{{Key: "maxTokens", Value: num(bu.MaxTokens)}, {Key: "tokenRatio", Value: num(bu.TokenRatio)}}}}); err != nil {
+					return nil, err
+				}
+			}
+		case bu.Use == scenario.BudgetNone || bu.Use == "":
+			if child(f.docs[0], "retryThrottling") != nil {
+				notes = append(notes, "no budget: your retryThrottling is kept (advise never removes a limit)")
+			}
+		case user.Budget.Use != bu.Use || user.Budget != bu:
+			notes = append(notes, fmt.Sprintf("the %s budget: a service config has only retryThrottling; your file's budget is kept", bu.Use))
+		}
+	}
+	notes = append(notes, breakerLost(rec, "a gRPC service config")...)
+	if bo.Jitter != "factor" && rec.Retry.MaxRetries != 0 {
+		notes = append(notes, fmt.Sprintf("the backoff's jitter (%s): grpc-go draws each wait from 0.8 to 1.2 times the schedule", cmpOr(bo.Jitter, "none")))
+	}
+	return notes, nil
+}
+
+// envoyBudget is the DEFAULT thresholds' settings for a concurrency
+// budget.
+func envoyBudget(bu scenario.Budget) []kv {
+	if bu.Percent == 0 {
+		return []kv{{Key: "max_retries", Value: strconv.Itoa(bu.MinConcurrency)}}
+	}
+	return []kv{{Key: "retry_budget", Map: []kv{{Key: "budget_percent", Map: []kv{{Key: "value", Value: num(bu.Percent)}}},
+		{Key: "min_retry_concurrency", Value: strconv.Itoa(bu.MinConcurrency)}}}}
+}
+
+// walk returns the first mapping under n (n included) for which match
+// holds.
+func walk(n *yaml.Node, match func(*yaml.Node) bool) *yaml.Node {
+	n = deref(n)
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.MappingNode && match(n) {
+		return n
+	}
+	for _, c := range n.Content {
+		if c.Kind == yaml.AliasNode {
+			continue
+		}
+		if m := walk(c, match); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// budgetNotes says what happens to the user's limit when rec's budget is
+// one the format cannot write, or none: it is kept, never removed.
+func budgetNotes(user, rec scenario.Fleet, product, has string) []string {
+	switch bu := rec.Budget; {
+	case rec.Retry.MaxRetries == 0:
+	case bu.Use == scenario.BudgetNone || bu.Use == "":
+		if user.Budget.Use != scenario.BudgetNone && user.Budget.Use != "" {
+			return []string{"no budget: your limit on retries is kept (advise never removes a limit)"}
+		}
+	default:
+		return []string{fmt.Sprintf("the %s budget: %s has only %s; your file's budget is kept", bu.Use, product, has)}
+	}
+	return nil
+}
+
+// editEnvoy edits the route's retry policy (or its virtual host's, which
+// every route of it without its own shares: said so) and the DEFAULT
+// thresholds of the route's cluster.
+func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location, user, rec scenario.Fleet) ([]string, error) {
+	f, err := open(loc.file)
+	if err != nil {
+		return nil, err
+	}
+	var route *yaml.Node
+	vhPath, _, _ := strings.Cut(loc.path, ".routes[")
+	if strings.HasPrefix(loc.path, "routes[") {
+		vhPath = ""
+	}
+	var vh *yaml.Node
+	for _, d := range f.docs {
+		if r := lookup(d, loc.path); r != nil && child(r, "route") != nil {
+			route, vh = r, lookup(d, vhPath)
+			break
+		}
+	}
+	if route == nil {
+		return nil, fmt.Errorf("%s: %s is not there", f.name, loc.path)
+	}
+	var notes []string
+	n, unlimited := retries(rec)
+	if unlimited {
+		n = 10
+		notes = append(notes, "unlimited retries: Envoy needs a count; written as 10")
+	}
+	bo := rec.Retry.Backoff
+	var rp []kv
+	if n != user.Retry.MaxRetries {
+		rp = append(rp, kv{Key: "num_retries", Value: strconv.Itoa(n)})
+	}
+	if !sameBackoff(user, rec) && n > 0 && bo.Base > 0 {
+		rp = append(rp, kv{Key: "retry_back_off", Map: []kv{{Key: "base_interval", Value: protoDur(bo.Base), Quoted: true}, {Key: "max_interval", Value: protoDur(max(bo.Cap, bo.Base)), Quoted: true}}})
+	}
+	on, codes := envoyRetryOn(rec)
+	codeList := func() string {
+		var cs []string
+		for _, c := range codes {
+			cs = append(cs, strconv.Itoa(int(c)))
+		}
+		return "[" + strings.Join(cs, ", ") + "]"
+	}
+	action := child(route, "route")
+	old := child(action, "retry_policy")
+	if old == nil && vh != nil && child(vh, "retry_policy") != nil {
+		old = child(vh, "retry_policy")
+		notes = append(notes, "scope: the retry policy is the virtual host's, so the edit applies to every route of it that has none of its own")
+	}
+	switch {
+	case old == nil && n == 0:
+	case old == nil:
+		kvs := []kv{{Key: "retry_on", Value: on, Quoted: true}}
+		if len(codes) > 0 {
+			kvs = append(kvs, kv{Key: "retriable_status_codes", Value: codeList()})
+		}
+		kvs = append(kvs, kv{Key: "num_retries", Value: strconv.Itoa(n)})
+		if bo.Base > 0 {
+			kvs = append(kvs, kv{Key: "retry_back_off", Map: []kv{{Key: "base_interval", Value: protoDur(bo.Base), Quoted: true}, {Key: "max_interval", Value: protoDur(max(bo.Cap, bo.Base)), Quoted: true}}})
+		}
+		notes = append(notes, "retry_on: the route had no retry policy; written as "+on)
+		if err := f.set(action, []kv{{Key: "retry_policy", Map: kvs}}); err != nil {
+			return nil, err
+		}
+	default:
+		if !slices.Equal(user.Retry.On, rec.Retry.On) {
+			rp = append(rp, kv{Key: "retry_on", Value: keepUnmodelled(on, child(old, "retry_on")), Quoted: true})
+			if len(codes) > 0 {
+				if c := child(old, "retriable_status_codes"); c != nil {
+					if err := f.replaceValue(c, codeList()); err != nil {
+						return nil, err
+					}
+				} else {
+					rp = append(rp, kv{Key: "retriable_status_codes", Value: codeList()})
+				}
+			}
+		}
+		if len(rp) > 0 {
+			if err := f.set(old, rp); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// The budget: the DEFAULT thresholds of the route's cluster.
+	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && bu != user.Budget {
+		cf, cl, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
+			return walk(d, func(m *yaml.Node) bool { return str(m, "name") == loc.cluster && isCluster(m) }) != nil
+		})
+		if cl != nil {
+			cl = walk(cl, func(m *yaml.Node) bool { return str(m, "name") == loc.cluster && isCluster(m) })
+		}
+		switch th := lookup(cl, "circuit_breakers.thresholds"); {
+		case cl == nil:
+			notes = append(notes, fmt.Sprintf("the budget: cluster %q is not in the files given; set its circuit_breakers.thresholds (priority DEFAULT) to %s", loc.cluster, describeBudget(bu)))
+		case th == nil:
+			if err := cf.set(cl, []kv{{Key: "circuit_breakers", Map: []kv{{Key: "thresholds", Value: "[{" + cf.flow(append([]kv{{Key: "priority", Value: "DEFAULT", Quoted: true}}, envoyBudget(bu)...)) + "}]"}}}}); err != nil {
+				return nil, err
+			}
+		default:
+			var entry *yaml.Node
+			for _, e := range th.Content {
+				if p := str(e, "priority"); p == "" || p == "DEFAULT" {
+					entry = e
+					break
+				}
+			}
+			if entry == nil {
+				notes = append(notes, fmt.Sprintf("the budget: cluster %q has no DEFAULT thresholds; add one with %s", loc.cluster, describeBudget(bu)))
+				break
+			}
+			if bu.Percent == 0 && child(entry, "retry_budget") != nil {
+				notes = append(notes, "the budget: your retry_budget is kept (Envoy ignores max_retries beside one)")
+				break
+			}
+			if err := cf.set(entry, envoyBudget(bu)); err != nil {
+				return nil, err
+			}
+			if bu.Percent > 0 && child(entry, "max_retries") != nil {
+				notes = append(notes, "the budget: your max_retries stays as it is; Envoy ignores it beside a retry_budget")
+			}
+		}
+	} else if n > 0 && rec.Budget != user.Budget {
+		notes = append(notes, budgetNotes(user, rec, "Envoy", "its circuit breaker's max_retries and retry_budget")...)
+	}
+	notes = append(notes, breakerLost(rec, "Envoy")...)
+	notes = append(notes, jitterLost(rec, "Envoy", "fully jittered exponential back-off")...)
+	return notes, nil
+}
+
+// istioKind matches an Istio object of kind and name.
+func istioKind(kind, name string) func(*yaml.Node) bool {
+	return func(d *yaml.Node) bool {
+		return str(d, "kind") == kind && str(get(d, "metadata"), "name") == name && strings.Contains(str(d, "apiVersion"), "istio.io")
+	}
+}
+
+// editIstio edits the VirtualService route's retries and the
+// DestinationRule of its host.
+func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location, user, rec scenario.Fleet) ([]string, error) {
+	kind, name, _ := strings.Cut(loc.object, " ")
+	f, vs, _ := findDoc(open, srcs, istioKind(kind, name))
+	if vs == nil {
+		return nil, fmt.Errorf("%s: %s is not there", loc.file, loc.object)
+	}
+	h := lookup(vs, loc.path)
+	if h == nil {
+		return nil, fmt.Errorf("%s: %s: %s is not there", f.name, loc.object, loc.path)
+	}
+	var notes []string
+	n, unlimited := retries(rec)
+	if unlimited {
+		n = 10
+		notes = append(notes, "unlimited retries: Istio needs attempts; written as 10")
+	}
+	bo := rec.Retry.Backoff
+	var kvs []kv
+	if n != user.Retry.MaxRetries {
+		kvs = append(kvs, kv{Key: "attempts", Value: strconv.Itoa(n)})
+	}
+	if n > 0 && bo.Base > 0 && bo.Base != user.Retry.Backoff.Base {
+		kvs = append(kvs, kv{Key: "backoff", Value: fmtDur(bo.Base), Quoted: true})
+	}
+	if bo.Cap != 10*bo.Base && n > 0 {
+		notes = append(notes, fmt.Sprintf("the backoff cap (%v): Istio's is 10 times the base", bo.Cap))
+	}
+	if !slices.Equal(user.Retry.On, rec.Retry.On) {
+		on, codes := envoyRetryOn(rec)
+		for _, c := range codes {
+			on += "," + strconv.Itoa(int(c))
+		}
+		kvs = append(kvs, kv{Key: "retryOn", Value: keepUnmodelled(strings.ReplaceAll(on, "retriable-status-codes,", ""), child(child(h, "retries"), "retryOn")), Quoted: true})
+	}
+	if child(h, "retries") == nil && len(kvs) > 0 && n == user.Retry.MaxRetries {
+		// A new retries block says its attempts: the count stays the one
+		// Istio's default gave.
+		kvs = append([]kv{{Key: "attempts", Value: strconv.Itoa(n)}}, kvs...)
+	}
+	if len(kvs) > 0 {
+		if err := f.set(h, []kv{{Key: "retries", Map: kvs}}); err != nil {
+			return nil, err
+		}
+	}
+	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && bu != user.Budget {
+		short := func(s string) string { return strings.SplitN(s, ".", 2)[0] }
+		df, dr, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
+			host := str(get(d, "spec"), "host")
+			return str(d, "kind") == "DestinationRule" && host != "" && (host == loc.host || short(host) == short(loc.host))
+		})
+		var set []kv
+		if bu.Percent == 0 {
+			set = []kv{{Key: "connectionPool", Map: []kv{{Key: "http", Map: []kv{{Key: "maxRetries", Value: strconv.Itoa(bu.MinConcurrency)}}}}}}
+		} else {
+			set = []kv{{Key: "retryBudget", Map: []kv{{Key: "percent", Value: num(bu.Percent)}, {Key: "minRetryConcurrency", Value: strconv.Itoa(bu.MinConcurrency)}}}}
+		}
+		if dr == nil {
+			notes = append(notes, fmt.Sprintf("the budget: no DestinationRule for host %s in the files given; give one a trafficPolicy with %s", loc.host, describeBudget(bu)))
+		} else if err := df.set(get(dr, "spec"), []kv{{Key: "trafficPolicy", Map: set}}); err != nil {
+			return nil, err
+		}
+	} else if n > 0 && rec.Budget != user.Budget {
+		notes = append(notes, budgetNotes(user, rec, "Istio", "a DestinationRule's retryBudget and connectionPool.http.maxRetries")...)
+	}
+	notes = append(notes, breakerLost(rec, "Istio")...)
+	notes = append(notes, jitterLost(rec, "Istio", "Envoy's fully jittered exponential back-off")...)
+	return notes, nil
+}
+
+// editLinkerd edits the ServiceProfile route's isRetryable and the
+// profile's retry budget (which every route of the profile shares: said
+// so).
+func editLinkerd(open func(string) (*yamlFile, error), srcs []Source, loc location, user, rec scenario.Fleet) ([]string, error) {
+	_, name, _ := strings.Cut(loc.object, " ")
+	f, sp, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
+		return str(d, "kind") == "ServiceProfile" && str(get(d, "metadata"), "name") == name
+	})
+	if sp == nil {
+		return nil, fmt.Errorf("%s: %s is not there", loc.file, loc.object)
+	}
+	r := lookup(sp, loc.path)
+	if r == nil {
+		return nil, fmt.Errorf("%s: %s: %s is not there", f.name, loc.object, loc.path)
+	}
+	var notes []string
+	if (rec.Retry.MaxRetries != 0) != (user.Retry.MaxRetries != 0) {
+		if err := f.set(r, []kv{{Key: "isRetryable", Value: strconv.FormatBool(rec.Retry.MaxRetries != 0)}}); err != nil {
+			return nil, err
+		}
+	}
+	if rec.Retry.MaxRetries > 0 {
+		notes = append(notes, fmt.Sprintf("max_retries %d: Linkerd bounds retries by the budget alone", rec.Retry.MaxRetries))
+	}
+	if bu := rec.Budget; bu.Use == scenario.BudgetWindow && rec.Retry.MaxRetries != 0 && bu != user.Budget {
+		if err := f.set(get(sp, "spec"), []kv{{Key: "retryBudget", Map: []kv{{Key: "retryRatio", Value: num(bu.Ratio)},
+			{Key: "minRetriesPerSecond", Value: num(bu.MinRetriesPerSecond)}, {Key: "ttl", Value: fmtDur(bu.TTL), Quoted: true}}}}); err != nil {
+			return nil, err
+		}
+		notes = append(notes, "scope: the retry budget is the ServiceProfile's, shared by every route of "+name)
+	} else if rec.Retry.MaxRetries != 0 && rec.Budget != user.Budget {
+		notes = append(notes, budgetNotes(user, rec, "Linkerd", "its window retryBudget")...)
+	}
+	if rec.Retry.MaxRetries != 0 && rec.Retry.Backoff.Use != "none" {
+		notes = append(notes, "the backoff: a ServiceProfile has no backoff setting")
+	}
+	notes = append(notes, breakerLost(rec, "Linkerd")...)
+	return notes, nil
+}
+
+// editAWS edits the profile's max_attempts and retry_mode lines in the
+// shared config file.
+func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, []string, error) {
+	var src *Source
+	for i := range srcs {
+		if srcs[i].Name == loc.file {
+			src = &srcs[i]
+		}
+	}
+	profile, ok := strings.CutPrefix(loc.path, "profile ")
+	if src == nil || !ok {
+		return nil, []string{"the AWS settings come from the environment: set AWS_MAX_ATTEMPTS and AWS_RETRY_MODE there"}, nil
+	}
+	lines := strings.SplitAfter(string(src.Data), "\n")
+	first, end := -1, len(lines)
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if iniSection.MatchString(t) {
+			name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t[1:len(t)-1]), "profile "))
+			if first >= 0 {
+				end = i
+				break
+			}
+			if name == profile {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return nil, nil, fmt.Errorf("%s: profile %s is not there", loc.file, profile)
+	}
+	var notes []string
+	n, unlimited := retries(rec)
+	if unlimited {
+		n = 9
+		notes = append(notes, "unlimited retries: written as max_attempts 10")
+	}
+	want := map[string]string{}
+	if n != user.Retry.MaxRetries {
+		want["max_attempts"] = strconv.Itoa(n + 1)
+	}
+	switch rec.Budget.Use {
+	case scenario.BudgetAWS:
+		if user.Budget.Use != scenario.BudgetAWS {
+			want["retry_mode"] = "standard"
+		}
+	case scenario.BudgetAWSAdaptive:
+		if user.Budget.Use != scenario.BudgetAWSAdaptive {
+			want["retry_mode"] = "adaptive"
+		}
+	default:
+		if rec.Budget != user.Budget {
+			notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
+		}
+	}
+	last := first
+	for i := first + 1; i < end; i++ {
+		t := strings.TrimSpace(lines[i])
+		if t == "" || t[0] == '#' || t[0] == ';' {
+			continue
+		}
+		last = i
+		if lines[i][0] == ' ' || lines[i][0] == '\t' {
+			continue // a nested setting (under "s3 =")
+		}
+		k, _, _ := strings.Cut(t, "=")
+		k = strings.TrimSpace(k)
+		if v, ok := want[k]; ok {
+			eq := strings.Index(lines[i], "=")
+			nl := ""
+			if strings.HasSuffix(lines[i], "\n") {
+				nl = "\n"
+			}
+			lines[i] = lines[i][:eq+1] + " " + v + nl
+			delete(want, k)
+		}
+	}
+	for _, k := range []string{"retry_mode", "max_attempts"} {
+		if v, ok := want[k]; ok {
+			if !strings.HasSuffix(lines[last], "\n") {
+				lines[last] += "\n"
+			}
+			lines[last] += k + " = " + v + "\n"
+		}
+	}
+	after := []byte(strings.Join(lines, ""))
+	notes = append(notes, fmt.Sprintf("the timeout (%v), the backoff and retry.on: the SDK settings have none; set the timeout on the SDK's HTTP client", rec.Timeout))
+	notes = append(notes, breakerLost(rec, "the AWS SDKs")...)
+	if bytes.Equal(after, src.Data) {
+		return nil, notes, nil
+	}
+	return []Edited{{Name: src.Name, Before: src.Data, After: after, Diff: Diff(src.Name, src.Data, after)}}, notes, nil
+}
+
+// keepUnmodelled adds to a new list of Envoy retry conditions the user's
+// conditions the simulator does not model (connect-failure,
+// refused-stream, retriable-4xx...): a search of the conditions changes
+// only those it ran, and never drops the others.
+func keepUnmodelled(on string, old *yaml.Node) string {
+	if old == nil {
+		return on
+	}
+	have := strings.Split(on, ",")
+	for _, c := range strings.Split(old.Value, ",") {
+		c = strings.TrimSpace(c)
+		if _, unread, err := retryOn(c, nil); err == nil && len(unread) > 0 && !slices.Contains(have, c) {
+			have = append(have, c)
+		}
+	}
+	return strings.Join(have, ",")
 }

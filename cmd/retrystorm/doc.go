@@ -44,8 +44,9 @@ report with plots in retrystorm-report/index.html. It says where.
 	          scenario file, with where each setting came from;
 	          docs/import.md
 	check     is this config safe? each fleet through capacity dips, an
-	          error blip, a stall and an outage at several loads; exit 1
-	          when one stays collapsed where you call realistic
+	          error blip, a stall and outages at several loads and seeds;
+	          exit 1 when one stays collapsed, or amplifies the load past
+	          the documented thresholds, where you call realistic
 	advise    search for a better retry policy and write it back in your
 	          config's format, as resil Go code and as a scenario fleet
 	merge     put the --shard results of sweep, check or advise together;
@@ -126,8 +127,9 @@ takes -o FILE (default retrystorm.html).
 import takes --format F, --base FILE (the scenario whose traffic, origin and
 triggers the fleets run in; the storm's by default), -o FILE and --timeout
 D. check and advise take --json, --seed, --out, --format, --base, --load
-SHARE and --dip SHARE (the region you call realistic), --shard I/N and
---workers N; advise also --seeds N, --max-runs N, --top N and --as FORMATS.
+SHARE and --dip SHARE (the region you call realistic), --seeds N,
+--clients N, --shard I/N and --workers N; advise also --max-runs N, --top N,
+--as FORMATS, --route NAME, --conditions, --long and --progress.
 sweep takes --shard I/N and --workers N too; merge takes --json, --out and
 --top. docs/check.md describes them.
 

@@ -68,10 +68,10 @@ func table(h Heavy) []command {
 		},
 		{
 			Name:    "advise",
-			Args:    "[FILE]",
+			Args:    "[FILE...]",
 			Summary: "search for a better retry policy, and write it back in your config's format",
 			About:   adviseAbout,
-			Flags:   groups(outputFlags, checkFlags, shardFlags, adviseFlags),
+			Flags:   groups(outputFlags, checkFlags, shardFlags, adviseFlags, costFlags),
 			Run:     h.Advise,
 			Heavy:   true,
 		},
@@ -140,9 +140,9 @@ func groups(g ...flagGroup) []flagGroup { return g }
 
 const importAbout = `Reads the retry settings of each FILE (an Envoy route and cluster, an Istio VirtualService and DestinationRule, a Linkerd ServiceProfile, a gRPC service config, an AWS SDK config file or environment lines; the format is detected from the content) and writes a scenario file whose fleets behave as those configs do, each with a comment saying where every setting came from and what could not be represented. docs/import.md documents every mapping and default.`
 
-const checkAbout = `Imports each FILE (or reads a scenario file's fleets) and runs every fleet through a standard set of faults (capacity dips, an error blip, a stall, a total outage) at several base loads. It says per fleet the worst amplification, where it stays collapsed, the intents lost and the settings to blame, and exits with status 1 when a fleet stays collapsed in the region you call realistic (--load, --dip, or the base scenario's own). docs/check.md has the details.`
+const checkAbout = `Imports each FILE (or reads a scenario file's fleets) and runs every fleet through a standard set of faults (capacity dips with the base's queue and a bounded one, an error blip, a stall, outages that refuse and that never answer) at several base loads, with several seeds (--seeds). It says per fleet the worst amplification, where it stays collapsed and in how many seeds, the intents lost, the verdict at the number of client instances (--clients, or the scenario's) and at a quarter and four times as many, and the settings of your file to blame. It exits with status 1 when a fleet stays collapsed, or amplifies the load past the documented thresholds, in some seed of the region you call realistic (--load, --dip, or the base scenario's own). docs/check.md has the details.`
 
-const adviseAbout = `Starts from the fleet of FILE (a config or a scenario file; the storm's naive fleet without one) and searches retry policies (retry counts, budgets of every kind, a breaker, jittered backoff) across check's faults and loads with several seeds, on every core. It prints the recommendation, the runner-ups and each one's map beside yours, then writes the recommendation in your format, as resil Go code and as a scenario fleet (or the formats --as lists), saying what each cannot express. It counts its runs first and refuses a search larger than --max-runs.`
+const adviseAbout = `Starts from one fleet of the FILEs (a config, in as many files as it spans, or a scenario file; the storm's naive fleet without one): the route --route names, else the first that retries and searches retry policies (retry counts, budgets of every kind, a breaker, jittered backoff) across check's faults and loads with several seeds, on every core. It prints the recommendation, the runner-ups and each one's map beside yours, then writes the recommendation in your format, as resil Go code and as a scenario fleet (or the formats --as lists), saying what each cannot express. It counts its runs first and refuses a search larger than --max-runs, or one estimated to take long when nobody watches unless --long is given. It writes the recommendation into your own file as a diff, changing only what the recommendation changes; it keeps your retry conditions unless --conditions.`
 
 const mergeAbout = `Reads the JSON that sweep, check or advise print with --shard I/N --json, one FILE per shard, and prints the table, map and recommendation one run on one machine would, byte for byte. deploy/kubernetes has an Indexed Job that runs the shards.`
 

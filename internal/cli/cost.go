@@ -85,6 +85,19 @@ func (inv *Invocation) Admit(sc *scenario.Scenario) error {
 	return nil
 }
 
+// AdmitSearch refuses a search of many runs (advise's) by the rule Admit
+// applies to one scenario: when its estimated work, attempts simulated
+// attempts in all, is long and nobody watches, unless --long says so.
+func (inv *Invocation) AdmitSearch(what string, attempts float64) error {
+	if inv.cost.long || isTerminal(inv.Stderr) {
+		return nil
+	}
+	if err := (sim.Cost{Attempts: attempts}).Check(what, sim.Limits{Attempts: longRun}); err != nil {
+		return Usagef("%v: pass --long to run it anyway (with --progress to follow it)", err)
+	}
+	return nil
+}
+
 // Progress returns the progress display of this command line (see
 // newProgress) as the function a long run reports to, and the function
 // that clears it once the run is over.

@@ -180,10 +180,14 @@ type ConfigFlags struct {
 	Dip     float64       // --dip: the largest realistic capacity dip
 	Shard   string        // --shard i/n
 	Workers int           // --workers
-	Seeds   int           // advise --seeds
-	MaxRuns int           // advise --max-runs
-	Top     int           // advise and merge --top
-	As      string        // advise --as: the formats to write the recommendation in
+	Seeds   int           // check and advise --seeds
+	Clients int           // check and advise --clients: client instances
+	Route   string        // advise --route: the fleet to start from
+	// Conditions is advise --conditions: search what is retried too.
+	Conditions bool
+	MaxRuns    int    // advise --max-runs
+	Top        int    // advise and merge --top
+	As         string // advise --as: the formats to write the recommendation in
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -246,22 +250,27 @@ func checkFlags(fs *flag.FlagSet, inv *Invocation) {
 	}
 	share("load", "the highest base load you call realistic, `SHARE` of the origin's capacity, such as 0.8 (default: the base scenario's)", &inv.Configs.Load, 0.975)
 	share("dip", "the largest capacity dip you call realistic, `SHARE` of the capacity, such as 0.33 (default: the base scenario's first dip)", &inv.Configs.Dip, 1)
+	whole(fs, "seeds", "run each cell with `N` seeds (default 3); the verdict is the worst", &inv.Configs.Seeds, 1, 100)
+	whole(fs, "clients", "judge at `N` client instances, each with its own budget (default: the scenario's)", &inv.Configs.Clients, 1, 100_000)
+}
+
+// whole defines a flag taking a whole number from lo to hi.
+func whole(fs *flag.FlagSet, name, usage string, p *int, lo, hi int) {
+	funcVar(fs, name, usage, func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want a whole number from %d to %d", lo, hi)
+		}
+		*p = n
+		return nil
+	})
 }
 
 func adviseFlags(fs *flag.FlagSet, inv *Invocation) {
-	whole := func(name, usage string, p *int, lo, hi int) {
-		funcVar(fs, name, usage, func(s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < lo || n > hi {
-				return fmt.Errorf("want a whole number from %d to %d", lo, hi)
-			}
-			*p = n
-			return nil
-		})
-	}
-	whole("seeds", "run each cell with `N` seeds (default 3)", &inv.Configs.Seeds, 1, 100)
-	whole("max-runs", "refuse a search of more than `N` simulations (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
-	whole("top", "show the `N` best policies (default 5)", &inv.Configs.Top, 1, 100)
+	whole(fs, "max-runs", "refuse a search of more than `N` simulations (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
+	whole(fs, "top", "show the `N` best policies (default 5)", &inv.Configs.Top, 1, 100)
+	fs.StringVar(&inv.Configs.Route, "route", "", "start from the route or fleet `NAME` (default: the first that retries)")
+	fs.BoolVar(&inv.Configs.Conditions, "conditions", false, "search what is retried (retry conditions) too; without it they stay yours")
 	funcVar(fs, "as", "write the recommendation as each of `FORMATS`, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)", func(s string) error {
 		for _, f := range strings.Split(s, ",") {
 			switch strings.TrimSpace(f) {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(f
 // ErrUnsafe is returned by Check when a fleet stays collapsed in the
 // region the user calls realistic: exit status 1, after everything is
 // printed.
-var ErrUnsafe = errors.New("a fleet stays collapsed in the realistic region")
+var ErrUnsafe = errors.New("a fleet stays collapsed, or amplifies the load past the thresholds, in the realistic region")
 
 func (o IO) read(name string) ([]byte, error) {
 	if o.ReadFile != nil {
@@ -78,14 +79,39 @@ func base(o IO, file string) (*scenario.Scenario, error) {
 // inputs reads the files to check or advise on: scenario files give their
 // fleets (and the first one is the base, unless --base says otherwise);
 // config files are imported.
+// userFiles are the config files read and the fleets imported from them,
+// for advise to write its recommendation back into.
+type userFiles struct {
+	srcs   []importer.Source
+	fleets []importer.Fleet
+}
+
+// imported returns the imported fleet a check input came from, if any.
+func (u *userFiles) imported(in experiment.CheckInput) (importer.Fleet, bool) {
+	if u == nil {
+		return importer.Fleet{}, false
+	}
+	for _, f := range u.fleets {
+		if f.Origin == in.Origin && f.Fleet.Name == in.Fleet.Name {
+			return f, true
+		}
+	}
+	return importer.Fleet{}, false
+}
+
 func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, error) {
+	in, b, f, _, err := inputFiles(o, files, format, baseFile)
+	return in, b, f, err
+}
+
+func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, *userFiles, error) {
 	var in []experiment.CheckInput
 	var srcs []importer.Source
 	var from *scenario.Scenario
 	for _, f := range files {
 		data, err := o.read(f)
 		if err != nil {
-			return nil, nil, "", usagef("%v", err)
+			return nil, nil, "", nil, usagef("%v", err)
 		}
 		if format == "" || format == string(importer.ScenarioFleet) {
 			sc, err := scenario.Parse(f, data)
@@ -101,7 +127,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 			// A scenario file with a mistake gets the loader's error, not
 			// the importer's "not a config".
 			if _, derr := importer.Detect(f, data); format != "" || (derr != nil && looksLikeScenario(data)) {
-				return nil, nil, "", err
+				return nil, nil, "", nil, err
 			}
 		}
 		srcs = append(srcs, importer.Source{Name: f, Data: data})
@@ -110,7 +136,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 	if baseFile != "" || b == nil {
 		var err error
 		if b, err = base(o, baseFile); err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", nil, err
 		}
 	}
 	var fmtIn importer.Format = importer.ScenarioFleet
@@ -119,7 +145,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		if format != "" {
 			f, err := importer.ParseFormat(format)
 			if err != nil {
-				return nil, nil, "", usagef("--format: %v", err)
+				return nil, nil, "", nil, usagef("--format: %v", err)
 			}
 			opts.Format = f
 		}
@@ -128,14 +154,35 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		}
 		fl, err := importer.Import(srcs, opts)
 		if err != nil {
-			return nil, nil, "", usagef("%v", err)
+			return nil, nil, "", nil, usagef("%v", err)
 		}
 		for _, f := range fl {
-			in = append(in, experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin})
+			in = append(in, experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: fromBase(f.From)})
 		}
 		fmtIn = fl[0].Format
+		return in, b, fmtIn, &userFiles{srcs: srcs, fleets: fl}, nil
 	}
-	return in, b, fmtIn, nil
+	return in, b, fmtIn, nil, nil
+}
+
+// fromBase lists the settings an imported fleet did not take from its
+// file, from its provenance lines ("setting: value  <- where"): those
+// from a documented default or from the base scenario.
+func fromBase(from []string) []string {
+	var out []string
+	for _, l := range from {
+		setting, _, ok := strings.Cut(l, ": ")
+		_, where, _ := strings.Cut(l, "  <- ")
+		if !ok || !(strings.HasPrefix(where, "default") || strings.Contains(where, "the base scenario's")) {
+			continue
+		}
+		for _, s := range strings.Split(setting, " and ") {
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // looksLikeScenario reports whether a file has a scenario's top-level
@@ -260,6 +307,8 @@ type CheckOptions struct {
 	Shard   string  // --shard i/n
 	Workers int     // --workers
 	Seed    *uint64 // --seed: replaces the base scenario's
+	Seeds   int     // --seeds: seeds per cell; 0 means 3
+	Clients int     // --clients: client instances; 0 means the base scenario's
 }
 
 // common is CheckOptions as the flag parsing fills it.
@@ -274,6 +323,8 @@ func (c *common) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.Out, "out", "", "write an HTML report into this directory")
 	fs.StringVar(&c.Shard, "shard", "", "run only shard i of n (i/n), for retrystorm merge")
 	fs.IntVar(&c.Workers, "workers", 0, "parallel runs (default: every core)")
+	fs.IntVar(&c.Seeds, "seeds", 3, "seeds each cell runs with; the verdict is the worst")
+	fs.IntVar(&c.Clients, "clients", 0, "client instances, each with its own budget (default: the scenario's)")
 }
 
 func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
@@ -289,6 +340,9 @@ func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 	}
 	if c.Workers < 0 || c.Workers > 1024 {
 		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.Workers)
+	}
+	if c.Seeds < 0 || c.Seeds > 100 || c.Clients < 0 || c.Clients > 100_000 {
+		return experiment.Options{}, sh, usagef("--seeds must be in [1, 100] and --clients in [1, 100000]")
 	}
 	if c.Load < 0 || c.Load > 0.975 || c.Dip < 0 || c.Dip > 1 {
 		return experiment.Options{}, sh, usagef("--load must be in (0, 0.975] and --dip in (0, 1]")
@@ -347,7 +401,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
-	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh}, opts)
+	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
 	if err != nil {
 		return err
 	}
@@ -371,7 +425,7 @@ func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command strin
 		return nil // a shard's verdict waits for merge
 	}
 	for i := range r.Fleets {
-		if r.Collapsed(i) {
+		if r.Unsafe(i) {
 			return ErrUnsafe
 		}
 	}
@@ -384,7 +438,8 @@ func Advise(ctx context.Context, args []string, o IO) error {
 	var c common
 	c.add(fs)
 	a := AdviseOptions{}
-	fs.IntVar(&a.Seeds, "seeds", 3, "seeds each cell runs with")
+	fs.StringVar(&a.Route, "route", "", "start from the route or fleet NAME (default: the first that retries)")
+	fs.BoolVar(&a.Conditions, "conditions", false, "search the retry conditions too")
 	fs.IntVar(&a.MaxRuns, "max-runs", 20000, "refuse a search that would make more runs")
 	fs.IntVar(&a.Top, "top", 5, "runner-ups to show")
 	fs.StringVar(&a.As, "as", "", "write the recommendation in these formats, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)")
@@ -393,6 +448,7 @@ func Advise(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	a.CheckOptions = c
+	a.Seeds = c.Seeds
 	return RunAdvise(ctx, files, a, o)
 }
 
@@ -403,6 +459,12 @@ type AdviseOptions struct {
 	MaxRuns int    // --max-runs
 	Top     int    // --top
 	As      string // --as: the formats to write the recommendation in
+	Route   string // --route: the route or fleet to start from
+	// Conditions is --conditions: the search may change what is retried.
+	Conditions bool
+	// Admit, if set, may refuse the search from its estimate (the
+	// command line's --long rule) before it runs.
+	Admit func(experiment.AdviseEstimate) error
 }
 
 // RunAdvise searches for a better policy than the fleet of files (or the
@@ -412,9 +474,6 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	// Zero means the flag's default, for callers that fill the struct.
 	a.Seeds, a.MaxRuns, a.Top = cmp.Or(a.Seeds, 3), cmp.Or(a.MaxRuns, 20000), cmp.Or(a.Top, 5)
 	seeds, maxRuns, top, as := &a.Seeds, &a.MaxRuns, &a.Top, &a.As
-	if len(files) > 1 {
-		return usagef("advise starts from one config or scenario file (or none: the storm's first fleet)")
-	}
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err
@@ -425,19 +484,24 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	var in []experiment.CheckInput
 	var b *scenario.Scenario
 	var fmtIn importer.Format = importer.ScenarioFleet
+	var uf *userFiles
 	if len(files) == 0 {
 		if b, err = base(o, c.Base); err != nil {
 			return err
 		}
 		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
-	} else if in, b, fmtIn, err = inputs(o, files, c.Format, c.Base); err != nil {
+	} else if in, b, fmtIn, uf, err = inputFiles(o, files, c.Format, c.Base); err != nil {
 		return err
 	}
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
+	start, err := pickFleet(in, a.Route)
+	if err != nil {
+		return err
+	}
 	if len(in) > 1 {
-		fmt.Fprintf(o.Stderr, "advise: starting from the first fleet, %q, of the %d given\n", in[0].Fleet.Name, len(in))
+		fmt.Fprintf(o.Stderr, "advise: starting from %q (%s), of the %d fleets given; --route names another\n", start.Fleet.Name, start.Origin, len(in))
 	}
 	formats := []importer.Format{fmtIn, importer.GoCode, importer.ScenarioFleet}
 	if *as != "" {
@@ -457,7 +521,8 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		}
 	}
 	formats = slices.Compact(formats)
-	r, err := experiment.Advise(ctx, in[0], experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh}, opts)
+	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh,
+		Clients: c.Clients, Conditions: a.Conditions, Admit: a.Admit}, opts)
 	if errors.Is(err, experiment.ErrTooBig) {
 		return usagef("%v", err)
 	}
@@ -467,22 +532,105 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	if c.JSON {
 		return writeJSON(o.Stdout, r)
 	}
-	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "))
+	var edit *editTarget
+	if from, ok := uf.imported(start); ok {
+		edit = &editTarget{srcs: uf.srcs, from: from}
+	}
+	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
 }
 
-func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string) error {
+// pickFleet is the fleet advise starts from: the one route names (by
+// fleet name, or a part of where it came from), else the first that
+// retries, else the first.
+func pickFleet(in []experiment.CheckInput, route string) (experiment.CheckInput, error) {
+	if route != "" {
+		var names []string
+		for _, f := range in {
+			if f.Fleet.Name == route {
+				return f, nil
+			}
+			names = append(names, strconv.Quote(f.Fleet.Name))
+		}
+		for _, f := range in {
+			if strings.Contains(f.Origin, route) {
+				return f, nil
+			}
+		}
+		return experiment.CheckInput{}, usagef("--route %q: no fleet of that name; the files give %s", route, strings.Join(names, ", "))
+	}
+	for _, f := range in {
+		if f.Fleet.Retry.MaxRetries != 0 {
+			return f, nil
+		}
+	}
+	return in[0], nil
+}
+
+// editTarget is the user's config advise writes its recommendation into.
+type editTarget struct {
+	srcs []importer.Source
+	from importer.Fleet
+}
+
+func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string, edit *editTarget) error {
 	if err := r.Render(o.Stdout, o.Style, top); err != nil {
 		return err
 	}
 	best := r.Best()
 	fmt.Fprintf(o.Stdout, "\nThe recommendation, %s:\n  %s\n", best.Name, experiment.Describe(best.Fleet))
+	if r.Conditions {
+		fmt.Fprintln(o.Stdout, "  The retry conditions were part of the search (--conditions).")
+	} else {
+		fmt.Fprintln(o.Stdout, "  The retry conditions are yours: every candidate retries what your config retries (--conditions searches them too).")
+	}
 	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
+	// best expressible is the best candidate format can write whole.
+	bestIn := func(f importer.Format) (experiment.AdviseCandidate, bool) {
+		for _, i := range r.Ranking {
+			if c := r.Candidates[i]; importer.Expressible(c.Fleet, f) {
+				return c, true
+			}
+		}
+		return experiment.AdviseCandidate{}, false
+	}
+	if edit != nil {
+		f := edit.from.Format
+		c, ok := bestIn(f)
+		if !ok {
+			c = best
+		}
+		if c.Name != best.Name {
+			fmt.Fprintf(o.Stdout, "\n%s cannot express the recommendation whole; the best policy it can, %s, recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s).\n",
+				formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost))
+		}
+		edited, notes, err := importer.Edit(edit.srcs, edit.from, c.Fleet)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "\nYour file, edited for %s (only what the recommendation changes; the rest is as you wrote it):\n\n", c.Name)
+		if len(edited) == 0 {
+			fmt.Fprintln(o.Stdout, "  (no change: your file already says it)")
+		}
+		for _, e := range edited {
+			fmt.Fprint(o.Stdout, e.Diff)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(o.Stdout, "# note: %s\n", n)
+		}
+	}
 	for _, f := range formats {
+		if edit != nil && f == edit.from.Format {
+			continue // written into the user's file above
+		}
 		text, cannot, err := importer.Export(best.Fleet, f)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Stdout, "\nAs %s:\n\n%s", formatName(f), text)
+		how := "a translation of the recommendation; what it cannot express is listed below"
+		if importer.Expressible(best.Fleet, f) {
+			how = "the recommendation whole"
+		}
+		fmt.Fprintf(o.Stdout, "\nAs %s (%s):\n\n%s", formatName(f), how, text)
 		if !strings.HasSuffix(text, "\n") {
 			fmt.Fprintln(o.Stdout)
 		}
@@ -491,17 +639,13 @@ func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, to
 		}
 		if !importer.Expressible(best.Fleet, f) {
 			// Say what the best policy this format can write whole does.
-			for _, i := range r.Ranking {
-				c := r.Candidates[i]
-				if importer.Expressible(c.Fleet, f) {
-					alt, _, err := importer.Export(c.Fleet, f)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
-						formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
-					break
+			if c, ok := bestIn(f); ok {
+				alt, _, err := importer.Export(c.Fleet, f)
+				if err != nil {
+					return err
 				}
+				fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
+					formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
 			}
 		}
 	}
@@ -581,5 +725,5 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	if *asJSON {
 		return nil, false, writeJSON(o.Stdout, merged.Advise)
 	}
-	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command)
+	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command, nil)
 }

@@ -3,6 +3,7 @@ package full
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/cli"
@@ -33,7 +34,7 @@ func configErr(err error) error {
 func checkOptions(inv *cli.Invocation) configcmd.CheckOptions {
 	c := inv.Configs
 	return configcmd.CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
-		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed}
+		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients}
 }
 
 func runImport(ctx context.Context, inv *cli.Invocation) error {
@@ -53,7 +54,13 @@ func runCheck(ctx context.Context, inv *cli.Invocation) error {
 func runAdvise(ctx context.Context, inv *cli.Invocation) error {
 	io, clear := configIO(inv, "advise")
 	c := inv.Configs
-	err := configcmd.RunAdvise(ctx, inv.Args, configcmd.AdviseOptions{CheckOptions: checkOptions(inv), Seeds: c.Seeds, MaxRuns: c.MaxRuns, Top: c.Top, As: c.As}, io)
+	// A search too long to run unwatched is refused as run refuses a
+	// scenario: --long lets it go ahead.
+	admit := func(e experiment.AdviseEstimate) error {
+		return inv.AdmitSearch(fmt.Sprintf("the search (%d runs)", e.Runs), e.Attempts)
+	}
+	err := configcmd.RunAdvise(ctx, inv.Args, configcmd.AdviseOptions{CheckOptions: checkOptions(inv), Seeds: c.Seeds, MaxRuns: c.MaxRuns, Top: c.Top, As: c.As,
+		Route: c.Route, Conditions: c.Conditions, Admit: admit}, io)
 	clear()
 	return configErr(err)
 }
