@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/internal/boundedfile"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -35,7 +36,8 @@ type IO struct {
 	// draws it on a terminal and sets nothing when output is piped or
 	// JSON.
 	Progress func(done, total int)
-	// ReadFile reads an input file; nil means os.ReadFile.
+	// ReadFile reads an input file; nil means boundedfile.Read with the
+	// limit for that kind of file.
 	ReadFile func(name string) ([]byte, error)
 }
 
@@ -52,19 +54,41 @@ func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(f
 // printed.
 var ErrUnsafe = errors.New("a fleet stays collapsed in the realistic region")
 
-func (o IO) read(name string) ([]byte, error) {
+// The most a command reads of one file: a config to import or check (the
+// importers' own limit, importer/yamljson.go's maxFileBytes; a scenario
+// given with --base has the loader's) and a shard's JSON (an advise shard
+// of 100 seeds holds 130,000 cells, about 35 MB of indented JSON).
+const (
+	maxConfigSize = 4 << 20
+	maxShardSize  = 64 << 20
+)
+
+// read reads the file name of at most limit bytes: a regular file only
+// (a named pipe would block the command, deaf to Ctrl-C; /dev/zero never
+// ends). Its error names the file and is a usage error.
+func (o IO) read(name string, limit int64) ([]byte, error) {
+	var data []byte
+	var err error
 	if o.ReadFile != nil {
-		return o.ReadFile(name)
+		data, err = o.ReadFile(name)
+	} else {
+		data, err = boundedfile.Read(name, limit)
 	}
-	return os.ReadFile(name)
+	if err != nil {
+		return nil, usagef("%s: %v", safetext.Name(name), err)
+	}
+	return data, nil
 }
 
 // base returns the scenario given with --base, or the embedded storm.
 func base(o IO, file string) (*scenario.Scenario, error) {
 	if file != "" {
-		data, err := o.read(file)
+		if o.ReadFile == nil {
+			return scenario.Load(file) // as run reads it, with its limit
+		}
+		data, err := o.read(file, maxConfigSize)
 		if err != nil {
-			return nil, usagef("--base: %v", err)
+			return nil, usagef("--base %v", err)
 		}
 		return scenario.Parse(file, data)
 	}
@@ -83,9 +107,9 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 	var srcs []importer.Source
 	var from *scenario.Scenario
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxConfigSize)
 		if err != nil {
-			return nil, nil, "", usagef("%v", err)
+			return nil, nil, "", err
 		}
 		if format == "" || format == string(importer.ScenarioFleet) {
 			sc, err := scenario.Parse(f, data)
@@ -217,9 +241,9 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 	}
 	var srcs []importer.Source
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxConfigSize)
 		if err != nil {
-			return usagef("%v", err)
+			return err
 		}
 		srcs = append(srcs, importer.Source{Name: f, Data: data})
 	}
@@ -561,9 +585,9 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	}
 	var parts [][]byte
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxShardSize)
 		if err != nil {
-			return nil, false, usagef("%v", err)
+			return nil, false, err
 		}
 		parts = append(parts, data)
 	}
