@@ -33,7 +33,7 @@ func TestRead(t *testing.T) {
 		{"at the limit", write("ok", 10), 10, nil, ""},
 		{"empty", write("empty", 0), 10, nil, ""},
 		{"a byte over", write("over", 11), 10, ErrTooLarge, "the file is too large (11 bytes; at most 10)"},
-		{"3 GiB, sparse", write("huge", 3 << 30), 1 << 20, ErrTooLarge, "(3221225472 bytes; at most 1048576)"},
+		{"3 GiB, sparse", write("huge", 3<<30), 1 << 20, ErrTooLarge, "(3221225472 bytes; at most 1048576)"},
 		{"a directory", dir, 10, ErrDirectory, "is a directory"},
 		{"missing", filepath.Join(dir, "nope"), 10, fs.ErrNotExist, "cannot read the file: no such file or directory"},
 	} {
