@@ -2,8 +2,11 @@ package scenario
 
 import (
 	"bytes"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Marshal writes s as a scenario file in the shape Parse reads: the top
@@ -31,7 +34,7 @@ func MarshalNotes(s *Scenario, n Notes) []byte {
 	root := doc.Content[0]
 	root.HeadComment = "retrystorm scenario: every field is described in docs/scenario.md"
 	if n.Head != "" {
-		root.HeadComment += "\n\n" + n.Head
+		root.HeadComment += "\n\n" + comment(n.Head)
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value != "fleets" {
@@ -39,7 +42,7 @@ func MarshalNotes(s *Scenario, n Notes) []byte {
 		}
 		for j, f := range root.Content[i+1].Content {
 			if j < len(n.Fleets) && n.Fleets[j] != "" {
-				f.HeadComment = n.Fleets[j]
+				f.HeadComment = comment(n.Fleets[j])
 			}
 		}
 	}
@@ -55,4 +58,16 @@ func MarshalNotes(s *Scenario, n Notes) []byte {
 		panic("scenario: Marshal: " + err.Error())
 	}
 	return buf.Bytes()
+}
+
+// comment makes a note safe to write as a YAML comment: each of its lines
+// with every byte that is not UTF-8 and every control character escaped.
+// The notes quote the user's files (their names, their keys), and the YAML
+// encoder panics on a comment that is not UTF-8.
+func comment(note string) string {
+	lines := strings.Split(note, "\n")
+	for i, l := range lines {
+		lines[i] = safetext.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }

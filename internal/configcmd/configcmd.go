@@ -128,7 +128,7 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 				return nil, nil, "", err
 			}
 		}
-		srcs = append(srcs, importer.Source{Name: f, Data: data})
+		srcs = append(srcs, source(f, data))
 	}
 	b := from
 	if baseFile != "" || b == nil {
@@ -160,6 +160,14 @@ func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckIn
 		fmtIn = fl[0].Format
 	}
 	return in, b, fmtIn, nil
+}
+
+// source is a config file to import, named as every message and comment
+// will quote it: a name that is not printable UTF-8 (a file name on Unix
+// may be any bytes) escaped, so that it neither reaches a terminal raw nor
+// breaks the YAML written with it in its comments.
+func source(name string, data []byte) importer.Source {
+	return importer.Source{Name: safetext.Escape(name), Data: data}
 }
 
 // looksLikeScenario reports whether a file has a scenario's top-level
@@ -245,7 +253,7 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 		if err != nil {
 			return err
 		}
-		srcs = append(srcs, importer.Source{Name: f, Data: data})
+		srcs = append(srcs, source(f, data))
 	}
 	fl, err := importer.Import(srcs, opts)
 	if err != nil {

@@ -76,3 +76,35 @@ func TestCommandsReadBoundedFiles(t *testing.T) {
 		}
 	}
 }
+
+// Issue 27, item 7: a file name that is not UTF-8 (any bytes on Unix)
+// panicked import in the YAML encoder, which took it into a comment. It
+// is escaped wherever it is quoted, and the scenario written loads.
+func TestImportNonUTF8FileName(t *testing.T) {
+	data, err := os.ReadFile(testdata("istio/naive.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "bad\xff\x1b[2J.yaml")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Skipf("this file system takes no such name: %v", err)
+	}
+	var out string
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("import panicked: %v", r)
+			}
+		}()
+		out, _, err = runCmd(t, Import, file)
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `bad\xff\x1b[2J.yaml`) || strings.ContainsRune(out, 0x1b) {
+		t.Errorf("the name is not escaped in the scenario:\n%s", out)
+	}
+	if _, err := scenario.Parse("out.yaml", []byte(out)); err != nil {
+		t.Errorf("the scenario written does not load: %v", err)
+	}
+}
