@@ -591,15 +591,22 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	if len(files) == 0 {
 		return nil, false, usagef("merge takes the JSON of every shard: retrystorm merge FILE...")
 	}
+	if len(files) > experiment.MaxShards {
+		return nil, false, usagef("%d files: merge takes at most %d shards", len(files), experiment.MaxShards)
+	}
 	var parts [][]byte
+	total := 0
 	for _, f := range files {
 		data, err := o.read(f, maxShardSize)
 		if err != nil {
 			return nil, false, err
 		}
+		if total += len(data); total > experiment.MaxMergeBytes {
+			return nil, false, usagef("%s: the shards are too large together (at most %d bytes)", safetext.Name(f), experiment.MaxMergeBytes)
+		}
 		parts = append(parts, data)
 	}
-	merged, err := experiment.Merge(parts)
+	merged, err := experiment.MergeFiles(files, parts)
 	if err != nil {
 		return nil, false, usagef("%v", err)
 	}
