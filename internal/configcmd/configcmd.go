@@ -25,6 +25,7 @@ import (
 	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // IO is what a command reads and writes.
@@ -292,6 +293,28 @@ type CheckOptions struct {
 	Shard   string  // --shard i/n
 	Workers int     // --workers
 	Seed    *uint64 // --seed: replaces the base scenario's
+	// MaxMemory is --max-memory: the most memory one run of the envelope
+	// may need (sim.Estimate); zero means sim.DefaultLimits'.
+	MaxMemory int64
+}
+
+// minLoad is the lowest --load (internal/cli's minLoad): a load sets the
+// origin's capacity to the rate over it, and one such as 1e-300 made a
+// capacity past any a scenario takes.
+const minLoad = 0.01
+
+// costly turns a run refused for its cost (sim.CostError: one cell of the
+// envelope would need more memory than --max-memory, or more work than a
+// run may take) into a usage error, exit status 2 as run and sweep give:
+// 1 means unsafe here.
+func costly(err error) error {
+	if ce, ok := errors.AsType[*sim.CostError](err); ok {
+		if ce.Memory {
+			return usagef("%v (--max-memory sets the limit)", err)
+		}
+		return usagef("%v", err)
+	}
+	return err
 }
 
 // common is CheckOptions as the flag parsing fills it.
@@ -322,10 +345,16 @@ func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 	if c.Workers < 0 || c.Workers > 1024 {
 		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.Workers)
 	}
-	if c.Load < 0 || c.Load > 0.975 || c.Dip < 0 || c.Dip > 1 {
-		return experiment.Options{}, sh, usagef("--load must be in (0, 0.975] and --dip in (0, 1]")
+	if !(c.Load == 0 || c.Load >= minLoad && c.Load <= 0.975) {
+		return experiment.Options{}, sh, usagef("--load %g: want a share in [%g, 0.975]", c.Load, minLoad)
 	}
-	opts := experiment.Options{Workers: c.Workers}
+	if !(c.Dip >= 0 && c.Dip <= 1) {
+		return experiment.Options{}, sh, usagef("--dip %g: want a share in (0, 1]", c.Dip)
+	}
+	if c.MaxMemory < 0 {
+		return experiment.Options{}, sh, usagef("--max-memory %d: want a size", c.MaxMemory)
+	}
+	opts := experiment.Options{Workers: c.Workers, Limits: sim.Limits{Memory: c.MaxMemory}}
 	if !c.JSON {
 		opts.Progress = o.Progress
 	}
@@ -381,7 +410,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	}
 	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh}, opts)
 	if err != nil {
-		return err
+		return costly(err)
 	}
 	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
 }
@@ -494,7 +523,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		return usagef("%v", err)
 	}
 	if err != nil {
-		return err
+		return costly(err)
 	}
 	if c.JSON {
 		return writeJSON(o.Stdout, r)
