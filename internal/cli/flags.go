@@ -85,7 +85,7 @@ func outputFlags(fs *flag.FlagSet, inv *Invocation) {
 		inv.Seed = &n
 		return nil
 	})
-	fs.StringVar(&inv.Out, "out", "", "write the HTML report to the directory `DIR` (default retrystorm-report; none with --json)")
+	fs.StringVar(&inv.Out, "out", "", "write the HTML report to the directory `DIR` (default "+defaultReportDir(inv.Name)+"; none with --json)")
 }
 
 // configFlags are for the commands that run an embedded scenario file.
