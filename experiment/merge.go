@@ -74,6 +74,7 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 	}
 	total := 0
 	kind := ""
+	shards := map[string]int{} // "i/n" → the first part that is it
 	for i, p := range parts {
 		if total += len(p); total > MaxMergeBytes {
 			return nil, fmt.Errorf("merge: %s: the results are too large together: at most %d bytes", name(i), MaxMergeBytes)
@@ -97,6 +98,19 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 			return nil, fmt.Errorf("merge: %s is a %s, %s a %s", name(i), k, name(0), kind)
 		}
 		kind = k
+		// The same shard given twice (a file named twice, or copied):
+		// said here, by file, rather than cell by cell.
+		// A sweep's shard is {"part": "i/n", ...}, the others' "i/n".
+		var sh struct {
+			Part string `json:"part"`
+		}
+		if json.Unmarshal(keys["shard"], &sh) != nil {
+			_ = json.Unmarshal(keys["shard"], &sh.Part)
+		}
+		if j, ok := shards[sh.Part]; ok && sh.Part != "" {
+			return nil, fmt.Errorf("merge: %s: shard: %q again: %s is that shard too", name(i), sh.Part, name(j))
+		}
+		shards[sh.Part] = i
 	}
 	switch kind {
 	case "sweep":

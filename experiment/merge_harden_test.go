@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,8 @@ func TestMergeRefusesBadShards(t *testing.T) {
 			p := shardsOf(t, c.kind)
 			parts := [][]byte{edit(t, p[0], c.change), p[1]}
 			var err error
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
@@ -152,6 +155,13 @@ func TestMergeRefusesBadShards(t *testing.T) {
 				}()
 				_, err = MergeFiles([]string{"a.json", "b.json"}, parts)
 			}()
+			runtime.ReadMemStats(&after)
+			// Decoding costs a small multiple of the input; nothing is
+			// made from what the axes claim.
+			in := uint64(len(parts[0]) + len(parts[1]))
+			if got := after.TotalAlloc - before.TotalAlloc; got > 32*in+16<<20 {
+				t.Errorf("merge of %d bytes allocated %d", in, got)
+			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("merge = %v, want an error saying %q", err, c.want)
 			}
@@ -209,6 +219,17 @@ func TestMergeQuotesNames(t *testing.T) {
 		}
 		if bytes.ContainsAny(out.Bytes(), "\x1b\x07") || !strings.Contains(out.String(), `\x1b]52;c;aGk=\a\x1b[2Jp`) {
 			t.Errorf("%s: the name reaches the terminal raw, or not at all:\n%q", kind, out.String())
+		}
+	}
+}
+
+// A shard given twice is named by its files.
+func TestMergeSameShardTwice(t *testing.T) {
+	for _, kind := range []string{"sweep", "check", "advise"} {
+		p := shardsOf(t, kind)
+		_, err := MergeFiles([]string{"a.json", "b.json", "c.json"}, [][]byte{p[0], p[1], p[0]})
+		if err == nil || !strings.Contains(err.Error(), `c.json: shard: "1/2" again: a.json is that shard too`) {
+			t.Errorf("%s: %v", kind, err)
 		}
 	}
 }

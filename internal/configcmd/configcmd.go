@@ -637,7 +637,8 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	}
 	merged, err := experiment.MergeFiles(files, parts)
 	if err != nil {
-		return nil, false, usagef("%v", err)
+		// The command's name already heads the message.
+		return nil, false, usagef("%s", strings.TrimPrefix(err.Error(), "merge: "))
 	}
 	command := "retrystorm merge " + strings.Join(files, " ")
 	switch {

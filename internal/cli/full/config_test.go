@@ -152,3 +152,17 @@ func TestCheckAdviseRefusals(t *testing.T) {
 
 // oneLine joins a message wrapped to the terminal's width.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Issue 27, item 3: a shard that passes for JSON but not for a shard
+// (empty loads, here) made merge panic with exit status 1. It is exit
+// status 2, naming the file and the field.
+func TestMergeRefusesABadShard(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "shard-1.json")
+	if err := os.WriteFile(bad, []byte(`{"rate":100,"tick_seconds":1,"realistic_load":0.8,"realistic_dip":0.5,"loads":[],"faults":[],"fleets":[],"shard":"1/2"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "merge", bad)
+	if r.code != 2 || !strings.Contains(oneLine(r.stderr), "retrystorm merge: "+bad+": loads: 0 entries") || strings.Contains(r.stderr, "panic") {
+		t.Errorf("exit %d, want 2 naming the file and the field\n%s", r.code, r.stderr)
+	}
+}
