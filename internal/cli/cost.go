@@ -36,6 +36,9 @@ func addCostFlags(fs *flag.FlagSet, c *costValues) {
 // scenarios of their own making (check, advise): their refusal says
 // "raise the limit", and this is how.
 func addMemoryFlag(fs *flag.FlagSet, c *costValues) {
+	if fs.Lookup("max-memory") != nil {
+		return // a command with both groups: defined once
+	}
 	c.maxMemory = sim.DefaultLimits.Memory
 	funcVar(fs, "max-memory", "refuse a scenario estimated to need more memory than `SIZE` (default 2GiB; units B, KiB, MiB, GiB, TiB)", func(s string) error {
 		n, err := parseSize(s)

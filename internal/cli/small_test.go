@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -70,5 +71,20 @@ func TestCompanionBuildStampsVersion(t *testing.T) {
 	args := goBuildArgs("/tmp/x")
 	if !slices.Contains(args, "-buildvcs=auto") || args[0] != "build" || !slices.Contains(args, "./cmd/"+CompanionName) {
 		t.Errorf("go %s", strings.Join(args, " "))
+	}
+}
+
+// check and advise take --max-memory with their own flags; a command
+// that also takes every cost flag defines it once.
+func TestMemoryFlagOnce(t *testing.T) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	inv := &Invocation{}
+	checkFlags(fs, inv)
+	costFlags(fs, inv)
+	if fs.Lookup("max-memory") == nil || fs.Lookup("long") == nil {
+		t.Fatal("a flag is missing")
+	}
+	if err := fs.Parse([]string{"--max-memory", "1GiB"}); err != nil || inv.Limits().Memory != 1<<30 {
+		t.Errorf("--max-memory 1GiB: %v, limit %d", err, inv.Limits().Memory)
 	}
 }
