@@ -163,8 +163,6 @@ func decodeShard(data []byte, v any, file string, check func(*shardCheck)) error
 type shardCheck struct {
 	file string
 	err  error
-	// shards is the n of the first shard's "i/n", once read.
-	shards int
 }
 
 func (s *shardCheck) failf(field, format string, args ...any) {
@@ -182,7 +180,7 @@ func (s *shardCheck) count(field string, n, lo, hi int) bool {
 	return true
 }
 
-// share checks a number in [lo, hi].
+// number checks a number in [lo, hi].
 func (s *shardCheck) number(field string, v, lo, hi float64) {
 	if math.IsNaN(v) || v < lo || v > hi {
 		s.failf(field, "%g: want %g to %g", v, lo, hi)
