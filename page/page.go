@@ -139,6 +139,9 @@ func render(a Assets, views []byte) ([]byte, error) {
 		"{{worker}}":    workerScript,
 		"{{module}}":    base64.StdEncoding.EncodeToString(a.Module),
 		"{{script}}":    script,
+		// The lede counts the panels: a count written by hand said
+		// "Eight" over nine of them.
+		"{{experiments}}": upperFirst(countWord(len(panels))) + " experiments",
 	}
 	var oldnew []string
 	for marker, text := range parts {
@@ -157,4 +160,22 @@ func render(a Assets, views []byte) ([]byte, error) {
 		return nil, fmt.Errorf("page: the page is %d bytes, over the limit of %d", b.Len(), MaxBytes)
 	}
 	return b.Bytes(), nil
+}
+
+// countWord writes n as the page's prose does: in words up to twenty, in
+// digits beyond.
+func countWord(n int) string {
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+		"eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"}
+	if n >= 0 && n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -212,5 +213,35 @@ func TestMarshalNotesOutsideText(t *testing.T) {
 		if _, err := Parse("notes.yaml", out); err != nil {
 			t.Errorf("note %q: the file does not load: %v\n%s", note, err, out)
 		}
+	}
+}
+
+// TestMarshalNotesEscapes: notes quote the user's files, whose names (and
+// keys) may hold any bytes. The YAML encoder panicked on a comment that is
+// not UTF-8 (issue 27, item 7, `import` of a file named "bad\xff.yaml"); a
+// control character must not reach whoever reads the file raw either.
+func TestMarshalNotesEscapes(t *testing.T) {
+	s := storm
+	notes := Notes{Head: "imported from bad\xff.yaml", Fleets: []string{"naive <- bad\xff.yaml: x\n\x1b[2Jcleared", ""}}
+	var out []byte
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("MarshalNotes panicked: %v", r)
+			}
+		}()
+		out = MarshalNotes(&s, notes)
+	}()
+	text := string(out)
+	for _, want := range []string{`# imported from bad\xff.yaml`, `# naive <- bad\xff.yaml: x`, `# \x1b[2Jcleared`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("MarshalNotes does not write %q:\n%s", want, text)
+		}
+	}
+	if !utf8.Valid(out) || strings.ContainsRune(text, 0x1b) {
+		t.Errorf("MarshalNotes wrote invalid UTF-8 or a raw escape:\n%q", text)
+	}
+	if _, err := Parse("back.yaml", out); err != nil {
+		t.Errorf("what MarshalNotes wrote does not load: %v", err)
 	}
 }

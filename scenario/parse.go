@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"math/big"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,53 +15,28 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/internal/boundedfile"
 )
 
 // maxFileSize bounds what Parse reads: a scenario is a page of YAML, and a
 // bound keeps a pathological file from costing the parser much.
 const maxFileSize = 1 << 20
 
-// Load reads and parses the scenario file at path. See [Parse]. It reads
-// at most the size limit (1 MiB) and one byte more, so a file too large is
-// refused without being read whole: one whose size is known (a regular
-// file) before it is read at all, and one that streams (a pipe, a device
-// such as /dev/zero) as soon as it has sent too much. A directory is
-// refused.
+// Load reads and parses the scenario file at path. See [Parse]. It takes a
+// regular file of at most the size limit (1 MiB) only, and reads at most
+// the limit and one byte more (internal/boundedfile): a file too large is
+// refused without being read whole, and a directory, a named pipe or a
+// device (/dev/zero) without being read at all.
 func Load(path string) (*Scenario, error) {
-	cannot := func(err error) error {
-		msg := err.Error()
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			msg = pe.Err.Error()
-		}
-		return &Error{File: path, Msg: "cannot read the file: " + msg, Err: err}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, cannot(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, cannot(err)
-	}
+	data, err := boundedfile.Read(path, maxFileSize)
 	switch {
-	case fi.IsDir():
-		return nil, &Error{File: path, Msg: "is a directory: give a scenario file (.yaml)"}
-	case fi.Mode().IsRegular() && fi.Size() > maxFileSize:
-		return nil, tooLarge(path, fmt.Sprintf("%d bytes", fi.Size()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, cannot(err)
-	}
-	if len(data) > maxFileSize {
-		return nil, &Error{File: path, Msg: fmt.Sprintf("the file is too large: it goes on past the limit of %d bytes", maxFileSize)}
+	case errors.Is(err, boundedfile.ErrDirectory):
+		return nil, &Error{File: path, Msg: "is a directory: give a scenario file (.yaml)", Err: err}
+	case err != nil:
+		return nil, &Error{File: path, Msg: err.Error(), Err: err}
 	}
 	return Parse(path, data)
-}
-
-func tooLarge(file, size string) *Error {
-	return &Error{File: file, Msg: fmt.Sprintf("the file is too large (%s; at most %d)", size, maxFileSize)}
 }
 
 // Parse reads a scenario from the YAML in data; filename is only used in
@@ -134,7 +107,7 @@ type decoder struct {
 // document parses data and returns its one top-level node.
 func (d *decoder) document(data []byte) (*yaml.Node, error) {
 	if len(data) > maxFileSize {
-		return nil, tooLarge(d.file, fmt.Sprintf("%d bytes", len(data)))
+		return nil, &Error{File: d.file, Msg: fmt.Sprintf("the file is too large (%d bytes; at most %d)", len(data), maxFileSize)}
 	}
 	// The YAML reader refuses these without saying where: find the
 	// place first.

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/retrystorm/retrystorm/internal/boundedfile"
 )
 
 // Series is a rate series: the traffic's intent rate over time, read from
@@ -296,32 +297,9 @@ func parseSeriesTime(s string) (seriesTime, bool) {
 }
 
 // readSeriesFile reads the CSV at path: a regular file of at most
-// maxSeriesSize bytes. It does not open anything else (a pipe's open
-// would wait for a writer).
+// maxSeriesSize bytes (internal/boundedfile).
 func readSeriesFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	if fi.Size() > maxSeriesSize {
-		return nil, fmt.Errorf("the file is too large (%d bytes; at most %d)", fi.Size(), maxSeriesSize)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSeriesSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSeriesSize {
-		return nil, fmt.Errorf("the file is too large: it goes on past the limit of %d bytes", maxSeriesSize)
-	}
-	return data, nil
+	return boundedfile.Read(path, maxSeriesSize)
 }
 
 // seriesPath is where a series file named in the scenario file scenarioFile

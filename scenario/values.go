@@ -3,7 +3,6 @@ package scenario
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"slices"
 	"strconv"
@@ -389,10 +388,9 @@ func (v series) read(d *decoder, n *yaml.Node, path string) error {
 	}
 	data, err := d.read(file)
 	if err != nil {
-		msg := err.Error()
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			msg = pe.Err.Error()
-		}
+		// boundedfile's errors say "cannot read the file: why" for the
+		// system's; say it once.
+		msg := strings.TrimPrefix(err.Error(), "cannot read the file: ")
 		return d.errorAt(at, "cannot read %q: %s", file, msg)
 	}
 	pts, err := ReadSeries(file, data, s.Column)

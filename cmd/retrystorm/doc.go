@@ -87,7 +87,9 @@ Every experiment takes:
 	                "claims": [{"text", "holds", "measured"}]. No report is
 	                written unless --out is given.
 	--seed N        replace the scenario's seed
-	--out DIR       write the HTML report to DIR (default retrystorm-report)
+	--out DIR       write the HTML report to DIR (default retrystorm-report
+	                for the demo, retrystorm-report/COMMAND for any other
+	                command, so that none overwrites another's report)
 	--config FILE   run this scenario file instead of the embedded default
 	--print-config  print the embedded default scenario, to copy and edit
 	--max-memory N  refuse a scenario estimated to need more memory than N

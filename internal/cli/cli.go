@@ -96,7 +96,9 @@ func verdict(inv *Invocation, err error) (int, string) {
 		if cmd == "" && inv != nil {
 			cmd = inv.cmdName()
 		}
-		if cmd == "" {
+		if cmd == "" || cmd == "help" {
+			// help has no flags to show: its mistakes (help strom) are
+			// about the list of commands.
 			return exitUsage, fmt.Sprintf("retrystorm: %v\nRun 'retrystorm help' for usage.", err)
 		}
 		return exitUsage, fmt.Sprintf("retrystorm %s: %v\nRun 'retrystorm help %s' for its flags.", cmd, err, cmd)
@@ -127,6 +129,10 @@ func (e escapedError) Unwrap() error { return e.err }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, h Heavy) (*Invocation, error) {
 	cmds := table(h)
 	inv := &Invocation{Name: "demo", Stdout: stdout, Stderr: stderr, argv: args, table: cmds}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		// As most commands take it: a synonym of the version command.
+		args = []string{"version"}
+	}
 	rest := args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		inv.Name, inv.typed, rest = args[0], true, args[1:]

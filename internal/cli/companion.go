@@ -219,7 +219,7 @@ func goBuild(ctx context.Context, root, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+CompanionName)
+	cmd := exec.CommandContext(ctx, "go", goBuildArgs(out)...)
 	cmd.Dir = root
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -227,6 +227,16 @@ func goBuild(ctx context.Context, root, out string) error {
 		return fmt.Errorf("go build: %w\n%s", err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// goBuildArgs are the go command's arguments that build the companion
+// into out. -buildvcs=auto stamps it with the checkout's revision and
+// version as the version command reports them (runVersion), as
+// .ci/release does, even where GOFLAGS says -buildvcs=false: without it
+// `retrystorm-full version` said "(devel)" of a build whose revision was
+// known.
+func goBuildArgs(out string) []string {
+	return []string{"build", "-buildvcs=auto", "-o", out, "./cmd/" + CompanionName}
 }
 
 // isRelease reports whether v is a released version of the module (a tag

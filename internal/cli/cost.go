@@ -27,6 +27,18 @@ type costValues struct {
 const longRun = 2e8
 
 func addCostFlags(fs *flag.FlagSet, c *costValues) {
+	addMemoryFlag(fs, c)
+	fs.BoolVar(&c.long, "long", false, "run a scenario estimated to take long even when standard error is not a terminal")
+	fs.BoolVar(&c.progress, "progress", false, "show progress on standard error even when it is not a terminal, one line every few seconds")
+}
+
+// addMemoryFlag adds --max-memory alone, for the commands that run many
+// scenarios of their own making (check, advise): their refusal says
+// "raise the limit", and this is how.
+func addMemoryFlag(fs *flag.FlagSet, c *costValues) {
+	if fs.Lookup("max-memory") != nil {
+		return // a command with both groups: defined once
+	}
 	c.maxMemory = sim.DefaultLimits.Memory
 	funcVar(fs, "max-memory", "refuse a scenario estimated to need more memory than `SIZE` (default 2GiB; units B, KiB, MiB, GiB, TiB)", func(s string) error {
 		n, err := parseSize(s)
@@ -36,8 +48,6 @@ func addCostFlags(fs *flag.FlagSet, c *costValues) {
 		c.maxMemory = n
 		return nil
 	})
-	fs.BoolVar(&c.long, "long", false, "run a scenario estimated to take long even when standard error is not a terminal")
-	fs.BoolVar(&c.progress, "progress", false, "show progress on standard error even when it is not a terminal, one line every few seconds")
 }
 
 // parseSize reads a size such as 2GiB, 512MiB or 1000000 (bytes).
@@ -63,6 +73,10 @@ func parseSize(s string) (int64, error) {
 
 // costFlags is the flag group of the commands that run the simulator.
 func costFlags(fs *flag.FlagSet, inv *Invocation) { addCostFlags(fs, &inv.cost) }
+
+// memoryFlag is --max-memory alone (check and advise take it with their
+// own flags).
+func memoryFlag(fs *flag.FlagSet, inv *Invocation) { addMemoryFlag(fs, &inv.cost) }
 
 // Limits are the bounds every simulator run of this command gets.
 func (inv *Invocation) Limits() sim.Limits {

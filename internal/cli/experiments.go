@@ -190,7 +190,22 @@ func (inv *Invocation) ReportDir() string {
 	case inv.JSON:
 		return ""
 	}
-	return "retrystorm-report"
+	return defaultReportDir(inv.Name)
+}
+
+// defaultReportDir is where a command writes its report without --out:
+// the demo in retrystorm-report, every other command in a directory of
+// its own under it (retrystorm-report/check), so that no command
+// overwrites another's report, the demo's least of all. An empty name
+// (the list of every command's flags) gets the pattern.
+func defaultReportDir(command string) string {
+	switch command {
+	case "demo":
+		return "retrystorm-report"
+	case "":
+		return filepath.Join("retrystorm-report", "COMMAND") + ", the demo's retrystorm-report"
+	}
+	return filepath.Join("retrystorm-report", command)
 }
 
 // Style is how to draw on stdout: colour on a terminal, and its width.

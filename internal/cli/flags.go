@@ -85,7 +85,7 @@ func outputFlags(fs *flag.FlagSet, inv *Invocation) {
 		inv.Seed = &n
 		return nil
 	})
-	fs.StringVar(&inv.Out, "out", "", "write the HTML report to the directory `DIR` (default retrystorm-report; none with --json)")
+	fs.StringVar(&inv.Out, "out", "", "write the HTML report to the directory `DIR` (default "+defaultReportDir(inv.Name)+"; none with --json)")
 }
 
 // configFlags are for the commands that run an embedded scenario file.
@@ -236,22 +236,32 @@ func importFlags(fs *flag.FlagSet, inv *Invocation) {
 	})
 }
 
+// minLoad is the lowest --load check and advise take (configcmd.minLoad):
+// a load sets the origin's capacity to the rate over it, so a load such as
+// 1e-300 made a capacity past any a scenario takes, and the check blamed
+// origin.capacity, a field the user never wrote.
+const minLoad = 0.01
+
 func checkFlags(fs *flag.FlagSet, inv *Invocation) {
 	formatFlag(fs, inv, " or scenario")
-	share := func(name, usage string, p *float64, hi float64) {
+	share := func(name, usage string, p *float64, lo, hi float64) {
 		funcVar(fs, name, usage, func(s string) error {
 			f, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(f > 0 && f <= hi) {
+			if err != nil || !(f > lo && f <= hi || f == lo && lo > 0) {
+				if lo > 0 {
+					return fmt.Errorf("want a share in [%g, %g]", lo, hi)
+				}
 				return fmt.Errorf("want a share in (0, %g]", hi)
 			}
 			*p = f
 			return nil
 		})
 	}
-	share("load", "the highest base load you call realistic, `SHARE` of the origin's capacity, such as 0.8 (default: the base scenario's)", &inv.Configs.Load, 0.975)
-	share("dip", "the largest capacity dip you call realistic, `SHARE` of the capacity, such as 0.33 (default: the base scenario's first dip)", &inv.Configs.Dip, 1)
+	share("load", "the highest base load you call realistic, `SHARE` of the origin's capacity, such as 0.8 (default: the base scenario's)", &inv.Configs.Load, minLoad, 0.975)
+	share("dip", "the largest capacity dip you call realistic, `SHARE` of the capacity, such as 0.33 (default: the base scenario's first dip)", &inv.Configs.Dip, 0, 1)
 	whole(fs, "seeds", "run each cell with `N` seeds (default 3); the verdict is the worst", &inv.Configs.Seeds, 1, 100)
 	whole(fs, "clients", "judge at `N` client instances, each with its own budget (default: the scenario's)", &inv.Configs.Clients, 1, 100_000)
+	memoryFlag(fs, inv)
 }
 
 // whole defines a flag taking a whole number from lo to hi.

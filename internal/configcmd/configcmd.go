@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,8 +22,11 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/internal/boundedfile"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // IO is what a command reads and writes.
@@ -36,7 +38,8 @@ type IO struct {
 	// draws it on a terminal and sets nothing when output is piped or
 	// JSON.
 	Progress func(done, total int)
-	// ReadFile reads an input file; nil means os.ReadFile.
+	// ReadFile reads an input file; nil means boundedfile.Read with the
+	// limit for that kind of file.
 	ReadFile func(name string) ([]byte, error)
 }
 
@@ -53,19 +56,41 @@ func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(f
 // printed.
 var ErrUnsafe = errors.New("a fleet stays collapsed, or amplifies the load past the thresholds, in the realistic region")
 
-func (o IO) read(name string) ([]byte, error) {
+// The most a command reads of one file: a config to import or check (the
+// importers' own limit, importer/yamljson.go's maxFileBytes; a scenario
+// given with --base has the loader's) and a shard's JSON (an advise shard
+// of 100 seeds holds 130,000 cells, about 35 MB of indented JSON).
+const (
+	maxConfigSize = 4 << 20
+	maxShardSize  = 64 << 20
+)
+
+// read reads the file name of at most limit bytes: a regular file only
+// (a named pipe would block the command, deaf to Ctrl-C; /dev/zero never
+// ends). Its error names the file and is a usage error.
+func (o IO) read(name string, limit int64) ([]byte, error) {
+	var data []byte
+	var err error
 	if o.ReadFile != nil {
-		return o.ReadFile(name)
+		data, err = o.ReadFile(name)
+	} else {
+		data, err = boundedfile.Read(name, limit)
 	}
-	return os.ReadFile(name)
+	if err != nil {
+		return nil, usagef("%s: %v", safetext.Name(name), err)
+	}
+	return data, nil
 }
 
 // base returns the scenario given with --base, or the embedded storm.
 func base(o IO, file string) (*scenario.Scenario, error) {
 	if file != "" {
-		data, err := o.read(file)
+		if o.ReadFile == nil {
+			return scenario.Load(file) // as run reads it, with its limit
+		}
+		data, err := o.read(file, maxConfigSize)
 		if err != nil {
-			return nil, usagef("--base: %v", err)
+			return nil, usagef("--base %v", err)
 		}
 		return scenario.Parse(file, data)
 	}
@@ -109,9 +134,9 @@ func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.Che
 	var srcs []importer.Source
 	var from *scenario.Scenario
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxConfigSize)
 		if err != nil {
-			return nil, nil, "", nil, usagef("%v", err)
+			return nil, nil, "", nil, err
 		}
 		if format == "" || format == string(importer.ScenarioFleet) {
 			sc, err := scenario.Parse(f, data)
@@ -130,7 +155,7 @@ func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.Che
 				return nil, nil, "", nil, err
 			}
 		}
-		srcs = append(srcs, importer.Source{Name: f, Data: data})
+		srcs = append(srcs, source(f, data))
 	}
 	b := from
 	if baseFile != "" || b == nil {
@@ -183,6 +208,14 @@ func fromBase(from []string) []string {
 		}
 	}
 	return out
+}
+
+// source is a config file to import, named as every message and comment
+// will quote it: a name that is not printable UTF-8 (a file name on Unix
+// may be any bytes) escaped, so that it neither reaches a terminal raw nor
+// breaks the YAML written with it in its comments.
+func source(name string, data []byte) importer.Source {
+	return importer.Source{Name: safetext.Escape(name), Data: data}
 }
 
 // looksLikeScenario reports whether a file has a scenario's top-level
@@ -264,11 +297,11 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 	}
 	var srcs []importer.Source
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxConfigSize)
 		if err != nil {
-			return usagef("%v", err)
+			return err
 		}
-		srcs = append(srcs, importer.Source{Name: f, Data: data})
+		srcs = append(srcs, source(f, data))
 	}
 	fl, err := importer.Import(srcs, opts)
 	if err != nil {
@@ -309,6 +342,28 @@ type CheckOptions struct {
 	Seed    *uint64 // --seed: replaces the base scenario's
 	Seeds   int     // --seeds: seeds per cell; 0 means 3
 	Clients int     // --clients: client instances; 0 means the base scenario's
+	// MaxMemory is --max-memory: the most memory one run of the envelope
+	// may need (sim.Estimate); zero means sim.DefaultLimits'.
+	MaxMemory int64
+}
+
+// minLoad is the lowest --load (internal/cli's minLoad): a load sets the
+// origin's capacity to the rate over it, and one such as 1e-300 made a
+// capacity past any a scenario takes.
+const minLoad = 0.01
+
+// costly turns a run refused for its cost (sim.CostError: one cell of the
+// envelope would need more memory than --max-memory, or more work than a
+// run may take) into a usage error, exit status 2 as run and sweep give:
+// 1 means unsafe here.
+func costly(err error) error {
+	if ce, ok := errors.AsType[*sim.CostError](err); ok {
+		if ce.Memory {
+			return usagef("%v (--max-memory sets the limit)", err)
+		}
+		return usagef("%v", err)
+	}
+	return err
 }
 
 // common is CheckOptions as the flag parsing fills it.
@@ -344,10 +399,16 @@ func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 	if c.Seeds < 0 || c.Seeds > 100 || c.Clients < 0 || c.Clients > 100_000 {
 		return experiment.Options{}, sh, usagef("--seeds must be in [1, 100] and --clients in [1, 100000]")
 	}
-	if c.Load < 0 || c.Load > 0.975 || c.Dip < 0 || c.Dip > 1 {
-		return experiment.Options{}, sh, usagef("--load must be in (0, 0.975] and --dip in (0, 1]")
+	if !(c.Load == 0 || c.Load >= minLoad && c.Load <= 0.975) {
+		return experiment.Options{}, sh, usagef("--load %g: want a share in [%g, 0.975]", c.Load, minLoad)
 	}
-	opts := experiment.Options{Workers: c.Workers}
+	if !(c.Dip >= 0 && c.Dip <= 1) {
+		return experiment.Options{}, sh, usagef("--dip %g: want a share in (0, 1]", c.Dip)
+	}
+	if c.MaxMemory < 0 {
+		return experiment.Options{}, sh, usagef("--max-memory %d: want a size", c.MaxMemory)
+	}
+	opts := experiment.Options{Workers: c.Workers, Limits: sim.Limits{Memory: c.MaxMemory}}
 	if !c.JSON {
 		opts.Progress = o.Progress
 	}
@@ -403,7 +464,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	}
 	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
 	if err != nil {
-		return err
+		return costly(err)
 	}
 	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
 }
@@ -527,7 +588,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		return usagef("%v", err)
 	}
 	if err != nil {
-		return err
+		return costly(err)
 	}
 	if c.JSON {
 		return writeJSON(o.Stdout, r)
@@ -703,17 +764,25 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	if len(files) == 0 {
 		return nil, false, usagef("merge takes the JSON of every shard: retrystorm merge FILE...")
 	}
+	if len(files) > experiment.MaxShards {
+		return nil, false, usagef("%d files: merge takes at most %d shards", len(files), experiment.MaxShards)
+	}
 	var parts [][]byte
+	total := 0
 	for _, f := range files {
-		data, err := o.read(f)
+		data, err := o.read(f, maxShardSize)
 		if err != nil {
-			return nil, false, usagef("%v", err)
+			return nil, false, err
+		}
+		if total += len(data); total > experiment.MaxMergeBytes {
+			return nil, false, usagef("%s: the shards are too large together (at most %d bytes)", safetext.Name(f), experiment.MaxMergeBytes)
 		}
 		parts = append(parts, data)
 	}
-	merged, err := experiment.Merge(parts)
+	merged, err := experiment.MergeFiles(files, parts)
 	if err != nil {
-		return nil, false, usagef("%v", err)
+		// The command's name already heads the message.
+		return nil, false, usagef("%s", strings.TrimPrefix(err.Error(), "merge: "))
 	}
 	command := "retrystorm merge " + strings.Join(files, " ")
 	switch {

@@ -160,3 +160,51 @@ func TestConfigBadInput(t *testing.T) {
 		}
 	}
 }
+// Issue 27, item 10: check and advise refuse a run of the envelope that
+// would need more memory than --max-memory with exit status 2, as run and
+// sweep do (1 means unsafe there), and the limit their message says to
+// raise is a flag they take. A --load so small that the capacity it makes
+// is past any a scenario takes is refused as --load, not blamed on
+// origin.capacity.
+func TestCheckAdviseRefusals(t *testing.T) {
+	file := importerData("istio/naive.yaml")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"check", "--max-memory", "1MiB", file}, []string{"would need about", "more than the limit of 1 MiB", "--max-memory sets the limit"}},
+		{[]string{"advise", "--max-memory", "1MiB", file}, []string{"would need about", "--max-memory sets the limit"}},
+		{[]string{"check", "--load", "1e-300", file}, []string{"--load 1e-300: want a share in [0.01, 0.975]"}},
+		{[]string{"advise", "--load", "NaN", file}, []string{"--load NaN: want a share in [0.01, 0.975]"}},
+	} {
+		r := runCLI(t, c.args...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", c.args, r.code, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(oneLine(r.stderr), w) {
+				t.Errorf("%v: %q does not say %q", c.args, r.stderr, w)
+			}
+		}
+		if strings.Contains(r.stderr, "origin.capacity") {
+			t.Errorf("%v: blames origin.capacity: %s", c.args, r.stderr)
+		}
+	}
+}
+
+// oneLine joins a message wrapped to the terminal's width.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Issue 27, item 3: a shard that passes for JSON but not for a shard
+// (empty loads, here) made merge panic with exit status 1. It is exit
+// status 2, naming the file and the field.
+func TestMergeRefusesABadShard(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "shard-1.json")
+	if err := os.WriteFile(bad, []byte(`{"rate":100,"tick_seconds":1,"realistic_load":0.8,"realistic_dip":0.5,"loads":[],"faults":[],"fleets":[],"shard":"1/2"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "merge", bad)
+	if r.code != 2 || !strings.Contains(oneLine(r.stderr), "retrystorm merge: "+bad+": loads: 0 entries") || strings.Contains(r.stderr, "panic") {
+		t.Errorf("exit %d, want 2 naming the file and the field\n%s", r.code, r.stderr)
+	}
+}
