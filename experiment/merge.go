@@ -38,6 +38,9 @@ const (
 	// candidates × seeds × faults × loads (an advise of 100 seeds holds
 	// 132,000).
 	maxMergedCells = 1 << 20
+	// maxCheckClients is the most client counts a check shard holds: the
+	// verdict's, a quarter and four times it.
+	maxCheckClients = 3
 	// maxSeeds is advise's bound on --seeds.
 	maxSeeds = 100
 	// maxRecoveryTicks bounds a recovery time, in ticks.
@@ -324,13 +327,33 @@ func (s *shardCheck) check(r, first *CheckResult) {
 	s.number("realistic_dip", r.RealDip, 1e-9, 1)
 	s.loads("loads", r.Loads)
 	s.faults("faults", r.Faults)
-	if s.err != nil || !s.count("fleets", len(r.Fleets), 1, maxMergedCells/(len(r.Loads)*len(r.Faults))) {
+	if s.err != nil || !s.count("seeds", len(r.Seeds), 1, maxSeeds) || !s.count("clients", len(r.Clients), 1, maxCheckClients) {
+		return
+	}
+	for i, n := range r.Clients {
+		if n < 1 || n > 4*maxClients {
+			s.failf(fmt.Sprintf("clients[%d]", i), "%d: want 1 to %d", n, 4*maxClients)
+		}
+	}
+	perFleet := len(r.Loads) * len(r.Faults) * len(r.Seeds) * len(r.Clients)
+	if s.err != nil || !s.count("fleets", len(r.Fleets), 1, maxMergedCells/perFleet) {
 		return
 	}
 	for i := range r.Fleets {
 		f := &r.Fleets[i]
 		at := fmt.Sprintf("fleets[%d]", i)
-		s.cells(at+".cells", f.Cells, len(r.Faults), len(r.Loads))
+		// A shard holds its runs; the maps (cells) are made once merged.
+		if !s.count(at+".runs", len(f.Runs), len(r.Clients), len(r.Clients)) {
+			return
+		}
+		for k, seeds := range f.Runs {
+			if !s.count(fmt.Sprintf("%s.runs[%d]", at, k), len(seeds), len(r.Seeds), len(r.Seeds)) {
+				return
+			}
+			for sd, cs := range seeds {
+				s.cells(fmt.Sprintf("%s.runs[%d][%d]", at, k, sd), cs, len(r.Faults), len(r.Loads))
+			}
+		}
 		f.Name, f.Origin = safetext.Name(f.Name), safetext.Name(f.Origin)
 		for k := range f.Risks {
 			f.Risks[k] = safetext.Escape(f.Risks[k])

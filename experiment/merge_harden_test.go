@@ -114,14 +114,14 @@ func TestMergeRefusesBadShards(t *testing.T) {
 			m["loads"], m["faults"] = list(30000, 0.5), list(30000, map[string]any{"name": "f", "kind": "outage", "for_seconds": 10.0})
 		}, "a.json: loads: 30000 entries: want 1 to 16"},
 		{"check: a row short of the loads", "check", func(m map[string]any) {
-			cells := first(m, "fleets")["cells"].([]any)
+			cells := first(m, "fleets")["runs"].([]any)[0].([]any)[0].([]any)
 			cells[2] = cells[2].([]any)[:1]
-		}, "a.json: fleets[0].cells[2]: 1 entries"},
+		}, "a.json: fleets[0].runs[0][0][2]: 1 entries"},
 		{"check: NaN-free but absurd rate", "check", func(m map[string]any) { m["rate"] = -1.0 }, "a.json: rate: -1"},
 		{"check: a bad shard", "check", func(m map[string]any) { m["shard"] = "3/2" }, `a.json: shard: "3/2"`},
 		{"check: a fault of no kind", "check", func(m map[string]any) { first(m, "faults")["kind"] = "\x1b[2J" }, `a.json: faults[0].kind: "\x1b[2J"`},
 		{"check: more lost than intents", "check", func(m map[string]any) {
-			for _, row := range first(m, "fleets")["cells"].([]any) {
+			for _, row := range first(m, "fleets")["runs"].([]any)[0].([]any)[0].([]any) {
 				for _, c := range row.([]any) {
 					if c := c.(map[string]any); c["ran"] == true {
 						c["intents_lost"] = c["intents"].(float64) + 1
