@@ -112,3 +112,39 @@ func TestAWSQuotaStandard(t *testing.T) {
 		t.Fatal("negative capacity accepted")
 	}
 }
+
+// TestGRPCThrottleCountsRetryableOnly is the decision table of grpc-go
+// v1.85 (stream.go, csAttempt.shouldRetry, and clientStream.finish): an
+// attempt takes a token only when its status is one the retryPolicy
+// retries; a non-retryable status and the caller's own deadline (the call
+// is finished before the throttle is asked) leave the bucket as it was; a
+// successful RPC adds tokenRatio. Here the policy retries UNAVAILABLE
+// (throttled) only, and the timeouts are the caller's deadline.
+func TestGRPCThrottleCountsRetryableOnly(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		o     Outcome
+		delta float64 // tokens after, less the 10 before
+	}{
+		{"retryable status", OutcomeThrottled, -1},
+		{"non-retryable status", OutcomeFailure, 0},
+		{"the caller's own deadline", OutcomeTimeout, 0},
+		{"cancelled by the caller", OutcomeIgnored, 0},
+		{"success at full bucket", OutcomeSuccess, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5,
+				Uncounted: []Outcome{OutcomeFailure, OutcomeTimeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Record(t0, c.o, 0)
+			if got := g.Tokens(t0) - 10; got != c.delta {
+				t.Fatalf("tokens changed by %v, want %v", got, c.delta)
+			}
+		})
+	}
+	if _, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5, Uncounted: []Outcome{OutcomeSuccess}}); err == nil {
+		t.Fatal("Uncounted took a success: want an error naming the field")
+	}
+}

@@ -48,7 +48,7 @@ func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 	if p.Backoff, err = f.Retry.Backoff.resil(); err != nil {
 		return resil.Policy{}, err
 	}
-	if p.Budget, err = f.Budget.resil(); err != nil {
+	if p.Budget, err = f.Budget.resil(f.uncounted()); err != nil {
 		return resil.Policy{}, err
 	}
 	if f.Budget.Use == BudgetAWSAdaptive {
@@ -105,9 +105,30 @@ func (b Budget) funding() (resil.Funding, error) {
 	return f, err
 }
 
+// uncounted lists the failures a gRPC throttle takes no token for: those
+// the fleet does not retry, as grpc-go counts only retryable statuses, and
+// timeouts when the attempt's timeout is the call's own deadline (gRPC's
+// only timeout), which ends the call without touching the bucket (grpc-go
+// stream.go, csAttempt.shouldRetry: a finished call returns before the
+// throttle is asked).
+func (f Fleet) uncounted() []resil.Outcome {
+	var u []resil.Outcome
+	if !f.Retry.Retries(RetryOnError) {
+		u = append(u, resil.OutcomeFailure)
+	}
+	if !f.Retry.Retries(RetryOnRejection) {
+		u = append(u, resil.OutcomeThrottled)
+	}
+	if !f.Retry.Retries(RetryOnTimeout) || (f.Deadline > 0 && f.Timeout >= f.Deadline) {
+		u = append(u, resil.OutcomeTimeout)
+	}
+	return u
+}
+
 // resil returns a new budget, or nil for none: a nil Budget is resil's "no
-// budget".
-func (b Budget) resil() (resil.Budget, error) {
+// budget". uncounted is the fleet's failures a gRPC throttle does not
+// count.
+func (b Budget) resil(uncounted []resil.Outcome) (resil.Budget, error) {
 	switch b.Use {
 	case BudgetNone, "":
 		return nil, nil
@@ -132,7 +153,7 @@ func (b Budget) resil() (resil.Budget, error) {
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
 		})
 	case BudgetGRPC:
-		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio})
+		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: uncounted})
 	case BudgetConcurrency:
 		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
 	case BudgetAWS, BudgetAWSAdaptive:
