@@ -68,7 +68,7 @@ func Expressible(f scenario.Fleet, format Format) bool {
 		return noBreaker && grpcJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
 			!slices.Contains(f.Retry.On, scenario.RetryOnTimeout) && len(f.Retry.On) > 0
 	case Linkerd:
-		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "request" && f.Retry.Backoff.Use == "none"
+		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "answer" && f.Budget.Tower && f.Retry.Backoff.Use == "none"
 	case AWS:
 		return noBreaker && (budget == scenario.BudgetAWS || budget == scenario.BudgetAWSAdaptive)
 	}
@@ -261,6 +261,9 @@ func exportLinkerd(f scenario.Fleet) (string, []string) {
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetWindow:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64), strconv.FormatFloat(bu.MinRetriesPerSecond, 'g', -1, 64), bu.TTL)
+		if bu.Funding != "answer" || !bu.Tower {
+			lost = append(lost, "the window budget's arithmetic: Linkerd's budget is paid by every answer not retried and adds its floor to the ratio's allowance (funded_by: answer, tower: true)")
+		}
 	case scenario.BudgetTokenBucket:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64))
 		lost = append(lost, "the token bucket: written as Linkerd's window budget of the same ratio (10s window), which forgets instead of saving up")
@@ -378,8 +381,11 @@ func exportGo(f scenario.Fleet) (string, []string) {
 	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	funding := func(s string) string {
-		if s == "request" {
+		switch s {
+		case "request":
 			return "resil.FundedByRequest"
+		case "answer":
+			return "resil.FundedByAnswer"
 		}
 		return "resil.FundedBySuccess"
 	}
@@ -390,8 +396,22 @@ func exportGo(f scenario.Fleet) (string, []string) {
 			num(bu.Ratio), funding(bu.Funding), num(bu.MinTokens), num(bu.MaxTokens))
 		budget = "budget"
 	case scenario.BudgetWindow:
-		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,\n})\nif err != nil {\n\treturn err\n}\n",
-			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL))
+		tower := ""
+		if bu.Tower {
+			tower = " Tower: true,"
+		}
+		if bu.Funding == "answer" {
+			// The failures the fleet retries pay nothing in.
+			var r []string
+			for _, o := range []struct{ kind, outcome string }{{scenario.RetryOnError, "resil.OutcomeFailure"}, {scenario.RetryOnRejection, "resil.OutcomeThrottled"}, {scenario.RetryOnTimeout, "resil.OutcomeTimeout"}} {
+				if f.Retry.Retries(o.kind) {
+					r = append(r, o.outcome)
+				}
+			}
+			tower += " Retried: []resil.Outcome{" + strings.Join(r, ", ") + "},"
+		}
+		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
+			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL), tower)
 		budget = "budget"
 	case scenario.BudgetConcurrency:
 		fmt.Fprintf(&b, "budget, err := resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Percent), bu.MinConcurrency)

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,7 +20,10 @@ const (
 	linkerdRatio     = 0.2              // "retries may add at most an additional 20% to the request load"
 	linkerdMinPerSec = 10.0             // "plus an additional 10 free retries per second"
 	linkerdTTL       = 10 * time.Second // retryBudget.ttl
-	linkerdTimeout   = 10 * time.Second // route timeout: 10 seconds by default
+	// A route has no timeout unless it sets one: the 10s default the docs
+	// long gave was removed in 2020 (linkerd/linkerd2 pull 4958, stable-2.9;
+	// controller/api/destination/profile_translator.go sets a route's
+	// timeout only from its own field).
 )
 
 type serviceProfile struct {
@@ -133,19 +137,19 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		if f.Name == "" {
 			f.Name = fmt.Sprintf("%s route %d", name, i)
 		}
-		timeout := linkerdTimeout
 		if r.Timeout != "" {
 			d, err := time.ParseDuration(r.Timeout)
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("%s: %s.timeout: %q is not a positive duration", file, path, r.Timeout)
 			}
-			timeout = d
 			p.set("timeout and deadline", fmtDur(d), path+".timeout")
+			// The route's timeout covers the request, retries included.
+			f.Timeout, f.Deadline = min(d, maxTimeout), min(d, 720*time.Hour)
 		} else {
-			p.dflt("timeout and deadline", fmtDur(timeout), path+".timeout", "Linkerd: requests time out after 10 seconds by default")
+			p.dflt("timeout and deadline", "none", path+".timeout", "Linkerd sets no route timeout unless the route has one (since stable-2.9)")
+			f.Timeout = maxTimeout
+			p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 		}
-		// The route's timeout covers the request, retries included.
-		f.Timeout, f.Deadline = min(timeout, maxTimeout), min(timeout, 720*time.Hour)
 		if len(r.ResponseClasses) > 0 {
 			p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
 		}
@@ -160,18 +164,25 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
 		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a request that timed out has used its whole timeout")
 		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
-		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "request", RetryCost: 1, TimeoutCost: 1,
+		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "answer", Tower: true, RetryCost: 1, TimeoutCost: 1,
 			Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
 		bp := fmt.Sprintf("ServiceProfile %s: spec.retryBudget", name)
 		rb := sp.Spec.RetryBudget
 		if rb != nil && rb.RetryRatio != nil {
 			b.Ratio = *rb.RetryRatio
 			p.set("budget.budget_ratio", strconv.FormatFloat(b.Ratio, 'g', -1, 64), bp+".retryRatio")
+			if b.Ratio > 1 {
+				p.lose("retryRatio %g above 1: tower's budget allows it; the simulator's ratio is at most 1, so it is imported as 1", b.Ratio)
+				b.Ratio = 1
+			}
+			if eff := 1 / math.Floor(1/b.Ratio); b.Ratio > 0 && eff != b.Ratio {
+				p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", b.Ratio, math.Floor(1/b.Ratio)))
+			}
 		} else {
 			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
 		}
 		if rb != nil && rb.MinRetriesPerSecond != nil {
-			b.MinRetriesPerSecond = *rb.MinRetriesPerSecond
+			b.MinRetriesPerSecond = math.Floor(*rb.MinRetriesPerSecond) // a uint32 in Linkerd's API
 			p.set("budget.min_retries_per_second", strconv.FormatFloat(b.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
 		} else {
 			p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
@@ -180,6 +191,15 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			d, err := time.ParseDuration(rb.TTL)
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("%s: %s.ttl: %q is not a positive duration", file, bp, rb.TTL)
+			}
+			if d < time.Second || d > time.Minute {
+				// linkerd2-proxy (service-profiles/src/proto.rs) logs a
+				// warning and drops the budget: the route then never retries.
+				f.Retry.MaxRetries, f.Retry.On = 0, nil
+				f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+				p.note("retry.max_retries", "0", fmt.Sprintf("%s.ttl %s is outside 1s to 60s: Linkerd's proxy drops the budget and the route does not retry", bp, fmtDur(d)))
+				out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
+				continue
 			}
 			b.TTL = d
 			p.set("budget.ttl", fmtDur(d), bp+".ttl")
@@ -192,7 +212,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
 		} else {
 			f.Budget = b
-			p.note("budget.funded_by", "request", "Linkerd's ratio is of original requests")
+			p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
 		}
 		out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
 	}

@@ -126,6 +126,14 @@ type AWSQuotaSettings struct {
 	TimeoutCost int
 	// NoRetryIncrement is added when a first attempt succeeds. Zero means 1.
 	NoRetryIncrement int
+	// NoIncrement makes a first attempt that succeeds add nothing, so
+	// that only a retry that succeeds gives back (its own cost): the quota
+	// of aws-sdk-go-v2's adaptive mode as it ships, whose attempt token
+	// never reaches the standard retryer's increment (aws/retry/adaptive.go,
+	// AdaptiveMode.GetAttemptToken and GetInitialToken; aws-sdk-go-v2
+	// issue 3550). A client then stops retrying for good once its net
+	// retries have spent the capacity.
+	NoIncrement bool
 }
 
 // AWSQuota is the AWS SDKs' retry quota (standard retry mode): a bucket of
@@ -164,6 +172,9 @@ func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
 		if f.v < 0 || f.v > 1_000_000 {
 			return nil, badSetting("AWSQuotaSettings."+f.name, f.v, "must be in [0, 1e6]")
 		}
+	}
+	if s.NoIncrement {
+		q.incr = 0
 	}
 	q.tokens = q.capacity
 	return q, nil

@@ -48,7 +48,7 @@ func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 	if p.Backoff, err = f.Retry.Backoff.resil(); err != nil {
 		return resil.Policy{}, err
 	}
-	if p.Budget, err = f.Budget.resil(f.uncounted()); err != nil {
+	if p.Budget, err = f.Budget.resil(f); err != nil {
 		return resil.Policy{}, err
 	}
 	if f.Budget.Use == BudgetAWSAdaptive {
@@ -105,6 +105,21 @@ func (b Budget) funding() (resil.Funding, error) {
 	return f, err
 }
 
+// retried lists the failed outcomes the fleet retries.
+func (f Fleet) retried() []resil.Outcome {
+	var r []resil.Outcome
+	if f.Retry.Retries(RetryOnError) {
+		r = append(r, resil.OutcomeFailure)
+	}
+	if f.Retry.Retries(RetryOnRejection) {
+		r = append(r, resil.OutcomeThrottled)
+	}
+	if f.Retry.Retries(RetryOnTimeout) {
+		r = append(r, resil.OutcomeTimeout)
+	}
+	return r
+}
+
 // uncounted lists the failures a gRPC throttle takes no token for: those
 // the fleet does not retry, as grpc-go counts only retryable statuses, and
 // timeouts when the attempt's timeout is the call's own deadline (gRPC's
@@ -126,9 +141,9 @@ func (f Fleet) uncounted() []resil.Outcome {
 }
 
 // resil returns a new budget, or nil for none: a nil Budget is resil's "no
-// budget". uncounted is the fleet's failures a gRPC throttle does not
-// count.
-func (b Budget) resil(uncounted []resil.Outcome) (resil.Budget, error) {
+// budget". f is the fleet it guards: which failures it retries matters to
+// a gRPC throttle and to a budget funded by answers.
+func (b Budget) resil(f Fleet) (resil.Budget, error) {
 	switch b.Use {
 	case BudgetNone, "":
 		return nil, nil
@@ -151,9 +166,10 @@ func (b Budget) resil(uncounted []resil.Outcome) (resil.Budget, error) {
 			Ratio: b.Ratio, Funding: funding,
 			MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: b.TTL,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
+			Retried: f.retried(), Tower: b.Tower,
 		})
 	case BudgetGRPC:
-		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: uncounted})
+		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: f.uncounted()})
 	case BudgetConcurrency:
 		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
 	case BudgetAWS, BudgetAWSAdaptive:
@@ -162,6 +178,7 @@ func (b Budget) resil(uncounted []resil.Outcome) (resil.Budget, error) {
 		return resil.NewAWSQuota(resil.AWSQuotaSettings{
 			Capacity: b.Capacity, RetryCost: int(b.RetryCost),
 			TimeoutCost: int(b.TimeoutCost), NoRetryIncrement: b.NoRetryIncrement,
+			NoIncrement: b.NoRetryIncrement == 0,
 		})
 	}
 	return nil, fmt.Errorf("unknown budget use %q", b.Use)

@@ -262,7 +262,7 @@ type Budget struct {
 
 	// token_bucket and window
 	Ratio     float64 // budget_ratio: required, in (0, 1]; no default
-	Funding   string  // funded_by: "success" (default) or "request"
+	Funding   string  // funded_by: "success" (default), "request", or "answer" (window only)
 	MinTokens float64 // token_bucket floor; default 0
 	MaxTokens float64 // token_bucket cap; default 100; grpc: required
 	// RetryCost and TimeoutCost: token_bucket and window default 1 and
@@ -270,11 +270,15 @@ type Budget struct {
 	RetryCost, TimeoutCost float64
 	MinRetriesPerSecond    float64       // window floor; default 0
 	TTL                    time.Duration // window length; default 10s
+	// Tower gives a window budget the arithmetic of tower's TpsBudget
+	// (Linkerd's): the floor adds to the ratio's allowance (see
+	// resil.WindowBudgetSettings.Tower). Default false.
+	Tower bool
 
 	TokenRatio float64 // grpc: what a success adds; required there
 
 	Capacity         int // aws, aws_adaptive: bucket size; default 500
-	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1
+	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1; 0 adds nothing
 
 	// concurrency (Envoy's retry budget): both required
 	Percent        float64 // budget_percent: retries active at most this % of requests active
