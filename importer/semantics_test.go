@@ -78,3 +78,53 @@ fleets:
 		t.Errorf("%.1f retries per second in the outage, want the floor's 10 (not 20%% of 100 requests)", perSec)
 	}
 }
+
+// TestAWSGoV2Semantics is the decision table of aws-sdk-go-v2 (aws/retry
+// at c213f6605dbc): the wait before retry n (n = 1 for the first) is
+// rand × 2^n seconds, and 20s once 2^n passes DefaultMaxBackoff
+// (jitter_backoff.go, ExponentialJitterBackoff.BackoffDelay;
+// standard.go); in adaptive mode a first attempt that succeeds adds
+// nothing to the retry quota (adaptive.go, GetAttemptToken; aws-sdk-go-v2
+// issue 3550), in standard mode it adds 1.
+func TestAWSGoV2Semantics(t *testing.T) {
+	for _, c := range []struct {
+		mode      string
+		increment float64 // tokens a first-attempt success adds back
+	}{{"standard", 1}, {"adaptive", 0}} {
+		t.Run(c.mode, func(t *testing.T) {
+			src := Source{Name: "config", Data: []byte("[profile app]\nregion = eu-west-1\nretry_mode = " + c.mode + "\nmax_attempts = 8\n")}
+			fl, err := Import([]Source{src}, Options{Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := fl[0].Fleet.NewPolicy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 4: 16 * time.Second, 5: 20 * time.Second, 7: 20 * time.Second} {
+				// MaxDelay is the least upper bound of [0, want): want less 1ns.
+				if got := p.Backoff.MaxDelay(n, 0); got != want-1 {
+					t.Errorf("retry %d: waits up to %v, want below %v", n, got, want)
+				}
+			}
+			now := time.Unix(0, 0)
+			if _, ok := p.Budget.Withdraw(now, 0); !ok {
+				t.Fatal("no retry from a full quota")
+			}
+			before := tokens(t, p.Budget, now)
+			p.Budget.Record(now, 0, 0) // a first attempt that succeeds
+			if got := tokens(t, p.Budget, now) - before; got != c.increment {
+				t.Errorf("a first attempt's success added %v, want %v", got, c.increment)
+			}
+		})
+	}
+}
+
+func tokens(t *testing.T, b any, now time.Time) float64 {
+	t.Helper()
+	tb, ok := b.(interface{ Tokens(time.Time) float64 })
+	if !ok {
+		t.Fatalf("%T has no balance", b)
+	}
+	return tb.Tokens(now)
+}
