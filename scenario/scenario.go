@@ -215,8 +215,8 @@ type Retry struct {
 	// Default false: every failed intent may be retried.
 	IdempotentOnly bool
 	// On lists the failures that are retried: RetryOnError,
-	// RetryOnRejection, RetryOnTimeout. Empty (the default) retries all
-	// three.
+	// RetryOnRejection, RetryOnTimeout, RetryOnRefused. Empty (the
+	// default) retries all four.
 	On      []string
 	Backoff Backoff
 }
@@ -226,10 +226,11 @@ const (
 	RetryOnError     = "error"     // an error answer (a 5xx that is not an overload rejection)
 	RetryOnRejection = "rejection" // an overload rejection (503, 429: a throttle)
 	RetryOnTimeout   = "timeout"   // no answer within the attempt's timeout
+	RetryOnRefused   = "refused"   // a refused connection: an outage with mode: refuse
 )
 
 // Retries reports whether a failure of kind k (RetryOnError,
-// RetryOnRejection, RetryOnTimeout) may be retried.
+// RetryOnRejection, RetryOnTimeout, RetryOnRefused) may be retried.
 func (r *Retry) Retries(k string) bool {
 	return len(r.On) == 0 || slices.Contains(r.On, k)
 }

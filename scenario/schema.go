@@ -33,7 +33,7 @@ var (
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
 	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest, resil.FundedByAnswer)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
-	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout}
+	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout, RetryOnRefused}
 )
 
 // resilWords returns the words of resil's enum values vs. Every value given has
