@@ -22,7 +22,7 @@ const (
 	// aws/retry/standard.go): full jitter from a 2s base.
 	awsBackoffBase = 2 * time.Second
 	awsMaxBackoff  = 20 * time.Second // MAX_BACKOFF
-	awsSDK         = "aws-sdk-go-v2"   // the SDK whose behaviour is imported
+	awsSDK         = "aws-sdk-go-v2"  // the SDK whose behaviour is imported
 )
 
 // awsProfile is one section of a shared config file (or the environment).

@@ -162,7 +162,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		p.set("retry.max_retries", "unlimited", path+".isRetryable (Linkerd bounds retries by the budget alone)")
 		f.Retry.MaxRetries = -1
 		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
-		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a request that timed out has used its whole timeout")
+		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
 		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
 		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "answer", Tower: true, RetryCost: 1, TimeoutCost: 1,
 			Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}

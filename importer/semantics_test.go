@@ -2,6 +2,7 @@ package importer
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,11 +43,11 @@ func TestLinkerdSemantics(t *testing.T) {
 		t.Fatalf("budget %+v: want Linkerd's default TpsBudget", b)
 	}
 
-	// One proxy, 100 requests per second, and 30 s of refused
-	// connections after 20 s of health: retries in the outage's last
-	// 20 s (past the window that still holds healthy deposits) are the
-	// floor's 10 per second.
-	f.Timeout, f.Retry.On = time.Second, []string{scenario.RetryOnError, scenario.RetryOnRejection}
+	// One proxy, 100 requests per second, and 30 s in which every answer
+	// is a 5xx after 20 s of health: retries in the outage's last 20 s
+	// (past the window that still holds healthy deposits) are the floor's
+	// 10 per second.
+	f.Timeout = time.Second
 	base, err := scenario.Parse("outage.yaml", []byte(`
 name: linkerd-outage
 seed: 1
@@ -54,7 +55,7 @@ duration: 60s
 traffic: {rate: 100, clients: 1}
 origin: {model: capacity, capacity: 1000}
 triggers:
-  - {kind: outage, at: 20s, for: 30s, mode: refuse}
+  - {kind: errors, at: 20s, for: 30s, error_rate: 1}
 fleets:
   - {name: x, timeout: 1s, budget: {use: none}}
 `))
@@ -127,4 +128,133 @@ func tokens(t *testing.T, b any, now time.Time) float64 {
 		t.Fatalf("%T has no balance", b)
 	}
 	return tb.Tokens(now)
+}
+
+// TestEnvoyRetryOn is the decision table of Envoy's router, read at
+// envoyproxy/envoy e78906c5 (source/common/router/retry_state_impl.cc:
+// wouldRetryFromHeaders reads a 5xx, a gateway error (502, 503, 504), the
+// retriable status codes and, for unavailable, resource-exhausted,
+// internal, cancelled and deadline-exceeded, the answer's grpc-status;
+// wouldRetryFromReset retries every reset under reset, 5xx and
+// gateway-error, a connection failure under connect-failure, and a
+// refused stream under refused-stream; router.cc, onPerTryTimeoutCommon:
+// a per-try timeout resets the stream locally, so it is a reset, not a
+// 504 answer, and the request had started). The simulator's failures: an
+// error answer (500; gRPC INTERNAL), an overload rejection (503; gRPC
+// UNAVAILABLE), a per-try timeout, a refused connection.
+func TestEnvoyRetryOn(t *testing.T) {
+	for _, c := range []struct {
+		retryOn string
+		codes   []uint32
+		grpc    bool
+		want    string // the failures retried
+	}{
+		{"5xx", nil, false, "error rejection timeout refused"},
+		{"gateway-error", nil, false, "rejection timeout refused"},
+		{"reset", nil, false, "timeout refused"},
+		{"reset-before-request", nil, false, "refused"},
+		{"connect-failure", nil, false, "refused"},
+		{"refused-stream", nil, false, "refused"},
+		{"retriable-status-codes", []uint32{503}, false, "rejection"},
+		{"retriable-status-codes", []uint32{504}, false, ""},
+		{"retriable-status-codes", []uint32{500, 502}, false, "error"},
+		{"unavailable", nil, false, ""},
+		{"unavailable", nil, true, "rejection"},
+		{"resource-exhausted", nil, true, "rejection"},
+		{"internal", nil, false, ""},
+		{"internal", nil, true, "error"},
+		{"cancelled,deadline-exceeded", nil, true, ""},
+		{"envoy-ratelimited", nil, false, ""},
+		{"retriable-4xx", nil, false, ""},
+		{"connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", nil, false, "refused"},
+		{"connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", nil, true, "rejection refused"},
+		{"connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", []uint32{503}, false, "rejection refused"},
+	} {
+		on, _, err := retryOn(c.retryOn, c.codes, c.grpc)
+		if err != nil {
+			t.Errorf("%s %v: %v", c.retryOn, c.codes, err)
+			continue
+		}
+		if got := strings.Join(on, " "); got != c.want {
+			t.Errorf("retry_on %s, codes %v, gRPC %v: retries [%s], want [%s]", c.retryOn, c.codes, c.grpc, got, c.want)
+		}
+	}
+}
+
+// TestEnvoyProtocolFromRoute: a route that matches gRPC requests is a
+// gRPC service, whose unavailable condition retries rejections; the same
+// route without the match is taken as HTTP, and says so.
+func TestEnvoyProtocolFromRoute(t *testing.T) {
+	cfg := func(match string) []Source {
+		return []Source{{Name: "route.yaml", Data: []byte(`
+name: local
+virtual_hosts:
+- name: svc
+  domains: ["*"]
+  routes:
+  - match: {prefix: "/"` + match + `}
+    route:
+      cluster: svc
+      retry_policy: {retry_on: unavailable, num_retries: 2}
+`)}}
+	}
+	for _, c := range []struct {
+		match string
+		o     Options
+		want  int // retries
+		note  string
+	}{
+		{"", Options{}, 0, "protocol: http  <- assumed"},
+		{", grpc: {}", Options{}, 2, "protocol: grpc  <- route.yaml: virtual_hosts[0].routes[0].match.grpc"},
+		{"", Options{Protocol: ProtocolGRPC}, 2, "protocol: grpc  <- given"},
+	} {
+		fl, err := Import(cfg(c.match), c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fl[0]
+		if f.Fleet.Retry.MaxRetries != c.want || !strings.Contains(f.Note(), c.note) {
+			t.Errorf("match %q, %+v: %d retries, want %d, and a note %q in:\n%s", c.match, c.o, f.Fleet.Retry.MaxRetries, c.want, c.note, f.Note())
+		}
+	}
+}
+
+// TestIstioDefaultRetries is the decision table of Istio's default retry
+// policy (pilot/pkg/networking/core/route/retry/retry.go, read at
+// 1.31.0-alpha.0: 2 retries on connect-failure, refused-stream,
+// unavailable, cancelled and retriable-status-codes with no code; before
+// 1.24 the codes held 503, releasenotes/notes/50506.yaml). On an HTTP
+// service only the refused connections are retried; on a gRPC one,
+// UNAVAILABLE too; before 1.24, 503 answers too.
+func TestIstioDefaultRetries(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files []string
+		o     Options
+		on    string
+		notes []string
+	}{
+		{"HTTP, current", []string{"istio/kubectl-list.yaml"}, Options{Protocol: ProtocolHTTP}, "refused", []string{"istio: 1.24+", "protocol: http  <- given"}},
+		{"gRPC from the Service's port name", []string{"istio/kubectl-list.yaml"}, Options{}, "rejection refused", []string{"port grpc-web speaks gRPC"}},
+		{"HTTP, Istio 1.23", []string{"istio/kubectl-list.yaml"}, Options{Protocol: ProtocolHTTP, IstioVersion: "1.23"}, "rejection refused", []string{"istio: 1.23", "before 1.24"}},
+		{"a DestinationRule alone", []string{"istio/destination-rule-reviews.yaml"}, Options{}, "refused", []string{"no VirtualService for host reviews", "protocol: http  <- assumed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := importOne(t, c.o, c.files...)
+			if f.Fleet.Retry.MaxRetries != 2 {
+				t.Errorf("%d retries, want Istio's 2", f.Fleet.Retry.MaxRetries)
+			}
+			if got := strings.Join(f.Fleet.Retry.On, " "); got != c.on {
+				t.Errorf("retries [%s], want [%s]", got, c.on)
+			}
+			for _, n := range c.notes {
+				if !strings.Contains(f.Note(), n) {
+					t.Errorf("no %q in the note:\n%s", n, f.Note())
+				}
+			}
+		})
+	}
+	if _, err := Import(sources(t, "istio/kubectl-list.yaml"), Options{IstioVersion: "latest"}); err == nil {
+		t.Error("IstioVersion latest: want an error naming it")
+	}
 }
