@@ -95,18 +95,29 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	default:
 		p.note("retry.max_retries", "0", "no retryPolicy or hedgingPolicy: the call is sent once")
 	}
-	if len(on) == 0 {
-		f.Retry.MaxRetries, f.Hedge = 0, scenario.Hedge{}
-	} else if len(on) < 3 {
+	switch {
+	case len(on) > 0 && len(on) < 4:
 		f.Retry.On = on
-	}
-	if len(on) > 0 {
 		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+" status codes")
+	case len(on) > 0:
+		p.set("retry.on", "every failure", path+" status codes")
+	case m.Hedging != nil:
+		// Hedges go out on hedgingDelay whatever the status; without
+		// non-fatal codes a failed attempt ends the call (gRFC A6).
+		f.Retry.MaxRetries = 0
+		p.note("retry.on", "none", path+".hedgingPolicy.nonFatalStatusCodes empty: hedges are sent on the delay, and any failure ends the call")
+	default:
+		f.Retry.MaxRetries = 0
 	}
-	if t := cfg.Throttling; t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0) {
+	t := cfg.Throttling
+	switch {
+	case t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0):
 		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
 		p.set("budget", fmt.Sprintf("grpc, max_tokens %g, token_ratio %g", t.MaxTokens, t.TokenRatio), "retryThrottling")
-	} else {
+	case t != nil:
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("budget", "none", fmt.Sprintf("retryThrottling (max_tokens %g, token_ratio %g) is set, but this method sends no retry or hedge", t.MaxTokens, t.TokenRatio))
+	default:
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "no retryThrottling")
 	}

@@ -258,3 +258,21 @@ func TestIstioDefaultRetries(t *testing.T) {
 		t.Error("IstioVersion latest: want an error naming it")
 	}
 }
+
+// TestGRPCHedgingImported: the hedging example's service config (the
+// shape of grpc-java's examples/src/main/resources/io/grpc/examples/
+// hedging/hedging_service_config.json: maxAttempts 3, hedgingDelay 1s, no
+// nonFatalStatusCodes) hedges: under gRFC A6 hedges go out on the delay
+// whatever the status, and the retryThrottling beside it throttles them.
+func TestGRPCHedgingImported(t *testing.T) {
+	f := importOne(t, Options{}, "grpc/hedging-example.json").Fleet
+	if f.Hedge.Delay != time.Second || f.Hedge.Max != 2 {
+		t.Errorf("hedge %+v, want delay 1s, max 2", f.Hedge)
+	}
+	if f.Retry.MaxRetries != 0 {
+		t.Errorf("%d retries: a hedging policy retries nothing after a failure", f.Retry.MaxRetries)
+	}
+	if f.Budget.Use != scenario.BudgetGRPC || f.Budget.MaxTokens != 10 || f.Budget.TokenRatio != 0.1 {
+		t.Errorf("budget %+v, want the retryThrottling beside the hedging policy", f.Budget)
+	}
+}
