@@ -178,6 +178,10 @@ func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
 // definitions, strictly (an unknown field is an error naming the YAML
 // line). Typed configs of types not linked in are skipped and listed.
 func readProto(file string, n *yaml.Node, m proto.Message, goDurations bool) (dropped []string, err error) {
+	if !goDurations {
+		// Envoy's own configs: Envoy reads their enums in any case.
+		foldEnums(n, m.ProtoReflect().Descriptor())
+	}
 	j, err := toJSON(n, knownType, goDurations)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)

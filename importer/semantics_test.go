@@ -276,3 +276,19 @@ func TestGRPCHedgingImported(t *testing.T) {
 		t.Errorf("budget %+v, want the retryThrottling beside the hedging policy", f.Budget)
 	}
 }
+
+// TestEnvoyEnumsAnyCase: Envoy reads enums case-insensitively
+// (source/common/protobuf/utility.cc, MessageUtil::loadFromJson sets
+// case_insensitive_enum_parsing), so a config with type: strict_dns and
+// priority: default is valid, and its DEFAULT thresholds apply; a value
+// that names no enum value in any case is still refused.
+func TestEnvoyEnumsAnyCase(t *testing.T) {
+	f := importOne(t, Options{}, "envoy/lowercase-enums.yaml").Fleet
+	if f.Budget.Use != scenario.BudgetConcurrency || f.Budget.MinConcurrency != 5 {
+		t.Errorf("budget %+v: want the DEFAULT priority's max_retries 5", f.Budget)
+	}
+	_, err := Import([]Source{{Name: "c.yaml", Data: []byte("name: c\nconnect_timeout: 1s\ntype: strict_dnz\n")}}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:3") {
+		t.Errorf("a misspelt enum: err = %v, want one naming c.yaml:3", err)
+	}
+}
