@@ -55,11 +55,13 @@ type envoyPiece[M proto.Message] struct {
 	file    string
 	path    string
 	dropped []string // typed configs skipped in it
+	v2      []string // v2 API fields it was found under
 }
 
 type envoyConfig struct {
 	routes   []envoyPiece[*routev3.RouteConfiguration]
 	clusters []envoyPiece[*clusterv3.Cluster]
+	v2       []string // the v2 API fields around the node find is in
 }
 
 func importEnvoy(srcs []Source, o Options) ([]Fleet, error) {
@@ -89,7 +91,7 @@ func importEnvoy(srcs []Source, o Options) ([]Fleet, error) {
 				if rc.path == "." { // a bare virtual host
 					path = fmt.Sprintf("routes[%d]", ri)
 				}
-				f, err := cfg.fleet(rc.file, path, vh, r, rc.dropped, o)
+				f, err := cfg.fleet(rc.file, path, vh, r, rc.dropped, rc.v2, o)
 				if err != nil {
 					return nil, err
 				}
@@ -125,8 +127,13 @@ func (c *envoyConfig) find(file string, n *yaml.Node, path string) error {
 			if err != nil {
 				return err
 			}
-			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped})
+			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped, v2: slices.Clone(c.v2)})
 			return nil
+		}
+		if cfg := get(n, "config"); cfg != nil && get(n, "name") != nil && get(n, "typed_config") == nil && deref(cfg).Kind == yaml.MappingNode {
+			// A filter's untyped config: the v2 API's, gone from v3.
+			c.v2 = append(c.v2, joinPath(path, "config"))
+			defer func() { c.v2 = c.v2[:len(c.v2)-1] }()
 		}
 		if path == "" && isCluster(n) {
 			return c.cluster(file, n, path)
@@ -166,6 +173,9 @@ func isCluster(n *yaml.Node) bool {
 }
 
 func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
+	if h := get(n, "hosts"); h != nil {
+		return fmt.Errorf("%s:%d: %s: hosts is the v2 API's field; Envoy 1.18 and later read only the v3 API and reject it: write load_assignment", file, h.Line, joinPath(path, "hosts"))
+	}
 	cl := &clusterv3.Cluster{}
 	if _, err := readProto(file, n, cl, false); err != nil {
 		return err
@@ -210,7 +220,7 @@ func dur(d *durationpb.Duration) time.Duration {
 
 // fleet builds the fleet of one route, with its virtual host's retry
 // policy when it has none of its own, and its cluster's thresholds.
-func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped []string, o Options) (Fleet, error) {
+func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped, v2 []string, o Options) (Fleet, error) {
 	p := &prov{file: file}
 	act := r.GetRoute()
 	clusterName := act.GetCluster()
@@ -285,6 +295,9 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	c.thresholds(p, &f, clusterName, rp != nil && f.Retry.MaxRetries > 0)
 	if len(dropped) > 0 {
 		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
+	}
+	for _, v := range v2 {
+		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
 	}
 	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
 }

@@ -292,3 +292,18 @@ func TestEnvoyEnumsAnyCase(t *testing.T) {
 		t.Errorf("a misspelt enum: err = %v, want one naming c.yaml:3", err)
 	}
 }
+
+// TestEnvoyV2Fields: a v2-era config (a filter's untyped config, which the
+// v3 API dropped; Envoy 1.18 removed the v2 API) is imported, saying that
+// Envoy 1.18 and later reject it; a v2 cluster's hosts is refused with the
+// v3 field to write instead.
+func TestEnvoyV2Fields(t *testing.T) {
+	f := importOne(t, Options{}, "envoy/v2-front-proxy.yaml")
+	if !strings.Contains(f.Note(), "Envoy 1.18 and later read only the v3 API and reject it") {
+		t.Errorf("no word of the v2 field in the note:\n%s", f.Note())
+	}
+	src := []Source{{Name: "c.yaml", Data: []byte("name: c\nconnect_timeout: 1s\nhosts:\n- socket_address: {address: c, port_value: 80}\n")}}
+	if _, err := Import(src, Options{}); err == nil || !strings.Contains(err.Error(), "load_assignment") {
+		t.Errorf("a v2 cluster's hosts: err = %v, want one naming load_assignment", err)
+	}
+}
