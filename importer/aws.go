@@ -3,6 +3,7 @@ package importer
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -110,13 +111,34 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 		if len(withRetry) == 0 {
 			return nil, fmt.Errorf("%s: no profile sets retry_mode or max_attempts: nothing to import (every profile runs the SDK's default)", s.Name)
 		}
+		if o.Timeout <= 0 {
+			return nil, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", s.Name)
+		}
+		// The SDKs read a profile's settings only when it is selected: an
+		// invalid profile fails the clients that select it, not the file.
+		// It is left out, and the others say so; only a file with no valid
+		// profile is an error.
+		var fleets []Fleet
+		var skipped []string
+		var first error
 		for _, p := range withRetry {
 			f, err := awsFleet(s.Name, p, o)
 			if err != nil {
-				return nil, err
+				skipped = append(skipped, strings.TrimPrefix(err.Error(), s.Name+": "))
+				first = cmp.Or(first, err)
+				continue
 			}
-			out = append(out, f)
+			fleets = append(fleets, f)
 		}
+		if len(fleets) == 0 {
+			return nil, first
+		}
+		for i := range fleets {
+			for _, sk := range skipped {
+				fleets[i].Lost = append(fleets[i].Lost, "another profile in the file is invalid and not imported (an SDK fails only when it selects it): "+sk)
+			}
+		}
+		out = append(out, fleets...)
 	}
 	return out, nil
 }

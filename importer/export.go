@@ -360,7 +360,12 @@ func exportAWS(f scenario.Fleet) (string, []string) {
 	}
 	lost = append(lost, fmt.Sprintf("the timeout (%v), the backoff and retry.on: the SDK settings have none; set the timeout on the SDK's HTTP client", f.Timeout))
 	lost = append(lost, breakerLost(f, "the AWS SDKs")...)
-	return fmt.Sprintf("[default]\nretry_mode = %s\nmax_attempts = %d\n", mode, n+1), lost
+	// An imported profile keeps its own name ("aws batch" is [profile batch]).
+	section := "[default]"
+	if name, ok := strings.CutPrefix(f.Name, "aws "); ok && name != "" && name != "default" && name != "environment" && !strings.ContainsAny(name, "[]\n") {
+		section = "[profile " + name + "]"
+	}
+	return fmt.Sprintf("%s\nretry_mode = %s\nmax_attempts = %d\n", section, mode, n+1), lost
 }
 
 // exportGo writes resil code: the budget, the breaker, and the

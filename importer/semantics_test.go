@@ -307,3 +307,25 @@ func TestEnvoyV2Fields(t *testing.T) {
 		t.Errorf("a v2 cluster's hosts: err = %v, want one naming load_assignment", err)
 	}
 }
+
+// TestAWSInvalidUnusedProfile: the AWS SDKs read a profile only when a
+// client selects it (aws-sdk-go-v2 config/shared_config.go loads the
+// selected profile's section), so a file with one invalid profile still
+// configures the others; the export keeps the profile's name.
+func TestAWSInvalidUnusedProfile(t *testing.T) {
+	f := importOne(t, Options{Timeout: time.Second}, "aws/config-invalid-profile")
+	if f.Fleet.Name != "aws batch" || !strings.Contains(f.Note(), `retry_mode "fast"`) {
+		t.Errorf("fleet %q, note:\n%s\nwant the batch profile, and word of the broken one", f.Fleet.Name, f.Note())
+	}
+	text, _, err := Export(f.Fleet, AWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text, "[profile batch]\n") {
+		t.Errorf("export:\n%s\nwant the [profile batch] section", text)
+	}
+	src := []Source{{Name: "config", Data: []byte("[profile broken]\nretry_mode = fast\n")}}
+	if _, err := Import(src, Options{Timeout: time.Second}); err == nil || !strings.Contains(err.Error(), "config:") {
+		t.Errorf("only an invalid profile: err = %v, want one naming the file", err)
+	}
+}
