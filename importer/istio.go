@@ -20,7 +20,9 @@ const (
 	// with retries but no retryOn (pilot/pkg/networking/core/route/retry/
 	// retry.go, defaultRetryOn, read at Istio 1.31.0-alpha.0).
 	// retriable-status-codes comes with no code since 1.24; before, with
-	// 503 (releasenotes/notes/50506.yaml: "exclude retries on 503").
+	// 503 (istio/istio pull 52111, releasenotes/notes/50506.yaml: "exclude
+	// retries on 503"; a mesh on the 1.23 compatibility profile kept it:
+	// import it with --istio 1.23).
 	istioRetryOn       = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
 	istioBackoff       = 25 * time.Millisecond // HTTPRetry.backoff: "default minimum duration of 25ms"
 	istioBudgetPercent = 20.0                  // TrafficPolicy.RetryBudget.percent: "Defaults to 20%"
