@@ -118,13 +118,16 @@ func cmpOr(s, d string) string {
 // envoyRetryOn writes retry.on as Envoy's conditions.
 func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	on := f.Retry.On
-	if len(on) == 0 || len(on) == 3 {
+	if len(on) == 0 || len(on) == 4 {
 		return "5xx", nil
 	}
 	var conds []string
 	var codes []uint32
-	if slices.Contains(on, scenario.RetryOnTimeout) {
-		conds = append(conds, "reset")
+	switch {
+	case slices.Contains(on, scenario.RetryOnTimeout):
+		conds = append(conds, "reset") // a per-try timeout and a refused connection are resets
+	case slices.Contains(on, scenario.RetryOnRefused):
+		conds = append(conds, "connect-failure")
 	}
 	if slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, 503, 429)
@@ -291,6 +294,8 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	all := len(on) == 0
 	if all || slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, `"UNAVAILABLE"`, `"RESOURCE_EXHAUSTED"`)
+	} else if slices.Contains(on, scenario.RetryOnRefused) {
+		codes = append(codes, `"UNAVAILABLE"`) // how gRPC reports a refused connection
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, `"INTERNAL"`)

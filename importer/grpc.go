@@ -129,7 +129,10 @@ func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
 	set := map[string]bool{}
 	for _, c := range codes {
 		switch c {
-		case grpcconfig.Unavailable, grpcconfig.ResourceExhausted:
+		case grpcconfig.Unavailable:
+			// gRPC reports a refused connection as UNAVAILABLE too.
+			set[scenario.RetryOnRejection], set[scenario.RetryOnRefused] = true, true
+		case grpcconfig.ResourceExhausted:
 			set[scenario.RetryOnRejection] = true
 		case grpcconfig.Internal, grpcconfig.Unknown:
 			set[scenario.RetryOnError] = true
@@ -138,7 +141,7 @@ func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
 			unread = append(unread, c.String())
 		}
 	}
-	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout} {
+	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
 		if set[k] {
 			on = append(on, k)
 		}
