@@ -176,6 +176,7 @@ func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
 	f.Retry.MaxRetries = attempts
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: istioBackoff, Cap: 10 * istioBackoff, Multiplier: 2, Jitter: "full"}
 	p.dflt("retry.backoff", "25ms, cap 250ms", "HTTPRetry.backoff", "HTTPRetry.backoff: 25ms; Envoy: 10 times the base")
+	p.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
 	istioTraffic(p, &f, o, attempts > 0)
 	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.from, Lost: p.lost}
 }

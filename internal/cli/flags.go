@@ -176,6 +176,9 @@ type ConfigFlags struct {
 	Base    string        // --base: the scenario the fleets run in
 	Output  string        // import -o: the scenario file to write
 	Timeout time.Duration // import --timeout
+	// Protocol and Istio are import's --protocol and --istio: what the
+	// services speak, and the Istio release, where the configs do not say.
+	Protocol, Istio string
 	Load    float64       // --load: the highest realistic base load
 	Dip     float64       // --dip: the largest realistic capacity dip
 	Shard   string        // --shard i/n
@@ -229,6 +232,17 @@ func importFlags(fs *flag.FlagSet, inv *Invocation) {
 		d, err := parseDuration(s)
 		inv.Configs.Timeout = d
 		return err
+	})
+	funcVar(fs, "protocol", "the protocol `P` the services speak, http or grpc, where the configs do not say (default: http, noted in each fleet)", func(s string) error {
+		if s != "http" && s != "grpc" {
+			return errors.New("want http or grpc")
+		}
+		inv.Configs.Protocol = s
+		return nil
+	})
+	funcVar(fs, "istio", "the Istio release `V` whose defaults apply, such as 1.23 (default: the current)", func(s string) error {
+		inv.Configs.Istio = s
+		return nil
 	})
 }
 
