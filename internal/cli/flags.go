@@ -176,17 +176,18 @@ type ConfigFlags struct {
 	Base    string        // --base: the scenario the fleets run in
 	Output  string        // import -o: the scenario file to write
 	Timeout time.Duration // import --timeout
+	Load    float64       // --load: the highest realistic base load
+	Dip     float64       // --dip: the largest realistic capacity dip
+	Shard   string        // --shard i/n
+	Workers int           // --workers
+	Seeds   int           // advise --seeds
+	MaxRuns int           // advise --max-runs
+	Top     int           // advise and merge --top
+	As      string        // advise --as: the formats to write the recommendation in
+
 	// Protocol and Istio are import's --protocol and --istio: what the
 	// services speak, and the Istio release, where the configs do not say.
 	Protocol, Istio string
-	Load            float64 // --load: the highest realistic base load
-	Dip             float64 // --dip: the largest realistic capacity dip
-	Shard           string  // --shard i/n
-	Workers         int     // --workers
-	Seeds           int     // advise --seeds
-	MaxRuns         int     // advise --max-runs
-	Top             int     // advise and merge --top
-	As              string  // advise --as: the formats to write the recommendation in
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
