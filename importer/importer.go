@@ -226,6 +226,8 @@ func detectDoc(d *yaml.Node) Format {
 		return Istio
 	case strings.Contains(api, "linkerd.io"):
 		return Linkerd
+	case (strings.Contains(api, "gateway.networking.k8s.io") || api == "v1") && linkerdAnnotated(d):
+		return Linkerd // an HTTPRoute or a Service with Linkerd's retry annotations
 	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
 		return GRPC
 	}

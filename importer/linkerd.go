@@ -107,6 +107,12 @@ func importLinkerd(srcs []Source) ([]Fleet, error) {
 			return nil, err
 		}
 		for _, d := range docs {
+			if f, ok, err := linkerdRoute(s.Name, d); err != nil {
+				return nil, err
+			} else if ok {
+				out = append(out, f)
+				continue
+			}
 			if str(d, "kind") != "ServiceProfile" || !strings.Contains(str(d, "apiVersion"), "linkerd.io") {
 				continue
 			}

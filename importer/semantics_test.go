@@ -329,3 +329,57 @@ func TestAWSInvalidUnusedProfile(t *testing.T) {
 		t.Errorf("only an invalid profile: err = %v, want one naming the file", err)
 	}
 }
+
+// TestLinkerdRouteAnnotations is the decision table of Linkerd's
+// HTTPRoute retries, read at linkerd/linkerd2 edge-26.8.3
+// (policy-controller/k8s/index/src/outbound/index/http.rs,
+// parse_http_retry: limit 1 when unset, 5xx is 500-599, gateway-error
+// 502-504; grpc/src/outbound/http.rs, convert_retry: backoff 25ms to
+// 250ms) and linkerd2-proxy v2.366 (linkerd/app/outbound/src/http/logical/
+// policy/route/retry.rs: a response-headers timeout is retried; there is
+// no retry budget).
+func TestLinkerdRouteAnnotations(t *testing.T) {
+	fl, err := Import(sources(t, "linkerd/httproute-retries.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		retries           int
+		on                string
+		timeout, deadline time.Duration
+	}{
+		"schlep-default": {2, "error rejection timeout", 300 * time.Millisecond, 2 * time.Second},
+		"books":          {1, "rejection", maxTimeout, 0},
+	}
+	if len(fl) != len(want) {
+		t.Fatalf("%d fleets, want %d", len(fl), len(want))
+	}
+	for _, f := range fl {
+		w := want[f.Fleet.Name]
+		got := f.Fleet
+		if got.Retry.MaxRetries != w.retries || strings.Join(got.Retry.On, " ") != w.on || got.Timeout != w.timeout || got.Deadline != w.deadline {
+			t.Errorf("%s: %d retries on [%s], timeout %v, deadline %v; want %d on [%s], %v, %v",
+				got.Name, got.Retry.MaxRetries, strings.Join(got.Retry.On, " "), got.Timeout, got.Deadline, w.retries, w.on, w.timeout, w.deadline)
+		}
+		if got.Budget.Use != scenario.BudgetNone {
+			t.Errorf("%s: budget %q: HTTPRoute retries have none", got.Name, got.Budget.Use)
+		}
+	}
+	for _, c := range []struct {
+		ann   string
+		retry bool
+	}{
+		{`retry.linkerd.io/limit: "0"`, false},
+		{`retry.linkerd.io/limit: "3"`, false}, // no status and no timeout: nothing the simulator makes is retried
+		{`retry.linkerd.io/http: "503"`, true},
+	} {
+		src := []Source{{Name: "r.yaml", Data: []byte("apiVersion: policy.linkerd.io/v1beta3\nkind: HTTPRoute\nmetadata:\n  name: r\n  annotations:\n    " + c.ann + "\nspec: {}\n")}}
+		fl, err := Import(src, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fl[0].Fleet.Retry.MaxRetries > 0; got != c.retry {
+			t.Errorf("%s: retries = %v, want %v", c.ann, got, c.retry)
+		}
+	}
+}
