@@ -3,6 +3,7 @@ package importer
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,9 +15,15 @@ import (
 // The AWS SDKs' documented defaults (AWS SDKs and Tools Reference Guide,
 // "Retry behavior"; docs/import.md cites them).
 const (
-	awsMaxAttempts = 3                // standard and adaptive: "Makes three attempts"
-	awsBackoffBase = time.Second      // b × 2^i seconds, b uniform in [0, 1]
+	awsMaxAttempts = 3 // standard and adaptive: "Makes three attempts"
+	// aws-sdk-go-v2 waits rand × 2^attempt seconds before retry number
+	// attempt (1 for the first retry), and exactly MaxBackoff once 2^attempt
+	// passes it (aws/retry/jitter_backoff.go,
+	// ExponentialJitterBackoff.BackoffDelay; DefaultMaxBackoff 20s in
+	// aws/retry/standard.go): full jitter from a 2s base.
+	awsBackoffBase = 2 * time.Second
 	awsMaxBackoff  = 20 * time.Second // MAX_BACKOFF
+	awsSDK         = "aws-sdk-go-v2"  // the SDK whose behaviour is imported
 )
 
 // awsProfile is one section of a shared config file (or the environment).
@@ -140,11 +147,34 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 		if n += len(withRetry); n > maxItems {
 			return nil, admit(AWS, n, "profiles")
 		}
+		if o.Timeout <= 0 {
+			return nil, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", s.Name)
+		}
+		// The SDKs read a profile's settings only when it is selected: an
+		// invalid profile fails the clients that select it, not the file.
+		// It is left out, and the others say so; only a file with no valid
+		// profile is an error.
+		var fleets []Fleet
+		var skipped []string
+		var first error
 		for _, p := range withRetry {
 			f, err := awsFleet(s.Name, p, o)
 			if err != nil {
-				return nil, err
+				skipped = append(skipped, strings.TrimPrefix(err.Error(), s.Name+": "))
+				first = cmp.Or(first, err)
+				continue
 			}
+			fleets = append(fleets, f)
+		}
+		if len(fleets) == 0 {
+			return nil, first
+		}
+		for i := range fleets {
+			for _, sk := range skipped {
+				fleets[i].Lost = append(fleets[i].Lost, "another profile in the file is invalid and not imported (an SDK fails only when it selects it): "+sk)
+			}
+		}
+		for _, f := range fleets {
 			out.add(f)
 		}
 	}
@@ -174,16 +204,18 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	case "standard":
 		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
 	case "adaptive":
-		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1,
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 0,
 			Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinFillRate: 0.5}
 		p.note("budget (rate limiter)", "beta 0.7, scale_constant 0.4, smoothing 0.8, min_fill_rate 0.5", "the adaptive mode's constants")
+		p.note("budget.no_retry_increment", "0", awsSDK+"'s adaptive mode never pays the increment for a first attempt that succeeds (aws/retry/adaptive.go; aws-sdk-go-v2 issue 3550): after about 100 net retries a client retries no more")
 	case "legacy":
 		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
 		p.lose("retry_mode legacy is specific to each SDK: imported as standard")
 	default:
 		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, where("retry_mode"), mode)
 	}
-	p.note("budget.settings", "capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment 1", "the standard mode's retry quota")
+	p.note("budget.settings", fmt.Sprintf("capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment %d", f.Budget.NoRetryIncrement), "the standard mode's retry quota")
+	p.note("sdk", awsSDK, "assumed: the SDKs differ in backoff and in the adaptive mode's quota; botocore and the Java SDK wait about half as long and refill the adaptive quota")
 	attempts := awsMaxAttempts
 	if v, ok := pr.settings["max_attempts"]; ok {
 		n, err := strconv.Atoi(v.v)
@@ -197,7 +229,8 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	}
 	f.Retry.MaxRetries = attempts - 1
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: awsBackoffBase, Cap: awsMaxBackoff, Multiplier: 2, Jitter: "full"}
-	p.note("retry.backoff", "exponential from 1s, full jitter, cap 20s", "the standard mode's backoff, b x 2^i seconds with b uniform in [0, 1], at most 20s")
+	p.note("retry.backoff", "exponential from 2s, full jitter, cap 20s", awsSDK+": rand x 2^n seconds before retry n (n = 1 first), at most 20s")
+	p.lose("from the fifth retry on, %s waits exactly 20s; the simulator draws the wait from [0, 20s)", awsSDK)
 	if o.Timeout <= 0 {
 		return Fleet{}, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", file)
 	}

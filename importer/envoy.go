@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,14 +55,16 @@ type envoyPiece[M proto.Message] struct {
 	file    string
 	path    string
 	dropped []string // typed configs skipped in it
+	v2      []string // v2 API fields it was found under
 }
 
 type envoyConfig struct {
 	routes   []envoyPiece[*routev3.RouteConfiguration]
 	clusters []envoyPiece[*clusterv3.Cluster]
+	v2       []string // the v2 API fields around the node find is in
 }
 
-func importEnvoy(srcs []Source) ([]Fleet, error) {
+func importEnvoy(srcs []Source, o Options) ([]Fleet, error) {
 	var cfg envoyConfig
 	for _, s := range srcs {
 		docs, err := documents(s.Name, s.Data)
@@ -97,7 +100,7 @@ func importEnvoy(srcs []Source) ([]Fleet, error) {
 				if rc.path == "." { // a bare virtual host
 					path = fmt.Sprintf("routes[%d]", ri)
 				}
-				f, err := cfg.fleet(rc.file, path, vh, r, rc.dropped)
+				f, err := cfg.fleet(rc.file, path, vh, r, rc.dropped, rc.v2, o)
 				if err != nil {
 					return nil, err
 				}
@@ -139,8 +142,13 @@ func (c *envoyConfig) find(file string, n *yaml.Node, path string) error {
 			if err := checkEnvoyRoutes(file, n, rc, path); err != nil {
 				return err
 			}
-			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped})
+			c.routes = append(c.routes, envoyPiece[*routev3.RouteConfiguration]{msg: rc, file: file, path: path, dropped: dropped, v2: slices.Clone(c.v2)})
 			return nil
+		}
+		if cfg := get(n, "config"); cfg != nil && get(n, "name") != nil && get(n, "typed_config") == nil && deref(cfg).Kind == yaml.MappingNode {
+			// A filter's untyped config: the v2 API's, gone from v3.
+			c.v2 = append(c.v2, joinPath(path, "config"))
+			defer func() { c.v2 = c.v2[:len(c.v2)-1] }()
 		}
 		if path == "" && isCluster(n) {
 			return c.cluster(file, n, path)
@@ -180,6 +188,9 @@ func isCluster(n *yaml.Node) bool {
 }
 
 func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
+	if h := get(n, "hosts"); h != nil {
+		return fmt.Errorf("%s:%d: %s: hosts is the v2 API's field; Envoy 1.18 and later read only the v3 API and reject it: write load_assignment", file, h.Line, joinPath(path, "hosts"))
+	}
 	cl := &clusterv3.Cluster{}
 	if _, err := readProto(file, n, cl, false); err != nil {
 		return err
@@ -195,6 +206,10 @@ func (c *envoyConfig) cluster(file string, n *yaml.Node, path string) error {
 // definitions, strictly (an unknown field is an error naming the YAML
 // line). Typed configs of types not linked in are skipped and listed.
 func readProto(file string, n *yaml.Node, m proto.Message, goDurations bool) (dropped []string, err error) {
+	if !goDurations {
+		// Envoy's own configs: Envoy reads their enums in any case.
+		foldEnums(n, m.ProtoReflect().Descriptor())
+	}
 	j, err := toJSON(n, knownType, goDurations)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)
@@ -223,7 +238,7 @@ func dur(d *durationpb.Duration) time.Duration {
 
 // fleet builds the fleet of one route, with its virtual host's retry
 // policy when it has none of its own, and its cluster's thresholds.
-func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped []string) (Fleet, error) {
+func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped, v2 []string, o Options) (Fleet, error) {
 	p := &prov{file: file}
 	act := r.GetRoute()
 	clusterName := act.GetCluster()
@@ -292,7 +307,7 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 
 	if rp == nil {
 		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
-	} else if err := envoyRetry(p, &f, rp, rpPath); err != nil {
+	} else if err := envoyRetry(p, &f, rp, rpPath, envoyProtocol(r, file+": "+path, o)); err != nil {
 		return Fleet{}, err
 	}
 	if act.GetHedgePolicy() != nil || vh.GetHedgePolicy() != nil {
@@ -303,11 +318,78 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	if len(dropped) > 0 {
 		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
 	}
+	for _, v := range v2 {
+		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
+	}
 	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
 }
 
+// protocol is what a route's service speaks, and why it is taken to.
+type protocol struct {
+	grpc bool
+	why  string
+}
+
+// envoyProtocol says whether the route's service speaks gRPC: the route
+// matches only gRPC requests, or the user said so.
+func envoyProtocol(r *routev3.Route, path string, o Options) protocol {
+	switch {
+	case o.Protocol == ProtocolGRPC:
+		return protocol{true, "given (--protocol grpc)"}
+	case o.Protocol == ProtocolHTTP:
+		return protocol{false, "given (--protocol http)"}
+	case r.GetMatch().GetGrpc() != nil:
+		return protocol{true, path + ".match.grpc: the route matches gRPC requests"}
+	}
+	return protocol{false, "assumed: the route does not match on gRPC (--protocol grpc if the service speaks it)"}
+}
+
+// mapRetryOn maps retry conditions to the fleet's retry.on, with notes;
+// it returns false when none of the simulator's failures is retried.
+func mapRetryOn(p *prov, f *scenario.Fleet, s string, codes []uint32, pr protocol, path, key string, dflt string) (bool, error) {
+	on, unread, err := retryOn(s, codes, pr.grpc)
+	if err != nil {
+		return false, err
+	}
+	if grpcConditions(s) {
+		name := "http"
+		if pr.grpc {
+			name = "grpc"
+		}
+		p.note("protocol", name, pr.why)
+	}
+	for _, u := range unread {
+		p.lose("%s %s", key, u)
+	}
+	all := "every failure"
+	if len(on) > 0 && len(on) < 4 {
+		f.Retry.On = on
+		all = "[" + strings.Join(on, ", ") + "]"
+	}
+	switch {
+	case len(on) == 0:
+		p.note("retry.max_retries", "0", fmt.Sprintf("%s %q retries none of the failures the simulator makes", key, s))
+	case dflt != "":
+		p.dflt("retry.on", all, path, dflt)
+	default:
+		p.set("retry.on", all, path)
+	}
+	return len(on) > 0, nil
+}
+
+// grpcConditions reports whether s holds a condition on a gRPC status.
+func grpcConditions(s string) bool {
+	for _, c := range strings.Split(s, ",") {
+		switch strings.TrimSpace(c) {
+		case "unavailable", "resource-exhausted", "internal", "cancelled", "deadline-exceeded":
+			return true
+		}
+	}
+	return false
+}
+
 // envoyRetry maps a RetryPolicy.
-func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string) error {
+func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string, pr protocol) error {
 	n := envoyNumRetries
 	if rp.GetNumRetries() != nil {
 		n = p.count("num_retries", int64(rp.GetNumRetries().GetValue()))
@@ -315,22 +397,12 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 	} else {
 		p.dflt("retry.max_retries", "1", path+".num_retries", "RetryPolicy.num_retries: defaults to 1")
 	}
-	on, unread, err := retryOn(rp.GetRetryOn(), rp.GetRetriableStatusCodes())
+	some, err := mapRetryOn(p, f, rp.GetRetryOn(), rp.GetRetriableStatusCodes(), pr, path+".retry_on", "retry_on", "")
 	if err != nil {
 		return fmt.Errorf("%s: %s.retry_on: %v", p.file, path, err)
 	}
-	for _, u := range unread {
-		p.lose("retry_on %s: the simulator makes no such failure", u)
-	}
-	switch {
-	case len(on) == 0:
+	if !some {
 		n = 0
-		p.note("retry.max_retries", "0", fmt.Sprintf("retry_on %q retries none of the failures the simulator makes", rp.GetRetryOn()))
-	case len(on) < 3:
-		f.Retry.On = on
-		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+".retry_on")
-	default:
-		p.set("retry.on", "every failure", path+".retry_on")
 	}
 	f.Retry.MaxRetries = n
 
@@ -377,12 +449,48 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 }
 
 // retryOn maps Envoy's retry_on conditions (also Istio's retryOn, which
-// adds bare status codes) to the simulator's failures: an error answer
-// (a 500), an overload rejection (a 503 or 429; gRPC UNAVAILABLE or
-// RESOURCE_EXHAUSTED) and a timeout. It returns the failures retried, in
-// the scenario's order, and the conditions that match none of them.
-func retryOn(s string, codes []uint32) (on, unread []string, err error) {
+// adds bare status codes) to the simulator's failures, as Envoy's router
+// decides them (source/common/router/retry_state_impl.cc,
+// wouldRetryFromHeaders and wouldRetryFromReset; router.cc,
+// onPerTryTimeoutCommon): an error answer (a 500; gRPC INTERNAL), an
+// overload rejection (a 503; gRPC UNAVAILABLE or RESOURCE_EXHAUSTED), a
+// per-try timeout (Envoy resets the stream locally: a reset, not a 504
+// answer) and a refused connection (a connection failure). The gRPC
+// conditions read the grpc-status of an answer, so they act only when the
+// service speaks gRPC. It returns the failures retried, in the scenario's
+// order, and, for each condition that matches none of them, why.
+func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err error) {
+	const (
+		errorK   = scenario.RetryOnError
+		rejectK  = scenario.RetryOnRejection
+		timeoutK = scenario.RetryOnTimeout
+		refusedK = scenario.RetryOnRefused
+	)
 	set := map[string]bool{}
+	add := func(kinds ...string) {
+		for _, k := range kinds {
+			set[k] = true
+		}
+	}
+	code := func(c int, from string) {
+		switch c {
+		case 500:
+			add(errorK)
+		case 503, 429:
+			add(rejectK)
+		case 504:
+			unread = append(unread, from+" 504: the simulator's origin never answers 504, and a per-try timeout is a local reset, not a 504 answer")
+		default:
+			unread = append(unread, fmt.Sprintf("%s %d: the simulator's origin never answers %d", from, c, c))
+		}
+	}
+	grpcOnly := func(c string, kinds ...string) {
+		if grpc {
+			add(kinds...)
+			return
+		}
+		unread = append(unread, c+": acts only on a gRPC status in the answer, and the service is taken to speak HTTP")
+	}
 	for _, c := range strings.Split(s, ",") {
 		c = strings.TrimSpace(c)
 		if c == "" {
@@ -390,48 +498,48 @@ func retryOn(s string, codes []uint32) (on, unread []string, err error) {
 		}
 		switch c {
 		case "5xx":
-			set[scenario.RetryOnError], set[scenario.RetryOnRejection], set[scenario.RetryOnTimeout] = true, true, true
+			add(errorK, rejectK, timeoutK, refusedK) // every 5xx answer and every reset
 		case "gateway-error":
-			set[scenario.RetryOnRejection], set[scenario.RetryOnTimeout] = true, true
-		case "reset", "reset-before-request":
-			set[scenario.RetryOnTimeout] = true
-		case "unavailable", "resource-exhausted", "envoy-ratelimited":
-			set[scenario.RetryOnRejection] = true
-		case "deadline-exceeded":
-			set[scenario.RetryOnTimeout] = true
+			add(rejectK, timeoutK, refusedK) // 502, 503, 504 answers and every reset
+		case "reset":
+			add(timeoutK, refusedK) // every reset: a per-try timeout, a refused connection
+		case "reset-before-request":
+			add(refusedK) // a per-try timeout resets a request already sent
+		case "connect-failure":
+			add(refusedK)
+		case "refused-stream":
+			add(refusedK) // a stream refused before any work: the simulator's refusal stands in
+		case "unavailable", "resource-exhausted":
+			grpcOnly(c, rejectK)
 		case "internal":
-			set[scenario.RetryOnError] = true
-		case "retriable-status-codes":
-			for _, code := range codes {
-				switch {
-				case code == 503 || code == 429:
-					set[scenario.RetryOnRejection] = true
-				case code == 504:
-					set[scenario.RetryOnTimeout] = true
-				case code == 500:
-					set[scenario.RetryOnError] = true
-				}
+			grpcOnly(c, errorK)
+		case "cancelled", "deadline-exceeded":
+			if grpc {
+				unread = append(unread, c+": the simulator's origin never answers this gRPC status (a per-try timeout is a local reset)")
+			} else {
+				grpcOnly(c)
 			}
-		case "connect-failure", "refused-stream", "retriable-4xx", "retriable-headers", "cancelled", "http3-post-connect-failure":
-			unread = append(unread, c)
+		case "envoy-ratelimited":
+			unread = append(unread, c+": acts only on an answer with x-envoy-ratelimited, which the simulator's origin never sends")
+		case "retriable-status-codes":
+			for _, n := range codes {
+				code(int(n), "retriable_status_codes")
+			}
+		case "retriable-4xx":
+			unread = append(unread, c+": retries 409 answers, which the simulator's origin never sends")
+		case "retriable-headers":
+			unread = append(unread, c+": the simulator's answers carry no headers")
+		case "http3-post-connect-failure":
+			unread = append(unread, c+": the simulator has no HTTP/3")
 		default:
-			if code, cerr := strconv.Atoi(c); cerr == nil && code >= 100 && code <= 599 {
-				switch code {
-				case 503, 429:
-					set[scenario.RetryOnRejection] = true
-				case 504:
-					set[scenario.RetryOnTimeout] = true
-				case 500:
-					set[scenario.RetryOnError] = true
-				default:
-					unread = append(unread, c)
-				}
+			if n, cerr := strconv.Atoi(c); cerr == nil && n >= 100 && n <= 599 {
+				code(n, "status")
 				continue
 			}
 			return nil, nil, fmt.Errorf("unknown retry condition %q", c)
 		}
 	}
-	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout} {
+	for _, k := range []string{errorK, rejectK, timeoutK, refusedK} {
 		if set[k] {
 			on = append(on, k)
 		}

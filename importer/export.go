@@ -74,7 +74,7 @@ func Expressible(f scenario.Fleet, format Format) bool {
 		return noBreaker && grpcJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
 			!slices.Contains(f.Retry.On, scenario.RetryOnTimeout) && len(f.Retry.On) > 0
 	case Linkerd:
-		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "request" && f.Retry.Backoff.Use == "none"
+		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "answer" && f.Budget.Tower && f.Retry.Backoff.Use == "none"
 	case AWS:
 		return noBreaker && (budget == scenario.BudgetAWS || budget == scenario.BudgetAWSAdaptive)
 	}
@@ -124,13 +124,16 @@ func cmpOr(s, d string) string {
 // envoyRetryOn writes retry.on as Envoy's conditions.
 func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	on := f.Retry.On
-	if len(on) == 0 || len(on) == 3 {
+	if len(on) == 0 || len(on) == 4 {
 		return "5xx", nil
 	}
 	var conds []string
 	var codes []uint32
-	if slices.Contains(on, scenario.RetryOnTimeout) {
-		conds = append(conds, "reset")
+	switch {
+	case slices.Contains(on, scenario.RetryOnTimeout):
+		conds = append(conds, "reset") // a per-try timeout and a refused connection are resets
+	case slices.Contains(on, scenario.RetryOnRefused):
+		conds = append(conds, "connect-failure")
 	}
 	if slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, 503, 429)
@@ -270,6 +273,9 @@ func exportLinkerd(f scenario.Fleet) (string, []string) {
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetWindow:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64), strconv.FormatFloat(bu.MinRetriesPerSecond, 'g', -1, 64), bu.TTL)
+		if bu.Funding != "answer" || !bu.Tower {
+			lost = append(lost, "the window budget's arithmetic: Linkerd's budget is paid by every answer not retried and adds its floor to the ratio's allowance (funded_by: answer, tower: true)")
+		}
 	case scenario.BudgetTokenBucket:
 		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64))
 		lost = append(lost, fmt.Sprintf("the token bucket: written as Linkerd's window budget of ratio %s (10s window, 1 retry a second per proxy), another mechanism that forgets instead of saving up and was not simulated as written: check it with retrystorm check", strconv.FormatFloat(bu.Ratio, 'g', -1, 64)))
@@ -297,6 +303,8 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	all := len(on) == 0
 	if all || slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, `"UNAVAILABLE"`, `"RESOURCE_EXHAUSTED"`)
+	} else if slices.Contains(on, scenario.RetryOnRefused) {
+		codes = append(codes, `"UNAVAILABLE"`) // how gRPC reports a refused connection
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, `"INTERNAL"`)
@@ -366,7 +374,12 @@ func exportAWS(f scenario.Fleet) (string, []string) {
 	}
 	lost = append(lost, fmt.Sprintf("the timeout (%v), the backoff and retry.on: the SDK settings have none; set the timeout on the SDK's HTTP client", f.Timeout))
 	lost = append(lost, breakerLost(f, "the AWS SDKs")...)
-	return fmt.Sprintf("[default]\nretry_mode = %s\nmax_attempts = %d\n", mode, n+1), lost
+	// An imported profile keeps its own name ("aws batch" is [profile batch]).
+	section := "[default]"
+	if name, ok := strings.CutPrefix(f.Name, "aws "); ok && name != "" && name != "default" && name != "environment" && !strings.ContainsAny(name, "[]\n") {
+		section = "[profile " + name + "]"
+	}
+	return fmt.Sprintf("%s\nretry_mode = %s\nmax_attempts = %d\n", section, mode, n+1), lost
 }
 
 // exportGo writes resil code: the budget, the breaker, and the
@@ -387,8 +400,11 @@ func exportGo(f scenario.Fleet) (string, []string) {
 	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	funding := func(s string) string {
-		if s == "request" {
+		switch s {
+		case "request":
 			return "resil.FundedByRequest"
+		case "answer":
+			return "resil.FundedByAnswer"
 		}
 		return "resil.FundedBySuccess"
 	}
@@ -399,8 +415,22 @@ func exportGo(f scenario.Fleet) (string, []string) {
 			num(bu.Ratio), funding(bu.Funding), num(bu.MinTokens), num(bu.MaxTokens))
 		budget = "budget"
 	case scenario.BudgetWindow:
-		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,\n})\nif err != nil {\n\treturn err\n}\n",
-			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL))
+		tower := ""
+		if bu.Tower {
+			tower = " Tower: true,"
+		}
+		if bu.Funding == "answer" {
+			// The failures the fleet retries pay nothing in.
+			var r []string
+			for _, o := range []struct{ kind, outcome string }{{scenario.RetryOnError, "resil.OutcomeFailure"}, {scenario.RetryOnRejection, "resil.OutcomeThrottled"}, {scenario.RetryOnTimeout, "resil.OutcomeTimeout"}} {
+				if f.Retry.Retries(o.kind) {
+					r = append(r, o.outcome)
+				}
+			}
+			tower += " Retried: []resil.Outcome{" + strings.Join(r, ", ") + "},"
+		}
+		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
+			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL), tower)
 		budget = "budget"
 	case scenario.BudgetConcurrency:
 		fmt.Fprintf(&b, "budget, err := resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Percent), bu.MinConcurrency)
@@ -975,7 +1005,7 @@ func keepUnmodelled(on string, old *yaml.Node) string {
 	have := strings.Split(on, ",")
 	for _, c := range strings.Split(old.Value, ",") {
 		c = strings.TrimSpace(c)
-		if _, unread, err := retryOn(c, nil); err == nil && len(unread) > 0 && !slices.Contains(have, c) {
+		if _, unread, err := retryOn(c, nil, false); err == nil && len(unread) > 0 && !slices.Contains(have, c) {
 			have = append(have, c)
 		}
 	}

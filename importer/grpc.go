@@ -111,15 +111,23 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	default:
 		p.note("retry.max_retries", "0", "no retryPolicy or hedgingPolicy: the call is sent once")
 	}
-	if len(on) == 0 {
-		f.Retry.MaxRetries, f.Hedge = 0, scenario.Hedge{}
-	} else if len(on) < 3 {
+	switch {
+	case len(on) > 0 && len(on) < 4:
 		f.Retry.On = on
-	}
-	if len(on) > 0 {
 		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+" status codes")
+	case len(on) > 0:
+		p.set("retry.on", "every failure", path+" status codes")
+	case m.Hedging != nil:
+		// Hedges go out on hedgingDelay whatever the status; without
+		// non-fatal codes a failed attempt ends the call (gRFC A6).
+		f.Retry.MaxRetries = 0
+		p.note("retry.on", "none", path+".hedgingPolicy.nonFatalStatusCodes empty: hedges are sent on the delay, and any failure ends the call")
+	default:
+		f.Retry.MaxRetries = 0
 	}
-	if t := cfg.Throttling; t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0) {
+	t := cfg.Throttling
+	switch {
+	case t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0):
 		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
 		p.set("budget", fmt.Sprintf("grpc, max_tokens %g, token_ratio %g", t.MaxTokens, t.TokenRatio), "retryThrottling")
 		if t.TokenRatio < 0.001 {
@@ -128,7 +136,10 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 			f.Budget.TokenRatio = 0.001
 			p.lose("tokenRatio %g counts as token_ratio 0.001: tokens are counted in thousandths (gRFC A6)", t.TokenRatio)
 		}
-	} else {
+	case t != nil:
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("budget", "none", fmt.Sprintf("retryThrottling (max_tokens %g, token_ratio %g) is set, but this method sends no retry or hedge", t.MaxTokens, t.TokenRatio))
+	default:
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "no retryThrottling")
 	}
@@ -140,7 +151,10 @@ func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
 	set := map[string]bool{}
 	for _, c := range codes {
 		switch c {
-		case grpcconfig.Unavailable, grpcconfig.ResourceExhausted:
+		case grpcconfig.Unavailable:
+			// gRPC reports a refused connection as UNAVAILABLE too.
+			set[scenario.RetryOnRejection], set[scenario.RetryOnRefused] = true, true
+		case grpcconfig.ResourceExhausted:
 			set[scenario.RetryOnRejection] = true
 		case grpcconfig.Internal, grpcconfig.Unknown:
 			set[scenario.RetryOnError] = true
@@ -149,7 +163,7 @@ func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
 			unread = append(unread, c.String())
 		}
 	}
-	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout} {
+	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
 		if set[k] {
 			on = append(on, k)
 		}

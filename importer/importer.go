@@ -88,6 +88,37 @@ type Options struct {
 	// Timeout is the attempt timeout for formats whose config sets none
 	// (the AWS SDKs'). Required when such a config is imported.
 	Timeout time.Duration
+	// Protocol is what the imported services speak, "http" or "grpc",
+	// where the config does not say (an Envoy route that matches gRPC, an
+	// Istio host whose Service names its port grpc-): Envoy's gRPC retry
+	// conditions act only on gRPC answers. "" takes it from the config, or
+	// HTTP, and the note says which was assumed.
+	Protocol string
+	// IstioVersion is the Istio release whose defaults apply, as "1.23";
+	// "" is the current release. Before 1.24, Istio's default retries
+	// also retried 503 answers.
+	IstioVersion string
+}
+
+// The protocols of Options.Protocol.
+const (
+	ProtocolHTTP = "http"
+	ProtocolGRPC = "grpc"
+)
+
+// check refuses options a user got wrong.
+func (o Options) check() error {
+	switch o.Protocol {
+	case "", ProtocolHTTP, ProtocolGRPC:
+	default:
+		return fmt.Errorf("importer: protocol %q: want http or grpc", o.Protocol)
+	}
+	if o.IstioVersion != "" {
+		if _, _, err := istioRelease(o.IstioVersion); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Import reads every source and returns its fleets, in order. Fleets that
@@ -96,6 +127,9 @@ type Options struct {
 func Import(srcs []Source, o Options) ([]Fleet, error) {
 	if len(srcs) == 0 {
 		return nil, errors.New("importer: no files to import")
+	}
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	byFormat := map[Format][]Source{}
 	var order []Format
@@ -118,9 +152,9 @@ func Import(srcs []Source, o Options) ([]Fleet, error) {
 		var err error
 		switch f {
 		case Envoy:
-			fl, err = importEnvoy(byFormat[f])
+			fl, err = importEnvoy(byFormat[f], o)
 		case Istio:
-			fl, err = importIstio(byFormat[f])
+			fl, err = importIstio(byFormat[f], o)
 		case Linkerd:
 			fl, err = importLinkerd(byFormat[f])
 		case AWS:
@@ -349,6 +383,8 @@ func detectDoc(d *yaml.Node) Format {
 		return Istio
 	case strings.Contains(api, "linkerd.io"):
 		return Linkerd
+	case (strings.Contains(api, "gateway.networking.k8s.io") || api == "v1") && linkerdAnnotated(d):
+		return Linkerd // an HTTPRoute or a Service with Linkerd's retry annotations
 	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
 		return GRPC
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/retrystorm/retrystorm/scenario"
@@ -14,20 +15,56 @@ import (
 // Istio's documented defaults (istio.io/api networking v1alpha3, the same
 // messages as v1 and v1beta1; docs/import.md cites each).
 const (
-	istioAttempts      = 2                                                      // no retries: "retry twice" (Traffic Management, Retries)
-	istioRetryOn       = "connect-failure,refused-stream,unavailable,cancelled" // HTTPRetry.retry_on: "If not specified, this defaults to ..."
-	istioBackoff       = 25 * time.Millisecond                                  // HTTPRetry.backoff: "default minimum duration of 25ms"
-	istioBudgetPercent = 20.0                                                   // TrafficPolicy.RetryBudget.percent: "Defaults to 20%"
-	istioMinConc       = 3                                                      // TrafficPolicy.RetryBudget.min_retry_concurrency: "Defaults to 3"
+	istioAttempts = 2 // no retries: "retry twice" (Traffic Management, Retries)
+	// istioRetryOn is the retry_on Istio gives a route with no retries, or
+	// with retries but no retryOn (pilot/pkg/networking/core/route/retry/
+	// retry.go, defaultRetryOn, read at Istio 1.31.0-alpha.0).
+	// retriable-status-codes comes with no code since 1.24; before, with
+	// 503 (istio/istio pull 52111, releasenotes/notes/50506.yaml: "exclude
+	// retries on 503"; a mesh on the 1.23 compatibility profile kept it:
+	// import it with --istio 1.23).
+	istioRetryOn       = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+	istioBackoff       = 25 * time.Millisecond // HTTPRetry.backoff: "default minimum duration of 25ms"
+	istioBudgetPercent = 20.0                  // TrafficPolicy.RetryBudget.percent: "Defaults to 20%"
+	istioMinConc       = 3                     // TrafficPolicy.RetryBudget.min_retry_concurrency: "Defaults to 3"
+	istioCurrent       = "1.24"                // the first release whose defaults are imported by default
 )
+
+// istioRelease reads an Istio release, "1.23" or "1.23.2".
+func istioRelease(v string) (major, minor int, err error) {
+	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(v), "v"), ".")
+	if len(parts) >= 2 {
+		major, err1 := strconv.Atoi(parts[0])
+		minor, err2 := strconv.Atoi(parts[1])
+		if err1 == nil && err2 == nil && major >= 1 && minor >= 0 {
+			return major, minor, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("importer: Istio version %q: want a release such as 1.23", v)
+}
+
+// istioDefaultCodes is the retriable status codes of Istio's default
+// retry policy in the release o names, and the note saying which release
+// was assumed.
+func istioDefaultCodes(o Options) ([]uint32, string) {
+	if o.IstioVersion == "" {
+		return nil, "assumed Istio " + istioCurrent + " or later, whose default retries no 503 (--istio 1.23 for an older release)"
+	}
+	major, minor, _ := istioRelease(o.IstioVersion)
+	if major == 1 && minor < 24 {
+		return []uint32{503}, "Istio " + o.IstioVersion + " (given): before 1.24 the default also retries 503 answers"
+	}
+	return nil, "Istio " + o.IstioVersion + " (given): since 1.24 the default retries no 503"
+}
 
 type istioObject struct {
 	kind, name, file string
 	vs               *networking.VirtualService
 	dr               *networking.DestinationRule
+	grpcPort         string // a Service's port that speaks gRPC, by name or appProtocol
 }
 
-func importIstio(srcs []Source) ([]Fleet, error) {
+func importIstio(srcs []Source, opts Options) ([]Fleet, error) {
 	var objs []istioObject
 	for _, s := range srcs {
 		docs, err := documents(s.Name, s.Data)
@@ -36,6 +73,14 @@ func importIstio(srcs []Source) ([]Fleet, error) {
 		}
 		for _, d := range docs {
 			kind := str(d, "kind")
+			if kind == "Service" && str(d, "apiVersion") == "v1" {
+				// A Kubernetes Service names its ports' protocols: Istio
+				// reads grpc and grpc-* (or appProtocol grpc) as gRPC.
+				if port := grpcPort(get(get(d, "spec"), "ports")); port != "" {
+					objs = append(objs, istioObject{kind: kind, name: str(get(d, "metadata"), "name"), file: s.Name, grpcPort: port})
+				}
+				continue
+			}
 			if !strings.Contains(str(d, "apiVersion"), "istio.io") {
 				continue
 			}
@@ -70,18 +115,109 @@ func importIstio(srcs []Source) ([]Fleet, error) {
 		return nil, err
 	}
 	var out fleetSet
+	routed := map[*istioObject]bool{}
 	for _, o := range objs {
 		if o.vs == nil {
 			continue
 		}
 		for i, h := range o.vs.GetHttp() {
-			out.add(istioFleet(o, i, h, objs))
+			f, dr := istioFleet(o, i, h, objs, opts)
+			routed[dr] = true
+			out.add(f)
+		}
+	}
+	// A DestinationRule without a VirtualService: Istio still gives the
+	// host's traffic its default retries.
+	for i := range objs {
+		if o := &objs[i]; o.dr != nil && !routed[o] {
+			out.add(istioRuleFleet(o, objs, opts))
 		}
 	}
 	return out.list, nil
 }
 
-func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObject) Fleet {
+// grpcPort returns the name of the first port in ports that speaks gRPC.
+func grpcPort(ports *yaml.Node) string {
+	if ports == nil || ports.Kind != yaml.SequenceNode {
+		return ""
+	}
+	for _, p := range ports.Content {
+		name, app := str(p, "name"), str(p, "appProtocol")
+		if name == "grpc" || strings.HasPrefix(name, "grpc-") || app == "grpc" {
+			return cmpOr(name, app)
+		}
+	}
+	return ""
+}
+
+// istioProtocol says whether host speaks gRPC: a Service of that name
+// given with the files says so by its port's name, or the user did.
+func istioProtocol(objs []istioObject, host string, o Options) protocol {
+	switch o.Protocol {
+	case ProtocolGRPC:
+		return protocol{true, "given (--protocol grpc)"}
+	case ProtocolHTTP:
+		return protocol{false, "given (--protocol http)"}
+	}
+	short := strings.SplitN(host, ".", 2)[0]
+	for _, s := range objs {
+		if s.grpcPort != "" && s.name == short {
+			return protocol{true, fmt.Sprintf("%s: Service %s: port %s speaks gRPC", s.file, s.name, s.grpcPort)}
+		}
+	}
+	return protocol{false, "assumed: no Service given names a grpc port for " + cmpOr(host, "the host") + " (--protocol grpc if it speaks gRPC)"}
+}
+
+// istioRuleFleet is the fleet of a DestinationRule's host that no
+// VirtualService routes: Istio's default route, with its default retries
+// (pilot's route.retry.DefaultPolicy) and no timeout.
+func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
+	host := o.dr.GetHost()
+	p := &prov{file: o.file}
+	f := scenario.Fleet{Name: host}
+	path := "DestinationRule " + o.name
+	p.note("route", "Istio's default", "no VirtualService for host "+host+" in the files: its traffic takes Istio's default route and retries")
+	p.dflt("deadline", "none", path, "no VirtualService: no route timeout")
+	f.Timeout = maxTimeout
+	p.lose("no timeout at all (Istio's default): attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
+	attempts := istioRetries(p, &f, "", objs, host, path+" (default route)", opts)
+	p.dflt("retry.max_retries", "2", "VirtualService retries", "Istio retries twice by default (Traffic Management: Retries)")
+	f.Retry.MaxRetries = attempts
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: istioBackoff, Cap: 10 * istioBackoff, Multiplier: 2, Jitter: "full"}
+	p.dflt("retry.backoff", "25ms, cap 250ms", "HTTPRetry.backoff", "HTTPRetry.backoff: 25ms; Envoy: 10 times the base")
+	p.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
+	istioTraffic(p, &f, o, attempts > 0)
+	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.from, Lost: p.lost}
+}
+
+// istioRetries maps a retryOn ("" for Istio's default) onto f.Retry.On
+// and returns the attempts left (0 when nothing the simulator makes is
+// retried).
+func istioRetries(p *prov, f *scenario.Fleet, retryOnS string, objs []istioObject, host, path string, opts Options) int {
+	var codes []uint32
+	dflt := ""
+	if retryOnS == "" {
+		var which string
+		codes, which = istioDefaultCodes(opts)
+		retryOnS = istioRetryOn
+		p.note("istio", cmpOr(strings.TrimPrefix(opts.IstioVersion, "v"), istioCurrent+"+"), which)
+		dflt = "HTTPRetry.retry_on: " + istioRetryOn
+		if len(codes) > 0 {
+			dflt += " with 503"
+		}
+	}
+	some, err := mapRetryOn(p, f, retryOnS, codes, istioProtocol(objs, host, opts), path+".retries.retryOn", "retryOn", dflt)
+	if err != nil {
+		p.lose("retryOn %q: %v; imported as no retries", retryOnS, err)
+		return 0
+	}
+	if !some {
+		return 0
+	}
+	return istioAttempts
+}
+
+func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObject, opts Options) (Fleet, *istioObject) {
 	path := fmt.Sprintf("VirtualService %s: spec.http[%d]", o.name, i)
 	p := &prov{file: o.file}
 	name := h.GetName()
@@ -113,7 +249,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	}
 
 	r := h.GetRetries()
-	attempts, retryOnS, perTry, backoff := istioAttempts, istioRetryOn, time.Duration(0), istioBackoff
+	attempts, retryOnS, perTry, backoff := istioAttempts, "", time.Duration(0), istioBackoff
 	if r == nil {
 		p.dflt("retry.max_retries", "2", path+".retries", "Istio retries twice by default (Traffic Management: Retries)")
 	} else {
@@ -151,23 +287,8 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	}
 	f.Timeout = p.wait("timeout per attempt", perTry, 0)
 
-	on, unread, err := retryOn(retryOnS, nil)
-	if err != nil {
-		p.lose("retryOn %q: %v; imported as no retries", retryOnS, err)
+	if attempts > 0 && istioRetries(p, &f, retryOnS, objs, host, path, opts) == 0 {
 		attempts = 0
-	}
-	if r == nil || r.GetRetryOn() == "" {
-		p.dflt("retry.on", "["+strings.Join(on, ", ")+"]", path+".retries.retryOn", "HTTPRetry.retry_on: "+istioRetryOn)
-	} else {
-		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+".retries.retryOn")
-	}
-	for _, u := range unread {
-		p.lose("retryOn %s: the simulator makes no such failure", u)
-	}
-	if len(on) == 0 {
-		attempts = 0
-	} else if len(on) < 3 {
-		f.Retry.On = on
 	}
 	f.Retry.MaxRetries = attempts
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("backoff", backoff, 0), Cap: p.wait("the backoff's cap, 10 times backoff,", 10*min(backoff, maxTimeout), 0), Multiplier: 2, Jitter: "full"}
@@ -175,7 +296,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 
 	dr := findRule(objs, host)
 	istioTraffic(p, &f, dr, attempts > 0)
-	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.from, Lost: p.lost}
+	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.from, Lost: p.lost}, dr
 }
 
 // findRule returns the DestinationRule for host: the same name, or the

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,7 +20,10 @@ const (
 	linkerdRatio     = 0.2              // "retries may add at most an additional 20% to the request load"
 	linkerdMinPerSec = 10.0             // "plus an additional 10 free retries per second"
 	linkerdTTL       = 10 * time.Second // retryBudget.ttl
-	linkerdTimeout   = 10 * time.Second // route timeout: 10 seconds by default
+	// A route has no timeout unless it sets one: the 10s default the docs
+	// long gave was removed in 2020 (linkerd/linkerd2 pull 4958, stable-2.9;
+	// controller/api/destination/profile_translator.go sets a route's
+	// timeout only from its own field).
 )
 
 type serviceProfile struct {
@@ -104,6 +108,12 @@ func importLinkerd(srcs []Source) ([]Fleet, error) {
 			return nil, err
 		}
 		for _, d := range docs {
+			if f, ok, err := linkerdRoute(s.Name, d); err != nil {
+				return nil, err
+			} else if ok {
+				out.add(f)
+				continue
+			}
 			if str(d, "kind") != "ServiceProfile" || !strings.Contains(str(d, "apiVersion"), "linkerd.io") {
 				continue
 			}
@@ -144,20 +154,20 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		if f.Name == "" {
 			f.Name = fmt.Sprintf("%s route %d", name, i)
 		}
-		timeout := linkerdTimeout
 		if r.Timeout != "" {
 			d, err := time.ParseDuration(r.Timeout)
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("%s: %s.timeout: %q is not a positive duration", file, path, r.Timeout)
 			}
-			timeout = d
 			p.set("timeout and deadline", fmtDur(d), path+".timeout")
+			// The route's timeout covers the request, retries included.
+			f.Timeout = p.wait("timeout", d, 0)
+			f.Deadline = f.Timeout
 		} else {
-			p.dflt("timeout and deadline", fmtDur(timeout), path+".timeout", "Linkerd: requests time out after 10 seconds by default")
+			p.dflt("timeout and deadline", "none", path+".timeout", "Linkerd sets no route timeout unless the route has one (since stable-2.9)")
+			f.Timeout = maxTimeout
+			p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 		}
-		// The route's timeout covers the request, retries included.
-		f.Timeout = p.wait("timeout", timeout, 0)
-		f.Deadline = f.Timeout
 		if len(r.ResponseClasses) > 0 {
 			p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
 		}
@@ -170,9 +180,9 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		p.set("retry.max_retries", "unlimited", path+".isRetryable (Linkerd bounds retries by the budget alone)")
 		f.Retry.MaxRetries = -1
 		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
-		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a request that timed out has used its whole timeout")
+		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
 		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
-		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "request", RetryCost: 1, TimeoutCost: 1,
+		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "answer", Tower: true, RetryCost: 1, TimeoutCost: 1,
 			Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
 		bp := fmt.Sprintf("ServiceProfile %s: spec.retryBudget", name)
 		rb := sp.Spec.RetryBudget
@@ -190,10 +200,14 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 				p.lose("retryRatio %g: the simulator's budget_ratio is at least 0.000001, and imports it as that", r)
 				b.Ratio = 1e-6
 			}
+			if eff := 1 / math.Floor(1/b.Ratio); b.Ratio > 0 && eff != b.Ratio {
+				p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", b.Ratio, math.Floor(1/b.Ratio)))
+			}
 		} else {
 			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
 		}
 		if rb != nil && rb.MinRetriesPerSecond != nil {
+			// A uint32 in Linkerd's API: whole retries per second.
 			b.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
 			p.set("budget.min_retries_per_second", strconv.FormatFloat(b.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
 		} else {
@@ -204,7 +218,16 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("%s: %s.ttl: %q is not a positive duration", file, bp, rb.TTL)
 			}
-			b.TTL = p.wait("ttl", d, time.Millisecond)
+			if d < time.Second || d > time.Minute {
+				// linkerd2-proxy (service-profiles/src/proto.rs) logs a
+				// warning and drops the budget: the route then never retries.
+				f.Retry.MaxRetries, f.Retry.On = 0, nil
+				f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+				p.note("retry.max_retries", "0", fmt.Sprintf("%s.ttl %s is outside 1s to 60s: Linkerd's proxy drops the budget and the route does not retry", bp, fmtDur(d)))
+				out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
+				continue
+			}
+			b.TTL = d
 			p.set("budget.ttl", fmtDur(d), bp+".ttl")
 		} else {
 			p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
@@ -215,7 +238,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 			p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
 		} else {
 			f.Budget = b
-			p.note("budget.funded_by", "request", "Linkerd's ratio is of original requests")
+			p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
 		}
 		out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
 	}

@@ -46,9 +46,26 @@ func documents(name string, data []byte) ([]*yaml.Node, error) {
 		if count(root, 0) > maxNodes {
 			return nil, fmt.Errorf("%s: more than %d values, or nested deeper than %d: not a config file", name, maxNodes, maxDepth)
 		}
+		if items := listItems(root); items != nil {
+			docs = append(docs, items...) // kubectl get -o yaml: kind: List
+			continue
+		}
 		docs = append(docs, root)
 	}
 	return docs, nil
+}
+
+// listItems returns the objects of a Kubernetes List (what kubectl get -o
+// yaml writes for more than one object), or nil for any other document.
+func listItems(n *yaml.Node) []*yaml.Node {
+	if n.Kind != yaml.MappingNode || str(n, "apiVersion") != "v1" || !strings.HasSuffix(str(n, "kind"), "List") {
+		return nil
+	}
+	items := get(n, "items")
+	if items == nil || items.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return append([]*yaml.Node{}, items.Content...)
 }
 
 // count counts the nodes under n, aliases expanded, and stops early past

@@ -76,12 +76,20 @@ const (
 	// throttling and the AWS SDK do. Retries are then capped at a share of
 	// what works: in a total outage nothing funds them but the floor.
 	FundedBySuccess
-	// FundedByRequest deposits on every intent started, as Finagle and
-	// Linkerd do. Retries are capped at a share of demand, whatever fails.
+	// FundedByRequest deposits on every intent started, as Finagle does.
+	// Retries are capped at a share of demand, whatever fails.
 	FundedByRequest
+	// FundedByAnswer deposits on every attempt that ends without being
+	// retried: a success, or a failure the caller does not retry
+	// ([WindowBudgetSettings].Retried); a failure that is retried, or
+	// that the budget refuses to retry, deposits nothing. This is
+	// Linkerd's rule for ServiceProfile retries (linkerd2-proxy,
+	// linkerd/app/outbound/src/http/retry.rs). Only a [WindowBudget]
+	// takes it. In a total outage nothing funds retries but the floor.
+	FundedByAnswer
 )
 
-var fundingNames = [...]string{"unset", "success", "request"}
+var fundingNames = [...]string{"unset", "success", "request", "answer"}
 
 // String returns "unset", "success" or "request".
 func (f Funding) String() string { return enumString("Funding", fundingNames[:], uint8(f)) }

@@ -277,3 +277,60 @@ func TestFundingAndNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowBudgetTower is the decision table of tower's TpsBudget
+// (tower 0.5.3, tower/src/retry/budget/tps_budget.rs), which Linkerd's
+// ServiceProfile retry budget is (linkerd2-proxy v2.366,
+// linkerd/service-profiles/src/proto.rs builds it): a deposit adds 1, a
+// withdrawal takes n = ⌊1/ratio⌋ while the balance is at least n, and the
+// balance starts at the reserve min_per_sec × ⌊ttl in seconds⌋ × n. So the
+// retries a window allows are ⌊deposits/n⌋ + min_per_sec × ttl: the sum,
+// not the larger, of the two. Only answers that are not retried deposit
+// (linkerd/app/outbound/src/http/retry.rs: a retryable failure withdraws
+// and never deposits).
+func TestWindowBudgetTower(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		ratio    float64
+		min      float64
+		ttl      time.Duration
+		deposits int // answers recorded first
+		outcome  Outcome
+		want     int // retries allowed at once
+	}{
+		{"linkerd default, no traffic: the floor", 0.2, 10, 10 * time.Second, 0, OutcomeSuccess, 100},
+		{"linkerd default: floor plus ratio", 0.2, 10, 10 * time.Second, 50, OutcomeSuccess, 110},
+		{"0.4 acts as 0.5", 0.4, 1, 10 * time.Second, 10, OutcomeSuccess, 15},
+		{"0.3 acts as 1/3", 0.3, 0, 10 * time.Second, 9, OutcomeSuccess, 3},
+		{"fractional floor truncated", 0.2, 1.9, 10 * time.Second, 0, OutcomeSuccess, 10},
+		{"ttl truncated to whole seconds", 0.2, 1, 2500 * time.Millisecond, 0, OutcomeSuccess, 2},
+		{"outage: retried failures deposit nothing", 0.2, 10, 10 * time.Second, 500, OutcomeThrottled, 100},
+		{"a failure not retried deposits", 0.2, 10, 10 * time.Second, 50, OutcomeTimeout, 110},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := NewWindowBudget(WindowBudgetSettings{Ratio: c.ratio, Funding: FundedByAnswer,
+				MinRetriesPerSecond: c.min, TTL: c.ttl, Tower: true, Retried: []Outcome{OutcomeFailure, OutcomeThrottled}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range c.deposits {
+				w.Record(t0, c.outcome, 0)
+			}
+			got := 0
+			for ; got < 10_000; got++ {
+				if _, ok := w.Withdraw(t0, OutcomeFailure); !ok {
+					break
+				}
+			}
+			if got != c.want {
+				t.Fatalf("%d retries allowed, want %d", got, c.want)
+			}
+		})
+	}
+	if _, err := NewWindowBudget(WindowBudgetSettings{Ratio: 0.2, Funding: FundedByAnswer, TTL: 500 * time.Millisecond, Tower: true}); err == nil {
+		t.Fatal("Tower took a TTL under 1s: want an error naming it")
+	}
+	if _, err := NewTokenBucket(TokenBucketSettings{Ratio: 0.2, Funding: FundedByAnswer}); err == nil {
+		t.Fatal("a token bucket took FundedByAnswer")
+	}
+}

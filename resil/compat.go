@@ -14,11 +14,22 @@ type GRPCThrottleSettings struct {
 	// TokenRatio is what a success adds: 0 < TokenRatio, at most three
 	// decimal places count. Required.
 	TokenRatio float64
+	// Uncounted lists the failed outcomes that take no token. grpc-go
+	// takes a token only for an attempt whose status the method's
+	// retryPolicy lists as retryable (or that carried pushback): a
+	// failure whose status is not retryable, and the end of the caller's
+	// own deadline, leave the bucket alone (grpc-go stream.go,
+	// csAttempt.shouldRetry). A caller that reports every failure,
+	// retryable or not, lists here the outcomes its policy does not retry.
+	// Nil: every failure takes a token, for callers that already report
+	// only retryable statuses as failures (resilgrpc's Guards do).
+	Uncounted []Outcome
 }
 
 // GRPCThrottle is gRPC's client-side retry throttling, as gRFC A6 specifies
 // it: the bucket starts full at MaxTokens; every failed attempt takes one
-// token and every success adds TokenRatio (never beyond MaxTokens); retries
+// token (except those of GRPCThrottleSettings.Uncounted) and every success
+// adds TokenRatio (never beyond MaxTokens); retries
 // and hedges are allowed only while the balance is above MaxTokens/2.
 // Unlike [TokenBucket], a retry itself costs nothing: failures pay.
 //
@@ -27,10 +38,11 @@ type GRPCThrottleSettings struct {
 // panic on nothing, and [Policy.Validate] refuses them with [ErrNotBuilt].
 // It is safe for concurrent use and reads no clock.
 type GRPCThrottle struct {
-	mu     sync.Mutex
-	tokens int64 // thousandths, as in the spec's fixed-point arithmetic
-	max    int64
-	ratio  int64
+	mu        sync.Mutex
+	tokens    int64 // thousandths, as in the spec's fixed-point arithmetic
+	max       int64
+	ratio     int64
+	uncounted [OutcomeThrottled + 1]bool // by outcome: failures that take no token
 }
 
 // NewGRPCThrottle returns a throttle, or an error naming the invalid field.
@@ -43,7 +55,14 @@ func NewGRPCThrottle(s GRPCThrottleSettings) (*GRPCThrottle, error) {
 		return nil, badSetting("GRPCThrottleSettings.TokenRatio", s.TokenRatio, "required, in (0, 1000] with at least 0.001")
 	}
 	m := int64(s.MaxTokens*1000 + 0.5)
-	return &GRPCThrottle{tokens: m, max: m, ratio: r}, nil
+	g := &GRPCThrottle{tokens: m, max: m, ratio: r}
+	for _, o := range s.Uncounted {
+		if !o.failed() {
+			return nil, badSetting("GRPCThrottleSettings.Uncounted", o, "lists failures only: failure, timeout or throttled")
+		}
+		g.uncounted[o] = true
+	}
+	return g, nil
 }
 
 // built reports whether NewGRPCThrottle made g: MaxTokens is required.
@@ -52,8 +71,8 @@ func (g *GRPCThrottle) built() bool { return g != nil && g.max > 0 }
 // Begin does nothing: gRPC's throttle is funded by successes.
 func (g *GRPCThrottle) Begin(time.Time) {}
 
-// Record takes a token for a failure or a timeout and adds TokenRatio for a
-// success.
+// Record takes a token for a failure or a timeout (unless its outcome is
+// one of the settings' Uncounted) and adds TokenRatio for a success.
 func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
 	if !g.built() {
 		return
@@ -62,7 +81,7 @@ func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
 	switch {
 	case o == OutcomeSuccess:
 		g.tokens = min(g.max, g.tokens+g.ratio)
-	case o.failed():
+	case o.failed() && !g.uncounted[o]:
 		g.tokens = max(0, g.tokens-1000)
 	}
 	g.mu.Unlock()
@@ -107,6 +126,14 @@ type AWSQuotaSettings struct {
 	TimeoutCost int
 	// NoRetryIncrement is added when a first attempt succeeds. Zero means 1.
 	NoRetryIncrement int
+	// NoIncrement makes a first attempt that succeeds add nothing, so
+	// that only a retry that succeeds gives back (its own cost): the quota
+	// of aws-sdk-go-v2's adaptive mode as it ships, whose attempt token
+	// never reaches the standard retryer's increment (aws/retry/adaptive.go,
+	// AdaptiveMode.GetAttemptToken and GetInitialToken; aws-sdk-go-v2
+	// issue 3550). A client then stops retrying for good once its net
+	// retries have spent the capacity.
+	NoIncrement bool
 }
 
 // AWSQuota is the AWS SDKs' retry quota (standard retry mode): a bucket of
@@ -145,6 +172,9 @@ func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
 		if f.v < 0 || f.v > 1_000_000 {
 			return nil, badSetting("AWSQuotaSettings."+f.name, f.v, "must be in [0, 1e6]")
 		}
+	}
+	if s.NoIncrement {
+		q.incr = 0
 	}
 	q.tokens = q.capacity
 	return q, nil

@@ -112,3 +112,83 @@ func TestAWSQuotaStandard(t *testing.T) {
 		t.Fatal("negative capacity accepted")
 	}
 }
+
+// TestGRPCThrottleCountsRetryableOnly is the decision table of grpc-go
+// v1.85 (stream.go, csAttempt.shouldRetry, and clientStream.finish): an
+// attempt takes a token only when its status is one the retryPolicy
+// retries; a non-retryable status and the caller's own deadline (the call
+// is finished before the throttle is asked) leave the bucket as it was; a
+// successful RPC adds tokenRatio. Here the policy retries UNAVAILABLE
+// (throttled) only, and the timeouts are the caller's deadline.
+func TestGRPCThrottleCountsRetryableOnly(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		o     Outcome
+		delta float64 // tokens after, less the 10 before
+	}{
+		{"retryable status", OutcomeThrottled, -1},
+		{"non-retryable status", OutcomeFailure, 0},
+		{"the caller's own deadline", OutcomeTimeout, 0},
+		{"cancelled by the caller", OutcomeIgnored, 0},
+		{"success at full bucket", OutcomeSuccess, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5,
+				Uncounted: []Outcome{OutcomeFailure, OutcomeTimeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Record(t0, c.o, 0)
+			if got := g.Tokens(t0) - 10; got != c.delta {
+				t.Fatalf("tokens changed by %v, want %v", got, c.delta)
+			}
+		})
+	}
+	if _, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5, Uncounted: []Outcome{OutcomeSuccess}}); err == nil {
+		t.Fatal("Uncounted took a success: want an error naming the field")
+	}
+}
+
+// TestAWSQuotaAdaptiveNoIncrement is the decision table of aws-sdk-go-v2's
+// adaptive retry mode as it ships (aws/retry/adaptive.go at
+// c213f6605dbc: GetAttemptToken returns the rate limiter's handleResponse
+// and GetInitialToken a no-op, so the standard retryer's
+// NoRetryIncrement is never paid; GetRetryToken is the standard
+// retryer's, whose release gives a successful retry's cost back;
+// aws-sdk-go-v2 issue 3550). Capacity 500, a retry 5, after a timeout
+// 10: a client that has spent its quota on retries that failed never
+// retries again, however many first attempts succeed.
+func TestAWSQuotaAdaptiveNoIncrement(t *testing.T) {
+	q, err := NewAWSQuota(AWSQuotaSettings{NoIncrement: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, o Outcome, paid float64, want float64) {
+		t.Helper()
+		q.Record(t0, o, paid)
+		if got := q.Tokens(t0); got != want {
+			t.Fatalf("%s: tokens %v, want %v", what, got, want)
+		}
+	}
+	step("a first attempt succeeds", OutcomeSuccess, 0, 500)
+	c, ok := q.Withdraw(t0, OutcomeFailure)
+	if !ok || c != 5 {
+		t.Fatalf("a retry: cost %v, %v; want 5, true", c, ok)
+	}
+	step("the retry succeeds: its cost comes back", OutcomeSuccess, c, 500)
+	for i := range 100 {
+		if _, ok := q.Withdraw(t0, OutcomeFailure); !ok {
+			t.Fatalf("retry %d refused with a full quota", i+1)
+		}
+		q.Record(t0, OutcomeFailure, 5)
+	}
+	if _, ok := q.Withdraw(t0, OutcomeFailure); ok {
+		t.Fatal("the 101st net retry was allowed: 500/5 is 100")
+	}
+	for range 1000 {
+		q.Record(t0, OutcomeSuccess, 0)
+	}
+	if _, ok := q.Withdraw(t0, OutcomeFailure); ok {
+		t.Fatal("first attempts that succeeded refilled the quota")
+	}
+}

@@ -43,7 +43,7 @@ func TestEnumText(t *testing.T) {
 	}
 	check("Schedule", 3, func(i int) textEnum { return Schedule(i) }, func(b []byte) (textEnum, error) { var v Schedule; err := v.UnmarshalText(b); return v, err })
 	check("Jitter", 5, func(i int) textEnum { return Jitter(i) }, func(b []byte) (textEnum, error) { var v Jitter; err := v.UnmarshalText(b); return v, err })
-	check("Funding", 3, func(i int) textEnum { return Funding(i) }, func(b []byte) (textEnum, error) { var v Funding; err := v.UnmarshalText(b); return v, err })
+	check("Funding", 4, func(i int) textEnum { return Funding(i) }, func(b []byte) (textEnum, error) { var v Funding; err := v.UnmarshalText(b); return v, err })
 	check("Scope", 2, func(i int) textEnum { return Scope(i) }, func(b []byte) (textEnum, error) { var v Scope; err := v.UnmarshalText(b); return v, err })
 	check("TripRule", 3, func(i int) textEnum { return TripRule(i) }, func(b []byte) (textEnum, error) { var v TripRule; err := v.UnmarshalText(b); return v, err })
 	check("State", 3, func(i int) textEnum { return State(i) }, func(b []byte) (textEnum, error) { var v State; err := v.UnmarshalText(b); return v, err })

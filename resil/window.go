@@ -24,15 +24,28 @@ type WindowBudgetSettings struct {
 	TTL time.Duration
 	// RetryCost and TimeoutCost are what a retry after a failure or a
 	// timeout counts for. Zero means 1, and TimeoutCost zero means
-	// RetryCost.
+	// RetryCost. Tower ignores them: every retry counts 1.
 	RetryCost, TimeoutCost float64
+	// Retried lists the failed outcomes the caller retries: with
+	// FundedByAnswer they deposit nothing. Ignored by other fundings.
+	Retried []Outcome
+	// Tower gives the budget the arithmetic of tower's TpsBudget, which
+	// Linkerd's ServiceProfile retry budget is (tower
+	// tower/src/retry/budget/tps_budget.rs): the floor adds to the
+	// ratio's allowance instead of standing under it; a Ratio of at most
+	// 1 acts as 1/n with n = 1/Ratio truncated (0.4 acts as 0.5, 0.3 as
+	// 1/3); the floor is MinRetriesPerSecond, truncated to whole retries,
+	// times the TTL truncated to whole seconds, and the TTL must be in
+	// [1s, 60s].
+	Tower bool
 }
 
 // WindowBudget is the time-window form of the retry budget, as in Finagle,
-// Linkerd, Envoy's retry budgets and Gateway API GEP-3388: over the last
-// TTL, retries may be at most max(Ratio × deposits, MinRetriesPerSecond ×
-// TTL). Unlike [TokenBucket] it forgets: a quiet period neither saves up
-// retries nor leaves a debt, and the floor renews every TTL.
+// Envoy's retry budgets and Gateway API GEP-3388: over the last TTL,
+// retries may be at most max(Ratio × deposits, MinRetriesPerSecond × TTL);
+// with Tower (Linkerd's), Ratio × deposits + MinRetriesPerSecond × TTL.
+// Unlike [TokenBucket] it forgets: a quiet period neither saves up retries
+// nor leaves a debt, and the floor renews every TTL.
 //
 // Make one with [NewWindowBudget]. A budget it did not make fails closed:
 // the zero WindowBudget and a nil *WindowBudget grant no retry, count
@@ -47,7 +60,9 @@ type WindowBudget struct {
 	cost    fixed
 	timeout fixed
 	funding Funding
-	win     sliding // deposits (count) and retries (fixed point)
+	tower   bool                       // the floor adds to the ratio's allowance
+	retried [OutcomeThrottled + 1]bool // by outcome: retried failures, which FundedByAnswer does not deposit for
+	win     sliding                    // deposits (count) and retries (fixed point)
 }
 
 const (
@@ -71,8 +86,13 @@ func NewWindowBudget(s WindowBudgetSettings) (*WindowBudget, error) {
 	if err := checkRatio(p+"Ratio", s.Ratio); err != nil {
 		return nil, err
 	}
-	if err := checkFunding(p+"Funding", s.Funding); err != nil {
-		return nil, err
+	if s.Funding != FundedByAnswer {
+		if err := checkFunding(p+"Funding", s.Funding); err != nil {
+			return nil, err
+		}
+	}
+	if s.Tower && (s.TTL < time.Second || s.TTL > time.Minute) {
+		return nil, badSetting(p+"TTL", s.TTL, "must be in [1s, 60s] with Tower, as tower's TpsBudget asserts")
 	}
 	if s.TTL < time.Millisecond || s.TTL > 24*time.Hour {
 		return nil, badSetting(p+"TTL", s.TTL, "must be in [1ms, 24h]")
@@ -86,14 +106,31 @@ func NewWindowBudget(s WindowBudgetSettings) (*WindowBudget, error) {
 	if !finite(s.TimeoutCost) || s.TimeoutCost <= 0 || s.TimeoutCost > 1e6 {
 		return nil, badSetting(p+"TimeoutCost", s.TimeoutCost, "must be in (0, 1e6]")
 	}
-	return &WindowBudget{
+	w := &WindowBudget{
 		ratio:   toFixed(s.Ratio),
 		floor:   toFixed(s.MinRetriesPerSecond * s.TTL.Seconds()),
 		cost:    toFixed(s.RetryCost),
 		timeout: toFixed(s.TimeoutCost),
 		funding: s.Funding,
+		tower:   s.Tower,
 		win:     newSliding(s.TTL),
-	}, nil
+	}
+	for _, o := range s.Retried {
+		if !o.failed() {
+			return nil, badSetting(p+"Retried", o, "lists failures only: failure, timeout or throttled")
+		}
+		w.retried[o] = true
+	}
+	if s.Tower {
+		// In tower's units a deposit is worth 1 and a retry n = ⌊1/Ratio⌋
+		// (Ratio is at most 1 here; tower's larger ratios are not taken):
+		// the balance deposits − n × retries + floor × n must stay at
+		// least n.
+		n := math.Floor(1 / s.Ratio)
+		w.ratio, w.cost, w.timeout = toFixed(1), toFixed(n), toFixed(n)
+		w.floor = toFixed(math.Floor(s.MinRetriesPerSecond) * math.Floor(s.TTL.Seconds()) * n)
+	}
+	return w, nil
 }
 
 // built reports whether NewWindowBudget made w: it never leaves Funding
@@ -109,6 +146,9 @@ func (w *WindowBudget) deposit(now time.Time) {
 
 // allowance is what the window permits now. Called with mu held.
 func (w *WindowBudget) allowance() fixed {
+	if w.tower {
+		return w.ratio*w.win.sum[winDeposits] + w.floor
+	}
 	return max(w.ratio*w.win.sum[winDeposits], w.floor)
 }
 
@@ -119,10 +159,21 @@ func (w *WindowBudget) Begin(now time.Time) {
 	}
 }
 
-// Record deposits for a success when the budget is funded by successes.
+// Record deposits for a success when the budget is funded by successes,
+// and for a success or a failure not retried when it is funded by answers.
 func (w *WindowBudget) Record(now time.Time, o Outcome, paid float64) {
-	if o == OutcomeSuccess && w.built() && w.funding == FundedBySuccess {
-		w.deposit(now)
+	if !w.built() {
+		return
+	}
+	switch w.funding {
+	case FundedBySuccess:
+		if o == OutcomeSuccess {
+			w.deposit(now)
+		}
+	case FundedByAnswer:
+		if o == OutcomeSuccess || (o.failed() && !w.retried[o]) {
+			w.deposit(now)
+		}
 	}
 }
 
@@ -160,7 +211,8 @@ func (w *WindowBudget) Refund(now time.Time, cost float64) {
 	}
 }
 
-// Tokens returns how many more unit-cost retries the window allows now.
+// Tokens returns how many more unit-cost retries the window allows now
+// (with Tower, in tower's units: a retry costs ⌊1/Ratio⌋).
 func (w *WindowBudget) Tokens(now time.Time) float64 {
 	if !w.built() {
 		return 0

@@ -48,7 +48,7 @@ func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 	if p.Backoff, err = f.Retry.Backoff.resil(); err != nil {
 		return resil.Policy{}, err
 	}
-	if p.Budget, err = f.Budget.resil(); err != nil {
+	if p.Budget, err = f.Budget.resil(f); err != nil {
 		return resil.Policy{}, err
 	}
 	if f.Budget.Use == BudgetAWSAdaptive {
@@ -105,9 +105,45 @@ func (b Budget) funding() (resil.Funding, error) {
 	return f, err
 }
 
+// retried lists the failed outcomes the fleet retries.
+func (f Fleet) retried() []resil.Outcome {
+	var r []resil.Outcome
+	if f.Retry.Retries(RetryOnError) {
+		r = append(r, resil.OutcomeFailure)
+	}
+	if f.Retry.Retries(RetryOnRejection) {
+		r = append(r, resil.OutcomeThrottled)
+	}
+	if f.Retry.Retries(RetryOnTimeout) {
+		r = append(r, resil.OutcomeTimeout)
+	}
+	return r
+}
+
+// uncounted lists the failures a gRPC throttle takes no token for: those
+// the fleet does not retry, as grpc-go counts only retryable statuses, and
+// timeouts when the attempt's timeout is the call's own deadline (gRPC's
+// only timeout), which ends the call without touching the bucket (grpc-go
+// stream.go, csAttempt.shouldRetry: a finished call returns before the
+// throttle is asked).
+func (f Fleet) uncounted() []resil.Outcome {
+	var u []resil.Outcome
+	if !f.Retry.Retries(RetryOnError) {
+		u = append(u, resil.OutcomeFailure)
+	}
+	if !f.Retry.Retries(RetryOnRejection) {
+		u = append(u, resil.OutcomeThrottled)
+	}
+	if !f.Retry.Retries(RetryOnTimeout) || (f.Deadline > 0 && f.Timeout >= f.Deadline) {
+		u = append(u, resil.OutcomeTimeout)
+	}
+	return u
+}
+
 // resil returns a new budget, or nil for none: a nil Budget is resil's "no
-// budget".
-func (b Budget) resil() (resil.Budget, error) {
+// budget". f is the fleet it guards: which failures it retries matters to
+// a gRPC throttle and to a budget funded by answers.
+func (b Budget) resil(f Fleet) (resil.Budget, error) {
 	switch b.Use {
 	case BudgetNone, "":
 		return nil, nil
@@ -130,9 +166,10 @@ func (b Budget) resil() (resil.Budget, error) {
 			Ratio: b.Ratio, Funding: funding,
 			MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: b.TTL,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
+			Retried: f.retried(), Tower: b.Tower,
 		})
 	case BudgetGRPC:
-		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio})
+		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: f.uncounted()})
 	case BudgetConcurrency:
 		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
 	case BudgetAWS, BudgetAWSAdaptive:
@@ -141,6 +178,7 @@ func (b Budget) resil() (resil.Budget, error) {
 		return resil.NewAWSQuota(resil.AWSQuotaSettings{
 			Capacity: b.Capacity, RetryCost: int(b.RetryCost),
 			TimeoutCost: int(b.TimeoutCost), NoRetryIncrement: b.NoRetryIncrement,
+			NoIncrement: b.NoRetryIncrement == 0,
 		})
 	}
 	return nil, fmt.Errorf("unknown budget use %q", b.Use)

@@ -327,3 +327,39 @@ func TestBackoffWithoutDelayInResilWords(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCBudgetCountsRetryableOnly: a fleet's gRPC throttle takes a token
+// only for the failures the fleet retries, and never for a timeout that is
+// the call's own deadline, as grpc-go v1.85 counts them (stream.go,
+// csAttempt.shouldRetry: the status must be retryable; a finished call
+// returns before the throttle is asked).
+func TestGRPCBudgetCountsRetryableOnly(t *testing.T) {
+	budget := Budget{Use: BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}
+	for _, c := range []struct {
+		name  string
+		fleet Fleet
+		o     resil.Outcome
+		taken bool
+	}{
+		{"retried rejection", Fleet{Timeout: time.Second, Retry: Retry{On: []string{RetryOnRejection}}}, resil.OutcomeThrottled, true},
+		{"error not retried", Fleet{Timeout: time.Second, Retry: Retry{On: []string{RetryOnRejection}}}, resil.OutcomeFailure, false},
+		{"per-attempt timeout retried", Fleet{Timeout: time.Second, Deadline: 3 * time.Second}, resil.OutcomeTimeout, true},
+		{"timeout is the call's deadline", Fleet{Timeout: time.Second, Deadline: time.Second}, resil.OutcomeTimeout, false},
+		{"timeout not retried", Fleet{Timeout: time.Second, Retry: Retry{On: []string{RetryOnError}}}, resil.OutcomeTimeout, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.fleet
+			f.Name, f.Budget, f.Retry.MaxRetries = "g", budget, 2
+			p, err := f.NewPolicy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Unix(0, 0)
+			p.Budget.Record(now, c.o, 0)
+			took := p.Budget.(*resil.GRPCThrottle).Tokens(now) < 10
+			if took != c.taken {
+				t.Fatalf("token taken = %v, want %v", took, c.taken)
+			}
+		})
+	}
+}

@@ -215,8 +215,8 @@ type Retry struct {
 	// Default false: every failed intent may be retried.
 	IdempotentOnly bool
 	// On lists the failures that are retried: RetryOnError,
-	// RetryOnRejection, RetryOnTimeout. Empty (the default) retries all
-	// three.
+	// RetryOnRejection, RetryOnTimeout, RetryOnRefused. Empty (the
+	// default) retries all four.
 	On      []string
 	Backoff Backoff
 }
@@ -226,10 +226,11 @@ const (
 	RetryOnError     = "error"     // an error answer (a 5xx that is not an overload rejection)
 	RetryOnRejection = "rejection" // an overload rejection (503, 429: a throttle)
 	RetryOnTimeout   = "timeout"   // no answer within the attempt's timeout
+	RetryOnRefused   = "refused"   // a refused connection: an outage with mode: refuse
 )
 
 // Retries reports whether a failure of kind k (RetryOnError,
-// RetryOnRejection, RetryOnTimeout) may be retried.
+// RetryOnRejection, RetryOnTimeout, RetryOnRefused) may be retried.
 func (r *Retry) Retries(k string) bool {
 	return len(r.On) == 0 || slices.Contains(r.On, k)
 }
@@ -262,7 +263,7 @@ type Budget struct {
 
 	// token_bucket and window
 	Ratio     float64 // budget_ratio: required, in (0, 1]; no default
-	Funding   string  // funded_by: "success" (default) or "request"
+	Funding   string  // funded_by: "success" (default), "request", or "answer" (window only)
 	MinTokens float64 // token_bucket floor; default 0
 	MaxTokens float64 // token_bucket cap; default 100; grpc: required
 	// RetryCost and TimeoutCost: token_bucket and window default 1 and
@@ -270,11 +271,15 @@ type Budget struct {
 	RetryCost, TimeoutCost float64
 	MinRetriesPerSecond    float64       // window floor; default 0
 	TTL                    time.Duration // window length; default 10s
+	// Tower gives a window budget the arithmetic of tower's TpsBudget
+	// (Linkerd's): the floor adds to the ratio's allowance (see
+	// resil.WindowBudgetSettings.Tower). Default false.
+	Tower bool
 
 	TokenRatio float64 // grpc: what a success adds; required there
 
 	Capacity         int // aws, aws_adaptive: bucket size; default 500
-	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1
+	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1; 0 adds nothing
 
 	// concurrency (Envoy's retry budget): both required
 	Percent        float64 // budget_percent: retries active at most this % of requests active

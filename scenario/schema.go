@@ -31,9 +31,9 @@ var (
 	limitAlgos   = resilWords(resil.LimitFixed, resil.LimitAIMD, resil.LimitGradient, resil.LimitVegas)
 	limitKinds   = append([]string{LimitNone}, limitAlgos...)
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
-	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest)
+	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest, resil.FundedByAnswer)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
-	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout}
+	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout, RetryOnRefused}
 )
 
 // resilWords returns the words of resil's enum values vs. Every value given has
@@ -267,6 +267,7 @@ func budgetObject(b *Budget) *object {
 			{key: "no_retry_increment", kinds: aws, v: integer{&b.NoRetryIncrement}},
 			{key: "min_retries_per_second", kinds: window, v: number{&b.MinRetriesPerSecond}},
 			{key: "ttl", kinds: window, v: duration{&b.TTL}},
+			{key: "tower", kinds: window, v: boolean{&b.Tower}},
 			{key: "budget_percent", kinds: conc, need: true, v: number{&b.Percent}},
 			{key: "min_retry_concurrency", kinds: conc, need: true, v: integer{&b.MinConcurrency}},
 			{key: "beta", kinds: pacer, v: number{&b.Beta}},

@@ -450,6 +450,9 @@ func (b *Budget) check(c *checker, path string) {
 	switch b.Use {
 	case BudgetTokenBucket:
 		ratio(c, at("budget_ratio"), b.Ratio)
+		if b.Funding == resil.FundedByAnswer.String() {
+			c.fail(at("funded_by"), "answer funds a window budget only: want success or request")
+		}
 		over(c, at("max_tokens"), b.MaxTokens, 0, 1e9)
 		in(c, at("min_tokens"), b.MinTokens, 0, b.MaxTokens)
 		over(c, at("retry_cost"), b.RetryCost, 0, b.MaxTokens)
@@ -460,6 +463,9 @@ func (b *Budget) check(c *checker, path string) {
 		over(c, at("timeout_cost"), b.TimeoutCost, 0, 1e6)
 		in(c, at("min_retries_per_second"), b.MinRetriesPerSecond, 0, 1e6)
 		in(c, at("ttl"), b.TTL, time.Millisecond, maxWait)
+		if b.Tower {
+			in(c, at("ttl"), b.TTL, time.Second, time.Minute)
+		}
 	case BudgetGRPC:
 		over(c, at("max_tokens"), b.MaxTokens, 0, 1000)
 		in(c, at("token_ratio"), b.TokenRatio, 0.001, 1000)
@@ -467,7 +473,7 @@ func (b *Budget) check(c *checker, path string) {
 		in(c, at("capacity"), b.Capacity, 1, maxCount)
 		whole(c, at("retry_cost"), b.RetryCost, float64(b.Capacity))
 		whole(c, at("timeout_cost"), b.TimeoutCost, float64(b.Capacity))
-		in(c, at("no_retry_increment"), b.NoRetryIncrement, 1, maxCount)
+		in(c, at("no_retry_increment"), b.NoRetryIncrement, 0, maxCount)
 		if b.Use == BudgetAWSAdaptive {
 			if !(b.Beta > 0 && b.Beta < 1) {
 				c.fail(at("beta"), "must be in (0, 1), got %s", show(b.Beta))

@@ -26,7 +26,7 @@ func TestValidateInCode(t *testing.T) {
 		{"no budget", func(s *Scenario) { s.Fleets[0].Budget.Use = "" }, "fleets[0].budget.use", "must be none, token_bucket, window, grpc, aws, concurrency or aws_adaptive"},
 		{"setting of another budget", func(s *Scenario) { s.Fleets[1].Budget.TTL = time.Second }, "fleets[1].budget.settings.ttl", "ttl does not apply to token_bucket; it is a setting of window"},
 		{"setting of no breaker", func(s *Scenario) { s.Fleets[0].Breaker.Cooldown = time.Second }, "fleets[0].breaker.settings.cooldown", "use: none takes no settings"},
-		{"funding unset", func(s *Scenario) { s.Fleets[1].Budget.Funding = "" }, "fleets[1].budget.settings.funded_by", "must be success or request"},
+		{"funding unset", func(s *Scenario) { s.Fleets[1].Budget.Funding = "" }, "fleets[1].budget.settings.funded_by", "must be success, request or answer"},
 		{"jitter unset", func(s *Scenario) { s.Fleets[1].Retry.Backoff.Jitter = "" }, "fleets[1].retry.backoff.jitter", "must be none, full, equal, decorrelated or factor"},
 		{"multiplier unset", func(s *Scenario) { s.Fleets[1].Retry.Backoff.Multiplier = 0 }, "fleets[1].retry.backoff.multiplier", "must be in [1, 1000], got 0"},
 		{"NaN rate", func(s *Scenario) { s.Traffic.Rate = math.NaN() }, "traffic.rate", "got NaN"},

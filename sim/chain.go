@@ -41,7 +41,7 @@ type hopState struct {
 	idemOnly  bool
 	hedging   bool
 	propagate bool // the calling tier propagates its callers' deadlines
-	retryOn   [resil.OutcomeThrottled + 1]bool
+	retryOn   [outcomeRefused + 1]bool
 	// The calling tier's own answers: its error share and broken keys.
 	errRate, broken float64
 
@@ -102,6 +102,7 @@ func (f *fleet) newChain() error {
 		h.retryOn[resil.OutcomeFailure] = cl.Retry.Retries(scenario.RetryOnError)
 		h.retryOn[resil.OutcomeThrottled] = cl.Retry.Retries(scenario.RetryOnRejection)
 		h.retryOn[resil.OutcomeTimeout] = cl.Retry.Retries(scenario.RetryOnTimeout)
+		h.retryOn[outcomeRefused] = cl.Retry.Retries(scenario.RetryOnRefused)
 		h.errRate, h.broken = t.Server.ErrorRate, t.Server.Broken
 		h.ticks = make([]tickCounts, f.nTicks)
 		h.s = newSeries(f.nTicks)
@@ -607,7 +608,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 			f.reqs.at(ri).blind = blind
 			f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
 		case f.env.mode == scenario.OutageRefuse:
-			f.reject(f.request(ai, in, n), now) // refused at once: the origin never sees it
+			f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 		default:
 			// A blackhole: nothing answers, the origin never sees it.
 		}
@@ -655,7 +656,8 @@ func (f *fleet) chainTimedOut(a int32, now int64) {
 // chainFinish is finish in a chain: it ends attempt ai on the client's
 // side with outcome o, frees it, and decides what the intent does next: a
 // tier's call that ends tells the request it serves.
-func (f *fleet) chainFinish(ai int32, now int64, o resil.Outcome) {
+func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
+	o := policyOutcome(kind)
 	a := &f.atts[ai]
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
@@ -701,7 +703,7 @@ func (f *fleet) chainFinish(ai int32, now int64, o resil.Outcome) {
 	if in.inflight > 0 {
 		return // a hedge is still out: it may yet succeed
 	}
-	if !retryOn[o] {
+	if !retryOn[kind] {
 		// Not a failure the fleet retries: the classifier's call, made
 		// before the policy is asked, as in resil's Guard (counted with
 		// retries exhausted, as LostBy counts a stop it has no column for).

@@ -138,7 +138,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		ri := f.request(ai, in, n)
 		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
 	case f.env.mode == scenario.OutageRefuse:
-		f.reject(f.request(ai, in, n), now) // refused at once: the origin never sees it
+		f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 	default:
 		// A blackhole: nothing answers, the origin never sees it.
 	}
@@ -186,6 +186,8 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 	switch aux {
 	case answerThrottled:
 		o = resil.OutcomeThrottled
+	case answerRefused:
+		o = outcomeRefused
 	case answerOK:
 		o = resil.OutcomeSuccess
 		if a.tick >= 0 {
@@ -199,11 +201,12 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 	f.finish(ai, now, o)
 }
 
-// finish ends attempt ai on the client's side with outcome o, frees it,
-// and decides what the intent does next. A chain's attempts go to
-// chainFinish instead: the callers choose, so that a one-hop attempt pays
-// one branch for the chain on its way here, not two.
-func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
+// finish ends attempt ai on the client's side with outcome o (or
+// outcomeRefused), frees it, and decides what the intent does next. A
+// chain's attempts go to chainFinish instead: the callers choose, so that
+// a one-hop attempt pays one branch for the chain on its way here, not two.
+func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
+	o := policyOutcome(kind)
 	a := &f.atts[ai]
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
@@ -235,7 +238,7 @@ func (f *fleet) finish(ai int32, now int64, o resil.Outcome) {
 	if in.inflight > 0 {
 		return // a hedge is still out: it may yet succeed
 	}
-	if !f.retryOn[o] {
+	if !f.retryOn[kind] {
 		// Not a failure the fleet retries: the classifier's call, made
 		// before the policy is asked, as in resil's Guard (counted with
 		// retries exhausted, as LostBy counts a stop it has no column for).

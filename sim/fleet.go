@@ -78,7 +78,7 @@ type fleet struct {
 	poisson  bool
 	hedging  bool
 	replicas int
-	retryOn  [resil.OutcomeThrottled + 1]bool // by outcome: may it be retried?
+	retryOn  [outcomeRefused + 1]bool // by outcome (and outcomeRefused): may it be retried?
 
 	policies []resil.Policy
 	jitter   rand.Source
@@ -227,6 +227,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	f.retryOn[resil.OutcomeFailure] = cfg.Retry.Retries(scenario.RetryOnError)
 	f.retryOn[resil.OutcomeThrottled] = cfg.Retry.Retries(scenario.RetryOnRejection)
 	f.retryOn[resil.OutcomeTimeout] = cfg.Retry.Retries(scenario.RetryOnTimeout)
+	f.retryOn[outcomeRefused] = cfg.Retry.Retries(scenario.RetryOnRefused)
 	if _, end, ok := triggerWindow(sc); ok {
 		f.clearAt, f.hasClear = int64(end), true
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/origin"
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -89,7 +90,21 @@ func (f *fleet) request(ai int32, in *intent, n int32) int32 {
 const (
 	answerOK        = 1
 	answerThrottled = 2 // an overload rejection: resil.OutcomeThrottled
+	answerRefused   = 3 // a refused connection (an outage's mode: refuse): outcomeRefused
 )
+
+// outcomeRefused is a refused connection, on the client's side: the
+// policy sees resil.OutcomeThrottled, as for any rejection it hears at
+// once, but the fleet retries it only if it retries scenario.RetryOnRefused.
+const outcomeRefused = resil.OutcomeThrottled + 1
+
+// policyOutcome is what the policy sees of the failure kind o.
+func policyOutcome(o resil.Outcome) resil.Outcome {
+	if o == outcomeRefused {
+		return resil.OutcomeThrottled
+	}
+	return o
+}
 
 // answer is the origin's answer to request r reaching its client at now;
 // aux says what it is (answerOK, answerThrottled, or 0 for an error). A
@@ -192,13 +207,19 @@ func (d *originDriver) Reject(r origin.Request, now time.Duration) {
 	(*fleet)(d).reject(int32(r), int64(now))
 }
 
-// reject answers request r with a rejection, rejectDelay after now: the
-// origin's overload rejection, or a refused connection in an outage.
-func (f *fleet) reject(r int32, now int64) {
+// reject answers request r with the origin's overload rejection,
+// rejectDelay after now.
+func (f *fleet) reject(r int32, now int64) { f.rejectAs(r, now, answerThrottled) }
+
+// refuse answers request r with a refused connection (an outage with mode:
+// refuse), rejectDelay after now.
+func (f *fleet) refuseConn(r int32, now int64) { f.rejectAs(r, now, answerRefused) }
+
+func (f *fleet) rejectAs(r int32, now int64, aux uint8) {
 	x := f.reqs.at(r)
 	at := now + rejectDelay
 	f.known(x, at)
-	f.q.push(mkEvent(at, r, x.gen, evAnswer, answerThrottled), laneReject)
+	f.q.push(mkEvent(at, r, x.gen, evAnswer, aux), laneReject)
 }
 
 // Drop is a shedding origin skipping the request, unanswered.

@@ -188,6 +188,10 @@ type ConfigFlags struct {
 	MaxRuns    int    // advise --max-runs
 	Top        int    // advise and merge --top
 	As         string // advise --as: the formats to write the recommendation in
+
+	// Protocol and Istio are import's --protocol and --istio: what the
+	// services speak, and the Istio release, where the configs do not say.
+	Protocol, Istio string
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -233,6 +237,17 @@ func importFlags(fs *flag.FlagSet, inv *Invocation) {
 		d, err := parseDuration(s)
 		inv.Configs.Timeout = d
 		return err
+	})
+	funcVar(fs, "protocol", "the protocol `P` the services speak, http or grpc, where the configs do not say (default: http, noted in each fleet)", func(s string) error {
+		if s != "http" && s != "grpc" {
+			return errors.New("want http or grpc")
+		}
+		inv.Configs.Protocol = s
+		return nil
+	})
+	funcVar(fs, "istio", "the Istio release `V` whose defaults apply, such as 1.23 (default: the current)", func(s string) error {
+		inv.Configs.Istio = s
+		return nil
 	})
 }
 

@@ -259,6 +259,9 @@ type ImportOptions struct {
 	Base    string        // --base: the scenario to run the fleets in; "" is the storm
 	Output  string        // -o: the file to write; "" is stdout
 	Timeout time.Duration // --timeout: for configs that set none
+	// Protocol (--protocol) and Istio (--istio) say what the configs do
+	// not: what the services speak, and the Istio release.
+	Protocol, Istio string
 }
 
 // Import is `retrystorm import [--format F] [--base FILE] [-o FILE] FILE...`.
@@ -269,6 +272,8 @@ func Import(ctx context.Context, args []string, o IO) error {
 	fs.StringVar(&in.Base, "base", "", "the scenario whose traffic, origin and triggers the fleets run in (default: the storm)")
 	fs.StringVar(&in.Output, "o", "", "write the scenario here instead of stdout")
 	fs.DurationVar(&in.Timeout, "timeout", 0, "the attempt timeout for configs that set none (AWS SDK settings); default: the base scenario's first fleet's")
+	fs.StringVar(&in.Protocol, "protocol", "", "what the services speak where the config does not say: http or grpc (default: http)")
+	fs.StringVar(&in.Istio, "istio", "", "the Istio release whose defaults apply, such as 1.23 (default: the current)")
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -286,7 +291,7 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 	if err != nil {
 		return err
 	}
-	opts := importer.Options{Timeout: *timeout}
+	opts := importer.Options{Timeout: *timeout, Protocol: in.Protocol, IstioVersion: in.Istio}
 	if *format != "" {
 		if opts.Format, err = importer.ParseFormat(*format); err != nil {
 			return usagef("--format: %v", err)

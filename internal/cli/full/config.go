@@ -42,7 +42,7 @@ func runImport(ctx context.Context, inv *cli.Invocation) error {
 	io, clear := configIO(inv, "import")
 	defer clear()
 	c := inv.Configs
-	return configErr(configcmd.RunImport(ctx, inv.Args, configcmd.ImportOptions{Format: c.Format, Base: c.Base, Output: c.Output, Timeout: c.Timeout}, io))
+	return configErr(configcmd.RunImport(ctx, inv.Args, configcmd.ImportOptions{Format: c.Format, Base: c.Base, Output: c.Output, Timeout: c.Timeout, Protocol: c.Protocol, Istio: c.Istio}, io))
 }
 
 func runCheck(ctx context.Context, inv *cli.Invocation) error {

@@ -160,6 +160,7 @@ func TestConfigBadInput(t *testing.T) {
 		}
 	}
 }
+
 // Issue 27, item 10: check and advise refuse a run of the envelope that
 // would need more memory than --max-memory with exit status 2, as run and
 // sweep do (1 means unsafe there), and the limit their message says to
