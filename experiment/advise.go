@@ -121,9 +121,10 @@ func adviseCandidates(user scenario.Fleet, conditions bool) []AdviseCandidate {
 					// gRPC's candidates are what a service config can say:
 					// grpc-go's jitter (0.8 to 1.2 times the schedule),
 					// and, when the search may change the conditions, no
-					// retry of a call whose deadline passed.
+					// retry of a call whose deadline passed (every other
+					// failure, refused connections included).
 					if conditions {
-						f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+						f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnRefused}
 					}
 					f.Retry.Backoff.Jitter, f.Retry.Backoff.Factor = "factor", 0.2
 				}

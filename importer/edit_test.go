@@ -337,9 +337,10 @@ func TestDiff(t *testing.T) {
 }
 
 // TestEditConditions: with the conditions searched (--conditions), the
-// retry_on an edit writes keeps the user's conditions the simulator does
-// not model (Envoy's connect-failure once disappeared when 5xx became
-// retriable-status-codes).
+// retry_on an edit writes keeps what the recommendation retries (Envoy's
+// connect-failure once disappeared when 5xx became
+// retriable-status-codes; a refused connection is now a failure of its
+// own, retry.on: refused, which connect-failure retries).
 func TestEditConditions(t *testing.T) {
 	srcs := readSources(t, "envoy/route.yaml", "envoy/cluster.yaml")
 	fl, err := Import(srcs, Options{})
@@ -347,7 +348,7 @@ func TestEditConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := advised(fl[0].Fleet, 2, fl[0].Fleet.Budget)
-	rec.Retry.On = []string{scenario.RetryOnRejection}
+	rec.Retry.On = []string{scenario.RetryOnRejection, scenario.RetryOnRefused}
 	edited, notes, err := Edit(srcs, fl[0], rec)
 	if err != nil {
 		t.Fatal(err)

@@ -269,10 +269,10 @@ func TestImportEdges(t *testing.T) {
 			wantErr: "sp.yaml:11: spec.retryBudget.minRetriesPerSecond: -10: Linkerd holds it as a whole number from 0 to 4294967295"},
 		{name: "linkerd ttl 1000h", file: "sp.yaml",
 			data:     linkerdProfile("    retryRatio: 0.2\n    minRetriesPerSecond: 10\n    ttl: 1000h\n"),
-			wantNote: "1000h: the simulator's longest is 24h"},
+			wantNote: "ttl 1000h is outside 1s to 60s: Linkerd's proxy drops the budget"},
 		{name: "linkerd ttl 1ns", file: "sp.yaml",
 			data:     linkerdProfile("    retryRatio: 0.2\n    minRetriesPerSecond: 10\n    ttl: 1ns\n"),
-			wantNote: "1ns: the simulator's shortest is 1ms"},
+			wantNote: "ttl 1ns is outside 1s to 60s: Linkerd's proxy drops the budget"},
 
 		// AWS
 		{name: "aws profile name of 120 bytes", file: "config",
