@@ -4,25 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // TestChainStallAddsUp is issue 21's chain: a queue tier and a concurrency
 // tier that both retry, through a stall at the origin. Every layer must add
 // up: no more lost calls than calls, no more wasted work than attempts.
 func TestChainStallAddsUp(t *testing.T) {
-	b, err := os.ReadFile("testdata/chain-stall.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scenario.Parse("chain-stall.yaml", b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := loadScenario(t, "testdata/chain-stall.yaml")
 	r, err := Run(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err) // Run checks every identity
@@ -44,14 +35,7 @@ func TestChainStallAddsUp(t *testing.T) {
 // TestCheckNamesTheIdentity breaks one number of a sound result at a time:
 // Check must name the identity broken, and match ErrIdentity.
 func TestCheckNamesTheIdentity(t *testing.T) {
-	b, err := os.ReadFile("testdata/chain-stall.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scenario.Parse("chain-stall.yaml", b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := loadScenario(t, "testdata/chain-stall.yaml")
 	sc.Fleets[0].Retry.MaxRetries = 2 // some retries at the fleet too
 	good, err := Run(context.Background(), sc)
 	if err != nil {
