@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
 )
 
 // TestChainStallAddsUp is issue 21's chain: a queue tier and a concurrency
