@@ -43,6 +43,9 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 		}
 	}
 	notes := []string{capacityModelNote(sc)}
+	if len(sc.Tiers) > 0 {
+		notes = append(notes, layerNote)
+	}
 	sec := report.Section{
 		ID:    "run",
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),

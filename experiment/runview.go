@@ -115,10 +115,11 @@ func chainCharts(res *sim.Result, x []float64, tick string) []report.Chart {
 	return charts
 }
 
-// chainTables are a chain's layers, one table per fleet: the load offered
-// to each layer and its amplification, how its callers fared, whether it
-// recovered, the calls that reached it and were lost, and the work it did
-// for callers that had left. The queues are in the charts.
+// chainTables are a chain's layers, one table per fleet: the calls made
+// into each layer and the attempts they sent, the amplification, how its
+// callers fared, whether it recovered, the calls that were lost, and the
+// work it did for callers that had left (layerNote says so in words). The
+// queues are in the charts.
 func chainTables(res *sim.Result) []report.Table {
 	var out []report.Table
 	for _, f := range res.Fleets {
@@ -127,23 +128,26 @@ func chainTables(res *sim.Result) []report.Table {
 		}
 		t := report.Table{
 			Title: f.Name + ": layer by layer",
-			Columns: []report.Column{{Name: "layer"}, {Name: "attempts", Align: report.Right}, {Name: "×intent", Align: report.Right},
-				{Name: "peak/tick", Align: report.Right}, {Name: "failures", Align: report.Right}, {Name: "recovery", Align: report.Right},
-				{Name: "lost", Align: report.Right}, {Name: "wasted", Align: report.Right}},
+			Columns: []report.Column{{Name: "layer"}, {Name: "calls", Align: report.Right}, {Name: "attempts", Align: report.Right},
+				{Name: "×intent", Align: report.Right}, {Name: "peak/tick", Align: report.Right}, {Name: "failures", Align: report.Right},
+				{Name: "recovery", Align: report.Right}, {Name: "lost", Align: report.Right}, {Name: "wasted", Align: report.Right}},
 			Emphasis: map[[2]int]bool{},
 		}
 		for i, l := range f.Tiers {
 			s := l.Summary
-			t.Rows = append(t.Rows, []string{l.Name, report.Int(s.Attempts), report.Float(l.Amplification, 2), report.Int(s.PeakOffered),
-				report.Int(s.Failures), recoveryText(s), report.Int(s.IntentsLost), report.Int(s.WastedWork)})
+			t.Rows = append(t.Rows, []string{l.Name, report.Int(s.Intents), report.Int(s.Attempts), report.Float(l.Amplification, 2),
+				report.Int(s.PeakOffered), report.Int(s.Failures), recoveryText(s), report.Int(s.IntentsLost), report.Int(s.WastedWork)})
 			if !s.Recovered {
-				t.Emphasis[[2]int{i, 5}] = true
+				t.Emphasis[[2]int{i, 6}] = true
 			}
 		}
 		out = append(out, t)
 	}
 	return out
 }
+
+// layerNote says what the columns of chainTables count at a layer.
+const layerNote = "Layer by layer: calls are the calls made into the layer (the fleet's intents, then each tier's calls to the next), attempts what those calls sent, ×intent the attempts per fleet intent; failures and lost are its callers' (attempts that failed, calls that never succeeded); wasted is the work the layer did for callers that had already left. Each tier makes at most one call per attempt it receives."
 
 func floats(v []int64) []float64 {
 	out := make([]float64, len(v))

@@ -22,6 +22,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// checkTallies fails t with every accounting identity the lab's tallies
+// break: the simulator's checker, on what the lab measured.
+func checkTallies(t *testing.T, res *Result) {
+	t.Helper()
+	if err := res.Result.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
 // startOrigin runs an origin on loopback until the test ends.
 func startOrigin(t *testing.T, cfg OriginConfig) (*Origin, string) {
 	t.Helper()

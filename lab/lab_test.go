@@ -68,6 +68,7 @@ func smoke(t *testing.T, protocol Protocol) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkTallies(t, res)
 	if len(res.Fleets) != 2 || len(res.Lab.Fleets) != 2 || !ready["naive"] || !ready["guarded"] ||
 		(protocol == ProtocolGRPC) != (ready["naive grpc"] && ready["guarded grpc"]) {
 		t.Fatalf("%d fleets, ready on loopback: %v", len(res.Fleets), ready)
@@ -248,6 +249,7 @@ func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol P
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkTallies(t, res)
 	return simRes, res
 }
 

@@ -52,6 +52,7 @@ func TestLabChainAmplifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkTallies(t, res)
 	f := res.Fleets[0]
 	if len(f.Tiers) != 2 || f.Tiers[0].Name != "api" || f.Tiers[1].Name != "origin" || len(res.Lab.Fleets[0].Tiers) != 1 {
 		t.Fatalf("layers %+v", f.Tiers)
@@ -87,6 +88,7 @@ func TestLabChainPropagatesDeadlines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkTallies(t, res)
 		api, org := res.Fleets[0].Tiers[0], res.Fleets[0].Tiers[1]
 		per[propagate] = float64(org.Summary.Attempts) / float64(max(api.Summary.Attempts, 1))
 		t.Logf("propagate %v: %.2f attempts at the origin per attempt at the tier; the tier's wasted work %d", propagate, per[propagate], api.Summary.WastedWork)

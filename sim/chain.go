@@ -226,8 +226,9 @@ func (d *tierDriver) Drop(r origin.Request, now time.Duration) {
 		f.cancelCall(call, cgen, int64(now))
 		x = c.at(int32(r))
 	}
-	_, sum := f.counts(x.layer)
-	sum.Dropped++
+	if _, sum := f.counts(x.layer); x.tick >= 0 {
+		sum.Dropped++
+	}
 	if x.att >= 0 {
 		f.atts[x.att].req = -1 // its client will time out
 	}
@@ -299,6 +300,8 @@ func (f *fleet) tierWork(r int32, now int64) {
 	in.afterClear = f.hasClear && now >= f.clearAt
 	if k := f.tickOf(now); k >= 0 {
 		h.ticks[k].intents++
+	} else {
+		in.late = true
 	}
 	x.calling, x.call, x.cgen = true, j, in.gen
 	f.start(j, now)
@@ -311,7 +314,7 @@ func (f *fleet) tierWork(r int32, now int64) {
 func (f *fleet) callEnded(in *intent, ok bool, now int64) {
 	c := f.chain
 	h := &c.hops[in.hop]
-	if in.failed && in.afterClear {
+	if in.failed && in.afterClear && !in.late {
 		h.sum.Victims++
 	}
 	if f.draining {
@@ -346,11 +349,13 @@ func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 	if aux == answerOK && x.tick >= 0 {
 		ticks[x.tick].successes++
 	}
-	serving, l, rep, ai := x.serving, x.layer, x.replica, x.att
+	serving, l, rep, ai, counted := x.serving, x.layer, x.replica, x.att, x.tick >= 0
 	x.serving = false
 	c.release(r)
 	if ai < 0 {
-		sum.WastedWork++
+		if counted {
+			sum.WastedWork++
+		}
 	} else {
 		a := &f.atts[ai]
 		a.req = -1
@@ -635,9 +640,11 @@ func (f *fleet) timeoutKind() eventKind {
 // loseCall is lose for a tier's call in: it counts at its hop and tells
 // the request the call serves.
 func (f *fleet) loseCall(in *intent, now int64, r resil.StopReason) {
-	sum := &f.chain.hops[in.hop].sum
-	sum.IntentsLost++
-	sum.LostBy.Add(r)
+	if !in.late {
+		sum := &f.chain.hops[in.hop].sum
+		sum.IntentsLost++
+		sum.LostBy.Add(r)
+	}
 	f.callEnded(in, false, now)
 }
 
@@ -717,7 +724,7 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 	d, err := pol.Retry(f.vt(now), &in.in, o, 0, latest, f.jitter)
 	if err != nil {
 		r := resil.ReasonOf(err)
-		if r == resil.StopBudget {
+		if r == resil.StopBudget && !in.late {
 			sum.BudgetDenials++
 		}
 		f.lose(i, now, r)

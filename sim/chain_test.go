@@ -156,48 +156,17 @@ func TestChainKeepsTheRecords(t *testing.T) {
 }
 
 // checkChain checks what must hold of every layer of a chain, whatever the
-// policies: each layer's series add up to its summary, its calls come from
-// the attempts of the layer above, answers never outnumber attempts, every
-// lost call has a reason, and the amplification is the attempts per intent.
+// policies: a layer for each tier and the origin, and every accounting
+// identity of each layer and between them (Result.Check).
 func checkChain(t *testing.T, sc *scenario.Scenario, r *Result) {
 	t.Helper()
 	for _, f := range r.Fleets {
 		if len(f.Tiers) != len(sc.Tiers)+1 || f.Tiers[len(f.Tiers)-1].Name != "origin" {
 			t.Fatalf("%s: %d layers for %d tiers", f.Name, len(f.Tiers), len(sc.Tiers))
 		}
-		for l, tr := range f.Tiers {
-			s, se := tr.Summary, tr.Series
-			var offered, succ, good, failed, intents int64
-			for k := range se.Tick {
-				offered += se.Offered[k]
-				succ += se.Successes[k]
-				good += se.Goodput[k]
-				failed += se.FailedAttempts[k]
-				intents += se.Intents[k]
-				if se.Offered[k] != se.FirstAttempts[k]+se.Retries[k]+se.Hedges[k] {
-					t.Errorf("%s/%s tick %d: offered %d is not first + retries + hedges", f.Name, tr.Name, k, se.Offered[k])
-				}
-				if se.Goodput[k] > se.Successes[k] {
-					t.Errorf("%s/%s tick %d: goodput %d > successes %d", f.Name, tr.Name, k, se.Goodput[k], se.Successes[k])
-				}
-			}
-			if s.Attempts != offered || s.Successes != succ || s.Goodput != good || s.FailedAttempts != failed || s.Intents != intents {
-				t.Errorf("%s/%s: the summary does not match the series: %+v", f.Name, tr.Name, s)
-			}
-			if s.Successes > s.Attempts || s.FailedAttempts+s.Goodput > s.Attempts {
-				t.Errorf("%s/%s: %d successes, %d failed and %d goodput of %d attempts", f.Name, tr.Name, s.Successes, s.FailedAttempts, s.Goodput, s.Attempts)
-			}
-			if l > 0 && s.Intents > f.Tiers[l-1].Summary.Attempts {
-				t.Errorf("%s/%s: %d calls from %d attempts at the layer above", f.Name, tr.Name, s.Intents, f.Tiers[l-1].Summary.Attempts)
-			}
-			lb := s.LostBy
-			if s.IntentsLost != lb.RetriesExhausted+lb.Budget+lb.Breaker+lb.Throttled+lb.NotIdempotent+lb.Deadline+lb.Unfinished {
-				t.Errorf("%s/%s: %d lost, not the sum of its reasons %+v", f.Name, tr.Name, s.IntentsLost, lb)
-			}
-			if want := float64(s.Attempts) / float64(max(f.Summary.Intents, 1)); f.Summary.Intents > 0 && tr.Amplification != want {
-				t.Errorf("%s/%s: amplification %g, want %g", f.Name, tr.Name, tr.Amplification, want)
-			}
-		}
+	}
+	if err := r.Check(); err != nil {
+		t.Error(err)
 	}
 }
 

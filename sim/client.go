@@ -281,7 +281,7 @@ func (f *fleet) hedge(a int32, now int64) {
 	in := &f.ints[i]
 	t, err := f.policies[in.client].StartHedge(f.vt(now), &in.in)
 	if err != nil {
-		if resil.ReasonOf(err) == resil.StopBudget {
+		if resil.ReasonOf(err) == resil.StopBudget && !in.late {
 			_, sum := f.counts(in.hop)
 			sum.BudgetDenials++
 		}
@@ -372,9 +372,10 @@ func (f *fleet) finishUnfinished() {
 	f.draining = true // nothing answers after the run
 	for i := range f.ints {
 		if in := &f.ints[i]; !in.free {
-			_, sum := f.counts(in.hop)
-			sum.IntentsLost++
-			sum.LostBy.Unfinished++
+			if _, sum := f.counts(in.hop); !in.late {
+				sum.IntentsLost++
+				sum.LostBy.Unfinished++
+			}
 			if in.hop > 0 {
 				f.callEnded(in, false, 0) // counts it; nobody is answered
 			}

@@ -54,6 +54,10 @@ type intent struct {
 	failed     bool
 	broken     bool
 	free       bool
+	// late marks a tier's call begun after the run: the run follows it,
+	// for the fleet's intents that still wait on it, but counts nothing of
+	// it, as it counts no attempt sent after the run (see Summary).
+	late bool
 	// In a chain: 0 for a fleet's intent, h for a call of tier h-1 (to
 	// the layer h), made to serve its tier request parent.
 	hop    uint8

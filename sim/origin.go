@@ -118,11 +118,15 @@ func (f *fleet) answer(r int32, now int64, aux uint8) {
 	if aux == answerOK && x.tick >= 0 {
 		f.oticks[x.tick].successes++
 	}
-	a := x.att
+	a, counted := x.att, x.tick >= 0
 	x.att = -1 // answered: its client no longer waits for it (a model may still ask, Done)
 	f.reqs.release(r)
 	if a < 0 {
-		f.osum.WastedWork++
+		// Work for nobody counts as the attempt it served does: only for
+		// an attempt sent during the run.
+		if counted {
+			f.osum.WastedWork++
+		}
 		return
 	}
 	f.receive(a, now, aux)
@@ -226,7 +230,9 @@ func (f *fleet) rejectAs(r int32, now int64, aux uint8) {
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	f := (*fleet)(d)
 	x := f.reqs.at(int32(r))
-	f.osum.Dropped++
+	if x.tick >= 0 {
+		f.osum.Dropped++
+	}
 	if x.att >= 0 {
 		f.atts[x.att].req = -1 // its client will time out
 	}

@@ -93,5 +93,10 @@ func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result,
 			return nil, err
 		}
 	}
+	// Results add up by construction; a run whose numbers do not is a bug
+	// to report, not a result to print.
+	if err := res.Check(); err != nil {
+		return nil, err
+	}
 	return res, nil
 }

@@ -1,0 +1,272 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The accounting identities of a result. Every result the simulator returns
+// satisfies them (Run checks, and fails with ErrIdentity rather than return
+// numbers that do not add up); the lab checks its tallies with the same
+// code, and the tests and FuzzRun check every result they make.
+// docs/glossary.md lists them in words.
+//
+// The counting window: a summary counts the attempts sent during the run
+// (its series' sums) and the intents that began during it, each followed to
+// its end after the run if need be. What an attempt caused is counted with
+// it: the wasted work and the drops of attempts sent during the run, the
+// successes of attempts sent during it. A tier's call begun after the run
+// is followed (a fleet's intent may wait on it) but counted nowhere.
+//
+// Per layer (the fleet's own summary is its first layer's), for a summary
+// s and its series:
+//
+//	series-sums             s.attempts = Σ offered, and so for intents, retries, hedges,
+//	                        successes, goodput, failed_attempts, breaker_refusals,
+//	                        throttle_refusals and failures
+//	attempt-kinds           offered = first_attempts + retries + hedges, every tick
+//	failure-parts           failures = failed_attempts + breaker_refusals + throttle_refusals,
+//	                        every tick and in total
+//	goodput-is-success      goodput ≤ successes, every tick
+//	one-outcome-per-attempt goodput + failed_attempts ≤ offered, every tick: an attempt is
+//	                        answered in time, fails, or is left (cancelled, or unfinished)
+//	successes-are-attempts  successes ≤ offered, every tick
+//	timeouts-are-failures   timeouts ≤ failed_attempts
+//	first-per-intent        first_attempts ≤ intents
+//	lost-by-reason          intents_lost = Σ lost_by
+//	won-or-lost             goodput + intents_lost ≤ intents: an intent succeeds once, or is lost
+//	victims-arrived-after   victims ≤ intents from the tick the triggers ended in
+//	after-clear             failures_after_clear = Σ failures of the ticks after the triggers
+//	thrown-were-refused     answers_thrown_away ≤ breaker_refusals + throttle_refusals
+//	waste-was-not-goodput   wasted_work + dropped ≤ attempts − goodput: work for nobody and
+//	                        requests skipped are attempts whose caller did not get them
+//	budget-losses-denied    lost_by.budget ≤ budget_denials
+//	retries-per-request     retries_per_request = retries / intents
+//	peak-offered            peak_offered = max offered
+//	recovery-ticks          recovered ⇔ recovery_ticks is set, and then it is ≥ 0
+//
+// Through a chain (a fleet's tiers, outermost first, then the origin):
+//
+//	first-layer-is-fleet    the first layer's summary is the fleet's summary
+//	calls-per-request       intents[l+1] ≤ attempts[l]: a tier makes at most one call for each
+//	                        attempt it receives
+//	amplification           amplification[l] = attempts[l] / the fleet's intents
+var ErrIdentity = errors.New("sim: the result breaks an accounting identity (a bug: please report it)")
+
+// IdentityError lists the identities a result breaks, each with its name
+// and numbers. It matches ErrIdentity with errors.Is.
+type IdentityError struct {
+	Scenario string
+	Broken   []string // "fleet/layer: identity: numbers"
+}
+
+func (e *IdentityError) Error() string {
+	const most = 8
+	b := e.Broken
+	more := ""
+	if len(b) > most {
+		b, more = b[:most], fmt.Sprintf("\n\t... and %d more", len(e.Broken)-most)
+	}
+	return fmt.Sprintf("%v: scenario %q:\n\t%s%s", ErrIdentity, e.Scenario, strings.Join(b, "\n\t"), more)
+}
+
+func (e *IdentityError) Is(target error) bool { return target == ErrIdentity }
+
+// Check verifies every accounting identity of r (listed above) and returns
+// an *IdentityError naming each one broken, or nil.
+func (r *Result) Check() error {
+	c := identityCheck{end: r.clearTick(), clearFrom: r.clearFromTick()}
+	for i := range r.Fleets {
+		f := &r.Fleets[i]
+		c.layer(f.Name, &f.Summary, &f.Series)
+		if len(f.Tiers) == 0 {
+			continue
+		}
+		if !sameCounts(&f.Tiers[0].Summary, &f.Summary) {
+			c.fail(f.Name, "first-layer-is-fleet", "the first layer's summary differs from the fleet's")
+		}
+		for l := range f.Tiers {
+			t := &f.Tiers[l]
+			name := f.Name + "/" + t.Name
+			if l > 0 {
+				c.layer(name, &t.Summary, &t.Series)
+				if above := &f.Tiers[l-1].Summary; t.Summary.Intents > above.Attempts {
+					c.fail(name, "calls-per-request", "%d calls into it > %d attempts into %s", t.Summary.Intents, above.Attempts, f.Tiers[l-1].Name)
+				}
+			}
+			if want := ratio(t.Summary.Attempts, f.Summary.Intents); !closeTo(t.Amplification, want) {
+				c.fail(name, "amplification", "%v != %d attempts / %d intents", t.Amplification, t.Summary.Attempts, f.Summary.Intents)
+			}
+		}
+	}
+	if len(c.broken) == 0 {
+		return nil
+	}
+	return &IdentityError{Scenario: r.Scenario, Broken: c.broken}
+}
+
+// clearTick is the first tick wholly after the triggers (TriggerTicks'
+// end), 0 without triggers.
+func (r *Result) clearTick() int {
+	if r.Trigger == nil || r.TickSeconds <= 0 {
+		return 0
+	}
+	return int(math.Ceil(r.Trigger.End/r.TickSeconds - 1e-9))
+}
+
+// clearFromTick is the tick the triggers ended in: intents after the end
+// arrive in it or later.
+func (r *Result) clearFromTick() int {
+	if r.Trigger == nil || r.TickSeconds <= 0 {
+		return 0
+	}
+	return int(math.Floor(r.Trigger.End/r.TickSeconds + 1e-9))
+}
+
+type identityCheck struct {
+	end, clearFrom int
+	broken         []string
+}
+
+func (c *identityCheck) fail(who, identity, format string, args ...any) {
+	c.broken = append(c.broken, who+": "+identity+": "+fmt.Sprintf(format, args...))
+}
+
+// layer checks the identities of one layer's summary s and series se.
+func (c *identityCheck) layer(who string, s *Summary, se *Series) {
+	n := len(se.Tick)
+	for _, a := range []struct {
+		name string
+		v    []int64
+	}{
+		{"intents", se.Intents}, {"offered", se.Offered}, {"first_attempts", se.FirstAttempts},
+		{"retries", se.Retries}, {"hedges", se.Hedges}, {"successes", se.Successes},
+		{"goodput", se.Goodput}, {"failures", se.Failures}, {"failed_attempts", se.FailedAttempts},
+		{"breaker_refusals", se.BreakerRefusals},
+	} {
+		if len(a.v) != n {
+			c.fail(who, "series-sums", "series %s has %d ticks, not %d", a.name, len(a.v), n)
+			return
+		}
+	}
+	if se.ThrottleRefusals != nil && len(se.ThrottleRefusals) != n {
+		c.fail(who, "series-sums", "series throttle_refusals has %d ticks, not %d", len(se.ThrottleRefusals), n)
+		return
+	}
+	var sums Summary
+	var peak, afterClear, lateIntents int64
+	for k := range n {
+		thr := throttled(se, k)
+		sums.Intents += se.Intents[k]
+		sums.Attempts += se.Offered[k]
+		sums.Retries += se.Retries[k]
+		sums.Hedges += se.Hedges[k]
+		sums.Successes += se.Successes[k]
+		sums.Goodput += se.Goodput[k]
+		sums.Failures += se.Failures[k]
+		sums.FailedAttempts += se.FailedAttempts[k]
+		sums.BreakerRefusals += se.BreakerRefusals[k]
+		sums.ThrottleRefusals += thr
+		peak = max(peak, se.Offered[k])
+		if k >= c.end {
+			afterClear += se.Failures[k]
+		}
+		if k >= c.clearFrom {
+			lateIntents += se.Intents[k]
+		}
+		if se.Offered[k] != se.FirstAttempts[k]+se.Retries[k]+se.Hedges[k] {
+			c.fail(who, "attempt-kinds", "tick %d: offered %d != first %d + retries %d + hedges %d", k, se.Offered[k], se.FirstAttempts[k], se.Retries[k], se.Hedges[k])
+		}
+		if se.Failures[k] != se.FailedAttempts[k]+se.BreakerRefusals[k]+thr {
+			c.fail(who, "failure-parts", "tick %d: failures %d != failed %d + breaker %d + throttle %d", k, se.Failures[k], se.FailedAttempts[k], se.BreakerRefusals[k], thr)
+		}
+		if se.Goodput[k] > se.Successes[k] {
+			c.fail(who, "goodput-is-success", "tick %d: goodput %d > successes %d", k, se.Goodput[k], se.Successes[k])
+		}
+		if se.Goodput[k]+se.FailedAttempts[k] > se.Offered[k] {
+			c.fail(who, "one-outcome-per-attempt", "tick %d: goodput %d + failed %d > offered %d", k, se.Goodput[k], se.FailedAttempts[k], se.Offered[k])
+		}
+		if se.Successes[k] > se.Offered[k] {
+			c.fail(who, "successes-are-attempts", "tick %d: successes %d > offered %d", k, se.Successes[k], se.Offered[k])
+		}
+	}
+	for _, p := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"intents", s.Intents, sums.Intents}, {"attempts", s.Attempts, sums.Attempts},
+		{"retries", s.Retries, sums.Retries}, {"hedges", s.Hedges, sums.Hedges},
+		{"successes", s.Successes, sums.Successes}, {"goodput", s.Goodput, sums.Goodput},
+		{"failures", s.Failures, sums.Failures}, {"failed_attempts", s.FailedAttempts, sums.FailedAttempts},
+		{"breaker_refusals", s.BreakerRefusals, sums.BreakerRefusals},
+		{"throttle_refusals", s.ThrottleRefusals, sums.ThrottleRefusals},
+	} {
+		if p.got != p.want {
+			c.fail(who, "series-sums", "%s %d != %d, the sum of its series", p.name, p.got, p.want)
+		}
+	}
+	if s.Failures != s.FailedAttempts+s.BreakerRefusals+s.ThrottleRefusals {
+		c.fail(who, "failure-parts", "failures %d != failed %d + breaker %d + throttle %d", s.Failures, s.FailedAttempts, s.BreakerRefusals, s.ThrottleRefusals)
+	}
+	le := func(identity, a string, x int64, b string, y int64) {
+		if x > y {
+			c.fail(who, identity, "%s %d > %s %d", a, x, b, y)
+		}
+	}
+	le("timeouts-are-failures", "timeouts", s.Timeouts, "failed_attempts", s.FailedAttempts)
+	le("first-per-intent", "first_attempts", sumOf(se.FirstAttempts), "intents", s.Intents)
+	l := s.LostBy
+	if by := l.RetriesExhausted + l.Budget + l.Breaker + l.Throttled + l.NotIdempotent + l.Deadline + l.Unfinished; by != s.IntentsLost {
+		c.fail(who, "lost-by-reason", "intents_lost %d != %d, the sum of lost_by %+v", s.IntentsLost, by, l)
+	}
+	le("won-or-lost", "goodput + intents_lost", s.Goodput+s.IntentsLost, "intents", s.Intents)
+	le("victims-arrived-after", "victims", s.Victims, "intents from the tick the triggers ended", lateIntents)
+	if s.FailuresAfterClear != afterClear {
+		c.fail(who, "after-clear", "failures_after_clear %d != %d, the failures of ticks %d on", s.FailuresAfterClear, afterClear, c.end)
+	}
+	le("thrown-were-refused", "answers_thrown_away", s.AnswersThrownAway, "refusals", s.BreakerRefusals+s.ThrottleRefusals)
+	le("waste-was-not-goodput", "wasted_work + dropped", s.WastedWork+s.Dropped, "attempts − goodput", s.Attempts-s.Goodput)
+	le("budget-losses-denied", "lost_by.budget", l.Budget, "budget_denials", s.BudgetDenials)
+	if want := ratio(s.Retries, s.Intents); !closeTo(s.RetriesPerRequest, want) {
+		c.fail(who, "retries-per-request", "%v != %d retries / %d intents", s.RetriesPerRequest, s.Retries, s.Intents)
+	}
+	if s.PeakOffered != peak {
+		c.fail(who, "peak-offered", "peak_offered %d != %d, the most offered in a tick", s.PeakOffered, peak)
+	}
+	if s.Recovered != (s.RecoveryTicks != nil) || (s.RecoveryTicks != nil && *s.RecoveryTicks < 0) {
+		c.fail(who, "recovery-ticks", "recovered %v with recovery_ticks %v", s.Recovered, s.RecoveryTicks)
+	}
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"intents", s.Intents}, {"attempts", s.Attempts}, {"timeouts", s.Timeouts}, {"victims", s.Victims},
+		{"intents_lost", s.IntentsLost}, {"wasted_work", s.WastedWork}, {"dropped", s.Dropped},
+		{"budget_denials", s.BudgetDenials}, {"answers_thrown_away", s.AnswersThrownAway}, {"breaker_trips", s.BreakerTrips},
+	} {
+		if v.n < 0 {
+			c.fail(who, "non-negative", "%s %d", v.name, v.n)
+		}
+	}
+}
+
+func sumOf(v []int64) int64 {
+	var n int64
+	for _, x := range v {
+		n += x
+	}
+	return n
+}
+
+// sameCounts reports whether two summaries hold the same counts.
+func sameCounts(a, b *Summary) bool {
+	return a.Intents == b.Intents && a.Attempts == b.Attempts && a.Retries == b.Retries &&
+		a.Successes == b.Successes && a.Failures == b.Failures && a.IntentsLost == b.IntentsLost &&
+		a.WastedWork == b.WastedWork && a.Victims == b.Victims
+}
+
+func closeTo(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b))
+}
