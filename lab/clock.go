@@ -213,7 +213,7 @@ func (o *Origin) fire(e due, at time.Duration) {
 type request struct {
 	gen      uint32
 	serving  bool          // in service (Serve), not answered yet
-	tick     int           // the tick it arrived in, for the successes it earns
+	tick     int           // the tick it was sent in (TickHeader), for the successes it earns
 	broken   bool          // its intent's key is in the broken share: it always fails
 	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
 	exec     *execution    // set for non-idempotent requests: their side effect is counted

@@ -444,6 +444,10 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	a, _ := resilhttp.AttemptOf(ctx)
 	tr.sent.Add(1)
 	t.tally.add(kindCounts[a.Kind], k)
+	if k >= 0 {
+		// The attempt's own header copy (resilhttp.Transport made it).
+		r.Header.Set(TickHeader, strconv.Itoa(k))
+	}
 
 	// The resilhttp.Transport above has set AttemptHeader to the attempt's
 	// kind, and TimeoutHeader to the time it may take.

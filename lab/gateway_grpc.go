@@ -249,7 +249,7 @@ func (g *GRPCGateway) lastHop(ctx context.Context, method string, req, reply any
 	a, _ := resilgrpc.AttemptOf(ctx)
 	tr.sent.Add(1)
 	tally.add(kindCounts[a.Kind], k)
-	err := invoker(metadata.AppendToOutgoingContext(ctx, AttemptHeader, a.Kind.String()), method, req, reply, cc, opts...)
+	err := invoker(metadata.AppendToOutgoingContext(ctx, AttemptHeader, a.Kind.String(), TickHeader, strconv.Itoa(k)), method, req, reply, cc, opts...)
 	switch {
 	case err == nil:
 		tally.add(cGoodput, k)

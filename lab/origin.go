@@ -218,16 +218,18 @@ func (o *Origin) Handler() http.Handler {
 type edgeCall struct {
 	conn context.Context
 	res  result
+	tick int // the tick it was sent in (TickHeader)
 }
 
 type callKey struct{}
 
-// arrive counts a request reaching the origin's HTTP edge (offered load,
-// by kind), shed or not, hands it to work, and records how it ended.
+// arrive counts a request reaching the origin's HTTP edge (by kind, in the
+// metrics), shed or not, hands it to work, and records how it ended.
 func (o *Origin) arrive(work http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		c := o.arrived(r.Context(), now, r.Header.Get(AttemptHeader))
+		c.tick = o.tally.SentTick(r.Header.Get(TickHeader), now)
 		work.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 		o.ended(c)
 		o.otel.httpServed(r.Context(), r.Method, c.res, time.Since(now))
@@ -235,10 +237,9 @@ func (o *Origin) arrive(work http.Handler) http.Handler {
 }
 
 // arrived counts a request reaching the origin, whatever the edge it came
-// by and whether or not it is shed there: offered load, by kind, and in
-// flight until ended.
+// by and whether or not it is shed there, in its metrics: by kind, and in
+// flight until ended. (The tally's offered load is what the gateway sent.)
 func (o *Origin) arrived(conn context.Context, now time.Time, kind string) *edgeCall {
-	o.tally.add(cOffered, o.tally.TickOf(now))
 	o.m.attempts.WithLabelValues(attemptKind(kind)).Inc()
 	o.m.inflight.Inc()
 	return &edgeCall{conn: conn, res: resShed}
@@ -301,6 +302,7 @@ type job struct {
 // words.
 type arrival struct {
 	intent string // IntentHeader
+	tick   int    // the tick it was sent in (TickHeader), for the success it earns
 	// deadline is when its sender stops waiting for the answer, as the
 	// edge's admission read the propagated deadline; zero when unknown or
 	// when the origin does not shed. The model's shedding keeps the
@@ -320,7 +322,7 @@ type arrival struct {
 // by: handed to the model, its result counted and returned for the edge
 // to answer.
 func (o *Origin) serve(now time.Time, a arrival) result {
-	j := &job{tick: o.tally.TickOf(now), gone: a.gone}
+	j := &job{tick: a.tick, gone: a.gone}
 	if !a.deadline.IsZero() {
 		j.deadline = o.since(a.deadline)
 	}
@@ -347,6 +349,7 @@ func (o *Origin) serveWork(w http.ResponseWriter, r *http.Request) {
 	c, deadline := o.admitted(r.Context())
 	a := arrival{
 		intent:   r.Header.Get(IntentHeader),
+		tick:     c.tick,
 		deadline: deadline,
 		effect:   !resilhttp.Idempotent(r.Method),
 		gone:     c.conn.Done(),

@@ -50,7 +50,9 @@ func (o *Origin) ServerOptions() []grpc.ServerOption {
 // as arrive does over HTTP.
 func (o *Origin) arriveGRPC(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	c := o.arrived(ctx, time.Now(), first(md, AttemptHeader))
+	now := time.Now()
+	c := o.arrived(ctx, now, first(md, AttemptHeader))
+	c.tick = o.tally.SentTick(first(md, TickHeader), now)
 	defer o.ended(c)
 	return handler(context.WithValue(ctx, callKey{}, c), req)
 }
@@ -74,6 +76,7 @@ func (g grpcOrigin) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*
 	c, deadline := g.o.admitted(ctx)
 	a := arrival{
 		intent:   first(md, IntentHeader),
+		tick:     c.tick,
 		deadline: deadline,
 		effect:   first(md, IdempotentHeader) == "false",
 		gone:     c.conn.Done(),

@@ -146,7 +146,7 @@ const (
 // the end of its service in the model.
 type proxied struct {
 	gen      uint32
-	tick     int
+	tick     int           // the tick it was sent in (TickHeader), for its success
 	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
 	out      *http.Request // what to send the target, without a context
 	tell     chan proxyMsg // the handler waits on it (buffered); nil once the client left
@@ -306,8 +306,7 @@ func (p *FaultProxy) setEnv(e env, now time.Time) {
 // model and the faults allow.
 func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	tick := p.tally.TickOf(now)
-	p.tally.add(cOffered, tick)
+	tick := p.tally.SentTick(r.Header.Get(TickHeader), now)
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
 	res := p.handle(r, now, tick)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,11 +18,10 @@ type count uint8
 
 const (
 	cIntents   count = iota // load generator: intents started
-	cOffered                // origin: attempts that reached it
 	cFirst                  // gateway: first attempts sent
 	cRetries                // gateway: retries sent
 	cHedges                 // gateway: hedges sent
-	cSuccesses              // origin: attempts it answered with success, by arrival tick
+	cSuccesses              // origin: attempts it answered with success, by the tick sent (TickHeader)
 	cGoodput                // gateway: successes that came back in time, by the tick sent
 	cFailed                 // gateway: failed attempts, by the tick sent
 	cRefused                // gateway: attempts its breakers refused
@@ -30,9 +30,13 @@ const (
 )
 
 // Tally is what one fleet's run measured, tick by tick. Each component
-// adds what it sees where it sees it: offered load and successes at the
-// origin, attempts by kind and their fate at the gateway, intents at the
-// load generator. A sampler records the gauges (queue, open breakers) at
+// adds what it sees where it sees it: attempts by kind and their fate at
+// the gateway, successes at the origin, intents at the load generator.
+// Every count of an attempt goes in the tick it was sent in, as in the
+// simulator: the gateway tells the servers that tick (TickHeader), so an
+// attempt that crosses a tick's end on its way is not counted in two
+// ticks, and the result's accounting identities (sim.Result.Check) hold.
+// Offered load is what the gateway sent, the sum of the attempts by kind. A sampler records the gauges (queue, open breakers) at
 // the end of each tick. Ticks are counted from Start; what happens outside
 // the run's ticks is not counted per tick, as in the simulator.
 //
@@ -95,6 +99,28 @@ func (t *Tally) TickOf(at time.Time) int {
 		return -1
 	}
 	return int(k)
+}
+
+// sent is the attempts sent in tick k, of every kind: its offered load.
+func (t *Tally) sent(k int) int64 {
+	return t.c[cFirst][k].Load() + t.c[cRetries][k].Load() + t.c[cHedges][k].Load()
+}
+
+// TickHeader carries, from the lab's gateways and tiers to the servers
+// they call, the tick the attempt was sent in, in the decimal.
+const TickHeader = "Retrystorm-Tick"
+
+// SentTick returns the tick an attempt was sent in, from its TickHeader
+// value v, or the tick of now (its arrival) when v is not one of the run's
+// ticks: a sender outside the lab.
+func (t *Tally) SentTick(v string, now time.Time) int {
+	if t == nil {
+		return -1
+	}
+	if k, err := strconv.Atoi(v); err == nil && k >= 0 && k < t.n {
+		return k
+	}
+	return t.TickOf(now)
 }
 
 // add counts one c in tick k (nothing for k < 0).
@@ -169,7 +195,7 @@ type tickValues struct {
 func (t *Tally) values(k int) tickValues {
 	v := tickValues{
 		Tick:    k,
-		Offered: t.c[cOffered][k].Load(),
+		Offered: t.sent(k),
 		Queue:   t.queue[k].Load(),
 		Goodput: t.c[cGoodput][k].Load(),
 	}
@@ -191,7 +217,7 @@ func (t *Tally) series() sim.Series {
 	s := sim.NewSeries(t.n)
 	for k := range t.n {
 		s.Intents[k] = t.c[cIntents][k].Load()
-		s.Offered[k] = t.c[cOffered][k].Load()
+		s.Offered[k] = t.sent(k)
 		s.FirstAttempts[k] = t.c[cFirst][k].Load()
 		s.Retries[k] = t.c[cRetries][k].Load()
 		s.Hedges[k] = t.c[cHedges][k].Load()

@@ -102,7 +102,7 @@ type Tier struct {
 // tierRequest is one request the tier's model holds or decides on.
 type tierRequest struct {
 	gen      uint32
-	tick     int           // the tick it arrived in, for its success
+	tick     int           // the tick it was sent in (TickHeader), for its success
 	broken   bool          // its intent's key is in the tier's broken share
 	deadline time.Duration // when its caller gives up, from start, if it said; 0: unknown
 	serving  bool          // the model called Serve: Done when the call is over
@@ -255,8 +255,7 @@ func (t *Tier) warm(ctx context.Context) error {
 func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	in := t.cfg.In
-	k := in.TickOf(now)
-	in.add(cOffered, k)
+	k := in.SentTick(r.Header.Get(TickHeader), now)
 	t.m.inflight.Inc()
 	defer t.m.inflight.Dec()
 	if r.Body != nil {
