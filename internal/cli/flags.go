@@ -238,6 +238,12 @@ func importFlags(fs *flag.FlagSet, inv *Invocation) {
 		inv.Configs.Timeout = d
 		return err
 	})
+	assumeFlags(fs, inv)
+}
+
+// assumeFlags are what import, check and advise tell the importer the
+// configs do not say: the services' protocol and the Istio release.
+func assumeFlags(fs *flag.FlagSet, inv *Invocation) {
 	funcVar(fs, "protocol", "the protocol `P` the services speak, http or grpc, where the configs do not say (default: http, noted in each fleet)", func(s string) error {
 		if s != "http" && s != "grpc" {
 			return errors.New("want http or grpc")
@@ -277,6 +283,7 @@ func checkFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "seeds", "run each cell with `N` seeds (default 3); the verdict is the worst", &inv.Configs.Seeds, 1, 100)
 	whole(fs, "clients", "judge at `N` client instances, each with its own budget (default: the scenario's)", &inv.Configs.Clients, 1, 100_000)
 	memoryFlag(fs, inv)
+	assumeFlags(fs, inv)
 }
 
 // whole defines a flag taking a whole number from lo to hi.

@@ -124,12 +124,16 @@ func (u *userFiles) imported(in experiment.CheckInput) (importer.Fleet, bool) {
 	return importer.Fleet{}, false
 }
 
-func inputs(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, error) {
-	in, b, f, _, err := inputFiles(o, files, format, baseFile)
+func inputs(o IO, files []string, format, baseFile string, assume importer.Options) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, error) {
+	in, b, f, _, err := inputFiles(o, files, format, baseFile, assume)
 	return in, b, f, err
 }
 
-func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, *userFiles, error) {
+// inputFiles reads the fleets of files: scenario files as they are,
+// configs through the importer, with what assume says the configs do not
+// (the services' protocol, the Istio release: check's and advise's
+// --protocol and --istio).
+func inputFiles(o IO, files []string, format, baseFile string, assume importer.Options) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, *userFiles, error) {
 	var in []experiment.CheckInput
 	var srcs []importer.Source
 	var from *scenario.Scenario
@@ -166,7 +170,7 @@ func inputFiles(o IO, files []string, format, baseFile string) ([]experiment.Che
 	}
 	var fmtIn importer.Format = importer.ScenarioFleet
 	if len(srcs) > 0 {
-		opts := importer.Options{}
+		opts := importer.Options{Protocol: assume.Protocol, IstioVersion: assume.IstioVersion}
 		if format != "" {
 			f, err := importer.ParseFormat(format)
 			if err != nil {
@@ -347,6 +351,9 @@ type CheckOptions struct {
 	Seed    *uint64 // --seed: replaces the base scenario's
 	Seeds   int     // --seeds: seeds per cell; 0 means 3
 	Clients int     // --clients: client instances; 0 means the base scenario's
+	// Protocol (--protocol) and Istio (--istio) say what the configs do
+	// not, as import's do: what the services speak, the Istio release.
+	Protocol, Istio string
 	// MaxMemory is --max-memory: the most memory one run of the envelope
 	// may need (sim.Estimate); zero means sim.DefaultLimits'.
 	MaxMemory int64
@@ -371,6 +378,11 @@ func costly(err error) error {
 	return err
 }
 
+// assume is what the importer is told the configs do not say.
+func (c *CheckOptions) assume() importer.Options {
+	return importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
+}
+
 // common is CheckOptions as the flag parsing fills it.
 type common = CheckOptions
 
@@ -385,6 +397,8 @@ func (c *common) add(fs *flag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", 0, "parallel runs (default: every core)")
 	fs.IntVar(&c.Seeds, "seeds", 3, "seeds each cell runs with; the verdict is the worst")
 	fs.IntVar(&c.Clients, "clients", 0, "client instances, each with its own budget (default: the scenario's)")
+	fs.StringVar(&c.Protocol, "protocol", "", "what the services speak where the config does not say: http or grpc (default: http)")
+	fs.StringVar(&c.Istio, "istio", "", "the Istio release whose defaults apply, such as 1.23 (default: the current)")
 }
 
 func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
@@ -460,7 +474,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return err
 	}
-	in, b, _, err := inputs(o, files, c.Format, c.Base)
+	in, b, _, err := inputs(o, files, c.Format, c.Base, c.assume())
 	if err != nil {
 		return err
 	}
@@ -556,7 +570,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 			return err
 		}
 		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
-	} else if in, b, fmtIn, uf, err = inputFiles(o, files, c.Format, c.Base); err != nil {
+	} else if in, b, fmtIn, uf, err = inputFiles(o, files, c.Format, c.Base, c.assume()); err != nil {
 		return err
 	}
 	if c.Seed != nil {

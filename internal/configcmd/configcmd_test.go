@@ -141,7 +141,7 @@ func TestPickFleet(t *testing.T) {
 // the conditions were not searched.
 func TestAdviseWritesIntoTheUsersFile(t *testing.T) {
 	file := testdata("grpc/service-config.json")
-	in, b, _, uf, err := inputFiles(IO{}, []string{file}, "", "")
+	in, b, _, uf, err := inputFiles(IO{}, []string{file}, "", "", importer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

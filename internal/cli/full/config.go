@@ -35,7 +35,7 @@ func checkOptions(inv *cli.Invocation) configcmd.CheckOptions {
 	c := inv.Configs
 	return configcmd.CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
-		MaxMemory: inv.Limits().Memory}
+		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio}
 }
 
 func runImport(ctx context.Context, inv *cli.Invocation) error {
