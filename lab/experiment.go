@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -47,6 +48,28 @@ type ExperimentOptions struct {
 // they agree and the claims. A live view serves the run on 127.0.0.1
 // while it lasts.
 func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*experiment.Outcome, error) {
+	m, err := Measure(ctx, sc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Outcome, nil
+}
+
+// Measurement is a lab experiment's outcome and whether it measured.
+type Measurement struct {
+	// Outcome is the report. When the run is inconclusive it carries no
+	// claims: they are listed as not judged, with why.
+	Outcome *experiment.Outcome
+	// Inconclusive, when set, says why the lab judged nothing (its load
+	// generator or its servers ran late, or it used its cores up), and
+	// what tick would let it.
+	Inconclusive *Inconclusive
+	// Result is the lab's run.
+	Result *Result
+}
+
+// Measure is Experiment, saying besides whether the lab measured.
+func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*Measurement, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
 	}
@@ -148,10 +171,11 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		info.SettleSeconds = settle.Seconds()
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
+		res.judge(sc, opts.Tick)
 	}
 	live.Close()
 
-	return experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
+	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
 		WallTick:           opts.Tick,
 		Storm:              opts.Storm,
 		CounterfactualName: cfName,
@@ -159,7 +183,50 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		Info:               res.Lab,
 		Notes:              labNotes(res),
 		Protocol:           string(opts.Protocol),
-	}), nil
+	})
+	if in := res.Lab.Inconclusive; in != nil {
+		if err := withhold(out, in); err != nil {
+			return nil, err
+		}
+	}
+	return &Measurement{Outcome: out, Inconclusive: res.Lab.Inconclusive, Result: res}, nil
+}
+
+// withhold turns out into an inconclusive report: the claims are not
+// judged (an overloaded lab's verdicts are about its machine), but listed,
+// with their numbers, below why; the JSON says the same, its "claims"
+// empty, "verdict": "inconclusive" and the claims under
+// "claims_not_judged".
+func withhold(out *experiment.Outcome, in *Inconclusive) error {
+	claims := out.Claims
+	out.Claims, out.Section.Claims = nil, nil
+	why := "INCONCLUSIVE: the lab was not measuring the service but its own machine, so no claim is judged. " +
+		strings.Join(in.Reasons, ". ") + ". Suggested: " + in.Suggestion + "."
+	out.Section.Intro = append([]string{why}, out.Section.Intro...)
+	var notes []string
+	for _, c := range claims {
+		notes = append(notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
+	}
+	out.Section.Notes = append(notes, out.Section.Notes...)
+	data, err := json.Marshal(out.JSON)
+	if err != nil {
+		return err
+	}
+	var js map[string]json.RawMessage
+	if err := json.Unmarshal(data, &js); err != nil {
+		return err
+	}
+	put := func(k string, v any) {
+		if b, err := json.Marshal(v); err == nil {
+			js[k] = b
+		}
+	}
+	put("claims_not_judged", claims)
+	put("claims", []struct{}{})
+	put("verdict", "inconclusive")
+	put("inconclusive", in)
+	out.JSON = js
+	return nil
 }
 
 // labNotes say what the lab's own instruments saw: how long each fleet took,

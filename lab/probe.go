@@ -142,8 +142,8 @@ func probeStep(ctx context.Context, tr http.RoundTripper, t *Target, rate float6
 			}
 		}
 		wg.Go(func() {
-			took, ok, _ := probeOnce(ctx, tr, t.URL, timeout)
-			samples[i] = sample{done: time.Now(), took: took, ok: ok}
+			took, fail, _ := probeOnce(ctx, tr, t.URL, timeout)
+			samples[i] = sample{done: time.Now(), took: took, ok: fail == nil}
 		})
 	}
 	wg.Wait()

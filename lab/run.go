@@ -76,6 +76,9 @@ type Info struct {
 	Target      string      `json:"target,omitempty"`
 	RestSeconds float64     `json:"target_rest_seconds,omitempty"`
 	Fleets      []FleetInfo `json:"fleets"`
+	// Inconclusive, when set, says that the lab was not measuring the
+	// service but its machine (see judge): its claims are not judged.
+	Inconclusive *Inconclusive `json:"inconclusive,omitempty"`
 }
 
 // FleetInfo is one fleet's run as the lab's components counted it.
@@ -85,6 +88,9 @@ type FleetInfo struct {
 	Origin      OriginCounts  `json:"origin"`
 	Gateway     GatewayCounts `json:"gateway"`
 	Load        LoadStats     `json:"load"`
+	// Watch is what the lab saw of itself meanwhile: its timers'
+	// lateness and the CPU.
+	Watch WatchStats `json:"watch"`
 	// SettleSeconds is the pause before the fleet, against a target,
 	// waiting for it to settle.
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
@@ -147,7 +153,25 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
 	}
+	res.judge(sc, opts.Tick)
 	return res, nil
+}
+
+// judge sets res.Lab.Inconclusive from what the watch saw of every fleet
+// run so far, held to the bound for sc at a wall-clock tick of tick.
+func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
+	var timeout time.Duration // the shortest scaled timeout
+	scale := tick.Seconds() / sc.Tick.Seconds()
+	for _, f := range sc.Fleets {
+		if d := time.Duration(float64(f.Timeout) * scale); d > 0 && (timeout == 0 || d < timeout) {
+			timeout = d
+		}
+	}
+	maxTick := MaxWall
+	if b, err := Bounds(sc); err == nil {
+		maxTick = b.Max
+	}
+	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), maxTick)
 }
 
 // errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers
@@ -256,7 +280,9 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if opts.Target != nil {
 		lc.Cutoff = wallCutoff(wall, i) // never past the scenario's end
 	}
+	watch := startWatch(sc.Seed)
 	load, err := RunLoad(ctx, lc)
+	seen := watch.finish()
 	close(sampling)
 	sampler.Wait()
 	r.close()
@@ -266,7 +292,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 
 	info := FleetInfo{
 		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
-		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load,
+		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load, Watch: seen,
 	}
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())

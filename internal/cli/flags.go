@@ -68,6 +68,9 @@ type LabFlags struct {
 	// origin. Probe measures the service instead, and writes a scenario.
 	Target                     string
 	AllowRemote, Impose, Probe bool
+	// AutoTick reruns an inconclusive run at the tick it suggests, up to
+	// twice.
+	AutoTick bool
 }
 
 // A flagGroup defines flags that several commands share on fs, storing
@@ -165,6 +168,7 @@ func labFlags(fs *flag.FlagSet, inv *Invocation) {
 	})
 	fs.BoolVar(&inv.Lab.AllowRemote, "allow-remote", false, "let --target name a service off this machine (a storm is a load test: point it only at a service of your own)")
 	fs.BoolVar(&inv.Lab.Impose, "impose", false, "with --target, make the service behave as the scenario's origin: its capacity as a concurrency limit with a queue, and its service rate")
+	fs.BoolVar(&inv.Lab.AutoTick, "auto-tick", false, "when the run is inconclusive (the lab ran late or used its cores up), run it again at the longer tick it suggests, at most twice")
 	fs.BoolVar(&inv.Lab.Probe, "probe", false, "with --target, measure the service's capacity and latency with a short, bounded ramp, and print a scenario file for it")
 }
 

@@ -3,13 +3,16 @@ package full
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/cli"
 	"github.com/retrystorm/retrystorm/lab"
+	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
@@ -63,7 +66,61 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	switch tick := inv.Lab.Tick; {
+	if err := checkTick(sc, b, inv.Lab.Tick); err != nil {
+		return err
+	}
+	protocol, err := lab.ParseProtocol(inv.Lab.Protocol)
+	if err != nil {
+		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
+	}
+	wire := "HTTP"
+	if protocol == lab.ProtocolGRPC {
+		wire = "gRPC"
+	}
+	tick := inv.Lab.Tick
+	var tried []string // the ticks that were inconclusive, and why
+	for {
+		m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{
+			Tick:     tick,
+			Port:     inv.Lab.Port,
+			Storm:    inv.Config == "",
+			Log:      inv.Log(),
+			Protocol: protocol,
+			Target:   target,
+		})
+		if err != nil {
+			return targetError(err)
+		}
+		in := m.Inconclusive
+		next := time.Duration(0)
+		if in != nil {
+			next = in.SuggestedTick()
+		}
+		if in != nil && inv.Lab.AutoTick && len(tried) < maxAutoTicks && next > tick && next <= b.Max {
+			fmt.Fprintf(inv.Log(), "lab: inconclusive at --tick %s (%s); --auto-tick: running it again at --tick %s\n", lab.Short(tick), in.Reasons[0], lab.Short(next))
+			tried = append(tried, fmt.Sprintf("--tick %s was inconclusive: %s.", lab.Short(tick), strings.Join(in.Reasons, "; ")))
+			tick = next
+			continue
+		}
+		if len(tried) > 0 {
+			m.Outcome.Section.Notes = append(m.Outcome.Section.Notes, "--auto-tick: "+strings.Join(tried, " ")+" This run's tick: "+lab.Short(tick)+".")
+		}
+		if err := inv.Emit([]*experiment.Outcome{m.Outcome}, m.Outcome.JSON, "retrystorm lab: the storm over real "+wire+", beside the simulator"); err != nil {
+			return err
+		}
+		if in != nil {
+			return cli.ErrInconclusive
+		}
+		return nil
+	}
+}
+
+// maxAutoTicks is how many times --auto-tick runs a scenario again.
+const maxAutoTicks = 2
+
+// checkTick refuses a tick outside the bounds b of sc.
+func checkTick(sc *scenario.Scenario, b lab.TickBounds, tick time.Duration) error {
+	switch {
 	case b.Min > b.Max:
 		return cli.Usagef("%s cannot run in the lab at any tick: below %s %s, and above %s %s. Give a shorter --duration", sc.Name, lab.Short(b.Min), b.MinWhy, lab.Short(b.Max), b.MaxWhy)
 	case tick < b.Min:
@@ -71,26 +128,17 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	case tick > b.Max:
 		return cli.Usagef("--tick %s: %s needs a tick from %s to %s in the lab: above %s, %s", lab.Short(tick), sc.Name, lab.Short(b.Min), lab.Short(b.Max), lab.Short(b.Max), b.MaxWhy)
 	}
-	protocol, err := lab.ParseProtocol(inv.Lab.Protocol)
-	if err != nil {
-		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
+	return nil
+}
+
+// targetError makes a target the lab cannot use (it does not answer, or
+// answers garbage) a usage error: exit 2, with what went wrong.
+func targetError(err error) error {
+	var te *lab.TargetError
+	if errors.As(err, &te) {
+		return cli.Usagef("--target: %v", te)
 	}
-	out, err := lab.Experiment(ctx, sc, lab.ExperimentOptions{
-		Tick:     inv.Lab.Tick,
-		Port:     inv.Lab.Port,
-		Storm:    inv.Config == "",
-		Log:      inv.Log(),
-		Protocol: protocol,
-		Target:   target,
-	})
-	if err != nil {
-		return err
-	}
-	wire := "HTTP"
-	if protocol == lab.ProtocolGRPC {
-		wire = "gRPC"
-	}
-	return inv.Emit([]*experiment.Outcome{out}, out.JSON, "retrystorm lab: the storm over real "+wire+", beside the simulator")
+	return err
 }
 
 // labTarget is the service --target names, checked, or nil without it.
@@ -141,7 +189,7 @@ func probe(ctx context.Context, inv *cli.Invocation, target *lab.Target) error {
 	target.Log = log
 	r, err := lab.Probe(ctx, target, lab.ProbeOptions{Tick: inv.Lab.Tick, Log: log})
 	if err != nil {
-		return err
+		return targetError(err)
 	}
 	if inv.JSON {
 		enc := json.NewEncoder(inv.Stdout)
