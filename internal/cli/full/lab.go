@@ -94,7 +94,9 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		in := m.Inconclusive
 		next := time.Duration(0)
 		if in != nil {
-			next = in.SuggestedTick()
+			// At most maxAutoGrowth times longer at once: one freak
+			// pause must not make the next run hours long.
+			next = min(in.SuggestedTick(), maxAutoGrowth*tick)
 		}
 		if in != nil && inv.Lab.AutoTick && len(tried) < maxAutoTicks && next > tick && next <= b.Max {
 			fmt.Fprintf(inv.Log(), "lab: inconclusive at --tick %s (%s); --auto-tick: running it again at --tick %s\n", lab.Short(tick), in.Reasons[0], lab.Short(next))
@@ -115,8 +117,12 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	}
 }
 
-// maxAutoTicks is how many times --auto-tick runs a scenario again.
-const maxAutoTicks = 2
+// --auto-tick runs a scenario again at most maxAutoTicks times, each at a
+// tick at most maxAutoGrowth times longer than the last.
+const (
+	maxAutoTicks  = 2
+	maxAutoGrowth = 4
+)
 
 // checkTick refuses a tick outside the bounds b of sc.
 func checkTick(sc *scenario.Scenario, b lab.TickBounds, tick time.Duration) error {

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -204,5 +207,78 @@ func TestLabUsage(t *testing.T) {
 	}
 	if r := runCLI(t, "lab", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "name: storm") {
 		t.Errorf("--print-config: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+// starve takes the lab's CPU away on purpose until the test ends (as the
+// lab package's test does): one core for the process, kept busy by loops
+// that never yield.
+func starve(t *testing.T) {
+	t.Helper()
+	procs := runtime.GOMAXPROCS(1)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+			}
+		})
+	}
+	t.Cleanup(func() {
+		stop.Store(true)
+		wg.Wait()
+		runtime.GOMAXPROCS(procs)
+	})
+}
+
+// TestLabInconclusive: a lab starved of CPU exits 3, says why and what
+// tick to try, in text and in JSON; --auto-tick runs it again at the
+// ticks it suggests (still starved here, so still inconclusive).
+func TestLabInconclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "short.yaml")
+	// One fleet, one retry, 12 ticks: short however slow the starved
+	// lab runs.
+	if err := os.WriteFile(path, []byte(`name: short
+seed: 3
+duration: 12s
+traffic: {rate: 20, arrivals: constant, clients: 4}
+origin: {model: capacity, capacity: 24}
+triggers:
+  - {kind: capacity, at: 3s, for: 3s, capacity: 8}
+fleets:
+  - name: naive
+    timeout: 1s
+    retry: {max_retries: 1, backoff: {use: exponential, base: 100ms, cap: 1s}}
+    budget: {use: none}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	starve(t)
+	r := runCLI(t, "lab", "--config", path, "--tick", "50ms", "--json", "--out", t.TempDir())
+	if r.code != lab.ExitInconclusive {
+		t.Fatalf("exit %d, want %d\n%s%s", r.code, lab.ExitInconclusive, r.stdout, r.stderr)
+	}
+	var js struct {
+		Verdict      string            `json:"verdict"`
+		Inconclusive *lab.Inconclusive `json:"inconclusive"`
+		Claims       []json.RawMessage `json:"claims"`
+		NotJudged    []map[string]any  `json:"claims_not_judged"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if js.Verdict != "inconclusive" || js.Inconclusive == nil || len(js.Claims) != 0 || len(js.NotJudged) == 0 || js.Inconclusive.SuggestedTickSeconds < 0.1 {
+		t.Errorf("the JSON does not say the run was inconclusive, with a longer tick:\n%s", r.stdout)
+	}
+	r = runCLI(t, "lab", "--config", path, "--tick", "50ms", "--auto-tick", "--out", t.TempDir())
+	out := strings.Join(strings.Fields(r.stdout+r.stderr), " ")
+	if r.code != lab.ExitInconclusive {
+		t.Fatalf("--auto-tick: exit %d, want %d\n%s", r.code, lab.ExitInconclusive, out)
+	}
+	for _, want := range []string{"INCONCLUSIVE", "ms late at the 99th percentile", "run it again with --tick", "Not judged:",
+		"inconclusive: the lab was not measuring the service", "--auto-tick: running it again at --tick 200ms", "--auto-tick: running it again at --tick 800ms"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
 	}
 }

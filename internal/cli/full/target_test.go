@@ -47,6 +47,9 @@ func TestLabTargetUsage(t *testing.T) {
 		{[]string{"lab", "--target", "http://example.com/"}, "--target: the target is not on this machine: example.com"},
 		{[]string{"lab", "--target", "http://10.0.0.1:8080/"}, "give --allow-remote"},
 		{[]string{"lab", "--target", "ftp://127.0.0.1/"}, "want an http:// or https:// URL with a host"},
+		// Issue 27, item 10: accepted, then "fails 9 of 9", exit 1.
+		{[]string{"lab", "--target", "http://127.0.0.1:99999/"}, `--target: port "99999": want a port from 1 to 65535`},
+		{[]string{"lab", "--target", "http://127.0.0.1:0/"}, `--target: port "0": want a port from 1 to 65535`},
 		{[]string{"lab", "--target", "http://user:secret@127.0.0.1/"}, "carries a user name or password"},
 		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc"}, "--target with --protocol grpc: the lab plays a scenario against an HTTP service only"},
 		{[]string{"lab", "--target", "http://127.0.0.1:1/", "--protocol", "grpc", "--probe"}, "--target with --protocol grpc"},
@@ -106,5 +109,53 @@ func TestLabAgainstATarget(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.Lab.Target, "http://127.0.0.1:") || out.Lab.Rest <= 0 || len(out.Fleets) != 3 || len(out.Lab.Fleets) != 3 {
 		t.Errorf("JSON: target %q at rest %g s, %d fleets, %d lab fleets", out.Lab.Target, out.Lab.Rest, len(out.Fleets), len(out.Lab.Fleets))
+	}
+}
+
+// TestLabTargetThatCannotServe: a target that is not there, or answers
+// garbage, is bad input: exit 2, with what went wrong underneath (issue 27,
+// item 10: it was "fails 9 of 9" and exit 1).
+func TestLabTargetThatCannotServe(t *testing.T) {
+	dead := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return "http://" + addr + "/"
+	}()
+	garbage := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "SSH-2.0-not-http\r\n\r\n")
+				c.Close()
+			}
+		}()
+		return "http://" + ln.Addr().String() + "/"
+	}()
+	for _, c := range []struct {
+		name, url, want string
+	}{
+		{"dead", dead, "connection refused"},
+		{"garbage", garbage, "malformed HTTP"},
+	} {
+		for _, mode := range [][]string{{"--config", writeTiny(t)}, {"--probe"}} {
+			args := append([]string{"lab", "--target", c.url}, mode...)
+			r := runCLI(t, args...)
+			msg := strings.Join(strings.Fields(r.stderr), " ")
+			if r.code != 2 || !strings.Contains(msg, "fails 9 of 9 requests at rest") || !strings.Contains(msg, c.want) {
+				t.Errorf("%s %q: exit %d, want 2 and %q\n%s", c.name, mode, r.code, c.want, r.stderr)
+			}
+		}
 	}
 }
