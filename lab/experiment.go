@@ -371,3 +371,39 @@ func Short(d time.Duration) string {
 	}
 	return s
 }
+
+// MinDuration is the shortest run of sc whose claims about recovery can
+// be borne out: to the end of its last trigger, then twice the longest
+// recovery the simulator sees in a fleet that recovers (the storm's
+// counterfactual included; twice, because the lab recovers a tick or two
+// later than the model on a loaded machine), then sim.RecoveryTail ticks,
+// the least run left after recovery for it to count. why says it in
+// words. The simulator runs sc as it is (its whole duration).
+func MinDuration(ctx context.Context, sc *scenario.Scenario) (need time.Duration, why string, err error) {
+	_, end := sim.TriggerTicks(sc)
+	res, err := sim.Run(ctx, sc)
+	if err != nil {
+		return 0, "", err
+	}
+	if cf, name := experiment.ShedCounterfactual(sc); cf != nil {
+		cf.Fleets[0].Name = name
+		cfRes, err := sim.Run(ctx, cf)
+		if err != nil {
+			return 0, "", err
+		}
+		res.Fleets = append(res.Fleets, cfRes.Fleets...)
+	}
+	longest, who := 0, ""
+	for _, f := range res.Fleets {
+		if s := f.Summary; s.Recovered && s.RecoveryTicks != nil && *s.RecoveryTicks >= longest {
+			longest, who = *s.RecoveryTicks, f.Name
+		}
+	}
+	ticks := end + 2*longest + sim.RecoveryTail
+	why = fmt.Sprintf("the end of its last trigger (tick %d)", end)
+	if who != "" {
+		why += fmt.Sprintf(", twice the longest recovery the simulator sees (%s, +%d ticks)", who, longest)
+	}
+	why += fmt.Sprintf(" and %d ticks for a recovery to count", sim.RecoveryTail)
+	return time.Duration(ticks) * sc.Tick, why, nil
+}

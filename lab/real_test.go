@@ -225,6 +225,7 @@ func checkStorm(t *testing.T, target *Target) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conclusive(t, res)
 	for i, f := range res.Fleets {
 		s, m := f.Summary, simRes.Fleets[i].Summary
 		t.Logf("%-8s lab: recovered %-5v peak %4d r/req %.3f goodput %5d failures %5d lost %4d | sim: recovered %-5v peak %4d r/req %.3f goodput %5d failures %5d lost %4d (settled in %.1fs)",

@@ -13,7 +13,6 @@ import (
 	"github.com/retrystorm/retrystorm/internal/cli"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 // runLab runs the scenario (the storm's by default) in the simulator and
@@ -47,17 +46,23 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		}
 		target.Log = inv.Log()
 	}
+	// A run that ends before recovery can be seen cannot bear out a claim
+	// about recovery: the rule is lab.MinDuration's, for --duration and
+	// for the scenario's own duration alike.
+	need, why, err := lab.MinDuration(ctx, sc)
+	if err != nil {
+		return err
+	}
 	if d := inv.Lab.Duration; d != 0 {
 		sc.Duration = d
 		if err := sc.Validate(); err != nil {
 			return cli.Usagef("--duration %s: %v", lab.Short(d), err)
 		}
-		// A run that ends before recovery can be seen cannot bear out a
-		// claim about recovery.
-		_, end := sim.TriggerTicks(sc)
-		if need := time.Duration(end+sim.RecoveryTail) * sc.Tick; d < need {
-			return cli.Usagef("--duration %s: %s needs at least %s: the end of its last trigger, and %d ticks to see whether it recovers", lab.Short(d), sc.Name, lab.Short(need), sim.RecoveryTail)
+		if d < need {
+			return cli.Usagef("--duration %s: %s needs at least %s: %s", lab.Short(d), sc.Name, lab.Short(need), why)
 		}
+	} else if sc.Duration < need {
+		return cli.Usagef("%s lasts %s: its claims about recovery need at least %s: %s; lengthen its duration", sc.Name, lab.Short(sc.Duration), lab.Short(need), why)
 	}
 	if err := inv.Admit(sc); err != nil { // the simulator runs it first
 		return err
