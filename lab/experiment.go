@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -177,13 +176,18 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 
 	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
 		WallTick:           opts.Tick,
-		Storm:              opts.Storm,
+		Storm:              opts.Storm && (opts.Target == nil || opts.Target.Impose),
 		CounterfactualName: cfName,
 		Target:             target,
 		Info:               res.Lab,
 		Notes:              labNotes(res),
 		Protocol:           string(opts.Protocol),
 	})
+	if t := opts.Target; t != nil && !t.Impose {
+		if err := aboutService(out, sc, res.Result); err != nil {
+			return nil, err
+		}
+	}
 	if in := res.Lab.Inconclusive; in != nil {
 		if err := withhold(out, in); err != nil {
 			return nil, err
@@ -208,25 +212,9 @@ func withhold(out *experiment.Outcome, in *Inconclusive) error {
 		notes = append(notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
 	}
 	out.Section.Notes = append(notes, out.Section.Notes...)
-	data, err := json.Marshal(out.JSON)
-	if err != nil {
-		return err
-	}
-	var js map[string]json.RawMessage
-	if err := json.Unmarshal(data, &js); err != nil {
-		return err
-	}
-	put := func(k string, v any) {
-		if b, err := json.Marshal(v); err == nil {
-			js[k] = b
-		}
-	}
-	put("claims_not_judged", claims)
-	put("claims", []struct{}{})
-	put("verdict", "inconclusive")
-	put("inconclusive", in)
-	out.JSON = js
-	return nil
+	return setJSON(out, map[string]any{
+		"claims_not_judged": claims, "claims": []struct{}{}, "verdict": "inconclusive", "inconclusive": in,
+	})
 }
 
 // labNotes say what the lab's own instruments saw: how long each fleet took,

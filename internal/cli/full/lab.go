@@ -13,6 +13,7 @@ import (
 	"github.com/retrystorm/retrystorm/internal/cli"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // runLab runs the scenario (the storm's by default) in the simulator and
@@ -46,6 +47,9 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		}
 		target.Log = inv.Log()
 	}
+	if err := lab.Check(sc); err != nil { // what the lab cannot run at all
+		return cli.Usagef("%v", err)
+	}
 	// A run that ends before recovery can be seen cannot bear out a claim
 	// about recovery: the rule is lab.MinDuration's, for --duration and
 	// for the scenario's own duration alike.
@@ -61,7 +65,9 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		if d < need {
 			return cli.Usagef("--duration %s: %s needs at least %s: %s", lab.Short(d), sc.Name, lab.Short(need), why)
 		}
-	} else if sc.Duration < need {
+	} else if _, end := sim.TriggerTicks(sc); sc.Duration < need && time.Duration(end)*sc.Tick < sc.Duration {
+		// (A trigger that lasts the whole run shows no recovery, and
+		// claims none.)
 		return cli.Usagef("%s lasts %s: its claims about recovery need at least %s: %s; lengthen its duration", sc.Name, lab.Short(sc.Duration), lab.Short(need), why)
 	}
 	if err := inv.Admit(sc); err != nil { // the simulator runs it first
