@@ -208,6 +208,12 @@ func probe(ctx context.Context, inv *cli.Invocation, target *lab.Target) error {
 	if err != nil {
 		return targetError(err)
 	}
+	fmt.Fprintf(log, "lab: probe: capacity %.0f requests/s, the knee at %.0f/s, %.1f requests in the service there (Little's law); %s\n",
+		r.Capacity, r.Steps[r.Knee].Rate, r.Concurrency, r.Why)
+	if r.CeilingBy != lab.CeilingService {
+		fmt.Fprintf(log, "lab: probe: the ceiling found is the probe's own (%s), not the service's: the service serves at least %.0f requests/s\n", r.CeilingBy, r.Capacity)
+	}
+	fmt.Fprintf(log, "lab: probe: replay it with: %s\n", r.Replay)
 	if inv.JSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
