@@ -86,6 +86,24 @@ func TestLabProbeWritesAScenario(t *testing.T) {
 	if run := runCLI(t, "run", path, "--json"); run.code != 0 {
 		t.Errorf("run on the probed scenario: exit %d\n%s\n%s", run.code, run.stderr, r.stdout)
 	}
+	// The replay command it prints works as printed (issue 26: it
+	// named a tick the lab refused).
+	var replay []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "# Replay it: retrystorm "); ok {
+			replay = strings.Fields(strings.ReplaceAll(cmd, "FILE", path))
+		}
+	}
+	if len(replay) == 0 {
+		t.Fatalf("no replay command:\n%s", r.stdout)
+	}
+	if testing.Short() {
+		return
+	}
+	run := runCLI(t, append(replay, "--out", t.TempDir())...)
+	if run.code != 0 && run.code != 1 && run.code != lab.ExitInconclusive {
+		t.Errorf("%q: exit %d\n%s", replay, run.code, run.stderr)
+	}
 }
 
 // TestLabAgainstATarget: the tiny storm against a service, with the
