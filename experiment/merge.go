@@ -12,6 +12,7 @@ type Merged struct {
 	Sweep  *Outcome
 	Check  *CheckResult
 	Advise *AdviseResult
+	Lab    *Outcome // the shards of a lab run (see MergeLab)
 }
 
 // Merge reads the JSON results of every shard of one sweep, check or
@@ -28,6 +29,8 @@ func Merge(parts [][]byte) (*Merged, error) {
 		}
 		k := ""
 		switch {
+		case keys["lab_shard"] != nil:
+			k = "lab"
 		case keys["candidates"] != nil:
 			k = "advise"
 		case keys["faults"] != nil && keys["fleets"] != nil:
@@ -43,6 +46,9 @@ func Merge(parts [][]byte) (*Merged, error) {
 		kind = k
 	}
 	switch kind {
+	case "lab":
+		o, err := MergeLab(parts)
+		return &Merged{Lab: o}, err
 	case "sweep":
 		var ps []sweepJSON
 		for _, p := range parts {

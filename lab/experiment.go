@@ -37,6 +37,12 @@ type ExperimentOptions struct {
 	// drop_expired counterfactual runs only when it imposes the origin:
 	// drop_expired is the origin's.
 	Target *Target
+	// Shard, when its Count is more than 1, runs one shard of a run
+	// split over load processes (see ShardScenario), from StartAt (see
+	// ShardStart), against Target; its JSON says which, for merge. The
+	// storm's counterfactual is not run.
+	Shard   experiment.Shard
+	StartAt time.Time
 }
 
 // Experiment runs sc in the simulator and then in the lab, fleet after
@@ -92,7 +98,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		return nil, err
 	}
 	cf, cfName := experiment.ShedCounterfactual(sc)
-	if t := opts.Target; t != nil && !t.Impose {
+	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 {
 		cf, cfName = nil, ""
 	}
 	if cf != nil {
@@ -152,7 +158,14 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
 		}
 	}
-	res, err := Run(ctx, sc, run)
+	played := sc
+	if opts.Shard.Count > 1 {
+		played = ShardScenario(sc, opts.Shard)
+		run.Shard, run.StartAt = opts.Shard, opts.StartAt
+		fmt.Fprintf(log, "lab: shard %s: the clients c with c mod %d = %d, through a proxy with 1/%d of the origin; the first fleet starts at %s\n",
+			opts.Shard, opts.Shard.Count, opts.Shard.Index, opts.Shard.Count, opts.StartAt.Format(time.TimeOnly))
+	}
+	res, err := Run(ctx, played, run)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +203,28 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	}
 	if in := res.Lab.Inconclusive; in != nil {
 		if err := withhold(out, in); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Shard.Count > 1 {
+		// A shard's share is no run: its claims are judged once merged.
+		if res.Lab.Inconclusive == nil {
+			out.Claims, out.Section.Claims = nil, nil
+			out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Shard %s of a run: its claims are judged on the merged shards (retrystorm merge).", opts.Shard))
+			if err := setJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
+				return nil, err
+			}
+		}
+		target := ""
+		if opts.Target != nil {
+			target = opts.Target.describe()
+		}
+		if err := setJSON(out, map[string]any{"lab_shard": experiment.LabShard{
+			Index: opts.Shard.Index + 1, Count: opts.Shard.Count,
+			Run:       runID(sc, opts.Tick, target, opts.Shard.Count, opts.StartAt),
+			StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
+			WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
+		}}); err != nil {
 			return nil, err
 		}
 	}

@@ -21,7 +21,9 @@ func TestMain(m *testing.M) {
 	// inconclusive skips the test that ran it, saying why (conclusive).
 	// The lock only makes a measurement likelier: no CPU-heavy test
 	// package runs beside them (see internal/testlock).
-	testlock.Exclusive()
+	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
+		testlock.Exclusive()
+	}
 	goleak.VerifyTestMain(m)
 }
 

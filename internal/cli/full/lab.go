@@ -88,6 +88,15 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if protocol == lab.ProtocolGRPC {
 		wire = "gRPC"
 	}
+	var shard experiment.Shard
+	var startAt time.Time
+	if inv.Lab.Shard != "" {
+		if target == nil || inv.Lab.AutoTick {
+			return cli.Usagef("--shard %s: a run split over load processes plays against --target, at one tick (no --auto-tick)", inv.Lab.Shard)
+		}
+		shard, _ = experiment.ParseShard(inv.Lab.Shard) // checked by the flag
+		startAt = lab.ShardStart(time.Now())
+	}
 	tick := inv.Lab.Tick
 	var tried []string // the ticks that were inconclusive, and why
 	for {
@@ -98,6 +107,8 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 			Log:      inv.Log(),
 			Protocol: protocol,
 			Target:   target,
+			Shard:    shard,
+			StartAt:  startAt,
 		})
 		if err != nil {
 			return targetError(err)
