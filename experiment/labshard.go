@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -144,15 +145,33 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 		CounterfactualName: "",
 	})
 	o.Section.Intro = append(o.Section.Intro, fmt.Sprintf("Merged from %d load processes (run %s, started at Unix time %d): each sent the intents of its share of the clients, on one schedule, through a fault proxy with its share of the origin's capacity.", first.Count, first.Run, first.StartUnix))
+	js := &MergedLabJSON{labJSON: o.JSON.(labJSON), Shards: first.Count, Run: first.Run}
 	if inconclusive > 0 {
 		o.Section.Intro = append([]string{fmt.Sprintf("INCONCLUSIVE: %d of the %d shards could not measure (see each shard's reasons), so no claim is judged.", inconclusive, first.Count)}, o.Section.Intro...)
 		for _, c := range o.Claims {
 			o.Section.Notes = append(o.Section.Notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
 		}
+		js.Verdict, js.NotJudged = "inconclusive", o.Claims
+		js.Claims = []report.Claim{}
 		o.Claims, o.Section.Claims = nil, nil
 	}
+	o.JSON = js
 	return o, nil
 }
+
+// MergedLabJSON is the JSON of a lab run's shards merged: the lab's, with
+// the run and, when a shard could not measure, the verdict
+// "inconclusive" and the claims not judged.
+type MergedLabJSON struct {
+	labJSON
+	Shards    int            `json:"shards"`
+	Run       string         `json:"run"`
+	Verdict   string         `json:"verdict,omitempty"`
+	NotJudged []report.Claim `json:"claims_not_judged,omitempty"`
+}
+
+// Inconclusive reports whether a shard of the run could not measure.
+func (j *MergedLabJSON) Inconclusive() bool { return j.Verdict == "inconclusive" }
 
 // seriesLen reports whether every per-tick array of s has n entries.
 func seriesLen(s sim.Series, n int) bool {

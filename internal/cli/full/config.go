@@ -71,5 +71,11 @@ func runMerge(ctx context.Context, inv *cli.Invocation) error {
 	if sweep.Name == "lab" {
 		title = "retrystorm lab: the shards of one run, merged"
 	}
-	return inv.Emit([]*experiment.Outcome{sweep}, sweep.JSON, title)
+	if err := inv.Emit([]*experiment.Outcome{sweep}, sweep.JSON, title); err != nil {
+		return err
+	}
+	if j, ok := sweep.JSON.(*experiment.MergedLabJSON); ok && j.Inconclusive() {
+		return cli.ErrInconclusive
+	}
+	return nil
 }
