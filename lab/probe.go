@@ -226,8 +226,8 @@ func probeStep(ctx context.Context, tr http.RoundTripper, t *Target, rate float6
 		}
 		late = append(late, time.Since(due).Seconds())
 		wg.Go(func() {
-			took, fail, _ := probeOnce(ctx, tr, t.URL, timeout)
-			samples[i] = sample{done: time.Now(), took: took, ok: fail == nil}
+			r, _ := probeOnce(ctx, tr, t.URL, timeout)
+			samples[i] = sample{done: time.Now(), took: r.took, ok: r.fail == nil}
 		})
 	}
 	wg.Wait()

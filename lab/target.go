@@ -130,47 +130,53 @@ const (
 // measureRest returns the median latency of n requests sent one after
 // the other, how many of them failed (an error, or a 5xx), and why the
 // last that failed did.
-func measureRest(ctx context.Context, tr http.RoundTripper, u *url.URL, n int) (time.Duration, int, error, error) {
+func measureRest(ctx context.Context, tr http.RoundTripper, u *url.URL, n int) (median time.Duration, failed int, why error, err error) {
 	took := make([]time.Duration, 0, n)
-	failed := 0
-	var why error
 	for range n {
-		d, fail, err := probeOnce(ctx, tr, u, probeTimeout)
+		r, err := probeOnce(ctx, tr, u, probeTimeout)
 		if err != nil {
 			return 0, 0, nil, err
 		}
-		if fail != nil {
-			failed, why = failed+1, fail
+		if r.fail != nil {
+			failed, why = failed+1, r.fail
 		}
-		took = append(took, d)
+		took = append(took, r.took)
 	}
 	slices.Sort(took)
 	return took[len(took)/2], failed, why, nil
 }
 
-// probeOnce sends one GET to u and reports how long it took and, when it
-// failed (no answer, or a 5xx), why; err is ctx's, when it ends first.
-func probeOnce(ctx context.Context, tr http.RoundTripper, u *url.URL, timeout time.Duration) (time.Duration, error, error) {
+// probeReply is how one request of a probe went: how long it took and,
+// when it failed (no answer, or a 5xx), why.
+type probeReply struct {
+	took time.Duration
+	fail error
+}
+
+// probeOnce sends one GET to u and reports how it went; err is ctx's, when
+// it ends first.
+func probeOnce(ctx context.Context, tr http.RoundTripper, u *url.URL, timeout time.Duration) (probeReply, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, err, nil
+		return probeReply{fail: err}, nil
 	}
 	start := time.Now()
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, nil, ctx.Err()
+			return probeReply{}, ctx.Err()
 		}
-		return time.Since(start), err, nil
+		return probeReply{took: time.Since(start), fail: err}, nil
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, proxyMaxBody))
 	_ = resp.Body.Close()
+	r := probeReply{took: time.Since(start)}
 	if resp.StatusCode >= 500 {
-		return time.Since(start), fmt.Errorf("it answered %s", resp.Status), nil
+		r.fail = fmt.Errorf("it answered %s", resp.Status)
 	}
-	return time.Since(start), nil, nil
+	return r, nil
 }
 
 // TargetError is a target the lab cannot play against: it does not
