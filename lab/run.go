@@ -204,7 +204,11 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 	if b, err := Bounds(sc); err == nil {
 		maxTick = b.Max
 	}
-	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), maxTick)
+	stall := timeout
+	if stall == 0 {
+		stall = tick
+	}
+	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, maxTick)
 }
 
 // errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers

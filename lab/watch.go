@@ -62,9 +62,11 @@ type Inconclusive struct {
 	// Reasons, one per fleet and instrument past its bound, with the
 	// numbers.
 	Reasons []string `json:"reasons"`
-	// LateBoundSeconds and CPUShare are the bounds the run was held to.
-	LateBoundSeconds float64 `json:"late_bound_seconds"`
-	CPUShare         float64 `json:"cpu_share_bound"`
+	// LateBoundSeconds, StallBoundSeconds and CPUShare are the bounds
+	// the run was held to.
+	LateBoundSeconds  float64 `json:"late_bound_seconds"`
+	StallBoundSeconds float64 `json:"stall_bound_seconds"`
+	CPUShare          float64 `json:"cpu_share_bound"`
 	// SuggestedTickSeconds is a wall-clock tick the lab expects to hold
 	// (0 when none within its range would: see Suggestion).
 	SuggestedTickSeconds float64 `json:"suggested_tick_seconds"`
@@ -196,11 +198,14 @@ func lateBound(tick, timeout time.Duration) time.Duration {
 
 // judge returns why the run of info cannot be trusted, or nil: a fleet
 // whose load generator or timers were late past bound at the 99th
-// percentile, or that kept the lab's cores busy past CPUShare. The
+// percentile, whose timers once stalled longer than stall (the shortest
+// attempt timeout in wall time: a stall that long fails attempts by
+// itself, and one failure in a tick after the trigger can push recovery
+// out by tens of ticks), or that kept the lab's cores busy past CPUShare. The
 // suggestion is a tick long enough for the lateness and the CPU seen to
 // fit, within [tick, maxTick].
-func judge(info *Info, tick, bound, maxTick time.Duration) *Inconclusive {
-	in := &Inconclusive{LateBoundSeconds: bound.Seconds(), CPUShare: CPUShare}
+func judge(info *Info, tick, bound, stall, maxTick time.Duration) *Inconclusive {
+	in := &Inconclusive{LateBoundSeconds: bound.Seconds(), StallBoundSeconds: stall.Seconds(), CPUShare: CPUShare}
 	b := bound.Seconds()
 	late, cpu := 1.0, 0.0 // how much longer a tick would fit the lateness, the CPU
 	for _, f := range info.Fleets {
@@ -213,6 +218,9 @@ func judge(info *Info, tick, bound, maxTick time.Duration) *Inconclusive {
 		if w.TimerLateP99 > b {
 			what = append(what, fmt.Sprintf("the timers of its servers (gateway, proxy, origin) woke %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*w.TimerLateP99, 1000*w.TimerLateMax))
 			late = max(late, w.TimerLateP99/b)
+		} else if st := stall.Seconds(); w.TimerLateMax > st {
+			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
+			late = max(late, w.TimerLateMax/st)
 		}
 		var reason string
 		if len(what) > 0 {

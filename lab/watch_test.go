@@ -138,12 +138,16 @@ func TestJudge(t *testing.T) {
 			want: "(gateway, proxy, origin) woke 30.0 ms late", wantTick: 230 * time.Millisecond},
 		{name: "own ceiling", watch: WatchStats{Cores: 2, LabCPU: share(0.95)}, maxTick: time.Second,
 			want: "kept 95% of its 2 cores busy", wantTick: 240 * time.Millisecond, shards: 2},
+		// One stall longer than a timeout, the 99th percentile fine:
+		// attempts failed for the lab's reasons.
+		{name: "one stall", watch: WatchStats{TimerLateP99: 0.004, TimerLateMax: 0.25, Cores: 2}, maxTick: time.Second,
+			want: "stalled once for 250 ms, longer than an attempt's timeout (100 ms)", wantTick: 380 * time.Millisecond},
 		{name: "no tick holds it", load: LoadStats{LateP99: 0.5}, maxTick: 500 * time.Millisecond, want: "500.0 ms late"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			info := &Info{Fleets: []FleetInfo{{Name: "naive", Load: c.load, Watch: c.watch}}}
-			in := judge(info, tick, bound, c.maxTick)
+			in := judge(info, tick, bound, tick, c.maxTick)
 			if c.want == "" {
 				if in != nil {
 					t.Fatalf("inconclusive within the bounds: %+v", in)
