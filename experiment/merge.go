@@ -17,6 +17,7 @@ type Merged struct {
 	Sweep  *Outcome
 	Check  *CheckResult
 	Advise *AdviseResult
+	Lab    *Outcome // the shards of a lab run (see MergeLab)
 }
 
 // What merge takes. A shard's JSON comes from anywhere (a job's log, a
@@ -88,6 +89,8 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		}
 		k := ""
 		switch {
+		case keys["lab_shard"] != nil:
+			k = "lab"
 		case keys["candidates"] != nil:
 			k = "advise"
 		case keys["faults"] != nil && keys["fleets"] != nil:
@@ -116,6 +119,9 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		shards[sh.Part] = i
 	}
 	switch kind {
+	case "lab":
+		o, err := MergeLab(parts)
+		return &Merged{Lab: o}, err
 	case "sweep":
 		ps := make([]sweepJSON, len(parts))
 		for i, p := range parts {

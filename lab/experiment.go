@@ -37,6 +37,12 @@ type ExperimentOptions struct {
 	// drop_expired counterfactual runs only when it imposes the origin:
 	// drop_expired is the origin's.
 	Target *Target
+	// Shard, when its Count is more than 1, runs one shard of a run
+	// split over load processes (see ShardScenario), from StartAt (see
+	// ShardStart), against Target; its JSON says which, for merge. The
+	// storm's counterfactual is not run.
+	Shard   experiment.Shard
+	StartAt time.Time
 }
 
 // Experiment runs sc in the simulator and then in the lab, fleet after
@@ -47,6 +53,28 @@ type ExperimentOptions struct {
 // they agree and the claims. A live view serves the run on 127.0.0.1
 // while it lasts.
 func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*experiment.Outcome, error) {
+	m, err := Measure(ctx, sc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Outcome, nil
+}
+
+// Measurement is a lab experiment's outcome and whether it measured.
+type Measurement struct {
+	// Outcome is the report. When the run is inconclusive it carries no
+	// claims: they are listed as not judged, with why.
+	Outcome *experiment.Outcome
+	// Inconclusive, when set, says why the lab judged nothing (its load
+	// generator or its servers ran late, or it used its cores up), and
+	// what tick would let it.
+	Inconclusive *Inconclusive
+	// Result is the lab's run.
+	Result *Result
+}
+
+// Measure is Experiment, saying besides whether the lab measured.
+func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*Measurement, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
 	}
@@ -70,7 +98,7 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		return nil, err
 	}
 	cf, cfName := experiment.ShedCounterfactual(sc)
-	if t := opts.Target; t != nil && !t.Impose {
+	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 {
 		cf, cfName = nil, ""
 	}
 	if cf != nil {
@@ -130,7 +158,14 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
 		}
 	}
-	res, err := Run(ctx, sc, run)
+	played := sc
+	if opts.Shard.Count > 1 {
+		played = ShardScenario(sc, opts.Shard)
+		run.Shard, run.StartAt = opts.Shard, opts.StartAt
+		fmt.Fprintf(log, "lab: shard %s: the clients c with c mod %d = %d, through a proxy with 1/%d of the origin; the first fleet starts at %s\n",
+			opts.Shard, opts.Shard.Count, opts.Shard.Index, opts.Shard.Count, opts.StartAt.Format(time.TimeOnly))
+	}
+	res, err := Run(ctx, played, run)
 	if err != nil {
 		return nil, err
 	}
@@ -148,18 +183,73 @@ func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptio
 		info.SettleSeconds = settle.Seconds()
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
+		res.judge(sc, opts.Tick)
 	}
 	live.Close()
 
-	return experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
+	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
 		WallTick:           opts.Tick,
-		Storm:              opts.Storm,
+		Storm:              opts.Storm && (opts.Target == nil || opts.Target.Impose),
 		CounterfactualName: cfName,
 		Target:             target,
 		Info:               res.Lab,
 		Notes:              labNotes(res),
 		Protocol:           string(opts.Protocol),
-	}), nil
+	})
+	if t := opts.Target; t != nil && !t.Impose {
+		if err := aboutService(out, sc, res.Result); err != nil {
+			return nil, err
+		}
+	}
+	if in := res.Lab.Inconclusive; in != nil {
+		if err := withhold(out, in); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Shard.Count > 1 {
+		// A shard's share is no run: its claims are judged once merged.
+		if res.Lab.Inconclusive == nil {
+			out.Claims, out.Section.Claims = nil, nil
+			out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Shard %s of a run: its claims are judged on the merged shards (retrystorm merge).", opts.Shard))
+			if err := setJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
+				return nil, err
+			}
+		}
+		target := ""
+		if opts.Target != nil {
+			target = opts.Target.describe()
+		}
+		if err := setJSON(out, map[string]any{"lab_shard": experiment.LabShard{
+			Index: opts.Shard.Index + 1, Count: opts.Shard.Count,
+			Run:       runID(sc, opts.Tick, target, opts.Shard.Count, opts.StartAt),
+			StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
+			WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
+		}}); err != nil {
+			return nil, err
+		}
+	}
+	return &Measurement{Outcome: out, Inconclusive: res.Lab.Inconclusive, Result: res}, nil
+}
+
+// withhold turns out into an inconclusive report: the claims are not
+// judged (an overloaded lab's verdicts are about its machine), but listed,
+// with their numbers, below why; the JSON says the same, its "claims"
+// empty, "verdict": "inconclusive" and the claims under
+// "claims_not_judged".
+func withhold(out *experiment.Outcome, in *Inconclusive) error {
+	claims := out.Claims
+	out.Claims, out.Section.Claims = nil, nil
+	why := "INCONCLUSIVE: the lab was not measuring the service but its own machine, so no claim is judged. " +
+		strings.Join(in.Reasons, ". ") + ". Suggested: " + in.Suggestion + "."
+	out.Section.Intro = append([]string{why}, out.Section.Intro...)
+	var notes []string
+	for _, c := range claims {
+		notes = append(notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
+	}
+	out.Section.Notes = append(notes, out.Section.Notes...)
+	return setJSON(out, map[string]any{
+		"claims_not_judged": claims, "claims": []struct{}{}, "verdict": "inconclusive", "inconclusive": in,
+	})
 }
 
 // labNotes say what the lab's own instruments saw: how long each fleet took,
@@ -303,4 +393,40 @@ func Short(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+// MinDuration is the shortest run of sc whose claims about recovery can
+// be borne out: to the end of its last trigger, then twice the longest
+// recovery the simulator sees in a fleet that recovers (the storm's
+// counterfactual included; twice, because the lab recovers a tick or two
+// later than the model on a loaded machine), then sim.RecoveryTail ticks,
+// the least run left after recovery for it to count. why says it in
+// words. The simulator runs sc as it is (its whole duration).
+func MinDuration(ctx context.Context, sc *scenario.Scenario) (need time.Duration, why string, err error) {
+	_, end := sim.TriggerTicks(sc)
+	res, err := sim.Run(ctx, sc)
+	if err != nil {
+		return 0, "", err
+	}
+	if cf, name := experiment.ShedCounterfactual(sc); cf != nil {
+		cf.Fleets[0].Name = name
+		cfRes, err := sim.Run(ctx, cf)
+		if err != nil {
+			return 0, "", err
+		}
+		res.Fleets = append(res.Fleets, cfRes.Fleets...)
+	}
+	longest, who := 0, ""
+	for _, f := range res.Fleets {
+		if s := f.Summary; s.Recovered && s.RecoveryTicks != nil && *s.RecoveryTicks >= longest {
+			longest, who = *s.RecoveryTicks, f.Name
+		}
+	}
+	ticks := end + 2*longest + sim.RecoveryTail
+	why = fmt.Sprintf("the end of its last trigger (tick %d)", end)
+	if who != "" {
+		why += fmt.Sprintf(", twice the longest recovery the simulator sees (%s, +%d ticks)", who, longest)
+	}
+	why += fmt.Sprintf(" and %d ticks for a recovery to count", sim.RecoveryTail)
+	return time.Duration(ticks) * sc.Tick, why, nil
 }

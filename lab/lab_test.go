@@ -150,6 +150,8 @@ func stormAgrees(t *testing.T, protocol Protocol) {
 	}
 	res.Fleets = append(res.Fleets, f)
 	res.Lab.Fleets = append(res.Lab.Fleets, info)
+	res.judge(sc, tick)
+	conclusive(t, res)
 
 	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick, Storm: true, CounterfactualName: cfName, Protocol: string(protocol)})
 	b := outcomeText(out)
@@ -249,8 +251,19 @@ func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol P
 	if err != nil {
 		t.Fatal(err)
 	}
+	conclusive(t, res)
 	checkTallies(t, res)
 	return simRes, res
+}
+
+// conclusive skips the test, saying why, when the lab was not measuring
+// (its watch saw it run late or use its cores up): on a loaded machine a
+// timing test gets a valid measurement or none, never a false verdict.
+func conclusive(t *testing.T, res *Result) {
+	t.Helper()
+	if in := res.Lab.Inconclusive; in != nil {
+		t.Skipf("inconclusive, as the lab reports it: %s; %s", strings.Join(in.Reasons, "; "), in.Suggestion)
+	}
 }
 
 // outcomeText is the comparison's tables and claims, as the command
@@ -330,10 +343,13 @@ func TestLabHoldsOverload(t *testing.T) {
 	if info.Load.Shed != 0 || info.Load.Sent != s.Intents {
 		t.Errorf("the generator shed %d intents and sent %d of %d", info.Load.Shed, info.Load.Sent, s.Intents)
 	}
-	if !slow() && info.Load.LateP99 > 0.1 {
-		t.Errorf("the generator fell behind: p99 %.0f ms late", 1000*info.Load.LateP99)
-	}
-	if s.Attempts < int64(25*100*d.Seconds()) {
+	// A generator that fell behind its schedule is the lab's verdict
+	// on its machine, which the watch gives: then the overload is not
+	// measured (the memory still is), and the test says so at its end.
+	res := &Result{Result: &sim.Result{}, Lab: Info{Fleets: []FleetInfo{info}}}
+	res.judge(sc, time.Second)
+	defer conclusive(t, res)
+	if res.Lab.Inconclusive == nil && s.Attempts < int64(25*100*d.Seconds()) {
 		t.Errorf("only %d attempts reached the origin: the overload did not happen", s.Attempts)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -64,6 +65,11 @@ type LoadConfig struct {
 	// are cancelled and counted as unfinished: nothing is sent after it,
 	// retries included.
 	Cutoff time.Duration
+	// Shard, when its Count is more than 1, sends only the intents of the
+	// clients it owns (client c when c mod Count is Index), on the same
+	// schedule as the whole: the shards of a run together send what one
+	// generator would.
+	Shard experiment.Shard
 }
 
 // LoadStats is what the generator did.
@@ -257,8 +263,12 @@ func (g *generator) schedule(ctx context.Context) {
 	}
 }
 
-// launch sends intent id, due at due, unless too many are out.
+// launch sends intent id, due at due, unless too many are out or
+// another shard's client owns it.
 func (g *generator) launch(ctx context.Context, id uint64, due time.Time) {
+	if !g.cfg.Shard.Owns(int(id % uint64(max(g.cfg.Traffic.Clients, 1)))) {
+		return
+	}
 	g.due++
 	g.cfg.Tally.addNow(cIntents, due)
 	if g.out.Load() >= int64(g.cfg.MaxInFlight) {

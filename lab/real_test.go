@@ -225,6 +225,7 @@ func checkStorm(t *testing.T, target *Target) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conclusive(t, res)
 	for i, f := range res.Fleets {
 		s, m := f.Summary, simRes.Fleets[i].Summary
 		t.Logf("%-8s lab: recovered %-5v peak %4d r/req %.3f goodput %5d failures %5d lost %4d | sim: recovered %-5v peak %4d r/req %.3f goodput %5d failures %5d lost %4d (settled in %.1fs)",
@@ -282,25 +283,102 @@ func TestProbeHAProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Probe(context.Background(), &Target{URL: u}, ProbeOptions{Log: testLog{t}, Step: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	r := probeReplays(t, u)
+	if r.CeilingBy == CeilingMachine {
+		t.Skipf("inconclusive: %s", r.Why)
 	}
-	t.Logf("capacity %.0f/s, %d workers, at rest %v", r.Capacity, r.Workers, r.Rest)
 	if r.Capacity < 400 || r.Capacity > 700 {
 		t.Errorf("capacity %.0f/s, want about 600", r.Capacity)
 	}
 	if r.Workers < 9 || r.Workers > 16 {
 		t.Errorf("%d workers, want about 12", r.Workers)
 	}
+	// Little's law at the knee counts the requests in HAProxy's queue
+	// too: near 600/s the 12 workers are busy and a queue has formed.
+	if r.Concurrency < 6 || r.Concurrency > 40 {
+		t.Errorf("concurrency %.1f at the knee, want from 6 to 40", r.Concurrency)
+	}
+	if r.CeilingBy != CeilingService || r.Impose {
+		t.Errorf("ceiling by %s (%s), impose %v: want the service's, replayed as it is", r.CeilingBy, r.Why, r.Impose)
+	}
+}
+
+// TestProbeNginx: nginx serves a small file faster than one machine can
+// storm it: the probe says the ceiling it found is its own (its cap, or
+// the machine), and writes a scenario replayed with --impose (issue 26: it
+// reported its own 5,000 requests/s cap as nginx's capacity).
+func TestProbeNginx(t *testing.T) {
+	timed(t)
+	u, err := url.Parse(startNginx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := probeReplays(t, u)
+	if r.CeilingBy == CeilingService {
+		t.Errorf("nginx's ceiling at %.0f/s said to be the service's: %s", r.Capacity, r.Why)
+	}
+	if !r.Impose {
+		t.Errorf("nginx at %.0f/s replayed without --impose", r.Capacity)
+	}
+}
+
+// TestProbeLabOrigin: the lab's own origin, a queue of 4 workers of 10 ms
+// (400 requests/s), probed as a target: its capacity and its workers as
+// built.
+func TestProbeLabOrigin(t *testing.T) {
+	timed(t)
+	o, err := NewOrigin(OriginConfig{Origin: queueOrigin(4, 400)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(startRunning(t, o.Run, o.Handler()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := probeReplays(t, u)
+	if r.CeilingBy == CeilingMachine {
+		t.Skipf("inconclusive: %s", r.Why)
+	}
+	if r.Capacity < 300 || r.Capacity > 480 {
+		t.Errorf("capacity %.0f/s, want about 400", r.Capacity)
+	}
+	if r.Workers < 3 || r.Workers > 6 {
+		t.Errorf("%d workers, want about 4", r.Workers)
+	}
+	if r.CeilingBy != CeilingService || r.Impose {
+		t.Errorf("ceiling by %s (%s), impose %v: want the service's, replayed as it is", r.CeilingBy, r.Why, r.Impose)
+	}
+}
+
+// probeReplays probes u and checks that the scenario it writes runs in the
+// lab at the tick its replay command names.
+func probeReplays(t *testing.T, u *url.URL) *ProbeResult {
+	t.Helper()
+	r, err := Probe(context.Background(), &Target{URL: u}, ProbeOptions{Log: testLog{t}, Step: 500 * time.Millisecond, Tick: DefaultTick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Inconclusive {
+		t.Skipf("inconclusive, as the probe reports it: %s", r.Why)
+	}
+	t.Logf("capacity %.0f/s (%s: %s), knee %.0f/s, concurrency %.1f, %d workers, at rest %v; %s",
+		r.Capacity, r.CeilingBy, r.Why, r.Steps[r.Knee].Rate, r.Concurrency, r.Workers, r.Rest, r.Replay)
 	y := r.Scenario()
 	sc, err := scenario.Parse("probed.yaml", y)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
-	if !strings.Contains(string(y), "# Measured by retrystorm lab --probe") || sc.Origin.Workers != r.Workers {
+	if !strings.Contains(string(y), "# Measured by retrystorm lab --probe") || !strings.Contains(string(y), "# Replay it: "+r.Replay) {
 		t.Errorf("the scenario does not say what was measured:\n%s", y)
 	}
+	b, err := Bounds(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tick < b.Min || r.Tick > b.Max {
+		t.Errorf("the replay's tick %s is outside the lab's bounds [%s, %s]:\n%s", r.Tick, b.Min, b.Max, y)
+	}
+	return r
 }
 
 // testLog writes the lab's progress to the test's log.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -52,6 +53,36 @@ type Options struct {
 	// (plus one attempt's timeout): what is still out is cancelled,
 	// counted as unfinished.
 	Target *Target
+	// startAt is when this fleet's first tick starts (see StartAt).
+	startAt time.Time
+	// Shard, when its Count is more than 1, runs shard Index of a run
+	// split over Count load processes (see ShardScenario and StartAt).
+	Shard experiment.Shard
+	// StartAt, when set, is when the first fleet's first tick starts on
+	// the wall clock, and each next fleet starts FleetGap after the one
+	// before it ends, instead of when the servers are up and the target
+	// settled: the shards of a run keep one schedule.
+	StartAt time.Time
+}
+
+// FleetGap is the pause between fleets of a run with a fixed schedule
+// (Options.StartAt), for the target to settle.
+const FleetGap = 5 * time.Second
+
+// fleetStart is when fleet i of sc starts with a fixed schedule from at.
+func fleetStart(sc *scenario.Scenario, tick time.Duration, at time.Time, i int) time.Time {
+	ticks := int((sc.Duration + sc.Tick - 1) / sc.Tick)
+	per := time.Duration(ticks)*tick + maxTimeout(sc, tick) + FleetGap
+	return at.Add(time.Duration(i) * per)
+}
+
+// maxTimeout is the longest fleet timeout of sc in wall time at tick.
+func maxTimeout(sc *scenario.Scenario, tick time.Duration) time.Duration {
+	var d time.Duration
+	for _, f := range sc.Fleets {
+		d = max(d, time.Duration(float64(f.Timeout)*tick.Seconds()/sc.Tick.Seconds()))
+	}
+	return d
 }
 
 // Result is a lab run in the simulator's terms (the same JSON, so the
@@ -76,6 +107,9 @@ type Info struct {
 	Target      string      `json:"target,omitempty"`
 	RestSeconds float64     `json:"target_rest_seconds,omitempty"`
 	Fleets      []FleetInfo `json:"fleets"`
+	// Inconclusive, when set, says that the lab was not measuring the
+	// service but its machine (see judge): its claims are not judged.
+	Inconclusive *Inconclusive `json:"inconclusive,omitempty"`
 }
 
 // FleetInfo is one fleet's run as the lab's components counted it.
@@ -85,6 +119,9 @@ type FleetInfo struct {
 	Origin      OriginCounts  `json:"origin"`
 	Gateway     GatewayCounts `json:"gateway"`
 	Load        LoadStats     `json:"load"`
+	// Watch is what the lab saw of itself meanwhile: its timers'
+	// lateness and the CPU.
+	Watch WatchStats `json:"watch"`
 	// SettleSeconds is the pause before the fleet, against a target,
 	// waiting for it to settle.
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
@@ -133,7 +170,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	}
 	for i := range sc.Fleets {
 		var settle time.Duration
-		if i > 0 && opts.Target != nil {
+		if !opts.StartAt.IsZero() {
+			opts.startAt = fleetStart(sc, opts.Tick, opts.StartAt, i)
+		} else if i > 0 && opts.Target != nil {
 			var err error
 			if settle, err = opts.Target.pause(ctx, sc.Fleets[i].Name); err != nil {
 				return nil, err
@@ -147,7 +186,29 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 		res.Fleets = append(res.Fleets, f)
 		res.Lab.Fleets = append(res.Lab.Fleets, info)
 	}
+	res.judge(sc, opts.Tick)
 	return res, nil
+}
+
+// judge sets res.Lab.Inconclusive from what the watch saw of every fleet
+// run so far, held to the bound for sc at a wall-clock tick of tick.
+func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
+	var timeout time.Duration // the shortest scaled timeout
+	scale := tick.Seconds() / sc.Tick.Seconds()
+	for _, f := range sc.Fleets {
+		if d := time.Duration(float64(f.Timeout) * scale); d > 0 && (timeout == 0 || d < timeout) {
+			timeout = d
+		}
+	}
+	maxTick := MaxWall
+	if b, err := Bounds(sc); err == nil {
+		maxTick = b.Max
+	}
+	stall := timeout
+	if stall == 0 {
+		stall = tick
+	}
+	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, maxTick)
 }
 
 // errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers
@@ -204,8 +265,18 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	// collected now rather than during this fleet's first ticks, where a
 	// pause looks like an outage to a breaker.
 	runtime.GC()
+	if !opts.startAt.IsZero() {
+		select {
+		case <-ctx.Done():
+			return sim.FleetResult{}, FleetInfo{}, ctx.Err()
+		case <-time.After(time.Until(opts.startAt.Add(-lead))):
+		}
+	}
 	began := time.Now()
 	start := began.Add(lead)
+	if !opts.startAt.IsZero() {
+		start = opts.startAt
+	}
 	// One tally per hop: the fleet's into the first layer, then each
 	// tier's into the next.
 	tallies := make([]*Tally, len(wall.Tiers)+1)
@@ -251,12 +322,14 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	lc := LoadConfig{
 		Target: r.target, Protocol: opts.Protocol, Traffic: wall.Traffic, Triggers: wall.Triggers, Tick: wall.Tick,
 		Start: start, Duration: wall.Duration, Deadline: intentDeadline(fleet),
-		ClearAt: clearAt, Seed: sc.Seed, Tally: tally,
+		ClearAt: clearAt, Seed: sc.Seed, Tally: tally, Shard: opts.Shard,
 	}
 	if opts.Target != nil {
 		lc.Cutoff = wallCutoff(wall, i) // never past the scenario's end
 	}
+	watch := startWatch(sc.Seed)
 	load, err := RunLoad(ctx, lc)
+	seen := watch.finish()
 	close(sampling)
 	sampler.Wait()
 	r.close()
@@ -266,7 +339,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 
 	info := FleetInfo{
 		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
-		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load,
+		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load, Watch: seen,
 	}
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())

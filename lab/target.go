@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,6 +55,11 @@ func CheckTarget(u *url.URL, allowRemote bool) error {
 	}
 	if u.User != nil {
 		return errors.New("the target URL carries a user name or password: put neither on a command line")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q: want a port from 1 to 65535", p)
+		}
 	}
 	if allowRemote {
 		return nil
@@ -122,45 +128,71 @@ const (
 )
 
 // measureRest returns the median latency of n requests sent one after
-// the other, and how many of them failed (an error, or a 5xx).
-func measureRest(ctx context.Context, tr http.RoundTripper, u *url.URL, n int) (time.Duration, int, error) {
+// the other, how many of them failed (an error, or a 5xx), and why the
+// last that failed did.
+func measureRest(ctx context.Context, tr http.RoundTripper, u *url.URL, n int) (median time.Duration, failed int, why error, err error) {
 	took := make([]time.Duration, 0, n)
-	failed := 0
 	for range n {
-		d, ok, err := probeOnce(ctx, tr, u, probeTimeout)
+		r, err := probeOnce(ctx, tr, u, probeTimeout)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
-		if !ok {
-			failed++
+		if r.fail != nil {
+			failed, why = failed+1, r.fail
 		}
-		took = append(took, d)
+		took = append(took, r.took)
 	}
 	slices.Sort(took)
-	return took[len(took)/2], failed, nil
+	return took[len(took)/2], failed, why, nil
 }
 
-// probeOnce sends one GET to u and reports how long it took and whether it
-// succeeded; err is ctx's, when it ends first.
-func probeOnce(ctx context.Context, tr http.RoundTripper, u *url.URL, timeout time.Duration) (time.Duration, bool, error) {
+// probeReply is how one request of a probe went: how long it took and,
+// when it failed (no answer, or a 5xx), why.
+type probeReply struct {
+	took time.Duration
+	fail error
+}
+
+// probeOnce sends one GET to u and reports how it went; err is ctx's, when
+// it ends first.
+func probeOnce(ctx context.Context, tr http.RoundTripper, u *url.URL, timeout time.Duration) (probeReply, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, false, err
+		return probeReply{fail: err}, nil
 	}
 	start := time.Now()
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, false, ctx.Err()
+			return probeReply{}, ctx.Err()
 		}
-		return time.Since(start), false, nil
+		return probeReply{took: time.Since(start), fail: err}, nil
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, proxyMaxBody))
 	_ = resp.Body.Close()
-	return time.Since(start), resp.StatusCode < 500, nil
+	r := probeReply{took: time.Since(start)}
+	if resp.StatusCode >= 500 {
+		r.fail = fmt.Errorf("it answered %s", resp.Status)
+	}
+	return r, nil
 }
+
+// TargetError is a target the lab cannot play against: it does not
+// answer, or answers with errors or garbage, at rest. The command line
+// makes it a usage error (exit 2): the input is wrong, not the claims.
+type TargetError struct {
+	URL            string
+	Failed, Probes int
+	Err            error // the last failure's cause
+}
+
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("the target %s fails %d of %d requests at rest (the last: %v): start it, fix it, or point the lab elsewhere", e.URL, e.Failed, e.Probes, e.Err)
+}
+
+func (e *TargetError) Unwrap() error { return e.Err }
 
 // rest measures the target's latency at rest, before the first fleet, and
 // refuses a target that does not answer.
@@ -170,12 +202,12 @@ func (t *Target) rest(ctx context.Context) error {
 	}
 	tr, done := t.transport()
 	defer done()
-	d, failed, err := measureRest(ctx, tr, t.URL, restProbes)
+	d, failed, why, err := measureRest(ctx, tr, t.URL, restProbes)
 	if err != nil {
 		return err
 	}
 	if failed > restProbes/2 {
-		return fmt.Errorf("lab: the target %s fails %d of %d requests at rest: fix it, or point the lab elsewhere", t.URL.Redacted(), failed, restProbes)
+		return &TargetError{URL: t.URL.Redacted(), Failed: failed, Probes: restProbes, Err: why}
 	}
 	t.baseline = max(d, time.Microsecond)
 	t.log("lab: the target %s answers in %s at rest (median of %d)\n", t.URL.Redacted(), d.Round(10*time.Microsecond), restProbes)
@@ -202,7 +234,7 @@ func (t *Target) pause(ctx context.Context, next string) (time.Duration, error) 
 	t.log("lab: before %s, waiting for the target to settle (latency back at its baseline %s, at most %s)\n", next, t.baseline.Round(10*time.Microsecond), Short(bound))
 	var last time.Duration
 	for {
-		d, failed, err := measureRest(ctx, tr, t.URL, 5)
+		d, failed, _, err := measureRest(ctx, tr, t.URL, 5)
 		if err != nil {
 			return time.Since(start), err
 		}

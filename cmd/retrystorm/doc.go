@@ -158,7 +158,8 @@ printed and written), when a run fails, or when it crashes (out of memory,
 say: retrystorm runs each command in a child process of itself, so that
 the Go runtime's status 2 for a crash never reads as a usage error); 2 for
 a usage error or an invalid scenario file, with a message naming the file,
-line and field.
+line and field; 3 when a lab run could not measure (its load generator or
+servers ran late, or it used its cores up): inconclusive, no claim judged.
 
 # Files
 

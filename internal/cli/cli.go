@@ -26,6 +26,10 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a claim does not hold, or the run failed
 	exitUsage  = 2 // bad flags, arguments or input files
+	// exitInconclusive is a lab run that could not measure: its load
+	// generator or its servers ran late, or it used its cores up, so it
+	// judged no claim (docs/lab.md).
+	exitInconclusive = 3
 )
 
 // usageError is a mistake in the command line or its input files.
@@ -43,6 +47,10 @@ func Usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // ErrClaims is what a run function returns, after printing everything,
 // when a claim does not hold (exit status 1).
 var ErrClaims = errors.New("a claim does not hold")
+
+// ErrInconclusive is what a lab run returns, after printing everything,
+// when it could not measure (exit status 3): no claim was judged.
+var ErrInconclusive = errors.New("the lab could not measure: inconclusive")
 
 // exitStatus is a run that has already said why it ended, with the
 // status to exit with (a companion's).
@@ -91,6 +99,8 @@ func verdict(inv *Invocation, err error) (int, string) {
 		return int(es), ""
 	case errors.Is(err, ErrClaims):
 		return exitFailed, "retrystorm: at least one claim does not hold (see above)"
+	case errors.Is(err, ErrInconclusive):
+		return exitInconclusive, "retrystorm: inconclusive: the lab was not measuring the service (see above); no claim was judged"
 	case errors.As(err, &ue):
 		cmd := ue.cmd
 		if cmd == "" && inv != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -68,6 +69,12 @@ type LabFlags struct {
 	// origin. Probe measures the service instead, and writes a scenario.
 	Target                     string
 	AllowRemote, Impose, Probe bool
+	// AutoTick reruns an inconclusive run at the tick it suggests, up to
+	// twice.
+	AutoTick bool
+	// Shard, when not empty, is "i/n": run shard i of a run against
+	// --target split over n load processes, for merge.
+	Shard string
 }
 
 // A flagGroup defines flags that several commands share on fs, storing
@@ -165,6 +172,23 @@ func labFlags(fs *flag.FlagSet, inv *Invocation) {
 	})
 	fs.BoolVar(&inv.Lab.AllowRemote, "allow-remote", false, "let --target name a service off this machine (a storm is a load test: point it only at a service of your own)")
 	fs.BoolVar(&inv.Lab.Impose, "impose", false, "with --target, make the service behave as the scenario's origin: its capacity as a concurrency limit with a queue, and its service rate")
+	fs.BoolVar(&inv.Lab.AutoTick, "auto-tick", false, "when the run is inconclusive (the lab ran late or used its cores up), run it again at the longer tick it suggests, at most twice")
+	funcVar(fs, "shard", "with --target, run shard `I/N` of the load (the clients c with c mod N = I-1) from the next 15 s of the clock, and print it with --json for retrystorm merge; job/N takes I from a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (+1)", func(s string) error {
+		if n, ok := strings.CutPrefix(s, "job/"); ok {
+			// A Kubernetes Indexed Job's pod: no shell in the image to
+			// do the arithmetic.
+			i, err := strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))
+			if err != nil {
+				return errors.New("job/N takes I from JOB_COMPLETION_INDEX, which is not a number here: it is for the pods of a Kubernetes Indexed Job")
+			}
+			s = strconv.Itoa(i+1) + "/" + n
+		}
+		if _, err := experiment.ParseShard(s); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("--shard %q: ", s)))
+		}
+		inv.Lab.Shard = s
+		return nil
+	})
 	fs.BoolVar(&inv.Lab.Probe, "probe", false, "with --target, measure the service's capacity and latency with a short, bounded ramp, and print a scenario file for it")
 }
 

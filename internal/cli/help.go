@@ -66,7 +66,7 @@ func mainHelp(w io.Writer, cmds []command) error {
 		g(fs, &Invocation{})
 	}
 	b.WriteString(flagList(fs, width))
-	b.WriteString("\n" + report.Wrap("Exit status: 0 when every claim holds; 1 when one does not (after printing everything) or the run failed; 2 for a usage error or an invalid scenario file.", width, "", "") + "\n")
+	b.WriteString("\n" + report.Wrap("Exit status: 0 when every claim holds; 1 when one does not (after printing everything) or the run failed; 2 for a usage error or an invalid scenario file; 3 when the lab could not measure (inconclusive).", width, "", "") + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -89,7 +89,7 @@ func childVerdict(err error) (int, string) {
 		return exitFailed, fmt.Sprintf("retrystorm: %v", err)
 	case ee.Exited():
 		switch code := ee.ExitCode(); code {
-		case exitOK, exitFailed:
+		case exitOK, exitFailed, exitInconclusive:
 			return code, ""
 		case childUsage:
 			return exitUsage, ""

@@ -77,3 +77,19 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// TestChildVerdictPassesInconclusive: a lab run in the child that could
+// not measure exits 3, and the parent exits 3 too, not 1 as for a crash.
+func TestChildVerdictPassesInconclusive(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	err = exec.Command(sh, "-c", "exit 3").Run()
+	if code, msg := childVerdict(err); code != exitInconclusive || msg != "" {
+		t.Errorf("child exit 3: parent %d %q, want %d and nothing to add", code, msg, exitInconclusive)
+	}
+	if code, _ := verdict(nil, ErrInconclusive); code != exitInconclusive {
+		t.Errorf("ErrInconclusive: exit %d, want %d", code, exitInconclusive)
+	}
+}

@@ -807,6 +807,8 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	switch {
 	case merged.Sweep != nil:
 		return merged.Sweep, *asJSON, nil
+	case merged.Lab != nil:
+		return merged.Lab, *asJSON, nil
 	case merged.Check != nil:
 		return nil, false, printCheck(o, merged.Check, *asJSON, *out, command)
 	}

@@ -73,6 +73,17 @@ func runMerge(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil || sweep == nil {
 		return configErr(err)
 	}
-	// A sweep's shards merged print as the sweep prints.
-	return inv.Emit([]*experiment.Outcome{sweep}, sweep.JSON, experiment.Sweep.Title)
+	// A sweep's shards merged print as the sweep prints; a lab run's as
+	// the lab's.
+	title := experiment.Sweep.Title
+	if sweep.Name == "lab" {
+		title = "retrystorm lab: the shards of one run, merged"
+	}
+	if err := inv.Emit([]*experiment.Outcome{sweep}, sweep.JSON, title); err != nil {
+		return err
+	}
+	if j, ok := sweep.JSON.(*experiment.MergedLabJSON); ok && j.Inconclusive() {
+		return cli.ErrInconclusive
+	}
+	return nil
 }

@@ -1,0 +1,291 @@
+package lab
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The lab measures a service by the clock: an intent sent late, or a
+// server's timer that wakes late, is a number the service never caused.
+// On a busy machine (other processes, or the lab's own load past what its
+// cores serve) both happen, and the verdicts that follow are about the
+// machine. So the lab watches itself while every fleet runs and, past
+// these bounds, reports the run inconclusive instead of judging it
+// (docs/lab.md, "When the lab is not measuring").
+const (
+	// LateShare bounds the 99th percentile of lateness, of the load
+	// generator's sends and of the timers of the lab's servers (gateway,
+	// fault proxy, origin, which share one process and one scheduler), as
+	// a share of the shortest of the wall-clock tick and the fleets'
+	// scaled timeouts: a fifth of a timeout late moves attempts across
+	// the line between answered and timed out.
+	LateShare = 0.2
+	// MinLateBound is the least lateness bound: a timer wake-up and a
+	// loopback hop cost a millisecond on an idle machine.
+	MinLateBound = 2 * time.Millisecond
+	// CPUShare bounds the lab's own CPU time, as a share of the cores it
+	// may use: past it the lab is at its own ceiling, and what it
+	// measures is itself.
+	CPUShare = 0.9
+	// watchPeriod is how often the watch's timer wakes to see how late
+	// it is.
+	watchPeriod = 5 * time.Millisecond
+)
+
+// ExitInconclusive is the exit status of a lab run that could not
+// measure (DESIGN.md: beside 0 holds, 1 fails, 2 bad input).
+const ExitInconclusive = 3
+
+// WatchStats is what the lab saw of itself while a fleet ran.
+type WatchStats struct {
+	// TimerLateP99 and TimerLateMax are how late a timer of the lab's
+	// process woke, every watchPeriod, in seconds: what the gateway's
+	// backoffs, the proxy's and the origin's clocks suffered too.
+	TimerLateP99 float64 `json:"timer_late_p99_seconds"`
+	TimerLateMax float64 `json:"timer_late_max_seconds"`
+	// Cores is how many cores the lab may use (GOMAXPROCS, at most the
+	// machine's); LabCPU is the share of them it used; MachineBusy the
+	// share of the machine's cores busy with anything (the lab
+	// included), where the system says (Linux), else absent.
+	Cores       int      `json:"cores"`
+	LabCPU      *float64 `json:"lab_cpu_share,omitempty"`
+	MachineBusy *float64 `json:"machine_busy_share,omitempty"`
+}
+
+// Inconclusive is why a lab run judged nothing, and what would let it.
+type Inconclusive struct {
+	// Reasons, one per fleet and instrument past its bound, with the
+	// numbers.
+	Reasons []string `json:"reasons"`
+	// LateBoundSeconds, StallBoundSeconds and CPUShare are the bounds
+	// the run was held to.
+	LateBoundSeconds  float64 `json:"late_bound_seconds"`
+	StallBoundSeconds float64 `json:"stall_bound_seconds"`
+	CPUShare          float64 `json:"cpu_share_bound"`
+	// SuggestedTickSeconds is a wall-clock tick the lab expects to hold
+	// (0 when none within its range would: see Suggestion).
+	SuggestedTickSeconds float64 `json:"suggested_tick_seconds"`
+	// Shards, when the lab's own CPU was the limit, is how many load
+	// processes (--shard i/n, on machines of their own) would carry the
+	// run at its tick; 0 otherwise.
+	Shards int `json:"shards,omitempty"`
+	// Suggestion says it in words.
+	Suggestion string `json:"suggestion"`
+}
+
+// SuggestedTick is the suggestion as a duration.
+func (in *Inconclusive) SuggestedTick() time.Duration {
+	return time.Duration(in.SuggestedTickSeconds * float64(time.Second))
+}
+
+// watch measures the lab while a fleet runs: its timers' lateness and
+// the CPU time of the process and of the machine.
+type watch struct {
+	stop, done chan struct{}
+	late       reservoir
+	max        float64
+	began      time.Time
+	cpu0       time.Duration
+	cpuOK      bool
+	stat0      cpuStat
+	statOK     bool
+}
+
+func startWatch(seed uint64) *watch {
+	w := &watch{stop: make(chan struct{}), done: make(chan struct{}), began: time.Now()}
+	w.late.init(4096, seed)
+	w.cpu0, w.cpuOK = processCPU()
+	w.stat0, w.statOK = readCPUStat()
+	go w.run()
+	return w
+}
+
+func (w *watch) run() {
+	defer close(w.done)
+	timer := time.NewTimer(watchPeriod)
+	defer timer.Stop()
+	due := time.Now().Add(watchPeriod)
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-timer.C:
+		}
+		late := max(0, time.Since(due).Seconds())
+		w.late.add(late)
+		w.max = max(w.max, late)
+		due = time.Now().Add(watchPeriod)
+		timer.Reset(watchPeriod)
+	}
+}
+
+// finish stops the watch and returns what it saw.
+func (w *watch) finish() WatchStats {
+	close(w.stop)
+	<-w.done
+	wall := time.Since(w.began).Seconds()
+	s := WatchStats{Cores: min(runtime.GOMAXPROCS(0), runtime.NumCPU()), TimerLateMax: w.max}
+	s.TimerLateP99 = w.late.quantiles(0.99)[0]
+	if cpu, ok := processCPU(); ok && w.cpuOK && wall > 0 {
+		share := round3((cpu - w.cpu0).Seconds() / (wall * float64(s.Cores)))
+		s.LabCPU = &share
+	}
+	if st, ok := readCPUStat(); ok && w.statOK {
+		if busy, ok := st.busySince(w.stat0); ok {
+			busy = round3(busy)
+			s.MachineBusy = &busy
+		}
+	}
+	return s
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// cpuStat is the machine's CPU time, all cores, in the kernel's ticks.
+type cpuStat struct{ busy, total uint64 }
+
+// readCPUStat reads /proc/stat's first line (Linux); false elsewhere.
+func readCPUStat() (cpuStat, bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuStat{}, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuStat{}, false
+	}
+	var st cpuStat
+	for i, x := range f[1:] {
+		n, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return cpuStat{}, false
+		}
+		if i >= 8 { // guest time is counted in user time already
+			break
+		}
+		st.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			st.busy += n
+		}
+	}
+	return st, true
+}
+
+// busySince is the share of the machine's CPU time busy since s0.
+func (s cpuStat) busySince(s0 cpuStat) (float64, bool) {
+	if s.total <= s0.total || s.busy < s0.busy {
+		return 0, false
+	}
+	return float64(s.busy-s0.busy) / float64(s.total-s0.total), true
+}
+
+// lateBound is the most lateness (99th percentile) the lab accepts at a
+// wall-clock tick of tick, whose fleets' shortest scaled timeout is
+// timeout (0: none).
+func lateBound(tick, timeout time.Duration) time.Duration {
+	d := tick
+	if timeout > 0 {
+		d = min(d, timeout)
+	}
+	return max(time.Duration(LateShare*float64(d)), MinLateBound)
+}
+
+// judge returns why the run of info cannot be trusted, or nil: a fleet
+// whose load generator or timers were late past bound at the 99th
+// percentile, whose timers once stalled longer than stall (the shortest
+// attempt timeout in wall time: a stall that long fails attempts by
+// itself, and one failure in a tick after the trigger can push recovery
+// out by tens of ticks), or that kept the lab's cores busy past CPUShare. The
+// suggestion is a tick long enough for the lateness and the CPU seen to
+// fit, within [tick, maxTick].
+func judge(info *Info, tick, bound, stall, maxTick time.Duration) *Inconclusive {
+	in := &Inconclusive{LateBoundSeconds: bound.Seconds(), StallBoundSeconds: stall.Seconds(), CPUShare: CPUShare}
+	b := bound.Seconds()
+	late, cpu := 1.0, 0.0 // how much longer a tick would fit the lateness, the CPU
+	for _, f := range info.Fleets {
+		l, w := f.Load, f.Watch
+		var what []string
+		if l.LateP99 > b {
+			what = append(what, fmt.Sprintf("the load generator sent intents %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*l.LateP99, 1000*l.LateMax))
+			late = max(late, l.LateP99/b)
+		}
+		if w.TimerLateP99 > b {
+			what = append(what, fmt.Sprintf("the timers of its servers (gateway, proxy, origin) woke %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*w.TimerLateP99, 1000*w.TimerLateMax))
+			late = max(late, w.TimerLateP99/b)
+		} else if st := stall.Seconds(); w.TimerLateMax > st {
+			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
+			late = max(late, w.TimerLateMax/st)
+		}
+		var reason string
+		if len(what) > 0 {
+			reason = fmt.Sprintf("%s: %s, past the bound of %.1f ms", f.Name, strings.Join(what, " and "), 1000*b)
+		}
+		if w.LabCPU != nil {
+			// Work per wall second goes as 1/tick: this much longer a
+			// tick leaves the lab a third of its cores spare.
+			cpu = max(cpu, *w.LabCPU/(CPUShare*2/3))
+			if *w.LabCPU > CPUShare {
+				if reason == "" {
+					reason = f.Name + ": "
+				} else {
+					reason += "; "
+				}
+				reason += fmt.Sprintf("the lab kept %.0f%% of its %s busy, past %.0f%%: it measured its own ceiling", 100**w.LabCPU, cores(w.Cores), 100*CPUShare)
+			}
+		}
+		if reason == "" {
+			continue
+		}
+		if w.LabCPU != nil && *w.LabCPU <= CPUShare {
+			reason += fmt.Sprintf("; the lab used %.0f%% of the %s it may use", 100**w.LabCPU, cores(w.Cores))
+		}
+		if w.MachineBusy != nil {
+			reason += fmt.Sprintf("; the machine's %s were %.0f%% busy", cores(runtime.NumCPU()), 100**w.MachineBusy)
+		}
+		in.Reasons = append(in.Reasons, reason)
+	}
+	if len(in.Reasons) == 0 {
+		return nil
+	}
+	// Lateness others cause does not shrink with a longer tick but the
+	// bound grows with it: half as much again, for a margin.
+	factor := max(2, 1.5*max(late, cpu))
+	next := niceTick(time.Duration(factor * float64(tick)))
+	var alt string
+	if cpu > 1 {
+		// The lab's own CPU was the limit: the load split over machines
+		// of their own would hold this tick.
+		in.Shards = int(math.Ceil(cpu))
+		alt = fmt.Sprintf(", or keep the tick and split the clients over %d load processes on machines of their own (--shard i/%d, then merge)", in.Shards, in.Shards)
+	}
+	if next <= maxTick {
+		in.SuggestedTickSeconds = next.Seconds()
+		in.Suggestion = fmt.Sprintf("run it again with --tick %s (--auto-tick does), or on a quieter machine%s", Short(next), alt)
+	} else {
+		in.Suggestion = fmt.Sprintf("no tick up to %s, the longest the run may take, would hold it (it needs about %s): run it on a quieter machine, or with fewer intents per second%s", Short(maxTick), Short(next), alt)
+	}
+	return in
+}
+
+func cores(n int) string {
+	if n == 1 {
+		return "1 core"
+	}
+	return fmt.Sprintf("%d cores", n)
+}
+
+// niceTick rounds d up to two significant digits of milliseconds.
+func niceTick(d time.Duration) time.Duration {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms <= 10 {
+		return time.Duration(math.Ceil(ms)) * time.Millisecond
+	}
+	p := math.Pow(10, math.Floor(math.Log10(ms))-1)
+	return time.Duration(math.Ceil(ms/p)*p) * time.Millisecond
+}
