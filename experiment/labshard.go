@@ -22,8 +22,11 @@ type LabShard struct {
 	Run       string `json:"run"`
 	StartUnix int64  `json:"start_unix"`
 	// Scenario is the whole scenario (not the shard's share), as YAML.
-	Scenario        string  `json:"scenario_yaml"`
-	Target          string  `json:"target"`
+	Scenario string `json:"scenario_yaml"`
+	Target   string `json:"target"`
+	// Impose says the target was made to behave as the scenario's origin
+	// (lab --impose): the claims are then the model's, else the service's.
+	Impose          bool    `json:"impose,omitempty"`
 	WallTickSeconds float64 `json:"wall_tick_seconds"`
 	Protocol        string  `json:"protocol"`
 }
@@ -144,8 +147,19 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 		WallTick: wall, Target: first.Target, Protocol: first.Protocol,
 		CounterfactualName: "",
 	})
+	var model []report.Claim
+	if first.Target != "" && !first.Impose {
+		// As one process's run against a target: the claims are what the
+		// service did, the model only a comparison (LabAboutService).
+		if model, err = aboutService(o, sc, merged); err != nil {
+			return nil, err
+		}
+	}
 	o.Section.Intro = append(o.Section.Intro, fmt.Sprintf("Merged from %d load processes (run %s, started at Unix time %d): each sent the intents of its share of the clients, on one schedule, through a fault proxy with its share of the origin's capacity.", first.Count, first.Run, first.StartUnix))
-	js := &MergedLabJSON{labJSON: o.JSON.(labJSON), Shards: first.Count, Run: first.Run}
+	js := &MergedLabJSON{labJSON: o.JSON.(labJSON), Shards: first.Count, Run: first.Run, ModelComparison: model}
+	if model != nil {
+		js.Claims = o.Claims
+	}
 	if inconclusive > 0 {
 		o.Section.Intro = append([]string{fmt.Sprintf("INCONCLUSIVE: %d of the %d shards could not measure (see each shard's reasons), so no claim is judged.", inconclusive, first.Count)}, o.Section.Intro...)
 		for _, c := range o.Claims {
@@ -168,6 +182,9 @@ type MergedLabJSON struct {
 	Run       string         `json:"run"`
 	Verdict   string         `json:"verdict,omitempty"`
 	NotJudged []report.Claim `json:"claims_not_judged,omitempty"`
+	// ModelComparison is the model's claims, not judged, in a merge of
+	// shards run against a target without --impose (LabAboutService).
+	ModelComparison []report.Claim `json:"model_comparison,omitempty"`
 }
 
 // Inconclusive reports whether a shard of the run could not measure.

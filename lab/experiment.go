@@ -197,7 +197,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		Protocol:           string(opts.Protocol),
 	})
 	if t := opts.Target; t != nil && !t.Impose {
-		if err := aboutService(out, sc, res.Result); err != nil {
+		if err := experiment.LabAboutService(out, sc, res.Result); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +211,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		if res.Lab.Inconclusive == nil {
 			out.Claims, out.Section.Claims = nil, nil
 			out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Shard %s of a run: its claims are judged on the merged shards (retrystorm merge).", opts.Shard))
-			if err := setJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
+			if err := experiment.SetJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
 				return nil, err
 			}
 		}
@@ -219,10 +219,11 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		if opts.Target != nil {
 			target = opts.Target.describe()
 		}
-		if err := setJSON(out, map[string]any{"lab_shard": experiment.LabShard{
+		if err := experiment.SetJSON(out, map[string]any{"lab_shard": experiment.LabShard{
 			Index: opts.Shard.Index + 1, Count: opts.Shard.Count,
 			Run:       runID(sc, opts.Tick, target, opts.Shard.Count, opts.StartAt),
 			StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
+			Impose:          opts.Target != nil && opts.Target.Impose,
 			WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
 		}}); err != nil {
 			return nil, err
@@ -247,7 +248,7 @@ func withhold(out *experiment.Outcome, in *Inconclusive) error {
 		notes = append(notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
 	}
 	out.Section.Notes = append(notes, out.Section.Notes...)
-	return setJSON(out, map[string]any{
+	return experiment.SetJSON(out, map[string]any{
 		"claims_not_judged": claims, "claims": []struct{}{}, "verdict": "inconclusive", "inconclusive": in,
 	})
 }

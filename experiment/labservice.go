@@ -1,24 +1,34 @@
-package lab
+package experiment
 
 import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// aboutService makes out, a run against a target whose origin was not
+// LabAboutService makes out, a run against a target whose origin was not
 // imposed, a verdict about the service: what the target did per fleet
 // (its amplification, recovery and lost intents) in a table of its own,
 // claims that rest on that alone (each fleet's amplification within its
 // policy's ceiling; each guarded fleet recovers), and the comparison with
 // the scenario's modelled origin moved to a labelled section of notes,
 // claimed nowhere: the model of the service is the user's guess, and a
-// fast service that outruns it is no failure of the service.
-func aboutService(out *experiment.Outcome, sc *scenario.Scenario, res *sim.Result) error {
+// fast service that outruns it is no failure of the service. The lab
+// applies it to a run, merge to the merged shards of one.
+func LabAboutService(out *Outcome, sc *scenario.Scenario, res *sim.Result) error {
+	model, err := aboutService(out, sc, res)
+	if err != nil {
+		return err
+	}
+	return SetJSON(out, map[string]any{"claims": out.Claims, "model_comparison": model})
+}
+
+// aboutService is LabAboutService but for the JSON: it returns the model's
+// claims, now a comparison, for the caller's JSON.
+func aboutService(out *Outcome, sc *scenario.Scenario, res *sim.Result) ([]report.Claim, error) {
 	model := out.Claims
 	t := report.Table{
 		Title: "at the target: what the service did",
@@ -42,7 +52,7 @@ func aboutService(out *experiment.Outcome, sc *scenario.Scenario, res *sim.Resul
 		fl := sc.Fleets[i]
 		p, err := fl.NewPolicy()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The ceiling per intent, with the budget's floor spread over
 		// the run's intents and 5% for what a short run's steady state
@@ -74,11 +84,11 @@ func aboutService(out *experiment.Outcome, sc *scenario.Scenario, res *sim.Resul
 		}
 		out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Model comparison (%s): %s (%s).", mark, c.Text, c.Detail))
 	}
-	return setJSON(out, map[string]any{"claims": claims, "model_comparison": model})
+	return model, nil
 }
 
-// setJSON sets top-level keys of out's JSON.
-func setJSON(out *experiment.Outcome, kv map[string]any) error {
+// SetJSON sets top-level keys of out's JSON (the lab adds its own).
+func SetJSON(out *Outcome, kv map[string]any) error {
 	data, err := json.Marshal(out.JSON)
 	if err != nil {
 		return err
