@@ -1,9 +1,11 @@
-// Package configcmd is the command line of the commands that read the
-// retry settings people run: import, check and advise. They link the
+// Package configcmd runs the commands that read the retry settings people
+// run: import, check, advise, and merge of their shards. They link the
 // importers (Envoy's and Istio's generated protobuf code), so they belong
-// to the companion binary for heavy commands, not the light demo: the
-// command table registers these functions there. Every input and output is
-// passed in.
+// to the companion binary for heavy commands, not the light demo:
+// internal/cli/full calls these Run functions. Their flags, and the ranges
+// those take, are internal/cli's (flags.go), the one place a command's
+// flags are defined and checked; the options here are what it parsed.
+// Every input and output is passed in.
 package configcmd
 
 import (
@@ -11,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -233,31 +234,7 @@ func looksLikeScenario(data []byte) bool {
 	return false
 }
 
-func newFlags(name string, o IO) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	return fs
-}
-
-// parse parses flags that may come after the file arguments too.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usagef("%v", err)
-		}
-		if fs.NArg() == 0 {
-			return files, nil
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// ImportOptions are import's flags.
+// ImportOptions are import's flags, as internal/cli parsed them.
 type ImportOptions struct {
 	Format  string        // --format: the files' format; "" detects it
 	Base    string        // --base: the scenario to run the fleets in; "" is the storm
@@ -268,36 +245,18 @@ type ImportOptions struct {
 	Protocol, Istio string
 }
 
-// Import is `retrystorm import [--format F] [--base FILE] [-o FILE] FILE...`.
-func Import(ctx context.Context, args []string, o IO) error {
-	fs := newFlags("import", o)
-	var in ImportOptions
-	fs.StringVar(&in.Format, "format", "", "the files' format: envoy, istio, linkerd, grpc or aws (default: detected)")
-	fs.StringVar(&in.Base, "base", "", "the scenario whose traffic, origin and triggers the fleets run in (default: the storm)")
-	fs.StringVar(&in.Output, "o", "", "write the scenario here instead of stdout")
-	fs.DurationVar(&in.Timeout, "timeout", 0, "the attempt timeout for configs that set none (AWS SDK settings); default: the base scenario's first fleet's")
-	fs.StringVar(&in.Protocol, "protocol", "", "what the services speak where the config does not say: http or grpc (default: http)")
-	fs.StringVar(&in.Istio, "istio", "", "the Istio release whose defaults apply, such as 1.23 (default: the current)")
-	files, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	return RunImport(ctx, files, in, o)
-}
-
 // RunImport imports files and writes the scenario.
 func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) error {
-	format, baseFile, out, timeout := &in.Format, &in.Base, &in.Output, &in.Timeout
 	if len(files) == 0 {
 		return usagef("import takes one or more config files: retrystorm import FILE...")
 	}
-	b, err := base(o, *baseFile)
+	b, err := base(o, in.Base)
 	if err != nil {
 		return err
 	}
-	opts := importer.Options{Timeout: *timeout, Protocol: in.Protocol, IstioVersion: in.Istio}
-	if *format != "" {
-		if opts.Format, err = importer.ParseFormat(*format); err != nil {
+	opts := importer.Options{Timeout: in.Timeout, Protocol: in.Protocol, IstioVersion: in.Istio}
+	if in.Format != "" {
+		if opts.Format, err = importer.ParseFormat(in.Format); err != nil {
 			return usagef("--format: %v", err)
 		}
 	}
@@ -320,14 +279,14 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 	if err != nil {
 		return err
 	}
-	if *out == "" {
+	if in.Output == "" {
 		_, err := o.Stdout.Write(text)
 		return err
 	}
-	if err := report.WriteFileAtomicMkdir(*out, text); err != nil {
+	if err := report.WriteFileAtomicMkdir(in.Output, text); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Stderr, "wrote %d fleet%s to %s\n", len(fl), plural(len(fl)), *out)
+	fmt.Fprintf(o.Stderr, "wrote %d fleet%s to %s\n", len(fl), plural(len(fl)), in.Output)
 	return nil
 }
 
@@ -338,7 +297,8 @@ func plural(n int) string {
 	return "s"
 }
 
-// CheckOptions are the flags check and advise share.
+// CheckOptions are the flags check and advise share, as internal/cli
+// parsed and checked them.
 type CheckOptions struct {
 	Format  string  // --format: the files' format; "" detects it
 	Base    string  // --base: the scenario to run against
@@ -359,11 +319,6 @@ type CheckOptions struct {
 	MaxMemory int64
 }
 
-// minLoad is the lowest --load (internal/cli's minLoad): a load sets the
-// origin's capacity to the rate over it, and one such as 1e-300 made a
-// capacity past any a scenario takes.
-const minLoad = 0.01
-
 // costly turns a run refused for its cost (sim.CostError: one cell of the
 // envelope would need more memory than --max-memory, or more work than a
 // run may take) into a usage error, exit status 2 as run and sweep give:
@@ -383,25 +338,7 @@ func (c *CheckOptions) assume() importer.Options {
 	return importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
 }
 
-// common is CheckOptions as the flag parsing fills it.
-type common = CheckOptions
-
-func (c *common) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.Format, "format", "", "the files' format: envoy, istio, linkerd, grpc, aws or scenario (default: detected)")
-	fs.StringVar(&c.Base, "base", "", "the scenario whose traffic and origin the fleets run against (default: a scenario file given, or the storm)")
-	fs.Float64Var(&c.Load, "load", 0, "the highest base load you call realistic, as a share of capacity (default: the base scenario's)")
-	fs.Float64Var(&c.Dip, "dip", 0, "the largest capacity dip you call realistic, as a share (default: the base scenario's)")
-	fs.BoolVar(&c.JSON, "json", false, "print JSON (for merge, with --shard)")
-	fs.StringVar(&c.Out, "out", "", "write an HTML report into this directory")
-	fs.StringVar(&c.Shard, "shard", "", "run only shard i of n (i/n), for retrystorm merge")
-	fs.IntVar(&c.Workers, "workers", 0, "parallel runs (default: every core)")
-	fs.IntVar(&c.Seeds, "seeds", 3, "seeds each cell runs with; the verdict is the worst")
-	fs.IntVar(&c.Clients, "clients", 0, "client instances, each with its own budget (default: the scenario's)")
-	fs.StringVar(&c.Protocol, "protocol", "", "what the services speak where the config does not say: http or grpc (default: http)")
-	fs.StringVar(&c.Istio, "istio", "", "the Istio release whose defaults apply, such as 1.23 (default: the current)")
-}
-
-func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
+func (c *CheckOptions) options(o IO) (experiment.Options, experiment.Shard, error) {
 	var sh experiment.Shard
 	if c.Shard != "" {
 		var err error
@@ -411,21 +348,6 @@ func (c *common) options(o IO) (experiment.Options, experiment.Shard, error) {
 		if !c.JSON {
 			return experiment.Options{}, sh, usagef("--shard writes a part of the result for retrystorm merge: give --json too")
 		}
-	}
-	if c.Workers < 0 || c.Workers > 1024 {
-		return experiment.Options{}, sh, usagef("--workers %d: want 0 (every core) to 1024", c.Workers)
-	}
-	if c.Seeds < 0 || c.Seeds > 100 || c.Clients < 0 || c.Clients > 100_000 {
-		return experiment.Options{}, sh, usagef("--seeds must be in [1, 100] and --clients in [1, 100000]")
-	}
-	if !(c.Load == 0 || c.Load >= minLoad && c.Load <= 0.975) {
-		return experiment.Options{}, sh, usagef("--load %g: want a share in [%g, 0.975]", c.Load, minLoad)
-	}
-	if !(c.Dip >= 0 && c.Dip <= 1) {
-		return experiment.Options{}, sh, usagef("--dip %g: want a share in (0, 1]", c.Dip)
-	}
-	if c.MaxMemory < 0 {
-		return experiment.Options{}, sh, usagef("--max-memory %d: want a size", c.MaxMemory)
 	}
 	opts := experiment.Options{Workers: c.Workers, Limits: sim.Limits{Memory: c.MaxMemory}}
 	if !c.JSON {
@@ -450,18 +372,6 @@ func writeReport(o IO, dir string, sec report.Section, command string) error {
 	}
 	fmt.Fprintf(o.Stderr, "report: %s\n", filepath.Clean(path))
 	return nil
-}
-
-// Check is `retrystorm check [flags] FILE...`.
-func Check(ctx context.Context, args []string, o IO) error {
-	fs := newFlags("check", o)
-	var c common
-	c.add(fs)
-	files, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	return RunCheck(ctx, files, c, o)
 }
 
 // RunCheck checks the fleets of files; it returns ErrUnsafe when one
@@ -512,30 +422,9 @@ func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command strin
 	return nil
 }
 
-// Advise is `retrystorm advise [flags] [FILE]`.
-func Advise(ctx context.Context, args []string, o IO) error {
-	fs := newFlags("advise", o)
-	var c common
-	c.add(fs)
-	a := AdviseOptions{}
-	fs.StringVar(&a.Route, "route", "", "start from the route or fleet NAME (default: the first that retries)")
-	fs.BoolVar(&a.Conditions, "conditions", false, "search the retry conditions too")
-	fs.IntVar(&a.MaxRuns, "max-runs", 20000, "refuse a search that would make more runs")
-	fs.IntVar(&a.Top, "top", 5, "runner-ups to show")
-	fs.StringVar(&a.As, "as", "", "write the recommendation in these formats, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)")
-	files, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	a.CheckOptions = c
-	a.Seeds = c.Seeds
-	return RunAdvise(ctx, files, a, o)
-}
-
-// AdviseOptions are advise's flags.
+// AdviseOptions are advise's flags, as internal/cli parsed them.
 type AdviseOptions struct {
 	CheckOptions
-	Seeds   int    // --seeds
 	MaxRuns int    // --max-runs
 	Top     int    // --top
 	As      string // --as: the formats to write the recommendation in
@@ -553,13 +442,9 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	c := a.CheckOptions
 	// Zero means the flag's default, for callers that fill the struct.
 	a.Seeds, a.MaxRuns, a.Top = cmp.Or(a.Seeds, 3), cmp.Or(a.MaxRuns, 20000), cmp.Or(a.Top, 5)
-	seeds, maxRuns, top, as := &a.Seeds, &a.MaxRuns, &a.Top, &a.As
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err
-	}
-	if *seeds < 1 || *seeds > 100 || *top < 1 || *top > 100 || *maxRuns < 1 {
-		return usagef("--seeds must be in [1, 100], --top in [1, 100], --max-runs at least 1")
 	}
 	var in []experiment.CheckInput
 	var b *scenario.Scenario
@@ -584,9 +469,9 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		fmt.Fprintf(o.Stderr, "advise: starting from %q (%s), of the %d fleets given; --route names another\n", start.Fleet.Name, start.Origin, len(in))
 	}
 	formats := []importer.Format{fmtIn, importer.GoCode, importer.ScenarioFleet}
-	if *as != "" {
+	if a.As != "" {
 		formats = nil
-		for _, f := range strings.Split(*as, ",") {
+		for _, f := range strings.Split(a.As, ",") {
 			f = strings.TrimSpace(f)
 			switch f {
 			case string(importer.GoCode), string(importer.ScenarioFleet):
@@ -601,7 +486,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		}
 	}
 	formats = slices.Compact(formats)
-	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: *seeds, MaxRuns: *maxRuns, Shard: sh,
+	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: a.Seeds, MaxRuns: a.MaxRuns, Shard: sh,
 		Clients: c.Clients, Conditions: a.Conditions, Admit: a.Admit}, opts)
 	if errors.Is(err, experiment.ErrTooBig) {
 		return usagef("%v", err)
@@ -616,7 +501,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	if from, ok := uf.imported(start); ok {
 		edit = &editTarget{srcs: uf.srcs, from: from}
 	}
-	return printAdvise(o, r, formats, *top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
+	return printAdvise(o, r, formats, a.Top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
 }
 
 // pickFleet is the fleet advise starts from: the one route names (by
@@ -750,36 +635,19 @@ func formatName(f importer.Format) string {
 	return "a scenario fleet"
 }
 
-// Merge is `retrystorm merge [--json] [--out DIR] FILE...`: the shards of
-// one sweep, check or advise put together. It prints what one run prints.
-// A sweep's merge is printed by the caller (it is an experiment Outcome):
-// the returned Outcome is non-nil then.
-func Merge(ctx context.Context, args []string, o IO) (*experiment.Outcome, bool, error) {
-	fs := newFlags("merge", o)
-	var m MergeOptions
-	fs.BoolVar(&m.JSON, "json", false, "print JSON")
-	fs.StringVar(&m.Out, "out", "", "write an HTML report into this directory")
-	fs.IntVar(&m.Top, "top", 5, "advise: runner-ups to show")
-	files, err := parse(fs, args)
-	if err != nil {
-		return nil, false, err
-	}
-	return RunMerge(ctx, files, m, o)
-}
-
-// MergeOptions are merge's flags.
+// MergeOptions are merge's flags, as internal/cli parsed them.
 type MergeOptions struct {
 	JSON bool   // --json
 	Out  string // --out
 	Top  int    // --top, for advise
 }
 
-// RunMerge puts the shard results in files together (see Merge).
+// RunMerge is `retrystorm merge`: it puts the shard results in files (of
+// one sweep, check, advise or lab run) together and prints what one run
+// prints. A sweep's or a lab run's merge is printed by the caller (it is
+// an experiment Outcome): the returned Outcome is non-nil then.
 func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*experiment.Outcome, bool, error) {
-	asJSON, out, top := &m.JSON, &m.Out, &m.Top
-	if *top == 0 {
-		*top = 5
-	}
+	m.Top = cmp.Or(m.Top, 5) // zero means the flag's default
 	if len(files) == 0 {
 		return nil, false, usagef("merge takes the JSON of every shard: retrystorm merge FILE...")
 	}
@@ -806,14 +674,14 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	command := "retrystorm merge " + strings.Join(files, " ")
 	switch {
 	case merged.Sweep != nil:
-		return merged.Sweep, *asJSON, nil
+		return merged.Sweep, m.JSON, nil
 	case merged.Lab != nil:
-		return merged.Lab, *asJSON, nil
+		return merged.Lab, m.JSON, nil
 	case merged.Check != nil:
-		return nil, false, printCheck(o, merged.Check, *asJSON, *out, command)
+		return nil, false, printCheck(o, merged.Check, m.JSON, m.Out, command)
 	}
-	if *asJSON {
+	if m.JSON {
 		return nil, false, writeJSON(o.Stdout, merged.Advise)
 	}
-	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, *top, *out, command, nil)
+	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, m.Top, m.Out, command, nil)
 }

@@ -60,7 +60,7 @@ func runAdvise(ctx context.Context, inv *cli.Invocation) error {
 	admit := func(e experiment.AdviseEstimate) error {
 		return inv.AdmitSearch(fmt.Sprintf("the search (%d runs)", e.Runs), e.Attempts)
 	}
-	err := configcmd.RunAdvise(ctx, inv.Args, configcmd.AdviseOptions{CheckOptions: checkOptions(inv), Seeds: c.Seeds, MaxRuns: c.MaxRuns, Top: c.Top, As: c.As,
+	err := configcmd.RunAdvise(ctx, inv.Args, configcmd.AdviseOptions{CheckOptions: checkOptions(inv), MaxRuns: c.MaxRuns, Top: c.Top, As: c.As,
 		Route: c.Route, Conditions: c.Conditions, Admit: admit}, io)
 	clear()
 	return configErr(err)
