@@ -1,29 +1,29 @@
-// Package configcmd runs the commands that read the retry settings people
+// Package configcmd is the commands that read the retry settings people
 // run: import, check, advise, and merge of their shards. They link the
 // importers (Envoy's and Istio's generated protobuf code), so they belong
 // to the companion binary for heavy commands, not the light demo:
-// internal/cli/full calls these Run functions. Their flags, and the ranges
-// those take, are internal/cli's (flags.go), the one place a command's
-// flags are defined and checked; the options here are what it parsed.
-// Every input and output is passed in.
+// internal/cli/full sets Import, Check, Advise and Merge as its run
+// functions. One file per command holds its entry point, its options and
+// its logic (import.go, check.go, advise.go, merge.go); this one what they
+// share. Their flags, and the ranges those take, are internal/cli's
+// (flags.go), the one place a command's flags are defined and checked,
+// since the light binary parses them too; the options here are what it
+// parsed. The Run functions take every input and output as arguments.
 package configcmd
 
 import (
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/boundedfile"
+	"github.com/retrystorm/retrystorm/internal/cli"
 	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -234,91 +234,6 @@ func looksLikeScenario(data []byte) bool {
 	return false
 }
 
-// ImportOptions are import's flags, as internal/cli parsed them.
-type ImportOptions struct {
-	Format  string        // --format: the files' format; "" detects it
-	Base    string        // --base: the scenario to run the fleets in; "" is the storm
-	Output  string        // -o: the file to write; "" is stdout
-	Timeout time.Duration // --timeout: for configs that set none
-	// Protocol (--protocol) and Istio (--istio) say what the configs do
-	// not: what the services speak, and the Istio release.
-	Protocol, Istio string
-}
-
-// RunImport imports files and writes the scenario.
-func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) error {
-	if len(files) == 0 {
-		return usagef("import takes one or more config files: retrystorm import FILE...")
-	}
-	b, err := base(o, in.Base)
-	if err != nil {
-		return err
-	}
-	opts := importer.Options{Timeout: in.Timeout, Protocol: in.Protocol, IstioVersion: in.Istio}
-	if in.Format != "" {
-		if opts.Format, err = importer.ParseFormat(in.Format); err != nil {
-			return usagef("--format: %v", err)
-		}
-	}
-	if opts.Timeout == 0 && len(b.Fleets) > 0 {
-		opts.Timeout = b.Fleets[0].Timeout
-	}
-	var srcs []importer.Source
-	for _, f := range files {
-		data, err := o.read(f, maxConfigSize)
-		if err != nil {
-			return err
-		}
-		srcs = append(srcs, source(f, data))
-	}
-	fl, err := importer.Import(srcs, opts)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	text, err := importer.Write(fl, b)
-	if err != nil {
-		return err
-	}
-	if in.Output == "" {
-		_, err := o.Stdout.Write(text)
-		return err
-	}
-	if err := report.WriteFileAtomicMkdir(in.Output, text); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Stderr, "wrote %d fleet%s to %s\n", len(fl), plural(len(fl)), in.Output)
-	return nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-// CheckOptions are the flags check and advise share, as internal/cli
-// parsed and checked them.
-type CheckOptions struct {
-	Format  string  // --format: the files' format; "" detects it
-	Base    string  // --base: the scenario to run against
-	Out     string  // --out: the HTML report's directory
-	Load    float64 // --load: the realistic load
-	Dip     float64 // --dip: the realistic dip
-	JSON    bool    // --json
-	Shard   string  // --shard i/n
-	Workers int     // --workers
-	Seed    *uint64 // --seed: replaces the base scenario's
-	Seeds   int     // --seeds: seeds per cell; 0 means 3
-	Clients int     // --clients: client instances; 0 means the base scenario's
-	// Protocol (--protocol) and Istio (--istio) say what the configs do
-	// not, as import's do: what the services speak, the Istio release.
-	Protocol, Istio string
-	// MaxMemory is --max-memory: the most memory one run of the envelope
-	// may need (sim.Estimate); zero means sim.DefaultLimits'.
-	MaxMemory int64
-}
-
 // costly turns a run refused for its cost (sim.CostError: one cell of the
 // envelope would need more memory than --max-memory, or more work than a
 // run may take) into a usage error, exit status 2 as run and sweep give:
@@ -331,29 +246,6 @@ func costly(err error) error {
 		return usagef("%v", err)
 	}
 	return err
-}
-
-// assume is what the importer is told the configs do not say.
-func (c *CheckOptions) assume() importer.Options {
-	return importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
-}
-
-func (c *CheckOptions) options(o IO) (experiment.Options, experiment.Shard, error) {
-	var sh experiment.Shard
-	if c.Shard != "" {
-		var err error
-		if sh, err = experiment.ParseShard(c.Shard); err != nil {
-			return experiment.Options{}, sh, usagef("%v", err)
-		}
-		if !c.JSON {
-			return experiment.Options{}, sh, usagef("--shard writes a part of the result for retrystorm merge: give --json too")
-		}
-	}
-	opts := experiment.Options{Workers: c.Workers, Limits: sim.Limits{Memory: c.MaxMemory}}
-	if !c.JSON {
-		opts.Progress = o.Progress
-	}
-	return opts, sh, nil
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -374,314 +266,22 @@ func writeReport(o IO, dir string, sec report.Section, command string) error {
 	return nil
 }
 
-// RunCheck checks the fleets of files; it returns ErrUnsafe when one
-// stays collapsed in the realistic region.
-func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
-	if len(files) == 0 {
-		return usagef("check takes one or more config or scenario files: retrystorm check FILE...")
-	}
-	opts, sh, err := c.options(o)
-	if err != nil {
-		return err
-	}
-	in, b, _, err := inputs(o, files, c.Format, c.Base, c.assume())
-	if err != nil {
-		return err
-	}
-	if c.Seed != nil {
-		b.Seed = *c.Seed
-	}
-	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
-	if err != nil {
-		return costly(err)
-	}
-	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+// configIO is the IO of a command run from the command line, with a
+// progress bar labelled label on a terminal.
+func configIO(inv *cli.Invocation, label string) (IO, func()) {
+	update, clear := inv.Progress(label)
+	return IO{Stdout: inv.Stdout, Stderr: inv.Stderr, Style: inv.Style(), Progress: update}, clear
 }
 
-func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command string) error {
-	if asJSON {
-		if err := writeJSON(o.Stdout, r); err != nil {
-			return err
-		}
-	} else {
-		if err := r.Render(o.Stdout, o.Style); err != nil {
-			return err
-		}
-		if err := writeReport(o, out, r.Section(), command); err != nil {
-			return err
-		}
-	}
-	if r.Shard != (experiment.Shard{}).String() {
-		return nil // a shard's verdict waits for merge
-	}
-	for i := range r.Fleets {
-		if r.Unsafe(i) {
-			return ErrUnsafe
-		}
-	}
-	return nil
-}
-
-// AdviseOptions are advise's flags, as internal/cli parsed them.
-type AdviseOptions struct {
-	CheckOptions
-	MaxRuns int    // --max-runs
-	Top     int    // --top
-	As      string // --as: the formats to write the recommendation in
-	Route   string // --route: the route or fleet to start from
-	// Conditions is --conditions: the search may change what is retried.
-	Conditions bool
-	// Admit, if set, may refuse the search from its estimate (the
-	// command line's --long rule) before it runs.
-	Admit func(experiment.AdviseEstimate) error
-}
-
-// RunAdvise searches for a better policy than the fleet of files (or the
-// storm's first) and writes it back.
-func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error {
-	c := a.CheckOptions
-	// Zero means the flag's default, for callers that fill the struct.
-	a.Seeds, a.MaxRuns, a.Top = cmp.Or(a.Seeds, 3), cmp.Or(a.MaxRuns, 20000), cmp.Or(a.Top, 5)
-	opts, sh, err := c.options(o)
-	if err != nil {
-		return err
-	}
-	var in []experiment.CheckInput
-	var b *scenario.Scenario
-	var fmtIn importer.Format = importer.ScenarioFleet
-	var uf *userFiles
-	if len(files) == 0 {
-		if b, err = base(o, c.Base); err != nil {
-			return err
-		}
-		in = []experiment.CheckInput{{Fleet: b.Fleets[0], Origin: b.Name}}
-	} else if in, b, fmtIn, uf, err = inputFiles(o, files, c.Format, c.Base, c.assume()); err != nil {
-		return err
-	}
-	if c.Seed != nil {
-		b.Seed = *c.Seed
-	}
-	start, err := pickFleet(in, a.Route)
-	if err != nil {
-		return err
-	}
-	if len(in) > 1 {
-		fmt.Fprintf(o.Stderr, "advise: starting from %q (%s), of the %d fleets given; --route names another\n", start.Fleet.Name, start.Origin, len(in))
-	}
-	formats := []importer.Format{fmtIn, importer.GoCode, importer.ScenarioFleet}
-	if a.As != "" {
-		formats = nil
-		for _, f := range strings.Split(a.As, ",") {
-			f = strings.TrimSpace(f)
-			switch f {
-			case string(importer.GoCode), string(importer.ScenarioFleet):
-				formats = append(formats, importer.Format(f))
-			default:
-				pf, err := importer.ParseFormat(f)
-				if err != nil {
-					return usagef("--as: %v", err)
-				}
-				formats = append(formats, pf)
-			}
-		}
-	}
-	formats = slices.Compact(formats)
-	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: a.Seeds, MaxRuns: a.MaxRuns, Shard: sh,
-		Clients: c.Clients, Conditions: a.Conditions, Admit: a.Admit}, opts)
-	if errors.Is(err, experiment.ErrTooBig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return costly(err)
-	}
-	if c.JSON {
-		return writeJSON(o.Stdout, r)
-	}
-	var edit *editTarget
-	if from, ok := uf.imported(start); ok {
-		edit = &editTarget{srcs: uf.srcs, from: from}
-	}
-	return printAdvise(o, r, formats, a.Top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
-}
-
-// pickFleet is the fleet advise starts from: the one route names (by
-// fleet name, or a part of where it came from), else the first that
-// retries, else the first.
-func pickFleet(in []experiment.CheckInput, route string) (experiment.CheckInput, error) {
-	if route != "" {
-		var names []string
-		for _, f := range in {
-			if f.Fleet.Name == route {
-				return f, nil
-			}
-			names = append(names, strconv.Quote(f.Fleet.Name))
-		}
-		for _, f := range in {
-			if strings.Contains(f.Origin, route) {
-				return f, nil
-			}
-		}
-		return experiment.CheckInput{}, usagef("--route %q: no fleet of that name; the files give %s", route, strings.Join(names, ", "))
-	}
-	for _, f := range in {
-		if f.Fleet.Retry.MaxRetries != 0 {
-			return f, nil
-		}
-	}
-	return in[0], nil
-}
-
-// editTarget is the user's config advise writes its recommendation into.
-type editTarget struct {
-	srcs []importer.Source
-	from importer.Fleet
-}
-
-func printAdvise(o IO, r *experiment.AdviseResult, formats []importer.Format, top int, out, command string, edit *editTarget) error {
-	if err := r.Render(o.Stdout, o.Style, top); err != nil {
-		return err
-	}
-	best := r.Best()
-	fmt.Fprintf(o.Stdout, "\nThe recommendation, %s:\n  %s\n", best.Name, experiment.Describe(best.Fleet))
-	if r.Conditions {
-		fmt.Fprintln(o.Stdout, "  The retry conditions were part of the search (--conditions).")
-	} else {
-		fmt.Fprintln(o.Stdout, "  The retry conditions are yours: every candidate retries what your config retries (--conditions searches them too).")
-	}
-	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
-	// best expressible is the best candidate format can write whole.
-	bestIn := func(f importer.Format) (experiment.AdviseCandidate, bool) {
-		for _, i := range r.Ranking {
-			if c := r.Candidates[i]; importer.Expressible(c.Fleet, f) {
-				return c, true
-			}
-		}
-		return experiment.AdviseCandidate{}, false
-	}
-	if edit != nil {
-		f := edit.from.Format
-		c, ok := bestIn(f)
-		if !ok {
-			c = best
-		}
-		if c.Name != best.Name {
-			fmt.Fprintf(o.Stdout, "\n%s cannot express the recommendation whole; the best policy it can, %s, recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s).\n",
-				formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost))
-		}
-		edited, notes, err := importer.Edit(edit.srcs, edit.from, c.Fleet)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(o.Stdout, "\nYour file, edited for %s (only what the recommendation changes; the rest is as you wrote it):\n\n", c.Name)
-		if len(edited) == 0 {
-			fmt.Fprintln(o.Stdout, "  (no change: your file already says it)")
-		}
-		for _, e := range edited {
-			fmt.Fprint(o.Stdout, e.Diff)
-		}
-		for _, n := range notes {
-			fmt.Fprintf(o.Stdout, "# note: %s\n", n)
-		}
-	}
-	for _, f := range formats {
-		if edit != nil && f == edit.from.Format {
-			continue // written into the user's file above
-		}
-		text, cannot, err := importer.Export(best.Fleet, f)
-		if err != nil {
-			return err
-		}
-		how := "a translation of the recommendation; what it cannot express is listed below"
-		if importer.Expressible(best.Fleet, f) {
-			how = "the recommendation whole"
-		}
-		fmt.Fprintf(o.Stdout, "\nAs %s (%s):\n\n%s", formatName(f), how, text)
-		if !strings.HasSuffix(text, "\n") {
-			fmt.Fprintln(o.Stdout)
-		}
-		for _, c := range cannot {
-			fmt.Fprintf(o.Stdout, "# cannot express: %s\n", c)
-		}
-		if !importer.Expressible(best.Fleet, f) {
-			// Say what the best policy this format can write whole does.
-			if c, ok := bestIn(f); ok {
-				alt, _, err := importer.Export(c.Fleet, f)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
-					formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
-			}
-		}
-	}
-	return writeReport(o, out, r.Section(top), command)
-}
-
-func formatName(f importer.Format) string {
-	switch f {
-	case importer.Envoy:
-		return "an Envoy route and cluster"
-	case importer.Istio:
-		return "an Istio VirtualService and DestinationRule"
-	case importer.Linkerd:
-		return "a Linkerd ServiceProfile"
-	case importer.GRPC:
-		return "a gRPC service config"
-	case importer.AWS:
-		return "AWS SDK settings"
-	case importer.GoCode:
-		return "resil Go code"
-	}
-	return "a scenario fleet"
-}
-
-// MergeOptions are merge's flags, as internal/cli parsed them.
-type MergeOptions struct {
-	JSON bool   // --json
-	Out  string // --out
-	Top  int    // --top, for advise
-}
-
-// RunMerge is `retrystorm merge`: it puts the shard results in files (of
-// one sweep, check, advise or lab run) together and prints what one run
-// prints. A sweep's or a lab run's merge is printed by the caller (it is
-// an experiment Outcome): the returned Outcome is non-nil then.
-func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*experiment.Outcome, bool, error) {
-	m.Top = cmp.Or(m.Top, 5) // zero means the flag's default
-	if len(files) == 0 {
-		return nil, false, usagef("merge takes the JSON of every shard: retrystorm merge FILE...")
-	}
-	if len(files) > experiment.MaxShards {
-		return nil, false, usagef("%d files: merge takes at most %d shards", len(files), experiment.MaxShards)
-	}
-	var parts [][]byte
-	total := 0
-	for _, f := range files {
-		data, err := o.read(f, maxShardSize)
-		if err != nil {
-			return nil, false, err
-		}
-		if total += len(data); total > experiment.MaxMergeBytes {
-			return nil, false, usagef("%s: the shards are too large together (at most %d bytes)", safetext.Name(f), experiment.MaxMergeBytes)
-		}
-		parts = append(parts, data)
-	}
-	merged, err := experiment.MergeFiles(files, parts)
-	if err != nil {
-		// The command's name already heads the message.
-		return nil, false, usagef("%s", strings.TrimPrefix(err.Error(), "merge: "))
-	}
-	command := "retrystorm merge " + strings.Join(files, " ")
+// configErr maps configcmd's errors to the command line's: a usage error
+// is exit status 2, an unsafe config 1 (everything was printed).
+func configErr(err error) error {
+	var ue *UsageError
 	switch {
-	case merged.Sweep != nil:
-		return merged.Sweep, m.JSON, nil
-	case merged.Lab != nil:
-		return merged.Lab, m.JSON, nil
-	case merged.Check != nil:
-		return nil, false, printCheck(o, merged.Check, m.JSON, m.Out, command)
+	case errors.As(err, &ue):
+		return cli.Usagef("%s", ue.Msg)
+	case errors.Is(err, ErrUnsafe):
+		return cli.ErrClaims
 	}
-	if m.JSON {
-		return nil, false, writeJSON(o.Stdout, merged.Advise)
-	}
-	return nil, false, printAdvise(o, merged.Advise, []importer.Format{importer.GoCode, importer.ScenarioFleet}, m.Top, m.Out, command, nil)
+	return err
 }
