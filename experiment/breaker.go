@@ -19,7 +19,13 @@ var Breaker = register(&Experiment{
 	Name:    "breaker",
 	Title:   breakerTitle,
 	Summary: "false trips against background errors, and traffic shed under partial failure",
-	Run:     runBreaker,
+	Order:   40,
+	Page: Page{
+		Heavy: true,
+		Cost:  700,
+		Fixed: "Each breaker is run against background error rates from 0 to 30% and against a partly broken origin; the rates and shares are the experiment's own. Change the seed to draw them again.",
+	},
+	Run: runBreaker,
 })
 
 var (

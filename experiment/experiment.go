@@ -8,6 +8,7 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -58,16 +59,52 @@ type Outcome struct {
 	JSON any
 }
 
-// Experiment is one subcommand.
+// Experiment is one experiment: a subcommand, a section of `all`'s report
+// and of FINDINGS.md, and a panel of the browser page. Everything those
+// need to know about it is declared here, once, by the file that defines
+// it (register), and the command table, `all`, FINDINGS.md and the page
+// loop over All: adding an experiment is one new file (CONTRIBUTING.md
+// shows one).
 type Experiment struct {
 	Name    string
 	Title   string
 	Summary string // one line, for --help
+	// Order places the experiment among the others, lowest first: in the
+	// command list, in `all`, in FINDINGS.md and on the page.
+	Order int
 	// Config is the embedded default scenario file, or nil for the
 	// experiments that do not run a scenario file.
 	Config []byte
-	Run    func(ctx context.Context, opts Options) (*Outcome, error)
+	// Grid and Shard say that the command takes --grid (Options.Grid)
+	// and --shard (Options.Shard), beside the flags every experiment
+	// takes (the output's, --config's and the cost limits').
+	Grid, Shard bool
+	// Page is the experiment's panel on the browser page.
+	Page Page
+	Run  func(ctx context.Context, opts Options) (*Outcome, error)
 }
+
+// Page is an experiment's panel on the browser page (package page/live).
+type Page struct {
+	// Knobs are the keys of page/live's knob catalogue the panel offers,
+	// and "grid" for the sweep's cells per axis; none for an experiment
+	// whose numbers are its own.
+	Knobs []string
+	// Heavy panels take seconds: the page computes them after the first
+	// render, apart from the others, and only when a knob is let go.
+	Heavy bool
+	// Cost is what a default run takes, in milliseconds measured
+	// natively: the page computes the panels cheapest first on first
+	// load, so that numbers are on screen as soon as can be.
+	Cost int
+	// Fixed says what the panel cannot change, for panels with few knobs.
+	Fixed string
+}
+
+// scenarioKnobs are the page's knobs of an experiment that runs its
+// scenario as it is (storm, fleets): the traffic, the origin, the dip and
+// the fleets' policies.
+var scenarioKnobs = []string{"rate", "model", "capacity", "dip", "dip_for", "drop_expired", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"}
 
 var registry []*Experiment
 
@@ -81,15 +118,10 @@ func register(e *Experiment) *Experiment {
 	return e
 }
 
-// order is the order experiments are documented and run in.
-var order = []string{"storm", "fleets", "jitter", "breaker", "outage", "hedge", "layers", "sweep", "shed"}
-
-// All returns the experiments in the order they are documented.
+// All returns the experiments in their Order.
 func All() []*Experiment {
 	all := slices.Clone(registry)
-	slices.SortStableFunc(all, func(a, b *Experiment) int {
-		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
-	})
+	slices.SortStableFunc(all, func(a, b *Experiment) int { return cmp.Compare(a.Order, b.Order) })
 	return all
 }
 

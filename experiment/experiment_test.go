@@ -93,3 +93,22 @@ func TestEmbeddedScenariosParse(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistry: every experiment declares a name and an order of its own,
+// for the command table, `all`, FINDINGS.md and the page, which loop over
+// All.
+func TestRegistry(t *testing.T) {
+	names, orders := map[string]bool{}, map[int]string{}
+	for _, e := range All() {
+		if e.Name == "" || e.Title == "" || e.Summary == "" || e.Run == nil {
+			t.Errorf("%q: a name, a title, a summary and a run function are required", e.Name)
+		}
+		if names[e.Name] {
+			t.Errorf("two experiments are called %q", e.Name)
+		}
+		if other, ok := orders[e.Order]; ok {
+			t.Errorf("%s and %s have the same Order %d", other, e.Name, e.Order)
+		}
+		names[e.Name], orders[e.Order] = true, e.Name
+	}
+}

@@ -18,7 +18,12 @@ var Fleets = register(&Experiment{
 	Name:    "fleets",
 	Title:   fleetsTitle,
 	Summary: "four fleets through the same dip: ceiling, failures, recovery and intents lost",
-	Run:     runFleets,
+	Order:   20,
+	Page: Page{
+		Knobs: scenarioKnobs,
+		Cost:  15,
+	},
+	Run: runFleets,
 })
 
 func runFleets(ctx context.Context, opts Options) (*Outcome, error) {

@@ -16,7 +16,13 @@ var Hedge = register(&Experiment{
 	Name:    "hedge",
 	Title:   hedgeTitle,
 	Summary: "hedged requests against one slow replica and against broad slowness, with and without a budget",
-	Run:     runHedge,
+	Order:   60,
+	Page: Page{
+		Knobs: []string{"rate", "budget_ratio"},
+		Cost:  85,
+		Fixed: "The slow replica and the broad slowness are the experiment's own.",
+	},
+	Run: runHedge,
 })
 
 // HedgeFleet is one fleet in one case.

@@ -21,7 +21,12 @@ var Jitter = register(&Experiment{
 	Name:    "jitter",
 	Title:   jitterTitle,
 	Summary: "a synchronised herd against spare capacity, and contention, for each kind of jitter",
-	Run:     runJitter,
+	Order:   30,
+	Page: Page{
+		Cost:  70,
+		Fixed: "The herd is the experiment's own: 200 clients that failed at the same instant, against 60 spare answers a tick, for every kind of jitter side by side. Change the seed to draw it again.",
+	},
+	Run: runJitter,
 })
 
 // The herd: these numbers are the experiment's, stated in its output.

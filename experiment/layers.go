@@ -23,7 +23,14 @@ var Layers = register(&Experiment{
 	Name:    "layers",
 	Title:   layersTitle,
 	Summary: "retries in a chain of tiers: amplification, one layer, budgets, deadlines, a dip",
-	Run:     runLayers,
+	Order:   70,
+	Page: Page{
+		Knobs: []string{"rate", "capacity", "dip", "dip_for"},
+		Heavy: true,
+		Cost:  1400,
+		Fixed: "The chains and their policies are the experiment's own: three tiers, retrying three times each, one layer only, budgets, deadlines; the knobs set the traffic and the origin's dip.",
+	},
+	Run: runLayers,
 })
 
 // layersRetries are the retries each retrying layer makes in the

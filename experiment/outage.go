@@ -18,7 +18,13 @@ var Outage = register(&Experiment{
 	Name:    "outage",
 	Title:   outageTitle,
 	Summary: "retries permitted in a total outage, and amplification against failure probability",
-	Run:     runOutage,
+	Order:   50,
+	Page: Page{
+		Knobs: []string{"max_retries", "budget_ratio", "budget_floor"},
+		Cost:  180,
+		Fixed: "Every attempt fails for the whole run: the total outage is the experiment.",
+	},
+	Run: runOutage,
 })
 
 // outageProbabilities are the per-attempt failure probabilities of the

@@ -22,8 +22,19 @@ var Shed = register(&Experiment{
 	Name:    "shed",
 	Title:   shedTitle,
 	Summary: "deadline shedding and an adaptive limit at the origin, the adaptive throttle at the client",
-	Run:     runShed,
+	Order:   90,
+	Page: Page{
+		Knobs: shedKnobs,
+		Cost:  50,
+		Fixed: "The experiment turns the origin's deadline shedding and limit off and on itself, and breaks a share of the keys for the partial failure.",
+	},
+	Run: runShed,
 })
+
+// shedKnobs are the shed panel's: the storm's traffic and dip, the
+// fleets' retries and policies, how the origin learns its limit and how
+// eagerly the throttle refuses.
+var shedKnobs = []string{"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"}
 
 // shedBroken are the broken shares of the partial-failure part; the table
 // shows shedBrokenShown.

@@ -19,7 +19,12 @@ var Storm = register(&Experiment{
 	Name:    "storm",
 	Title:   stormTitle,
 	Summary: "naive vs guarded against a queueing origin, and the drop_expired counterfactual",
-	Run:     runStorm,
+	Order:   10,
+	Page: Page{
+		Knobs: scenarioKnobs,
+		Cost:  40,
+	},
+	Run: runStorm,
 })
 
 const stormTitle = "Storm: a blip, a naive fleet and a guarded one"

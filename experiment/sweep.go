@@ -24,7 +24,16 @@ var Sweep = register(&Experiment{
 	Name:    "sweep",
 	Title:   sweepTitle,
 	Summary: "a vulnerability map: base load × trigger size → recovered and recovery time, per policy",
-	Run:     runSweep,
+	Order:   80,
+	Grid:    true,
+	Shard:   true,
+	Page: Page{
+		Knobs: []string{"grid", "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+		Heavy: true,
+		Cost:  1800,
+		Fixed: "The sweep sets the intent rate (as a share of capacity) and the depth of the dip on every cell of its map.",
+	},
+	Run: runSweep,
 })
 
 // DefaultGrid is the sweep's grid size on each axis.

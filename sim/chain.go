@@ -552,11 +552,16 @@ func tierPolicies(sc *scenario.Scenario) int {
 	return n
 }
 
-// The chain's versions of the hottest functions of the clients' side
-// (client.go), for every hop: a one-hop run never calls them, and pays
-// one branch per attempt for them where the two meet (send, receive; a
-// chain's timeouts are events of their own kind); a shared version cost it a few percent more instructions per
-// attempt. A change to one belongs in the other.
+// The chain's versions of the hottest functions of the clients' side:
+// chainSend, chainTimedOut and chainFinish are send, timedOut and finish
+// of client.go for every hop of a chain. There are two copies on purpose
+// (issue 28 reviewed them): a one-hop run, every experiment's but
+// layers' and most users', never calls these, and pays one branch per attempt for them
+// where the two meet (send, receive; a chain's timeouts are events of
+// their own kind), whereas a shared version, choosing the hop's counters
+// and timeout per attempt, cost it a few percent more instructions per
+// attempt. A change to one belongs in the other; the experiments' golden
+// files hold both kinds of run (layers' chains, the others' one hop).
 
 // chainSend is send in a chain: it puts one attempt of intent i on the
 // wire, to a tier's server or the origin. A hedge goes to another replica

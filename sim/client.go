@@ -92,7 +92,9 @@ func (f *fleet) paced(i int32, now int64, kind eventKind) bool {
 
 // send puts one attempt of intent i on the wire. A hedge goes to another
 // replica than the attempt it runs beside (avoid), as a load balancer sends
-// a hedge elsewhere; other attempts pick a replica at random.
+// a hedge elsewhere; other attempts pick a replica at random. chainSend
+// (chain.go) is its copy for a chain's hops, kept apart for the one-hop
+// run's speed: a change to one belongs in the other.
 func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	if f.chain != nil {
 		f.chainSend(i, now, t, avoid)
@@ -203,8 +205,10 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 
 // finish ends attempt ai on the client's side with outcome o (or
 // outcomeRefused), frees it, and decides what the intent does next. A
-// chain's attempts go to chainFinish instead: the callers choose, so that
-// a one-hop attempt pays one branch for the chain on its way here, not two.
+// chain's attempts go to chainFinish instead, its copy for every hop (see
+// chain.go: a change to one belongs in the other): the callers choose, so
+// that a one-hop attempt pays one branch for the chain on its way here,
+// not two.
 func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	o := policyOutcome(kind)
 	a := &f.atts[ai]

@@ -21,6 +21,11 @@ type result struct {
 	stdout, stderr string
 }
 
+// runCLI runs the light command, as cmd/retrystorm does: with the zero
+// Heavy, so that the heavy commands go to the companion. internal/cli/full
+// has its twin, which runs the full command (full.Heavy): a helper of a
+// test file is not importable, and one in a package of its own would save
+// nothing, each package's tests needing the binary they test.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -1,32 +1,34 @@
 package cli
 
-import "context"
+import (
+	"context"
+
+	"github.com/retrystorm/retrystorm/experiment"
+)
 
 // The command table: every command retrystorm has, in the order help
-// lists them. To add a command, add its entry here: its name, a one-line
-// summary, its flag groups (flags.go) and its run function. A command whose
+// lists them. The experiments come from package experiment's registry (to
+// add one, see CONTRIBUTING.md); to add another command, add its entry
+// here: its name, a one-line summary, its flag groups (flags.go) and its
+// run function. A command whose
 // dependencies are heavy (the lab's Prometheus, gRPC, the importers'
 // protobufs) is marked Heavy and takes its run function from the Heavy
 // struct, which only cmd/retrystorm-full fills (package full); the light
 // cmd/retrystorm lists it, parses its flags and hands the command line to
 // retrystorm-full (companion.go).
 func table(h Heavy) []command {
-	return []command{
-		{
-			Name:    "demo",
-			Summary: "the default: storm and fleets, tables and an HTML report",
-			Flags:   groups(outputFlags, costFlags),
-			Run:     runDemo,
-		},
-		experimentCommand("storm", outputFlags, configFlags, costFlags),
-		experimentCommand("fleets", outputFlags, configFlags, costFlags),
-		experimentCommand("jitter", outputFlags, configFlags, costFlags),
-		experimentCommand("breaker", outputFlags, configFlags, costFlags),
-		experimentCommand("outage", outputFlags, configFlags, costFlags),
-		experimentCommand("hedge", outputFlags, configFlags, costFlags),
-		experimentCommand("layers", outputFlags, configFlags, costFlags),
-		experimentCommand("sweep", outputFlags, configFlags, costFlags, gridFlag, shardFlags),
-		experimentCommand("shed", outputFlags, configFlags, costFlags),
+	cmds := []command{{
+		Name:    "demo",
+		Summary: "the default: storm and fleets, tables and an HTML report",
+		Flags:   groups(outputFlags, costFlags),
+		Run:     runDemo,
+	}}
+	// Then every experiment, in its order: each declares itself in its
+	// own file of package experiment.
+	for _, e := range experiment.All() {
+		cmds = append(cmds, experimentCommand(e))
+	}
+	return append(cmds, []command{
 		{
 			Name:    "run",
 			Args:    "FILE.yaml",
@@ -102,7 +104,7 @@ func table(h Heavy) []command {
 			Summary: "list the commands, or show one command's flags",
 			Run:     runHelp,
 		},
-	}
+	}...)
 }
 
 // RunFunc runs a command once its flags are parsed.

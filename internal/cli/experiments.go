@@ -14,12 +14,15 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// experimentCommand is the table's entry for experiment name: its summary
-// and its run function come from package experiment.
-func experimentCommand(name string, flags ...flagGroup) command {
-	e, ok := experiment.Lookup(name)
-	if !ok {
-		panic("cli: no experiment " + name) // the table is wrong; a test runs it
+// experimentCommand is the table's entry for experiment e: the flags
+// every experiment takes, and those it declares.
+func experimentCommand(e *experiment.Experiment) command {
+	flags := groups(outputFlags, configFlags, costFlags)
+	if e.Grid {
+		flags = append(flags, gridFlag)
+	}
+	if e.Shard {
+		flags = append(flags, shardFlags)
 	}
 	return command{Name: e.Name, Summary: e.Summary, Flags: flags, Run: runExperiment(e)}
 }

@@ -46,7 +46,7 @@ func BenchmarkPanel(b *testing.B) {
 //	GOOS=js GOARCH=wasm go test -exec "$(go env GOROOT)/lib/wasm/go_js_wasm_exec" -run '^$' -bench PanelParts ./page/live
 func BenchmarkPanelParts(b *testing.B) {
 	for _, name := range []string{"fleets", "storm", "jitter"} {
-		e, _, err := lookup(name)
+		e, err := lookup(name)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -52,52 +52,18 @@ const GridKnob = "grid"
 // takes seconds in a browser rather than a minute.
 const DefaultGrid = 8
 
-// layout is the page: each experiment in the order the CLI documents them,
-// with the knobs of the catalogue it takes. Experiments whose numbers are
-// their own (jitter, breaker) take none; the sweep sets the rate, the
-// capacity and the dip itself on every cell.
-var layout = []panelLayout{
-	{name: "storm", knobs: scenarioKnobs, cost: 40},
-	{name: "fleets", knobs: scenarioKnobs, cost: 15},
-	{name: "jitter", cost: 70, fixed: "The herd is the experiment's own: 200 clients that failed at the same instant, against 60 spare answers a tick, for every kind of jitter side by side. Change the seed to draw it again."},
-	{name: "breaker", heavy: true, cost: 700, fixed: "Each breaker is run against background error rates from 0 to 30% and against a partly broken origin; the rates and shares are the experiment's own. Change the seed to draw them again."},
-	{name: "outage", cost: 180, knobs: []string{"max_retries", "budget_ratio", "budget_floor"},
-		fixed: "Every attempt fails for the whole run: the total outage is the experiment."},
-	{name: "hedge", cost: 85, knobs: []string{"rate", "budget_ratio"},
-		fixed: "The slow replica and the broad slowness are the experiment's own."},
-	{name: "layers", heavy: true, cost: 1400, knobs: []string{"rate", "capacity", "dip", "dip_for"},
-		fixed: "The chains and their policies are the experiment's own: three tiers, retrying three times each, one layer only, budgets, deadlines; the knobs set the traffic and the origin's dip."},
-	{name: "sweep", heavy: true, cost: 1800, knobs: []string{GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
-		fixed: "The sweep sets the intent rate (as a share of capacity) and the depth of the dip on every cell of its map."},
-	{name: "shed", cost: 50, knobs: shedKnobs,
-		fixed: "The experiment turns the origin's deadline shedding and limit off and on itself, and breaks a share of the keys for the partial failure."},
-}
-
-// shedKnobs are the shed panel's: the storm's traffic and dip, the
-// fleets' retries and policies, how the origin learns its limit and how
-// eagerly the throttle refuses.
-var shedKnobs = []string{"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"}
-
-type panelLayout struct {
-	name  string
-	knobs []string // keys of the catalogue, and GridKnob
-	heavy bool
-	cost  int // measured: milliseconds of a default run, natively
-	fixed string
-}
-
-var scenarioKnobs = []string{"rate", "model", "capacity", "dip", "dip_for", "drop_expired", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"}
-
 // Panels describes every panel of the page, with its knobs set as in the
 // experiment's default scenario.
 func Panels() ([]Panel, error) {
 	var out []Panel
-	for _, l := range layout {
-		e, ok := experiment.Lookup(l.name)
-		if !ok {
-			return nil, fmt.Errorf("live: no experiment %q", l.name)
+	for _, e := range experiment.All() {
+		l := e.Page
+		for _, key := range l.Knobs {
+			if key != GridKnob && !slices.ContainsFunc(catalogue, func(k knob) bool { return k.key == key }) {
+				return nil, fmt.Errorf("live: %s offers the knob %q, which the catalogue lacks", e.Name, key)
+			}
 		}
-		p := Panel{Name: e.Name, Title: e.Title, Summary: e.Summary, Heavy: l.heavy, Cost: l.cost, Fixed: l.fixed}
+		p := Panel{Name: e.Name, Title: e.Title, Summary: e.Summary, Heavy: l.Heavy, Cost: l.Cost, Fixed: l.Fixed}
 		if e.Config != nil {
 			p.Config = e.Name + ".yaml"
 			def, err := defaultScenario(e)
@@ -108,7 +74,7 @@ func Panels() ([]Panel, error) {
 				p.Fleets = append(p.Fleets, f.Name)
 			}
 			for _, k := range catalogue {
-				if !slices.Contains(l.knobs, k.key) {
+				if !slices.Contains(l.Knobs, k.key) {
 					continue
 				}
 				if kn, ok := k.describe(def); ok {
@@ -116,7 +82,7 @@ func Panels() ([]Panel, error) {
 				}
 			}
 		}
-		if slices.Contains(l.knobs, GridKnob) {
+		if slices.Contains(l.Knobs, GridKnob) {
 			p.Knobs = append([]Knob{{
 				Key: GridKnob, Label: "grid", Kind: "select", Options: []string{"6", "8", "12", "16"},
 				Value: strconv.Itoa(DefaultGrid), Unit: "cells per axis",
@@ -189,12 +155,12 @@ type Column struct {
 // default with the knobs applied, validated, and the knobs that had no
 // effect. It returns a nil scenario for an experiment that runs none.
 func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
-	e, l, err := lookup(name)
+	e, err := lookup(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, key := range slices.Sorted(maps.Keys(req.Values)) {
-		if !slices.Contains(l.knobs, key) {
+		if !slices.Contains(e.Page.Knobs, key) {
 			return nil, nil, fmt.Errorf("%s takes no knob %q", name, key)
 		}
 	}
@@ -225,7 +191,7 @@ func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
 	}
 	var inactive []string
 	for _, k := range catalogue {
-		if k.inert != nil && slices.Contains(l.knobs, k.key) && k.inert(&sc) {
+		if k.inert != nil && slices.Contains(e.Page.Knobs, k.key) && k.inert(&sc) {
 			inactive = append(inactive, k.key)
 		}
 	}
@@ -237,7 +203,7 @@ func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
 // failure is the View's Error.
 func Run(ctx context.Context, name string, req Request, progress func(done, total int)) View {
 	v := View{Name: name}
-	e, _, err := lookup(name)
+	e, err := lookup(name)
 	if err != nil {
 		v.Error = err.Error()
 		return v
@@ -284,13 +250,14 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 	return v
 }
 
-func lookup(name string) (*experiment.Experiment, panelLayout, error) {
-	i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.name == name })
+// lookup returns the experiment of panel name: every experiment has one
+// (experiment.Page).
+func lookup(name string) (*experiment.Experiment, error) {
 	e, ok := experiment.Lookup(name)
-	if i < 0 || !ok {
-		return nil, panelLayout{}, fmt.Errorf("no panel %q", name)
+	if !ok {
+		return nil, fmt.Errorf("no panel %q", name)
 	}
-	return e, layout[i], nil
+	return e, nil
 }
 
 func defaultScenario(e *experiment.Experiment) (*scenario.Scenario, error) {

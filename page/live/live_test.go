@@ -51,6 +51,7 @@ func TestPanels(t *testing.T) {
 		return out
 	}
 	by := panelsByName(t)
+	scenarioKnobs := []string{"rate", "model", "capacity", "dip", "dip_for", "drop_expired", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"}
 	for name, want := range map[string][]string{
 		"storm":   scenarioKnobs,
 		"fleets":  scenarioKnobs,

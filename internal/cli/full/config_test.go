@@ -26,11 +26,27 @@ func TestImportCommand(t *testing.T) {
 	if b := sc.Fleets[0].Budget; b.Use != scenario.BudgetConcurrency || b.Percent != 20 || b.MinConcurrency != 3 {
 		t.Errorf("imported budget %+v", b)
 	}
-	if r := runCLI(t, "import", "--format", "nginx", importerData("aws/config")); r.code != 2 {
-		t.Errorf("--format nginx: exit %d, want 2\n%s", r.code, r.stderr)
+	// On standard output, each fleet's comment says where its settings
+	// came from; flags may follow the files.
+	r = runCLI(t, "import", importerData("envoy/front-proxy.yaml"))
+	if _, err := scenario.Parse("out.yaml", []byte(r.stdout)); r.code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: import wrote a scenario that does not load\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	if r := runCLI(t, "import"); r.code != 2 {
-		t.Errorf("import of nothing: exit %d, want 2", r.code)
+	if !strings.Contains(r.stdout, "retry_budget.budget_percent") {
+		t.Error("the fleet's comment does not say where the budget came from")
+	}
+	if r := runCLI(t, "import", importerData("aws/config"), "--format", "aws", "-o", out); r.code != 0 {
+		t.Errorf("--format after the file: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{},
+		{"--format", "nginx", importerData("aws/config")},
+		{"no-such-file.yaml"},
+		{importerData("../importer.go")},
+	} {
+		if r := runCLI(t, append([]string{"import"}, args...)...); r.code != 2 {
+			t.Errorf("import %q: exit %d, want 2\n%s", args, r.code, r.stderr)
+		}
 	}
 }
 
@@ -40,7 +56,7 @@ func TestImportCommand(t *testing.T) {
 func TestCheckCommand(t *testing.T) {
 	dir := t.TempDir()
 	r := runCLI(t, "check", importerData("istio/naive.yaml"), "--out", dir)
-	if r.code != 1 || !strings.Contains(r.stdout, "verdict: UNSAFE") {
+	if r.code != 1 || !strings.Contains(r.stdout, "verdict: UNSAFE") || !strings.Contains(r.stdout, "to blame: max_retries 3 with no budget") {
 		t.Errorf("3 retries and no budget: exit %d, want 1 and UNSAFE\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
@@ -62,6 +78,18 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if r := runCLI(t, "check", "--load", "2", importerData("linkerd/books.yaml")); r.code != 2 {
 		t.Errorf("--load 2: exit %d, want 2", r.code)
+	}
+	// --load and --dip move the realistic region: at 50% load the naive
+	// config recovers from a third of capacity gone.
+	if r := runCLI(t, "check", "--json", "--load", "0.5", importerData("istio/naive.yaml")); r.code != 0 {
+		t.Errorf("check at 50%% load: exit %d, want 0\n%s", r.code, r.stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("duration: 60s\nfleets:\n  - {name: a, timeout: 1s, budget: {use: token_bukket}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "check", "--json", bad); r.code != 2 || !strings.Contains(r.stderr, "token_bukket") {
+		t.Errorf("a scenario with a typo: exit %d, want 2 and the loader's error naming it\n%s", r.code, r.stderr)
 	}
 }
 
@@ -122,6 +150,36 @@ func TestMergeCommand(t *testing.T) {
 	}
 	if r := runCLI(t, "merge", files[0]); r.code != 2 || !strings.Contains(r.stderr, "no shard ran") {
 		t.Errorf("merge of one shard of two: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+}
+
+// TestMergeCheck: check split in two shards and merged prints what one
+// check prints, and exits 1 as check does for an unsafe config.
+func TestMergeCheck(t *testing.T) {
+	file := importerData("istio/naive.yaml")
+	one := runCLI(t, "check", "--json", file)
+	if one.code != 1 {
+		t.Fatalf("check: exit %d, want 1\n%s", one.code, one.stderr)
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, s := range []string{"1/2", "2/2"} {
+		r := runCLI(t, "check", "--json", "--shard", s, file)
+		if r.code != 0 {
+			t.Fatalf("check --shard %s: exit %d\n%s", s, r.code, r.stderr)
+		}
+		f := filepath.Join(dir, strings.ReplaceAll(s, "/", "-")+".json")
+		if err := os.WriteFile(f, []byte(r.stdout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	m := runCLI(t, append([]string{"merge", "--json"}, files...)...)
+	if m.code != 1 {
+		t.Errorf("merge: exit %d, want 1 as check gives\n%s", m.code, m.stderr)
+	}
+	if m.stdout != one.stdout {
+		t.Errorf("merged:\n%s\none check:\n%s", m.stdout, one.stdout)
 	}
 }
 

@@ -3,16 +3,20 @@
 // importers' Envoy and Istio protobufs), for
 // the companion binary cmd/retrystorm-full. Their entries, names, flags
 // and help are in the command table of package cli, like every other
-// command's; only the run functions are here.
+// command's; only the run functions are here: the lab's in this package,
+// import's, check's, advise's and merge's in internal/configcmd.
 package full
 
-import "github.com/retrystorm/retrystorm/internal/cli"
+import (
+	"github.com/retrystorm/retrystorm/internal/cli"
+	"github.com/retrystorm/retrystorm/internal/configcmd"
+)
 
 // Heavy is every heavy command's run function, for cli.Main.
 var Heavy = cli.Heavy{
 	Lab:    runLab,
-	Import: runImport,
-	Check:  runCheck,
-	Advise: runAdvise,
-	Merge:  runMerge,
+	Import: configcmd.Import,
+	Check:  configcmd.Check,
+	Advise: configcmd.Advise,
+	Merge:  configcmd.Merge,
 }

@@ -19,7 +19,8 @@ type result struct {
 	stdout, stderr string
 }
 
-// runCLI runs the full command, as retrystorm-full does.
+// runCLI runs the full command, as retrystorm-full does (internal/cli's
+// twin runs the light one; see there why there are two).
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
