@@ -100,3 +100,36 @@ func clone(t *testing.T, r *Result) *Result {
 	}
 	return &c
 }
+
+// TestCheckMeasured: a result measured over real sockets may pass the two
+// identities that compare two processes' clocks by MeasuredSlack of the
+// intents, no more, and no other identity at all.
+func TestCheckMeasured(t *testing.T) {
+	good, err := Run(context.Background(), loadScenario(t, "testdata/chain-stall.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := func(n int64) *Result {
+		r := clone(t, good)
+		s := &r.Fleets[0].Summary
+		s.IntentsLost += s.Intents - s.Goodput - s.IntentsLost + n
+		s.LostBy.RetriesExhausted = s.IntentsLost - s.LostBy.Budget - s.LostBy.Breaker - s.LostBy.Throttled - s.LostBy.NotIdempotent - s.LostBy.Deadline - s.LostBy.Unfinished
+		r.Fleets[0].Tiers[0].Summary = *s
+		return r
+	}
+	slack := int64(MeasuredSlack * float64(good.Fleets[0].Summary.Intents))
+	if err := over(slack).CheckMeasured(); err != nil {
+		t.Errorf("%d over, within the slack: %v", slack, err)
+	}
+	if err := over(slack).Check(); !errors.Is(err, ErrIdentity) {
+		t.Errorf("%d over: Check = %v, want ErrIdentity", slack, err)
+	}
+	if err := over(slack + 2).CheckMeasured(); !errors.Is(err, ErrIdentity) {
+		t.Errorf("%d over, past the slack: CheckMeasured = %v", slack+2, err)
+	}
+	r := clone(t, good)
+	r.Fleets[0].Series.Retries[3]++
+	if err := r.CheckMeasured(); err == nil || !strings.Contains(err.Error(), "attempt-kinds") {
+		t.Errorf("CheckMeasured lets attempt-kinds go: %v", err)
+	}
+}
