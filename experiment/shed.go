@@ -116,7 +116,7 @@ func (v shedOrigin) apply(o scenario.Origin) scenario.Origin {
 	if !v.shed {
 		o.Shed = scenario.Shed{}
 	}
-	if !v.limited {
+	if !v.limited && o.Model != scenario.ModelCapacity {
 		o.Limit = scenario.Limit{Use: scenario.LimitNone}
 	}
 	return o

@@ -248,6 +248,11 @@ func (o *Origin) check(c *checker, path string) {
 		over(c, at("base"), o.Base, 0, maxWait)
 		in(c, at("per_inflight"), o.PerInflight, 0, time.Hour)
 	}
+	if !o.holds() && (o.Limit != (Limit{}) || o.Shed != (Shed{})) {
+		// As the parser refuses the keys: what the file cannot say, the
+		// writer cannot write.
+		c.fail(at("limit"), "the %s model holds no requests: limit and shed apply to the queue and concurrency models", o.Model)
+	}
 	in(c, at("error_rate"), o.ErrorRate, 0, 1)
 	in(c, at("broken"), o.Broken, 0, 1)
 	in(c, at("replicas"), o.Replicas, 1, maxReplicas)
