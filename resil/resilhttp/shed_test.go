@@ -80,18 +80,23 @@ func TestTimeoutFrom(t *testing.T) {
 
 // FuzzParseTimeout: any header value parses without panic, and what
 // FormatTimeout writes reads back as at most what was meant, within the
-// unit's resolution.
+// unit's resolution: the finest unit that fits 8 digits, so at worst a
+// thousandth of the smallest value that needs it, 10^8 of the finer unit
+// (1.499999929s is 1499999u: 929ns short, 6e-7 of it; 100000999n is
+// 100000u: 1e-5 of it).
 func FuzzParseTimeout(f *testing.F) {
 	f.Add("100m", int64(1500*time.Millisecond))
 	f.Add("99999999H", int64(-1))
 	f.Add("x", int64(1<<62))
+	f.Add("1499999u", int64(1499999929))
+	f.Add("100000u", int64(100000999))
 	f.Fuzz(func(t *testing.T, v string, n int64) {
 		if d, ok := ParseTimeout(v); ok && d < 0 {
 			t.Fatalf("ParseTimeout(%q) = %v", v, d)
 		}
 		d := time.Duration(n)
 		back, ok := ParseTimeout(FormatTimeout(d))
-		if !ok || back > max(d, 0) || (d > 0 && float64(d-back) > float64(d)*1e-7+1) {
+		if !ok || back > max(d, 0) || (d > 0 && float64(d-back) > float64(d)*1e-5+1) {
 			t.Fatalf("%v -> %q -> %v", d, FormatTimeout(d), back)
 		}
 	})
