@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -86,8 +86,8 @@ func FuzzModels(f *testing.F) {
 		c := &checker{t: t}
 		var m Model
 		var err error
-		dl, _ := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: 40 * ms})
-		discipline := resil.Discipline(limit % 3)
+		dl, _ := admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: 40 * ms})
+		discipline := admission.Discipline(limit % 3)
 		switch kind % 6 {
 		case 0:
 			m, err = NewCapacity(CapacitySettings{Capacity: 20, Latency: 30 * ms, RejectionCost: float64(limit%5) / 4}, c)
@@ -100,7 +100,7 @@ func FuzzModels(f *testing.F) {
 			if workers%2 == 0 {
 				s.Estimate = dl // else the service time as it stands
 			}
-			if flag || discipline == resil.AdaptiveLIFO {
+			if flag || discipline == admission.AdaptiveLIFO {
 				s.MaxWait = time.Duration(workers%5+1) * 20 * ms
 			}
 			m, err = NewQueue(s, c)

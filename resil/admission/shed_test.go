@@ -1,4 +1,4 @@
-package resil
+package admission
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 func mustShedder(t testing.TB, s ShedderSettings) *Shedder {
@@ -117,7 +119,7 @@ func TestShedderLimit(t *testing.T) {
 func TestShedderZeroAndNil(t *testing.T) {
 	for _, sh := range []*Shedder{{}, nil} {
 		tk, err := sh.Admit(context.Background(), time.Time{})
-		if reasonOf(t, err) != ShedLimit || !errors.Is(err, ErrNotBuilt) || tk.Admitted() {
+		if reasonOf(t, err) != ShedLimit || !errors.Is(err, resil.ErrNotBuilt) || tk.Admitted() {
 			t.Errorf("an unbuilt Shedder admitted: %v", err)
 		}
 		sh.Done(tk, false)

@@ -1,4 +1,4 @@
-package resil
+package admission
 
 import (
 	"math"
@@ -510,3 +510,6 @@ func (l *Limiter) vegas(rtt time.Duration, inflight int64, dropped bool) {
 	}
 	l.set((1-l.s.Smoothing)*l.est + l.s.Smoothing*target)
 }
+
+// finite reports whether f is a number, neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
