@@ -88,8 +88,13 @@ func BenchmarkThrottler(b *testing.B) {
 var errRefused = errors.New("refused")
 
 func BenchmarkLimiter(b *testing.B) {
-	for _, alg := range []admission.LimitAlgorithm{admission.LimitGradient, admission.LimitVegas, admission.LimitAIMD} {
-		l, err := admission.NewLimiter(admission.LimiterSettings{Algorithm: alg, Limit: 100, MaxLimit: 200})
+	for _, s := range []admission.LimitSettings{
+		admission.GradientLimit{Limit: 100, MaxLimit: 200},
+		admission.VegasLimit{Limit: 100, MaxLimit: 200},
+		admission.AIMDLimit{Limit: 100, MaxLimit: 200},
+	} {
+		alg := s.Algorithm()
+		l, err := admission.NewLimiter(s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -182,10 +182,26 @@ func FuzzModels(f *testing.F) {
 			if adm != nil {
 				// Every request the server holds has a permit, and no
 				// other: the limit counts them.
-				if l := adm.Shedder().Limiter(); l.InFlight() != queued+inService || l.InFlight() > max(l.Limit(), l.Settings().MaxLimit) {
+				if l := adm.Shedder().Limiter(); l.InFlight() != queued+inService || l.InFlight() > max(l.Limit(), maxLimit(l.Settings())) {
 					t.Fatalf("op %d: %d in flight (limit %d); the driver sees %d held", i, l.InFlight(), l.Limit(), queued+inService)
 				}
 			}
 		}
 	})
+}
+
+// maxLimit is the most an adaptive limit may grow to; for a fixed limit,
+// the limit.
+func maxLimit(s admission.LimitSettings) int {
+	switch s := s.(type) {
+	case admission.AIMDLimit:
+		return s.MaxLimit
+	case admission.GradientLimit:
+		return s.MaxLimit
+	case admission.VegasLimit:
+		return s.MaxLimit
+	case admission.FixedLimit:
+		return s.Limit
+	}
+	return 0
 }

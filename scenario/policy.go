@@ -235,12 +235,26 @@ func (o Origin) NewLimiter() (*admission.Limiter, error) {
 	if err := readWord(&a, "limit use", l.Use); err != nil {
 		return nil, err
 	}
-	return admission.NewLimiter(admission.LimiterSettings{
-		Algorithm: a, Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
-		Backoff: l.Backoff, SlowRTT: l.SlowRTT,
-		Smoothing: l.Smoothing, Tolerance: l.Tolerance, Headroom: l.Headroom,
-		Window: l.Window, WindowSamples: l.WindowSamples, LongWindow: l.LongWindow, Probe: l.Probe,
-	})
+	return admission.NewLimiter(l.settings(a))
+}
+
+// settings returns the limit's settings for algorithm a, in resil's type
+// for it. The loader refuses a key that does not apply to the algorithm,
+// so the fields left out here are zero.
+func (l Limit) settings(a admission.LimitAlgorithm) admission.LimitSettings {
+	switch a {
+	case admission.LimitAIMD:
+		return admission.AIMDLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Backoff: l.Backoff, SlowRTT: l.SlowRTT}
+	case admission.LimitGradient:
+		return admission.GradientLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Smoothing: l.Smoothing, Tolerance: l.Tolerance, Headroom: l.Headroom,
+			Window: l.Window, WindowSamples: l.WindowSamples, LongWindow: l.LongWindow}
+	case admission.LimitVegas:
+		return admission.VegasLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Smoothing: l.Smoothing, Probe: l.Probe}
+	}
+	return admission.FixedLimit{Limit: l.Limit}
 }
 
 // QueueDiscipline returns the queue model's discipline as resil's value

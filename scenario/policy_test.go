@@ -275,7 +275,7 @@ func TestOriginDefences(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := lim.Settings()
-	if got.Algorithm != admission.LimitVegas || got.MinLimit != 4 || got.MaxLimit != 200 || got.Probe != 30 || got.Limit != 20 || got.Smoothing != 1 {
+	if got != (admission.VegasLimit{MinLimit: 4, MaxLimit: 200, Probe: 30, Limit: 20, Smoothing: 1}) {
 		t.Errorf("limiter %+v", got)
 	}
 	if d, err := o.QueueDiscipline(); err != nil || d != admission.AdaptiveLIFO {

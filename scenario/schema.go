@@ -413,15 +413,22 @@ func (l *Limit) presetDefaults(use string) {
 	if use == LimitNone || use == LimitFixed || a.UnmarshalText([]byte(use)) != nil {
 		return
 	}
-	lim, err := admission.NewLimiter(admission.LimiterSettings{Algorithm: a})
+	lim, err := admission.NewLimiter(Limit{}.settings(a))
 	if err != nil {
 		return
 	}
-	s := lim.Settings()
-	l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
-	l.Backoff, l.SlowRTT = s.Backoff, s.SlowRTT
-	l.Smoothing, l.Tolerance, l.Headroom = s.Smoothing, s.Tolerance, s.Headroom
-	l.Window, l.WindowSamples, l.LongWindow, l.Probe = s.Window, s.WindowSamples, s.LongWindow, s.Probe
+	switch s := lim.Settings().(type) {
+	case admission.AIMDLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Backoff, l.SlowRTT = s.Backoff, s.SlowRTT
+	case admission.GradientLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Smoothing, l.Tolerance, l.Headroom = s.Smoothing, s.Tolerance, s.Headroom
+		l.Window, l.WindowSamples, l.LongWindow = s.Window, s.WindowSamples, s.LongWindow
+	case admission.VegasLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Smoothing, l.Probe = s.Smoothing, s.Probe
+	}
 }
 
 func shedObject(s *Shed) *object {

@@ -152,7 +152,7 @@ func registered(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 10})
+	limiter, _ := admission.NewLimiter(admission.FixedLimit{Limit: 10})
 	shedder, err := admission.NewShedder(admission.ShedderSettings{Limiter: limiter})
 	if err != nil {
 		t.Fatal(err)

@@ -30,14 +30,14 @@ func serialParallel(b *testing.B, name string, op func(now time.Time)) {
 // algorithm. The time passes in the serial runs (1ms per op), so the
 // gradient closes a window every ten samples.
 func BenchmarkLimiter(b *testing.B) {
-	for _, s := range []LimiterSettings{
-		{Algorithm: LimitFixed, Limit: 1000},
-		{Algorithm: LimitAIMD, MaxLimit: 1000},
-		{Algorithm: LimitGradient, MaxLimit: 1000, Window: time.Millisecond},
-		{Algorithm: LimitVegas, MaxLimit: 1000},
+	for _, s := range []LimitSettings{
+		FixedLimit{Limit: 1000},
+		AIMDLimit{MaxLimit: 1000},
+		GradientLimit{MaxLimit: 1000, Window: time.Millisecond},
+		VegasLimit{MaxLimit: 1000},
 	} {
 		l := mustLimiter(b, s)
-		b.Run("acquire+release/"+s.Algorithm.String(), func(b *testing.B) {
+		b.Run("acquire+release/"+s.Algorithm().String(), func(b *testing.B) {
 			b.ReportAllocs()
 			now := t0
 			for b.Loop() {
@@ -49,7 +49,7 @@ func BenchmarkLimiter(b *testing.B) {
 				l.Release(now, p, false)
 			}
 		})
-		b.Run("acquire+release/"+s.Algorithm.String()+"/parallel", func(b *testing.B) {
+		b.Run("acquire+release/"+s.Algorithm().String()+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -79,7 +79,7 @@ func BenchmarkWaitQueue(b *testing.B) {
 // and an adaptive limit with a learned estimate (these read the clock).
 func BenchmarkShedder(b *testing.B) {
 	ctx := context.Background()
-	fixed := func() *Limiter { return mustLimiter(b, LimiterSettings{Limit: 1000}) }
+	fixed := func() *Limiter { return mustLimiter(b, FixedLimit{Limit: 1000}) }
 	for _, c := range []struct {
 		name     string
 		s        ShedderSettings
@@ -89,7 +89,7 @@ func BenchmarkShedder(b *testing.B) {
 		{"fixed", ShedderSettings{Limiter: fixed()}, false},
 		{"fixed+deadline", ShedderSettings{Limiter: fixed(), Deadline: DeadlineSettings{ServiceTime: time.Millisecond}}, true},
 		{"gradient+learn+deadline", ShedderSettings{
-			Limiter:  mustLimiter(b, LimiterSettings{Algorithm: LimitGradient, MaxLimit: 1000}),
+			Limiter:  mustLimiter(b, GradientLimit{MaxLimit: 1000}),
 			Deadline: DeadlineSettings{Learn: true}}, true},
 	} {
 		sh := mustShedder(b, c.s)
@@ -106,7 +106,7 @@ func BenchmarkShedder(b *testing.B) {
 		}
 		serialParallel(b, "admit+done/"+c.name, op)
 	}
-	sh := mustShedder(b, ShedderSettings{Limiter: mustLimiter(b, LimiterSettings{Limit: 1})})
+	sh := mustShedder(b, ShedderSettings{Limiter: mustLimiter(b, FixedLimit{Limit: 1})})
 	hold, _ := sh.Admit(ctx, time.Time{})
 	b.Run("refuse/limit", func(b *testing.B) {
 		b.ReportAllocs()

@@ -16,7 +16,7 @@ import (
 // while the limiter is at least half used, and shrinks by Backoff on a
 // drop. Time is an argument.
 func ExampleLimiter() {
-	l, err := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitAIMD, Limit: 4, MaxLimit: 10, Backoff: 0.5})
+	l, err := admission.NewLimiter(admission.AIMDLimit{Limit: 4, MaxLimit: 10, Backoff: 0.5})
 	if err != nil {
 		panic(err)
 	}
@@ -48,7 +48,7 @@ func ExampleLimiter() {
 // A Limiter on the client side, around calls to a dependency: the calls
 // over the limit fail at once instead of piling up on a slow dependency.
 func ExampleLimiter_client() {
-	l, _ := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitGradient, Limit: 10})
+	l, _ := admission.NewLimiter(admission.GradientLimit{Limit: 10})
 	call := func(ctx context.Context) error {
 		p, ok := l.Acquire(time.Now())
 		if !ok {
@@ -114,7 +114,7 @@ func ExampleDeadlineShedder() {
 // of one, without a queue. A transport (resilhttp.Shed, a gRPC interceptor)
 // does exactly this around its handler.
 func ExampleShedder() {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	sh, err := admission.NewShedder(admission.ShedderSettings{
 		Limiter:    lim,
 		Deadline:   admission.DeadlineSettings{ServiceTime: 20 * time.Millisecond},
@@ -150,7 +150,7 @@ func ExampleShedder_readme() {
 	mux := http.NewServeMux()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") })
 	// snippet: README.md
-	limit, _ := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitGradient})
+	limit, _ := admission.NewLimiter(admission.GradientLimit{})
 	shedder, _ := admission.NewShedder(admission.ShedderSettings{
 		Limiter:  limit,
 		Deadline: admission.DeadlineSettings{Learn: true},

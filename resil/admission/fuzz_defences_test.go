@@ -17,24 +17,25 @@ func FuzzLimiter(f *testing.F) {
 	f.Add(uint8(0), uint8(2), uint8(2), []byte{0, 0, 0, 1, 3, 3, 3})
 	f.Add(uint8(3), uint8(4), uint8(9), []byte{0, 0, 0, 0, 9, 13, 1, 0, 0, 5, 1, 2, 0, 21, 1})
 	f.Fuzz(func(t *testing.T, alg, lo, span uint8, ops []byte) {
-		s := LimiterSettings{Algorithm: LimitAlgorithm(alg % 4)}
-		switch s.Algorithm {
+		minL, maxL := int(lo)+1, int(lo)+1+int(span)
+		var s LimitSettings
+		switch LimitAlgorithm(alg % 4) {
 		case LimitFixed:
-			s.Limit = int(lo) + 1
+			s = FixedLimit{Limit: int(lo) + 1}
 		case LimitAIMD:
-			s.MinLimit, s.MaxLimit, s.Backoff, s.SlowRTT = int(lo)+1, int(lo)+1+int(span), 0.5, time.Second
+			s = AIMDLimit{MinLimit: minL, MaxLimit: maxL, Backoff: 0.5, SlowRTT: time.Second}
 		case LimitGradient:
-			s.MinLimit, s.MaxLimit, s.Window, s.WindowSamples, s.LongWindow = int(lo)+1, int(lo)+1+int(span), 100*time.Millisecond, 2, 5
+			s = GradientLimit{MinLimit: minL, MaxLimit: maxL, Window: 100 * time.Millisecond, WindowSamples: 2, LongWindow: 5}
 		case LimitVegas:
-			s.MinLimit, s.MaxLimit, s.Probe = int(lo)+1, int(lo)+1+int(span), int(span%4)
+			s = VegasLimit{MinLimit: minL, MaxLimit: maxL, Probe: int(span % 4)}
 		}
 		l, err := NewLimiter(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lo2, hi := l.s.MinLimit, l.s.MaxLimit
-		if s.Algorithm == LimitFixed {
-			lo2, hi = s.Limit, s.Limit
+		if s.Algorithm() == LimitFixed {
+			lo2, hi = l.s.Limit, l.s.Limit
 		}
 		now := t0
 		var held []LimitPermit

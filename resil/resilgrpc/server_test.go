@@ -93,7 +93,7 @@ func TestNewServerErrors(t *testing.T) {
 // the Shedder's RetryAfter as pushback, and every end is reported, a
 // deadline passed in the handler as a drop.
 func TestServerShedder(t *testing.T) {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	// The handler stops 20 ms before its caller gives up: the Shedder
 	// hears of the deadline it missed before the caller's cancellation.
 	sh, err := admission.NewShedder(admission.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond,

@@ -24,8 +24,8 @@ func (w *nopWriter) WriteHeader(int)             {}
 // "bare".
 func BenchmarkShed(b *testing.B) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	fixed, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1 << 20})
-	gradient, _ := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitGradient, MaxLimit: 1 << 20})
+	fixed, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1 << 20})
+	gradient, _ := admission.NewLimiter(admission.GradientLimit{MaxLimit: 1 << 20})
 	mk := func(s admission.ShedderSettings) http.Handler {
 		sh, err := admission.NewShedder(s)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 // 503 instead of being served late; one with a second left is served, and
 // its handler sees the caller's deadline on its context.
 func ExampleShed() {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitGradient, Limit: 50})
+	lim, _ := admission.NewLimiter(admission.GradientLimit{Limit: 50})
 	sh, err := admission.NewShedder(admission.ShedderSettings{
 		Limiter:  lim,
 		Deadline: admission.DeadlineSettings{ServiceTime: 50 * time.Millisecond},

@@ -119,7 +119,7 @@ func serve(h http.Handler, timeout string) *httptest.ResponseRecorder {
 }
 
 func TestShedMiddleware(t *testing.T) {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	sh := newShedder(t, admission.ShedderSettings{
 		Limiter:    lim,
 		Deadline:   admission.DeadlineSettings{ServiceTime: 50 * time.Millisecond, Reserve: 10 * time.Millisecond},
@@ -193,7 +193,7 @@ func TestShedMiddleware(t *testing.T) {
 // slot.
 func TestShedMiddlewareEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 5})
+		lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 5})
 		sh := newShedder(t, admission.ShedderSettings{Limiter: lim})
 		h := Shed(sh)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {

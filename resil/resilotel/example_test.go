@@ -65,7 +65,7 @@ func ExampleInstrument() {
 // Report a server's admission control: the requests a admission.Shedder
 // admitted, and those it refused, by reason.
 func ExampleInstrumentShedder() {
-	limit, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	limit, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	shedder, _ := admission.NewShedder(admission.ShedderSettings{Limiter: limit})
 
 	reader := sdkmetric.NewManualReader()

@@ -91,7 +91,7 @@ func TestSameVocabularyAsResilprom(t *testing.T) {
 // resilotel and OpenTelemetry's Prometheus exporter comes out under the
 // names resilprom.RegisterShedder gives it, and no others.
 func TestShedderSameVocabularyAsResilprom(t *testing.T) {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 4})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 4})
 	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim})
 	preg := prometheus.NewRegistry()
 	if _, err := resilprom.RegisterShedder(preg, "s", sh); err != nil {

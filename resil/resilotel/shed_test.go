@@ -15,7 +15,7 @@ import (
 // next, sheds one whose deadline has passed, ends the first dropped, and
 // reads every instrument back from the SDK's in-memory reader.
 func TestShedderMetrics(t *testing.T) {
-	lim, err := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	lim, err := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func ExampleRegister() {
 // Register a server's Shedder: requests admitted and refused by reason,
 // the concurrency limit, in flight and queued.
 func ExampleRegisterShedder() {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Algorithm: admission.LimitAIMD})
+	lim, _ := admission.NewLimiter(admission.AIMDLimit{})
 	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim})
 	reg := prometheus.NewRegistry()
 	if _, err := resilprom.RegisterShedder(reg, "origin", sh); err != nil {

@@ -57,7 +57,7 @@ resil_breaker_refusals_total{name="api"} 0
 }
 
 func TestShedderMetrics(t *testing.T) {
-	lim, _ := admission.NewLimiter(admission.LimiterSettings{Limit: 1})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim, Deadline: admission.DeadlineSettings{ServiceTime: 250 * time.Millisecond}})
 	reg := prometheus.NewPedanticRegistry()
 	c, err := RegisterShedder(reg, "origin", sh)
