@@ -8,8 +8,8 @@
 //   - a [DeadlineShedder] refuses work whose caller's deadline has passed,
 //     or is too near for its service time (which it may learn);
 //   - a [Limiter] caps the requests in flight, with a fixed limit or one
-//     learned from latency and drops ([LimitAIMD], [LimitGradient],
-//     [LimitVegas]);
+//     learned from latency and drops; the type of its settings chooses the
+//     algorithm: [FixedLimit], [AIMDLimit], [GradientLimit] or [VegasLimit];
 //   - a [WaitQueue] lets a bounded number wait for a bounded time, in
 //     FIFO, LIFO or adaptive-LIFO order.
 //
