@@ -10,6 +10,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // The adaptive throttlers: one attempt's two steps, admit and record.
@@ -87,8 +88,13 @@ func BenchmarkThrottler(b *testing.B) {
 var errRefused = errors.New("refused")
 
 func BenchmarkLimiter(b *testing.B) {
-	for _, alg := range []resil.LimitAlgorithm{resil.LimitGradient, resil.LimitVegas, resil.LimitAIMD} {
-		l, err := resil.NewLimiter(resil.LimiterSettings{Algorithm: alg, Limit: 100, MaxLimit: 200})
+	for _, s := range []admission.LimitSettings{
+		admission.GradientLimit{Limit: 100, MaxLimit: 200},
+		admission.VegasLimit{Limit: 100, MaxLimit: 200},
+		admission.AIMDLimit{Limit: 100, MaxLimit: 200},
+	} {
+		alg := s.Algorithm()
+		l, err := admission.NewLimiter(s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
@@ -126,8 +127,8 @@ type Origin struct {
 	injected []scenario.Trigger // from the admin endpoint
 	rng      *rand.Rand
 
-	shedder *resil.Shedder // nil: the origin admits everything
-	reserve time.Duration  // the shedder's deadline reserve
+	shedder *admission.Shedder // nil: the origin admits everything
+	reserve time.Duration      // the shedder's deadline reserve
 
 	wasted, dropped atomic.Int64
 }
@@ -164,7 +165,7 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	}
 	if ok || o.DropExpired {
 		ss.Deadline.Reserve += cfg.WireReserve
-		if org.shedder, err = resil.NewShedder(ss); err != nil {
+		if org.shedder, err = admission.NewShedder(ss); err != nil {
 			return nil, fmt.Errorf("lab: the origin's shedding: %w", err)
 		}
 		org.reserve = ss.Deadline.Reserve

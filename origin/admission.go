@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // Admission is a server's admission control in front of its model, as
 // resilhttp.Shed is in front of an HTTP handler, on the model's time: on
-// arrival it asks a resil.Shedder (without a queue: the model's is the
+// arrival it asks a admission.Shedder (without a queue: the model's is the
 // server's) to admit the request, which refuses it at once when its
 // deadline has passed or is too near for the service-time estimate, or
 // when the concurrency limit is reached; and it ends the Shedder's ticket
@@ -27,9 +28,9 @@ import (
 type Admission struct {
 	inner   Model
 	d       Driver
-	sh      *resil.Shedder
+	sh      *admission.Shedder
 	clock   clock
-	tickets []resil.ShedTicket // by request, while admitted under a limit
+	tickets []admission.ShedTicket // by request, while admitted under a limit
 }
 
 // Arrive admits r through the Shedder and hands it to the model, or
@@ -47,7 +48,7 @@ func (a *Admission) Arrive(now time.Duration, r Request) {
 	}
 	if a.sh.Limiter() != nil {
 		if int(r) >= len(a.tickets) {
-			a.tickets = append(a.tickets, make([]resil.ShedTicket, int(r)+1-len(a.tickets))...)
+			a.tickets = append(a.tickets, make([]admission.ShedTicket, int(r)+1-len(a.tickets))...)
 		}
 		a.tickets[r] = t
 	}
@@ -64,7 +65,7 @@ func (a *Admission) end(now time.Duration, r Request, dropped bool) {
 		return
 	}
 	t := a.tickets[r]
-	a.tickets[r] = resil.ShedTicket{}
+	a.tickets[r] = admission.ShedTicket{}
 	a.clock.now = instant(now)
 	at, ok, gone := a.d.Deadline(r)
 	switch late := ok && now > at; {
@@ -96,7 +97,7 @@ func (a *Admission) WouldAnswer(now, timeout time.Duration) bool {
 	if l := a.sh.Limiter(); l != nil && l.InFlight() >= l.Limit() {
 		return false
 	}
-	if dl := a.sh.Deadline(); dl != nil && dl.Decide(instant(now), instant(now+timeout)) != resil.ShedNone {
+	if dl := a.sh.Deadline(); dl != nil && dl.Decide(instant(now), instant(now+timeout)) != admission.ShedNone {
 		return false
 	}
 	return a.inner.WouldAnswer(now, timeout)
@@ -108,8 +109,8 @@ func (a *Admission) Queued() int { return a.inner.Queued() }
 // Busy returns the model's.
 func (a *Admission) Busy() int { return a.inner.Busy() }
 
-// Shedder returns the resil.Shedder the admission drives.
-func (a *Admission) Shedder() *resil.Shedder { return a.sh }
+// Shedder returns the admission.Shedder the admission drives.
+func (a *Admission) Shedder() *admission.Shedder { return a.sh }
 
 // The Admission is the model's driver: it sees what the model decides
 // about each request, to give its ticket back, and passes it on.

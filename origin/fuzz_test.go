@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -86,8 +86,8 @@ func FuzzModels(f *testing.F) {
 		c := &checker{t: t}
 		var m Model
 		var err error
-		dl, _ := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: 40 * ms})
-		discipline := resil.Discipline(limit % 3)
+		dl, _ := admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: 40 * ms})
+		discipline := admission.Discipline(limit % 3)
 		switch kind % 6 {
 		case 0:
 			m, err = NewCapacity(CapacitySettings{Capacity: 20, Latency: 30 * ms, RejectionCost: float64(limit%5) / 4}, c)
@@ -100,7 +100,7 @@ func FuzzModels(f *testing.F) {
 			if workers%2 == 0 {
 				s.Estimate = dl // else the service time as it stands
 			}
-			if flag || discipline == resil.AdaptiveLIFO {
+			if flag || discipline == admission.AdaptiveLIFO {
 				s.MaxWait = time.Duration(workers%5+1) * 20 * ms
 			}
 			m, err = NewQueue(s, c)
@@ -182,10 +182,26 @@ func FuzzModels(f *testing.F) {
 			if adm != nil {
 				// Every request the server holds has a permit, and no
 				// other: the limit counts them.
-				if l := adm.Shedder().Limiter(); l.InFlight() != queued+inService || l.InFlight() > max(l.Limit(), l.Settings().MaxLimit) {
+				if l := adm.Shedder().Limiter(); l.InFlight() != queued+inService || l.InFlight() > max(l.Limit(), maxLimit(l.Settings())) {
 					t.Fatalf("op %d: %d in flight (limit %d); the driver sees %d held", i, l.InFlight(), l.Limit(), queued+inService)
 				}
 			}
 		}
 	})
+}
+
+// maxLimit is the most an adaptive limit may grow to; for a fixed limit,
+// the limit.
+func maxLimit(s admission.LimitSettings) int {
+	switch s := s.(type) {
+	case admission.AIMDLimit:
+		return s.MaxLimit
+	case admission.GradientLimit:
+		return s.MaxLimit
+	case admission.VegasLimit:
+		return s.MaxLimit
+	case admission.FixedLimit:
+		return s.Limit
+	}
+	return 0
 }

@@ -56,19 +56,19 @@
 // # Shedding and limits
 //
 // Every decision to shed is resil's, made on the model's time: a server
-// that sheds by deadline asks a resil.DeadlineShedder whether a request
+// that sheds by deadline asks a admission.DeadlineShedder whether a request
 // can still be answered in time, from the deadline its client propagated
 // (Driver.Deadline), on arrival and again when a worker would take it; a
-// server with a concurrency limit asks a resil.Limiter for a permit on
+// server with a concurrency limit asks a admission.Limiter for a permit on
 // arrival and gives it back when it is done with the request; a queue that
-// times its waiters or serves adaptive LIFO is a resil.WaitQueue. On
-// arrival, both are a resil.Shedder's, as resilhttp.Shed would make them in
+// times its waiters or serves adaptive LIFO is a admission.WaitQueue. On
+// arrival, both are a admission.Shedder's, as resilhttp.Shed would make them in
 // front of an HTTP handler: the simulator drives an [Admission], the lab
 // the middleware itself.
 //
 // A model is not safe for concurrent use: its driver serialises the calls.
 // Its memory is fixed but for the queue model's queue (four bytes per
-// waiting request; 32 in a resil.WaitQueue, which takes its room up front)
+// waiting request; 32 in a admission.WaitQueue, which takes its room up front)
 // and an Admission's table of permits (by request number, while a limit
 // holds them).
 package origin
@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -156,7 +157,7 @@ type Options struct {
 	// as the lab's HTTP middleware does: the server is then the model
 	// alone, and its queue sheds by the Shedder's DeadlineShedder. Nil:
 	// the server admits through an Admission of its own, as o asks.
-	Shedder *resil.Shedder
+	Shedder *admission.Shedder
 	// Reserve is the time the server keeps for the answer's way back over
 	// the wire (the lab's), on top of the scenario's shed.reserve; a
 	// Shedder's deadline settings must hold both.
@@ -221,33 +222,33 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 	return adm, nil
 }
 
-// ShedderSettings returns the settings of the resil.Shedder that admits
+// ShedderSettings returns the settings of the admission.Shedder that admits
 // o's requests on one server: its deadline settings (the service-time
 // estimate and the reserve) when o sheds by deadline, a limiter of its own
 // when o has a limit, and no queue: the model's queue is the server's. ok
 // is false when o asks for neither, and the server admits everything.
-func ShedderSettings(o *scenario.Origin) (s resil.ShedderSettings, ok bool, err error) {
+func ShedderSettings(o *scenario.Origin) (s admission.ShedderSettings, ok bool, err error) {
 	lim, err := o.NewLimiter()
 	if err != nil {
 		return s, false, fmt.Errorf("origin: the limit: %w", err)
 	}
 	s.Limiter = lim
 	if o.Shed.Deadline {
-		s.Deadline = resil.DeadlineSettings{ServiceTime: o.ServiceEstimate(), Reserve: o.Shed.Reserve}
+		s.Deadline = admission.DeadlineSettings{ServiceTime: o.ServiceEstimate(), Reserve: o.Shed.Reserve}
 	}
 	return s, lim != nil || o.Shed.Deadline, nil
 }
 
-// NewShedder returns the resil.Shedder that admits o's requests on one
+// NewShedder returns the admission.Shedder that admits o's requests on one
 // server (see ShedderSettings), on clock (nil: the wall clock), or nil when
 // o asks for no admission.
-func NewShedder(o *scenario.Origin, clock resil.Clock) (*resil.Shedder, error) {
+func NewShedder(o *scenario.Origin, clock resil.Clock) (*admission.Shedder, error) {
 	s, ok, err := ShedderSettings(o)
 	if !ok || err != nil {
 		return nil, err
 	}
 	s.Clock = clock
-	sh, err := resil.NewShedder(s)
+	sh, err := admission.NewShedder(s)
 	if err != nil {
 		return nil, fmt.Errorf("origin: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -123,9 +123,9 @@ func TestQueueDisciplines(t *testing.T) {
 		next string
 	}{{false, "serve 2 until 200ms"}, {true, "serve 3 until 200ms"}} {
 		l := &log{}
-		d := resil.FIFO
+		d := admission.FIFO
 		if c.lifo {
-			d = resil.LIFO
+			d = admission.LIFO
 		}
 		m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Discipline: d}, l)
 		if err != nil {
@@ -281,7 +281,7 @@ func TestQueueShedFollows(t *testing.T) {
 // frees up, one whose client is gone is dropped unanswered, and a client
 // that leaves mid-service frees its worker.
 func TestQueueShed(t *testing.T) {
-	dl, err := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: 100 * ms})
+	dl, err := admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: 100 * ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestQueueShed(t *testing.T) {
 // once the queue has not been empty for MaxWait.
 func TestQueueWaitQueue(t *testing.T) {
 	l := &log{gone: map[Request]bool{3: true}}
-	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Limit: 3, Discipline: resil.AdaptiveLIFO, MaxWait: 150 * ms}, l)
+	m, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Limit: 3, Discipline: admission.AdaptiveLIFO, MaxWait: 150 * ms}, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestQueueWaitQueue(t *testing.T) {
 	if m.Queued() != 0 || m.Busy() != 0 {
 		t.Errorf("%d queued, %d busy", m.Queued(), m.Busy())
 	}
-	if _, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Discipline: resil.AdaptiveLIFO, MaxWait: 150 * ms}, l); err == nil {
+	if _, err := NewQueue(QueueSettings{Capacity: 10, Workers: 1, Discipline: admission.AdaptiveLIFO, MaxWait: 150 * ms}, l); err == nil {
 		t.Error("a wait queue without a limit: no error")
 	}
 }
@@ -360,7 +360,7 @@ func TestAdmission(t *testing.T) {
 		{100 * ms, "arrive", 5, Conditions{}, ""},
 	})
 	st := a.Shedder().Stats()
-	if st.Admitted != 3 || st.Shed[resil.ShedLimit] != 1 || st.Shed[resil.ShedTooLate] != 1 || st.InFlight != 2 {
+	if st.Admitted != 3 || st.Shed[admission.ShedLimit] != 1 || st.Shed[admission.ShedTooLate] != 1 || st.InFlight != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	if a.WouldAnswer(100*ms, time.Second) {

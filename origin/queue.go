@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // QueueSettings configure a [Queue] model.
@@ -18,11 +18,11 @@ type QueueSettings struct {
 	// Limit is how many requests may wait; 0 means no limit.
 	Limit int
 	// Discipline is the order the waiting requests are served in:
-	// resil.FIFO (the default), resil.LIFO or resil.AdaptiveLIFO.
-	Discipline resil.Discipline
+	// admission.FIFO (the default), admission.LIFO or admission.AdaptiveLIFO.
+	Discipline admission.Discipline
 	// MaxWait is how long a request may wait for a worker; 0 means no
 	// limit. With it, or with AdaptiveLIFO (which needs it), the queue is
-	// a resil.WaitQueue, which needs a Limit.
+	// a admission.WaitQueue, which needs a Limit.
 	MaxWait time.Duration
 
 	// Shed is deadline shedding: when a worker would take a request, the
@@ -34,7 +34,7 @@ type QueueSettings struct {
 	// Estimate, when set, is the DeadlineShedder Shed decides with (its
 	// estimate and its reserve); nil means one with the service time as it
 	// stands, which the server knows, and Reserve.
-	Estimate *resil.DeadlineShedder
+	Estimate *admission.DeadlineShedder
 	// DropExpired is the older form: when a worker would take a request,
 	// the server drops it, unanswered, if it cannot be answered before its
 	// client's deadline, less Reserve, by the service time as it stands;
@@ -84,13 +84,13 @@ type Queue struct {
 	service time.Duration // how long a request holds a worker, at the conditions in force
 
 	shed        bool
-	estimate    *resil.DeadlineShedder // Shed's, when it has a fixed estimate
+	estimate    *admission.DeadlineShedder // Shed's, when it has a fixed estimate
 	dropExpired bool
 	reserve     time.Duration
-	expiry      *resil.DeadlineShedder // at the service time in force, for DropExpired and Shed without Estimate
+	expiry      *admission.DeadlineShedder // at the service time in force, for DropExpired and Shed without Estimate
 
-	q  deque                     // without a wait queue
-	wq *resil.WaitQueue[Request] // with one
+	q  deque                         // without a wait queue
+	wq *admission.WaitQueue[Request] // with one
 }
 
 // NewQueue returns a queue model with idle workers, or an error naming an
@@ -109,16 +109,16 @@ func NewQueue(s QueueSettings, d Driver) (*Queue, error) {
 		return nil, fmt.Errorf("origin: the reserve must be in [0, 1h], got %v", s.Reserve)
 	}
 	q := &Queue{
-		d: d, workers: s.Workers, limit: s.Limit, lifo: s.Discipline == resil.LIFO,
+		d: d, workers: s.Workers, limit: s.Limit, lifo: s.Discipline == admission.LIFO,
 		shed: s.Shed, estimate: s.Estimate, dropExpired: s.DropExpired, reserve: s.Reserve,
 	}
-	if s.MaxWait > 0 || s.Discipline == resil.AdaptiveLIFO {
-		wq, err := resil.NewWaitQueue[Request](resil.QueueSettings{MaxLen: s.Limit, Discipline: s.Discipline, MaxWait: s.MaxWait})
+	if s.MaxWait > 0 || s.Discipline == admission.AdaptiveLIFO {
+		wq, err := admission.NewWaitQueue[Request](admission.QueueSettings{MaxLen: s.Limit, Discipline: s.Discipline, MaxWait: s.MaxWait})
 		if err != nil {
 			return nil, fmt.Errorf("origin: the queue: %w", err)
 		}
 		q.wq = wq
-	} else if s.Discipline > resil.LIFO {
+	} else if s.Discipline > admission.LIFO {
 		return nil, fmt.Errorf("origin: unknown discipline %v", s.Discipline)
 	}
 	if err := q.set(Conditions{Capacity: s.Capacity, Factor: 1}); err != nil {
@@ -137,7 +137,7 @@ func (q *Queue) set(c Conditions) error {
 	q.service = time.Duration(float64(q.workers) / q.rate * c.Factor * 1e9)
 	if q.dropExpired || (q.shed && q.estimate == nil) {
 		// The service time as it stands is what the server decides by.
-		dl, err := resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: min(q.service, 24*time.Hour), Reserve: q.reserve})
+		dl, err := admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: min(q.service, 24*time.Hour), Reserve: q.reserve})
 		if err != nil {
 			return fmt.Errorf("origin: %w", err)
 		}
@@ -189,13 +189,13 @@ func (q *Queue) Done(now time.Duration, r Request) {
 func (q *Queue) next(now time.Duration) {
 	for q.busy < q.workers && q.len() > 0 && q.rate > 0 {
 		r, why := q.pop(now)
-		if why == resil.ShedNone {
+		if why == admission.ShedNone {
 			why = q.decide(now, r)
 		}
 		switch why {
-		case resil.ShedNone:
+		case admission.ShedNone:
 			q.start(now, r)
-		case resil.ShedCallerLeft:
+		case admission.ShedCallerLeft:
 			q.d.Drop(r, now)
 		default:
 			if q.dropExpired {
@@ -208,28 +208,28 @@ func (q *Queue) next(now time.Duration) {
 }
 
 // pop takes the next request the discipline serves, or one that waited
-// too long (resil.ShedQueueTimeout).
-func (q *Queue) pop(now time.Duration) (Request, resil.ShedReason) {
+// too long (admission.ShedQueueTimeout).
+func (q *Queue) pop(now time.Duration) (Request, admission.ShedReason) {
 	if q.wq != nil {
 		r, _, why, _ := q.wq.Next(instant(now))
-		if why != resil.ShedNone {
+		if why != admission.ShedNone {
 			if _, _, gone := q.d.Deadline(r); gone {
-				why = resil.ShedCallerLeft
+				why = admission.ShedCallerLeft
 			}
 		}
 		return r, why
 	}
 	if q.lifo {
-		return q.q.popBack(), resil.ShedNone
+		return q.q.popBack(), admission.ShedNone
 	}
-	return q.q.popFront(), resil.ShedNone
+	return q.q.popFront(), admission.ShedNone
 }
 
 // decide says whether a shedding server starts r now: ShedNone, or why
 // not (ShedCallerLeft when its client is gone).
-func (q *Queue) decide(now time.Duration, r Request) resil.ShedReason {
+func (q *Queue) decide(now time.Duration, r Request) admission.ShedReason {
 	if !q.shed && !q.dropExpired {
-		return resil.ShedNone
+		return admission.ShedNone
 	}
 	dl := q.estimate
 	if dl == nil {
@@ -238,9 +238,9 @@ func (q *Queue) decide(now time.Duration, r Request) resil.ShedReason {
 	deadline, ok, gone := q.d.Deadline(r)
 	switch {
 	case gone:
-		return resil.ShedCallerLeft
+		return admission.ShedCallerLeft
 	case !ok:
-		return resil.ShedNone
+		return admission.ShedNone
 	}
 	return dl.Decide(instant(now), instant(deadline))
 }
@@ -279,8 +279,8 @@ func (q *Queue) WouldAnswer(now, timeout time.Duration) bool {
 		return false
 	}
 	ahead := time.Duration(n)
-	if q.lifo || (q.wq != nil && q.wq.Settings().Discipline == resil.LIFO) ||
-		(q.wq != nil && q.wq.Settings().Discipline == resil.AdaptiveLIFO && q.wq.Overloaded(instant(now))) {
+	if q.lifo || (q.wq != nil && q.wq.Settings().Discipline == admission.LIFO) ||
+		(q.wq != nil && q.wq.Settings().Discipline == admission.AdaptiveLIFO && q.wq.Overloaded(instant(now))) {
 		ahead = 0
 	}
 	s := q.service

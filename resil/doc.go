@@ -53,34 +53,29 @@
 // argument, and the Guard reads it only when a decision needs it (an open
 // breaker, a time window, a retry) or an observer wants durations.
 //
-// # Adaptive throttling
+// # Where things are
 //
-// A [Throttler] in Policy.Throttle refuses attempts locally with the
-// probability the Google SRE book gives, max(0, (requests − K × accepts) /
-// (requests + 1)) over a recent window: it sheds only the traffic the
-// dependency would reject anyway, where an open breaker sheds everything. A
-// breaker, a throttler or both may guard a dependency; their refusals are
-// counted apart (ErrThrottled, EventThrottled, Stats.ThrottleRefusals).
+// This package is the client's core: [Guard], [Call] and [CallWith] drive
+// a [Policy] of a [Backoff], a retry budget ([TokenBucket], [WindowBudget]),
+// a [Breaker] (which sheds everything while open), a [Throttler] (which
+// sheds only what the dependency would reject anyway, by the Google SRE
+// book's rule) and hedging ([HedgeSettings]); [Classifier] judges each
+// attempt; [Stats], [Event] and [StopError] report. Other products' rules
+// are budgets and pacers of the same Policy: [GRPCThrottle] (gRPC, gRFC
+// A6), [AWSQuota] and [ClientRateLimiter] (the AWS SDKs' standard and
+// adaptive modes), [ConcurrencyBudget] (Envoy's); [WindowBudget] is
+// Finagle's and Linkerd's form of the budget.
 //
-// # Server side: shedding and concurrency limits
+// Beside it, each in a package of its own:
 //
-// A server drives three decision cores, each on injected time: a
-// [DeadlineShedder] refuses work whose caller's deadline has passed or is
-// too near for its service time; a [Limiter] caps the requests in flight
-// and learns the cap from latency and drops ([LimitAIMD], [LimitGradient],
-// [LimitVegas]) or keeps it fixed; a [WaitQueue] lets a bounded number wait, in FIFO,
-// LIFO or adaptive-LIFO order, for a bounded time. A simulator's origin
-// calls them on virtual time; a [Shedder] is their blocking driver for real
-// servers, transport-neutral: resilhttp's Shed middleware and the gRPC
-// interceptors call the same Admit and Done.
-//
-// # Adapters
-//
-// HTTP lives in resil/resilhttp (an http.RoundTripper that propagates the
-// caller's deadline, and the Shed middleware), gRPC in resil/resilgrpc
-// (interceptors, and gRPC service configs read by
-// resil/resilgrpc/grpcconfig), Prometheus in resil/resilprom and
-// OpenTelemetry in resil/resilotel, so this package depends on the standard
-// library alone. Outlier detection (Envoy's and gRPC's rules) lives in
-// resil/outlier, and the replica pickers that heed it in resil/balance.
+//   - resil/admission, the server side: deadline shedding, a concurrency
+//     limit fixed or learned (AIMD, gradient, Vegas), a bounded wait
+//     queue, and the Shedder that drives the three for real servers;
+//   - resil/outlier, outlier detection by Envoy's and gRPC's rules, and
+//     resil/balance, the replica pickers that heed it;
+//   - the adapters: resil/resilhttp (a RoundTripper that propagates the
+//     caller's deadline, and the Shed middleware), resil/resilgrpc
+//     (interceptors; service configs in resil/resilgrpc/grpcconfig),
+//     resil/resilprom and resil/resilotel, the only packages of resil that
+//     import more than the standard library (gRPC, Prometheus, OTel).
 package resil

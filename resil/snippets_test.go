@@ -135,11 +135,16 @@ func docSnippets(t *testing.T) []snippet {
 	return out
 }
 
-// exampleRegions returns the marked regions of this package's example
-// files, by the file their snippet is from.
+// exampleRegions returns the marked regions of the example files of this
+// package and of resil/admission, by the file their snippet is from.
 func exampleRegions(t *testing.T) map[string][]string {
 	t.Helper()
 	files, err := filepath.Glob("*_test.go")
+	if err == nil {
+		var sub []string // the README's server-side snippet is package admission's
+		sub, err = filepath.Glob(filepath.Join("admission", "*_test.go"))
+		files = append(files, sub...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

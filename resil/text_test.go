@@ -51,9 +51,6 @@ func TestEnumText(t *testing.T) {
 	check("Outcome", 5, func(i int) textEnum { return Outcome(i) }, func(b []byte) (textEnum, error) { var v Outcome; err := v.UnmarshalText(b); return v, err })
 	check("Idempotency", 3, func(i int) textEnum { return Idempotency(i) }, func(b []byte) (textEnum, error) { var v Idempotency; err := v.UnmarshalText(b); return v, err })
 	check("StopReason", 10, func(i int) textEnum { return StopReason(i) }, func(b []byte) (textEnum, error) { var v StopReason; err := v.UnmarshalText(b); return v, err })
-	check("LimitAlgorithm", 4, func(i int) textEnum { return LimitAlgorithm(i) }, func(b []byte) (textEnum, error) { var v LimitAlgorithm; err := v.UnmarshalText(b); return v, err })
-	check("Discipline", 3, func(i int) textEnum { return Discipline(i) }, func(b []byte) (textEnum, error) { var v Discipline; err := v.UnmarshalText(b); return v, err })
-	check("ShedReason", int(NumShedReasons), func(i int) textEnum { return ShedReason(i) }, func(b []byte) (textEnum, error) { var v ShedReason; err := v.UnmarshalText(b); return v, err })
 	// EventKind's String says "unknown" past its table, as metrics label
 	// it; its text form is strict.
 	for i := range 8 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // NewPolicy builds the resil.Policy one client of the fleet runs. Every
@@ -225,27 +226,41 @@ func (t Throttle) resil(src rand.Source) (*resil.Throttler, error) {
 // NewLimiter builds one replica's concurrency limiter, or nil for none:
 // every replica (every server) has its own, with these settings. It fails
 // only for an origin that does not pass Validate.
-func (o Origin) NewLimiter() (*resil.Limiter, error) {
+func (o Origin) NewLimiter() (*admission.Limiter, error) {
 	l := o.Limit
 	if l.Use == LimitNone || l.Use == "" || !o.holds() {
 		return nil, nil
 	}
-	var a resil.LimitAlgorithm
+	var a admission.LimitAlgorithm
 	if err := readWord(&a, "limit use", l.Use); err != nil {
 		return nil, err
 	}
-	return resil.NewLimiter(resil.LimiterSettings{
-		Algorithm: a, Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
-		Backoff: l.Backoff, SlowRTT: l.SlowRTT,
-		Smoothing: l.Smoothing, Tolerance: l.Tolerance, Headroom: l.Headroom,
-		Window: l.Window, WindowSamples: l.WindowSamples, LongWindow: l.LongWindow, Probe: l.Probe,
-	})
+	return admission.NewLimiter(l.settings(a))
+}
+
+// settings returns the limit's settings for algorithm a, in resil's type
+// for it. The loader refuses a key that does not apply to the algorithm,
+// so the fields left out here are zero.
+func (l Limit) settings(a admission.LimitAlgorithm) admission.LimitSettings {
+	switch a {
+	case admission.LimitAIMD:
+		return admission.AIMDLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Backoff: l.Backoff, SlowRTT: l.SlowRTT}
+	case admission.LimitGradient:
+		return admission.GradientLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Smoothing: l.Smoothing, Tolerance: l.Tolerance, Headroom: l.Headroom,
+			Window: l.Window, WindowSamples: l.WindowSamples, LongWindow: l.LongWindow}
+	case admission.LimitVegas:
+		return admission.VegasLimit{Limit: l.Limit, MinLimit: l.MinLimit, MaxLimit: l.MaxLimit,
+			Smoothing: l.Smoothing, Probe: l.Probe}
+	}
+	return admission.FixedLimit{Limit: l.Limit}
 }
 
 // QueueDiscipline returns the queue model's discipline as resil's value
 // (FIFO for an empty one).
-func (o Origin) QueueDiscipline() (resil.Discipline, error) {
-	var d resil.Discipline
+func (o Origin) QueueDiscipline() (admission.Discipline, error) {
+	var d admission.Discipline
 	err := readWord(&d, "discipline", o.Discipline)
 	return d, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 func loadKinds(t *testing.T) *Scenario {
@@ -274,10 +275,10 @@ func TestOriginDefences(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := lim.Settings()
-	if got.Algorithm != resil.LimitVegas || got.MinLimit != 4 || got.MaxLimit != 200 || got.Probe != 30 || got.Limit != 20 || got.Smoothing != 1 {
+	if got != (admission.VegasLimit{MinLimit: 4, MaxLimit: 200, Probe: 30, Limit: 20, Smoothing: 1}) {
 		t.Errorf("limiter %+v", got)
 	}
-	if d, err := o.QueueDiscipline(); err != nil || d != resil.AdaptiveLIFO {
+	if d, err := o.QueueDiscipline(); err != nil || d != admission.AdaptiveLIFO {
 		t.Errorf("discipline %v, %v", d, err)
 	}
 	if o.ServiceEstimate() != 120*time.Millisecond {

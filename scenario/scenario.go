@@ -108,7 +108,7 @@ const (
 	LimitVegas    = "vegas"
 )
 
-// Limit is the origin's concurrency limit, resil.Limiter in the file's
+// Limit is the origin's concurrency limit, admission.Limiter in the file's
 // words: Use picks the algorithm ("none" or absent: no limit), the other
 // fields are its settings, zero where resil's default applies.
 type Limit struct {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // The file's shape: one table per YAML map, bound to the struct it fills,
@@ -27,8 +28,8 @@ var (
 	schedules    = resilWords(resil.NoDelay, resil.Fixed, resil.Exponential)
 	jitters      = resilWords(resil.NoJitter, resil.FullJitter, resil.EqualJitter, resil.DecorrelatedJitter, resil.FactorJitter)
 	arrivals     = []string{"constant", "poisson"}
-	disciplines  = resilWords(resil.FIFO, resil.LIFO, resil.AdaptiveLIFO)
-	limitAlgos   = resilWords(resil.LimitFixed, resil.LimitAIMD, resil.LimitGradient, resil.LimitVegas)
+	disciplines  = resilWords(admission.FIFO, admission.LIFO, admission.AdaptiveLIFO)
+	limitAlgos   = resilWords(admission.LimitFixed, admission.LimitAIMD, admission.LimitGradient, admission.LimitVegas)
 	limitKinds   = append([]string{LimitNone}, limitAlgos...)
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
 	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest, resil.FundedByAnswer)
@@ -408,19 +409,26 @@ func DefaultLimit(use string) Limit {
 
 // presetDefaults fills in resil's defaults for an adaptive algorithm.
 func (l *Limit) presetDefaults(use string) {
-	var a resil.LimitAlgorithm
+	var a admission.LimitAlgorithm
 	if use == LimitNone || use == LimitFixed || a.UnmarshalText([]byte(use)) != nil {
 		return
 	}
-	lim, err := resil.NewLimiter(resil.LimiterSettings{Algorithm: a})
+	lim, err := admission.NewLimiter(Limit{}.settings(a))
 	if err != nil {
 		return
 	}
-	s := lim.Settings()
-	l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
-	l.Backoff, l.SlowRTT = s.Backoff, s.SlowRTT
-	l.Smoothing, l.Tolerance, l.Headroom = s.Smoothing, s.Tolerance, s.Headroom
-	l.Window, l.WindowSamples, l.LongWindow, l.Probe = s.Window, s.WindowSamples, s.LongWindow, s.Probe
+	switch s := lim.Settings().(type) {
+	case admission.AIMDLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Backoff, l.SlowRTT = s.Backoff, s.SlowRTT
+	case admission.GradientLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Smoothing, l.Tolerance, l.Headroom = s.Smoothing, s.Tolerance, s.Headroom
+		l.Window, l.WindowSamples, l.LongWindow = s.Window, s.WindowSamples, s.LongWindow
+	case admission.VegasLimit:
+		l.Limit, l.MinLimit, l.MaxLimit = s.Limit, s.MinLimit, s.MaxLimit
+		l.Smoothing, l.Probe = s.Smoothing, s.Probe
+	}
 }
 
 func shedObject(s *Shed) *object {

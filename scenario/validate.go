@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // Bounds that the design leaves open. They keep a typo ("120h" for "120s",
@@ -270,7 +271,7 @@ func (o *Origin) check(c *checker, path string) {
 // room up front, and adaptive LIFO tells overload by how long the queue
 // has not been empty.
 func (o *Origin) checkWaitQueue(c *checker, at func(string) string) {
-	adaptive := o.Discipline == resilWord(resil.AdaptiveLIFO)
+	adaptive := o.Discipline == resilWord(admission.AdaptiveLIFO)
 	if !c.ok() || (!adaptive && o.MaxQueueTime == 0) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -162,7 +163,7 @@ var (
 // an admission ticket per request a limit holds.
 const (
 	waitQueueBytes = 32
-	ticketBytes    = int64(unsafe.Sizeof(resil.ShedTicket{}))
+	ticketBytes    = int64(unsafe.Sizeof(admission.ShedTicket{}))
 )
 
 // Estimate returns what running sc will cost at most. It reads the

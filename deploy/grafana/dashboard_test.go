@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilotel"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 )
@@ -151,8 +152,8 @@ func registered(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 10})
-	shedder, err := resil.NewShedder(resil.ShedderSettings{Limiter: limiter})
+	limiter, _ := admission.NewLimiter(admission.FixedLimit{Limit: 10})
+	shedder, err := admission.NewShedder(admission.ShedderSettings{Limiter: limiter})
 	if err != nil {
 		t.Fatal(err)
 	}

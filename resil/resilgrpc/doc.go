@@ -47,8 +47,8 @@
 // A [Server] holds server interceptors that shed calls whose propagated
 // deadline leaves less than they need, before the handler runs, with
 // UNAVAILABLE and a pushback that asks the client not to retry. The
-// decisions are resil's ([resil.DeadlineShedder]); with
-// ServerSettings.Shedder, a [resil.Shedder] also caps the calls in flight
+// decisions are resil's ([admission.DeadlineShedder]); with
+// ServerSettings.Shedder, a [admission.Shedder] also caps the calls in flight
 // with its (adaptive) concurrency limit and wait queue, exactly as
 // resilhttp.Shed does for HTTP.
 package resilgrpc

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // ServerSettings configures a [Server]. The zero value refuses only calls
@@ -38,7 +38,7 @@ type ServerSettings struct {
 	// not block.
 	OnShed func(fullMethod string, left time.Duration)
 	// Shedder, if set, admits every call that passed the check above
-	// through a resil.Shedder: its own deadline checks, its concurrency
+	// through a admission.Shedder: its own deadline checks, its concurrency
 	// limit (adaptive or fixed) and its wait queue, the very decisions
 	// resilhttp.Shed makes for HTTP; the call's end is reported to it, a
 	// deadline passed in the handler as a drop. As under resilhttp.Shed,
@@ -50,7 +50,7 @@ type ServerSettings struct {
 	// answered as above; its overload refusals (limit, queue) with
 	// UNAVAILABLE and, when ShedderSettings.RetryAfter is set, that wait
 	// as the pushback. Nil means none: no concurrency limit.
-	Shedder *resil.Shedder
+	Shedder *admission.Shedder
 }
 
 // Server holds the server interceptors: deadline shedding on the deadline
@@ -65,9 +65,9 @@ type ServerSettings struct {
 type Server struct {
 	min     time.Duration
 	mins    map[string]time.Duration
-	dl      *resil.DeadlineShedder            // MinTime's decisions
-	dls     map[string]*resil.DeadlineShedder // MinTimes'
-	shedder *resil.Shedder
+	dl      *admission.DeadlineShedder            // MinTime's decisions
+	dls     map[string]*admission.DeadlineShedder // MinTimes'
+	shedder *admission.Shedder
 	code    codes.Code
 	now     func() time.Time
 	onShed  func(string, time.Duration)
@@ -96,12 +96,12 @@ func NewServer(s ServerSettings) (*Server, error) {
 	// The decisions are resil's: a call may start when its deadline
 	// leaves at least the method's time.
 	var err error
-	if sv.dl, err = resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: s.MinTime}); err != nil {
+	if sv.dl, err = admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: s.MinTime}); err != nil {
 		return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTime: %w", err)
 	}
-	sv.dls = make(map[string]*resil.DeadlineShedder, len(s.MinTimes))
+	sv.dls = make(map[string]*admission.DeadlineShedder, len(s.MinTimes))
 	for k, v := range s.MinTimes {
-		if sv.dls[k], err = resil.NewDeadlineShedder(resil.DeadlineSettings{ServiceTime: v}); err != nil {
+		if sv.dls[k], err = admission.NewDeadlineShedder(admission.DeadlineSettings{ServiceTime: v}); err != nil {
 			return nil, fmt.Errorf("resilgrpc: ServerSettings.MinTimes[%q]: %w", k, err)
 		}
 	}
@@ -192,21 +192,21 @@ func (c *contextStream) Context() context.Context { return c.ctx }
 // admit refuses a call whose deadline leaves less than its method needs,
 // then, with a Shedder, one it refuses. It returns the Shedder's ticket,
 // or the refusal and the trailer to send with it.
-func (s *Server) admit(ctx context.Context, fullMethod string) (resil.ShedTicket, metadata.MD, error) {
+func (s *Server) admit(ctx context.Context, fullMethod string) (admission.ShedTicket, metadata.MD, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		now := s.now()
 		d, need := s.dl, s.min
 		if m, ok := match(s.dls, fullMethod); ok {
 			d, need = m, m.Estimate()
 		}
-		if d.Decide(now, dl) != resil.ShedNone {
+		if d.Decide(now, dl) != admission.ShedNone {
 			left := dl.Sub(now)
 			s.refused(fullMethod, left)
-			return resil.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: the deadline leaves %v, the method needs %v", max(left, 0), need)
+			return admission.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: the deadline leaves %v, the method needs %v", max(left, 0), need)
 		}
 	}
 	if s.shedder == nil {
-		return resil.ShedTicket{}, nil, nil
+		return admission.ShedTicket{}, nil, nil
 	}
 	t, err := s.shedder.Admit(ctx, time.Time{})
 	if err == nil {
@@ -217,15 +217,15 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (resil.ShedTicket
 		left = dl.Sub(s.now())
 	}
 	s.refused(fullMethod, left)
-	se, _ := errors.AsType[*resil.ShedError](err)
+	se, _ := errors.AsType[*admission.ShedError](err)
 	if se == nil || !se.Reason.Overload() {
-		return resil.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: %v", err)
+		return admission.ShedTicket{}, s.trailer, status.Errorf(s.code, "resilgrpc: shed: %v", err)
 	}
 	var trailer metadata.MD
 	if se.Wait > 0 {
 		trailer = metadata.Pairs(PushbackHeader, strconv.FormatInt(se.Wait.Milliseconds(), 10))
 	}
-	return resil.ShedTicket{}, trailer, status.Errorf(codes.Unavailable, "resilgrpc: shed: %v", err)
+	return admission.ShedTicket{}, trailer, status.Errorf(codes.Unavailable, "resilgrpc: shed: %v", err)
 }
 
 func (s *Server) refused(fullMethod string, left time.Duration) {
@@ -239,7 +239,7 @@ func (s *Server) refused(fullMethod string, left time.Duration) {
 // passed while the handler ran is a drop (the client's cancellation often
 // arrives before the server's own deadline fires), a caller who left
 // before it says nothing.
-func (s *Server) end(ctx context.Context, t resil.ShedTicket) {
+func (s *Server) end(ctx context.Context, t admission.ShedTicket) {
 	if s.shedder == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // TestServerSheds: a call whose deadline leaves less than its method needs
@@ -87,16 +88,16 @@ func TestNewServerErrors(t *testing.T) {
 	}
 }
 
-// TestServerShedder: with a resil.Shedder the interceptors cap the calls
+// TestServerShedder: with a admission.Shedder the interceptors cap the calls
 // in flight: a call over the limit is refused at once with UNAVAILABLE and
 // the Shedder's RetryAfter as pushback, and every end is reported, a
 // deadline passed in the handler as a drop.
 func TestServerShedder(t *testing.T) {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	// The handler stops 20 ms before its caller gives up: the Shedder
 	// hears of the deadline it missed before the caller's cancellation.
-	sh, err := resil.NewShedder(resil.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond,
-		Deadline: resil.DeadlineSettings{Reserve: 20 * time.Millisecond}})
+	sh, err := admission.NewShedder(admission.ShedderSettings{Limiter: lim, RetryAfter: 1500 * time.Millisecond,
+		Deadline: admission.DeadlineSettings{Reserve: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestServerShedder(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	st := sh.Stats()
-	if st.Admitted != 2 || st.Shed[resil.ShedLimit] != 1 || st.Dropped != 1 || st.InFlight != 0 || sv.Shed() != 1 {
+	if st.Admitted != 2 || st.Shed[admission.ShedLimit] != 1 || st.Dropped != 1 || st.InFlight != 0 || sv.Shed() != 1 {
 		t.Errorf("shedder stats %+v, server shed %d", st, sv.Shed())
 	}
 }
@@ -157,7 +158,7 @@ func TestServerShedder(t *testing.T) {
 // run under the caller's deadline less the Shedder's Reserve, as
 // resilhttp.Shed's do.
 func TestServerHandlerDeadline(t *testing.T) {
-	sh, err := resil.NewShedder(resil.ShedderSettings{Deadline: resil.DeadlineSettings{Reserve: 300 * time.Millisecond}})
+	sh, err := admission.NewShedder(admission.ShedderSettings{Deadline: admission.DeadlineSettings{Reserve: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

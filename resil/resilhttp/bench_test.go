@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // nopWriter is a ResponseWriter that keeps nothing, so that the benchmarks
@@ -24,10 +24,10 @@ func (w *nopWriter) WriteHeader(int)             {}
 // "bare".
 func BenchmarkShed(b *testing.B) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	fixed, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1 << 20})
-	gradient, _ := resil.NewLimiter(resil.LimiterSettings{Algorithm: resil.LimitGradient, MaxLimit: 1 << 20})
-	mk := func(s resil.ShedderSettings) http.Handler {
-		sh, err := resil.NewShedder(s)
+	fixed, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1 << 20})
+	gradient, _ := admission.NewLimiter(admission.GradientLimit{MaxLimit: 1 << 20})
+	mk := func(s admission.ShedderSettings) http.Handler {
+		sh, err := admission.NewShedder(s)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -44,10 +44,10 @@ func BenchmarkShed(b *testing.B) {
 		r    *http.Request
 	}{
 		{"bare", handler, plain},
-		{"admitted/fixed", mk(resil.ShedderSettings{Limiter: fixed}), plain},
-		{"admitted/gradient", mk(resil.ShedderSettings{Limiter: gradient, Deadline: resil.DeadlineSettings{Learn: true}}), plain},
-		{"admitted/fixed+timeout-header", mk(resil.ShedderSettings{Limiter: fixed, Deadline: resil.DeadlineSettings{ServiceTime: time.Millisecond}}), timed},
-		{"refused/expired", mk(resil.ShedderSettings{Limiter: fixed}), expired},
+		{"admitted/fixed", mk(admission.ShedderSettings{Limiter: fixed}), plain},
+		{"admitted/gradient", mk(admission.ShedderSettings{Limiter: gradient, Deadline: admission.DeadlineSettings{Learn: true}}), plain},
+		{"admitted/fixed+timeout-header", mk(admission.ShedderSettings{Limiter: fixed, Deadline: admission.DeadlineSettings{ServiceTime: time.Millisecond}}), timed},
+		{"refused/expired", mk(admission.ShedderSettings{Limiter: fixed}), expired},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -26,7 +26,7 @@ const EnvoyTimeoutHeader = "X-Envoy-Expected-Rq-Timeout-Ms"
 
 // ShedHeader names, on a response the Shed middleware refused, why:
 // "expired", "too_late", "caller_left", "limit", "queue_full" or
-// "queue_timeout" (resil.ShedReason).
+// "queue_timeout" (admission.ShedReason).
 const ShedHeader = "Resil-Shed"
 
 // timeoutUnits are grpc-timeout's units, finest first.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 )
 
@@ -16,10 +16,10 @@ import (
 // 503 instead of being served late; one with a second left is served, and
 // its handler sees the caller's deadline on its context.
 func ExampleShed() {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Algorithm: resil.LimitGradient, Limit: 50})
-	sh, err := resil.NewShedder(resil.ShedderSettings{
+	lim, _ := admission.NewLimiter(admission.GradientLimit{Limit: 50})
+	sh, err := admission.NewShedder(admission.ShedderSettings{
 		Limiter:  lim,
-		Deadline: resil.DeadlineSettings{ServiceTime: 50 * time.Millisecond},
+		Deadline: admission.DeadlineSettings{ServiceTime: 50 * time.Millisecond},
 	})
 	if err != nil {
 		panic(err)
@@ -38,7 +38,7 @@ func ExampleShed() {
 		fmt.Printf("%v left: %d %s %s\n", left, w.Code, w.Header().Get(resilhttp.ShedHeader), strings.TrimSpace(w.Body.String()))
 	}
 	st := sh.Stats()
-	fmt.Println("admitted", st.Admitted, "too late", st.Shed[resil.ShedTooLate])
+	fmt.Println("admitted", st.Admitted, "too late", st.Shed[admission.ShedTooLate])
 	// Output:
 	// 20ms left: 503 too_late resil: request shed: too_late
 	// 1s left: 200  served, deadline on the context: true

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // Shed returns HTTP server middleware that admits each request through s
@@ -39,12 +39,12 @@ import (
 // deadline runs on the wall clock: serve HTTP with a Shedder on the real
 // clock (ShedderSettings.Clock nil). A nil s refuses every request, as the
 // zero Shedder does.
-func Shed(s *resil.Shedder) func(http.Handler) http.Handler {
+func Shed(s *admission.Shedder) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler { return &shedHandler{s: s, next: next} }
 }
 
 type shedHandler struct {
-	s    *resil.Shedder
+	s    *admission.Shedder
 	next http.Handler
 }
 
@@ -86,21 +86,21 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // shedBodies are the refusals' bodies, made once.
-var shedBodies = func() (b [resil.NumShedReasons]string) {
+var shedBodies = func() (b [admission.NumShedReasons]string) {
 	for r := range b {
-		b[r] = "resil: request shed: " + resil.ShedReason(r).String() + "\n"
+		b[r] = "resil: request shed: " + admission.ShedReason(r).String() + "\n"
 	}
 	return b
 }()
 
 // refuse answers a shed request: 503, why, and when to come back.
 func refuse(w http.ResponseWriter, err error) {
-	reason, wait := resil.ShedLimit, time.Duration(0)
-	if se, ok := errors.AsType[*resil.ShedError](err); ok {
+	reason, wait := admission.ShedLimit, time.Duration(0)
+	if se, ok := errors.AsType[*admission.ShedError](err); ok {
 		reason, wait = se.Reason, se.Wait
 	}
-	if reason >= resil.NumShedReasons {
-		reason = resil.ShedLimit
+	if reason >= admission.NumShedReasons {
+		reason = admission.ShedLimit
 	}
 	hd := w.Header()
 	hd[ShedHeader] = []string{reason.String()}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 func TestFormatParseTimeout(t *testing.T) {
@@ -102,9 +103,9 @@ func FuzzParseTimeout(f *testing.F) {
 	})
 }
 
-func newShedder(t *testing.T, s resil.ShedderSettings) *resil.Shedder {
+func newShedder(t *testing.T, s admission.ShedderSettings) *admission.Shedder {
 	t.Helper()
-	sh, err := resil.NewShedder(s)
+	sh, err := admission.NewShedder(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +124,10 @@ func serve(h http.Handler, timeout string) *httptest.ResponseRecorder {
 }
 
 func TestShedMiddleware(t *testing.T) {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
-	sh := newShedder(t, resil.ShedderSettings{
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
+	sh := newShedder(t, admission.ShedderSettings{
 		Limiter:    lim,
-		Deadline:   resil.DeadlineSettings{ServiceTime: 50 * time.Millisecond, Reserve: 10 * time.Millisecond},
+		Deadline:   admission.DeadlineSettings{ServiceTime: 50 * time.Millisecond, Reserve: 10 * time.Millisecond},
 		RetryAfter: 1500 * time.Millisecond,
 	})
 	var seen time.Duration
@@ -187,7 +188,7 @@ func TestShedMiddleware(t *testing.T) {
 	close(release)
 	wg.Wait()
 	st := sh.Stats()
-	if st.Admitted != 6 || st.Shed[resil.ShedExpired] != 2 || st.Shed[resil.ShedTooLate] != 1 || st.Shed[resil.ShedLimit] != 1 || st.InFlight != 0 {
+	if st.Admitted != 6 || st.Shed[admission.ShedExpired] != 2 || st.Shed[admission.ShedTooLate] != 1 || st.Shed[admission.ShedLimit] != 1 || st.InFlight != 0 {
 		t.Errorf("stats = %+v", st)
 	}
 }
@@ -197,8 +198,8 @@ func TestShedMiddleware(t *testing.T) {
 // slot.
 func TestShedMiddlewareEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 5})
-		sh := newShedder(t, resil.ShedderSettings{Limiter: lim})
+		lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 5})
+		sh := newShedder(t, admission.ShedderSettings{Limiter: lim})
 		h := Shed(sh)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/slow":

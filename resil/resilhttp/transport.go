@@ -3,7 +3,7 @@
 // [resil.Guard], so that retries are paid from its budget, pass its breaker
 // and its adaptive throttle, wait out its backoff or the server's
 // Retry-After, and hedge slow requests. For servers, [Shed], middleware
-// that drives a [resil.Shedder]: it refuses at once, with a 503, work whose
+// that drives a [admission.Shedder]: it refuses at once, with a 503, work whose
 // caller's deadline has passed or is too near, and work over an adaptive
 // concurrency limit.
 //

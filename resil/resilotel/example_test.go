@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilotel"
 )
 
@@ -61,11 +62,11 @@ func ExampleInstrument() {
 	// resil.done
 }
 
-// Report a server's admission control: the requests a resil.Shedder
+// Report a server's admission control: the requests a admission.Shedder
 // admitted, and those it refused, by reason.
 func ExampleInstrumentShedder() {
-	limit, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
-	shedder, _ := resil.NewShedder(resil.ShedderSettings{Limiter: limit})
+	limit, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
+	shedder, _ := admission.NewShedder(admission.ShedderSettings{Limiter: limit})
 
 	reader := sdkmetric.NewManualReader()
 	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

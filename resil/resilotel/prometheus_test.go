@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 )
 
@@ -90,8 +91,8 @@ func TestSameVocabularyAsResilprom(t *testing.T) {
 // resilotel and OpenTelemetry's Prometheus exporter comes out under the
 // names resilprom.RegisterShedder gives it, and no others.
 func TestShedderSameVocabularyAsResilprom(t *testing.T) {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 4})
-	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 4})
+	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim})
 	preg := prometheus.NewRegistry()
 	if _, err := resilprom.RegisterShedder(preg, "s", sh); err != nil {
 		t.Fatal(err)

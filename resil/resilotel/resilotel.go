@@ -2,7 +2,7 @@
 // counters and gauges as metrics, on the metric.MeterProvider you pass
 // (never the global one unless Options.Global asks), an attempt-duration
 // histogram, and each call's decisions as span events on the caller's span.
-// On the server's side, [InstrumentShedder] reports a [resil.Shedder]'s
+// On the server's side, [InstrumentShedder] reports a [admission.Shedder]'s
 // admissions, refusals by reason and concurrency limit (see
 // [ShedInstruments]).
 //

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // The attribute keys of a Shedder's metrics.
@@ -16,7 +16,7 @@ const (
 	ShedReason  = attribute.Key("resil.shed.reason")
 )
 
-// ShedInstruments are one [resil.Shedder]'s OpenTelemetry instruments: a
+// ShedInstruments are one [admission.Shedder]'s OpenTelemetry instruments: a
 // server's admission control, as the Prometheus exporter turns them into
 // the names resilprom.RegisterShedder registers:
 //
@@ -30,7 +30,7 @@ const (
 //	resil.shed.service_time  gauge   s          resil_shed_service_time_seconds
 //
 // Every one carries resil.shedder.name (Options.Name) and
-// Options.Attributes. They are read from [resil.Shedder.Stats] when the
+// Options.Attributes. They are read from [admission.Shedder.Stats] when the
 // reader collects, so they cost the requests nothing. Make them with
 // [InstrumentShedder]; the zero value is not usable. They are safe for
 // concurrent use.
@@ -42,7 +42,7 @@ type ShedInstruments struct {
 // starts reporting; Options.Buckets and NoSpanEvents are not used (a
 // Shedder decides before a request's work, on no span of its own). Call
 // Close to stop.
-func InstrumentShedder(s *resil.Shedder, o Options) (*ShedInstruments, error) {
+func InstrumentShedder(s *admission.Shedder, o Options) (*ShedInstruments, error) {
 	if s == nil {
 		return nil, errors.New("resilotel: a Shedder is required")
 	}
@@ -52,8 +52,8 @@ func InstrumentShedder(s *resil.Shedder, o Options) (*ShedInstruments, error) {
 	}
 	base := append([]attribute.KeyValue{ShedderName.String(o.Name)}, o.Attributes...)
 	all := metric.WithAttributeSet(attribute.NewSet(base...))
-	var byReason [resil.NumShedReasons]metric.MeasurementOption
-	for r := resil.ShedReason(1); r < resil.NumShedReasons; r++ {
+	var byReason [admission.NumShedReasons]metric.MeasurementOption
+	for r := admission.ShedReason(1); r < admission.NumShedReasons; r++ {
 		kv := append(append([]attribute.KeyValue(nil), base...), ShedReason.String(r.String()))
 		byReason[r] = metric.WithAttributeSet(attribute.NewSet(kv...))
 	}
@@ -105,7 +105,7 @@ func InstrumentShedder(s *resil.Shedder, o Options) (*ShedInstruments, error) {
 		ob.ObserveInt64(admitted, int64(st.Admitted), all)
 		// Every reason, at zero too, so that rates over them are defined
 		// from the start (as resilprom sends them).
-		for r := resil.ShedReason(1); r < resil.NumShedReasons; r++ {
+		for r := admission.ShedReason(1); r < admission.NumShedReasons; r++ {
 			ob.ObserveInt64(refused, int64(st.Shed[r]), byReason[r])
 		}
 		ob.ObserveInt64(dropped, int64(st.Dropped), all)

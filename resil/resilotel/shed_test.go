@@ -8,19 +8,19 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 // TestShedderMetrics admits one request up to a limit of one, refuses the
 // next, sheds one whose deadline has passed, ends the first dropped, and
 // reads every instrument back from the SDK's in-memory reader.
 func TestShedderMetrics(t *testing.T) {
-	lim, err := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
+	lim, err := admission.NewLimiter(admission.FixedLimit{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := resil.NewShedder(resil.ShedderSettings{Limiter: lim,
-		Deadline: resil.DeadlineSettings{ServiceTime: 20 * ms}})
+	sh, err := admission.NewShedder(admission.ShedderSettings{Limiter: lim,
+		Deadline: admission.DeadlineSettings{ServiceTime: 20 * ms}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +91,11 @@ func TestShedderMetrics(t *testing.T) {
 }
 
 func TestInstrumentShedderNeeds(t *testing.T) {
-	sh, _ := resil.NewShedder(resil.ShedderSettings{})
+	sh, _ := admission.NewShedder(admission.ShedderSettings{})
 	mp := sdkmetric.NewMeterProvider()
 	defer mp.Shutdown(context.Background())
 	for _, c := range []struct {
-		s *resil.Shedder
+		s *admission.Shedder
 		o Options
 	}{
 		{nil, Options{Name: "x", MeterProvider: mp}},

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 )
 
@@ -31,8 +32,8 @@ func ExampleRegister() {
 // Register a server's Shedder: requests admitted and refused by reason,
 // the concurrency limit, in flight and queued.
 func ExampleRegisterShedder() {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Algorithm: resil.LimitAIMD})
-	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim})
+	lim, _ := admission.NewLimiter(admission.AIMDLimit{})
+	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim})
 	reg := prometheus.NewRegistry()
 	if _, err := resilprom.RegisterShedder(reg, "origin", sh); err != nil {
 		panic(err)

@@ -3,7 +3,7 @@
 // refusals, adaptive-throttle refusals and fallbacks as counters; the
 // breaker's state, the throttle's refusal probability, the budget's
 // balance and retries per request as gauges; and a histogram of attempt
-// durations. [RegisterShedder] exports a server's [resil.Shedder]: requests
+// durations. [RegisterShedder] exports a server's [admission.Shedder]: requests
 // admitted, refused by reason and dropped, and the concurrency limit, the
 // requests in flight and in the queue, and the service-time estimate. Every
 // metric is named resil_* and carries a const label name (which guard or

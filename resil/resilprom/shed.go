@@ -5,15 +5,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
-// ShedCollector is the Prometheus collector of one [resil.Shedder]. Make
+// ShedCollector is the Prometheus collector of one [admission.Shedder]. Make
 // one with [RegisterShedder] or [RegisterShedderWith]; the zero value is not
-// usable. Its metrics are read from [resil.Shedder.Stats] at scrape time, so
+// usable. Its metrics are read from [admission.Shedder.Stats] at scrape time, so
 // they cost the requests nothing. It is safe for concurrent use.
 type ShedCollector struct {
-	s          *resil.Shedder
+	s          *admission.Shedder
 	admitted   *prometheus.Desc
 	refused    *prometheus.Desc
 	dropped    *prometheus.Desc
@@ -27,13 +27,13 @@ type ShedCollector struct {
 // RegisterShedder registers s's collector on reg with the label name=name.
 // It returns an error if reg refuses it (for example a second shedder with
 // the same name).
-func RegisterShedder(reg prometheus.Registerer, name string, s *resil.Shedder) (*ShedCollector, error) {
+func RegisterShedder(reg prometheus.Registerer, name string, s *admission.Shedder) (*ShedCollector, error) {
 	return RegisterShedderWith(reg, s, Options{Name: name})
 }
 
 // RegisterShedderWith is [RegisterShedder] with options; Buckets is not
 // used.
-func RegisterShedderWith(reg prometheus.Registerer, s *resil.Shedder, o Options) (*ShedCollector, error) {
+func RegisterShedderWith(reg prometheus.Registerer, s *admission.Shedder, o Options) (*ShedCollector, error) {
 	if reg == nil || s == nil {
 		return nil, errors.New("resilprom: a Registerer and a Shedder are required")
 	}
@@ -73,7 +73,7 @@ func (c *ShedCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *ShedCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Stats()
 	ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.CounterValue, float64(st.Admitted))
-	for r := resil.ShedReason(1); r < resil.NumShedReasons; r++ {
+	for r := admission.ShedReason(1); r < admission.NumShedReasons; r++ {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Shed[r]), r.String())
 	}
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/admission"
 )
 
 func TestThrottleMetrics(t *testing.T) {
@@ -56,8 +57,8 @@ resil_breaker_refusals_total{name="api"} 0
 }
 
 func TestShedderMetrics(t *testing.T) {
-	lim, _ := resil.NewLimiter(resil.LimiterSettings{Limit: 1})
-	sh, _ := resil.NewShedder(resil.ShedderSettings{Limiter: lim, Deadline: resil.DeadlineSettings{ServiceTime: 250 * time.Millisecond}})
+	lim, _ := admission.NewLimiter(admission.FixedLimit{Limit: 1})
+	sh, _ := admission.NewShedder(admission.ShedderSettings{Limiter: lim, Deadline: admission.DeadlineSettings{ServiceTime: 250 * time.Millisecond}})
 	reg := prometheus.NewPedanticRegistry()
 	c, err := RegisterShedder(reg, "origin", sh)
 	if err != nil {
@@ -119,7 +120,7 @@ resil_shed_service_time_seconds{name="origin"} 0.25
 		t.Error("Unregister")
 	}
 	// Without a limiter there is no limit gauge.
-	sh2, _ := resil.NewShedder(resil.ShedderSettings{})
+	sh2, _ := admission.NewShedder(admission.ShedderSettings{})
 	reg2 := prometheus.NewPedanticRegistry()
 	RegisterShedder(reg2, "plain", sh2)
 	if n, _ := testutil.GatherAndCount(reg2, "resil_concurrency_limit"); n != 0 {

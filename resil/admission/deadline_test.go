@@ -1,9 +1,11 @@
-package resil
+package admission
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // TestDeadlineDecide: the shedder's three decisions on a fixed grid.
@@ -95,7 +97,7 @@ func TestShedReason(t *testing.T) {
 		t.Error(ShedReason(99).String())
 	}
 	e := &ShedError{Reason: ShedQueueFull, Wait: time.Second}
-	var pb Pushback = e
+	var pb resil.Pushback = e
 	if !errors.Is(e, ErrShed) || e.Error() != "resil: request shed: queue_full" || pb.RetryAfter() != time.Second {
 		t.Errorf("ShedError: %v", e)
 	}

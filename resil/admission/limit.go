@@ -1,6 +1,7 @@
-package resil
+package admission
 
 import (
+	"cmp"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,7 @@ import (
 type LimitAlgorithm uint8
 
 const (
-	// LimitFixed keeps the limit at LimiterSettings.Limit: the control.
+	// LimitFixed keeps the limit at FixedLimit.Limit: the control.
 	LimitFixed LimitAlgorithm = iota
 	// LimitAIMD raises the limit by one for each request that completes
 	// while the limiter is at least half used, and multiplies it by
@@ -44,72 +45,121 @@ func (a LimitAlgorithm) String() string {
 	return enumString("LimitAlgorithm", limitNames[:], uint8(a))
 }
 
-// LimiterSettings configures a [Limiter]. Fields that do not apply to the
-// chosen Algorithm must be zero. The zero value is invalid: LimitFixed needs
-// Limit. A plain value, safe to copy.
-type LimiterSettings struct {
-	// Algorithm is how the limit is set. The zero value is LimitFixed.
-	Algorithm LimitAlgorithm
-	// Limit is, for LimitFixed, the limit: required, in [1, 1e6]. For the
-	// adaptive algorithms it is the initial limit: zero means 20 (Netflix's
-	// and failsafe-go's default), raised to MinLimit or lowered to
-	// MaxLimit when outside them.
+// LimitSettings is the settings of one algorithm, and choosing the type
+// chooses the algorithm: [FixedLimit], [AIMDLimit], [GradientLimit] or
+// [VegasLimit] (Netflix's concurrency-limits names them so). Each holds the
+// fields of its algorithm only; a zero field takes the default its doc
+// gives. [NewLimiter] takes one; [Limiter.Settings] returns one of the same
+// type, with the defaults filled in.
+type LimitSettings interface {
+	// Algorithm is the algorithm the settings are for.
+	Algorithm() LimitAlgorithm
+	config() (limitConfig, error)
+}
+
+// FixedLimit is the settings of [LimitFixed]. The zero value is invalid:
+// it needs Limit. A plain value, safe to copy.
+type FixedLimit struct {
+	// Limit is the limit: required, in [1, 1e6].
 	Limit int
-	// MinLimit is, for the adaptive algorithms, the least the limit may
-	// fall to. Zero means 1. At least 1, so that some requests always
-	// measure the latency.
-	MinLimit int
-	// MaxLimit is, for the adaptive algorithms, the most the limit may
-	// grow to. Zero means 1000 (Envoy's adaptive concurrency default). In
-	// [MinLimit, 1e6].
-	MaxLimit int
+}
 
-	// Backoff is, for LimitAIMD, what a drop multiplies the limit by.
-	// Zero means 0.9 (Netflix's). Must be in [0.1, 1).
+// AIMDLimit is the settings of [LimitAIMD]. The zero value is valid:
+// every field has a default. A plain value, safe to copy.
+type AIMDLimit struct {
+	// Limit, MinLimit and MaxLimit bound the limit, as for every adaptive
+	// algorithm: Limit is the initial limit (zero means 20, Netflix's and
+	// failsafe-go's default, raised to MinLimit or lowered to MaxLimit when
+	// outside them); MinLimit the least it may fall to (zero means 1; at
+	// least 1, so that some requests always measure the latency); MaxLimit
+	// the most it may grow to (zero means 1000, Envoy's adaptive
+	// concurrency default; in [MinLimit, 1e6]).
+	Limit, MinLimit, MaxLimit int
+	// Backoff is what a drop multiplies the limit by. Zero means 0.9
+	// (Netflix's). Must be in [0.1, 1).
 	Backoff float64
-	// SlowRTT is, for LimitAIMD, the latency above which a request counts
-	// as a drop even though it completed. Zero means only drops count.
+	// SlowRTT is the latency above which a request counts as a drop even
+	// though it completed. Zero means only drops count.
 	SlowRTT time.Duration
+}
 
-	// Smoothing is, for LimitGradient and LimitVegas, the weight of each
-	// update: the new limit is (1 − Smoothing) × old + Smoothing × target.
-	// Zero means 0.2 for LimitGradient, 1 for LimitVegas (Netflix's). Must
-	// be in (0, 1].
+// GradientLimit is the settings of [LimitGradient]. The zero value is
+// valid: every field has a default. A plain value, safe to copy.
+type GradientLimit struct {
+	// Limit, MinLimit and MaxLimit bound the limit, as in [AIMDLimit].
+	Limit, MinLimit, MaxLimit int
+	// Smoothing is the weight of each update: the new limit is
+	// (1 − Smoothing) × old + Smoothing × target. Zero means 0.2
+	// (Netflix's). Must be in (0, 1].
 	Smoothing float64
-	// Tolerance is, for LimitGradient, how much longer than the long RTT
-	// the short RTT may get before the limit shrinks: the gradient is
-	// min(1, Tolerance × long / short). Zero means 1.5 (Netflix's). In
-	// [1, 100].
+	// Tolerance is how much longer than the long RTT the short RTT may get
+	// before the limit shrinks: the gradient is min(1, Tolerance × long /
+	// short). Zero means 1.5 (Netflix's). In [1, 100].
 	Tolerance float64
-	// Headroom is, for LimitGradient, what each update adds to the limit
-	// scaled by the gradient, so that the limit can grow and requests may
-	// queue a little. Zero means 4 (Netflix's default queue size). In
-	// (0, 1e6].
+	// Headroom is what each update adds to the limit scaled by the
+	// gradient, so that the limit can grow and requests may queue a
+	// little. Zero means 4 (Netflix's default queue size). In (0, 1e6].
 	Headroom float64
-	// Window is, for LimitGradient, the least time a window of samples
-	// spans before the limit is updated from it. Zero means 1s (Netflix's
-	// windowed limit). In [1µs, 1h].
+	// Window is the least time a window of samples spans before the limit
+	// is updated from it. Zero means 1s (Netflix's windowed limit). In
+	// [1µs, 1h].
 	Window time.Duration
-	// WindowSamples is, for LimitGradient, the least number of requests a
-	// window holds before the limit is updated from it. Zero means 10. In
-	// [1, 1e6].
+	// WindowSamples is the least number of requests a window holds before
+	// the limit is updated from it. Zero means 10. In [1, 1e6].
 	WindowSamples int
-	// LongWindow is, for LimitGradient, how many windows the long RTT
-	// averages over (an exponential moving average, a plain mean for its
-	// first 10 windows). Zero means 600 (ten minutes of one-second
-	// windows, Netflix's). In [1, 1e6].
+	// LongWindow is how many windows the long RTT averages over (an
+	// exponential moving average, a plain mean for its first 10 windows).
+	// Zero means 600 (ten minutes of one-second windows, Netflix's). In
+	// [1, 1e6].
 	LongWindow int
+}
 
-	// Probe is, for LimitVegas, how often the no-load latency is measured
-	// again: after Probe × limit samples, the next sample's latency
-	// replaces it (Netflix's VegasLimit does so every 30 × limit), so that
-	// a service that became slower for good is not held to its old speed.
-	// The price: a probe taken while the limit is saturated measures a
-	// loaded latency, and under a long overload the limit ratchets up
-	// probe after probe. Zero means never: the no-load latency is the least
-	// ever seen, and the limit settles near the service's capacity however
-	// long the overload lasts. In [0, 1e6].
+// VegasLimit is the settings of [LimitVegas]. The zero value is valid:
+// every field has a default. A plain value, safe to copy.
+type VegasLimit struct {
+	// Limit, MinLimit and MaxLimit bound the limit, as in [AIMDLimit].
+	Limit, MinLimit, MaxLimit int
+	// Smoothing is the weight of each update, as in [GradientLimit]. Zero
+	// means 1 (Netflix's). Must be in (0, 1].
+	Smoothing float64
+	// Probe is how often the no-load latency is measured again: after
+	// Probe × limit samples, the next sample's latency replaces it
+	// (Netflix's VegasLimit does so every 30 × limit), so that a service
+	// that became slower for good is not held to its old speed. The price:
+	// a probe taken while the limit is saturated measures a loaded
+	// latency, and under a long overload the limit ratchets up probe after
+	// probe. Zero means never: the no-load latency is the least ever seen,
+	// and the limit settles near the service's capacity however long the
+	// overload lasts. In [0, 1e6].
 	Probe int
+}
+
+// Algorithm returns LimitFixed.
+func (FixedLimit) Algorithm() LimitAlgorithm { return LimitFixed }
+
+// Algorithm returns LimitAIMD.
+func (AIMDLimit) Algorithm() LimitAlgorithm { return LimitAIMD }
+
+// Algorithm returns LimitGradient.
+func (GradientLimit) Algorithm() LimitAlgorithm { return LimitGradient }
+
+// Algorithm returns LimitVegas.
+func (VegasLimit) Algorithm() LimitAlgorithm { return LimitVegas }
+
+// limitConfig is the settings of any algorithm, with defaults filled in:
+// what a Limiter runs on.
+type limitConfig struct {
+	Algorithm                 LimitAlgorithm
+	Limit, MinLimit, MaxLimit int
+	Backoff                   float64
+	SlowRTT                   time.Duration
+	Smoothing                 float64
+	Tolerance                 float64
+	Headroom                  float64
+	Window                    time.Duration
+	WindowSamples             int
+	LongWindow                int
+	Probe                     int
 }
 
 // LimitPermit is a [Limiter]'s admission of one request, returned by
@@ -155,8 +205,8 @@ type Limiter struct {
 	limit    atomic.Int64 // whole requests, in [MinLimit, MaxLimit]
 
 	mu  sync.Mutex
-	s   LimiterSettings // normalized
-	est float64         // the limit, before rounding down
+	s   limitConfig // defaults filled in
+	est float64     // the limit, before rounding down
 
 	// LimitVegas: the no-load latency (0: none yet), and the samples since
 	// it was last measured again.
@@ -192,8 +242,11 @@ func (e *ewma) add(v float64) float64 {
 
 // NewLimiter returns a limiter with the given settings, or an error naming
 // the invalid field.
-func NewLimiter(s LimiterSettings) (*Limiter, error) {
-	s, err := s.normalize()
+func NewLimiter(settings LimitSettings) (*Limiter, error) {
+	if settings == nil {
+		return nil, badSetting("LimitSettings", nil, "required: a FixedLimit, AIMDLimit, GradientLimit or VegasLimit")
+	}
+	s, err := settings.config()
 	if err != nil {
 		return nil, err
 	}
@@ -205,133 +258,127 @@ func NewLimiter(s LimiterSettings) (*Limiter, error) {
 	return l, nil
 }
 
-func (s LimiterSettings) normalize() (LimiterSettings, error) {
-	const p = "LimiterSettings."
-	zero := func(name string, isZero bool, applies string) error {
-		if !isZero {
-			return badSetting(p+name, nil, "applies to "+applies+" only")
-		}
-		return nil
+func (s FixedLimit) config() (limitConfig, error) {
+	if s.Limit < 1 || s.Limit > 1_000_000 {
+		return limitConfig{}, badSetting("FixedLimit.Limit", s.Limit, "required, in [1, 1e6]")
 	}
-	aimd, grad, vegas := s.Algorithm == LimitAIMD, s.Algorithm == LimitGradient, s.Algorithm == LimitVegas
-	for _, f := range []struct {
-		name    string
-		zero    bool
-		applies bool
-		which   string
-	}{
-		{"MinLimit", s.MinLimit == 0, aimd || grad || vegas, "the adaptive algorithms"},
-		{"MaxLimit", s.MaxLimit == 0, aimd || grad || vegas, "the adaptive algorithms"},
-		{"Backoff", s.Backoff == 0, aimd, "LimitAIMD"},
-		{"SlowRTT", s.SlowRTT == 0, aimd, "LimitAIMD"},
-		{"Smoothing", s.Smoothing == 0, grad || vegas, "LimitGradient and LimitVegas"},
-		{"Probe", s.Probe == 0, vegas, "LimitVegas"},
-		{"Tolerance", s.Tolerance == 0, grad, "LimitGradient"},
-		{"Headroom", s.Headroom == 0, grad, "LimitGradient"},
-		{"Window", s.Window == 0, grad, "LimitGradient"},
-		{"WindowSamples", s.WindowSamples == 0, grad, "LimitGradient"},
-		{"LongWindow", s.LongWindow == 0, grad, "LimitGradient"},
-	} {
-		if !f.applies {
-			if err := zero(f.name, f.zero, f.which); err != nil {
-				return s, err
-			}
-		}
-	}
-	switch s.Algorithm {
-	case LimitFixed:
-		if s.Limit < 1 || s.Limit > 1_000_000 {
-			return s, badSetting(p+"Limit", s.Limit, "required for LimitFixed, in [1, 1e6]")
-		}
-		return s, nil
-	case LimitAIMD, LimitGradient, LimitVegas:
-	default:
-		return s, badSetting(p+"Algorithm", s.Algorithm, "unknown algorithm")
-	}
-	if s.MinLimit == 0 {
-		s.MinLimit = 1
-	}
-	if s.MaxLimit == 0 {
-		s.MaxLimit = max(1000, s.MinLimit)
-	}
-	if s.MinLimit < 1 || s.MinLimit > 1_000_000 {
-		return s, badSetting(p+"MinLimit", s.MinLimit, "must be in [1, 1e6]")
-	}
-	if s.MaxLimit < s.MinLimit || s.MaxLimit > 1_000_000 {
-		return s, badSetting(p+"MaxLimit", s.MaxLimit, "must be in [MinLimit, 1e6]")
-	}
-	if s.Limit == 0 {
-		s.Limit = min(max(20, s.MinLimit), s.MaxLimit)
-	}
-	if s.Limit < 0 || s.Limit > 1_000_000 {
-		return s, badSetting(p+"Limit", s.Limit, "must be in [0, 1e6]: the initial limit, zero for 20")
-	}
-	s.Limit = min(max(s.Limit, s.MinLimit), s.MaxLimit)
-	if aimd {
-		if s.Backoff == 0 {
-			s.Backoff = 0.9
-		}
-		if !finite(s.Backoff) || s.Backoff < 0.1 || s.Backoff >= 1 {
-			return s, badSetting(p+"Backoff", s.Backoff, "must be in [0.1, 1)")
-		}
-		if s.SlowRTT < 0 {
-			return s, badSetting(p+"SlowRTT", s.SlowRTT, "must not be negative")
-		}
-		return s, nil
-	}
-	if vegas {
-		if s.Smoothing == 0 {
-			s.Smoothing = 1
-		}
-		if !finite(s.Smoothing) || s.Smoothing <= 0 || s.Smoothing > 1 {
-			return s, badSetting(p+"Smoothing", s.Smoothing, "must be in (0, 1]")
-		}
-		if s.Probe < 0 || s.Probe > 1_000_000 {
-			return s, badSetting(p+"Probe", s.Probe, "must be in [0, 1e6]")
-		}
-		return s, nil
-	}
-	if s.Smoothing == 0 {
-		s.Smoothing = 0.2
-	}
-	if s.Tolerance == 0 {
-		s.Tolerance = 1.5
-	}
-	if s.Headroom == 0 {
-		s.Headroom = 4
-	}
-	if s.Window == 0 {
-		s.Window = time.Second
-	}
-	if s.WindowSamples == 0 {
-		s.WindowSamples = 10
-	}
-	if s.LongWindow == 0 {
-		s.LongWindow = 600
-	}
-	switch {
-	case !finite(s.Smoothing) || s.Smoothing <= 0 || s.Smoothing > 1:
-		return s, badSetting(p+"Smoothing", s.Smoothing, "must be in (0, 1]")
-	case !finite(s.Tolerance) || s.Tolerance < 1 || s.Tolerance > 100:
-		return s, badSetting(p+"Tolerance", s.Tolerance, "must be in [1, 100]")
-	case !finite(s.Headroom) || s.Headroom <= 0 || s.Headroom > 1e6:
-		return s, badSetting(p+"Headroom", s.Headroom, "must be in (0, 1e6]")
-	case s.Window < time.Microsecond || s.Window > time.Hour:
-		return s, badSetting(p+"Window", s.Window, "must be in [1µs, 1h]")
-	case s.WindowSamples < 1 || s.WindowSamples > 1_000_000:
-		return s, badSetting(p+"WindowSamples", s.WindowSamples, "must be in [1, 1e6]")
-	case s.LongWindow < 1 || s.LongWindow > 1_000_000:
-		return s, badSetting(p+"LongWindow", s.LongWindow, "must be in [1, 1e6]")
-	}
-	return s, nil
+	return limitConfig{Algorithm: LimitFixed, Limit: s.Limit}, nil
 }
 
-// Settings returns the limiter's settings, with defaults filled in.
-func (l *Limiter) Settings() LimiterSettings {
-	if l == nil {
-		return LimiterSettings{}
+// bounds fills in and checks the bounds every adaptive algorithm shares;
+// p is the settings type, for errors.
+func bounds(p string, limit, minLimit, maxLimit int) (limitConfig, error) {
+	c := limitConfig{Limit: limit, MinLimit: minLimit, MaxLimit: maxLimit}
+	if c.MinLimit == 0 {
+		c.MinLimit = 1
 	}
-	return l.s
+	if c.MaxLimit == 0 {
+		c.MaxLimit = max(1000, c.MinLimit)
+	}
+	if c.MinLimit < 1 || c.MinLimit > 1_000_000 {
+		return c, badSetting(p+".MinLimit", c.MinLimit, "must be in [1, 1e6]")
+	}
+	if c.MaxLimit < c.MinLimit || c.MaxLimit > 1_000_000 {
+		return c, badSetting(p+".MaxLimit", c.MaxLimit, "must be in [MinLimit, 1e6]")
+	}
+	if c.Limit == 0 {
+		c.Limit = min(max(20, c.MinLimit), c.MaxLimit)
+	}
+	if c.Limit < 0 || c.Limit > 1_000_000 {
+		return c, badSetting(p+".Limit", c.Limit, "must be in [0, 1e6]: the initial limit, zero for 20")
+	}
+	c.Limit = min(max(c.Limit, c.MinLimit), c.MaxLimit)
+	return c, nil
+}
+
+func (s AIMDLimit) config() (limitConfig, error) {
+	c, err := bounds("AIMDLimit", s.Limit, s.MinLimit, s.MaxLimit)
+	if err != nil {
+		return c, err
+	}
+	c.Algorithm, c.Backoff, c.SlowRTT = LimitAIMD, s.Backoff, s.SlowRTT
+	if c.Backoff == 0 {
+		c.Backoff = 0.9
+	}
+	if !finite(c.Backoff) || c.Backoff < 0.1 || c.Backoff >= 1 {
+		return c, badSetting("AIMDLimit.Backoff", c.Backoff, "must be in [0.1, 1)")
+	}
+	if c.SlowRTT < 0 {
+		return c, badSetting("AIMDLimit.SlowRTT", c.SlowRTT, "must not be negative")
+	}
+	return c, nil
+}
+
+func (s VegasLimit) config() (limitConfig, error) {
+	c, err := bounds("VegasLimit", s.Limit, s.MinLimit, s.MaxLimit)
+	if err != nil {
+		return c, err
+	}
+	c.Algorithm, c.Smoothing, c.Probe = LimitVegas, s.Smoothing, s.Probe
+	if c.Smoothing == 0 {
+		c.Smoothing = 1
+	}
+	if !finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1 {
+		return c, badSetting("VegasLimit.Smoothing", c.Smoothing, "must be in (0, 1]")
+	}
+	if c.Probe < 0 || c.Probe > 1_000_000 {
+		return c, badSetting("VegasLimit.Probe", c.Probe, "must be in [0, 1e6]")
+	}
+	return c, nil
+}
+
+func (s GradientLimit) config() (limitConfig, error) {
+	const p = "GradientLimit."
+	c, err := bounds("GradientLimit", s.Limit, s.MinLimit, s.MaxLimit)
+	if err != nil {
+		return c, err
+	}
+	c.Algorithm = LimitGradient
+	c.Smoothing = cmp.Or(s.Smoothing, 0.2)
+	c.Tolerance = cmp.Or(s.Tolerance, 1.5)
+	c.Headroom = cmp.Or(s.Headroom, 4)
+	c.Window = cmp.Or(s.Window, time.Second)
+	c.WindowSamples = cmp.Or(s.WindowSamples, 10)
+	c.LongWindow = cmp.Or(s.LongWindow, 600)
+	switch {
+	case !finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1:
+		return c, badSetting(p+"Smoothing", c.Smoothing, "must be in (0, 1]")
+	case !finite(c.Tolerance) || c.Tolerance < 1 || c.Tolerance > 100:
+		return c, badSetting(p+"Tolerance", c.Tolerance, "must be in [1, 100]")
+	case !finite(c.Headroom) || c.Headroom <= 0 || c.Headroom > 1e6:
+		return c, badSetting(p+"Headroom", c.Headroom, "must be in (0, 1e6]")
+	case c.Window < time.Microsecond || c.Window > time.Hour:
+		return c, badSetting(p+"Window", c.Window, "must be in [1µs, 1h]")
+	case c.WindowSamples < 1 || c.WindowSamples > 1_000_000:
+		return c, badSetting(p+"WindowSamples", c.WindowSamples, "must be in [1, 1e6]")
+	case c.LongWindow < 1 || c.LongWindow > 1_000_000:
+		return c, badSetting(p+"LongWindow", c.LongWindow, "must be in [1, 1e6]")
+	}
+	return c, nil
+}
+
+// settings returns the settings c was made from, defaults filled in.
+func (c limitConfig) settings() LimitSettings {
+	switch c.Algorithm {
+	case LimitAIMD:
+		return AIMDLimit{Limit: c.Limit, MinLimit: c.MinLimit, MaxLimit: c.MaxLimit, Backoff: c.Backoff, SlowRTT: c.SlowRTT}
+	case LimitGradient:
+		return GradientLimit{Limit: c.Limit, MinLimit: c.MinLimit, MaxLimit: c.MaxLimit,
+			Smoothing: c.Smoothing, Tolerance: c.Tolerance, Headroom: c.Headroom,
+			Window: c.Window, WindowSamples: c.WindowSamples, LongWindow: c.LongWindow}
+	case LimitVegas:
+		return VegasLimit{Limit: c.Limit, MinLimit: c.MinLimit, MaxLimit: c.MaxLimit, Smoothing: c.Smoothing, Probe: c.Probe}
+	}
+	return FixedLimit{Limit: c.Limit}
+}
+
+// Settings returns the limiter's settings, of the type NewLimiter was
+// given, with defaults filled in; nil for a zero or nil Limiter.
+func (l *Limiter) Settings() LimitSettings {
+	if l == nil || l.s.Limit == 0 {
+		return nil
+	}
+	return l.s.settings()
 }
 
 // Acquire asks to start one request at now. It returns a permit to hand to
@@ -510,3 +557,6 @@ func (l *Limiter) vegas(rtt time.Duration, inflight int64, dropped bool) {
 	}
 	l.set((1-l.s.Smoothing)*l.est + l.s.Smoothing*target)
 }
+
+// finite reports whether f is a number, neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

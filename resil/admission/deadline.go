@@ -1,6 +1,8 @@
-package resil
+package admission
 
 import (
+	"github.com/retrystorm/retrystorm/resil"
+
 	"errors"
 	"math"
 	"sync/atomic"
@@ -78,7 +80,7 @@ func (e *ShedError) Error() string { return "resil: request shed: " + e.Reason.S
 // Is reports whether target is ErrShed, or ErrNotBuilt for the refusals
 // of a Shedder that was never built.
 func (e *ShedError) Is(target error) bool {
-	return target == ErrShed || (e.notBuilt && target == ErrNotBuilt)
+	return target == ErrShed || (e.notBuilt && target == resil.ErrNotBuilt)
 }
 
 // RetryAfter returns Wait, for resil's pushback.

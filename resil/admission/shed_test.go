@@ -1,4 +1,4 @@
-package resil
+package admission
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 func mustShedder(t testing.TB, s ShedderSettings) *Shedder {
@@ -33,7 +35,7 @@ func reasonOf(t *testing.T, err error) ShedReason {
 }
 
 func TestShedderSettings(t *testing.T) {
-	lim := mustLimiter(t, LimiterSettings{Limit: 1})
+	lim := mustLimiter(t, FixedLimit{Limit: 1})
 	for _, c := range []struct {
 		s     ShedderSettings
 		field string
@@ -82,7 +84,7 @@ func TestShedderDeadline(t *testing.T) {
 }
 
 func TestShedderLimit(t *testing.T) {
-	lim := mustLimiter(t, LimiterSettings{Limit: 1})
+	lim := mustLimiter(t, FixedLimit{Limit: 1})
 	sh := mustShedder(t, ShedderSettings{Limiter: lim, RetryAfter: 2 * time.Second})
 	ctx := context.Background()
 	a, err := sh.Admit(ctx, time.Time{})
@@ -117,7 +119,7 @@ func TestShedderLimit(t *testing.T) {
 func TestShedderZeroAndNil(t *testing.T) {
 	for _, sh := range []*Shedder{{}, nil} {
 		tk, err := sh.Admit(context.Background(), time.Time{})
-		if reasonOf(t, err) != ShedLimit || !errors.Is(err, ErrNotBuilt) || tk.Admitted() {
+		if reasonOf(t, err) != ShedLimit || !errors.Is(err, resil.ErrNotBuilt) || tk.Admitted() {
 			t.Errorf("an unbuilt Shedder admitted: %v", err)
 		}
 		sh.Done(tk, false)
@@ -131,7 +133,7 @@ func TestShedderZeroAndNil(t *testing.T) {
 // their time, when their deadline gets too near or when their caller goes.
 func TestShedderQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim := mustLimiter(t, LimiterSettings{Limit: 1})
+		lim := mustLimiter(t, FixedLimit{Limit: 1})
 		sh := mustShedder(t, ShedderSettings{
 			Limiter:  lim,
 			Queue:    QueueSettings{MaxLen: 2, MaxWait: time.Second},
@@ -218,7 +220,7 @@ func TestShedderQueue(t *testing.T) {
 // made it too late is refused, and the slot goes to the next waiter.
 func TestShedderTooLateAfterWait(t *testing.T) {
 	clk := newFakeClock(t0)
-	lim := mustLimiter(t, LimiterSettings{Limit: 1})
+	lim := mustLimiter(t, FixedLimit{Limit: 1})
 	sh := mustShedder(t, ShedderSettings{Limiter: lim, Clock: clk,
 		Queue:    QueueSettings{MaxLen: 4, MaxWait: time.Hour},
 		Deadline: DeadlineSettings{ServiceTime: 100 * time.Millisecond}})
@@ -247,7 +249,7 @@ func TestShedderTooLateAfterWait(t *testing.T) {
 // queue, some callers leaving: the limit is never exceeded, every request
 // is admitted or refused once, and nothing is left in flight or queued.
 func TestShedderConcurrent(t *testing.T) {
-	lim := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, Limit: 3, MaxLimit: 4})
+	lim := mustLimiter(t, AIMDLimit{Limit: 3, MaxLimit: 4})
 	sh := mustShedder(t, ShedderSettings{Limiter: lim,
 		Queue: QueueSettings{MaxLen: 4, Discipline: AdaptiveLIFO, MaxWait: 2 * time.Millisecond}})
 	const workers, each = 8, 150
@@ -292,7 +294,7 @@ func TestShedderConcurrent(t *testing.T) {
 // slot first.
 func TestShedderLIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sh := mustShedder(t, ShedderSettings{Limiter: mustLimiter(t, LimiterSettings{Limit: 1}),
+		sh := mustShedder(t, ShedderSettings{Limiter: mustLimiter(t, FixedLimit{Limit: 1}),
 			Queue: QueueSettings{MaxLen: 3, Discipline: LIFO, MaxWait: time.Minute}})
 		ctx := context.Background()
 		hold, _ := sh.Admit(ctx, time.Time{})

@@ -1,6 +1,8 @@
-package resil
+package admission
 
 import (
+	"github.com/retrystorm/retrystorm/resil"
+
 	"context"
 	"sync"
 	"sync/atomic"
@@ -30,7 +32,7 @@ type ShedderSettings struct {
 	RetryAfter time.Duration
 	// Clock reads the time and makes the queue's timers. Nil means
 	// [RealClock]. Deadlines are compared with Clock.Now.
-	Clock Clock
+	Clock resil.Clock
 }
 
 // ShedTicket is a [Shedder]'s admission of one request, returned by
@@ -72,7 +74,7 @@ func (t ShedTicket) Admitted() bool { return t.ok }
 type Shedder struct {
 	dl    *DeadlineShedder
 	lim   *Limiter
-	clock Clock
+	clock resil.Clock
 	real  bool
 	timed bool // Done needs the time: an adaptive limit or a learned estimate
 	errs  [NumShedReasons]*ShedError
@@ -118,8 +120,8 @@ func NewShedder(s ShedderSettings) (*Shedder, error) {
 	dl, _ := NewDeadlineShedder(s.Deadline) // validated above
 	sh := &Shedder{dl: dl, lim: s.Limiter, clock: s.Clock}
 	if sh.clock == nil {
-		sh.clock, sh.real = realClock{}, true
-	} else if _, ok := sh.clock.(realClock); ok {
+		sh.clock, sh.real = resil.RealClock(), true
+	} else if sh.clock == resil.RealClock() {
 		sh.real = true
 	}
 	sh.timed = s.Deadline.Learn || (s.Limiter != nil && s.Limiter.s.Algorithm != LimitFixed)
@@ -351,9 +353,9 @@ func (s *Shedder) Ignore(t ShedTicket) {
 	s.handOff(time.Time{})
 }
 
-func (s *Shedder) newTimer(d time.Duration) Timer {
+func (s *Shedder) newTimer(d time.Duration) resil.Timer {
 	if s.real {
-		return realTimer{time.NewTimer(d)}
+		return resil.RealClock().NewTimer(d)
 	}
 	return s.clock.NewTimer(d)
 }

@@ -1,4 +1,4 @@
-package resil
+package admission
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func mustLimiter(t testing.TB, s LimiterSettings) *Limiter {
+func mustLimiter(t testing.TB, s LimitSettings) *Limiter {
 	t.Helper()
 	l, err := NewLimiter(s)
 	if err != nil {
@@ -15,60 +15,63 @@ func mustLimiter(t testing.TB, s LimiterSettings) *Limiter {
 	return l
 }
 
-func TestLimiterSettings(t *testing.T) {
+// TestLimitSettings: each algorithm's settings are checked field by field,
+// an error naming its type's field; a field of another algorithm cannot be
+// set at all, which LimiterSettings used to refuse at run time.
+func TestLimitSettings(t *testing.T) {
 	for _, c := range []struct {
-		s     LimiterSettings
+		s     LimitSettings
 		field string
 	}{
-		{LimiterSettings{}, "LimiterSettings.Limit"},
-		{LimiterSettings{Limit: -1}, "LimiterSettings.Limit"},
-		{LimiterSettings{Limit: 2_000_000}, "LimiterSettings.Limit"},
-		{LimiterSettings{Limit: 5, MaxLimit: 10}, "LimiterSettings.MaxLimit"},
-		{LimiterSettings{Limit: 5, Backoff: 0.5}, "LimiterSettings.Backoff"},
-		{LimiterSettings{Algorithm: 9}, "LimiterSettings.Algorithm"},
-		{LimiterSettings{Algorithm: LimitAIMD, MinLimit: -1}, "LimiterSettings.MinLimit"},
-		{LimiterSettings{Algorithm: LimitAIMD, MinLimit: 10, MaxLimit: 5}, "LimiterSettings.MaxLimit"},
-		{LimiterSettings{Algorithm: LimitAIMD, Backoff: 1}, "LimiterSettings.Backoff"},
-		{LimiterSettings{Algorithm: LimitAIMD, Backoff: math.NaN()}, "LimiterSettings.Backoff"},
-		{LimiterSettings{Algorithm: LimitAIMD, SlowRTT: -time.Second}, "LimiterSettings.SlowRTT"},
-		{LimiterSettings{Algorithm: LimitAIMD, Smoothing: 0.5}, "LimiterSettings.Smoothing"},
-		{LimiterSettings{Algorithm: LimitGradient, Backoff: 0.5}, "LimiterSettings.Backoff"},
-		{LimiterSettings{Algorithm: LimitGradient, Smoothing: 1.5}, "LimiterSettings.Smoothing"},
-		{LimiterSettings{Algorithm: LimitGradient, Smoothing: math.Inf(1)}, "LimiterSettings.Smoothing"},
-		{LimiterSettings{Algorithm: LimitGradient, Tolerance: 0.9}, "LimiterSettings.Tolerance"},
-		{LimiterSettings{Algorithm: LimitGradient, Headroom: -1}, "LimiterSettings.Headroom"},
-		{LimiterSettings{Algorithm: LimitGradient, Headroom: math.NaN()}, "LimiterSettings.Headroom"},
-		{LimiterSettings{Algorithm: LimitGradient, Window: time.Nanosecond}, "LimiterSettings.Window"},
-		{LimiterSettings{Algorithm: LimitGradient, WindowSamples: -3}, "LimiterSettings.WindowSamples"},
-		{LimiterSettings{Algorithm: LimitGradient, LongWindow: -1}, "LimiterSettings.LongWindow"},
-		{LimiterSettings{Algorithm: LimitGradient, Probe: 3}, "LimiterSettings.Probe"},
-		{LimiterSettings{Algorithm: LimitVegas, Probe: -1}, "LimiterSettings.Probe"},
-		{LimiterSettings{Algorithm: LimitVegas, Smoothing: 2}, "LimiterSettings.Smoothing"},
-		{LimiterSettings{Algorithm: LimitVegas, Tolerance: 2}, "LimiterSettings.Tolerance"},
+		{nil, "LimitSettings"},
+		{FixedLimit{}, "FixedLimit.Limit"},
+		{FixedLimit{Limit: -1}, "FixedLimit.Limit"},
+		{FixedLimit{Limit: 2_000_000}, "FixedLimit.Limit"},
+		{AIMDLimit{MinLimit: -1}, "AIMDLimit.MinLimit"},
+		{AIMDLimit{MinLimit: 10, MaxLimit: 5}, "AIMDLimit.MaxLimit"},
+		{AIMDLimit{Limit: -1}, "AIMDLimit.Limit"},
+		{AIMDLimit{Backoff: 1}, "AIMDLimit.Backoff"},
+		{AIMDLimit{Backoff: math.NaN()}, "AIMDLimit.Backoff"},
+		{AIMDLimit{SlowRTT: -time.Second}, "AIMDLimit.SlowRTT"},
+		{GradientLimit{MaxLimit: 2_000_000}, "GradientLimit.MaxLimit"},
+		{GradientLimit{Smoothing: 1.5}, "GradientLimit.Smoothing"},
+		{GradientLimit{Smoothing: math.Inf(1)}, "GradientLimit.Smoothing"},
+		{GradientLimit{Tolerance: 0.9}, "GradientLimit.Tolerance"},
+		{GradientLimit{Headroom: -1}, "GradientLimit.Headroom"},
+		{GradientLimit{Headroom: math.NaN()}, "GradientLimit.Headroom"},
+		{GradientLimit{Window: time.Nanosecond}, "GradientLimit.Window"},
+		{GradientLimit{WindowSamples: -3}, "GradientLimit.WindowSamples"},
+		{GradientLimit{LongWindow: -1}, "GradientLimit.LongWindow"},
+		{VegasLimit{MinLimit: -2}, "VegasLimit.MinLimit"},
+		{VegasLimit{Probe: -1}, "VegasLimit.Probe"},
+		{VegasLimit{Smoothing: 2}, "VegasLimit.Smoothing"},
 	} {
 		_, err := NewLimiter(c.s)
 		wantSettingError(t, err, c.field)
 	}
-	// Defaults, and the initial limit clamped into [MinLimit, MaxLimit].
-	l := mustLimiter(t, LimiterSettings{Algorithm: LimitGradient})
-	s := l.Settings()
-	if s.Limit != 20 || s.MinLimit != 1 || s.MaxLimit != 1000 || s.Smoothing != 0.2 || s.Tolerance != 1.5 ||
-		s.Headroom != 4 || s.Window != time.Second || s.WindowSamples != 10 || s.LongWindow != 600 {
-		t.Errorf("gradient defaults: %+v", s)
+	// Defaults, and the initial limit clamped into [MinLimit, MaxLimit];
+	// Settings returns the type NewLimiter was given.
+	want := map[LimitSettings]LimitSettings{
+		GradientLimit{}: GradientLimit{Limit: 20, MinLimit: 1, MaxLimit: 1000, Smoothing: 0.2, Tolerance: 1.5,
+			Headroom: 4, Window: time.Second, WindowSamples: 10, LongWindow: 600},
+		VegasLimit{}:                          VegasLimit{Limit: 20, MinLimit: 1, MaxLimit: 1000, Smoothing: 1},
+		AIMDLimit{MinLimit: 50, MaxLimit: 60}: AIMDLimit{Limit: 50, MinLimit: 50, MaxLimit: 60, Backoff: 0.9},
+		AIMDLimit{Limit: 500, MaxLimit: 60}:   AIMDLimit{Limit: 60, MinLimit: 1, MaxLimit: 60, Backoff: 0.9},
+		FixedLimit{Limit: 7}:                  FixedLimit{Limit: 7},
 	}
-	if s := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas}).Settings(); s.Limit != 20 || s.Smoothing != 1 || s.Probe != 0 {
-		t.Errorf("vegas defaults: %+v", s)
+	for in, w := range want {
+		l := mustLimiter(t, in)
+		if got := l.Settings(); got != w || got.Algorithm() != in.Algorithm() {
+			t.Errorf("%#v: settings %#v, want %#v", in, got, w)
+		}
 	}
-	if s := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, MinLimit: 50, MaxLimit: 60}).Settings(); s.Limit != 50 || s.Backoff != 0.9 {
-		t.Errorf("aimd defaults: %+v", s)
-	}
-	if l := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, Limit: 500, MaxLimit: 60}); l.Limit() != 60 {
-		t.Errorf("initial limit above MaxLimit: %d", l.Limit())
+	if s := (*Limiter)(nil).Settings(); s != nil {
+		t.Errorf("nil Limiter's settings: %#v", s)
 	}
 }
 
 func TestLimiterFixed(t *testing.T) {
-	l := mustLimiter(t, LimiterSettings{Limit: 2})
+	l := mustLimiter(t, FixedLimit{Limit: 2})
 	p1, ok1 := l.Acquire(t0)
 	p2, ok2 := l.Acquire(t0)
 	_, ok3 := l.Acquire(t0)
@@ -128,7 +131,7 @@ func runSteps(t *testing.T, l *Limiter, steps []limitStep) {
 // TestAIMDSteps: additive increase while the limit is used, multiplicative
 // decrease on drops and slow requests, within [MinLimit, MaxLimit].
 func TestAIMDSteps(t *testing.T) {
-	l := mustLimiter(t, LimiterSettings{Algorithm: LimitAIMD, Limit: 10, MaxLimit: 12, Backoff: 0.5, SlowRTT: 100 * time.Millisecond})
+	l := mustLimiter(t, AIMDLimit{Limit: 10, MaxLimit: 12, Backoff: 0.5, SlowRTT: 100 * time.Millisecond})
 	ms := time.Millisecond
 	runSteps(t, l, []limitStep{
 		{0, 10 * ms, 5, false, 11},   // half used: grow
@@ -150,7 +153,7 @@ func TestAIMDSteps(t *testing.T) {
 // gradient of latencies, the drop share, the app-limited hold and the
 // long RTT's recovery rule.
 func TestGradientSteps(t *testing.T) {
-	l := mustLimiter(t, LimiterSettings{Algorithm: LimitGradient, Limit: 10, MaxLimit: 100, Smoothing: 0.5,
+	l := mustLimiter(t, GradientLimit{Limit: 10, MaxLimit: 100, Smoothing: 0.5,
 		Tolerance: 1, Headroom: 2, Window: time.Second, WindowSamples: 2, LongWindow: 1})
 	ms := time.Millisecond
 	runSteps(t, l, []limitStep{
@@ -192,7 +195,7 @@ func TestGradientSteps(t *testing.T) {
 // Gradient2 compares with the long-term average, not with the unloaded
 // latency, so a rise that lasts is accepted in time: it reacts to changes.
 func TestGradientReacts(t *testing.T) {
-	l := mustLimiter(t, LimiterSettings{Algorithm: LimitGradient, Window: 100 * time.Millisecond})
+	l := mustLimiter(t, GradientLimit{Window: 100 * time.Millisecond})
 	now := t0
 	run := func(windows int, rtt time.Duration) int {
 		for range windows {
@@ -221,7 +224,7 @@ func TestGradientReacts(t *testing.T) {
 // samples, the queue estimate against log10 steps, drops, and the
 // app-limited hold.
 func TestVegasSteps(t *testing.T) {
-	l := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas, Limit: 10, MaxLimit: 100})
+	l := mustLimiter(t, VegasLimit{Limit: 10, MaxLimit: 100})
 	ms := time.Millisecond
 	runSteps(t, l, []limitStep{
 		{0, 100 * ms, 10, false, 10}, // the first: the no-load latency
@@ -248,7 +251,7 @@ func TestVegasSteps(t *testing.T) {
 // creeps up: the trade-off the Probe setting documents.
 func TestVegasSettles(t *testing.T) {
 	run := func(probe int) (mean float64, peak int) {
-		l := mustLimiter(t, LimiterSettings{Algorithm: LimitVegas, Limit: 5, Probe: probe})
+		l := mustLimiter(t, VegasLimit{Limit: 5, Probe: probe})
 		now, sum := t0, 0
 		for w := range 3000 {
 			n := int64(l.Limit())

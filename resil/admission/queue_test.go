@@ -1,4 +1,4 @@
-package resil
+package admission
 
 import (
 	"testing"
