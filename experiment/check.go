@@ -26,6 +26,10 @@ type CheckInput struct {
 	// the fleet took from the base scenario or a product's default rather
 	// than from the user's file: the verdict does not blame them.
 	FromBase []string
+	// Tiers, for a stack (CheckStack), are the layers below the fleet,
+	// outermost first: each cell runs the fleet through them to the
+	// origin, and the amplification is judged at the origin.
+	Tiers []scenario.Tier
 }
 
 // CheckOptions say what to check the fleets against.
@@ -231,10 +235,19 @@ func realisticCell(loads []float64, faults []checkFault, realLoad, realDip float
 // ki, seed si, fault fi, load li. It is the one place a policy meets a
 // cell, for check and advise alike.
 func (e *envelope) cell(f scenario.Fleet, ki, si, fi, li int) (*scenario.Scenario, error) {
+	return e.cellThrough(f, nil, ki, si, fi, li)
+}
+
+// cellThrough is cell with the fleet calling the origin through tiers (a
+// stack's layers below the fleet); none is cell.
+func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, fi, li int) (*scenario.Scenario, error) {
 	sc := envelopeCell(e.base, e.loads[li], e.faults[fi], e.at)
 	sc.Seed = e.seeds[si]
 	sc.Traffic.Clients = e.clients[ki]
 	sc.Fleets = []scenario.Fleet{f}
+	if tiers != nil {
+		sc.Tiers = tiers
+	}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -268,13 +281,24 @@ func (e *envelope) jobs(fleets int) []job {
 
 // run runs jobs of fleets on the envelope and hands each result to keep.
 func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
+	return e.runThrough(ctx, fleets, nil, name, sh, opts, keep)
+}
+
+// runThrough is run with fleet i calling the origin through tiers[i]
+// (when tiers has it): a stack's chain, judged at the origin.
+func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
 	jobs := e.jobs(len(fleets))
 	g := Grid{
-		Cells: len(jobs),
-		Shard: sh,
+		Cells:   len(jobs),
+		Shard:   sh,
+		Summary: atOrigin,
 		Cell: func(i int) (*scenario.Scenario, error) {
 			j := jobs[i]
-			sc, err := e.cell(fleets[j.fleet], j.clients, j.seed, j.fault, j.load)
+			var ts []scenario.Tier
+			if j.fleet < len(tiers) {
+				ts = tiers[j.fleet]
+			}
+			sc, err := e.cellThrough(fleets[j.fleet], ts, j.clients, j.seed, j.fault, j.load)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name(j.fleet), err)
 			}
@@ -305,13 +329,14 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 		r.ClientsFrom = "--clients"
 	}
 	fleets := make([]scenario.Fleet, len(in))
+	tiers := make([][]scenario.Tier, len(in))
 	for i, f := range in {
-		fleets[i] = f.Fleet
+		fleets[i], tiers[i] = f.Fleet, f.Tiers
 		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, base, f.FromBase), Runs: r.newRuns()}
 		r.Fleets = append(r.Fleets, cf)
 	}
 	name := func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }
-	err = e.run(ctx, fleets, name, co.Shard, opts, func(j job, c CheckCell) {
+	err = e.runThrough(ctx, fleets, tiers, name, co.Shard, opts, func(j job, c CheckCell) {
 		r.Fleets[j.fleet].Runs[j.clients][j.seed][j.fault][j.load] = c
 	})
 	if err != nil {

@@ -357,6 +357,10 @@ type CheckOptions struct {
 	// MaxMemory is --max-memory: the most memory one run of the envelope
 	// may need (sim.Estimate); zero means sim.DefaultLimits'.
 	MaxMemory int64
+
+	// CI are check's outputs for a CI gate and its layers: --stack,
+	// --sarif, --junit, --baseline (stack.go, ci.go).
+	CI
 }
 
 // minLoad is the lowest --load (internal/cli's minLoad): a load sets the
@@ -467,6 +471,9 @@ func Check(ctx context.Context, args []string, o IO) error {
 // RunCheck checks the fleets of files; it returns ErrUnsafe when one
 // stays collapsed in the realistic region.
 func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
+	if len(c.Stack) > 0 {
+		return RunStack(ctx, files, c, o) // stack.go
+	}
 	if len(files) == 0 {
 		return usagef("check takes one or more config or scenario files: retrystorm check FILE...")
 	}
@@ -474,7 +481,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return err
 	}
-	in, b, _, err := inputs(o, files, c.Format, c.Base, c.assume())
+	in, b, _, u, err := inputFiles(o, files, c.Format, c.Base, c.assume())
 	if err != nil {
 		return err
 	}
@@ -485,7 +492,11 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return costly(err)
 	}
-	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+	err = printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+	if c.gated() && r.Shard == (experiment.Shard{}).String() && (err == nil || errors.Is(err, ErrUnsafe)) {
+		return c.gate(o, checkVerdicts(r, in, u)) // ci.go: SARIF, JUnit, --baseline
+	}
+	return err
 }
 
 func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command string) error {

@@ -1,0 +1,167 @@
+package configcmd
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// CI are the options of check that make it a gate in CI, and check a
+// stack of files as one call chain.
+type CI struct {
+	// Stack lists the layers of one call chain, outermost first, each a
+	// file (or files joined with "+", as an Envoy route and its cluster):
+	// --stack a,b,c or --stack repeated.
+	Stack []string
+	// SARIF, JUnit: files to write the verdicts to (--sarif, --junit).
+	SARIF, JUnit string
+	// Baseline is a previous check --json: fail only on what got worse.
+	Baseline string
+}
+
+// SplitStack splits --stack values ("a,b", given once or more) into the
+// layers, in order; empty names are refused.
+func SplitStack(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		for _, l := range strings.Split(v, ",") {
+			if l = strings.TrimSpace(l); l == "" {
+				return nil, usagef("--stack %q: an empty layer: give files separated by commas, outermost first", v)
+			}
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// stackLoop returns the loop when a file is a layer twice: a call chain
+// that comes back to a layer calls itself for ever.
+func stackLoop(layers []string) []string {
+	seen := map[string]int{}
+	for i, l := range layers {
+		for _, f := range strings.Split(l, "+") {
+			k := filepath.Clean(f)
+			if j, ok := seen[k]; ok && j != i {
+				return append(append([]string(nil), layers[j:i]...), layers[i])
+			}
+			seen[k] = i
+		}
+	}
+	return nil
+}
+
+// RunStack checks the layers of c.Stack as one call chain: each layer's
+// files imported on their own (each its own format), the first fleet
+// that retries in each the layer's policy.
+func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
+	if len(files) > 0 {
+		return usagef("check --stack takes its files in --stack, not as arguments (%s): --stack %s", strings.Join(files, " "), strings.Join(append(append([]string(nil), c.Stack...), files...), ","))
+	}
+	names, err := SplitStack(c.Stack)
+	if err != nil {
+		return err
+	}
+	if len(names) < 2 {
+		return usagef("--stack %s: a stack is two layers or more, outermost first (for one file: retrystorm check FILE)", strings.Join(names, ","))
+	}
+	if loop := stackLoop(names); loop != nil {
+		return usagef("--stack: the chain loops: %s: a layer cannot call itself through the others", strings.Join(loop, " → "))
+	}
+	opts, sh, err := c.options(o)
+	if err != nil {
+		return err
+	}
+	b, err := base(o, c.Base)
+	if err != nil {
+		return err
+	}
+	if c.Seed != nil {
+		b.Seed = *c.Seed
+	}
+	var layers []experiment.StackLayer
+	for _, name := range names {
+		l, err := stackLayer(o, name, b.Fleets, c)
+		if err != nil {
+			return err
+		}
+		layers = append(layers, l)
+	}
+	r, err := experiment.CheckStack(ctx, layers, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
+	if err != nil {
+		return costly(err)
+	}
+	v := stackVerdicts(r)
+	if c.JSON {
+		if err := writeJSON(o.Stdout, r); err != nil {
+			return err
+		}
+	} else {
+		if err := r.Render(o.Stdout, o.Style); err != nil {
+			return err
+		}
+		if err := writeReport(o, c.Out, r.Check.Section(), "retrystorm check --stack "+strings.Join(names, ",")); err != nil {
+			return err
+		}
+	}
+	return c.gate(o, v)
+}
+
+// stackLayer imports one layer: its files (joined with "+"), with its own
+// format, and picks its policy: the first fleet that retries.
+func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) (experiment.StackLayer, error) {
+	var srcs []importer.Source
+	for _, f := range strings.Split(name, "+") {
+		data, err := o.read(f, maxConfigSize)
+		if err != nil {
+			return experiment.StackLayer{}, err
+		}
+		srcs = append(srcs, source(f, data))
+	}
+	opts := importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
+	if c.Format != "" {
+		f, err := importer.ParseFormat(c.Format)
+		if err != nil {
+			return experiment.StackLayer{}, usagef("--format: %v", err)
+		}
+		opts.Format = f
+	}
+	if len(baseFleets) > 0 {
+		opts.Timeout = baseFleets[0].Timeout
+	}
+	fl, err := importer.Import(srcs, opts)
+	if err != nil {
+		return experiment.StackLayer{}, usagef("--stack layer %s: %v", name, err)
+	}
+	pick := fl[0]
+	for _, f := range fl {
+		if f.Fleet.Retry.MaxRetries != 0 {
+			pick = f
+			break
+		}
+	}
+	l := experiment.StackLayer{Name: filepath.Base(srcs[0].Name), File: srcs[0].Name,
+		Input: experiment.CheckInput{Fleet: pick.Fleet, Origin: pick.Origin, FromBase: fromBase(pick.From)}}
+	for _, s := range importer.Settings(srcs, pick) {
+		l.Settings = append(l.Settings, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+	}
+	return l, nil
+}
+
+// gated reports whether check writes CI outputs or compares a baseline.
+func (c *CheckOptions) gated() bool {
+	return c.SARIF != "" || c.JUnit != "" || c.Baseline != ""
+}
+
+// importerSettings are an imported fleet's settings with their file and
+// line.
+func importerSettings(u *userFiles, fl importer.Fleet) []experiment.SettingAt {
+	var out []experiment.SettingAt
+	for _, s := range importer.Settings(u.srcs, fl) {
+		out = append(out, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+	}
+	return out
+}
