@@ -256,8 +256,11 @@ func stackOutage(ctx context.Context, base *scenario.Scenario, fleet scenario.Fl
 		if cap <= 0 {
 			cap = r.Backoff.Base
 		}
-		t := max(timeout, below+time.Second)
-		below = time.Duration(n+1)*t + time.Duration(n)*cap
+		// An hour bounds it: a chain that needs longer has retries no
+		// outage run measures, and the scenario takes no longer timeout
+		// than a day.
+		t := min(max(timeout, below+time.Second), time.Hour)
+		below = min(time.Duration(n+1)*t+time.Duration(n)*cap, time.Hour)
 		return t
 	}
 	for l := len(sc.Tiers) - 1; l >= 0; l-- {

@@ -1,0 +1,314 @@
+package configcmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/retrystorm/retrystorm/experiment"
+)
+
+func stackdata(name string) string { return filepath.Join("testdata", "stack", name) }
+
+// runStack runs check --stack with layers and the CI options, one seed.
+func runStack(t *testing.T, ci CI, jsonOut bool) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
+	return out.String(), errb.String(), err
+}
+
+// TestStackAmplifiesThroughTheLayers is the issue's first case: an app's
+// gRPC client making 3 attempts (a service config's maxAttempts), a mesh
+// sidecar 2 (an Istio VirtualService's attempts: 1) and a gateway 2: 12
+// attempts per intent at the origin in a total outage, in the closed form
+// and in the simulator, as the layers experiment checks; the chain is
+// unsafe, and the settings to blame are named at their file and line.
+func TestStackAmplifiesThroughTheLayers(t *testing.T) {
+	// --stack given twice, the first with two layers: the same chain.
+	ci := CI{Stack: []string{stackdata("app-grpc.json") + "," + stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
+	out, _, err := runStack(t, ci, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("check --stack of 3 × 2 × 2 attempts without budgets: %v, want ErrUnsafe", err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{3, 6, 12}
+	for i, l := range r.Layers {
+		if l.ClosedForm != want[i] || !l.Exact {
+			t.Errorf("layer %s: closed form %g (exact %v), want %g exact", l.Name, l.ClosedForm, l.Exact, want[i])
+		}
+		if math.Abs(l.Simulated-want[i]) > 0.05*want[i] {
+			t.Errorf("layer %s: simulated %g attempts per intent, want %g within 5%%", l.Name, l.Simulated, want[i])
+		}
+	}
+	if !r.Agree || !r.Unsafe {
+		t.Errorf("agree %v, unsafe %v: want both", r.Agree, r.Unsafe)
+	}
+	// Blame: each layer's max_retries at the line that sets it.
+	got := map[string]int{}
+	for _, l := range r.Layers {
+		for _, b := range l.Blame {
+			if b.Setting == "retry.max_retries" {
+				got[filepath.Base(b.File)] = b.Line
+			}
+		}
+	}
+	wantLines := map[string]int{"app-grpc.json": 5, "mesh.yaml": 15, "gateway.yaml": 16}
+	for f, line := range wantLines {
+		if got[f] != line {
+			t.Errorf("blame for %s: line %d, want %d (retries set there)", f, got[f], line)
+		}
+	}
+	// The text says the same.
+	text, _, _ := runStack(t, ci, false)
+	for _, s := range []string{"app-grpc.json → mesh.yaml → gateway.yaml", "Verdict for the chain: UNSAFE", stackdata("mesh.yaml") + ":15", "agrees with the closed form"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("the text lacks %q:\n%s", s, text)
+		}
+	}
+}
+
+// TestStackWithABudgetAtEveryLayer: Envoy's retry budget, Istio's and
+// Linkerd's at every layer: the closed form is a bound (or none, for
+// Linkerd's unlimited retries), and the simulated amplification stays
+// under what the same retry counts would send without budgets.
+func TestStackWithABudgetAtEveryLayer(t *testing.T) {
+	ci := CI{Stack: []string{testdata("envoy/front-proxy.yaml"), testdata("istio/budget.yaml"), testdata("linkerd/books.yaml")}}
+	out, _, err := runStack(t, ci, true)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Layers) != 3 || !r.Agree {
+		t.Fatalf("%d layers, agree %v", len(r.Layers), r.Agree)
+	}
+	for _, l := range r.Layers {
+		if l.Exact {
+			t.Errorf("layer %s with a budget: the closed form is called exact", l.Name)
+		}
+		if l.ClosedForm > 0 && l.Simulated > l.ClosedForm*1.05 {
+			t.Errorf("layer %s: simulated %g past the bound %g", l.Name, l.Simulated, l.ClosedForm)
+		}
+	}
+}
+
+// TestStackRefusesBadInput: a loop is refused with the loop printed, and
+// every other mistake is a usage error (exit status 2) naming what is
+// wrong; a file that does not parse is named with its line.
+func TestStackRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.yaml")
+	if err := os.WriteFile(broken, []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec:\n  http: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app, mesh, gw := stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")
+	for _, tc := range []struct {
+		name  string
+		stack []string
+		files []string
+		want  string
+	}{
+		{"loop", []string{app + "," + mesh + "," + app}, nil, app + " → " + mesh + " → " + app},
+		{"loop through a joined layer", []string{mesh + "," + gw + "+" + mesh}, nil, "the chain loops"},
+		{"one layer", []string{app}, nil, "two layers or more"},
+		{"empty layer", []string{app + ",," + mesh}, nil, "an empty layer"},
+		{"files as arguments", []string{app + "," + mesh}, []string{gw}, "not as arguments"},
+		{"missing file", []string{app + "," + filepath.Join(dir, "none.yaml")}, nil, "none.yaml"},
+		{"does not parse", []string{app + "," + broken}, nil, "broken.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want a usage error with %q", err, tc.want)
+			}
+		})
+	}
+	// The parse error names the line.
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if err == nil || !strings.Contains(err.Error(), "line") {
+		t.Errorf("a YAML mistake: %v, want its line", err)
+	}
+}
+
+// TestSARIFIsValid writes the SARIF of an unsafe stack and checks it
+// against the required properties of the SARIF 2.1.0 schema (OASIS,
+// sarif-schema-2.1.0.json in oasis-tcs/sarif-spec's Schemata; no JSON
+// schema validator is in go.mod, so the test checks by hand): sarifLog
+// requires version "2.1.0" and runs; run requires tool; tool requires
+// driver; toolComponent requires name; reportingDescriptor requires id;
+// result requires message, and message text or id; a region's startLine
+// is at least 1; level is one of none, note, warning, error; and the
+// objects allow no other properties than the schema's.
+func TestSARIFIsValid(t *testing.T) {
+	dir := t.TempDir()
+	sarif, junit := filepath.Join(dir, "check.sarif"), filepath.Join(dir, "check.xml")
+	_, _, err := runStack(t, CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}, SARIF: sarif, JUnit: junit}, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log map[string]any
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(v any, where string, required []string, allowed ...string) map[string]any {
+		t.Helper()
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: not an object", where)
+		}
+		for _, r := range required {
+			if _, ok := m[r]; !ok {
+				t.Errorf("%s: lacks the required %q", where, r)
+			}
+		}
+		for k := range m {
+			if !slices.Contains(required, k) && !slices.Contains(allowed, k) {
+				t.Errorf("%s: property %q is not in the schema's", where, k)
+			}
+		}
+		return m
+	}
+	list := func(v any, where string) []any {
+		t.Helper()
+		l, ok := v.([]any)
+		if !ok {
+			t.Fatalf("%s: not an array", where)
+		}
+		return l
+	}
+	obj(log, "sarifLog", []string{"version", "runs"}, "$schema", "inlineExternalProperties", "properties")
+	if log["version"] != "2.1.0" {
+		t.Errorf("version %v", log["version"])
+	}
+	runs := list(log["runs"], "runs")
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	run := obj(runs[0], "run", []string{"tool"}, "results", "artifacts", "invocations", "properties")
+	tool := obj(run["tool"], "tool", []string{"driver"}, "extensions", "properties")
+	driver := obj(tool["driver"], "toolComponent", []string{"name"}, "informationUri", "rules", "version", "semanticVersion", "properties")
+	var ids []string
+	for _, rl := range list(driver["rules"], "rules") {
+		r := obj(rl, "reportingDescriptor", []string{"id"}, "shortDescription", "fullDescription", "helpUri", "name", "properties")
+		ids = append(ids, r["id"].(string))
+		obj(r["shortDescription"], "multiformatMessageString", []string{"text"}, "markdown", "properties")
+	}
+	results := list(run["results"], "results")
+	if len(results) == 0 {
+		t.Fatal("an unsafe stack with no results")
+	}
+	lines := 0
+	for i, rv := range results {
+		r := obj(rv, "result", []string{"message"}, "ruleId", "level", "locations", "properties")
+		if !slices.Contains(ids, r["ruleId"].(string)) {
+			t.Errorf("result %d: rule %v is not the driver's", i, r["ruleId"])
+		}
+		if !slices.Contains([]string{"none", "note", "warning", "error"}, r["level"].(string)) {
+			t.Errorf("result %d: level %v", i, r["level"])
+		}
+		if m := obj(r["message"], "message", nil, "text", "id", "markdown", "arguments"); m["text"] == nil && m["id"] == nil {
+			t.Errorf("result %d: a message with neither text nor id", i)
+		}
+		for _, lv := range list(r["locations"], "locations") {
+			l := obj(lv, "location", nil, "physicalLocation", "id", "message", "properties")
+			pl := obj(l["physicalLocation"], "physicalLocation", nil, "artifactLocation", "region", "properties")
+			al := obj(pl["artifactLocation"], "artifactLocation", nil, "uri", "uriBaseId", "index", "properties")
+			if u, _ := al["uri"].(string); u == "" || strings.Contains(u, `\`) {
+				t.Errorf("result %d: uri %q", i, u)
+			}
+			if pl["region"] != nil {
+				reg := obj(pl["region"], "region", nil, "startLine", "startColumn", "endLine", "endColumn")
+				if n, _ := reg["startLine"].(float64); n < 1 {
+					t.Errorf("result %d: startLine %v, the schema's minimum is 1", i, reg["startLine"])
+				}
+				lines++
+			}
+		}
+	}
+	if lines == 0 {
+		t.Error("no result points at a line")
+	}
+
+	// JUnit: one test case, failed, that names the files and lines.
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ju junitSuites
+	if err := xml.Unmarshal(x, &ju); err != nil {
+		t.Fatal(err)
+	}
+	if len(ju.Suites) != 1 || ju.Suites[0].Tests != 1 || ju.Suites[0].Failures != 1 || ju.Suites[0].Cases[0].Failure == nil ||
+		!strings.Contains(ju.Suites[0].Cases[0].Failure.Text, stackdata("mesh.yaml")+":15") {
+		t.Errorf("junit:\n%s", x)
+	}
+}
+
+// TestBaseline: with the verdicts of a previous check --json, an unsafe
+// config that is no worse passes; one that got worse, or is new, fails.
+func TestBaseline(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	check := func(file, baseline string) (string, error) {
+		var out bytes.Buffer
+		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+		return out.String(), err
+	}
+	naive := testdata("istio/naive.yaml")
+	out, err := check(naive, "")
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("naive: %v", err)
+	}
+	base := filepath.Join(dir, "main.json")
+	if err := os.WriteFile(base, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(naive, base); err != nil {
+		t.Errorf("the same unsafe config against its own baseline: %v, want a pass", err)
+	}
+	// A baseline where it was safe: the same config got worse.
+	var r experiment.CheckResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	safe, _ := check(testdata("istio/budget.yaml"), "")
+	var rs experiment.CheckResult
+	if err := json.Unmarshal([]byte(safe), &rs); err != nil {
+		t.Fatal(err)
+	}
+	rs.Fleets[0].Name = r.Fleets[0].Name
+	b, _ := json.Marshal(rs)
+	if err := os.WriteFile(base, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(naive, base); !errors.Is(err, ErrUnsafe) {
+		t.Errorf("safe before, unsafe now: %v, want ErrUnsafe", err)
+	}
+	if err := os.WriteFile(base, []byte(`{"fleets": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UsageError
+	if _, err := check(naive, base); !errors.As(err, &ue) {
+		t.Errorf("a baseline that is no check's JSON: %v, want a usage error", err)
+	}
+}
