@@ -289,9 +289,8 @@ func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i
 func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
 	jobs := e.jobs(len(fleets))
 	g := Grid{
-		Cells:   len(jobs),
-		Shard:   sh,
-		Summary: atOrigin,
+		Cells: len(jobs),
+		Shard: sh,
 		Cell: func(i int) (*scenario.Scenario, error) {
 			j := jobs[i]
 			var ts []scenario.Tier
@@ -304,6 +303,9 @@ func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tier
 			}
 			return sc, nil
 		},
+	}
+	if len(tiers) > 0 {
+		g.Summary = atOrigin // a stack is judged where the load lands
 	}
 	return RunGrid(ctx, g, opts, func(i int, s sim.Summary) { keep(jobs[i], cellOf(s)) })
 }
@@ -329,11 +331,15 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 		r.ClientsFrom = "--clients"
 	}
 	fleets := make([]scenario.Fleet, len(in))
-	tiers := make([][]scenario.Tier, len(in))
+	tiers, stack := make([][]scenario.Tier, len(in)), false
 	for i, f := range in {
 		fleets[i], tiers[i] = f.Fleet, f.Tiers
+		stack = stack || f.Tiers != nil
 		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, base, f.FromBase), Runs: r.newRuns()}
 		r.Fleets = append(r.Fleets, cf)
+	}
+	if !stack {
+		tiers = nil // the fleets run as check runs them, through the base's tiers if any
 	}
 	name := func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }
 	err = e.runThrough(ctx, fleets, tiers, name, co.Shard, opts, func(j job, c CheckCell) {

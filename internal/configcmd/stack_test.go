@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"go.yaml.in/yaml/v3"
 )
 
 func stackdata(name string) string { return filepath.Join("testdata", "stack", name) }
@@ -310,5 +311,83 @@ func TestBaseline(t *testing.T) {
 	var ue *UsageError
 	if _, err := check(naive, base); !errors.As(err, &ue) {
 		t.Errorf("a baseline that is no check's JSON: %v, want a usage error", err)
+	}
+}
+
+// TestCheckSARIFAtTheLine: check on files (no stack) writes its SARIF at
+// the line of the setting to blame in the file the fleet came from: the
+// Istio route's retries.attempts.
+func TestCheckSARIFAtTheLine(t *testing.T) {
+	sarif := filepath.Join(t.TempDir(), "check.sarif")
+	naive := testdata("istio/naive.yaml")
+	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log sarifLog
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(naive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, "attempts: 3") {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, r := range log.Runs[0].Results {
+		for _, l := range r.Locations {
+			if l.PhysicalLocation.ArtifactLocation.URI == filepath.ToSlash(naive) && l.PhysicalLocation.Region != nil && l.PhysicalLocation.Region.StartLine == want {
+				found = true
+			}
+		}
+	}
+	if want == 0 || !found {
+		t.Errorf("no result at %s:%d (attempts: 3):\n%s", naive, want, data)
+	}
+}
+
+// TestActionAndHook: the composite Action installs the command with go
+// install and runs check with SARIF and JUnit; the pre-commit hook runs
+// check.
+func TestActionAndHook(t *testing.T) {
+	var action struct {
+		Runs struct {
+			Using string
+			Steps []struct{ Run string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &action); err != nil {
+		t.Fatal(err)
+	}
+	var all string
+	for _, s := range action.Runs.Steps {
+		all += s.Run
+	}
+	if action.Runs.Using != "composite" || !strings.Contains(all, "go install") || !strings.Contains(all, "retrystorm-full check --sarif") || !strings.Contains(all, "--junit") {
+		t.Errorf("action.yml: using %q, steps:\n%s", action.Runs.Using, all)
+	}
+	var hooks []struct{ ID, Entry, Language string }
+	data, err = os.ReadFile(filepath.Join("..", "..", ".pre-commit-hooks.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 1 || hooks[0].ID != "retrystorm-check" || hooks[0].Entry != "retrystorm-full check" || hooks[0].Language != "golang" {
+		t.Errorf("hooks: %+v", hooks)
 	}
 }
