@@ -246,7 +246,7 @@ func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, 
 	sc.Traffic.Clients = e.clients[ki]
 	sc.Fleets = []scenario.Fleet{f}
 	if tiers != nil {
-		sc.Tiers = tiers
+		sc.Tiers = perClient(tiers, e.clients[ki])
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -330,12 +330,16 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 	if co.Clients != 0 {
 		r.ClientsFrom = "--clients"
 	}
+	// The floors per client the risks count are at the verdict's client
+	// count (--clients), not the base scenario's.
+	counted := clone(base)
+	counted.Traffic.Clients = e.clients[0]
 	fleets := make([]scenario.Fleet, len(in))
 	tiers, stack := make([][]scenario.Tier, len(in)), false
 	for i, f := range in {
 		fleets[i], tiers[i] = f.Fleet, f.Tiers
 		stack = stack || f.Tiers != nil
-		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, base, f.FromBase), Runs: r.newRuns()}
+		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, counted, f.FromBase), Runs: r.newRuns()}
 		r.Fleets = append(r.Fleets, cf)
 	}
 	if !stack {

@@ -100,6 +100,25 @@ func stackTiers(layers []StackLayer) []scenario.Tier {
 	return ts
 }
 
+// perClient gives each tier one replica per client instance: each
+// instance of the layer above calls through its own copy of the layer
+// below (a sidecar per pod), with its own budget and breaker, so floors
+// per instance (Envoy's min_retry_concurrency, Linkerd's
+// minRetriesPerSecond) add up as they do in check's fleets. A layer with
+// fewer instances (a gateway's few pods) is over-counted: manifests with
+// replicas would say; a stack of files cannot.
+func perClient(tiers []scenario.Tier, clients int) []scenario.Tier {
+	out := make([]scenario.Tier, len(tiers))
+	copy(out, tiers)
+	for i := range out {
+		out[i].Server.Replicas = min(max(clients, 1), maxTierReplicas)
+	}
+	return out
+}
+
+// maxTierReplicas is the most replicas a scenario's tier takes.
+const maxTierReplicas = 10_000
+
 // atOrigin is a run's summary judged at the origin: the fleet's intents
 // and recovery (what its users see), and the attempts and peak offered
 // load that reached the origin through the tiers.
@@ -145,10 +164,12 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 	r.Check = c
 	r.Unsafe = c.Unsafe(0)
 
-	sims, err := stackOutage(ctx, co.Base, fleet, tiers, opts)
+	sims, err := stackOutage(ctx, co.Base, fleet, tiers, c.Clients[0], opts)
 	if err != nil {
 		return nil, err
 	}
+	counted := clone(co.Base)
+	counted.Traffic.Clients = c.Clients[0] // floors per client at the verdict's count
 	closed, exact := 1.0, true
 	var blamed []string
 	for i, l := range layers {
@@ -166,7 +187,7 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 		}
 		exact = exact && closed > 0 && layerExact(f)
 		lr.ClosedForm, lr.Exact = round3(closed), exact
-		for _, why := range risks(f, co.Base, l.Input.FromBase) {
+		for _, why := range risks(f, counted, l.Input.FromBase) {
 			b := blameFor(l, why)
 			lr.Blame = append(lr.Blame, b)
 			blamed = append(blamed, l.Name+": "+why)
@@ -241,10 +262,9 @@ func blameFor(l StackLayer, why string) Blame {
 // layer's timeout is stretched past what the layers below can take and
 // deadlines are lifted, so that no layer gives up before the one below
 // has made every retry it may: the worst case the retry counts allow.
-func stackOutage(ctx context.Context, base *scenario.Scenario, fleet scenario.Fleet, tiers []scenario.Tier, opts Options) ([]float64, error) {
+func stackOutage(ctx context.Context, base *scenario.Scenario, fleet scenario.Fleet, tiers []scenario.Tier, clients int, opts Options) ([]float64, error) {
 	sc := clone(base)
-	sc.Tiers = make([]scenario.Tier, len(tiers))
-	copy(sc.Tiers, tiers)
+	sc.Tiers = perClient(tiers, clients)
 	// below is how long the layers under layer l may take, at most.
 	below := time.Duration(0)
 	stretch := func(timeout time.Duration, r scenario.Retry) time.Duration {

@@ -391,3 +391,32 @@ func TestActionAndHook(t *testing.T) {
 		t.Errorf("hooks: %+v", hooks)
 	}
 }
+
+// TestFloorsPerClientAtTheVerdictsCount is the second case: 200
+// client instances, each an Envoy with a retry budget's floor of 3
+// concurrent retries (min_retry_concurrency), together get 600 retries
+// past the budget. The blame counts the floor at the verdict's client
+// count (--clients 200), in a stack and in a plain check; it counted the
+// base scenario's 20 before.
+func TestFloorsPerClientAtTheVerdictsCount(t *testing.T) {
+	envoy := testdata("envoy/front-proxy.yaml")
+	for _, tc := range []struct {
+		name  string
+		files []string
+		ci    CI
+	}{
+		{"check", []string{envoy}, CI{}},
+		{"stack", nil, CI{Stack: []string{stackdata("app-grpc.json"), envoy}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			if err != nil && !errors.Is(err, ErrUnsafe) {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "min_retry_concurrency 3 per client (600 over 200 clients)") {
+				t.Errorf("the floor is not counted at 200 clients:\n%s", out.String())
+			}
+		})
+	}
+}
