@@ -148,15 +148,15 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 	if co.Shard.Count > 1 {
 		return nil, errors.New("check --stack: --shard is not supported with a stack yet")
 	}
-	var names []string
+	var names, files []string
 	for _, l := range layers {
-		names = append(names, l.Name)
+		names, files = append(names, l.Name), append(files, l.File)
 	}
 	r := &StackResult{Chain: strings.Join(names, " → ")}
 	fleet := layers[0].Input.Fleet
 	fleet.Name = r.Chain
 	tiers := stackTiers(layers)
-	in := CheckInput{Fleet: fleet, Origin: r.Chain, Tiers: tiers}
+	in := CheckInput{Fleet: fleet, Origin: strings.Join(files, ", "), Tiers: tiers}
 	c, err := Check(ctx, []CheckInput{in}, co, opts)
 	if err != nil {
 		return nil, err
