@@ -114,12 +114,28 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 // format, and picks its policy: the first fleet that retries.
 func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) (experiment.StackLayer, error) {
 	var srcs []importer.Source
+	inside := map[string]embedded{} // configs found in ConfigMaps, by their source's name
 	for _, f := range strings.Split(name, "+") {
 		data, err := o.read(f, maxConfigSize)
 		if err != nil {
 			return experiment.StackLayer{}, err
 		}
-		srcs = append(srcs, source(f, data))
+		src := source(f, data)
+		es, isCM, err := configMapSources(src.Name, data)
+		if err != nil {
+			return experiment.StackLayer{}, err
+		}
+		if !isCM {
+			srcs = append(srcs, src)
+			continue
+		}
+		if len(es) == 0 {
+			return experiment.StackLayer{}, usagef("--stack layer %s: its ConfigMaps hold no config this tool reads (a gRPC service config, an Envoy bootstrap, an AWS config file)", f)
+		}
+		for _, e := range es {
+			inside[e.src.Name] = e
+			srcs = append(srcs, e.src)
+		}
 	}
 	opts := importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
 	if c.Format != "" {
@@ -143,10 +159,19 @@ func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) 
 			break
 		}
 	}
-	l := experiment.StackLayer{Name: filepath.Base(srcs[0].Name), File: srcs[0].Name,
+	file := strings.Split(name, "+")[0]
+	l := experiment.StackLayer{Name: filepath.Base(file), File: file,
 		Input: experiment.CheckInput{Fleet: pick.Fleet, Origin: pick.Origin, FromBase: fromBase(pick.From)}}
 	for _, s := range importer.Settings(srcs, pick) {
-		l.Settings = append(l.Settings, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+		at := experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line}
+		if e, ok := inside[s.File]; ok {
+			// A setting in a ConfigMap's value: its line in the manifest.
+			at.File = e.file
+			if at.Line > 0 {
+				at.Line += e.offset
+			}
+		}
+		l.Settings = append(l.Settings, at)
 	}
 	return l, nil
 }

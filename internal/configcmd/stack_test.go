@@ -420,3 +420,48 @@ func TestFloorsPerClientAtTheVerdictsCount(t *testing.T) {
 		})
 	}
 }
+
+// TestStackLayerInAConfigMap: a layer may be a Kubernetes manifest whose
+// ConfigMap holds the config (found by its content, beside a Deployment
+// and data that is no config): the same chain as the JSON file, and the
+// blame at the manifest's line of maxAttempts.
+func TestStackLayerInAConfigMap(t *testing.T) {
+	cm := stackdata("app-configmap.yaml")
+	out, _, err := runStack(t, CI{Stack: []string{cm, stackdata("mesh.yaml"), stackdata("gateway.yaml")}}, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Layers[2].ClosedForm; got != 12 || math.Abs(r.Layers[2].Simulated-12) > 0.6 {
+		t.Errorf("closed form %g, simulated %g: want 12", got, r.Layers[2].Simulated)
+	}
+	src, err := os.ReadFile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, `"maxAttempts"`) {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, b := range r.Layers[0].Blame {
+		found = found || b.Setting == "retry.max_retries" && b.File == cm && b.Line == want
+	}
+	if !found {
+		t.Errorf("no blame at %s:%d: %+v", cm, want, r.Layers[0].Blame)
+	}
+
+	empty := filepath.Join(t.TempDir(), "cm.yaml")
+	if err := os.WriteFile(empty, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UsageError
+	if _, _, err := runStack(t, CI{Stack: []string{empty, stackdata("mesh.yaml")}}, true); !errors.As(err, &ue) || !strings.Contains(err.Error(), "hold no config") {
+		t.Errorf("a ConfigMap with no config: %v, want a usage error saying so", err)
+	}
+}
