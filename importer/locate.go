@@ -63,7 +63,9 @@ func Locate(srcs []Source, where string) (string, int) {
 	}
 	doc := docs[0]
 	// "VirtualService orders: spec.http[0]...": the object by kind and name.
-	if obj, path, ok := strings.Cut(rest, ": "); ok && strings.Contains(obj, " ") && !strings.ContainsAny(obj, ".[") {
+	// (The name may hold dots, as a ServiceProfile's host; the kind is one
+	// capitalised word.)
+	if obj, path, ok := strings.Cut(rest, ": "); ok && isKindAndName(obj) {
 		kind, name, _ := strings.Cut(obj, " ")
 		for _, d := range docs {
 			if str(d, "kind") == kind && str(get(d, "metadata"), "name") == name {
@@ -84,4 +86,11 @@ func Locate(srcs []Source, where string) (string, int) {
 		}
 	}
 	return src.Name, doc.Line
+}
+
+// isKindAndName reports whether s reads "Kind name", as the importers
+// name a Kubernetes object in a provenance.
+func isKindAndName(s string) bool {
+	kind, name, ok := strings.Cut(s, " ")
+	return ok && name != "" && !strings.Contains(name, " ") && kind != "" && kind[0] >= 'A' && kind[0] <= 'Z' && !strings.ContainsAny(kind, ".[")
 }
