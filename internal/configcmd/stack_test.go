@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"go.yaml.in/yaml/v3"
@@ -463,5 +465,44 @@ func TestStackLayerInAConfigMap(t *testing.T) {
 	var ue *UsageError
 	if _, _, err := runStack(t, CI{Stack: []string{empty, stackdata("mesh.yaml")}}, true); !errors.As(err, &ue) || !strings.Contains(err.Error(), "hold no config") {
 		t.Errorf("a ConfigMap with no config: %v, want a usage error saying so", err)
+	}
+}
+
+// TestTwoHundredServices is the scale case for check on files:
+// 200 services from a template with three shared retry policies are
+// checked in under 30 s (2 cores): identical routes import as one fleet
+// (importer.Fleet.Covers), simulated once.
+func TestTwoHundredServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about ten seconds on 2 busy cores")
+	}
+	var b strings.Builder
+	for i := range 200 {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: svc%d}\nspec:\n  hosts: [svc%d]\n  http:\n  - name: svc%d\n    route:\n    - destination: {host: svc%d}\n    retries: {attempts: %d, perTryTimeout: 1s, retryOn: 5xx}\n", i, i, i, i, 1+i%3)
+	}
+	file := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), []string{file}, CheckOptions{JSON: true}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	took := time.Since(start)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Fleets) != 3 {
+		t.Errorf("%d fleets for 200 services with 3 policies, want 3 (identical routes simulated once)", len(r.Fleets))
+	}
+	t.Logf("200 services, %d fleets, 3 seeds: %v", len(r.Fleets), took)
+	if took > 30*time.Second {
+		t.Errorf("took %v, want under 30 s", took)
 	}
 }
