@@ -15,6 +15,37 @@ type Setting struct {
 	Line int // 0 when the line is not known (the file is)
 }
 
+// CoveredSettings are Settings for each object f covers (Fleet.Covers:
+// the objects with the same settings, imported as one fleet): the same
+// settings, read at that object's own place. A setting whose provenance
+// is not under f's object (a cluster's budget, a default) is kept as f
+// has it.
+func CoveredSettings(srcs []Source, f Fleet) [][]Setting {
+	own := objectOf(f.Origin)
+	var out [][]Setting
+	for _, c := range f.Covers {
+		other := objectOf(c)
+		g := Fleet{Origin: c}
+		for _, l := range f.From {
+			if before, after, ok := strings.Cut(l, "  <- "+own); ok && own != "" {
+				l = before + "  <- " + other + after
+			}
+			g.From = append(g.From, l)
+		}
+		out = append(out, Settings(srcs, g))
+	}
+	return out
+}
+
+// objectOf is an Origin less what follows its path: "file: Kind name:
+// path (host h)" is "file: Kind name: path".
+func objectOf(origin string) string {
+	if i := strings.Index(origin, " ("); i >= 0 {
+		return origin[:i]
+	}
+	return origin
+}
+
 // lineSuffix is the "(line N)" the AWS importer writes after an INI key.
 var lineSuffix = regexp.MustCompile(`\(line (\d+)\)`)
 

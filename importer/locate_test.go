@@ -59,3 +59,34 @@ func TestSettingsAtTheirLines(t *testing.T) {
 		t.Errorf("a default located at %s:%d", f, l)
 	}
 }
+
+// TestCoveredSettings: a fleet that stands for identical objects has its
+// settings read at each object's own line.
+func TestCoveredSettings(t *testing.T) {
+	var b strings.Builder
+	for i := range 3 {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: s" + string(rune('a'+i)) + "}\nspec:\n  hosts: [s]\n  http:\n  - route:\n    - destination: {host: s}\n    retries: {attempts: 3, perTryTimeout: 1s}\n")
+	}
+	srcs := []Source{{Name: "vs.yaml", Data: []byte(b.String())}}
+	fl, err := Import(srcs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fl) != 1 || len(fl[0].Covers) != 2 {
+		t.Fatalf("%d fleets, covers %v", len(fl), fl[0].Covers)
+	}
+	lines := []int{}
+	for _, set := range append([][]Setting{Settings(srcs, fl[0])}, CoveredSettings(srcs, fl[0])...) {
+		for _, s := range set {
+			if s.Name == "retry.max_retries" {
+				lines = append(lines, s.Line)
+			}
+		}
+	}
+	if len(lines) != 3 || lines[0] != 9 || lines[1] != 19 || lines[2] != 29 {
+		t.Errorf("retry.max_retries at lines %v, want [9 19 29]", lines)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
 )
 
 // verdict is one checked fleet or chain as a CI sees it: a test case, and
@@ -59,13 +60,25 @@ func checkVerdicts(r *experiment.CheckResult, in []experiment.CheckInput, u *use
 		if v.Unsafe {
 			file := f.Origin
 			var at []experiment.SettingAt
+			fl, ok := importer.Fleet{}, false
 			if i < len(in) {
-				if fl, ok := u.imported(in[i]); ok {
+				if fl, ok = u.imported(in[i]); ok {
 					file, _, _ = strings.Cut(fl.Origin, ": ")
 					at = importerSettings(u, fl)
 				}
 			}
 			v.Blame = experiment.BlameAt(f.Name, file, at, f.Risks)
+			if ok {
+				// The objects with the same settings, imported as this
+				// one fleet, are to blame as much: each at its own line.
+				for k, set := range importer.CoveredSettings(u.srcs, fl) {
+					var at []experiment.SettingAt
+					for _, s := range set {
+						at = append(at, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+					}
+					v.Blame = append(v.Blame, experiment.BlameAt(fl.Covers[k], file, at, f.Risks)...)
+				}
+			}
 		}
 		out = append(out, v)
 	}

@@ -489,7 +489,8 @@ func TestTwoHundredServices(t *testing.T) {
 	}
 	start := time.Now()
 	var out bytes.Buffer
-	err := RunCheck(context.Background(), []string{file}, CheckOptions{JSON: true}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	sarif := filepath.Join(t.TempDir(), "check.sarif")
+	err := RunCheck(context.Background(), []string{file}, CheckOptions{JSON: true, CI: CI{SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	took := time.Since(start)
 	if err != nil && !errors.Is(err, ErrUnsafe) {
 		t.Fatal(err)
@@ -502,6 +503,30 @@ func TestTwoHundredServices(t *testing.T) {
 		t.Errorf("%d fleets for 200 services with 3 policies, want 3 (identical routes simulated once)", len(r.Fleets))
 	}
 	t.Logf("200 services, %d fleets, 3 seeds: %v", len(r.Fleets), took)
+	// Every service's retries are annotated at its own line, though
+	// simulated once with the others of its policy.
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log sarifLog
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[int]bool{}
+	for _, res := range log.Runs[0].Results {
+		if strings.Contains(res.Message.Text, "retry.max_retries") && len(res.Locations) > 0 && res.Locations[0].PhysicalLocation.Region != nil {
+			lines[res.Locations[0].PhysicalLocation.Region.StartLine] = true
+		}
+	}
+	for i := range r.Fleets {
+		if !r.Unsafe(i) {
+			t.Fatalf("fleet %s is safe: the test wants every policy unsafe, so that every service is annotated", r.Fleets[i].Name)
+		}
+	}
+	if len(lines) != 200 {
+		t.Errorf("max_retries annotated at %d lines, want one per service (200)", len(lines))
+	}
 	if took > 30*time.Second {
 		t.Errorf("took %v, want under 30 s", took)
 	}
