@@ -31,6 +31,10 @@ type StackLayer struct {
 	Input CheckInput // its policy (Tiers unused)
 	// Settings are its settings with their file and line, for blame.
 	Settings []SettingAt
+	// Instances is how many instances the layer has (a Deployment's
+	// replicas), each with its own budget and breaker; zero: one per
+	// client instance of the check.
+	Instances int
 }
 
 // StackLayerResult is one layer of a checked stack.
@@ -87,14 +91,16 @@ const stackAmpError = layersAmpError
 // tierServer is the server model of a stack's tier: a millisecond of its
 // own work and no queue, as the layers scenario's, so that the origin is
 // the bottleneck and each tier holds its place while its call is out.
-var tierServer = scenario.Origin{Model: scenario.ModelConcurrency, Base: time.Millisecond, Replicas: 1}
+var tierServer = scenario.Origin{Model: scenario.ModelConcurrency, Base: time.Millisecond}
 
 // stackTiers turns layers 1..n-1 into tiers below layer 0's fleet.
 func stackTiers(layers []StackLayer) []scenario.Tier {
 	var ts []scenario.Tier
 	for _, l := range layers[1:] {
 		f := l.Input.Fleet
-		ts = append(ts, scenario.Tier{Name: l.Name, Server: tierServer,
+		srv := tierServer
+		srv.Replicas = min(l.Instances, maxTierReplicas)
+		ts = append(ts, scenario.Tier{Name: l.Name, Server: srv,
 			Client: scenario.Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge}})
 	}
 	return ts
@@ -111,7 +117,9 @@ func perClient(tiers []scenario.Tier, clients int) []scenario.Tier {
 	out := make([]scenario.Tier, len(tiers))
 	copy(out, tiers)
 	for i := range out {
-		out[i].Server.Replicas = min(max(clients, 1), maxTierReplicas)
+		if out[i].Server.Replicas == 0 { // unknown: one per client instance
+			out[i].Server.Replicas = min(max(clients, 1), maxTierReplicas)
+		}
 	}
 	return out
 }

@@ -222,6 +222,7 @@ type ConfigFlags struct {
 	// outputs and baseline (docs/stack.md).
 	Stack                  []string
 	SARIF, JUnit, Baseline string
+	Manifests              string // check --manifests DIR
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -329,6 +330,7 @@ func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 	})
 	fileVar(fs, &inv.Configs.SARIF, "sarif", "write the verdicts as SARIF 2.1.0 to `FILE`: a result at the file and line of each setting to blame", "")
 	fileVar(fs, &inv.Configs.JUnit, "junit", "write the verdicts as JUnit XML to `FILE`: a test case per fleet or chain", "")
+	fileVar(fs, &inv.Configs.Manifests, "manifests", "find the call chains in the Kubernetes manifests under `DIR` (routes, the Services they call, the client configs their pods mount) and check each", "")
 	fileVar(fs, &inv.Configs.Baseline, "baseline", "compare with `FILE`, a previous check --json, and fail only on what got worse", "")
 }
 

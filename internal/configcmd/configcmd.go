@@ -471,6 +471,9 @@ func Check(ctx context.Context, args []string, o IO) error {
 // RunCheck checks the fleets of files; it returns ErrUnsafe when one
 // stays collapsed in the realistic region.
 func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
+	if c.Manifests != "" {
+		return RunManifests(ctx, files, c, o) // manifests.go
+	}
 	if len(c.Stack) > 0 {
 		return RunStack(ctx, files, c, o) // stack.go
 	}

@@ -21,6 +21,9 @@ type CI struct {
 	SARIF, JUnit string
 	// Baseline is a previous check --json: fail only on what got worse.
 	Baseline string
+	// Manifests is a directory of Kubernetes manifests to find the
+	// chains in (--manifests, manifests.go).
+	Manifests string
 }
 
 // SplitStack splits --stack values ("a,b", given once or more) into the

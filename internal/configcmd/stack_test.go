@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -529,5 +530,93 @@ func TestTwoHundredServices(t *testing.T) {
 	}
 	if took > 30*time.Second {
 		t.Errorf("took %v, want under 30 s", took)
+	}
+}
+
+// TestManifests finds the chain in a directory of manifests: the ingress
+// gateway's VirtualService routes to the orders Service, whose pods (a
+// Deployment of 3, and a canary of 3 with the same ConfigMap: the same
+// chain, simulated once) mount a gRPC service config: 2 × 3 attempts. The
+// route to a Service not in the manifests and the ConfigMap no pod mounts
+// are listed as not matched; a manifest that does not parse is refused
+// with its file and line.
+func TestManifests(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("testdata", "manifests")
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, strings.TrimPrefix(p, src))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: orders-canary, namespace: shop}\nspec:\n  replicas: 3\n  template:\n    metadata: {labels: {app: orders, track: canary}}\n    spec:\n      volumes:\n      - name: grpc\n        configMap: {name: orders-grpc}\n"
+	if err := os.WriteFile(filepath.Join(dir, "shop", "canary.yaml"), []byte(canary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sarif := filepath.Join(t.TempDir(), "m.sarif")
+	var out bytes.Buffer
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chains) != 2 || r.Simulated != 1 {
+		t.Fatalf("%d chains, %d simulated: want 2 chains (Deployment and canary), simulated once", len(r.Chains), r.Simulated)
+	}
+	for _, ch := range r.Chains {
+		if len(ch.Layers) != 2 || ch.Layers[0].ClosedForm != 2 || ch.Layers[1].ClosedForm != 6 || !ch.Agree {
+			t.Errorf("chain %s: %+v", ch.Chain, ch.Layers)
+		}
+		if !strings.HasPrefix(ch.Chain, "VirtualService orders-edge → ConfigMap orders-grpc of Deployment orders") {
+			t.Errorf("chain %q", ch.Chain)
+		}
+	}
+	if len(r.Unmatched) != 2 || !strings.Contains(r.Unmatched[0]+r.Unmatched[1], `no Service "payments"`) || !strings.Contains(r.Unmatched[0]+r.Unmatched[1], "ConfigMap billing-aws") {
+		t.Errorf("unmatched: %q", r.Unmatched)
+	}
+	// The blame is at the manifest's line of maxAttempts.
+	orders := filepath.Join(dir, "shop", "orders.yaml")
+	data, _ := os.ReadFile(orders)
+	want := 0
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, `"maxAttempts"`) {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, b := range r.Chains[0].Layers[1].Blame {
+		found = found || b.File == orders && b.Line == want && b.Setting == "retry.max_retries"
+	}
+	if !found {
+		t.Errorf("no blame at %s:%d: %+v", orders, want, r.Chains[0].Layers[1].Blame)
+	}
+
+	// A manifest that does not parse: its file and line.
+	bad := filepath.Join(dir, "shop", "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "line") {
+		t.Errorf("a broken manifest: %v, want a usage error naming bad.yaml and the line", err)
 	}
 }

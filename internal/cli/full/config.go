@@ -36,7 +36,7 @@ func checkOptions(inv *cli.Invocation) configcmd.CheckOptions {
 	return configcmd.CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
-		CI: configcmd.CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline}}
+		CI: configcmd.CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests}}
 }
 
 func runImport(ctx context.Context, inv *cli.Invocation) error {
@@ -54,8 +54,8 @@ func runCheck(ctx context.Context, inv *cli.Invocation) error {
 }
 
 func runAdvise(ctx context.Context, inv *cli.Invocation) error {
-	if c := inv.Configs; len(c.Stack) > 0 || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
-		return cli.Usagef("advise does not take --stack, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
+	if c := inv.Configs; len(c.Stack) > 0 || c.Manifests != "" || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
+		return cli.Usagef("advise does not take --stack, --manifests, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
 	}
 	io, clear := configIO(inv, "advise")
 	c := inv.Configs
