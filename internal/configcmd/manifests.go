@@ -152,7 +152,11 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 			for k, origin := range origins {
 				file, rest, _ := strings.Cut(origin, ": ")
 				obj, _, _ := strings.Cut(rest, ": ")
-				l := manifestLayer{host: shortHost(routeHost(origin)), layer: experiment.StackLayer{Name: obj, File: file,
+				host := routeHost(origin)
+				if kind, name, _ := strings.Cut(obj, " "); kind == "HTTPRoute" {
+					host = httpRouteService(routeSrc, file, name)
+				}
+				l := manifestLayer{host: shortHost(host), layer: experiment.StackLayer{Name: obj, File: file,
 					Input: experiment.CheckInput{Fleet: f.Fleet, Origin: origin, FromBase: fromBase(f.From)}}}
 				for _, s := range sets[k] {
 					l.layer.Settings = append(l.layer.Settings, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
@@ -327,6 +331,11 @@ func selects(sel, labels map[string]string) bool {
 func routeHost(origin string) string {
 	_, h, ok := strings.Cut(origin, "(host ")
 	if !ok {
+		// Linkerd's annotations on a Service: calls into it.
+		if _, rest, ok := strings.Cut(origin, ": Service "); ok {
+			h, _, _ = strings.Cut(rest, " ")
+			return h
+		}
 		// A ServiceProfile is named by its host.
 		if _, rest, ok := strings.Cut(origin, "ServiceProfile "); ok {
 			h, _, _ = strings.Cut(rest, ":")
@@ -336,6 +345,44 @@ func routeHost(origin string) string {
 	}
 	h, _, _ = strings.Cut(h, ")")
 	return h
+}
+
+// httpRouteService is the Service an HTTPRoute (Gateway API, as Linkerd
+// reads it) is attached to: its parentRefs' Service, as the route's
+// retries apply to calls into that Service.
+func httpRouteService(srcs []importer.Source, file, name string) string {
+	for _, src := range srcs {
+		if src.Name != file {
+			continue
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(src.Data))
+		for {
+			var doc yaml.Node
+			if dec.Decode(&doc) != nil {
+				return ""
+			}
+			if len(doc.Content) == 0 {
+				continue
+			}
+			var r struct {
+				Kind     string
+				Metadata struct{ Name string }
+				Spec     struct {
+					ParentRefs []struct{ Name, Kind string } `yaml:"parentRefs"`
+				}
+			}
+			if doc.Content[0].Decode(&r) != nil || r.Kind != "HTTPRoute" || r.Metadata.Name != name {
+				continue
+			}
+			for _, p := range r.Spec.ParentRefs {
+				if p.Kind == "Service" {
+					return p.Name
+				}
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // shortHost is a host's Service name: its first DNS label.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -618,5 +619,28 @@ func TestManifests(t *testing.T) {
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a broken manifest: %v, want a usage error naming bad.yaml and the line", err)
+	}
+}
+
+// TestRouteHosts: the Service each kind of route calls into, as the
+// chains match it: a VirtualService's destination host, a
+// ServiceProfile's name, a Linkerd-annotated Service, an HTTPRoute's
+// parent Service.
+func TestRouteHosts(t *testing.T) {
+	for origin, want := range map[string]string{
+		"a.yaml: VirtualService orders: spec.http[0] (host orders.shop.svc.cluster.local)": "orders",
+		"b.yaml: ServiceProfile authors.booksapp.svc.cluster.local: spec.routes[0]":        "authors",
+		"c.yaml: Service books": "books",
+	} {
+		if got := shortHost(routeHost(origin)); got != want {
+			t.Errorf("%s: %q, want %q", origin, got, want)
+		}
+	}
+	data, err := os.ReadFile(testdata("linkerd/httproute-retries.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := httpRouteService([]importer.Source{{Name: "r.yaml", Data: data}}, "r.yaml", "schlep-default"); got != "schlep" {
+		t.Errorf("HTTPRoute schlep-default: %q, want schlep", got)
 	}
 }
