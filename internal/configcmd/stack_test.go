@@ -644,3 +644,74 @@ func TestRouteHosts(t *testing.T) {
 		t.Errorf("HTTPRoute schlep-default: %q, want schlep", got)
 	}
 }
+
+// TestTwoHundredServicesInManifests is the issue's scale case for a
+// stack: 200 services generated from a template, each behind the ingress
+// gateway with the same route policy and with one of two client configs
+// in its ConfigMap, make 200 chains of two distinct kinds: each kind is
+// simulated once, and the whole is checked in under 30 s (2 cores).
+func TestTwoHundredServicesInManifests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds on 2 busy cores")
+	}
+	dir := t.TempDir()
+	for i := range 200 {
+		m := fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: svc%[1]d-edge, namespace: istio-system}
+spec:
+  hosts: [svc%[1]d.example.com]
+  gateways: [istio-system/ingress]
+  http:
+  - route:
+    - destination: {host: svc%[1]d.shop.svc.cluster.local}
+    retries: {attempts: 1, perTryTimeout: 5s, retryOn: 5xx}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc%[1]d, namespace: shop}
+spec: {selector: {app: svc%[1]d}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: svc%[1]d, namespace: shop}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: svc%[1]d}}
+    spec:
+      volumes: [{name: grpc, configMap: {name: svc%[1]d-grpc}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: svc%[1]d-grpc, namespace: shop}
+data:
+  service-config.json: '{"methodConfig": [{"name": [{"service": "shop.Next"}], "retryPolicy": {"maxAttempts": %[2]d, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}'
+`, i, 2+i%2)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("svc%03d.yaml", i)), []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	took := time.Since(start)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("200 services: %d chains, %d simulated, %d unmatched, 3 seeds: %v", len(r.Chains), r.Simulated, len(r.Unmatched), took)
+	if len(r.Chains) != 200 || r.Simulated != 2 || len(r.Unmatched) != 0 {
+		t.Errorf("%d chains, %d simulated, unmatched %q: want 200 chains of 2 kinds, simulated twice, nothing unmatched", len(r.Chains), r.Simulated, r.Unmatched)
+	}
+	if took > 30*time.Second {
+		t.Errorf("took %v, want under 30 s", took)
+	}
+}
