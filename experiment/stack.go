@@ -394,3 +394,14 @@ func BlameAt(layer, file string, settings []SettingAt, risks []string) []Blame {
 	}
 	return out
 }
+
+// StackRuns is how many simulations CheckStack makes for one chain with
+// these options: check's envelope (every client count and seed) and the
+// outage run. Counted before a run starts, to refuse one too large.
+func StackRuns(co CheckOptions) (int, error) {
+	e, err := newEnvelope(co.Base, co.Load, co.Dip, co.Seeds, co.Clients, true)
+	if err != nil {
+		return 0, err
+	}
+	return len(e.jobs(1)) + 1, nil
+}

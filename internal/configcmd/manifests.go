@@ -21,6 +21,10 @@ import (
 // maxManifests bounds the files --manifests reads.
 const maxManifests = 5000
 
+// maxManifestRuns bounds the simulations --manifests makes (advise's
+// --max-runs default); a variable for a test.
+var maxManifestRuns = 20_000
+
 // workload is a Deployment or StatefulSet: the instances of a service,
 // and the ConfigMaps its pods mount (where its client configs are).
 type workload struct {
@@ -174,9 +178,21 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	for _, u := range unmatched {
 		fmt.Fprintf(head, "  not matched: %s\n", u)
 	}
-	fmt.Fprintln(head)
 	// Identical chains (the same policies, layer by layer, and instances)
-	// are simulated once.
+	// are simulated once. The work is counted before it starts.
+	co := experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	distinct := map[string]bool{}
+	for _, ch := range chains {
+		distinct[chainKey(ch)] = true
+	}
+	per, err := experiment.StackRuns(co)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if runs := per * len(distinct); runs > maxManifestRuns {
+		return usagef("--manifests %s: %d distinct chains (of %d) × %d simulations each = %d, more than %d: give fewer --seeds, or split the directory", c.Manifests, len(distinct), len(chains), per, runs, maxManifestRuns)
+	}
+	fmt.Fprintf(head, "%d distinct chains of %d, %d simulations each.\n\n", len(distinct), len(chains), per)
 	done := map[string]*experiment.StackResult{}
 	var vs []verdict
 	var results []*experiment.StackResult
@@ -184,7 +200,7 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 		key := chainKey(ch)
 		r, ok := done[key]
 		if !ok {
-			if r, err = experiment.CheckStack(ctx, ch, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}, opts); err != nil {
+			if r, err = experiment.CheckStack(ctx, ch, co, opts); err != nil {
 				return costly(err)
 			}
 			done[key] = r

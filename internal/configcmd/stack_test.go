@@ -715,3 +715,16 @@ data:
 		t.Errorf("took %v, want under 30 s", took)
 	}
 }
+
+// TestManifestsCountsTheWorkFirst: the simulations are counted before
+// they start, and a check past the bound is refused with the count.
+func TestManifestsCountsTheWorkFirst(t *testing.T) {
+	defer func(n int) { maxManifestRuns = n }(maxManifestRuns)
+	maxManifestRuns = 10
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests")}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1)") || strings.Contains(out.String(), "Chain:") {
+		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
+	}
+}
