@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
@@ -99,7 +100,10 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 		layers   []manifestLayer
 		routeSrc []importer.Source
 	)
-	timeout := b.Fleets[0].Timeout
+	var timeout time.Duration // for configs that set none (the AWS SDKs'): the base's
+	if len(b.Fleets) > 0 {
+		timeout = b.Fleets[0].Timeout
+	}
 	for _, p := range paths {
 		data, err := o.read(p, maxConfigSize)
 		if err != nil {
