@@ -71,6 +71,9 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if len(names) < 2 {
 		return usagef("--stack %s: a stack is two layers or more, outermost first (for one file: retrystorm check FILE)", strings.Join(names, ","))
 	}
+	if len(names) > scenario.MaxTiers+1 {
+		return usagef("--stack: %d layers: at most %d (nine layers retrying three times each send 262,144 attempts per intent)", len(names), scenario.MaxTiers+1)
+	}
 	if loop := stackLoop(names); loop != nil {
 		return usagef("--stack: the chain loops: %s: a layer cannot call itself through the others", strings.Join(loop, " → "))
 	}

@@ -130,6 +130,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 		{"loop", []string{app + "," + mesh + "," + app}, nil, app + " → " + mesh + " → " + app},
 		{"loop through a joined layer", []string{mesh + "," + gw + "+" + mesh}, nil, "the chain loops"},
 		{"one layer", []string{app}, nil, "two layers or more"},
+		{"ten layers", []string{strings.Repeat(app+",", 9) + app}, nil, "at most 9"},
 		{"empty layer", []string{app + ",," + mesh}, nil, "an empty layer"},
 		{"files as arguments", []string{app + "," + mesh}, []string{gw}, "not as arguments"},
 		{"missing file", []string{app + "," + filepath.Join(dir, "none.yaml")}, nil, "none.yaml"},
