@@ -61,40 +61,14 @@ func stackLoop(layers []string) []string {
 // files imported on their own (each its own format), the first fleet
 // that retries in each the layer's policy.
 func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
-	if len(files) > 0 {
-		return usagef("check --stack takes its files in --stack, not as arguments (%s): --stack %s", strings.Join(files, " "), strings.Join(append(append([]string(nil), c.Stack...), files...), ","))
-	}
-	names, err := SplitStack(c.Stack)
+	st, err := readStack(o, "check", files, c)
 	if err != nil {
 		return err
 	}
-	if len(names) < 2 {
-		return usagef("--stack %s: a stack is two layers or more, outermost first (for one file: retrystorm check FILE)", strings.Join(names, ","))
-	}
-	if len(names) > scenario.MaxTiers+1 {
-		return usagef("--stack: %d layers: at most %d (nine layers retrying three times each send 262,144 attempts per intent)", len(names), scenario.MaxTiers+1)
-	}
-	if loop := stackLoop(names); loop != nil {
-		return usagef("--stack: the chain loops: %s: a layer cannot call itself through the others", strings.Join(loop, " → "))
-	}
-	opts, sh, err := c.options(o)
-	if err != nil {
-		return err
-	}
-	b, err := base(o, c.Base)
-	if err != nil {
-		return err
-	}
-	if c.Seed != nil {
-		b.Seed = *c.Seed
-	}
+	names, b, opts, sh := st.names, st.base, st.opts, st.shard
 	var layers []experiment.StackLayer
-	for _, name := range names {
-		l, err := stackLayer(o, name, b.Fleets, c)
-		if err != nil {
-			return err
-		}
-		layers = append(layers, l)
+	for _, l := range st.files {
+		layers = append(layers, l.layer)
 	}
 	r, err := experiment.CheckStack(ctx, layers, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
 	if err != nil {
@@ -116,27 +90,87 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	return c.gate(o, v)
 }
 
+// stack is a --stack as read: its layers' names and files, the base
+// scenario, and the run's options.
+type stack struct {
+	names []string
+	files []stackFile
+	base  *scenario.Scenario
+	opts  experiment.Options
+	shard experiment.Shard
+}
+
+// readStack reads c.Stack for command (check or advise): the layers in
+// order, each imported on its own; a loop, a stack of one layer or more
+// than nine, and files given as arguments are usage errors.
+func readStack(o IO, command string, files []string, c CheckOptions) (*stack, error) {
+	if len(files) > 0 {
+		return nil, usagef("%s --stack takes its files in --stack, not as arguments (%s): --stack %s", command, strings.Join(files, " "), strings.Join(append(append([]string(nil), c.Stack...), files...), ","))
+	}
+	names, err := SplitStack(c.Stack)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) < 2 {
+		return nil, usagef("--stack %s: a stack is two layers or more, outermost first (for one file: retrystorm %s FILE)", strings.Join(names, ","), command)
+	}
+	if len(names) > scenario.MaxTiers+1 {
+		return nil, usagef("--stack: %d layers: at most %d (nine layers retrying three times each send 262,144 attempts per intent)", len(names), scenario.MaxTiers+1)
+	}
+	if loop := stackLoop(names); loop != nil {
+		return nil, usagef("--stack: the chain loops: %s: a layer cannot call itself through the others", strings.Join(loop, " → "))
+	}
+	opts, sh, err := c.options(o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := base(o, c.Base)
+	if err != nil {
+		return nil, err
+	}
+	if c.Seed != nil {
+		b.Seed = *c.Seed
+	}
+	st := &stack{names: names, base: b, opts: opts, shard: sh}
+	for _, name := range names {
+		l, err := stackLayer(o, name, b.Fleets, c)
+		if err != nil {
+			return nil, err
+		}
+		st.files = append(st.files, l)
+	}
+	return st, nil
+}
+
+// stackFile is one layer of a stack as read: the layer, its files and
+// the fleet imported from them (for advise to edit).
+type stackFile struct {
+	layer experiment.StackLayer
+	srcs  []importer.Source
+	from  importer.Fleet
+}
+
 // stackLayer imports one layer: its files (joined with "+"), with its own
 // format, and picks its policy: the first fleet that retries.
-func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) (experiment.StackLayer, error) {
+func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) (stackFile, error) {
 	var srcs []importer.Source
 	inside := map[string]embedded{} // configs found in ConfigMaps, by their source's name
 	for _, f := range strings.Split(name, "+") {
 		data, err := o.read(f, maxConfigSize)
 		if err != nil {
-			return experiment.StackLayer{}, err
+			return stackFile{}, err
 		}
 		src := source(f, data)
 		es, isCM, err := configMapSources(src.Name, data)
 		if err != nil {
-			return experiment.StackLayer{}, err
+			return stackFile{}, err
 		}
 		if !isCM {
 			srcs = append(srcs, src)
 			continue
 		}
 		if len(es) == 0 {
-			return experiment.StackLayer{}, usagef("--stack layer %s: its ConfigMaps hold no config this tool reads (a gRPC service config, an Envoy bootstrap, an AWS config file)", f)
+			return stackFile{}, usagef("--stack layer %s: its ConfigMaps hold no config this tool reads (a gRPC service config, an Envoy bootstrap, an AWS config file)", f)
 		}
 		for _, e := range es {
 			inside[e.src.Name] = e
@@ -147,7 +181,7 @@ func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) 
 	if c.Format != "" {
 		f, err := importer.ParseFormat(c.Format)
 		if err != nil {
-			return experiment.StackLayer{}, usagef("--format: %v", err)
+			return stackFile{}, usagef("--format: %v", err)
 		}
 		opts.Format = f
 	}
@@ -156,7 +190,7 @@ func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) 
 	}
 	fl, err := importer.Import(srcs, opts)
 	if err != nil {
-		return experiment.StackLayer{}, usagef("--stack layer %s: %v", name, err)
+		return stackFile{}, usagef("--stack layer %s: %v", name, err)
 	}
 	pick := fl[0]
 	for _, f := range fl {
@@ -179,7 +213,7 @@ func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) 
 		}
 		l.Settings = append(l.Settings, at)
 	}
-	return l, nil
+	return stackFile{layer: l, srcs: srcs, from: pick}, nil
 }
 
 // gated reports whether check writes CI outputs or compares a baseline.
