@@ -729,3 +729,36 @@ func TestManifestsCountsTheWorkFirst(t *testing.T) {
 		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
 	}
 }
+
+// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts says to retry at
+// one layer only, and writes the others' change into their own files
+// (a diff in the layer's format: the gateway's attempts).
+func TestAdviseStack(t *testing.T) {
+	ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
+	var out bytes.Buffer
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Candidates  []stackCandidate
+		Recommended string
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Candidates) != 4 || !strings.HasPrefix(r.Recommended, "retry at ") {
+		t.Fatalf("%d candidates, recommended %q: want 4, and one retrying layer", len(r.Candidates), r.Recommended)
+	}
+	for _, c := range r.Candidates {
+		if c.At < 0 && (c.Origin != 12 || c.Name == r.Recommended) {
+			t.Errorf("the stack as it is: %+v", c)
+		}
+	}
+	out.Reset()
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Recommendation: "+r.Recommended) || !strings.Contains(out.String(), "-      attempts: 1") {
+		t.Errorf("advise --stack text:\n%s", out.String())
+	}
+}

@@ -54,8 +54,14 @@ func runCheck(ctx context.Context, inv *cli.Invocation) error {
 }
 
 func runAdvise(ctx context.Context, inv *cli.Invocation) error {
-	if c := inv.Configs; len(c.Stack) > 0 || c.Manifests != "" || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
-		return cli.Usagef("advise does not take --stack, --manifests, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
+	if c := inv.Configs; c.Manifests != "" || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
+		return cli.Usagef("advise does not take --manifests, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
+	}
+	if len(inv.Configs.Stack) > 0 {
+		io, clear := configIO(inv, "advise")
+		err := configcmd.RunAdviseStack(ctx, inv.Args, checkOptions(inv), io)
+		clear()
+		return configErr(err)
 	}
 	io, clear := configIO(inv, "advise")
 	c := inv.Configs
