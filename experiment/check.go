@@ -26,6 +26,10 @@ type CheckInput struct {
 	// the fleet took from the base scenario or a product's default rather
 	// than from the user's file: the verdict does not blame them.
 	FromBase []string
+	// Tiers, for a stack (CheckStack), are the layers below the fleet,
+	// outermost first: each cell runs the fleet through them to the
+	// origin, and the amplification is judged at the origin.
+	Tiers []scenario.Tier
 }
 
 // CheckOptions say what to check the fleets against.
@@ -231,10 +235,19 @@ func realisticCell(loads []float64, faults []checkFault, realLoad, realDip float
 // ki, seed si, fault fi, load li. It is the one place a policy meets a
 // cell, for check and advise alike.
 func (e *envelope) cell(f scenario.Fleet, ki, si, fi, li int) (*scenario.Scenario, error) {
+	return e.cellThrough(f, nil, ki, si, fi, li)
+}
+
+// cellThrough is cell with the fleet calling the origin through tiers (a
+// stack's layers below the fleet); none is cell.
+func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, fi, li int) (*scenario.Scenario, error) {
 	sc := envelopeCell(e.base, e.loads[li], e.faults[fi], e.at)
 	sc.Seed = e.seeds[si]
 	sc.Traffic.Clients = e.clients[ki]
 	sc.Fleets = []scenario.Fleet{f}
+	if tiers != nil {
+		sc.Tiers = perClient(tiers, e.clients[ki])
+	}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -268,18 +281,31 @@ func (e *envelope) jobs(fleets int) []job {
 
 // run runs jobs of fleets on the envelope and hands each result to keep.
 func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
+	return e.runThrough(ctx, fleets, nil, name, sh, opts, keep)
+}
+
+// runThrough is run with fleet i calling the origin through tiers[i]
+// (when tiers has it): a stack's chain, judged at the origin.
+func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
 	jobs := e.jobs(len(fleets))
 	g := Grid{
 		Cells: len(jobs),
 		Shard: sh,
 		Cell: func(i int) (*scenario.Scenario, error) {
 			j := jobs[i]
-			sc, err := e.cell(fleets[j.fleet], j.clients, j.seed, j.fault, j.load)
+			var ts []scenario.Tier
+			if j.fleet < len(tiers) {
+				ts = tiers[j.fleet]
+			}
+			sc, err := e.cellThrough(fleets[j.fleet], ts, j.clients, j.seed, j.fault, j.load)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name(j.fleet), err)
 			}
 			return sc, nil
 		},
+	}
+	if len(tiers) > 0 {
+		g.Summary = atOrigin // a stack is judged where the load lands
 	}
 	return RunGrid(ctx, g, opts, func(i int, s sim.Summary) { keep(jobs[i], cellOf(s)) })
 }
@@ -304,14 +330,23 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 	if co.Clients != 0 {
 		r.ClientsFrom = "--clients"
 	}
+	// The floors per client the risks count are at the verdict's client
+	// count (--clients), not the base scenario's.
+	counted := clone(base)
+	counted.Traffic.Clients = e.clients[0]
 	fleets := make([]scenario.Fleet, len(in))
+	tiers, stack := make([][]scenario.Tier, len(in)), false
 	for i, f := range in {
-		fleets[i] = f.Fleet
-		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, base, f.FromBase), Runs: r.newRuns()}
+		fleets[i], tiers[i] = f.Fleet, f.Tiers
+		stack = stack || f.Tiers != nil
+		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, counted, f.FromBase), Runs: r.newRuns()}
 		r.Fleets = append(r.Fleets, cf)
 	}
+	if !stack {
+		tiers = nil // the fleets run as check runs them, through the base's tiers if any
+	}
 	name := func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }
-	err = e.run(ctx, fleets, name, co.Shard, opts, func(j job, c CheckCell) {
+	err = e.runThrough(ctx, fleets, tiers, name, co.Shard, opts, func(j job, c CheckCell) {
 		r.Fleets[j.fleet].Runs[j.clients][j.seed][j.fault][j.load] = c
 	})
 	if err != nil {

@@ -26,6 +26,9 @@ type Grid struct {
 	// Shard, when its Count is above 1, runs only the cells the shard
 	// owns.
 	Shard Shard
+	// Summary, when set, makes the summary kept of a run's fleet (a
+	// chain's, judged at the origin); nil keeps the fleet's own.
+	Summary func(sim.FleetResult) sim.Summary
 }
 
 // Shard is one part of a grid split for several machines: shard Index
@@ -108,7 +111,11 @@ func RunGrid(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.S
 					fail(err)
 					continue
 				}
-				keep(job, res.Fleets[0].Summary)
+				s := res.Fleets[0].Summary
+				if g.Summary != nil {
+					s = g.Summary(res.Fleets[0])
+				}
+				keep(job, s)
 				if d := int(done.Add(1)); opts.Progress != nil {
 					opts.Progress(d, len(todo))
 				}

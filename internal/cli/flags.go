@@ -216,6 +216,13 @@ type ConfigFlags struct {
 	// Protocol and Istio are import's --protocol and --istio: what the
 	// services speak, and the Istio release, where the configs do not say.
 	Protocol, Istio string
+
+	// Stack is check --stack, each value as given (files separated by
+	// commas, outermost first); SARIF, JUnit and Baseline are check's CI
+	// outputs and baseline (docs/stack.md).
+	Stack                  []string
+	SARIF, JUnit, Baseline string
+	Manifests              string // check --manifests DIR
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -308,6 +315,23 @@ func checkFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "clients", "judge at `N` client instances, each with its own budget (default: the scenario's)", &inv.Configs.Clients, 1, 100_000)
 	memoryFlag(fs, inv)
 	assumeFlags(fs, inv)
+	stackFlags(fs, inv)
+}
+
+// stackFlags are check's flags for a stack of files and for a CI gate
+// (docs/stack.md).
+func stackFlags(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "stack", "check `FILES` (comma-separated, outermost first; or the flag repeated) as one call chain, each file a layer in its own format", func(s string) error {
+		if strings.TrimSpace(s) == "" {
+			return errors.New("needs files separated by commas, outermost first")
+		}
+		inv.Configs.Stack = append(inv.Configs.Stack, s)
+		return nil
+	})
+	fileVar(fs, &inv.Configs.SARIF, "sarif", "write the verdicts as SARIF 2.1.0 to `FILE`: a result at the file and line of each setting to blame", "")
+	fileVar(fs, &inv.Configs.JUnit, "junit", "write the verdicts as JUnit XML to `FILE`: a test case per fleet or chain", "")
+	fileVar(fs, &inv.Configs.Manifests, "manifests", "find the call chains in the Kubernetes manifests under `DIR` (routes, the Services they call, the client configs their pods mount) and check each", "")
+	fileVar(fs, &inv.Configs.Baseline, "baseline", "compare with `FILE`, a previous check --json, and fail only on what got worse", "")
 }
 
 // whole defines a flag taking a whole number from lo to hi.

@@ -18,6 +18,15 @@ import (
 
 // Advise is `retrystorm advise`, run by retrystorm-full (full.Heavy).
 func Advise(ctx context.Context, inv *cli.Invocation) error {
+	if c := inv.Configs; c.Manifests != "" || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
+		return cli.Usagef("advise does not take --manifests, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
+	}
+	if len(inv.Configs.Stack) > 0 {
+		io, clear := configIO(inv, "advise")
+		err := RunAdviseStack(ctx, inv.Args, checkOptions(inv), io)
+		clear()
+		return configErr(err)
+	}
 	io, clear := configIO(inv, "advise")
 	c := inv.Configs
 	// A search too long to run unwatched is refused as run refuses a

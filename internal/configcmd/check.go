@@ -2,6 +2,7 @@ package configcmd
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
@@ -23,7 +24,8 @@ func checkOptions(inv *cli.Invocation) CheckOptions {
 	c := inv.Configs
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
-		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio}
+		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
+		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests}}
 }
 
 // CheckOptions are the flags check and advise share, as internal/cli
@@ -46,6 +48,10 @@ type CheckOptions struct {
 	// MaxMemory is --max-memory: the most memory one run of the envelope
 	// may need (sim.Estimate); zero means sim.DefaultLimits'.
 	MaxMemory int64
+
+	// CI are check's outputs for a CI gate and its layers: --stack,
+	// --sarif, --junit, --baseline (stack.go, ci.go).
+	CI
 }
 
 // assume is what the importer is told the configs do not say.
@@ -74,6 +80,12 @@ func (c *CheckOptions) options(o IO) (experiment.Options, experiment.Shard, erro
 // RunCheck checks the fleets of files; it returns ErrUnsafe when one
 // stays collapsed in the realistic region.
 func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
+	if c.Manifests != "" {
+		return RunManifests(ctx, files, c, o) // manifests.go
+	}
+	if len(c.Stack) > 0 {
+		return RunStack(ctx, files, c, o) // stack.go
+	}
 	if len(files) == 0 {
 		return usagef("check takes one or more config or scenario files: retrystorm check FILE...")
 	}
@@ -81,7 +93,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return err
 	}
-	in, b, _, err := inputs(o, files, c.Format, c.Base, c.assume())
+	in, b, _, u, err := inputFiles(o, files, c.Format, c.Base, c.assume())
 	if err != nil {
 		return err
 	}
@@ -92,7 +104,11 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return costly(err)
 	}
-	return printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+	err = printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+	if c.gated() && r.Shard == (experiment.Shard{}).String() && (err == nil || errors.Is(err, ErrUnsafe)) {
+		return c.gate(o, checkVerdicts(r, in, u)) // ci.go: SARIF, JUnit, --baseline
+	}
+	return err
 }
 
 func printCheck(o IO, r *experiment.CheckResult, asJSON bool, out, command string) error {

@@ -125,11 +125,6 @@ func (u *userFiles) imported(in experiment.CheckInput) (importer.Fleet, bool) {
 	return importer.Fleet{}, false
 }
 
-func inputs(o IO, files []string, format, baseFile string, assume importer.Options) ([]experiment.CheckInput, *scenario.Scenario, importer.Format, error) {
-	in, b, f, _, err := inputFiles(o, files, format, baseFile, assume)
-	return in, b, f, err
-}
-
 // inputFiles reads the fleets of files: scenario files as they are,
 // configs through the importer, with what assume says the configs do not
 // (the services' protocol, the Istio release: check's and advise's

@@ -1,0 +1,326 @@
+package configcmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
+)
+
+// verdict is one checked fleet or chain as a CI sees it: a test case, and
+// the settings to blame as annotations at their file and line.
+type verdict struct {
+	Name   string
+	Origin string
+	Unsafe bool
+	// Cells is how many realistic cells fail: a baseline compares it.
+	Cells int
+	// Text is the verdict in words (check's verdict line).
+	Text  string
+	Blame []experiment.Blame
+	// Fails: unsafe, and (with a baseline) worse than it was.
+	Fails bool
+	// Was is the baseline's verdict: "" (no baseline, or not in it),
+	// "safe", or "UNSAFE (N cells)".
+	Was string
+}
+
+// verdictLine is check's verdict line for fleet i.
+func verdictLine(r *experiment.CheckResult, i int) string {
+	for _, l := range r.Verdicts()[i] {
+		if strings.HasPrefix(l, "verdict: ") {
+			return strings.TrimPrefix(l, "verdict: ")
+		}
+	}
+	return ""
+}
+
+func stackVerdicts(r *experiment.StackResult) []verdict {
+	v := verdict{Name: r.Check.Fleets[0].Name, Origin: r.Chain, Unsafe: r.Unsafe, Cells: r.Check.UnsafeCells(0), Text: verdictLine(r.Check, 0)}
+	if r.Unsafe {
+		for _, l := range r.Layers {
+			v.Blame = append(v.Blame, l.Blame...)
+		}
+	}
+	return []verdict{v}
+}
+
+// checkVerdicts are check's fleets as verdicts; u (the files imported)
+// locates the settings to blame.
+func checkVerdicts(r *experiment.CheckResult, in []experiment.CheckInput, u *userFiles) []verdict {
+	var out []verdict
+	for i, f := range r.Fleets {
+		v := verdict{Name: f.Name, Origin: f.Origin, Unsafe: r.Unsafe(i), Cells: r.UnsafeCells(i), Text: verdictLine(r, i)}
+		if v.Unsafe {
+			file := f.Origin
+			var at []experiment.SettingAt
+			fl, ok := importer.Fleet{}, false
+			if i < len(in) {
+				if fl, ok = u.imported(in[i]); ok {
+					file, _, _ = strings.Cut(fl.Origin, ": ")
+					at = importerSettings(u, fl)
+				}
+			}
+			v.Blame = experiment.BlameAt(f.Name, file, at, f.Risks)
+			if ok {
+				// The objects with the same settings, imported as this
+				// one fleet, are to blame as much: each at its own line.
+				for k, set := range importer.CoveredSettings(u.srcs, fl) {
+					var at []experiment.SettingAt
+					for _, s := range set {
+						at = append(at, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+					}
+					v.Blame = append(v.Blame, experiment.BlameAt(fl.Covers[k], file, at, f.Risks)...)
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// gate compares the verdicts with the baseline, writes the CI outputs,
+// and returns ErrUnsafe when a verdict fails.
+func (c *CheckOptions) gate(o IO, vs []verdict) error {
+	var base map[string]int
+	if c.Baseline != "" {
+		var err error
+		if base, err = readBaseline(o, c.Baseline); err != nil {
+			return err
+		}
+	}
+	fails := 0
+	for i := range vs {
+		v := &vs[i]
+		v.Fails = v.Unsafe
+		if base != nil {
+			was, ok := base[v.Name]
+			switch {
+			case !ok:
+			case was == 0:
+				v.Was = "safe"
+			default:
+				v.Was = fmt.Sprintf("UNSAFE (%d realistic cells)", was)
+			}
+			// Worse: unsafe where it was safe or absent, or in more cells.
+			v.Fails = v.Unsafe && (!ok || v.Cells > was)
+			if v.Unsafe && !v.Fails {
+				fmt.Fprintf(o.Stderr, "baseline: %s is unsafe as it was (%s; now %d realistic cells): not a failure\n", v.Name, v.Was, v.Cells)
+			}
+		}
+		if v.Fails {
+			fails++
+		}
+	}
+	if c.SARIF != "" {
+		if err := writeFile(c.SARIF, func(b *bytes.Buffer) error { return writeSARIF(b, vs) }); err != nil {
+			return err
+		}
+	}
+	if c.JUnit != "" {
+		if err := writeFile(c.JUnit, func(b *bytes.Buffer) error { return writeJUnit(b, vs) }); err != nil {
+			return err
+		}
+	}
+	if fails > 0 {
+		return ErrUnsafe
+	}
+	return nil
+}
+
+func writeFile(name string, write func(*bytes.Buffer) error) error {
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// readBaseline reads a previous check --json (of files or of a stack) and
+// returns each fleet's (or chain's) failing realistic cells by name.
+func readBaseline(o IO, name string) (map[string]int, error) {
+	data, err := o.read(name, maxShardSize)
+	if err != nil {
+		return nil, usagef("--baseline %v", err)
+	}
+	var doc struct {
+		Check *experiment.CheckResult `json:"check"`
+		experiment.CheckResult
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, usagef("--baseline %s: not the JSON of retrystorm check --json: %v", name, err)
+	}
+	r := doc.Check
+	if r == nil {
+		r = &doc.CheckResult
+	}
+	if len(r.Fleets) == 0 || len(r.Clients) == 0 || len(r.Faults) == 0 {
+		return nil, usagef("--baseline %s: not the JSON of retrystorm check --json (no fleets, faults or client counts)", name)
+	}
+	out := map[string]int{}
+	for i, f := range r.Fleets {
+		if len(f.Runs) != len(r.Clients) {
+			return nil, usagef("--baseline %s: fleet %q has no runs: give a whole check's JSON, not a shard's", name, f.Name)
+		}
+		out[f.Name] = r.UnsafeCells(i)
+	}
+	return out, nil
+}
+
+// SARIF 2.1.0 (OASIS, sarif-schema-2.1.0.json): the parts check writes.
+type sarifLog struct {
+	Schema  string     `json:"$schema"`
+	Version string     `json:"version"`
+	Runs    []sarifRun `json:"runs"`
+}
+
+type sarifRun struct {
+	Tool    sarifTool     `json:"tool"`
+	Results []sarifResult `json:"results"`
+}
+
+type sarifTool struct {
+	Driver sarifDriver `json:"driver"`
+}
+
+type sarifDriver struct {
+	Name           string      `json:"name"`
+	InformationURI string      `json:"informationUri,omitempty"`
+	Rules          []sarifRule `json:"rules"`
+}
+
+type sarifRule struct {
+	ID               string       `json:"id"`
+	ShortDescription sarifMessage `json:"shortDescription"`
+	HelpURI          string       `json:"helpUri,omitempty"`
+}
+
+type sarifMessage struct {
+	Text string `json:"text"`
+}
+
+type sarifResult struct {
+	RuleID    string          `json:"ruleId"`
+	Level     string          `json:"level"`
+	Message   sarifMessage    `json:"message"`
+	Locations []sarifLocation `json:"locations,omitempty"`
+}
+
+type sarifLocation struct {
+	PhysicalLocation sarifPhysical `json:"physicalLocation"`
+}
+
+type sarifPhysical struct {
+	ArtifactLocation sarifArtifact `json:"artifactLocation"`
+	Region           *sarifRegion  `json:"region,omitempty"`
+}
+
+type sarifArtifact struct {
+	URI string `json:"uri"`
+}
+
+type sarifRegion struct {
+	StartLine int `json:"startLine"`
+}
+
+const sarifRuleID = "retry-storm"
+
+// writeSARIF writes one result per setting to blame of each unsafe
+// verdict, at its file and line: an error where the verdict fails, a
+// warning where a baseline forgives it.
+func writeSARIF(b *bytes.Buffer, vs []verdict) error {
+	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "retrystorm", InformationURI: "https://github.com/retrystorm/retrystorm",
+		Rules: []sarifRule{{ID: sarifRuleID, ShortDescription: sarifMessage{Text: "a retry policy that turns a dip into a storm: it stays collapsed, or amplifies the load past the thresholds, in the realistic region"},
+			HelpURI: "https://github.com/retrystorm/retrystorm/blob/main/docs/check.md"}}}}, Results: []sarifResult{}}
+	for _, v := range vs {
+		if !v.Unsafe {
+			continue
+		}
+		level := "error"
+		if !v.Fails {
+			level = "warning"
+		}
+		for _, bl := range v.Blame {
+			res := sarifResult{RuleID: sarifRuleID, Level: level,
+				Message: sarifMessage{Text: fmt.Sprintf("%s: %s. To blame, in layer %s, %s: %s", v.Name, v.Text, bl.Layer, bl.Setting, bl.Why)}}
+			if bl.File != "" {
+				loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(bl.File)}}}
+				if bl.Line > 0 {
+					loc.PhysicalLocation.Region = &sarifRegion{StartLine: bl.Line}
+				}
+				res.Locations = []sarifLocation{loc}
+			}
+			run.Results = append(run.Results, res)
+		}
+	}
+	return writeJSONTo(b, sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}})
+}
+
+func writeJSONTo(b *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(b)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// JUnit XML, as CI systems read it: one test case per fleet or chain.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+func writeJUnit(b *bytes.Buffer, vs []verdict) error {
+	s := junitSuite{Name: "retrystorm check", Tests: len(vs)}
+	for _, v := range vs {
+		c := junitCase{Name: v.Name, Classname: "retrystorm.check", SystemOut: v.Text}
+		if v.Fails {
+			s.Failures++
+			var lines []string
+			for _, bl := range v.Blame {
+				at := bl.File
+				if bl.Line > 0 {
+					at = fmt.Sprintf("%s:%d", bl.File, bl.Line)
+				}
+				lines = append(lines, fmt.Sprintf("%s: %s (%s): %s", at, bl.Setting, bl.Layer, bl.Why))
+			}
+			c.Failure = &junitFailure{Message: v.Text, Type: "unsafe", Text: strings.Join(lines, "\n")}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	b.WriteString(xml.Header)
+	enc := xml.NewEncoder(b)
+	enc.Indent("", "  ")
+	if err := enc.Encode(junitSuites{Suites: []junitSuite{s}}); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	return nil
+}

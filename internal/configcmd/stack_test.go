@@ -1,0 +1,764 @@
+package configcmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
+	"go.yaml.in/yaml/v3"
+)
+
+func stackdata(name string) string { return filepath.Join("testdata", "stack", name) }
+
+// runStack runs check --stack with layers and the CI options, one seed.
+func runStack(t *testing.T, ci CI, jsonOut bool) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
+	return out.String(), errb.String(), err
+}
+
+// TestStackAmplifiesThroughTheLayers is the issue's first case: an app's
+// gRPC client making 3 attempts (a service config's maxAttempts), a mesh
+// sidecar 2 (an Istio VirtualService's attempts: 1) and a gateway 2: 12
+// attempts per intent at the origin in a total outage, in the closed form
+// and in the simulator, as the layers experiment checks; the chain is
+// unsafe, and the settings to blame are named at their file and line.
+func TestStackAmplifiesThroughTheLayers(t *testing.T) {
+	// --stack given twice, the first with two layers: the same chain.
+	ci := CI{Stack: []string{stackdata("app-grpc.json") + "," + stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
+	out, _, err := runStack(t, ci, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("check --stack of 3 × 2 × 2 attempts without budgets: %v, want ErrUnsafe", err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{3, 6, 12}
+	for i, l := range r.Layers {
+		if l.ClosedForm != want[i] || !l.Exact {
+			t.Errorf("layer %s: closed form %g (exact %v), want %g exact", l.Name, l.ClosedForm, l.Exact, want[i])
+		}
+		if math.Abs(l.Simulated-want[i]) > 0.05*want[i] {
+			t.Errorf("layer %s: simulated %g attempts per intent, want %g within 5%%", l.Name, l.Simulated, want[i])
+		}
+	}
+	if !r.Agree || !r.Unsafe {
+		t.Errorf("agree %v, unsafe %v: want both", r.Agree, r.Unsafe)
+	}
+	// Blame: each layer's max_retries at the line that sets it.
+	got := map[string]int{}
+	for _, l := range r.Layers {
+		for _, b := range l.Blame {
+			if b.Setting == "retry.max_retries" {
+				got[filepath.Base(b.File)] = b.Line
+			}
+		}
+	}
+	wantLines := map[string]int{"app-grpc.json": 5, "mesh.yaml": 15, "gateway.yaml": 16}
+	for f, line := range wantLines {
+		if got[f] != line {
+			t.Errorf("blame for %s: line %d, want %d (retries set there)", f, got[f], line)
+		}
+	}
+	// The text says the same.
+	text, _, _ := runStack(t, ci, false)
+	for _, s := range []string{"app-grpc.json → mesh.yaml → gateway.yaml", "Verdict for the chain: UNSAFE", stackdata("mesh.yaml") + ":15", "agrees with the closed form"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("the text lacks %q:\n%s", s, text)
+		}
+	}
+}
+
+// TestStackWithABudgetAtEveryLayer: Envoy's retry budget, Istio's and
+// Linkerd's at every layer: the closed form is a bound (or none, for
+// Linkerd's unlimited retries), and the simulated amplification stays
+// under what the same retry counts would send without budgets.
+func TestStackWithABudgetAtEveryLayer(t *testing.T) {
+	ci := CI{Stack: []string{testdata("envoy/front-proxy.yaml"), testdata("istio/budget.yaml"), testdata("linkerd/books.yaml")}}
+	out, _, err := runStack(t, ci, true)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Layers) != 3 || !r.Agree {
+		t.Fatalf("%d layers, agree %v", len(r.Layers), r.Agree)
+	}
+	for _, l := range r.Layers {
+		if l.Exact {
+			t.Errorf("layer %s with a budget: the closed form is called exact", l.Name)
+		}
+		if l.ClosedForm > 0 && l.Simulated > l.ClosedForm*1.05 {
+			t.Errorf("layer %s: simulated %g past the bound %g", l.Name, l.Simulated, l.ClosedForm)
+		}
+	}
+}
+
+// TestStackRefusesBadInput: a loop is refused with the loop printed, and
+// every other mistake is a usage error (exit status 2) naming what is
+// wrong; a file that does not parse is named with its line.
+func TestStackRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.yaml")
+	if err := os.WriteFile(broken, []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec:\n  http: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app, mesh, gw := stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")
+	for _, tc := range []struct {
+		name  string
+		stack []string
+		files []string
+		want  string
+	}{
+		{"loop", []string{app + "," + mesh + "," + app}, nil, app + " → " + mesh + " → " + app},
+		{"loop through a joined layer", []string{mesh + "," + gw + "+" + mesh}, nil, "the chain loops"},
+		{"one layer", []string{app}, nil, "two layers or more"},
+		{"ten layers", []string{strings.Repeat(app+",", 9) + app}, nil, "at most 9"},
+		{"empty layer", []string{app + ",," + mesh}, nil, "an empty layer"},
+		{"files as arguments", []string{app + "," + mesh}, []string{gw}, "not as arguments"},
+		{"missing file", []string{app + "," + filepath.Join(dir, "none.yaml")}, nil, "none.yaml"},
+		{"does not parse", []string{app + "," + broken}, nil, "broken.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want a usage error with %q", err, tc.want)
+			}
+		})
+	}
+	// The parse error names the line.
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if err == nil || !strings.Contains(err.Error(), "line") {
+		t.Errorf("a YAML mistake: %v, want its line", err)
+	}
+}
+
+// TestSARIFIsValid writes the SARIF of an unsafe stack and checks it
+// against the required properties of the SARIF 2.1.0 schema (OASIS,
+// sarif-schema-2.1.0.json in oasis-tcs/sarif-spec's Schemata; no JSON
+// schema validator is in go.mod, so the test checks by hand): sarifLog
+// requires version "2.1.0" and runs; run requires tool; tool requires
+// driver; toolComponent requires name; reportingDescriptor requires id;
+// result requires message, and message text or id; a region's startLine
+// is at least 1; level is one of none, note, warning, error; and the
+// objects allow no other properties than the schema's.
+func TestSARIFIsValid(t *testing.T) {
+	dir := t.TempDir()
+	sarif, junit := filepath.Join(dir, "check.sarif"), filepath.Join(dir, "check.xml")
+	_, _, err := runStack(t, CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}, SARIF: sarif, JUnit: junit}, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log map[string]any
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(v any, where string, required []string, allowed ...string) map[string]any {
+		t.Helper()
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: not an object", where)
+		}
+		for _, r := range required {
+			if _, ok := m[r]; !ok {
+				t.Errorf("%s: lacks the required %q", where, r)
+			}
+		}
+		for k := range m {
+			if !slices.Contains(required, k) && !slices.Contains(allowed, k) {
+				t.Errorf("%s: property %q is not in the schema's", where, k)
+			}
+		}
+		return m
+	}
+	list := func(v any, where string) []any {
+		t.Helper()
+		l, ok := v.([]any)
+		if !ok {
+			t.Fatalf("%s: not an array", where)
+		}
+		return l
+	}
+	obj(log, "sarifLog", []string{"version", "runs"}, "$schema", "inlineExternalProperties", "properties")
+	if log["version"] != "2.1.0" {
+		t.Errorf("version %v", log["version"])
+	}
+	runs := list(log["runs"], "runs")
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	run := obj(runs[0], "run", []string{"tool"}, "results", "artifacts", "invocations", "properties")
+	tool := obj(run["tool"], "tool", []string{"driver"}, "extensions", "properties")
+	driver := obj(tool["driver"], "toolComponent", []string{"name"}, "informationUri", "rules", "version", "semanticVersion", "properties")
+	var ids []string
+	for _, rl := range list(driver["rules"], "rules") {
+		r := obj(rl, "reportingDescriptor", []string{"id"}, "shortDescription", "fullDescription", "helpUri", "name", "properties")
+		ids = append(ids, r["id"].(string))
+		obj(r["shortDescription"], "multiformatMessageString", []string{"text"}, "markdown", "properties")
+	}
+	results := list(run["results"], "results")
+	if len(results) == 0 {
+		t.Fatal("an unsafe stack with no results")
+	}
+	lines := 0
+	for i, rv := range results {
+		r := obj(rv, "result", []string{"message"}, "ruleId", "level", "locations", "properties")
+		if !slices.Contains(ids, r["ruleId"].(string)) {
+			t.Errorf("result %d: rule %v is not the driver's", i, r["ruleId"])
+		}
+		if !slices.Contains([]string{"none", "note", "warning", "error"}, r["level"].(string)) {
+			t.Errorf("result %d: level %v", i, r["level"])
+		}
+		if m := obj(r["message"], "message", nil, "text", "id", "markdown", "arguments"); m["text"] == nil && m["id"] == nil {
+			t.Errorf("result %d: a message with neither text nor id", i)
+		}
+		for _, lv := range list(r["locations"], "locations") {
+			l := obj(lv, "location", nil, "physicalLocation", "id", "message", "properties")
+			pl := obj(l["physicalLocation"], "physicalLocation", nil, "artifactLocation", "region", "properties")
+			al := obj(pl["artifactLocation"], "artifactLocation", nil, "uri", "uriBaseId", "index", "properties")
+			if u, _ := al["uri"].(string); u == "" || strings.Contains(u, `\`) {
+				t.Errorf("result %d: uri %q", i, u)
+			}
+			if pl["region"] != nil {
+				reg := obj(pl["region"], "region", nil, "startLine", "startColumn", "endLine", "endColumn")
+				if n, _ := reg["startLine"].(float64); n < 1 {
+					t.Errorf("result %d: startLine %v, the schema's minimum is 1", i, reg["startLine"])
+				}
+				lines++
+			}
+		}
+	}
+	if lines == 0 {
+		t.Error("no result points at a line")
+	}
+
+	// JUnit: one test case, failed, that names the files and lines.
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ju junitSuites
+	if err := xml.Unmarshal(x, &ju); err != nil {
+		t.Fatal(err)
+	}
+	if len(ju.Suites) != 1 || ju.Suites[0].Tests != 1 || ju.Suites[0].Failures != 1 || ju.Suites[0].Cases[0].Failure == nil ||
+		!strings.Contains(ju.Suites[0].Cases[0].Failure.Text, stackdata("mesh.yaml")+":15") {
+		t.Errorf("junit:\n%s", x)
+	}
+}
+
+// TestBaseline: with the verdicts of a previous check --json, an unsafe
+// config that is no worse passes; one that got worse, or is new, fails.
+func TestBaseline(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	check := func(file, baseline string) (string, error) {
+		var out bytes.Buffer
+		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+		return out.String(), err
+	}
+	naive := testdata("istio/naive.yaml")
+	out, err := check(naive, "")
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("naive: %v", err)
+	}
+	base := filepath.Join(dir, "main.json")
+	if err := os.WriteFile(base, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(naive, base); err != nil {
+		t.Errorf("the same unsafe config against its own baseline: %v, want a pass", err)
+	}
+	// A baseline where it was safe: the same config got worse.
+	var r experiment.CheckResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	safe, _ := check(testdata("istio/budget.yaml"), "")
+	var rs experiment.CheckResult
+	if err := json.Unmarshal([]byte(safe), &rs); err != nil {
+		t.Fatal(err)
+	}
+	rs.Fleets[0].Name = r.Fleets[0].Name
+	b, _ := json.Marshal(rs)
+	if err := os.WriteFile(base, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(naive, base); !errors.Is(err, ErrUnsafe) {
+		t.Errorf("safe before, unsafe now: %v, want ErrUnsafe", err)
+	}
+	if err := os.WriteFile(base, []byte(`{"fleets": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UsageError
+	if _, err := check(naive, base); !errors.As(err, &ue) {
+		t.Errorf("a baseline that is no check's JSON: %v, want a usage error", err)
+	}
+}
+
+// TestCheckSARIFAtTheLine: check on files (no stack) writes its SARIF at
+// the line of the setting to blame in the file the fleet came from: the
+// Istio route's retries.attempts.
+func TestCheckSARIFAtTheLine(t *testing.T) {
+	sarif := filepath.Join(t.TempDir(), "check.sarif")
+	naive := testdata("istio/naive.yaml")
+	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log sarifLog
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(naive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, "attempts: 3") {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, r := range log.Runs[0].Results {
+		for _, l := range r.Locations {
+			if l.PhysicalLocation.ArtifactLocation.URI == filepath.ToSlash(naive) && l.PhysicalLocation.Region != nil && l.PhysicalLocation.Region.StartLine == want {
+				found = true
+			}
+		}
+	}
+	if want == 0 || !found {
+		t.Errorf("no result at %s:%d (attempts: 3):\n%s", naive, want, data)
+	}
+}
+
+// TestActionAndHook: the composite Action installs the command with go
+// install and runs check with SARIF and JUnit; the pre-commit hook runs
+// check.
+func TestActionAndHook(t *testing.T) {
+	var action struct {
+		Runs struct {
+			Using string
+			Steps []struct{ Run string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &action); err != nil {
+		t.Fatal(err)
+	}
+	var all string
+	for _, s := range action.Runs.Steps {
+		all += s.Run
+	}
+	if action.Runs.Using != "composite" || !strings.Contains(all, "go install") || !strings.Contains(all, "retrystorm-full check --sarif") || !strings.Contains(all, "--junit") {
+		t.Errorf("action.yml: using %q, steps:\n%s", action.Runs.Using, all)
+	}
+	var hooks []struct{ ID, Entry, Language string }
+	data, err = os.ReadFile(filepath.Join("..", "..", ".pre-commit-hooks.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 1 || hooks[0].ID != "retrystorm-check" || hooks[0].Entry != "retrystorm-full check" || hooks[0].Language != "golang" {
+		t.Errorf("hooks: %+v", hooks)
+	}
+}
+
+// TestFloorsPerClientAtTheVerdictsCount is the issue's second case: 200
+// client instances, each an Envoy with a retry budget's floor of 3
+// concurrent retries (min_retry_concurrency), together get 600 retries
+// past the budget. The blame counts the floor at the verdict's client
+// count (--clients 200), in a stack and in a plain check; it counted the
+// base scenario's 20 before.
+func TestFloorsPerClientAtTheVerdictsCount(t *testing.T) {
+	envoy := testdata("envoy/front-proxy.yaml")
+	for _, tc := range []struct {
+		name  string
+		files []string
+		ci    CI
+	}{
+		{"check", []string{envoy}, CI{}},
+		{"stack", nil, CI{Stack: []string{stackdata("app-grpc.json"), envoy}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			if err != nil && !errors.Is(err, ErrUnsafe) {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "min_retry_concurrency 3 per client (600 over 200 clients)") {
+				t.Errorf("the floor is not counted at 200 clients:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestStackLayerInAConfigMap: a layer may be a Kubernetes manifest whose
+// ConfigMap holds the config (found by its content, beside a Deployment
+// and data that is no config): the same chain as the JSON file, and the
+// blame at the manifest's line of maxAttempts.
+func TestStackLayerInAConfigMap(t *testing.T) {
+	cm := stackdata("app-configmap.yaml")
+	out, _, err := runStack(t, CI{Stack: []string{cm, stackdata("mesh.yaml"), stackdata("gateway.yaml")}}, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Layers[2].ClosedForm; got != 12 || math.Abs(r.Layers[2].Simulated-12) > 0.6 {
+		t.Errorf("closed form %g, simulated %g: want 12", got, r.Layers[2].Simulated)
+	}
+	src, err := os.ReadFile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, `"maxAttempts"`) {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, b := range r.Layers[0].Blame {
+		found = found || b.Setting == "retry.max_retries" && b.File == cm && b.Line == want
+	}
+	if !found {
+		t.Errorf("no blame at %s:%d: %+v", cm, want, r.Layers[0].Blame)
+	}
+
+	empty := filepath.Join(t.TempDir(), "cm.yaml")
+	if err := os.WriteFile(empty, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UsageError
+	if _, _, err := runStack(t, CI{Stack: []string{empty, stackdata("mesh.yaml")}}, true); !errors.As(err, &ue) || !strings.Contains(err.Error(), "hold no config") {
+		t.Errorf("a ConfigMap with no config: %v, want a usage error saying so", err)
+	}
+}
+
+// TestTwoHundredServices is the issue's scale case for check on files:
+// 200 services from a template with three shared retry policies are
+// checked in under 30 s (2 cores): identical routes import as one fleet
+// (importer.Fleet.Covers), simulated once.
+func TestTwoHundredServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about ten seconds on 2 busy cores")
+	}
+	var b strings.Builder
+	for i := range 200 {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: svc%d}\nspec:\n  hosts: [svc%d]\n  http:\n  - name: svc%d\n    route:\n    - destination: {host: svc%d}\n    retries: {attempts: %d, perTryTimeout: 1s, retryOn: 5xx}\n", i, i, i, i, 1+i%3)
+	}
+	file := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var out bytes.Buffer
+	sarif := filepath.Join(t.TempDir(), "check.sarif")
+	err := RunCheck(context.Background(), []string{file}, CheckOptions{JSON: true, CI: CI{SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	took := time.Since(start)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r experiment.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Fleets) != 3 {
+		t.Errorf("%d fleets for 200 services with 3 policies, want 3 (identical routes simulated once)", len(r.Fleets))
+	}
+	t.Logf("200 services, %d fleets, 3 seeds: %v", len(r.Fleets), took)
+	// Every service's retries are annotated at its own line, though
+	// simulated once with the others of its policy.
+	data, err := os.ReadFile(sarif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log sarifLog
+	if err := json.Unmarshal(data, &log); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[int]bool{}
+	for _, res := range log.Runs[0].Results {
+		if strings.Contains(res.Message.Text, "retry.max_retries") && len(res.Locations) > 0 && res.Locations[0].PhysicalLocation.Region != nil {
+			lines[res.Locations[0].PhysicalLocation.Region.StartLine] = true
+		}
+	}
+	for i := range r.Fleets {
+		if !r.Unsafe(i) {
+			t.Fatalf("fleet %s is safe: the test wants every policy unsafe, so that every service is annotated", r.Fleets[i].Name)
+		}
+	}
+	if len(lines) != 200 {
+		t.Errorf("max_retries annotated at %d lines, want one per service (200)", len(lines))
+	}
+	if took > 30*time.Second {
+		t.Errorf("took %v, want under 30 s", took)
+	}
+}
+
+// TestManifests finds the chain in a directory of manifests: the ingress
+// gateway's VirtualService routes to the orders Service, whose pods (a
+// Deployment of 3, and a canary of 3 with the same ConfigMap: the same
+// chain, simulated once) mount a gRPC service config: 2 × 3 attempts. The
+// route to a Service not in the manifests and the ConfigMap no pod mounts
+// are listed as not matched; a manifest that does not parse is refused
+// with its file and line.
+func TestManifests(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("testdata", "manifests")
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, strings.TrimPrefix(p, src))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: orders-canary, namespace: shop}\nspec:\n  replicas: 3\n  template:\n    metadata: {labels: {app: orders, track: canary}}\n    spec:\n      volumes:\n      - name: grpc\n        configMap: {name: orders-grpc}\n"
+	if err := os.WriteFile(filepath.Join(dir, "shop", "canary.yaml"), []byte(canary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sarif := filepath.Join(t.TempDir(), "m.sarif")
+	var out bytes.Buffer
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chains) != 2 || r.Simulated != 1 {
+		t.Fatalf("%d chains, %d simulated: want 2 chains (Deployment and canary), simulated once", len(r.Chains), r.Simulated)
+	}
+	for _, ch := range r.Chains {
+		if len(ch.Layers) != 2 || ch.Layers[0].ClosedForm != 2 || ch.Layers[1].ClosedForm != 6 || !ch.Agree {
+			t.Errorf("chain %s: %+v", ch.Chain, ch.Layers)
+		}
+		if !strings.HasPrefix(ch.Chain, "VirtualService orders-edge → ConfigMap orders-grpc of Deployment orders") {
+			t.Errorf("chain %q", ch.Chain)
+		}
+	}
+	if len(r.Unmatched) != 2 || !strings.Contains(r.Unmatched[0]+r.Unmatched[1], `no Service "payments"`) || !strings.Contains(r.Unmatched[0]+r.Unmatched[1], "ConfigMap billing-aws") {
+		t.Errorf("unmatched: %q", r.Unmatched)
+	}
+	// The blame is at the manifest's line of maxAttempts.
+	orders := filepath.Join(dir, "shop", "orders.yaml")
+	data, _ := os.ReadFile(orders)
+	want := 0
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, `"maxAttempts"`) {
+			want = i + 1
+		}
+	}
+	found := false
+	for _, b := range r.Chains[0].Layers[1].Blame {
+		found = found || b.File == orders && b.Line == want && b.Setting == "retry.max_retries"
+	}
+	if !found {
+		t.Errorf("no blame at %s:%d: %+v", orders, want, r.Chains[0].Layers[1].Blame)
+	}
+
+	// A manifest that does not parse: its file and line.
+	bad := filepath.Join(dir, "shop", "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "line") {
+		t.Errorf("a broken manifest: %v, want a usage error naming bad.yaml and the line", err)
+	}
+}
+
+// TestRouteHosts: the Service each kind of route calls into, as the
+// chains match it: a VirtualService's destination host, a
+// ServiceProfile's name, a Linkerd-annotated Service, an HTTPRoute's
+// parent Service.
+func TestRouteHosts(t *testing.T) {
+	for origin, want := range map[string]string{
+		"a.yaml: VirtualService orders: spec.http[0] (host orders.shop.svc.cluster.local)": "orders",
+		"b.yaml: ServiceProfile authors.booksapp.svc.cluster.local: spec.routes[0]":        "authors",
+		"c.yaml: Service books": "books",
+	} {
+		if got := shortHost(routeHost(origin)); got != want {
+			t.Errorf("%s: %q, want %q", origin, got, want)
+		}
+	}
+	data, err := os.ReadFile(testdata("linkerd/httproute-retries.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := httpRouteService([]importer.Source{{Name: "r.yaml", Data: data}}, "r.yaml", "schlep-default"); got != "schlep" {
+		t.Errorf("HTTPRoute schlep-default: %q, want schlep", got)
+	}
+}
+
+// TestTwoHundredServicesInManifests is the issue's scale case for a
+// stack: 200 services generated from a template, each behind the ingress
+// gateway with the same route policy and with one of two client configs
+// in its ConfigMap, make 200 chains of two distinct kinds: each kind is
+// simulated once, and the whole is checked in under 30 s (2 cores).
+func TestTwoHundredServicesInManifests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds on 2 busy cores")
+	}
+	dir := t.TempDir()
+	for i := range 200 {
+		m := fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: svc%[1]d-edge, namespace: istio-system}
+spec:
+  hosts: [svc%[1]d.example.com]
+  gateways: [istio-system/ingress]
+  http:
+  - route:
+    - destination: {host: svc%[1]d.shop.svc.cluster.local}
+    retries: {attempts: 1, perTryTimeout: 5s, retryOn: 5xx}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc%[1]d, namespace: shop}
+spec: {selector: {app: svc%[1]d}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: svc%[1]d, namespace: shop}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: svc%[1]d}}
+    spec:
+      volumes: [{name: grpc, configMap: {name: svc%[1]d-grpc}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: svc%[1]d-grpc, namespace: shop}
+data:
+  service-config.json: '{"methodConfig": [{"name": [{"service": "shop.Next"}], "retryPolicy": {"maxAttempts": %[2]d, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}'
+`, i, 2+i%2)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("svc%03d.yaml", i)), []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	took := time.Since(start)
+	if err != nil && !errors.Is(err, ErrUnsafe) {
+		t.Fatal(err)
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("200 services: %d chains, %d simulated, %d unmatched, 3 seeds: %v", len(r.Chains), r.Simulated, len(r.Unmatched), took)
+	if len(r.Chains) != 200 || r.Simulated != 2 || len(r.Unmatched) != 0 {
+		t.Errorf("%d chains, %d simulated, unmatched %q: want 200 chains of 2 kinds, simulated twice, nothing unmatched", len(r.Chains), r.Simulated, r.Unmatched)
+	}
+	if took > 30*time.Second {
+		t.Errorf("took %v, want under 30 s", took)
+	}
+}
+
+// TestManifestsCountsTheWorkFirst: the simulations are counted before
+// they start, and a check past the bound is refused with the count.
+func TestManifestsCountsTheWorkFirst(t *testing.T) {
+	defer func(n int) { maxManifestRuns = n }(maxManifestRuns)
+	maxManifestRuns = 10
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests")}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1)") || strings.Contains(out.String(), "Chain:") {
+		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
+	}
+}
+
+// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts says to retry at
+// one layer only, and writes the others' change into their own files
+// (a diff in the layer's format: the gateway's attempts).
+func TestAdviseStack(t *testing.T) {
+	ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
+	var out bytes.Buffer
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Candidates  []stackCandidate
+		Recommended string
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Candidates) != 4 || !strings.HasPrefix(r.Recommended, "retry at ") {
+		t.Fatalf("%d candidates, recommended %q: want 4, and one retrying layer", len(r.Candidates), r.Recommended)
+	}
+	for _, c := range r.Candidates {
+		if c.At < 0 && (c.Origin != 12 || c.Name == r.Recommended) {
+			t.Errorf("the stack as it is: %+v", c)
+		}
+	}
+	out.Reset()
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Recommendation: "+r.Recommended) || !strings.Contains(out.String(), "-      attempts: 1") {
+		t.Errorf("advise --stack text:\n%s", out.String())
+	}
+}
