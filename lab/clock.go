@@ -128,16 +128,7 @@ func (c *clock) release(t time.Duration) {
 // Run drives the origin's clock and its fault schedule until ctx is done;
 // then it refuses new work and lets the requests still waiting go. Call it
 // once.
-func (o *Origin) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { o.clk.run(ctx, &o.mu) })
-	o.schedule(ctx)
-	wg.Wait()
-	o.mu.Lock()
-	o.stopped = true
-	close(o.stop)
-	o.mu.Unlock()
-}
+func (o *Origin) Run(ctx context.Context) { o.run(ctx, o.schedule) }
 
 // schedule applies the faults at their boundaries until ctx is done.
 func (o *Origin) schedule(ctx context.Context) {
@@ -165,9 +156,6 @@ func scheduleFaults(ctx context.Context, kick <-chan struct{}, start time.Time, 
 		return wait
 	})
 }
-
-// since is t as the model's time: from the origin's start.
-func (o *Origin) since(t time.Time) time.Duration { return o.clk.since(t) }
 
 // setEnv puts e in force at now, once what fell due before now has
 // happened: a stall starts or ends. The lock is held.
@@ -327,8 +315,7 @@ func (o *Origin) reject(r origin.Request) {
 // will time out.
 func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
 	o := (*Origin)(d)
-	o.dropped.Add(1)
-	o.tally.inc(tDropped)
+	o.drop()
 	o.releaseKey(&o.reqs[r], false)
 	o.release(r)
 }
@@ -340,23 +327,9 @@ func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 	return q.deadline, q.deadline != 0, q.answer == nil
 }
 
-// takeSlot returns the number of a slot of all for a new request: one of
-// free's, whose slot keeps what its last use left there (its generation),
-// or a new one.
-func takeSlot[T any](all *[]T, free *[]origin.Request) origin.Request {
-	if n := len(*free); n > 0 {
-		r := (*free)[n-1]
-		*free = (*free)[:n-1]
-		return r
-	}
-	var zero T
-	*all = append(*all, zero)
-	return origin.Request(len(*all) - 1)
-}
-
 // newRequest takes a slot for j. The lock is held.
 func (o *Origin) newRequest(j *job) origin.Request {
-	r := takeSlot(&o.reqs, &o.free)
+	r := o.take()
 	q := &o.reqs[r]
 	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
 	return r
@@ -366,7 +339,7 @@ func (o *Origin) newRequest(j *job) origin.Request {
 func (o *Origin) release(r origin.Request) {
 	q := &o.reqs[r]
 	*q = request{gen: q.gen + 1}
-	o.free = append(o.free, r)
+	o.recycle(r)
 }
 
 // tell hands res to r's handler, if it still waits. The lock is held.

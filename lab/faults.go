@@ -270,7 +270,7 @@ func (o *Origin) adminState() adminState {
 		Now:      time.Since(o.start).Seconds(),
 		Capacity: o.env.capacity, ErrorRate: o.env.errRate, Outage: o.env.outage, Factor: o.env.factor,
 		Mode:   o.env.mode,
-		Queue:  o.queued(),
+		Queue:  o.model.Queued(),
 		Faults: []faultView{},
 	}
 	for i, f := range o.faults() {

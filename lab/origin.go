@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,31 +102,18 @@ type OriginConfig struct {
 // clock and the fault schedule, and requests are refused once it returns.
 // An Origin is safe for concurrent use.
 type Origin struct {
-	cfg   OriginConfig
-	start time.Time
-	tally *Tally
-	reg   *prometheus.Registry
-	m     originMetrics
-	otel  *originOTel
-	shed  *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
-	book  *ledger
-	kick  chan struct{} // wakes the fault schedule
-	stop  chan struct{} // closed when Run returns
+	wallServer[request] // its service is an answer: see finish
+	cfg                 OriginConfig
+	m                   originMetrics
+	otel                *originOTel
+	shed                *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
+	book                *ledger
+	kick                chan struct{} // wakes the fault schedule
 
-	mu       sync.Mutex
-	model    origin.Model
-	env      env
-	reqs     []request // by origin.Request
-	free     []origin.Request
-	clk      clock // answers and ends of service to come
-	stopped  bool
-	injected []scenario.Trigger // from the admin endpoint
-	rng      *rand.Rand
+	injected []scenario.Trigger // from the admin endpoint; guarded by mu
 
 	shedder *resil.Shedder // nil: the origin admits everything
 	reserve time.Duration  // the shedder's deadline reserve
-
-	wasted, dropped atomic.Int64
 }
 
 // NewOrigin returns an origin for cfg, or an error for a model the lab
@@ -144,16 +128,11 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		start = time.Now()
 	}
 	org := &Origin{
-		cfg:   cfg,
-		start: start,
-		tally: cfg.Tally,
-		reg:   prometheus.NewRegistry(),
-		book:  newLedger(1 << 16),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x0519)),
+		cfg:  cfg,
+		book: newLedger(1 << 16),
+		kick: make(chan struct{}, 1),
 	}
-	org.clk = newClock(start, org.fire)
+	org.init(start, cfg.Tally, cfg.Seed, 0x0519, org.fire)
 	// The admission is the HTTP middleware's, with the settings the
 	// simulator's origin admits by, and the reserve for the wire; the
 	// model sheds with the same Shedder.
@@ -465,8 +444,7 @@ func (o *Origin) handle(j *job) result {
 func (o *Origin) leave(r origin.Request, gen uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t := o.since(time.Now())
-	o.clk.advance(t)
+	t := o.catchUp()
 	q := &o.reqs[r]
 	if q.gen != gen || q.answer == nil {
 		return // answered meanwhile, or dropped
@@ -503,39 +481,6 @@ func (o *Origin) releaseExec(x *execution, executed bool) {
 		x.claim = nil
 		o.book.release(x.key, c, executed)
 	}
-}
-
-// waste counts a request served for a client that had left.
-func (o *Origin) waste() {
-	o.wasted.Add(1)
-	o.tally.inc(tWasted)
-	o.m.wasted.Inc()
-}
-
-// Queued returns the requests waiting for a worker (queue model, those
-// whose client left included) or in service (concurrency model), as the
-// simulator's queue series counts them.
-func (o *Origin) Queued() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.queued()
-}
-
-func (o *Origin) queued() int { return o.model.Queued() }
-
-// WouldAnswer reports whether a request arriving now would be answered
-// with success within timeout, without sending one: the ground truth
-// for the calls a breaker refused. It asks the model as the simulator
-// does, and draws the error share.
-func (o *Origin) WouldAnswer(timeout time.Duration) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.stopped || o.env.outage || (o.env.errRate > 0 && o.rng.Float64() < o.env.errRate) {
-		return false
-	}
-	t := o.since(time.Now())
-	o.clk.advance(t)
-	return o.model.WouldAnswer(t, timeout)
 }
 
 // OriginCounts are an origin's totals.
@@ -600,11 +545,12 @@ func (o *Origin) register() error {
 		replayed: counter("retrystorm_origin_idempotent_replays_total",
 			"Retried requests with an idempotency key answered from memory, without executing again."),
 	}
+	o.wastedTotal = o.m.wasted
 	locked := func(f func() float64) func() float64 { return underLock(&o.mu, f) }
 	return registerAll(o.reg, "origin",
 		o.m.requests, o.m.attempts, o.m.inflight, o.m.latency, o.m.wasted, o.m.executions, o.m.duplicates, o.m.replayed,
 		gaugeFunc("retrystorm_origin_queue_length", "Requests waiting for a worker, those whose client left included.",
-			locked(func() float64 { return float64(o.queued()) })),
+			locked(func() float64 { return float64(o.model.Queued()) })),
 		gaugeFunc("retrystorm_origin_workers_busy", "Requests in service: workers serving (queue model), or requests in flight (concurrency model).",
 			locked(func() float64 { return float64(o.model.Busy()) })),
 		gaugeFunc("retrystorm_origin_capacity", "Requests per second the origin serves now, faults included.",
