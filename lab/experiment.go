@@ -87,11 +87,8 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	}
 	// Refused before anything runs: the simulator, the live view, or the
 	// target's latency at rest.
-	switch {
-	case opts.Target != nil && opts.Protocol == ProtocolGRPC:
-		return nil, fmt.Errorf("lab: a target is played over HTTP only")
-	case opts.Target != nil && len(sc.Tiers) > 0:
-		return nil, errChainTarget
+	if err := refuse(sc, opts.Protocol, opts.Target); err != nil {
+		return nil, err
 	}
 	simRes, err := sim.Run(ctx, sc)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -133,10 +132,9 @@ type FleetInfo struct {
 // origin and gateway on loopback, and returns the result. It stops early
 // with ctx's error.
 //
-// While it runs, the garbage collector's target is raised (GOGC 400, as
-// RunFleet does): the lab's heap is small and churns fast, and collecting
-// it at the default target took a fifth of the lab's CPU in measurements,
-// time the servers need. Runs must not overlap.
+// Runs must not overlap: each times real servers on this machine. A
+// command that runs the lab sets the garbage collector's target to
+// GCPercent first.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
@@ -147,11 +145,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	if opts.Protocol == "" {
 		opts.Protocol = ProtocolHTTP
 	}
-	switch {
-	case opts.Protocol == ProtocolGRPC && len(sc.Tiers) > 0:
-		return nil, errChainGRPC
-	case opts.Target != nil && len(sc.Tiers) > 0:
-		return nil, errChainTarget
+	if err := refuse(sc, opts.Protocol, opts.Target); err != nil {
+		return nil, err
 	}
 	res := &Result{
 		Result: &sim.Result{
@@ -211,6 +206,10 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, maxTick)
 }
 
+// errTargetGRPC is why the lab refuses a target over gRPC: the fault
+// proxy is an HTTP reverse proxy.
+var errTargetGRPC = errors.New("lab: a target is played over HTTP only")
+
 // errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers
 // are HTTP servers calling the next through resilhttp.
 var errChainGRPC = errors.New("lab: a chain of tiers runs over HTTP only; drop --protocol grpc or the scenario's tiers")
@@ -219,8 +218,13 @@ var errChainGRPC = errors.New("lab: a chain of tiers runs over HTTP only; drop -
 // its tiers call the lab's own origin.
 var errChainTarget = errors.New("lab: a chain of tiers runs against the lab's own origin; drop --target or the scenario's tiers")
 
-// labGOGC is the garbage collector's target while a fleet runs.
-const labGOGC = 400
+// GCPercent is the garbage collector's target the lab is meant to run
+// at (GOGC 400): the lab's heap is small and churns fast, and collecting
+// it at the default target took a fifth of the lab's CPU in measurements,
+// time the servers need. It is the whole process's setting, so the lab
+// leaves it to its command (debug.SetGCPercent), which knows whether
+// anything else runs beside it.
+const GCPercent = 400
 
 // Check reports why the lab cannot run sc, or nil: the lab's origin is
 // one replica of the queue, capacity or concurrency model.
@@ -260,7 +264,6 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	wall := Scale(sc, scale)
 	fleet := wall.Fleets[i]
 	n := int((sc.Duration + sc.Tick - 1) / sc.Tick)
-	defer debug.SetGCPercent(debug.SetGCPercent(labGOGC))
 	// What the previous fleet left (thousands of requests' garbage) is
 	// collected now rather than during this fleet's first ticks, where a
 	// pause looks like an outage to a breaker.
@@ -293,10 +296,10 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	if token == "" {
 		token = NewToken()
 	}
-	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
-		return sim.FleetResult{}, FleetInfo{}, fmt.Errorf("lab: a target is played over HTTP only")
-	}
-	r, err := startRig(ctx, wall, i, sc.Seed, tallies, start, clearAt, token, opts.Protocol, opts.Target)
+	r, err := startRig(ctx, rigSpec{
+		wall: wall, fleet: i, seed: sc.Seed, tallies: tallies, start: start, clearAt: clearAt,
+		token: token, protocol: opts.Protocol, target: opts.Target,
+	})
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
@@ -404,7 +407,8 @@ type rig struct {
 	tsrv         []*Server
 	ogrpc, ggrpc *GRPCServer        // over gRPC
 	target       *url.URL           // where the load generator sends
-	stop         context.CancelFunc // stops the origin's and the tiers' clocks
+	clocks       context.Context    // the origin's and the tiers' clocks run until it is done
+	stop         context.CancelFunc // stops them
 	running      sync.WaitGroup
 	closed       bool
 }
@@ -426,134 +430,207 @@ type fleetGateway interface {
 	Close()
 }
 
-// startRig starts fleet i's origin (or, with a target, a fault proxy in
-// front of it), tiers and gateway on loopback, from the origin out,
-// speaking protocol, and opens each one's connection to the next before
-// the first tick, so that the first intents do not pay for it. tallies[l]
-// is the hop into layer l (the origin is the last). A chain of tiers runs
-// over HTTP, against the lab's own origin. On error it leaves nothing
-// running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tallies []*Tally, start time.Time, clearAt time.Duration, token string, protocol Protocol, target *Target) (*rig, error) {
+// rigSpec is what one fleet's servers are made of: the scenario scaled to
+// the wall clock and the fleet, and what the run gives them.
+type rigSpec struct {
+	wall    *scenario.Scenario // scaled (see Scale)
+	fleet   int                // the index of the fleet in wall.Fleets
+	seed    uint64
+	tallies []*Tally // tallies[l] is the hop into layer l; the origin's is the last
+	start   time.Time
+	clearAt time.Duration // when the triggers end, from start; negative: none
+	token   string        // the origin's /admin/faults secret
+	// protocol is what the origin, the gateway and the load generator
+	// speak; a target is played over HTTP, and a chain of tiers runs over
+	// HTTP against the lab's own origin (see refuse).
+	protocol Protocol
+	target   *Target // nil: the lab's own origin
+}
+
+// refuse reports why the lab cannot play sc over protocol against target
+// (nil: its own origin), or nil. Every entry point asks it before it runs
+// anything: Measure, Run, and each fleet's startRig.
+func refuse(sc *scenario.Scenario, protocol Protocol, target *Target) error {
+	grpc := protocol == ProtocolGRPC
 	switch {
-	case len(wall.Tiers) > 0 && protocol == ProtocolGRPC:
-		return nil, errChainGRPC
-	case len(wall.Tiers) > 0 && target != nil:
-		return nil, errChainTarget
+	case target != nil && grpc:
+		return errTargetGRPC
+	case len(sc.Tiers) > 0 && grpc:
+		return errChainGRPC
+	case len(sc.Tiers) > 0 && target != nil:
+		return errChainTarget
 	}
-	// The origin's callers: the fleet's clients, or the last tier's.
-	tally, reserve := tallies[len(tallies)-1], wall.Fleets[i].Timeout/deadlineMargin
-	if n := len(wall.Tiers); n > 0 {
-		reserve = wall.Tiers[n-1].Client.Timeout / deadlineMargin
+	return nil
+}
+
+// startRig starts the servers of s's fleet on loopback, from the origin
+// out, with the builder of s's protocol, and opens each one's connection
+// to the next before the first tick, so that the first intents do not pay
+// for it. On error it leaves nothing running.
+func startRig(ctx context.Context, s rigSpec) (*rig, error) {
+	if err := refuse(s.wall, s.protocol, s.target); err != nil {
+		return nil, err
 	}
-	var origin server
-	var lab *Origin                    // the lab's own origin, which gRPC can serve
-	var truth func(time.Duration) bool // nil: unknown, for a target as it is
-	if target == nil {
-		o, err := NewOrigin(OriginConfig{
-			Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token,
-			WireReserve: reserve,
-		})
-		if err != nil {
-			return nil, err
-		}
-		origin, lab, truth = o, o, o.WouldAnswer
-	} else {
-		p, err := NewFaultProxy(ProxyConfig{
-			Target: target.URL, Origin: wall.Origin, Impose: target.Impose, Triggers: wall.Triggers,
-			Start: start, Seed: seed, Tally: tally, Transport: target.Transport,
-			Cutoff: wallCutoff(wall, i), // as the load's: never past the scenario's end
-		})
-		if err != nil {
-			return nil, err
-		}
-		origin = p
-		if target.Impose {
-			truth = p.WouldAnswer
-		}
-	}
+	r := &rig{}
+	r.clocks, r.stop = context.WithCancel(context.Background())
 	var err error
-	r := &rig{origin: origin}
-	octx, stop := context.WithCancel(context.Background())
-	r.stop = stop
-	r.running.Go(func() { origin.Run(octx) })
-	fail := func(err error) (*rig, error) {
+	switch s.protocol {
+	case "", ProtocolHTTP:
+		err = r.startHTTP(ctx, &s)
+	case ProtocolGRPC:
+		err = r.startGRPC(ctx, &s)
+	default:
+		err = fmt.Errorf("lab: protocol %q: want http or grpc", s.protocol)
+	}
+	if err != nil {
 		r.close()
 		return nil, err
 	}
-	if r.osrv, err = Listen("127.0.0.1:0", origin.Handler()); err != nil {
-		return fail(err)
+	return r, nil
+}
+
+// startHTTP builds an HTTP rig: the lab's origin (or a fault proxy in
+// front of the target), the tiers of a chain, and the gateway.
+func (r *rig) startHTTP(ctx context.Context, s *rigSpec) error {
+	var truth func(time.Duration) bool // nil: unknown, for a target as it is
+	if s.target == nil {
+		o, err := s.labOrigin()
+		if err != nil {
+			return err
+		}
+		r.origin, truth = o, o.WouldAnswer
+	} else {
+		p, err := s.faultProxy()
+		if err != nil {
+			return err
+		}
+		r.origin = p
+		if s.target.Impose {
+			truth = p.WouldAnswer
+		}
 	}
-	next := r.osrv.url
-	r.tiers = make([]*Tier, len(wall.Tiers))
-	r.tsrv = make([]*Server, len(wall.Tiers))
-	for l := len(wall.Tiers) - 1; l >= 0; l-- {
+	if err := r.serveOrigin(); err != nil {
+		return err
+	}
+	next, truth, err := r.startTiers(ctx, s, r.osrv.url, truth)
+	if err != nil {
+		return err
+	}
+	gw, err := NewGateway(s.gateway(next, truth))
+	if err != nil {
+		return err
+	}
+	r.gw = gw
+	if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
+		return err
+	}
+	r.target = r.gsrv.url
+	return warm(ctx, gw)
+}
+
+// startGRPC builds a gRPC rig: the lab's origin and the gateway, each with
+// a gRPC server for the work and an HTTP one for /metrics (and the
+// origin's /admin/faults).
+func (r *rig) startGRPC(ctx context.Context, s *rigSpec) error {
+	o, err := s.labOrigin()
+	if err != nil {
+		return err
+	}
+	r.origin = o
+	if err := r.serveOrigin(); err != nil {
+		return err
+	}
+	if r.ogrpc, err = ListenGRPC("127.0.0.1:0", o); err != nil {
+		return err
+	}
+	gw, err := NewGRPCGateway(s.gateway(&url.URL{Scheme: "grpc", Host: r.ogrpc.Addr()}, o.WouldAnswer))
+	if err != nil {
+		return err
+	}
+	r.gw = gw
+	if r.ggrpc, err = ListenGRPC("127.0.0.1:0", gw); err != nil {
+		return err
+	}
+	if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
+		return err
+	}
+	r.target = &url.URL{Scheme: "grpc", Host: r.ggrpc.Addr()}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return gw.Warm(wctx)
+}
+
+// labOrigin is the lab's own origin for s. Its callers, whose deadlines
+// it keeps a tenth of for the way back, are the fleet's clients or the
+// last tier's.
+func (s *rigSpec) labOrigin() (*Origin, error) {
+	reserve := s.wall.Fleets[s.fleet].Timeout / deadlineMargin
+	if n := len(s.wall.Tiers); n > 0 {
+		reserve = s.wall.Tiers[n-1].Client.Timeout / deadlineMargin
+	}
+	return NewOrigin(OriginConfig{
+		Origin: s.wall.Origin, Triggers: s.wall.Triggers, Start: s.start, Seed: s.seed,
+		Tally: s.tallies[len(s.tallies)-1], AdminToken: s.token, WireReserve: reserve,
+	})
+}
+
+// faultProxy is the fault proxy in front of s's target.
+func (s *rigSpec) faultProxy() (*FaultProxy, error) {
+	t := s.target
+	return NewFaultProxy(ProxyConfig{
+		Target: t.URL, Origin: s.wall.Origin, Impose: t.Impose, Triggers: s.wall.Triggers,
+		Start: s.start, Seed: s.seed, Tally: s.tallies[len(s.tallies)-1], Transport: t.Transport,
+		Cutoff: wallCutoff(s.wall, s.fleet), // as the load's: never past the scenario's end
+	})
+}
+
+// gateway is the configuration of s's gateway, sending to next, whose
+// ground truth is truth.
+func (s *rigSpec) gateway(next *url.URL, truth func(time.Duration) bool) GatewayConfig {
+	return GatewayConfig{
+		Fleet: s.wall.Fleets[s.fleet], Clients: s.wall.Traffic.Clients, Origin: next,
+		Seed: s.seed, Tally: s.tallies[0], Truth: truth,
+	}
+}
+
+// serveOrigin runs r's origin until the rig closes, and serves it over
+// HTTP.
+func (r *rig) serveOrigin() error {
+	r.running.Go(func() { r.origin.Run(r.clocks) })
+	var err error
+	r.osrv, err = Listen("127.0.0.1:0", r.origin.Handler())
+	return err
+}
+
+// startTiers starts s's tiers from the innermost out, the innermost
+// calling next (whose ground truth is truth), and returns where the
+// gateway sends and its ground truth: the outermost tier's, or next's
+// when there is no chain.
+func (r *rig) startTiers(ctx context.Context, s *rigSpec, next *url.URL, truth func(time.Duration) bool) (*url.URL, func(time.Duration) bool, error) {
+	r.tiers = make([]*Tier, len(s.wall.Tiers))
+	r.tsrv = make([]*Server, len(s.wall.Tiers))
+	for l := len(s.wall.Tiers) - 1; l >= 0; l-- {
 		t, err := NewTier(TierConfig{
-			Tier: wall.Tiers[l], Next: next, Start: start, ClearAt: clearAt,
-			Seed: seed ^ uint64(l+1)*0x9e3779b97f4a7c15, In: tallies[l], Out: tallies[l+1], Truth: truth,
+			Tier: s.wall.Tiers[l], Next: next, Start: s.start, ClearAt: s.clearAt,
+			Seed: s.seed ^ uint64(l+1)*0x9e3779b97f4a7c15, In: s.tallies[l], Out: s.tallies[l+1], Truth: truth,
 		})
 		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		r.tiers[l] = t
-		r.running.Go(func() { t.Run(octx) })
+		r.running.Go(func() { t.Run(r.clocks) })
 		if r.tsrv[l], err = Listen("127.0.0.1:0", t.Handler()); err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = t.warm(wctx)
 		cancel()
 		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
-		next, truth = r.tsrv[l].url, chainTruth(t, wall.Tiers[l].Client.Timeout, truth)
+		next, truth = r.tsrv[l].url, chainTruth(t, s.wall.Tiers[l].Client.Timeout, truth)
 	}
-	gc := GatewayConfig{
-		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: next,
-		Seed: seed, Tally: tallies[0], Truth: truth,
-	}
-	switch protocol {
-	case "", ProtocolHTTP:
-		gw, err := NewGateway(gc)
-		if err != nil {
-			return fail(err)
-		}
-		r.gw = gw
-		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
-			return fail(err)
-		}
-		r.target = r.gsrv.url
-		if err := warm(ctx, gw); err != nil {
-			return fail(err)
-		}
-	case ProtocolGRPC:
-		if lab == nil {
-			return fail(fmt.Errorf("lab: a target is played over HTTP only"))
-		}
-		if r.ogrpc, err = ListenGRPC("127.0.0.1:0", lab); err != nil {
-			return fail(err)
-		}
-		gc.Origin = &url.URL{Scheme: "grpc", Host: r.ogrpc.Addr()}
-		gw, err := NewGRPCGateway(gc)
-		if err != nil {
-			return fail(err)
-		}
-		r.gw = gw
-		if r.ggrpc, err = ListenGRPC("127.0.0.1:0", gw); err != nil {
-			return fail(err)
-		}
-		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
-			return fail(err)
-		}
-		r.target = &url.URL{Scheme: "grpc", Host: r.ggrpc.Addr()}
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := gw.Warm(wctx); err != nil {
-			return fail(err)
-		}
-	default:
-		return fail(fmt.Errorf("lab: protocol %q: want http or grpc", protocol))
-	}
-	return r, nil
+	return next, truth, nil
 }
 
 // chainTruth is the ground truth of a call to tier t: its own service

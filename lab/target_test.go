@@ -324,3 +324,62 @@ func TestTargetRefusesAChain(t *testing.T) {
 		t.Errorf("%d requests sent to the target", n)
 	}
 }
+
+// TestLabRefusals: the combinations the lab cannot play (a target over
+// gRPC, a chain over gRPC, a chain against a target) are refused in one
+// place (refuse), the same at every entry point, before anything is sent.
+func TestLabRefusals(t *testing.T) {
+	chain, err := scenario.Load("../experiment/scenarios/layers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := scenario.Load("../experiment/scenarios/storm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(startServer(t, overloaded{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newSends(t)
+	target := &Target{URL: u, Transport: tr}
+	tests := []struct {
+		name     string
+		sc       *scenario.Scenario
+		protocol Protocol
+		target   *Target
+		want     error
+	}{
+		{"target over grpc", flat, ProtocolGRPC, target, errTargetGRPC},
+		{"chain over grpc", chain, ProtocolGRPC, nil, errChainGRPC},
+		{"chain against a target", chain, ProtocolHTTP, target, errChainTarget},
+		{"chain against a target, protocol unsaid", chain, "", target, errChainTarget},
+		{"everything at once", chain, ProtocolGRPC, target, errTargetGRPC},
+		{"chain over http", chain, ProtocolHTTP, nil, nil},
+		{"target over http", flat, "", target, nil},
+		{"flat over grpc", flat, ProtocolGRPC, nil, nil},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := refuse(tt.sc, tt.protocol, tt.target); !errors.Is(err, tt.want) {
+				t.Fatalf("refuse: %v, want %v", err, tt.want)
+			}
+			if tt.want == nil {
+				return
+			}
+			if _, err := Run(ctx, tt.sc, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("Run: %v, want %v", err, tt.want)
+			}
+			if _, err := Measure(ctx, tt.sc, ExperimentOptions{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("Measure: %v, want %v", err, tt.want)
+			}
+			if _, _, err := RunFleet(ctx, tt.sc, 0, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("RunFleet: %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if n := tr.n.Load(); n != 0 {
+		t.Errorf("%d requests sent to the target", n)
+	}
+}
