@@ -145,9 +145,9 @@ func (o *Origin) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// NewToken returns a fresh secret for OriginConfig.AdminToken: 128 random
+// newToken returns a fresh secret for OriginConfig.AdminToken: 128 random
 // bits, in hexadecimal.
-func NewToken() string {
+func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b[:])

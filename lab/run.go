@@ -32,9 +32,10 @@ type Options struct {
 	// before its first tick, with their base URLs: both serve /metrics,
 	// and the origin /admin/faults.
 	Ready func(fleet string, origin, gateway *url.URL)
-	// AdminToken is the secret the origins' /admin/faults require (see
-	// NewToken); the live view's links carry it. Empty means a new one
-	// for each fleet, known to the live view alone.
+	// AdminToken is the secret the origins' /admin/faults require (128
+	// random bits, as a web page cannot guess); the live view's links
+	// carry it. Empty means a new one for each fleet, known to the live
+	// view alone.
 	AdminToken string
 	// Protocol is what the origin, the gateway and the load generator
 	// speak: ProtocolHTTP (the default) or ProtocolGRPC. Over gRPC the
@@ -55,7 +56,7 @@ type Options struct {
 	// startAt is when this fleet's first tick starts (see StartAt).
 	startAt time.Time
 	// Shard, when its Count is more than 1, runs shard Index of a run
-	// split over Count load processes (see ShardScenario and StartAt).
+	// split over Count load processes (see StartAt).
 	Shard experiment.Shard
 	// StartAt, when set, is when the first fleet's first tick starts on
 	// the wall clock, and each next fleet starts FleetGap after the one
@@ -294,7 +295,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 
 	token := opts.AdminToken
 	if token == "" {
-		token = NewToken()
+		token = newToken()
 	}
 	r, err := startRig(ctx, rigSpec{
 		wall: wall, fleet: i, seed: sc.Seed, tallies: tallies, start: start, clearAt: clearAt,

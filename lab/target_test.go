@@ -58,7 +58,7 @@ func TestCheckTarget(t *testing.T) {
 // at the highest intent rate a load trigger reaches, in wall time.
 func TestPeakAttemptRate(t *testing.T) {
 	sc := stormScenario(t, 1) // 100 intents/s; naive: 3 retries, no budget
-	got, err := PeakAttemptRate(sc, 100*time.Millisecond)
+	got, err := peakAttemptRate(sc, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +69,12 @@ func TestPeakAttemptRate(t *testing.T) {
 	}
 	sc.Triggers = append(sc.Triggers, sc.Triggers[0])
 	sc.Triggers[1].Kind, sc.Triggers[1].Rate = scenario.TriggerLoad, 150
-	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
+	if got, err := peakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
 		t.Errorf("with a load trigger to 150/s at 1s a tick: %g attempts/s (%v), want %d", got, err, 150*4)
 	}
 	// A rate series counts at its highest point, scaled.
 	sc.Traffic.Series = &scenario.Series{Scale: 2, Points: []scenario.Point{{At: 0, Rate: 50}, {At: time.Minute, Rate: 200}}}
-	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-400*4) > 1e-9 {
+	if got, err := peakAttemptRate(sc, time.Second); err != nil || math.Abs(got-400*4) > 1e-9 {
 		t.Errorf("with a series up to 200/s scaled by 2: %g attempts/s (%v), want %d", got, err, 400*4)
 	}
 }
@@ -317,8 +317,8 @@ func TestTargetRefusesAChain(t *testing.T) {
 	if _, err := Run(context.Background(), sc, Options{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
 		t.Errorf("Run: %v, want %v", err, errChainTarget)
 	}
-	if _, err := Experiment(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
-		t.Errorf("Experiment: %v, want %v", err, errChainTarget)
+	if _, err := Measure(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
+		t.Errorf("Measure: %v, want %v", err, errChainTarget)
 	}
 	if n := tr.n.Load(); n != 0 {
 		t.Errorf("%d requests sent to the target", n)
