@@ -11,13 +11,13 @@ import (
 
 // An origin model on the wall clock. The model (package origin) is the
 // simulator's own and takes the time as an argument; a server that runs one
-// (the Origin, the fault proxy) hands each request to the model and its
-// handler waits on a channel, and a clock does what the model scheduled
-// (answers, ends of service) when it falls due, each at the time it was
-// due, so that a late timer costs the model no capacity. Every call to the
-// model, and every decision it reports, happens under the server's lock,
-// in time order: what fell due before now happens before an arrival at
-// now.
+// (wallServer: the Origin, the fault proxy, a tier) hands each request to
+// the model and its handler waits on a channel, and a clock does what the
+// model scheduled (answers, ends of service, calls to the next tier) when
+// it falls due, each at the time it was due, so that a late timer costs
+// the model no capacity. Every call to the model, and every decision it
+// reports, happens under the server's lock, in time order: what fell due
+// before now happens before an arrival at now.
 
 // clock is the part of such a server that keeps time: the due times to
 // come, one timer for the earliest, and the stall during which nothing
