@@ -168,7 +168,7 @@ type proxyAnswer struct {
 	result string // the metric's label
 }
 
-// The proxy's due entries, beside the origin's (clock.go).
+// The proxy's due entries, beside those in clock.go.
 const (
 	dueStart   dueKind = iota + 16 // a start of service a stall put off
 	dueRelease                     // an answer held for the model's time or the latency factor
