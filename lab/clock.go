@@ -11,13 +11,13 @@ import (
 
 // An origin model on the wall clock. The model (package origin) is the
 // simulator's own and takes the time as an argument; a server that runs one
-// (the Origin, the fault proxy) hands each request to the model and its
-// handler waits on a channel, and a clock does what the model scheduled
-// (answers, ends of service) when it falls due, each at the time it was
-// due, so that a late timer costs the model no capacity. Every call to the
-// model, and every decision it reports, happens under the server's lock,
-// in time order: what fell due before now happens before an arrival at
-// now.
+// (wallServer: the Origin, the fault proxy, a tier) hands each request to
+// the model and its handler waits on a channel, and a clock does what the
+// model scheduled (answers, ends of service, calls to the next tier) when
+// it falls due, each at the time it was due, so that a late timer costs
+// the model no capacity. Every call to the model, and every decision it
+// reports, happens under the server's lock, in time order: what fell due
+// before now happens before an arrival at now.
 
 // clock is the part of such a server that keeps time: the due times to
 // come, one timer for the earliest, and the stall during which nothing
@@ -125,29 +125,6 @@ func (c *clock) release(t time.Duration) {
 	c.poke()
 }
 
-// Run drives the origin's clock and its fault schedule until ctx is done;
-// then it refuses new work and lets the requests still waiting go. Call it
-// once.
-func (o *Origin) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { o.clk.run(ctx, &o.mu) })
-	o.schedule(ctx)
-	wg.Wait()
-	o.mu.Lock()
-	o.stopped = true
-	close(o.stop)
-	o.mu.Unlock()
-}
-
-// schedule applies the faults at their boundaries until ctx is done.
-func (o *Origin) schedule(ctx context.Context) {
-	scheduleFaults(ctx, o.kick, o.start, func(now time.Time) []scenario.Trigger {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		return o.applyFaults(now)
-	})
-}
-
 // scheduleFaults applies faults at their boundaries until ctx is done:
 // apply puts in force the faults of now, and returns them all; kick wakes
 // it to look again, when the faults changed.
@@ -166,18 +143,6 @@ func scheduleFaults(ctx context.Context, kick <-chan struct{}, start time.Time, 
 	})
 }
 
-// since is t as the model's time: from the origin's start.
-func (o *Origin) since(t time.Time) time.Duration { return o.clk.since(t) }
-
-// setEnv puts e in force at now, once what fell due before now has
-// happened: a stall starts or ends. The lock is held.
-func (o *Origin) setEnv(e env, now time.Time) {
-	t := o.since(now)
-	o.clk.advance(t)
-	o.env = e
-	o.clk.apply(o.model, e, t)
-}
-
 // apply puts e in force in model at t, once what fell due before t has
 // happened (advance, with the server's env already e): its conditions,
 // and the start or end of a stall. The lock is held.
@@ -188,36 +153,6 @@ func (c *clock) apply(model origin.Model, e env, t time.Duration) {
 	} else {
 		c.release(t)
 	}
-}
-
-// fire does what fell due for a request: its answer, the end of its
-// service, or its rejection put off by a stall. The lock is held.
-func (o *Origin) fire(e due, at time.Duration) {
-	if o.reqs[e.r].gen != e.gen {
-		return // dropped mid-service: its end went stale
-	}
-	if e.kind == dueReject {
-		o.reject(e.r)
-		return
-	}
-	o.finish(e.r)
-	if e.kind == dueService {
-		o.model.Done(at, e.r)
-	}
-	o.release(e.r)
-}
-
-// request is one request the model holds or decides on, from arrival to
-// its last decision. Its slot is reused afterwards; gen tells the uses
-// apart, for the handler and the due times that still name it.
-type request struct {
-	gen      uint32
-	serving  bool          // in service (Serve), not answered yet
-	tick     int           // the tick it was sent in (TickHeader), for the successes it earns
-	broken   bool          // its intent's key is in the broken share: it always fails
-	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
-	exec     *execution    // set for non-idempotent requests: their side effect is counted
-	answer   chan result   // the handler waits on it (buffered); nil once the client left
 }
 
 // due is something to do for a request at a time: what, the server says.
@@ -232,7 +167,8 @@ type due struct {
 // dueKind is what a due entry does.
 type dueKind uint8
 
-// The Origin's due entries.
+// Due entries of the Origin and the fault proxy (which adds its own; a
+// tier's are all the start of a call, whatever their kind).
 const (
 	dueAnswer  dueKind = iota // an answer known on arrival (Answer)
 	dueService                // an end of service (Serve)
@@ -289,133 +225,5 @@ func (q *dueQueue) pop() {
 		}
 		q.h[i], q.h[m] = q.h[m], q.h[i]
 		i = m
-	}
-}
-
-// originDriver is the Origin as its model's driver: what the model decides
-// is scheduled on the due queue or told to the request's handler. The
-// lock is held in every method, as in every call to the model.
-type originDriver Origin
-
-func (d *originDriver) Answer(r origin.Request, at time.Duration) {
-	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen, kind: dueAnswer})
-}
-
-func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
-	d.reqs[r].serving = true
-	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen, kind: dueService})
-}
-
-// Reject refuses r at once, or at the end of a stall: a stalled server
-// sends nothing, rejections included.
-func (d *originDriver) Reject(r origin.Request, now time.Duration) {
-	if d.clk.held {
-		d.clk.at(due{at: now, r: r, gen: d.reqs[r].gen, kind: dueReject})
-		return
-	}
-	(*Origin)(d).reject(r)
-}
-
-// reject answers r with an overload rejection. The lock is held.
-func (o *Origin) reject(r origin.Request) {
-	o.releaseKey(&o.reqs[r], false)
-	o.tell(r, resRejected)
-	o.release(r)
-}
-
-// Drop skips a request (a shedding origin): it is not answered, and its client
-// will time out.
-func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
-	o := (*Origin)(d)
-	o.dropped.Add(1)
-	o.tally.inc(tDropped)
-	o.releaseKey(&o.reqs[r], false)
-	o.release(r)
-}
-
-// Deadline is the deadline r's client propagated, if it did; its client is
-// gone once its handler no longer waits.
-func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
-	q := &d.reqs[r]
-	return q.deadline, q.deadline != 0, q.answer == nil
-}
-
-// takeSlot returns the number of a slot of all for a new request: one of
-// free's, whose slot keeps what its last use left there (its generation),
-// or a new one.
-func takeSlot[T any](all *[]T, free *[]origin.Request) origin.Request {
-	if n := len(*free); n > 0 {
-		r := (*free)[n-1]
-		*free = (*free)[:n-1]
-		return r
-	}
-	var zero T
-	*all = append(*all, zero)
-	return origin.Request(len(*all) - 1)
-}
-
-// newRequest takes a slot for j. The lock is held.
-func (o *Origin) newRequest(j *job) origin.Request {
-	r := takeSlot(&o.reqs, &o.free)
-	q := &o.reqs[r]
-	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
-	return r
-}
-
-// release frees r's slot: the model is done with it. The lock is held.
-func (o *Origin) release(r origin.Request) {
-	q := &o.reqs[r]
-	*q = request{gen: q.gen + 1}
-	o.free = append(o.free, r)
-}
-
-// tell hands res to r's handler, if it still waits. The lock is held.
-func (o *Origin) tell(r origin.Request, res result) {
-	if ch := o.reqs[r].answer; ch != nil {
-		ch <- res
-		o.reqs[r].answer = nil
-	}
-}
-
-// finish settles request r after its service (or its admission, for an
-// answer known on arrival): its success counts for the tick it arrived
-// in, its side effect is booked, and it is wasted work when nobody waits
-// for it. The lock is held.
-func (o *Origin) finish(r origin.Request) {
-	q := &o.reqs[r]
-	ok := !q.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
-	if o.env.outage && o.env.mode == scenario.OutageRefuse {
-		ok = false // the answer fails, as a reset connection does
-	}
-	if ok {
-		o.tally.add(cSuccesses, q.tick)
-	}
-	if x := q.exec; x != nil {
-		if ok && o.book.executed(x.intent) {
-			o.m.duplicates.Inc()
-		}
-		if ok {
-			o.m.executions.Inc()
-		}
-		o.releaseKey(q, ok)
-	}
-	switch {
-	case q.answer == nil:
-		o.waste()
-	case o.env.outage && o.env.mode == scenario.OutageBlackhole:
-		// The answer is lost; the handler waits for its client to leave.
-	case ok:
-		o.tell(r, resOK)
-	default:
-		o.tell(r, resError)
-	}
-}
-
-// releaseKey frees the idempotency key q holds, if any: executed says
-// whether its effect happened. The origin's lock may be held (the
-// ledger's comes after it).
-func (o *Origin) releaseKey(q *request, executed bool) {
-	if q.exec != nil {
-		o.releaseExec(q.exec, executed)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// ExperimentOptions configure Experiment.
+// ExperimentOptions configure Measure.
 type ExperimentOptions struct {
 	// Tick is the wall-clock length of one scenario tick; zero means
 	// DefaultTick.
@@ -38,26 +38,12 @@ type ExperimentOptions struct {
 	// drop_expired is the origin's.
 	Target *Target
 	// Shard, when its Count is more than 1, runs one shard of a run
-	// split over load processes (see ShardScenario), from StartAt (see
-	// ShardStart), against Target; its JSON says which, for merge. The
+	// split over load processes (its share of the clients, through a
+	// proxy with its share of the origin), from StartAt (see ShardStart),
+	// against Target; its JSON says which, for merge. The
 	// storm's counterfactual is not run.
 	Shard   experiment.Shard
 	StartAt time.Time
-}
-
-// Experiment runs sc in the simulator and then in the lab, fleet after
-// fleet, with the counterfactual of deadline shedding when sc has one (the
-// first fleet against the origin behind resilhttp.Shed: see
-// experiment.ShedCounterfactual), and
-// sets the two side by side (experiment.LabOutcome): tables, charts, how
-// they agree and the claims. A live view serves the run on 127.0.0.1
-// while it lasts.
-func Experiment(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*experiment.Outcome, error) {
-	m, err := Measure(ctx, sc, opts)
-	if err != nil {
-		return nil, err
-	}
-	return m.Outcome, nil
 }
 
 // Measurement is a lab experiment's outcome and whether it measured.
@@ -73,7 +59,13 @@ type Measurement struct {
 	Result *Result
 }
 
-// Measure is Experiment, saying besides whether the lab measured.
+// Measure runs sc in the simulator and then in the lab, fleet after
+// fleet, with the counterfactual of deadline shedding when sc has one (the
+// first fleet against the origin behind resilhttp.Shed: see
+// experiment.ShedCounterfactual), sets the two side by side
+// (experiment.LabOutcome): tables, charts, how they agree and the claims,
+// and says whether the lab measured. A live view serves the run on
+// 127.0.0.1 while it lasts.
 func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (*Measurement, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
@@ -87,11 +79,8 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	}
 	// Refused before anything runs: the simulator, the live view, or the
 	// target's latency at rest.
-	switch {
-	case opts.Target != nil && opts.Protocol == ProtocolGRPC:
-		return nil, fmt.Errorf("lab: a target is played over HTTP only")
-	case opts.Target != nil && len(sc.Tiers) > 0:
-		return nil, errChainTarget
+	if err := refuse(sc, opts.Protocol, opts.Target); err != nil {
+		return nil, err
 	}
 	simRes, err := sim.Run(ctx, sc)
 	if err != nil {
@@ -124,7 +113,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	per := time.Duration(float64(opts.Tick) * sc.Duration.Seconds() / sc.Tick.Seconds())
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
-	token := NewToken() // /admin/faults needs it: a web page cannot guess it
+	token := newToken() // /admin/faults needs it: a web page cannot guess it
 	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
@@ -139,7 +128,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		if t.Log == nil {
 			t.Log = log
 		}
-		peak, err := PeakAttemptRate(sc, opts.Tick)
+		peak, err := peakAttemptRate(sc, opts.Tick)
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +149,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	}
 	played := sc
 	if opts.Shard.Count > 1 {
-		played = ShardScenario(sc, opts.Shard)
+		played = shardOf(sc, opts.Shard)
 		run.Shard, run.StartAt = opts.Shard, opts.StartAt
 		fmt.Fprintf(log, "lab: shard %s: the clients c with c mod %d = %d, through a proxy with 1/%d of the origin; the first fleet starts at %s\n",
 			opts.Shard, opts.Shard.Count, opts.Shard.Index, opts.Shard.Count, opts.StartAt.Format(time.TimeOnly))

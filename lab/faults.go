@@ -145,9 +145,9 @@ func (o *Origin) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// NewToken returns a fresh secret for OriginConfig.AdminToken: 128 random
+// newToken returns a fresh secret for OriginConfig.AdminToken: 128 random
 // bits, in hexadecimal.
-func NewToken() string {
+func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b[:])
@@ -270,7 +270,7 @@ func (o *Origin) adminState() adminState {
 		Now:      time.Since(o.start).Seconds(),
 		Capacity: o.env.capacity, ErrorRate: o.env.errRate, Outage: o.env.outage, Factor: o.env.factor,
 		Mode:   o.env.mode,
-		Queue:  o.queued(),
+		Queue:  o.model.Queued(),
 		Faults: []faultView{},
 	}
 	for i, f := range o.faults() {

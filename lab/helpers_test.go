@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
 		testlock.Exclusive()
 	}
+	// As the lab command does: the lab is measured at its GC target.
+	debug.SetGCPercent(GCPercent)
 	goleak.VerifyTestMain(m)
 }
 

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,31 +103,18 @@ type OriginConfig struct {
 // clock and the fault schedule, and requests are refused once it returns.
 // An Origin is safe for concurrent use.
 type Origin struct {
-	cfg   OriginConfig
-	start time.Time
-	tally *Tally
-	reg   *prometheus.Registry
-	m     originMetrics
-	otel  *originOTel
-	shed  *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
-	book  *ledger
-	kick  chan struct{} // wakes the fault schedule
-	stop  chan struct{} // closed when Run returns
+	wallServer[request] // its service is an answer: see finish
+	cfg                 OriginConfig
+	m                   originMetrics
+	otel                *originOTel
+	shed                *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
+	book                *ledger
+	kick                chan struct{} // wakes the fault schedule
 
-	mu       sync.Mutex
-	model    origin.Model
-	env      env
-	reqs     []request // by origin.Request
-	free     []origin.Request
-	clk      clock // answers and ends of service to come
-	stopped  bool
-	injected []scenario.Trigger // from the admin endpoint
-	rng      *rand.Rand
+	injected []scenario.Trigger // from the admin endpoint; guarded by mu
 
 	shedder *admission.Shedder // nil: the origin admits everything
 	reserve time.Duration      // the shedder's deadline reserve
-
-	wasted, dropped atomic.Int64
 }
 
 // NewOrigin returns an origin for cfg, or an error for a model the lab
@@ -145,16 +129,11 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		start = time.Now()
 	}
 	org := &Origin{
-		cfg:   cfg,
-		start: start,
-		tally: cfg.Tally,
-		reg:   prometheus.NewRegistry(),
-		book:  newLedger(1 << 16),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x0519)),
+		cfg:  cfg,
+		book: newLedger(1 << 16),
+		kick: make(chan struct{}, 1),
 	}
-	org.clk = newClock(start, org.fire)
+	org.init(start, cfg.Tally, cfg.Seed, 0x0519, org.fire)
 	// The admission is the HTTP middleware's, with the settings the
 	// simulator's origin admits by, and the reserve for the wire; the
 	// model sheds with the same Shedder.
@@ -466,8 +445,7 @@ func (o *Origin) handle(j *job) result {
 func (o *Origin) leave(r origin.Request, gen uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t := o.since(time.Now())
-	o.clk.advance(t)
+	t := o.catchUp()
 	q := &o.reqs[r]
 	if q.gen != gen || q.answer == nil {
 		return // answered meanwhile, or dropped
@@ -506,37 +484,170 @@ func (o *Origin) releaseExec(x *execution, executed bool) {
 	}
 }
 
-// waste counts a request served for a client that had left.
-func (o *Origin) waste() {
-	o.wasted.Add(1)
-	o.tally.inc(tWasted)
-	o.m.wasted.Inc()
+// Run drives the origin's clock and its fault schedule until ctx is done;
+// then it refuses new work and lets the requests still waiting go. Call it
+// once.
+func (o *Origin) Run(ctx context.Context) { o.run(ctx, o.schedule) }
+
+// schedule applies the faults at their boundaries until ctx is done.
+func (o *Origin) schedule(ctx context.Context) {
+	scheduleFaults(ctx, o.kick, o.start, func(now time.Time) []scenario.Trigger {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.applyFaults(now)
+	})
 }
 
-// Queued returns the requests waiting for a worker (queue model, those
-// whose client left included) or in service (concurrency model), as the
-// simulator's queue series counts them.
-func (o *Origin) Queued() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.queued()
-}
-
-func (o *Origin) queued() int { return o.model.Queued() }
-
-// WouldAnswer reports whether a request arriving now would be answered
-// with success within timeout, without sending one: the ground truth
-// for the calls a breaker refused. It asks the model as the simulator
-// does, and draws the error share.
-func (o *Origin) WouldAnswer(timeout time.Duration) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.stopped || o.env.outage || (o.env.errRate > 0 && o.rng.Float64() < o.env.errRate) {
-		return false
-	}
-	t := o.since(time.Now())
+// setEnv puts e in force at now, once what fell due before now has
+// happened: a stall starts or ends. The lock is held.
+func (o *Origin) setEnv(e env, now time.Time) {
+	t := o.since(now)
 	o.clk.advance(t)
-	return o.model.WouldAnswer(t, timeout)
+	o.env = e
+	o.clk.apply(o.model, e, t)
+}
+
+// fire does what fell due for a request: its answer, the end of its
+// service, or its rejection put off by a stall. The lock is held.
+func (o *Origin) fire(e due, at time.Duration) {
+	if o.reqs[e.r].gen != e.gen {
+		return // dropped mid-service: its end went stale
+	}
+	if e.kind == dueReject {
+		o.reject(e.r)
+		return
+	}
+	o.finish(e.r)
+	if e.kind == dueService {
+		o.model.Done(at, e.r)
+	}
+	o.release(e.r)
+}
+
+// request is one request the model holds or decides on, from arrival to
+// its last decision. Its slot is reused afterwards; gen tells the uses
+// apart, for the handler and the due times that still name it.
+type request struct {
+	gen      uint32
+	serving  bool          // in service (Serve), not answered yet
+	tick     int           // the tick it was sent in (TickHeader), for the successes it earns
+	broken   bool          // its intent's key is in the broken share: it always fails
+	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
+	exec     *execution    // set for non-idempotent requests: their side effect is counted
+	answer   chan result   // the handler waits on it (buffered); nil once the client left
+}
+
+// originDriver is the Origin as its model's driver: what the model decides
+// is scheduled on the due queue or told to the request's handler. The
+// lock is held in every method, as in every call to the model.
+type originDriver Origin
+
+func (d *originDriver) Answer(r origin.Request, at time.Duration) {
+	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen, kind: dueAnswer})
+}
+
+func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
+	d.reqs[r].serving = true
+	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen, kind: dueService})
+}
+
+// Reject refuses r at once, or at the end of a stall: a stalled server
+// sends nothing, rejections included.
+func (d *originDriver) Reject(r origin.Request, now time.Duration) {
+	if d.clk.held {
+		d.clk.at(due{at: now, r: r, gen: d.reqs[r].gen, kind: dueReject})
+		return
+	}
+	(*Origin)(d).reject(r)
+}
+
+// reject answers r with an overload rejection. The lock is held.
+func (o *Origin) reject(r origin.Request) {
+	o.releaseKey(&o.reqs[r], false)
+	o.tell(r, resRejected)
+	o.release(r)
+}
+
+// Drop skips a request (a shedding origin): it is not answered, and its client
+// will time out.
+func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
+	o := (*Origin)(d)
+	o.drop()
+	o.releaseKey(&o.reqs[r], false)
+	o.release(r)
+}
+
+// Deadline is the deadline r's client propagated, if it did; its client is
+// gone once its handler no longer waits.
+func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
+	q := &d.reqs[r]
+	return q.deadline, q.deadline != 0, q.answer == nil
+}
+
+// newRequest takes a slot for j. The lock is held.
+func (o *Origin) newRequest(j *job) origin.Request {
+	r := o.take()
+	q := &o.reqs[r]
+	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
+	return r
+}
+
+// release frees r's slot: the model is done with it. The lock is held.
+func (o *Origin) release(r origin.Request) {
+	q := &o.reqs[r]
+	*q = request{gen: q.gen + 1}
+	o.recycle(r)
+}
+
+// tell hands res to r's handler, if it still waits. The lock is held.
+func (o *Origin) tell(r origin.Request, res result) {
+	if ch := o.reqs[r].answer; ch != nil {
+		ch <- res
+		o.reqs[r].answer = nil
+	}
+}
+
+// finish settles request r after its service (or its admission, for an
+// answer known on arrival): its success counts for the tick it arrived
+// in, its side effect is booked, and it is wasted work when nobody waits
+// for it. The lock is held.
+func (o *Origin) finish(r origin.Request) {
+	q := &o.reqs[r]
+	ok := !q.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
+	if o.env.outage && o.env.mode == scenario.OutageRefuse {
+		ok = false // the answer fails, as a reset connection does
+	}
+	if ok {
+		o.tally.add(cSuccesses, q.tick)
+	}
+	if x := q.exec; x != nil {
+		if ok && o.book.executed(x.intent) {
+			o.m.duplicates.Inc()
+		}
+		if ok {
+			o.m.executions.Inc()
+		}
+		o.releaseKey(q, ok)
+	}
+	switch {
+	case q.answer == nil:
+		o.waste()
+	case o.env.outage && o.env.mode == scenario.OutageBlackhole:
+		// The answer is lost; the handler waits for its client to leave.
+	case ok:
+		o.tell(r, resOK)
+	default:
+		o.tell(r, resError)
+	}
+}
+
+// releaseKey frees the idempotency key q holds, if any: executed says
+// whether its effect happened. The origin's lock may be held (the
+// ledger's comes after it).
+func (o *Origin) releaseKey(q *request, executed bool) {
+	if q.exec != nil {
+		o.releaseExec(q.exec, executed)
+	}
 }
 
 // OriginCounts are an origin's totals.
@@ -601,11 +712,12 @@ func (o *Origin) register() error {
 		replayed: counter("retrystorm_origin_idempotent_replays_total",
 			"Retried requests with an idempotency key answered from memory, without executing again."),
 	}
+	o.wastedTotal = o.m.wasted
 	locked := func(f func() float64) func() float64 { return underLock(&o.mu, f) }
 	return registerAll(o.reg, "origin",
 		o.m.requests, o.m.attempts, o.m.inflight, o.m.latency, o.m.wasted, o.m.executions, o.m.duplicates, o.m.replayed,
 		gaugeFunc("retrystorm_origin_queue_length", "Requests waiting for a worker, those whose client left included.",
-			locked(func() float64 { return float64(o.queued()) })),
+			locked(func() float64 { return float64(o.model.Queued()) })),
 		gaugeFunc("retrystorm_origin_workers_busy", "Requests in service: workers serving (queue model), or requests in flight (concurrency model).",
 			locked(func() float64 { return float64(o.model.Busy()) })),
 		gaugeFunc("retrystorm_origin_capacity", "Requests per second the origin serves now, faults included.",

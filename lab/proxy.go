@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -105,33 +104,22 @@ type ProxyConfig struct {
 // clock and the fault schedule, and requests are refused once it returns.
 // A FaultProxy is safe for concurrent use.
 type FaultProxy struct {
-	cfg     ProxyConfig
-	start   time.Time
-	tally   *Tally
-	tr      http.RoundTripper
-	own     *http.Transport // the default Transport, closed when Run returns
-	reg     *prometheus.Registry
-	m       proxyMetrics
-	base    scenario.Origin // the origin the triggers change: unlimited capacity when passing through
-	hold    bool            // a worker is held until the target answers (Impose)
-	kick    chan struct{}
-	stop    chan struct{} // closed when Run returns
-	orphans chan struct{} // slots for the forwards for nobody
-	nobody  context.Context
-	cancel  context.CancelFunc
-	running sync.WaitGroup // the forwards for nobody
+	wallServer[proxied] // its service is a forward to the target: see send
+	cfg                 ProxyConfig
+	tr                  http.RoundTripper
+	own                 *http.Transport // the default Transport, closed when Run returns
+	m                   proxyMetrics
+	base                scenario.Origin // the origin the triggers change: unlimited capacity when passing through
+	hold                bool            // a worker is held until the target answers (Impose)
+	kick                chan struct{}
+	orphans             chan struct{} // slots for the forwards for nobody
+	nobody              context.Context
+	cancel              context.CancelFunc
+	running             sync.WaitGroup // the forwards for nobody
 
-	mu      sync.Mutex
-	model   origin.Model
-	clk     clock
-	env     env
-	now     time.Duration // the time of the model call in progress
-	reqs    []proxied     // by origin.Request
-	free    []origin.Request
-	stopped bool
-	rng     *rand.Rand
+	now time.Duration // the time of the model call in progress; guarded by mu
 
-	wasted, dropped, skipped atomic.Int64
+	skipped atomic.Int64
 }
 
 // Bounds of the proxy: the bodies it holds, and the forwards for nobody
@@ -180,7 +168,7 @@ type proxyAnswer struct {
 	result string // the metric's label
 }
 
-// The proxy's due entries, beside the origin's (clock.go).
+// The proxy's due entries, beside those in clock.go.
 const (
 	dueStart   dueKind = iota + 16 // a start of service a stall put off
 	dueRelease                     // an answer held for the model's time or the latency factor
@@ -199,20 +187,17 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 		start = time.Now()
 	}
 	p := &FaultProxy{
-		cfg: cfg, start: start, tally: cfg.Tally, tr: cfg.Transport, hold: cfg.Impose,
-		reg:     prometheus.NewRegistry(),
+		cfg: cfg, tr: cfg.Transport, hold: cfg.Impose,
 		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
 		orphans: make(chan struct{}, proxyMaxOrphans),
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0xfa17)),
 		base:    cfg.Origin,
 	}
+	p.init(start, cfg.Tally, cfg.Seed, 0xfa17, p.fire)
 	if p.tr == nil {
 		p.own = targetTransport()
 		p.tr = p.own
 	}
 	p.nobody, p.cancel = context.WithCancel(context.Background())
-	p.clk = newClock(start, p.fire)
 	var err error
 	if cfg.Impose {
 		p.model, err = origin.New(&p.base, 0, 1, (*proxyDriver)(p))
@@ -272,19 +257,14 @@ func (p *FaultProxy) Registry() *prometheus.Registry { return p.reg }
 // forwards for nobody and closes its connections to the target. Call it
 // once.
 func (p *FaultProxy) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { p.clk.run(ctx, &p.mu) })
-	scheduleFaults(ctx, p.kick, p.start, func(now time.Time) []scenario.Trigger {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.setEnv(envAt(&p.base, p.cfg.Triggers, now.Sub(p.start)), now)
-		return p.cfg.Triggers
+	p.run(ctx, func(ctx context.Context) {
+		scheduleFaults(ctx, p.kick, p.start, func(now time.Time) []scenario.Trigger {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.setEnv(envAt(&p.base, p.cfg.Triggers, now.Sub(p.start)), now)
+			return p.cfg.Triggers
+		})
 	})
-	wg.Wait()
-	p.mu.Lock()
-	p.stopped = true
-	close(p.stop)
-	p.mu.Unlock()
 	p.cancel()
 	p.running.Wait()
 	if p.own != nil {
@@ -482,8 +462,7 @@ func (p *FaultProxy) forward(ctx context.Context, out *http.Request) *proxyAnswe
 func (p *FaultProxy) returned(id origin.Request, gen uint32, a *proxyAnswer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.clk.since(time.Now())
-	p.clk.advance(t)
+	t := p.catchUp()
 	q := &p.reqs[id]
 	if q.gen != gen || q.settled {
 		return // dropped meanwhile
@@ -539,8 +518,7 @@ func (p *FaultProxy) deliver(id origin.Request, t time.Duration) {
 func (p *FaultProxy) leave(id origin.Request, gen uint32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.clk.since(time.Now())
-	p.clk.advance(t)
+	t := p.catchUp()
 	q := &p.reqs[id]
 	if q.gen != gen || q.tell == nil {
 		return // answered meanwhile, or dropped
@@ -664,8 +642,7 @@ func (d *proxyDriver) Reject(r origin.Request, now time.Duration) {
 func (d *proxyDriver) Drop(r origin.Request, _ time.Duration) {
 	p := (*FaultProxy)(d)
 	q := &p.reqs[r]
-	p.dropped.Add(1)
-	p.tally.inc(tDropped)
+	p.drop()
 	q.tell, q.serving, q.settled = nil, false, true
 	p.release(r)
 }
@@ -680,7 +657,7 @@ func (d *proxyDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
 
 // newRequest takes a slot. The lock is held.
 func (p *FaultProxy) newRequest(tick int, deadline time.Duration, out *http.Request) origin.Request {
-	r := takeSlot(&p.reqs, &p.free)
+	r := p.take()
 	q := &p.reqs[r]
 	*q = proxied{gen: q.gen + 1, tick: tick, deadline: deadline, out: out, tell: make(chan proxyMsg, 1), factor: 1}
 	return r
@@ -694,23 +671,7 @@ func (p *FaultProxy) release(id origin.Request) {
 		return
 	}
 	*q = proxied{gen: q.gen + 1}
-	p.free = append(p.free, id)
-}
-
-// waste counts a request served for a client that had left.
-func (p *FaultProxy) waste() {
-	p.wasted.Add(1)
-	p.tally.inc(tWasted)
-	p.m.wasted.Inc()
-}
-
-// Queued returns the requests waiting in the proxy's queue (a capacity
-// dip's, or the imposed origin's), those whose client left included. The
-// target's own queue is not seen.
-func (p *FaultProxy) Queued() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.model.Queued()
+	p.recycle(id)
 }
 
 // WouldAnswer reports whether a request arriving now would be answered
@@ -718,14 +679,7 @@ func (p *FaultProxy) Queued() int {
 // the calls a breaker refused. Without Impose the proxy cannot know what
 // the target would do, and says false.
 func (p *FaultProxy) WouldAnswer(timeout time.Duration) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.hold || p.stopped || p.env.outage || (p.env.errRate > 0 && p.rng.Float64() < p.env.errRate) {
-		return false
-	}
-	t := p.clk.since(time.Now())
-	p.clk.advance(t)
-	return p.model.WouldAnswer(t, timeout)
+	return p.hold && p.wallServer.WouldAnswer(timeout)
 }
 
 // Counts returns the proxy's totals so far, in the origin's terms: the
@@ -760,6 +714,7 @@ func (p *FaultProxy) register() error {
 		wasted:  counter("retrystorm_proxy_wasted_work_total", "Requests forwarded, or served out under an imposed origin, after their client gave up."),
 		orphans: counter("retrystorm_proxy_forwarded_for_nobody_total", "Requests whose client left while they waited, forwarded anyway when their turn came."),
 	}
+	p.wastedTotal = p.m.wasted
 	locked := func(f func() float64) func() float64 { return underLock(&p.mu, f) }
 	return registerAll(p.reg, "fault proxy",
 		p.m.requests, p.m.inflight, p.m.forwards, p.m.latency, p.m.target, p.m.wasted, p.m.orphans,

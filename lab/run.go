@@ -2,13 +2,10 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -33,9 +30,10 @@ type Options struct {
 	// before its first tick, with their base URLs: both serve /metrics,
 	// and the origin /admin/faults.
 	Ready func(fleet string, origin, gateway *url.URL)
-	// AdminToken is the secret the origins' /admin/faults require (see
-	// NewToken); the live view's links carry it. Empty means a new one
-	// for each fleet, known to the live view alone.
+	// AdminToken is the secret the origins' /admin/faults require (128
+	// random bits, as a web page cannot guess); the live view's links
+	// carry it. Empty means a new one for each fleet, known to the live
+	// view alone.
 	AdminToken string
 	// Protocol is what the origin, the gateway and the load generator
 	// speak: ProtocolHTTP (the default) or ProtocolGRPC. Over gRPC the
@@ -56,7 +54,7 @@ type Options struct {
 	// startAt is when this fleet's first tick starts (see StartAt).
 	startAt time.Time
 	// Shard, when its Count is more than 1, runs shard Index of a run
-	// split over Count load processes (see ShardScenario and StartAt).
+	// split over Count load processes (see StartAt).
 	Shard experiment.Shard
 	// StartAt, when set, is when the first fleet's first tick starts on
 	// the wall clock, and each next fleet starts FleetGap after the one
@@ -133,10 +131,9 @@ type FleetInfo struct {
 // origin and gateway on loopback, and returns the result. It stops early
 // with ctx's error.
 //
-// While it runs, the garbage collector's target is raised (GOGC 400, as
-// RunFleet does): the lab's heap is small and churns fast, and collecting
-// it at the default target took a fifth of the lab's CPU in measurements,
-// time the servers need. Runs must not overlap.
+// Runs must not overlap: each times real servers on this machine. A
+// command that runs the lab sets the garbage collector's target to
+// GCPercent first.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
@@ -147,11 +144,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 	if opts.Protocol == "" {
 		opts.Protocol = ProtocolHTTP
 	}
-	switch {
-	case opts.Protocol == ProtocolGRPC && len(sc.Tiers) > 0:
-		return nil, errChainGRPC
-	case opts.Target != nil && len(sc.Tiers) > 0:
-		return nil, errChainTarget
+	if err := refuse(sc, opts.Protocol, opts.Target); err != nil {
+		return nil, err
 	}
 	res := &Result{
 		Result: &sim.Result{
@@ -211,16 +205,13 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, maxTick)
 }
 
-// errChainGRPC is why the lab refuses a chain of tiers over gRPC: its tiers
-// are HTTP servers calling the next through resilhttp.
-var errChainGRPC = errors.New("lab: a chain of tiers runs over HTTP only; drop --protocol grpc or the scenario's tiers")
-
-// errChainTarget is why the lab refuses a chain of tiers against a target:
-// its tiers call the lab's own origin.
-var errChainTarget = errors.New("lab: a chain of tiers runs against the lab's own origin; drop --target or the scenario's tiers")
-
-// labGOGC is the garbage collector's target while a fleet runs.
-const labGOGC = 400
+// GCPercent is the garbage collector's target the lab is meant to run
+// at (GOGC 400): the lab's heap is small and churns fast, and collecting
+// it at the default target took a fifth of the lab's CPU in measurements,
+// time the servers need. It is the whole process's setting, so the lab
+// leaves it to its command (debug.SetGCPercent), which knows whether
+// anything else runs beside it.
+const GCPercent = 400
 
 // Check reports why the lab cannot run sc, or nil: the lab's origin is
 // one replica of the queue, capacity or concurrency model.
@@ -260,7 +251,6 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	wall := Scale(sc, scale)
 	fleet := wall.Fleets[i]
 	n := int((sc.Duration + sc.Tick - 1) / sc.Tick)
-	defer debug.SetGCPercent(debug.SetGCPercent(labGOGC))
 	// What the previous fleet left (thousands of requests' garbage) is
 	// collected now rather than during this fleet's first ticks, where a
 	// pause looks like an outage to a breaker.
@@ -291,12 +281,12 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 
 	token := opts.AdminToken
 	if token == "" {
-		token = NewToken()
+		token = newToken()
 	}
-	if opts.Target != nil && opts.Protocol == ProtocolGRPC {
-		return sim.FleetResult{}, FleetInfo{}, fmt.Errorf("lab: a target is played over HTTP only")
-	}
-	r, err := startRig(ctx, wall, i, sc.Seed, tallies, start, clearAt, token, opts.Protocol, opts.Target)
+	r, err := startRig(ctx, rigSpec{
+		wall: wall, fleet: i, seed: sc.Seed, tallies: tallies, start: start, clearAt: clearAt,
+		token: token, protocol: opts.Protocol, target: opts.Target,
+	})
 	if err != nil {
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
@@ -389,241 +379,6 @@ func hopCounts(info FleetInfo, l int) hop {
 		h.denials, h.trips = int64(info.Tiers[l-1].BudgetDenials), int64(info.Tiers[l-1].BreakerTrips)
 	}
 	return h
-}
-
-// rig is one fleet's servers: the origin (the lab's, or a fault proxy in
-// front of a target), the tiers of a chain in front of it, and the
-// gateway in front of them. Over HTTP each is one server; over gRPC (no
-// tiers) the origin and the gateway have a gRPC server besides, the HTTP
-// one serving /metrics (and the origin's /admin/faults).
-type rig struct {
-	origin       server
-	tiers        []*Tier
-	gw           fleetGateway
-	osrv, gsrv   *Server
-	tsrv         []*Server
-	ogrpc, ggrpc *GRPCServer        // over gRPC
-	target       *url.URL           // where the load generator sends
-	stop         context.CancelFunc // stops the origin's and the tiers' clocks
-	running      sync.WaitGroup
-	closed       bool
-}
-
-// server is what the gateway sends attempts to: the lab's Origin, or a
-// FaultProxy in front of a target.
-type server interface {
-	Handler() http.Handler
-	Run(ctx context.Context)
-	Queued() int
-	WouldAnswer(timeout time.Duration) bool
-	Counts() OriginCounts
-}
-
-// fleetGateway is what a run reads of its gateway, HTTP or gRPC.
-type fleetGateway interface {
-	OpenShare(now time.Time) float64
-	Counts() GatewayCounts
-	Close()
-}
-
-// startRig starts fleet i's origin (or, with a target, a fault proxy in
-// front of it), tiers and gateway on loopback, from the origin out,
-// speaking protocol, and opens each one's connection to the next before
-// the first tick, so that the first intents do not pay for it. tallies[l]
-// is the hop into layer l (the origin is the last). A chain of tiers runs
-// over HTTP, against the lab's own origin. On error it leaves nothing
-// running.
-func startRig(ctx context.Context, wall *scenario.Scenario, i int, seed uint64, tallies []*Tally, start time.Time, clearAt time.Duration, token string, protocol Protocol, target *Target) (*rig, error) {
-	switch {
-	case len(wall.Tiers) > 0 && protocol == ProtocolGRPC:
-		return nil, errChainGRPC
-	case len(wall.Tiers) > 0 && target != nil:
-		return nil, errChainTarget
-	}
-	// The origin's callers: the fleet's clients, or the last tier's.
-	tally, reserve := tallies[len(tallies)-1], wall.Fleets[i].Timeout/deadlineMargin
-	if n := len(wall.Tiers); n > 0 {
-		reserve = wall.Tiers[n-1].Client.Timeout / deadlineMargin
-	}
-	var origin server
-	var lab *Origin                    // the lab's own origin, which gRPC can serve
-	var truth func(time.Duration) bool // nil: unknown, for a target as it is
-	if target == nil {
-		o, err := NewOrigin(OriginConfig{
-			Origin: wall.Origin, Triggers: wall.Triggers, Start: start, Seed: seed, Tally: tally, AdminToken: token,
-			WireReserve: reserve,
-		})
-		if err != nil {
-			return nil, err
-		}
-		origin, lab, truth = o, o, o.WouldAnswer
-	} else {
-		p, err := NewFaultProxy(ProxyConfig{
-			Target: target.URL, Origin: wall.Origin, Impose: target.Impose, Triggers: wall.Triggers,
-			Start: start, Seed: seed, Tally: tally, Transport: target.Transport,
-			Cutoff: wallCutoff(wall, i), // as the load's: never past the scenario's end
-		})
-		if err != nil {
-			return nil, err
-		}
-		origin = p
-		if target.Impose {
-			truth = p.WouldAnswer
-		}
-	}
-	var err error
-	r := &rig{origin: origin}
-	octx, stop := context.WithCancel(context.Background())
-	r.stop = stop
-	r.running.Go(func() { origin.Run(octx) })
-	fail := func(err error) (*rig, error) {
-		r.close()
-		return nil, err
-	}
-	if r.osrv, err = Listen("127.0.0.1:0", origin.Handler()); err != nil {
-		return fail(err)
-	}
-	next := r.osrv.url
-	r.tiers = make([]*Tier, len(wall.Tiers))
-	r.tsrv = make([]*Server, len(wall.Tiers))
-	for l := len(wall.Tiers) - 1; l >= 0; l-- {
-		t, err := NewTier(TierConfig{
-			Tier: wall.Tiers[l], Next: next, Start: start, ClearAt: clearAt,
-			Seed: seed ^ uint64(l+1)*0x9e3779b97f4a7c15, In: tallies[l], Out: tallies[l+1], Truth: truth,
-		})
-		if err != nil {
-			return fail(err)
-		}
-		r.tiers[l] = t
-		r.running.Go(func() { t.Run(octx) })
-		if r.tsrv[l], err = Listen("127.0.0.1:0", t.Handler()); err != nil {
-			return fail(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = t.warm(wctx)
-		cancel()
-		if err != nil {
-			return fail(err)
-		}
-		next, truth = r.tsrv[l].url, chainTruth(t, wall.Tiers[l].Client.Timeout, truth)
-	}
-	gc := GatewayConfig{
-		Fleet: wall.Fleets[i], Clients: wall.Traffic.Clients, Origin: next,
-		Seed: seed, Tally: tallies[0], Truth: truth,
-	}
-	switch protocol {
-	case "", ProtocolHTTP:
-		gw, err := NewGateway(gc)
-		if err != nil {
-			return fail(err)
-		}
-		r.gw = gw
-		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
-			return fail(err)
-		}
-		r.target = r.gsrv.url
-		if err := warm(ctx, gw); err != nil {
-			return fail(err)
-		}
-	case ProtocolGRPC:
-		if lab == nil {
-			return fail(fmt.Errorf("lab: a target is played over HTTP only"))
-		}
-		if r.ogrpc, err = ListenGRPC("127.0.0.1:0", lab); err != nil {
-			return fail(err)
-		}
-		gc.Origin = &url.URL{Scheme: "grpc", Host: r.ogrpc.Addr()}
-		gw, err := NewGRPCGateway(gc)
-		if err != nil {
-			return fail(err)
-		}
-		r.gw = gw
-		if r.ggrpc, err = ListenGRPC("127.0.0.1:0", gw); err != nil {
-			return fail(err)
-		}
-		if r.gsrv, err = Listen("127.0.0.1:0", gw.Handler()); err != nil {
-			return fail(err)
-		}
-		r.target = &url.URL{Scheme: "grpc", Host: r.ggrpc.Addr()}
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := gw.Warm(wctx); err != nil {
-			return fail(err)
-		}
-	default:
-		return fail(fmt.Errorf("lab: protocol %q: want http or grpc", protocol))
-	}
-	return r, nil
-}
-
-// chainTruth is the ground truth of a call to tier t: its own service
-// would be done within the caller's timeout, and the layers below would
-// answer t's call within t's timeout.
-func chainTruth(t *Tier, timeout time.Duration, below func(time.Duration) bool) func(time.Duration) bool {
-	return func(d time.Duration) bool { return t.WouldAnswer(d) && below(min(d, timeout)) }
-}
-
-// close shuts the rig down, front to back: the gateway's servers, its
-// connections, the tiers' servers, the clocks, the origin's servers.
-// Calling it again does nothing.
-func (r *rig) close() {
-	if r.closed {
-		return
-	}
-	r.closed = true
-	if r.ggrpc != nil {
-		r.ggrpc.Close()
-	}
-	if r.gsrv != nil {
-		r.gsrv.Close()
-	}
-	if r.gw != nil {
-		r.gw.Close()
-	}
-	for l, s := range r.tsrv {
-		if s != nil {
-			s.Close()
-		}
-		if t := r.tiers[l]; t != nil {
-			t.Close()
-		}
-	}
-	r.stop()
-	if r.ogrpc != nil {
-		r.ogrpc.Close()
-	}
-	if r.osrv != nil {
-		r.osrv.Close()
-	}
-	r.running.Wait()
-}
-
-// gauge is what the sampler reads of one hop at the end of a tick: the
-// queue of the layer it goes into, and the share of its callers' breakers
-// that are open.
-type gauge struct {
-	t     *Tally
-	queue func() int
-	open  func(time.Time) float64
-}
-
-// gauges returns the sampler's gauges, one per hop, the fleet's first.
-func (r *rig) gauges(tallies []*Tally) []gauge {
-	gs := make([]gauge, len(tallies))
-	for l := range gs {
-		gs[l].t = tallies[l]
-		if l < len(r.tiers) {
-			gs[l].queue = r.tiers[l].Queued
-		} else {
-			gs[l].queue = r.origin.Queued
-		}
-		if l == 0 {
-			gs[l].open = r.gw.OpenShare
-		} else {
-			gs[l].open = r.tiers[l-1].OpenShare
-		}
-	}
-	return gs
 }
 
 // sample records the gauges at the end of every tick, and tells the live

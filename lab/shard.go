@@ -33,10 +33,10 @@ func ShardStart(now time.Time) time.Time {
 	return now.Add(ShardLead + ShardAlign - 1).Truncate(ShardAlign)
 }
 
-// ShardScenario is the scenario shard s of n plays in the lab: sc with
+// shardOf is the scenario shard s of n plays in the lab: sc with
 // the origin's capacity, workers and queue limit, and every capacity
 // trigger's capacity, divided among the shards.
-func ShardScenario(sc *scenario.Scenario, s experiment.Shard) *scenario.Scenario {
+func shardOf(sc *scenario.Scenario, s experiment.Shard) *scenario.Scenario {
 	if s.Count <= 1 {
 		return sc
 	}

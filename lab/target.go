@@ -71,12 +71,12 @@ func CheckTarget(u *url.URL, allowRemote bool) error {
 	return fmt.Errorf("%w: %s; a storm is a load test, and one sent to a shared service is an incident: give --allow-remote to send it anyway", ErrRemoteTarget, host)
 }
 
-// PeakAttemptRate is the most attempts per second of wall time sc can
+// peakAttemptRate is the most attempts per second of wall time sc can
 // send at a tick of tick: the highest of its fleets' ceilings (resil's
 // Policy.Ceiling) at its highest intent rate (its rate series' and load
 // triggers' included), scaled. It is +Inf for a
 // fleet whose retries have no bound.
-func PeakAttemptRate(sc *scenario.Scenario, tick time.Duration) (float64, error) {
+func peakAttemptRate(sc *scenario.Scenario, tick time.Duration) (float64, error) {
 	rate := peakIntentRate(sc)
 	peak := 0.0
 	for _, f := range sc.Fleets {

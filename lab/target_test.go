@@ -58,7 +58,7 @@ func TestCheckTarget(t *testing.T) {
 // at the highest intent rate a load trigger reaches, in wall time.
 func TestPeakAttemptRate(t *testing.T) {
 	sc := stormScenario(t, 1) // 100 intents/s; naive: 3 retries, no budget
-	got, err := PeakAttemptRate(sc, 100*time.Millisecond)
+	got, err := peakAttemptRate(sc, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +69,12 @@ func TestPeakAttemptRate(t *testing.T) {
 	}
 	sc.Triggers = append(sc.Triggers, sc.Triggers[0])
 	sc.Triggers[1].Kind, sc.Triggers[1].Rate = scenario.TriggerLoad, 150
-	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
+	if got, err := peakAttemptRate(sc, time.Second); err != nil || math.Abs(got-150*4) > 1e-9 {
 		t.Errorf("with a load trigger to 150/s at 1s a tick: %g attempts/s (%v), want %d", got, err, 150*4)
 	}
 	// A rate series counts at its highest point, scaled.
 	sc.Traffic.Series = &scenario.Series{Scale: 2, Points: []scenario.Point{{At: 0, Rate: 50}, {At: time.Minute, Rate: 200}}}
-	if got, err := PeakAttemptRate(sc, time.Second); err != nil || math.Abs(got-400*4) > 1e-9 {
+	if got, err := peakAttemptRate(sc, time.Second); err != nil || math.Abs(got-400*4) > 1e-9 {
 		t.Errorf("with a series up to 200/s scaled by 2: %g attempts/s (%v), want %d", got, err, 400*4)
 	}
 }
@@ -317,8 +317,67 @@ func TestTargetRefusesAChain(t *testing.T) {
 	if _, err := Run(context.Background(), sc, Options{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
 		t.Errorf("Run: %v, want %v", err, errChainTarget)
 	}
-	if _, err := Experiment(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
-		t.Errorf("Experiment: %v, want %v", err, errChainTarget)
+	if _, err := Measure(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
+		t.Errorf("Measure: %v, want %v", err, errChainTarget)
+	}
+	if n := tr.n.Load(); n != 0 {
+		t.Errorf("%d requests sent to the target", n)
+	}
+}
+
+// TestLabRefusals: the combinations the lab cannot play (a target over
+// gRPC, a chain over gRPC, a chain against a target) are refused in one
+// place (refuse), the same at every entry point, before anything is sent.
+func TestLabRefusals(t *testing.T) {
+	chain, err := scenario.Load("../experiment/scenarios/layers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := scenario.Load("../experiment/scenarios/storm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(startServer(t, overloaded{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newSends(t)
+	target := &Target{URL: u, Transport: tr}
+	tests := []struct {
+		name     string
+		sc       *scenario.Scenario
+		protocol Protocol
+		target   *Target
+		want     error
+	}{
+		{"target over grpc", flat, ProtocolGRPC, target, errTargetGRPC},
+		{"chain over grpc", chain, ProtocolGRPC, nil, errChainGRPC},
+		{"chain against a target", chain, ProtocolHTTP, target, errChainTarget},
+		{"chain against a target, protocol unsaid", chain, "", target, errChainTarget},
+		{"everything at once", chain, ProtocolGRPC, target, errTargetGRPC},
+		{"chain over http", chain, ProtocolHTTP, nil, nil},
+		{"target over http", flat, "", target, nil},
+		{"flat over grpc", flat, ProtocolGRPC, nil, nil},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := refuse(tt.sc, tt.protocol, tt.target); !errors.Is(err, tt.want) {
+				t.Fatalf("refuse: %v, want %v", err, tt.want)
+			}
+			if tt.want == nil {
+				return
+			}
+			if _, err := Run(ctx, tt.sc, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("Run: %v, want %v", err, tt.want)
+			}
+			if _, err := Measure(ctx, tt.sc, ExperimentOptions{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("Measure: %v, want %v", err, tt.want)
+			}
+			if _, _, err := RunFleet(ctx, tt.sc, 0, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("RunFleet: %v, want %v", err, tt.want)
+			}
+		})
 	}
 	if n := tr.n.Load(); n != 0 {
 		t.Errorf("%d requests sent to the target", n)

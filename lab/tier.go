@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,30 +72,16 @@ type TierConfig struct {
 // Make one with NewTier, serve Handler, call Run, and Close it when done.
 // A Tier is safe for concurrent use.
 type Tier struct {
-	cfg       TierConfig
-	propagate bool
-	start     time.Time
-	reg       *prometheus.Registry
-	m         tierMetrics
-	client    *resilhttp.Transport
-	guard     *resil.Guard
-	own       *http.Transport
-	wake      chan struct{}
-	stop      chan struct{} // closed when Run returns
-	calls     sync.WaitGroup
-	running   context.Context // the calls' context without propagation; done when Run returns
-	halt      context.CancelFunc
-
-	mu      sync.Mutex
-	model   origin.Model
-	reqs    []tierRequest
-	free    []origin.Request
-	due     dueQueue
-	armed   time.Duration
-	stopped bool
-	rng     *rand.Rand
-
-	wasted, dropped atomic.Int64
+	wallServer[tierRequest] // its service is a call to the next tier: see begin
+	cfg                     TierConfig
+	propagate               bool
+	m                       tierMetrics
+	client                  *resilhttp.Transport
+	guard                   *resil.Guard
+	own                     *http.Transport
+	calls                   sync.WaitGroup
+	running                 context.Context // the calls' context without propagation; done when Run returns
+	halt                    context.CancelFunc
 }
 
 // tierRequest is one request the tier's model holds or decides on.
@@ -127,12 +112,8 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	t := &Tier{
-		cfg: cfg, propagate: tr.Client.PropagateDeadline, start: start,
-		reg:  prometheus.NewRegistry(),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x7133)),
-	}
+	t := &Tier{cfg: cfg, propagate: tr.Client.PropagateDeadline}
+	t.init(start, cfg.In, cfg.Seed, 0x7133, t.fire)
 	t.running, t.halt = context.WithCancel(context.Background())
 	m, err := origin.New(&tr.Server, 0, 1, (*tierDriver)(t))
 	if err != nil {
@@ -198,21 +179,7 @@ func (t *Tier) Guard() *resil.Guard { return t.guard }
 // Run drives the tier's clock until ctx is done; then it refuses new work,
 // cancels the calls still out and waits for them. Call it once.
 func (t *Tier) Run(ctx context.Context) {
-	every(ctx, t.wake, func() time.Duration {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		now := t.since(time.Now())
-		t.advance(now)
-		t.armed = now + time.Minute
-		if e, ok := t.due.peek(); ok {
-			t.armed = max(e.at, now)
-		}
-		return t.armed - now
-	})
-	t.mu.Lock()
-	t.stopped = true
-	close(t.stop)
-	t.mu.Unlock()
+	t.run(ctx, nil)
 	t.halt()
 	t.calls.Wait()
 }
@@ -227,8 +194,6 @@ func (t *Tier) Close() {
 		t.own.CloseIdleConnections()
 	}
 }
-
-func (t *Tier) since(at time.Time) time.Duration { return at.Sub(t.start) }
 
 // warm opens the tier's connection to the next layer.
 func (t *Tier) warm(ctx context.Context) error {
@@ -297,15 +262,14 @@ func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 	}
 
 	t.mu.Lock()
-	at := t.since(time.Now())
-	t.advance(at)
+	at := t.catchUp()
 	if t.stopped {
 		t.mu.Unlock()
 		cancel()
 		http.Error(w, "tier: shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	req := takeTierSlot(t)
+	req := t.take()
 	q := &t.reqs[req]
 	*q = tierRequest{gen: q.gen + 1, tick: k, broken: broken, deadline: deadline, answer: make(chan int, 1), ctx: ctx, cancel: cancel, out: out}
 	gen, answer := q.gen, q.answer
@@ -362,8 +326,7 @@ func (t *Tier) outbound(ctx context.Context, r *http.Request) (*http.Request, er
 func (t *Tier) leave(r origin.Request, gen uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.since(time.Now())
-	t.advance(now)
+	now := t.catchUp()
 	q := &t.reqs[r]
 	if q.gen != gen || q.answer == nil {
 		return
@@ -374,20 +337,13 @@ func (t *Tier) leave(r origin.Request, gen uint32) {
 	}
 }
 
-// advance begins the calls whose start fell due by now, each at the time
-// it was due. The lock is held.
-func (t *Tier) advance(now time.Duration) {
-	for {
-		e, ok := t.due.peek()
-		if !ok || e.at > now {
-			return
-		}
-		t.due.pop()
-		if t.reqs[e.r].gen != e.gen {
-			continue // dropped before its call began
-		}
-		t.begin(e.r, e.at)
+// fire begins the call of a request whose own service fell due at at,
+// unless the model let it go meanwhile. The lock is held.
+func (t *Tier) fire(e due, at time.Duration) {
+	if t.reqs[e.r].gen != e.gen {
+		return // dropped before its call began
 	}
+	t.begin(e.r, at)
 }
 
 // begin starts request r's call to the next layer, its own service being
@@ -424,8 +380,7 @@ func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.since(time.Now())
-	t.advance(now)
+	now := t.catchUp()
 	q := &t.reqs[r]
 	if q.gen != gen {
 		return
@@ -486,23 +441,6 @@ func (t *Tier) end(r origin.Request, now time.Duration) {
 	t.release(r)
 }
 
-func (t *Tier) waste() {
-	t.wasted.Add(1)
-	t.cfg.In.inc(tWasted)
-	t.m.wasted.Inc()
-}
-
-// takeTierSlot returns a free request slot. The lock is held.
-func takeTierSlot(t *Tier) origin.Request {
-	if n := len(t.free); n > 0 {
-		r := t.free[n-1]
-		t.free = t.free[:n-1]
-		return r
-	}
-	t.reqs = append(t.reqs, tierRequest{})
-	return origin.Request(len(t.reqs) - 1)
-}
-
 // release frees r's slot; its call's context is cancelled unless the
 // handler still owns it. The lock is held.
 func (t *Tier) release(r origin.Request) {
@@ -511,43 +449,7 @@ func (t *Tier) release(r origin.Request) {
 		q.cancel()
 	}
 	*q = tierRequest{gen: q.gen + 1}
-	t.free = append(t.free, r)
-}
-
-// at schedules the start of a call, and wakes the clock if it falls due
-// before it would wake. The lock is held.
-func (t *Tier) at(e due) {
-	t.due.push(e)
-	if e.at < t.armed {
-		t.armed = e.at
-		select {
-		case t.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// Queued returns the requests waiting for a worker (queue model) or in
-// service (concurrency model), as the simulator's queue series counts
-// them.
-func (t *Tier) Queued() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.model.Queued()
-}
-
-// WouldAnswer reports whether a request arriving now would get past the
-// tier's own service within timeout (the next layers are the caller's to
-// ask), without sending one.
-func (t *Tier) WouldAnswer(timeout time.Duration) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		return false
-	}
-	now := t.since(time.Now())
-	t.advance(now)
-	return t.model.WouldAnswer(now, timeout)
+	t.recycle(r)
 }
 
 // OpenShare returns 1 when the tier's breaker is open, 0 otherwise: the
@@ -595,14 +497,14 @@ type tierDriver Tier
 // Answer: admitted (capacity model), its own latency until at; then the
 // call.
 func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
-	(*Tier)(d).at(due{at: at, r: r, gen: d.reqs[r].gen})
+	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen})
 }
 
 // Serve: a worker holds r from now; its own service ends at end, and the
 // call begins.
 func (d *tierDriver) Serve(r origin.Request, _, end time.Duration) {
 	d.reqs[r].serving = true
-	(*Tier)(d).at(due{at: end, r: r, gen: d.reqs[r].gen})
+	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen})
 }
 
 // Reject answers r 503 at once.
@@ -620,8 +522,7 @@ func (d *tierDriver) Reject(r origin.Request, _ time.Duration) {
 // call is out, whose context is then cancelled. Its caller gets no answer.
 func (d *tierDriver) Drop(r origin.Request, _ time.Duration) {
 	t := (*Tier)(d)
-	t.dropped.Add(1)
-	t.cfg.In.inc(tDropped)
+	t.drop()
 	q := &t.reqs[r]
 	q.serving = false // the model has freed the worker itself
 	if q.calling {
@@ -653,6 +554,7 @@ func (t *Tier) register() error {
 			Help: "Requests the tier holds whose caller still waits."}),
 		wasted: counter("retrystorm_tier_wasted_work_total", "Requests the tier answered after their caller gave up."),
 	}
+	t.wastedTotal = t.m.wasted
 	if _, err := resilprom.Register(t.reg, t.cfg.Tier.Name, t.guard); err != nil {
 		return fmt.Errorf("lab: tier metrics: %w", err)
 	}

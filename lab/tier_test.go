@@ -104,7 +104,7 @@ func TestLabChainPropagatesDeadlines(t *testing.T) {
 	}
 }
 
-// TestLabChainAgreesWithSimulator: lab.Experiment runs a chain in the
+// TestLabChainAgreesWithSimulator: lab.Measure runs a chain in the
 // simulator and the lab and compares them layer by layer; every claim
 // (who recovers, each layer's offered load, each hop's retries/requests)
 // holds.
@@ -112,10 +112,11 @@ func TestLabChainAgreesWithSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chain in the simulator and the lab, with the drop_expired counterfactual: 6 s")
 	}
-	out, err := Experiment(context.Background(), chainScenario(t, "2500ms", true), ExperimentOptions{})
+	m, err := Measure(context.Background(), chainScenario(t, "2500ms", true), ExperimentOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := m.Outcome
 	layered := 0
 	for _, tb := range out.Section.Tables {
 		for _, r := range tb.Rows {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -97,6 +98,9 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 		shard, _ = experiment.ParseShard(inv.Lab.Shard) // checked by the flag
 		startAt = lab.ShardStart(time.Now())
 	}
+	// The lab's heap is small and churns fast: it runs at its own GC
+	// target, the process's setting, which is the command's to make.
+	defer debug.SetGCPercent(debug.SetGCPercent(lab.GCPercent))
 	tick := inv.Lab.Tick
 	var tried []string // the ticks that were inconclusive, and why
 	for {
