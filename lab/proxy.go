@@ -572,6 +572,14 @@ func (p *FaultProxy) send(id origin.Request) {
 		q.tell <- proxyMsg{kind: msgForward}
 		return
 	}
+	if p.stopped {
+		// Run has stopped the proxy and waits for the forwards in flight:
+		// it must start no more (a WaitGroup's Go racing its Wait). Nobody
+		// waits for this one: it counts as wasted, as one not sent below.
+		p.skipped.Add(1)
+		p.clk.at(due{at: max(q.floor, p.now), r: id, gen: q.gen, kind: dueRelease})
+		return
+	}
 	select {
 	case p.orphans <- struct{}{}:
 	default:

@@ -351,7 +351,8 @@ func (t *Tier) fire(e due, at time.Duration) {
 // call for. The lock is held.
 func (t *Tier) begin(r origin.Request, at time.Duration) {
 	q := &t.reqs[r]
-	if q.ctx.Err() != nil {
+	if q.ctx.Err() != nil || t.stopped {
+		// Stopped: Run waits for the calls out and starts no more.
 		t.end(r, at)
 		return
 	}
