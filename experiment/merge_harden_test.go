@@ -28,7 +28,7 @@ var smallShards = sync.OnceValues(func() (map[string][2][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := Check(ctx, []CheckInput{{Fleet: sc.Fleets[0], Origin: "storm"}}, CheckOptions{Base: sc, Shard: sh}, Options{Workers: 1})
+		c, err := Check(ctx, []CheckInput{{Fleet: sc.Fleets[0], Origin: "storm"}}, CheckOptions{Base: sc, Shard: sh, Seeds: 1}, Options{Workers: 1})
 		if err != nil {
 			return nil, err
 		}
