@@ -324,6 +324,10 @@ func (b *resilBalancer) updateLocked() {
 	if b.det != nil {
 		p.ejected = b.det.EjectedCount()
 	}
+	p.done = make([]func(balancer.DoneInfo), len(children))
+	for k := range p.done {
+		p.done[k] = func(di balancer.DoneInfo) { p.finish(k, time.Time{}, di) }
+	}
 	b.current = p
 	b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: p})
 }
@@ -358,6 +362,7 @@ type picker struct {
 	det      *outlier.Detector
 	ejected  int  // det's ejections when the picker was made
 	timed    bool // PeakEWMA: picks and answers need the time
+	done     []func(balancer.DoneInfo)
 	clock    resil.Clock
 }
 
@@ -379,36 +384,46 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		p.bp.Done(start, k, 0, resil.OutcomeIgnored)
 		return r, err
 	}
+	if !p.timed && r.Done == nil {
+		r.Done = p.done[k] // made with the picker: a pick allocates nothing
+		return r, nil
+	}
 	inner := r.Done
 	r.Done = func(di balancer.DoneInfo) {
-		failed := di.Err != nil
-		var end time.Time
-		if p.timed || failed && p.det != nil {
-			end = p.clock.Now()
-		}
-		o := resil.OutcomeSuccess
-		if failed {
-			o = resil.OutcomeFailure
-		}
-		p.bp.Done(end, k, end.Sub(start), o)
-		if p.det != nil {
-			// grpc-go's incrementCounter: an RPC that ended without an
-			// error is a success, any other a failure.
-			res := outlier.Success
-			if failed {
-				res = outlier.Error5xx
-			}
-			h := p.hosts[k]
-			_ = p.det.Record(end, h, res)
-			if failed && p.det.Ejected(h) {
-				p.b.ejectedByRecord(p)
-			}
-		}
+		p.finish(k, start, di)
 		if inner != nil {
 			inner(di)
 		}
 	}
 	return r, nil
+}
+
+// finish is the end of an RPC picked on host k at start (the zero time
+// unless p.timed).
+func (p *picker) finish(k int, start time.Time, di balancer.DoneInfo) {
+	failed := di.Err != nil
+	var end time.Time
+	if p.timed || failed && p.det != nil {
+		end = p.clock.Now()
+	}
+	o := resil.OutcomeSuccess
+	if failed {
+		o = resil.OutcomeFailure
+	}
+	p.bp.Done(end, k, end.Sub(start), o)
+	if p.det != nil {
+		// grpc-go's incrementCounter: an RPC that ended without an
+		// error is a success, any other a failure.
+		res := outlier.Success
+		if failed {
+			res = outlier.Error5xx
+		}
+		h := p.hosts[k]
+		_ = p.det.Record(end, h, res)
+		if failed && p.det.Ejected(h) {
+			p.b.ejectedByRecord(p)
+		}
+	}
 }
 
 // ejectedByRecord builds a new picker when a consecutive rule (Envoy)
