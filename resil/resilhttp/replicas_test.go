@@ -1,6 +1,7 @@
 package resilhttp
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -248,6 +249,61 @@ func TestReplicasFailClosed(t *testing.T) {
 			}
 			if !body.closed {
 				t.Error("request body not closed")
+			}
+		})
+	}
+}
+
+// TestReplicasCancelledCountsNothing: an attempt whose caller left tells
+// the detector nothing, as Envoy does not count a downstream reset; one
+// that timed out is a local-origin failure, which without
+// split_external_local_origin_errors Envoy counts as a 504, a gateway
+// error (outlier_detection_impl.cc, resultToHttpCode, commit 00c7146d):
+// with consecutive_5xx at 1 it ejects the replica.
+func TestReplicasCancelledCountsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cancel bool // else a deadline
+		eject  bool
+	}{
+		{"cancelled", true, false},
+		{"timed out", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+			}))
+			defer srv.Close()
+			defer close(release)
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			det, _ := outlier.New(outlier.Settings{Hosts: 1, Consecutive5xx: 1, MaxEjectionPercent: 100,
+				Enforcing: outlier.Enforcing{Consecutive5xx: 100}})
+			p, _ := balance.NewRoundRobin(balance.Settings{Hosts: 1, Detector: det})
+			r, err := NewReplicas(ReplicaSettings{Endpoints: []string{srv.URL}, Picker: p, Detector: det, Base: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if c.cancel {
+				ctx, cancel = context.WithCancel(context.Background())
+				time.AfterFunc(20*time.Millisecond, cancel)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://service.test/", nil)
+			if resp, err := r.RoundTrip(req); err == nil {
+				resp.Body.Close()
+				t.Fatal("RoundTrip succeeded")
+			}
+			if got := det.Ejected(0); got != c.eject {
+				t.Errorf("ejected = %v, want %v", got, c.eject)
+			}
+			if n := p.InFlight(0); n != 0 {
+				t.Errorf("%d in flight after the error", n)
 			}
 		})
 	}
