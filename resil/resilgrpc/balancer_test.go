@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +227,132 @@ func TestNewBalancerBuilderRejects(t *testing.T) {
 				t.Fatalf("err = %v, want a *resil.SettingError for %s", err, c.field)
 			}
 		})
+	}
+}
+
+// tickClock is a clock whose timers fire only when the test says: fire
+// moves the time on by d and runs the callbacks due.
+type tickClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	pending []tickTimer
+}
+
+type tickTimer struct {
+	at      time.Time
+	f       func()
+	stopped *atomic.Bool
+}
+
+func (c *tickClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *tickClock) NewTimer(d time.Duration) resil.Timer { panic("not used by the balancer") }
+
+func (c *tickClock) AfterFunc(d time.Duration, f func()) resil.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := tickTimer{at: c.now.Add(d), f: f, stopped: new(atomic.Bool)}
+	c.pending = append(c.pending, t)
+	return stopper{t.stopped}
+}
+
+type stopper struct{ s *atomic.Bool }
+
+func (s stopper) C() <-chan time.Time { return nil }
+func (s stopper) Stop() bool          { return !s.s.Swap(true) }
+
+// fire moves the clock on by d and runs, outside its lock, every callback
+// due by then that was not stopped.
+func (c *tickClock) fire(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	keep := c.pending[:0]
+	for _, t := range c.pending {
+		switch {
+		case t.stopped.Load():
+		case !t.at.After(c.now):
+			due = append(due, t.f)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	c.pending = keep
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// lbTicked's timer is tickClk's: the test runs each interval.
+const lbTicked = "resil_test_grpc_ticked"
+
+var tickClk = &tickClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+func init() {
+	od := outlier.GRPCDefaults(0) // interval 10s, base ejection time 30s
+	od.Enforcing = outlier.Enforcing{FailurePercentage: 100}
+	od.FailurePercentageThreshold = 50
+	od.FailurePercentageMinimumHosts, od.FailurePercentageRequestVolume = 3, 5
+	od.MaxEjectionPercent = 34
+	b, err := NewBalancerBuilder(BalancerSettings{Name: lbTicked, Picker: PickRoundRobin, Outlier: &od, Clock: tickClk})
+	if err != nil {
+		panic(err)
+	}
+	balancer.Register(b)
+}
+
+// TestBalancerIntervalEjectsAndReturns: the policy's interval timer, on an
+// injected clock, runs gRFC A50's failure percentage rule: the replica
+// that failed every RPC of the interval is ejected at the first tick and
+// gets no RPC after; it is back at the first evaluation strictly after its
+// 30s (grpc-go v1.85.0, internal/xds/balancer/outlierdetection/
+// balancer.go, intervalTimerAlgorithm: "if now > ejectionTimestamp +
+// baseEjectionTime * multiplier"), and then gets its share again.
+func TestBalancerIntervalEjectsAndReturns(t *testing.T) {
+	var healthy atomic.Bool
+	srvs := make([]*server, 3)
+	for i := range srvs {
+		srvs[i] = startServer(t, &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if i == 0 && !healthy.Load() {
+				return nil, status.Error(codes.Unavailable, "bad replica")
+			}
+			return resp(fmt.Sprint(i)), nil
+		}})
+	}
+	tc := dialReplicas(t, srvs, lbTicked)
+	waitAllReady(t, tc, srvs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	calls := func(n int) {
+		for range n {
+			_, _ = tc.UnaryCall(ctx, req("x"))
+		}
+	}
+	calls(30) // 10 each, round robin
+	tickClk.fire(10 * time.Second)
+	before := len(srvs[0].seen())
+	calls(30)
+	if n := len(srvs[0].seen()) - before; n != 0 {
+		t.Fatalf("the ejected replica got %d RPCs", n)
+	}
+	healthy.Store(true)
+	// Ejected at t=10s for 30s: still out at the evaluations of 20s, 30s
+	// and 40s (not strictly after 40s), back at 50s.
+	for range 3 {
+		tickClk.fire(10 * time.Second)
+	}
+	calls(30)
+	if n := len(srvs[0].seen()) - before; n != 0 {
+		t.Fatalf("the replica got %d RPCs before its ejection time ended", n)
+	}
+	tickClk.fire(10 * time.Second)
+	calls(30)
+	if n := len(srvs[0].seen()) - before; n != 10 {
+		t.Errorf("the returned replica got %d RPCs of 30, want 10", n)
 	}
 }
