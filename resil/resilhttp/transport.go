@@ -82,7 +82,8 @@ type Transport struct {
 	// resil.NotIdempotent only those that carry a key. Other methods (POST,
 	// PATCH, CONNECT) are retried only with a key, whatever the Guard says.
 	Guard *resil.Guard
-	// Base sends each attempt. Nil means http.DefaultTransport.
+	// Base sends each attempt. Nil means http.DefaultTransport. A
+	// Replicas spreads the attempts over several replicas.
 	Base http.RoundTripper
 	// RetryStatus reports whether a response status is worth a retry.
 	// Nil means DefaultRetryStatus: 429, 502, 503, 504.
