@@ -251,7 +251,10 @@ func (b *resilBalancer) tick() {
 // longer those the detector leaves in.
 func (b *resilBalancer) ejectionsChanged() bool {
 	if b.current == nil {
-		return b.det.EjectedCount() > 0
+		// The child's state or every READY endpoint ejected: a tick is
+		// rare enough to look again each time, and an endpoint back
+		// must end the failure.
+		return true
 	}
 	if b.current.det != b.det {
 		return true

@@ -356,3 +356,54 @@ func TestBalancerIntervalEjectsAndReturns(t *testing.T) {
 		t.Errorf("the returned replica got %d RPCs of 30, want 10", n)
 	}
 }
+
+// lbTickedAll may eject every endpoint: gRPC has no panic threshold.
+const lbTickedAll = "resil_test_grpc_ticked_all"
+
+func init() {
+	od := outlier.GRPCDefaults(0)
+	od.Enforcing = outlier.Enforcing{FailurePercentage: 100}
+	od.FailurePercentageThreshold = 50
+	od.FailurePercentageMinimumHosts, od.FailurePercentageRequestVolume = 1, 5
+	od.MaxEjectionPercent = 100
+	b, err := NewBalancerBuilder(BalancerSettings{Name: lbTickedAll, Picker: PickP2C, Outlier: &od, Clock: tickClk})
+	if err != nil {
+		panic(err)
+	}
+	balancer.Register(b)
+}
+
+// TestBalancerAllEjectedAndBack: with its only endpoint ejected, the
+// channel fails RPCs with UNAVAILABLE, as grpc-go's round_robin under
+// outlier_detection does with every SubConn ejected; when the endpoint is
+// back, RPCs reach it again (a regression: the picker was not rebuilt
+// when the last ejection ended).
+func TestBalancerAllEjectedAndBack(t *testing.T) {
+	var healthy atomic.Bool
+	s := startServer(t, &server{unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if !healthy.Load() {
+			return nil, status.Error(codes.Unavailable, "bad replica")
+		}
+		return resp("0"), nil
+	}})
+	tc := dialReplicas(t, []*server{s}, lbTickedAll)
+	waitAllReady(t, tc, []*server{s})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 10 {
+		_, _ = tc.UnaryCall(ctx, req("x"))
+	}
+	tickClk.fire(10 * time.Second)
+	healthy.Store(true)
+	before := len(s.seen())
+	_, err := tc.UnaryCall(ctx, req("x"))
+	if status.Code(err) != codes.Unavailable || len(s.seen()) != before {
+		t.Fatalf("with every endpoint ejected: err %v, %d RPCs reached it; want UNAVAILABLE and none", err, len(s.seen())-before)
+	}
+	for range 4 {
+		tickClk.fire(10 * time.Second)
+	}
+	if _, err := tc.UnaryCall(ctx, req("x")); err != nil {
+		t.Fatalf("after the ejection ended: %v", err)
+	}
+}
