@@ -51,4 +51,21 @@
 // ServerSettings.Shedder, a [admission.Shedder] also caps the calls in flight
 // with its (adaptive) concurrency limit and wait queue, exactly as
 // resilhttp.Shed does for HTTP.
+//
+// # Load balancing
+//
+// [NewBalancerBuilder] makes a grpc-go load-balancing policy, a
+// balancer.Builder to register and name in a service config, whose picker
+// is one of resil/balance's (round robin, random, P2C, least request, peak
+// EWMA) and whose outlier detection is resil/outlier's, gRPC's rules
+// (gRFC A50) or Envoy's. grpc-go's balancer API is the natural home: the
+// policy is built as grpc-go v1.85.0 builds its own round_robin and
+// least_request (an endpointsharding balancer with a pick_first child per
+// endpoint), and an RPC's end reaches the detector through the pick's
+// Done, where grpc-go's outlier_detection policy counts it. That policy
+// (internal/xds/balancer/outlierdetection) wraps another policy instead,
+// and hides the SubConns it ejects from it; it is internal to grpc-go and
+// configured only through xDS or a service config, so resil's detector,
+// whose rules the simulator shares, is folded into the picker here rather
+// than wrapped around grpc-go's.
 package resilgrpc

@@ -45,6 +45,11 @@
 //   - Base sees each attempt's resil.Attempt (its number, and whether it is
 //     a first attempt, a retry or a hedge) on the request's context:
 //     AttemptOf. With AttemptHeader set, the server hears its kind too.
+//
+// For a service with several replicas, [Replicas] is the Transport's Base:
+// it sends each attempt to the replica a resil/balance picker chooses and
+// tells a resil/outlier detector how it ended, so that a retry may go to
+// another replica and a failing one is ejected.
 package resilhttp
 
 import (
@@ -77,7 +82,8 @@ type Transport struct {
 	// resil.NotIdempotent only those that carry a key. Other methods (POST,
 	// PATCH, CONNECT) are retried only with a key, whatever the Guard says.
 	Guard *resil.Guard
-	// Base sends each attempt. Nil means http.DefaultTransport.
+	// Base sends each attempt. Nil means http.DefaultTransport. A
+	// Replicas spreads the attempts over several replicas.
 	Base http.RoundTripper
 	// RetryStatus reports whether a response status is worth a retry.
 	// Nil means DefaultRetryStatus: 429, 502, 503, 504.
