@@ -306,7 +306,11 @@ func TestFindingsCurrent(t *testing.T) {
 // claims. Before, --grid 2 was accepted and then failed them by
 // construction (issue 14, item 10).
 func TestSweepSmallestGrid(t *testing.T) {
-	for seed := 1; seed <= 5; seed++ {
+	seeds := 5
+	if testing.Short() {
+		seeds = 1 // each is a whole sweep: minutes under the race detector
+	}
+	for seed := 1; seed <= seeds; seed++ {
 		r := runCLI(t, "sweep", "--grid", strconv.Itoa(minGrid), "--seed", strconv.Itoa(seed), "--json")
 		if r.code != 0 {
 			t.Errorf("sweep --grid %d --seed %d: exit %d: %s", minGrid, seed, r.code, r.stderr)

@@ -53,23 +53,33 @@ func TestImportCommand(t *testing.T) {
 // TestCheckCommand is the issue's test through the command: check exits 1
 // for a config with 3 retries and no budget in the storm's dip, and 0 for
 // one with a budget.
+// checkSeeds adds --seeds 1 under -short: each check is 3 seeds of 24
+// cells, minutes under the race detector, which CI runs with -short; the
+// full pass checks the verdicts at the default 3.
+func checkSeeds(args ...string) []string { // args[0] is the command
+	if testing.Short() {
+		return append([]string{args[0], "--seeds", "1"}, args[1:]...)
+	}
+	return args
+}
+
 func TestCheckCommand(t *testing.T) {
 	dir := t.TempDir()
-	r := runCLI(t, "check", importerData("istio/naive.yaml"), "--out", dir)
+	r := runCLI(t, checkSeeds("check", importerData("istio/naive.yaml"), "--out", dir)...)
 	if r.code != 1 || !strings.Contains(r.stdout, "verdict: UNSAFE") || !strings.Contains(r.stdout, "to blame: max_retries 3 with no budget") {
 		t.Errorf("3 retries and no budget: exit %d, want 1 and UNSAFE\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
 		t.Errorf("no report: %v", err)
 	}
-	r = runCLI(t, "check", "--json", importerData("istio/budget.yaml"))
+	r = runCLI(t, checkSeeds("check", "--json", importerData("istio/budget.yaml"))...)
 	if r.code != 0 || !strings.Contains(r.stdout, `"realistic_load": 0.833`) {
 		t.Errorf("a config with a budget: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// Linkerd's default budget recovers everywhere, but its floor of 10
 	// retries a second per proxy, with no backoff, bursts to many times
 	// the origin's capacity against a bounded queue (issue 22, 3).
-	r = runCLI(t, "check", "--out", t.TempDir(), importerData("linkerd/books.yaml"))
+	r = runCLI(t, checkSeeds("check", "--out", t.TempDir(), importerData("linkerd/books.yaml"))...)
 	if r.code != 1 || !strings.Contains(r.stdout, "amplifies past the thresholds") {
 		t.Errorf("Linkerd's default budget: exit %d, want 1 for amplification\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -81,7 +91,7 @@ func TestCheckCommand(t *testing.T) {
 	}
 	// --load and --dip move the realistic region: at 50% load the naive
 	// config recovers from a third of capacity gone.
-	if r := runCLI(t, "check", "--json", "--load", "0.5", importerData("istio/naive.yaml")); r.code != 0 {
+	if r := runCLI(t, checkSeeds("check", "--json", "--load", "0.5", importerData("istio/naive.yaml"))...); r.code != 0 {
 		t.Errorf("check at 50%% load: exit %d, want 0\n%s", r.code, r.stderr)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
