@@ -199,6 +199,9 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail("traffic.series.file", "the series covers %s, but the run's last tick starts at %s: give rows up to it, or shorten the duration", show(last), show(s.Duration-s.Tick))
 		}
 	}
+	if len(s.Origin.Faults) > 0 && len(s.Tiers) > 0 {
+		c.fail("origin.replicas.faults", "faults of one replica are not simulated with tiers yet")
+	}
 	if len(s.Tiers) > MaxTiers {
 		c.fail(fmt.Sprintf("tiers[%d]", MaxTiers), "%d tiers; at most %d", len(s.Tiers), MaxTiers)
 	}
