@@ -155,6 +155,10 @@ func (o *Origin) checkFaults(c *checker, path string) {
 			c.fail(p+".replica", "replica %d, but the origin has %d (numbered from 0)", f.Replica, o.Replicas)
 			return
 		}
+		if f.Kind == FaultLatency && o.Model == ModelCapacity {
+			c.fail(p+".kind", "the capacity model has no latency factor: a slow replica needs the queue or the concurrency model")
+			return
+		}
 		if j := slices.IndexFunc(o.Faults[:i], func(g Fault) bool { return g.Replica == f.Replica && g.Kind == f.Kind }); j >= 0 {
 			c.fail(p, "replica %d has a %s fault already (faults[%d]): give one", f.Replica, f.Kind, j)
 			return

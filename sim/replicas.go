@@ -80,10 +80,15 @@ func (f *fleet) advance(now int64) {
 	}
 }
 
+// hedgeRepicks is how many more picks a hedge makes to find another
+// replica than its attempt's: Envoy's previous_hosts retry host predicate
+// with host_selection_retry_max_attempts 3.
+const hedgeRepicks = 3
+
 // pick asks the fleet's picker for attempt a's replica at now, and reports
 // false when there is none (every replica ejected, panic mode off). A
-// hedge goes elsewhere than the attempt it runs beside (avoid) when the
-// picker's second choice offers another replica.
+// hedge goes elsewhere than the attempt it runs beside (avoid) if the
+// picker offers another replica within hedgeRepicks more picks.
 func (f *fleet) pick(a *attempt, now int64, avoid int32) bool {
 	f.advance(now)
 	t := f.vt(now)
@@ -91,11 +96,13 @@ func (f *fleet) pick(a *attempt, now int64, avoid int32) bool {
 	if err != nil {
 		return false
 	}
-	if avoid >= 0 && int32(r) == avoid && f.replicas > 1 {
-		if r2, err := f.bal.Pick(t); err == nil {
-			f.bal.Done(t, r, 0, resil.OutcomeIgnored)
-			r = r2
+	for k := 0; k < hedgeRepicks && int32(r) == avoid && f.replicas > 1; k++ {
+		r2, err := f.bal.Pick(t)
+		if err != nil {
+			break
 		}
+		f.bal.Done(t, r, 0, resil.OutcomeIgnored)
+		r = r2
 	}
 	a.replica, a.picked = uint16(r), true
 	return true
