@@ -256,7 +256,7 @@ func outlierObject(od *OutlierDetection) *object {
 		e     = &s.Enforcing
 	)
 	settings := &object{
-		kind: &od.Use, absentKind: OutlierNone, what: "use: %s",
+		kind: &od.Use, absentKind: OutlierNone, what: "use: %s", block: true,
 		fields: []field{
 			{key: "interval", kinds: both, v: duration{&s.Interval}},
 			{key: "base_ejection_time", kinds: both, v: duration{&s.BaseEjectionTime}},
@@ -297,7 +297,7 @@ func outlierObject(od *OutlierDetection) *object {
 		},
 	}
 	return &object{
-		selector: "use", kind: &od.Use, kinds: outlierKinds, absentKind: OutlierNone, what: "use: %s",
+		selector: "use", kind: &od.Use, kinds: outlierKinds, absentKind: OutlierNone, what: "use: %s", block: true,
 		fields: []field{{key: "settings", v: settings}},
 	}
 }
