@@ -197,8 +197,14 @@ type unlessUnset struct {
 func (v unlessUnset) read(d *decoder, n *yaml.Node, path string) error { return v.o.read(d, n, path) }
 func (v unlessUnset) zero() bool                                       { return !v.set() }
 func (v unlessUnset) validate(c *checker, path string) {
-	if v.set() {
+	switch {
+	case v.set():
 		v.o.validate(c, path)
+	case !v.o.zero():
+		// What Marshal would leave out must not be there.
+		c.fail(join(path, "use"), "is required when settings are given: %s", oneOf(v.o.kinds))
+	case v.o.check != nil:
+		v.o.check(c, path) // what the file cannot hold at all
 	}
 }
 
@@ -245,7 +251,8 @@ func (b *Balancer) check(c *checker, path string) {
 }
 
 func outlierValue(od *OutlierDetection) value {
-	return unlessUnset{o: outlierObject(od), set: func() bool { return od.Use != "" && od.Use != OutlierNone }}
+	// use: none is written when given, so that it reads back as given.
+	return unlessUnset{o: outlierObject(od), set: func() bool { return od.Use != "" }}
 }
 
 func outlierObject(od *OutlierDetection) *object {
@@ -291,7 +298,7 @@ func outlierObject(od *OutlierDetection) *object {
 				*s = outlier.GRPCDefaults(0)
 			}
 			s.Hosts, s.Flavor = 0, 0
-			if s.MaxEjectionRule == outlier.RuleOfFlavor {
+			if use != OutlierNone && s.MaxEjectionRule == outlier.RuleOfFlavor {
 				s.MaxEjectionRule = outlierDefaultRule(use)
 			}
 		},
@@ -299,6 +306,19 @@ func outlierObject(od *OutlierDetection) *object {
 	return &object{
 		selector: "use", kind: &od.Use, kinds: outlierKinds, absentKind: OutlierNone, what: "use: %s", block: true,
 		fields: []field{{key: "settings", v: settings}},
+		check:  od.check,
+	}
+}
+
+// check refuses what the file cannot say: the run supplies the hosts, the
+// flavour (from Use) and the randomness.
+func (od *OutlierDetection) check(c *checker, path string) {
+	if s := od.Settings; s.Hosts != 0 || s.Flavor != 0 || s.Rand != nil {
+		c.fail(path, "settings' Hosts, Flavor and Rand must be left zero: the run supplies the origin's replicas, use's rules and the seed")
+	}
+	if od.Detects() && od.Settings.MaxEjectionRule == outlier.RuleOfFlavor {
+		// Every word spelled out, as Parse leaves it.
+		c.fail(join(path, "settings.max_ejection_rule"), "must be %s", oneOf(ejectionRules))
 	}
 }
 

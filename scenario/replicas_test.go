@@ -146,3 +146,47 @@ func TestReplicaPolicyWithTiers(t *testing.T) {
 		t.Errorf("Validate = %v", err)
 	}
 }
+
+// TestReplicaPolicyInCode: settings without use, and what the run
+// supplies, are refused, so that what passes Validate survives Marshal.
+func TestReplicaPolicyInCode(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		set   func(f *Fleet)
+		field string
+	}{
+		{"panic threshold without use", func(f *Fleet) { f.Balancer.PanicThreshold = 5 }, "fleets[0].balancer.use"},
+		{"outlier settings without use", func(f *Fleet) { f.OutlierDetection.Settings.Consecutive5xx = 5 }, "fleets[0].outlier_detection.use"},
+		{"hosts given", func(f *Fleet) {
+			f.OutlierDetection = OutlierDetection{Use: OutlierEnvoy, Settings: outlier.EnvoyDefaults(3)}
+		}, "fleets[0].outlier_detection"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("r.yaml", []byte("duration: 60s\ntraffic: {rate: 100}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+fleet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.set(&s.Fleets[0])
+			e, ok := s.Validate().(*Error)
+			if !ok || e.Field != tt.field {
+				t.Errorf("Validate = %v, want an error on %s", s.Validate(), tt.field)
+			}
+		})
+	}
+}
+
+// TestOutlierRuleSpelledOut: in code, as in a parsed file, the max
+// ejection rule is spelled out (the fuzzer found a scenario whose rule
+// Marshal could not write).
+func TestOutlierRuleSpelledOut(t *testing.T) {
+	s, err := Parse("r.yaml", []byte("duration: 60s\ntraffic: {rate: 100}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Fleets[0].OutlierDetection.Use = OutlierGRPC
+	if e, ok := s.Validate().(*Error); !ok || e.Field != "fleets[0].outlier_detection.settings.max_ejection_rule" {
+		t.Errorf("Validate = %v", s.Validate())
+	}
+	s.Fleets[0].OutlierDetection.Settings.MaxEjectionRule = outlier.CheckBefore
+	checkValid(t, s)
+}
