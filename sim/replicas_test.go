@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -124,4 +125,68 @@ func TestNoReplicaKeysNoReplicaResults(t *testing.T) {
 	if r.Fleets[0].Replicas != nil {
 		t.Errorf("replicas %+v", r.Fleets[0].Replicas)
 	}
+}
+
+// FuzzReplicas runs every picker and both detectors over replicas with
+// faults and triggers on one replica, with retries and hedges: every run
+// must add up (Run checks the identities, the replicas' included) and
+// repeat itself.
+func FuzzReplicas(f *testing.F) {
+	f.Add(uint8(3), uint8(0), uint8(1), uint8(1), uint8(0), uint8(50), uint8(2))
+	f.Add(uint8(5), uint8(4), uint8(2), uint8(3), uint8(1), uint8(100), uint8(1))
+	f.Add(uint8(1), uint8(2), uint8(0), uint8(0), uint8(2), uint8(0), uint8(0))
+	f.Add(uint8(10), uint8(3), uint8(1), uint8(2), uint8(1), uint8(67), uint8(3))
+	f.Fuzz(func(t *testing.T, n, picker, detector, fault, model, percent, retries uint8) {
+		replicas := int(n%10) + 1
+		origin := []string{
+			fmt.Sprintf("{model: capacity, capacity: %d, replicas: %%s}", 100*replicas),
+			fmt.Sprintf("{model: queue, capacity: %d, workers: %d, queue_limit: 50, replicas: %%s}", 100*replicas, 2*replicas),
+			"{model: concurrency, base: 20ms, per_inflight: 1ms, replicas: %s}",
+		}[model%3]
+		faults := []string{"", "{replica: 0, kind: errors, error_rate: 1}", "{replica: 0, kind: blackhole}", "{replica: 0, kind: errors, error_rate: 0.5}"}[fault%4]
+		if fault%5 == 4 && model%3 != 0 {
+			faults = "{replica: 0, kind: latency, factor: 10}"
+		}
+		reps := fmt.Sprint(replicas)
+		if faults != "" {
+			reps = fmt.Sprintf("{count: %d, faults: [%s]}", replicas, faults)
+		}
+		bal := []string{"", "{use: round_robin}", "{use: random}", "{use: p2c}", "{use: least_request}", "{use: ewma, settings: {panic_threshold: 0}}"}[picker%6]
+		det := []string{"", fmt.Sprintf("{use: envoy, settings: {max_ejection_percent: %d, max_ejection_rule: before, interval: 1s, base_ejection_time: 2s}}", percent%101),
+			fmt.Sprintf("{use: grpc, settings: {max_ejection_percent: %d, interval: 1s, enforcing_failure_percentage: 100, failure_percentage_minimum_hosts: 1, failure_percentage_request_volume: 5}}", percent%101)}[detector%3]
+		extra := ""
+		if bal != "" {
+			extra += "\n    balancer: " + bal
+		}
+		if det != "" {
+			extra += "\n    outlier_detection: " + det
+		}
+		y := fmt.Sprintf(`
+name: fuzz
+duration: 10s
+tick: 500ms
+traffic: {rate: 200, clients: 5, arrivals: poisson}
+origin: %s
+triggers: [{kind: errors, at: 2s, for: 3s, error_rate: 1, replica: %d}, {kind: outage, at: 6s, for: 1s, mode: refuse, replica: %d}]
+fleets:
+  - name: f
+    timeout: 300ms
+    deadline: 2s
+    retry: {max_retries: %d, backoff: {use: exponential, base: 20ms, cap: 200ms, jitter: full}}
+    budget: {use: none}
+    hedge: {delay: 100ms}%s
+`, fmt.Sprintf(origin, reps), replicas-1, int(percent)%replicas, retries%4, extra)
+		sc, err := scenario.Parse("fuzz.yaml", []byte(y))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, y)
+		}
+		r, err := Run(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, sc, r)
+		if len(r.Fleets[0].Replicas) != replicas {
+			t.Fatalf("%d replicas reported, want %d", len(r.Fleets[0].Replicas), replicas)
+		}
+	})
 }
