@@ -26,7 +26,7 @@ var Eject = register(&Experiment{
 	Order:   100,
 	Page: Page{
 		Knobs: []string{"rate", "max_retries"},
-		Cost:  80,
+		Cost:  200,
 		Fixed: "The replicas, their faults, the pickers and the detectors' settings are the experiment's own.",
 	},
 	Run: runEject,
