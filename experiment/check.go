@@ -244,10 +244,13 @@ func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, 
 	sc := envelopeCell(e.base, e.loads[li], e.faults[fi], e.at)
 	sc.Seed = e.seeds[si]
 	sc.Traffic.Clients = e.clients[ki]
-	sc.Fleets = []scenario.Fleet{f}
 	if tiers != nil {
 		sc.Tiers = perClient(tiers, e.clients[ki])
+		// The simulator balances one hop only: through tiers the fleet
+		// calls the first tier's replicas at random, as before issue 25.
+		f.Balancer, f.OutlierDetection = scenario.Balancer{}, scenario.OutlierDetection{}
 	}
+	sc.Fleets = []scenario.Fleet{f}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
 		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
 			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
-		Tables: append([]report.Table{t}, chainTables(res)...),
+		Tables: append(append([]report.Table{t}, chainTables(res)...), replicaTables(res)...),
 		Charts: runCharts(res, sc, nil),
 		Notes:  notes,
 	}

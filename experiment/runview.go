@@ -146,6 +146,40 @@ func chainTables(res *sim.Result) []report.Table {
 	return out
 }
 
+// replicaTables are the fleets' ground truth per replica, for the runs
+// that report it (a balancer, outlier detection, or a replica named): what
+// each replica got, how it answered, and how long it was ejected.
+func replicaTables(res *sim.Result) []report.Table {
+	var out []report.Table
+	for _, f := range res.Fleets {
+		if len(f.Replicas) == 0 {
+			continue
+		}
+		t := report.Table{
+			Title: f.Name + ": replica by replica",
+			Columns: []report.Column{{Name: "replica", Align: report.Right}, {Name: "attempts", Align: report.Right},
+				{Name: "share", Align: report.Right}, {Name: "successes", Align: report.Right}, {Name: "failures", Align: report.Right},
+				{Name: "cancelled", Align: report.Right}, {Name: "ejections", Align: report.Right}, {Name: "ejected", Align: report.Right}},
+			Emphasis: map[[2]int]bool{},
+		}
+		for i, r := range f.Replicas {
+			t.Rows = append(t.Rows, []string{report.Int(int64(r.Replica)), report.Int(r.Attempts),
+				pct(float64(r.Attempts) / float64(max(f.Summary.Attempts, 1))), report.Int(r.Successes), report.Int(r.Failures),
+				report.Int(r.Cancelled), report.Int(r.Ejections), fmt.Sprintf("%.0f s", r.EjectedSeconds)})
+			if r.Failures > r.Successes {
+				t.Emphasis[[2]int{i, 4}] = true
+			}
+		}
+		if f.NoHealthyReplica > 0 {
+			t.Rows = append(t.Rows, []string{"none", report.Int(f.NoHealthyReplica),
+				pct(float64(f.NoHealthyReplica) / float64(max(f.Summary.Attempts, 1))), "0", report.Int(f.NoHealthyReplica), "", "", ""})
+			t.Emphasis[[2]int{len(t.Rows) - 1, 0}] = true
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 // layerNote says what the columns of chainTables count at a layer.
 const layerNote = "Layer by layer: calls are the calls made into the layer (the fleet's intents, then each tier's calls to the next), attempts what those calls sent, ×intent the attempts per fleet intent; failures and lost are its callers' (attempts that failed, calls that never succeeded); wasted is the work the layer did for callers that had already left. Each tier makes at most one call per attempt it receives."
 

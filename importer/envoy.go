@@ -565,21 +565,7 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 		if cl.path == "" {
 			thPath = strings.TrimPrefix(thPath, ".")
 		}
-		od := cl.msg.GetOutlierDetection()
-		if od != nil {
-			n, ej, pct := uint32(envoyConsecutive5xx), envoyEjectionTime, uint32(envoyMaxEjection)
-			if od.GetConsecutive_5Xx() != nil {
-				n = od.GetConsecutive_5Xx().GetValue()
-			}
-			if od.GetBaseEjectionTime() != nil {
-				ej = dur(od.GetBaseEjectionTime())
-			}
-			if od.GetMaxEjectionPercent() != nil {
-				pct = od.GetMaxEjectionPercent().GetValue()
-			}
-			p.lose("outlier_detection (consecutive_5xx %d, base_ejection_time %s, max_ejection_percent %d%%): it ejects hosts, not the dependency, at most %d%% of them, and panic routing sends traffic to ejected hosts when too few are healthy; it is not a breaker in front of the whole service, and is not imported as one",
-				n, fmtDur(ej), pct, pct)
-		}
+		c.ejection(p, f, cl)
 		file := cl.file
 		maxReq := uint32(envoyMaxRequests)
 		if th.GetMaxRequests() != nil {

@@ -33,7 +33,13 @@ func importGRPC(srcs []Source) ([]Fleet, error) {
 			return nil, admit(GRPC, n, "methodConfig entries")
 		}
 		for _, m := range cfg.Methods {
-			out.add(grpcFleet(s.Name, cfg, m))
+			f := grpcFleet(s.Name, cfg, m)
+			p := &prov{file: s.Name, from: f.From, lost: f.Lost}
+			if err := grpcEjection(p, &f.Fleet, s.Data); err != nil {
+				return nil, fmt.Errorf("%s: %v", s.Name, err)
+			}
+			f.From, f.Lost = p.from, p.lost
+			out.add(f)
 		}
 	}
 	return out.list, nil

@@ -187,6 +187,7 @@ func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
 	p.dflt("retry.backoff", "25ms, cap 250ms", "HTTPRetry.backoff", "HTTPRetry.backoff: 25ms; Envoy: 10 times the base")
 	p.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
 	istioTraffic(p, &f, o, attempts > 0)
+	istioEjection(p, &f, o)
 	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.from, Lost: p.lost}
 }
 
@@ -296,6 +297,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 
 	dr := findRule(objs, host)
 	istioTraffic(p, &f, dr, attempts > 0)
+	istioEjection(p, &f, dr)
 	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.from, Lost: p.lost}, dr
 }
 
@@ -332,9 +334,6 @@ func istioTraffic(p *prov, f *scenario.Fleet, dr *istioObject, retries bool) {
 		if len(dr.dr.GetSubsets()) > 0 {
 			p.lose("DestinationRule subsets' own traffic policies are not imported")
 		}
-	}
-	if od := tp.GetOutlierDetection(); od != nil {
-		p.lose("outlierDetection: it ejects hosts (at most maxEjectionPercent, 10%% by default), not the dependency: not a breaker in front of the whole service, and not imported as one")
 	}
 	if http := tp.GetConnectionPool().GetHttp(); http.GetHttp2MaxRequests() > 0 || http.GetHttp1MaxPendingRequests() > 0 {
 		p.lose("connectionPool.http limits on requests in flight: the simulator's clients have none")

@@ -47,6 +47,12 @@ func vocabulary() map[string][][]string {
 				out[f.key] = append(out[f.key], v.words)
 			case *object:
 				walk(v)
+			case unlessUnset:
+				walk(v.o)
+			case replicas:
+				walk(v.object())
+				var ft Fault
+				walk(faultObject(&ft))
 			}
 		}
 	}

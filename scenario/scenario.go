@@ -94,9 +94,13 @@ type Origin struct {
 	// Broken is the share of the key space that always fails (partial
 	// failure): an intent whose key falls there fails on every attempt.
 	Broken float64
-	// Replicas is how many replicas share the load, at random; default 1.
-	// Each holds an equal share of the capacity and workers.
+	// Replicas is how many replicas share the load; default 1. Each holds
+	// an equal share of the capacity and workers. A fleet without a
+	// balancer sends each attempt to a random one.
 	Replicas int
+	// Faults are replicas that misbehave for the whole run (the file's
+	// replicas: {count, faults}); the origin only.
+	Faults []Fault
 }
 
 // Limit kinds: "none" and resil's limit algorithms.
@@ -167,6 +171,9 @@ type Trigger struct {
 	Rate      float64 // load trigger: the intent rate during the trigger, >= 0
 	Factor    float64 // latency trigger: latency multiplier, >= 1
 	Replicas  int     // latency trigger: replicas affected; 0 = all
+	// Replica, if set, is the one replica an errors, outage or latency
+	// trigger hits (from 0); nil: every replica (or Replicas of them).
+	Replica *int
 	// Mode is what an outage trigger does to the requests: OutageRefuse,
 	// OutageBlackhole (the default; empty reads as it) or OutageStall.
 	Mode string
@@ -204,6 +211,11 @@ type Fleet struct {
 	Breaker  Breaker
 	Throttle Throttle
 	Hedge    Hedge
+	// Balancer picks the replica of each attempt, and OutlierDetection
+	// ejects the replicas that fail: one of each per fleet, shared by its
+	// clients as a proxy's are. Absent: a random replica per attempt.
+	Balancer         Balancer
+	OutlierDetection OutlierDetection
 }
 
 // Retry is the per-call retry rule.

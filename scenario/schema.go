@@ -125,7 +125,7 @@ func originObject(o *Origin) *object {
 			{key: "per_inflight", kinds: concurrency, v: duration{&o.PerInflight}},
 			{key: "error_rate", v: number{&o.ErrorRate}},
 			{key: "broken", v: number{&o.Broken}},
-			{key: "replicas", v: integer{&o.Replicas}},
+			{key: "replicas", v: replicas{o}},
 			{key: "limit", kinds: holding, v: limitObject(&o.Limit)},
 			{key: "shed", kinds: holding, v: shedObject(&o.Shed)},
 		},
@@ -153,6 +153,7 @@ func triggerObject(t *Trigger) *object {
 			{key: "rate", kinds: []string{TriggerLoad}, need: true, v: number{&t.Rate}},
 			{key: "factor", kinds: []string{TriggerLatency}, need: true, v: number{&t.Factor}},
 			{key: "replicas", kinds: []string{TriggerLatency}, v: integer{&t.Replicas}},
+			{key: "replica", kinds: []string{TriggerErrors, TriggerOutage, TriggerLatency}, unless: "replicas", v: optReplica{&t.Replica}},
 			{key: "mode", kinds: []string{TriggerOutage}, v: word{p: &t.Mode, words: outageModes, unset: OutageBlackhole}},
 		},
 		preset: func(kind string) {
@@ -176,6 +177,8 @@ func fleetObject(f *Fleet) *object {
 			{key: "breaker", v: breakerObject(&f.Breaker)},
 			{key: "throttle", v: throttleObject(&f.Throttle)},
 			{key: "hedge", v: hedgeObject(&f.Hedge)},
+			{key: "balancer", v: balancerValue(&f.Balancer)},
+			{key: "outlier_detection", v: outlierValue(&f.OutlierDetection)},
 		},
 		check: f.check,
 	}

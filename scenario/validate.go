@@ -61,6 +61,7 @@ func (s *Scenario) validate(shown map[string]string) *Error {
 			if _, err := s.Fleets[i].NewPolicy(); err != nil {
 				c.fail(fmt.Sprintf("fleets[%d]", i), "%v", err)
 			}
+			s.checkReplicaPolicy(c, i)
 		}
 		if _, err := s.Origin.NewLimiter(); err != nil {
 			c.fail("origin.limit", "%v", err)
@@ -198,6 +199,9 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail("traffic.series.file", "the series covers %s, but the run's last tick starts at %s: give rows up to it, or shorten the duration", show(last), show(s.Duration-s.Tick))
 		}
 	}
+	if len(s.Origin.Faults) > 0 && len(s.Tiers) > 0 {
+		c.fail("origin.replicas.faults", "faults of one replica are not simulated with tiers yet")
+	}
 	if len(s.Tiers) > MaxTiers {
 		c.fail(fmt.Sprintf("tiers[%d]", MaxTiers), "%d tiers; at most %d", len(s.Tiers), MaxTiers)
 	}
@@ -219,6 +223,14 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail(p+".kind", "a capacity trigger needs an origin with a capacity; the concurrency model has none (try a latency trigger)")
 		case t.Replicas > s.Origin.Replicas:
 			c.fail(p+".replicas", "%d replicas, but the origin has %d", t.Replicas, s.Origin.Replicas)
+		case t.Replica != nil && t.Replicas != 0:
+			c.fail(p+".replica", "and replicas exclude each other: give one")
+		case t.Replica != nil && (*t.Replica < 0 || *t.Replica >= s.Origin.Replicas):
+			c.fail(p+".replica", "replica %d, but the origin has %d (numbered from 0)", *t.Replica, s.Origin.Replicas)
+		case t.Replica != nil && t.Kind == TriggerOutage && t.Mode == OutageStall:
+			c.fail(p+".mode", "a stall of one replica is not simulated: use blackhole or refuse, or leave out replica")
+		case t.Replica != nil && len(s.Tiers) > 0:
+			c.fail(p+".replica", "a trigger on one replica is not simulated with tiers yet")
 		}
 	}
 }
@@ -257,6 +269,9 @@ func (o *Origin) check(c *checker, path string) {
 	in(c, at("error_rate"), o.ErrorRate, 0, 1)
 	in(c, at("broken"), o.Broken, 0, 1)
 	in(c, at("replicas"), o.Replicas, 1, maxReplicas)
+	if c.ok() {
+		o.checkFaults(c, at("replicas"))
+	}
 	if c.ok() && o.Model == ModelQueue && o.Workers%o.Replicas != 0 {
 		if o.Workers < o.Replicas {
 			c.fail(at("workers"), "%d workers for %d replicas: each replica needs at least one", o.Workers, o.Replicas)
@@ -377,6 +392,9 @@ func (f *Fleet) check(c *checker, path string) {
 
 func (t *Tier) check(c *checker, path string) {
 	name(c, join(path, "name"), t.Name)
+	if len(t.Server.Faults) > 0 {
+		c.fail(join(path, "server.replicas.faults"), "faults apply to the origin's replicas only")
+	}
 }
 
 func (cl *Client) check(c *checker, path string) {

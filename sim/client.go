@@ -110,7 +110,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	// Field by field, not a composite: see event.set.
 	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
-	a.req, a.tick, a.replica, a.known = -1, -1, 0, false
+	a.req, a.tick, a.replica, a.known, a.picked = -1, -1, 0, false, false
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {
@@ -126,7 +126,14 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 			c.hedges++
 		}
 	}
-	if f.replicas > 1 {
+	out, mode := f.env.outage, f.env.mode
+	if f.bal != nil {
+		if !f.pick(a, now, avoid) {
+			// No healthy replica and no panic mode: refused at once, as
+			// Envoy's "no healthy upstream".
+			out, mode = true, scenario.OutageRefuse
+		}
+	} else if f.replicas > 1 {
 		u := draw(f.seed, in.id, int(n), drawReplica)
 		if avoid >= 0 {
 			a.replica = uint16((avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas))
@@ -134,12 +141,18 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 			a.replica = uint16(u * float64(f.replicas))
 		}
 	}
+	if f.reps != nil {
+		f.sentTo(a)
+		if m := f.env.repOut; m != nil && !out && m[a.replica] != "" {
+			out, mode = true, m[a.replica]
+		}
+	}
 	switch {
-	case !f.env.outage || f.env.mode == scenario.OutageStall:
+	case !out || mode == scenario.OutageStall:
 		// A stalled origin takes the attempt into its queue.
 		ri := f.request(ai, in, n)
 		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
-	case f.env.mode == scenario.OutageRefuse:
+	case mode == scenario.OutageRefuse:
 		f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 	default:
 		// A blackhole: nothing answers, the origin never sees it.
@@ -176,7 +189,7 @@ func (f *fleet) timedOut(a int32, now int64) {
 func (f *fleet) receive(ai int32, now int64, aux uint8) {
 	a := &f.atts[ai]
 	a.req = -1
-	if f.env.outage && f.env.mode == scenario.OutageBlackhole {
+	if (f.env.outage && f.env.mode == scenario.OutageBlackhole) || (f.env.repOut != nil && f.env.repOut[a.replica] == scenario.OutageBlackhole) {
 		// The answer is lost: the client will time out.
 		if a.known {
 			a.known = false
@@ -215,6 +228,9 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
 	f.unlink(in, ai)
+	if f.reps != nil {
+		f.ended(a, now, kind)
+	}
 	pol := &f.policies[in.client]
 	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
 	f.freeAttempt(ai)
@@ -223,6 +239,9 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 		for in.head >= 0 { // the other attempts lost the race
 			h := in.head
 			f.unlink(in, h)
+			if f.reps != nil {
+				f.ended(&f.atts[h], now, resil.OutcomeIgnored)
+			}
 			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
 			if ri := f.atts[h].req; ri >= 0 {
 				f.reqs.at(ri).att = -1 // the origin serves it for nobody
@@ -339,6 +358,9 @@ func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 	r := 0
 	if f.replicas > 1 {
 		r = int(draw(f.seed, in.id, n, drawReplica) * float64(f.replicas))
+	}
+	if f.env.repOut != nil && (f.env.repOut[r] != "" || (f.env.repErr[r] > 0 && draw(f.seed, in.id, n, drawError) < f.env.repErr[r])) {
+		return // the replica it would have reached is down or failing
 	}
 	if f.origin[r].WouldAnswer(time.Duration(now), time.Duration(timeout)) {
 		sum.AnswersThrownAway++

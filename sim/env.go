@@ -16,6 +16,12 @@ type env struct {
 	mode     string    // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	rate     float64   // intents per second
 	factor   []float64 // latency multiplier per replica
+	// repErr and repOut are, per replica, its error rate (errRate and its
+	// own combined) and the mode of its own outage ("" for none); nil when
+	// no fault or trigger names a replica, which keeps the common run's
+	// checks to one nil test.
+	repErr []float64
+	repOut []string
 	// smooth marks an env that a rate series' change starts: constant
 	// arrivals keep their phase through it (see switchEnv).
 	smooth bool
@@ -77,7 +83,8 @@ func envAt(s *scenario.Scenario, replicas int, t time.Duration) env {
 	base := s.Base(replicas)
 	base.Rate = s.Traffic.RateAt(t, s.Tick)
 	c := scenario.At(base, s.Triggers, t)
-	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor}
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor,
+		repErr: c.ReplicaErrorRate, repOut: c.ReplicaOutage}
 }
 
 // rateAt is the intent rate at t: the traffic's, or a load trigger's.

@@ -36,6 +36,7 @@ type attempt struct {
 	gen      uint32
 	replica  uint16 // replicas number at most 10,000
 	known    bool   // an answer is scheduled in time: no timeout event needed
+	picked   bool   // the fleet's picker chose its replica: it owes the picker a Done
 }
 
 // intent is one logical call, from arrival to success or loss. It fills
@@ -127,6 +128,11 @@ type fleet struct {
 	oticks   []tickCounts
 	osum     *Summary
 	clients  int32 // the fleet's clients: the first policies (a chain's tiers' follow)
+
+	// Replicas: the fleet's picker and outlier detector (nil for none),
+	// and the ground truth per replica, counted only when the scenario
+	// balances, detects or names a replica (reps nil otherwise).
+	replicaState
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -257,6 +263,10 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	f.oticks, f.osum = f.ticks, &f.sum
 	f.env = &f.sched.envs[0]
 	if err := f.newOrigin(&sc.Origin, replicas); err != nil {
+		f.give()
+		return nil, err
+	}
+	if err := f.newReplicaState(idx); err != nil {
 		f.give()
 		return nil, err
 	}
@@ -436,8 +446,9 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	if f.chain != nil {
 		tiers = f.summarizeHops(sum)
 	}
+	reps, noHost := f.replicaResults()
 	f.give()
-	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers}, nil
+	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers, Replicas: reps, NoHealthyReplica: noHost}, nil
 }
 
 var errStopped = errors.New("sim: stopped")
@@ -482,6 +493,9 @@ func (f *fleet) sampleUpTo(k int) {
 			}
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
+		if f.det != nil {
+			f.sampleEjected(int64(t+1) * f.tickNs)
+		}
 		if f.chain != nil {
 			f.sampleHops(t, end)
 		}

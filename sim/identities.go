@@ -53,6 +53,15 @@ import (
 //	calls-per-request       intents[l+1] ≤ attempts[l]: a tier makes at most one call for each
 //	                        attempt it receives
 //	amplification           amplification[l] = attempts[l] / the fleet's intents
+//
+// Per replica, when a result has them (a one-hop run):
+//
+//	replicas-are-attempts   attempts = Σ replicas' attempts + no_healthy_replica
+//	replica-outcomes        a replica's successes + failures + cancelled ≤ its attempts
+//	replica-successes       goodput = Σ replicas' successes: a success reached its client
+//	replica-failures        Σ replicas' failures ≤ failed_attempts ≤ Σ replicas' failures +
+//	                        no_healthy_replica
+//	ejected-within-run      0 ≤ ejected_seconds ≤ the run's ticks × tick_seconds
 var ErrIdentity = errors.New("sim: the result breaks an accounting identity (a bug: please report it)")
 
 // IdentityError lists the identities a result breaks, each with its name
@@ -97,6 +106,9 @@ func (r *Result) check(slack float64) error {
 	for i := range r.Fleets {
 		f := &r.Fleets[i]
 		c.layer(f.Name, &f.Summary, &f.Series)
+		if len(f.Replicas) > 0 {
+			c.replicas(f, float64(len(f.Series.Tick))*r.TickSeconds)
+		}
 		if len(f.Tiers) == 0 {
 			continue
 		}
@@ -290,4 +302,30 @@ func sameCounts(a, b *Summary) bool {
 
 func closeTo(a, b float64) bool {
 	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b))
+}
+
+// replicas checks the per-replica identities of fleet f, whose run lasted
+// run seconds.
+func (c *identityCheck) replicas(f *FleetResult, run float64) {
+	var att, succ, fail int64
+	for _, r := range f.Replicas {
+		att, succ, fail = att+r.Attempts, succ+r.Successes, fail+r.Failures
+		who := fmt.Sprintf("%s/replica %d", f.Name, r.Replica)
+		if r.Successes+r.Failures+r.Cancelled > r.Attempts {
+			c.fail(who, "replica-outcomes", "%d successes + %d failures + %d cancelled > %d attempts", r.Successes, r.Failures, r.Cancelled, r.Attempts)
+		}
+		if r.EjectedSeconds < 0 || r.EjectedSeconds > run+1e-9 {
+			c.fail(who, "ejected-within-run", "%v s ejected in a %v s run", r.EjectedSeconds, run)
+		}
+	}
+	s := &f.Summary
+	if att+f.NoHealthyReplica != s.Attempts {
+		c.fail(f.Name, "replicas-are-attempts", "%d at the replicas + %d with none != %d attempts", att, f.NoHealthyReplica, s.Attempts)
+	}
+	if succ != s.Goodput {
+		c.fail(f.Name, "replica-successes", "%d successes at the replicas != %d goodput", succ, s.Goodput)
+	}
+	if fail > s.FailedAttempts || s.FailedAttempts > fail+f.NoHealthyReplica {
+		c.fail(f.Name, "replica-failures", "%d failed attempts, %d failures at the replicas, %d with none", s.FailedAttempts, fail, f.NoHealthyReplica)
+	}
 }

@@ -112,7 +112,7 @@ func policyOutcome(o resil.Outcome) resil.Outcome {
 // and an answer nobody waits for is wasted work.
 func (f *fleet) answer(r int32, now int64, aux uint8) {
 	x := f.reqs.at(r)
-	if aux == answerOK && f.env.outage && f.env.mode == scenario.OutageRefuse {
+	if aux == answerOK && ((f.env.outage && f.env.mode == scenario.OutageRefuse) || (f.env.repOut != nil && f.env.repOut[x.replica] == scenario.OutageRefuse)) {
 		aux = 0 // the answer fails, as a reset connection does
 	}
 	if aux == answerOK && x.tick >= 0 {
@@ -148,7 +148,11 @@ func (f *fleet) served(r int32, now int64) {
 
 // outcome draws whether the origin's answer to request x is a success.
 func (f *fleet) outcome(x *request) bool {
-	return !x.broken && !(f.env.errRate > 0 && draw(f.seed, x.id, int(x.n), drawError) < f.env.errRate)
+	rate := f.env.errRate
+	if f.env.repErr != nil {
+		rate = f.env.repErr[x.replica]
+	}
+	return !x.broken && !(rate > 0 && draw(f.seed, x.id, int(x.n), drawError) < rate)
 }
 
 // known notes, for the attempt waiting for request x (if any), whether its

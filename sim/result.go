@@ -27,6 +27,31 @@ type FleetResult struct {
 	// Tiers are the layers of a chain, each tier and then the origin,
 	// outermost first; none without tiers.
 	Tiers []TierResult `json:"tiers,omitempty"`
+	// Replicas is the ground truth per replica of the origin, when the
+	// scenario balances, ejects or names a replica; none otherwise.
+	Replicas []ReplicaResult `json:"replicas,omitempty"`
+	// NoHealthyReplica counts the attempts the fleet's picker found no
+	// replica for (every one ejected, panic mode off), sent during the
+	// run: they failed at once and reached no replica.
+	NoHealthyReplica int64 `json:"no_healthy_replica,omitempty"`
+}
+
+// ReplicaResult is one replica of the origin as the fleet's attempts saw
+// it. Attempts count those sent during the run; each ended as a success,
+// a failure (an error, a rejection, a timeout, a refused connection), or
+// cancelled when another attempt of its intent won, or was still out when
+// the run ended.
+type ReplicaResult struct {
+	Replica   int   `json:"replica"`
+	Attempts  int64 `json:"attempts"`
+	Successes int64 `json:"successes"`
+	Failures  int64 `json:"failures"`
+	Cancelled int64 `json:"cancelled"`
+	// Ejections counts the outlier detector's ejections of the replica;
+	// EjectedSeconds is how long it was ejected, sampled at each tick's
+	// end (to the tick).
+	Ejections      int64   `json:"ejections"`
+	EjectedSeconds float64 `json:"ejected_seconds"`
 }
 
 // TierResult is one layer of a chain (a tier, or the origin, called

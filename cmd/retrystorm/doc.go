@@ -34,6 +34,10 @@ report with plots in retrystorm-report/index.html. It says where.
 	shed      deadline shedding and an adaptive concurrency limit at the
 	          origin against the naive fleet; the adaptive throttle
 	          against the breaker, in the storm and under partial failure
+	eject     one bad replica of 3, 5 and 10: outlier detection, retries,
+	          both, a budget, a breaker; the panic threshold; Envoy's max
+	          ejection rule before and after its 2023 fix; a slow replica
+	          under four pickers, with and without hedging
 	run FILE  run a scenario file as it is
 	all       every experiment, the full report and FINDINGS.md
 	lab       the storm over real HTTP on loopback (an origin, a gateway

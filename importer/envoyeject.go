@@ -1,0 +1,143 @@
+package importer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/retrystorm/retrystorm/resil/outlier"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// A cluster's outlier_detection and lb_policy (issue 25): the fleet's
+// outlier_detection (resil/outlier with Envoy's rules) and balancer
+// (resil/balance). The fields and their defaults are
+// api/envoy/config/cluster/v3/outlier_detection.proto and cluster.proto
+// (go-control-plane envoy v1.40.0), the rules
+// source/common/upstream/outlier_detection_impl.cc (envoyproxy/envoy
+// commit 00c7146d), as resil/outlier reads them.
+
+// envoyLbPolicies maps lb_policy to a balancer; "" is not modelled.
+var envoyLbPolicies = map[clusterv3.Cluster_LbPolicy]string{
+	clusterv3.Cluster_ROUND_ROBIN:   scenario.BalancerRoundRobin,
+	clusterv3.Cluster_LEAST_REQUEST: scenario.BalancerP2C,
+	clusterv3.Cluster_RANDOM:        scenario.BalancerRandom,
+}
+
+// ejection maps cluster cl's outlier_detection, lb_policy and
+// common_lb_config.healthy_panic_threshold to f's outlier detection and
+// balancer, noting each field in p. A setting Envoy would refuse (a
+// max_ejection_time below base_ejection_time) leaves outlier detection out,
+// with a note.
+func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clusterv3.Cluster]) {
+	msg := cl.msg
+	at := func(s string) string { return joinPath(cl.path, s) }
+	if msg.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || msg.GetOutlierDetection() != nil || msg.GetCommonLbConfig().GetHealthyPanicThreshold() != nil {
+		// Without any of them the fleet keeps the simulator's default.
+		use, ok := envoyLbPolicies[msg.GetLbPolicy()]
+		switch {
+		case !ok:
+			p.lose("lb_policy %s (cluster in %s): not modelled; the fleet picks round robin", msg.GetLbPolicy(), cl.file)
+			use = scenario.BalancerRoundRobin
+		case msg.GetLbPolicy() == clusterv3.Cluster_LEAST_REQUEST:
+			if n := msg.GetLeastRequestLbConfig().GetChoiceCount(); n != nil && n.GetValue() != 2 {
+				p.lose("least_request_lb_config.choice_count %d: the simulator's least request draws two (p2c)", n.GetValue())
+			}
+		}
+		b := scenario.Balancer{Use: use, PanicThreshold: 50}
+		if msg.GetLbPolicy() == clusterv3.Cluster_ROUND_ROBIN {
+			p.dflt("balancer.use", use, at("lb_policy"), "Cluster.lb_policy: defaults to ROUND_ROBIN")
+		} else {
+			p.set("balancer.use", use, at("lb_policy"))
+		}
+		if th := msg.GetCommonLbConfig().GetHealthyPanicThreshold(); th != nil {
+			b.PanicThreshold = int(th.GetValue())
+			p.set("balancer.settings.panic_threshold", strconv.Itoa(b.PanicThreshold), at("common_lb_config.healthy_panic_threshold"))
+		}
+		f.Balancer = b
+	}
+	od := msg.GetOutlierDetection()
+	if od == nil {
+		return
+	}
+	s := outlier.EnvoyDefaults(0)
+	s.Flavor, s.MaxEjectionRule = 0, outlier.CheckAfter
+	ints := []struct {
+		key, path string
+		v         *wrapperspb.UInt32Value
+		p         *int
+	}{
+		{"consecutive_5xx", "consecutive_5xx", od.GetConsecutive_5Xx(), &s.Consecutive5xx},
+		{"max_ejection_percent", "max_ejection_percent", od.GetMaxEjectionPercent(), &s.MaxEjectionPercent},
+		{"enforcing_consecutive_5xx", "enforcing_consecutive_5xx", od.GetEnforcingConsecutive_5Xx(), &s.Enforcing.Consecutive5xx},
+		{"enforcing_success_rate", "enforcing_success_rate", od.GetEnforcingSuccessRate(), &s.Enforcing.SuccessRate},
+		{"success_rate_minimum_hosts", "success_rate_minimum_hosts", od.GetSuccessRateMinimumHosts(), &s.SuccessRateMinimumHosts},
+		{"success_rate_request_volume", "success_rate_request_volume", od.GetSuccessRateRequestVolume(), &s.SuccessRateRequestVolume},
+		{"consecutive_gateway_failure", "consecutive_gateway_failure", od.GetConsecutiveGatewayFailure(), &s.ConsecutiveGatewayFailure},
+		{"enforcing_consecutive_gateway_failure", "enforcing_consecutive_gateway_failure", od.GetEnforcingConsecutiveGatewayFailure(), &s.Enforcing.ConsecutiveGatewayFailure},
+		{"consecutive_local_origin_failure", "consecutive_local_origin_failure", od.GetConsecutiveLocalOriginFailure(), &s.ConsecutiveLocalOriginFailure},
+		{"enforcing_consecutive_local_origin_failure", "enforcing_consecutive_local_origin_failure", od.GetEnforcingConsecutiveLocalOriginFailure(), &s.Enforcing.ConsecutiveLocalOriginFailure},
+		{"enforcing_local_origin_success_rate", "enforcing_local_origin_success_rate", od.GetEnforcingLocalOriginSuccessRate(), &s.Enforcing.LocalOriginSuccessRate},
+		{"failure_percentage_threshold", "failure_percentage_threshold", od.GetFailurePercentageThreshold(), &s.FailurePercentageThreshold},
+		{"enforcing_failure_percentage", "enforcing_failure_percentage", od.GetEnforcingFailurePercentage(), &s.Enforcing.FailurePercentage},
+		{"enforcing_local_origin_failure_percentage", "enforcing_failure_percentage_local_origin", od.GetEnforcingFailurePercentageLocalOrigin(), &s.Enforcing.LocalOriginFailurePercentage},
+		{"failure_percentage_minimum_hosts", "failure_percentage_minimum_hosts", od.GetFailurePercentageMinimumHosts(), &s.FailurePercentageMinimumHosts},
+		{"failure_percentage_request_volume", "failure_percentage_request_volume", od.GetFailurePercentageRequestVolume(), &s.FailurePercentageRequestVolume},
+	}
+	const key = "outlier_detection.settings."
+	for _, n := range ints {
+		if n.v != nil {
+			*n.p = p.count(n.path, int64(n.v.GetValue()))
+			p.set(key+n.key, strconv.Itoa(*n.p), at("outlier_detection."+n.path))
+		}
+	}
+	if v := od.GetSuccessRateStdevFactor(); v != nil {
+		s.SuccessRateStdevFactor = float64(v.GetValue()) / 1000
+		p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), at("outlier_detection.success_rate_stdev_factor")+" / 1000")
+	}
+	if v := od.GetInterval(); v != nil {
+		s.Interval = dur(v)
+		p.set(key+"interval", fmtDur(s.Interval), at("outlier_detection.interval"))
+	}
+	if v := od.GetBaseEjectionTime(); v != nil {
+		s.BaseEjectionTime = dur(v)
+		p.set(key+"base_ejection_time", fmtDur(s.BaseEjectionTime), at("outlier_detection.base_ejection_time"))
+	}
+	if v := od.GetMaxEjectionTime(); v != nil {
+		s.MaxEjectionTime = dur(v)
+		p.set(key+"max_ejection_time", fmtDur(s.MaxEjectionTime), at("outlier_detection.max_ejection_time"))
+	} else if s.BaseEjectionTime > s.MaxEjectionTime {
+		s.MaxEjectionTime = s.BaseEjectionTime
+	}
+	if v := od.GetMaxEjectionTimeJitter(); v != nil {
+		s.MaxEjectionTimeJitter = dur(v)
+		p.set(key+"max_ejection_time_jitter", fmtDur(s.MaxEjectionTimeJitter), at("outlier_detection.max_ejection_time_jitter"))
+	}
+	if od.GetSplitExternalLocalOriginErrors() {
+		s.SplitExternalLocalOriginErrors = true
+		p.set(key+"split_external_local_origin_errors", "true", at("outlier_detection.split_external_local_origin_errors"))
+	}
+	if v := od.GetAlwaysEjectOneHost(); v != nil && v.GetValue() {
+		s.AlwaysEjectOneHost = true
+		p.set(key+"always_eject_one_host", "true", at("outlier_detection.always_eject_one_host"))
+	}
+	if od.GetSuccessfulActiveHealthCheckUnejectHost().GetValue() {
+		p.lose("outlier_detection.successful_active_health_check_uneject_host: the simulator has no active health checks")
+	}
+	if len(od.GetMonitors()) > 0 {
+		p.lose("outlier_detection.monitors: extension monitors are not modelled")
+	}
+	if od.GetDetectDegradedHosts().GetValue() {
+		p.lose("outlier_detection.detect_degraded_hosts: the simulator has no degraded hosts")
+	}
+	det := scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
+	if _, err := det.NewDetector(1, rand.NewPCG(1, 1)); err != nil {
+		p.lose("outlier_detection (cluster in %s): Envoy refuses it (%v); not imported", cl.file, err)
+		return
+	}
+	p.note("outlier_detection.use", scenario.OutlierEnvoy, fmt.Sprintf("%s: %s; max_ejection_percent is checked as Envoy does since 2023 (max_ejection_rule: after), and the simulator's origin has the replicas of the scenario, one unless changed", cl.file, at("outlier_detection")))
+	f.OutlierDetection = det
+}
