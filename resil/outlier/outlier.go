@@ -236,8 +236,9 @@ type Enforcing struct {
 	SuccessRate int
 	// LocalOriginSuccessRate: Envoy's default 100.
 	LocalOriginSuccessRate int
-	// FailurePercentage: Envoy's default 0; gRPC's 100 once the rule is
-	// configured (xDS's default 0 leaves it off).
+	// FailurePercentage: Envoy's default 0, and gRPC's 0 too, even once
+	// failure_percentage_ejection is configured (grpc-go v1.85.0,
+	// internal/xds/balancer/outlierdetection/config.go).
 	FailurePercentage int
 	// LocalOriginFailurePercentage: Envoy's default 0.
 	LocalOriginFailurePercentage int
