@@ -251,6 +251,11 @@ func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol P
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range res.Lab.Fleets {
+		w := f.Watch
+		t.Logf("%s: the lab's watch: load late p99 %.2f ms; timers late p99 %.2f ms, mean %.3f ms, max %.1f ms; scheduler wait p99 %.3f ms, mean %.3f ms; GC pause max %.3f ms",
+			f.Name, 1000*f.Load.LateP99, 1000*w.TimerLateP99, 1000*w.TimerLateMean, 1000*w.TimerLateMax, 1000*w.SchedLatP99, 1000*w.SchedLatMean, 1000*w.GCPauseMax)
+	}
 	conclusive(t, res)
 	checkTallies(t, res)
 	return simRes, res

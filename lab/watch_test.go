@@ -125,7 +125,8 @@ func TestJudge(t *testing.T) {
 		load     LoadStats
 		watch    WatchStats
 		maxTick  time.Duration
-		want     string // in the reasons; "" for conclusive
+		service  time.Duration // the bound on the lab's share of latency; 0: none
+		want     string        // in the reasons; "" for conclusive
 		wantTick time.Duration
 		shards   int
 	}{
@@ -143,11 +144,21 @@ func TestJudge(t *testing.T) {
 		{name: "one stall", watch: WatchStats{TimerLateP99: 0.004, TimerLateMax: 0.25, Cores: 2}, maxTick: time.Second,
 			want: "stalled once for 250 ms, longer than an attempt's timeout (100 ms)", wantTick: 380 * time.Millisecond},
 		{name: "no tick holds it", load: LoadStats{LateP99: 0.5}, maxTick: 500 * time.Millisecond, want: "500.0 ms late"},
+		// Issue 26: TestLabShedAgreesWithSimulator on a loaded machine,
+		// a gradient limit in front of a 5 ms service at a 50 ms tick:
+		// timers within their bound at the 99th percentile, but 1.5 ms
+		// late on average, and 0.6 ms of every hop spent waiting to run.
+		// The limit learned the lab's lateness and shed what the
+		// simulator's did not.
+		{name: "inflated latency", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0015, SchedLatMean: 0.0006, Cores: 2}, maxTick: time.Second, service: time.Millisecond,
+			want: "added 2.10 ms to every request's latency on average", wantTick: 320 * time.Millisecond},
+		{name: "latency within a fifth of the service", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0006, SchedLatMean: 0.0003, Cores: 2}, maxTick: time.Second, service: time.Millisecond},
+		{name: "latency unbounded without a learning limit", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0015, SchedLatMean: 0.0006, Cores: 2}, maxTick: time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			info := &Info{Fleets: []FleetInfo{{Name: "naive", Load: c.load, Watch: c.watch}}}
-			in := judge(info, tick, bound, tick, c.maxTick)
+			in := judge(info, tick, bound, tick, c.service, c.maxTick)
 			if c.want == "" {
 				if in != nil {
 					t.Fatalf("inconclusive within the bounds: %+v", in)
@@ -170,6 +181,30 @@ func TestJudge(t *testing.T) {
 				t.Errorf("suggestion %q does not say no tick holds it", in.Suggestion)
 			}
 		})
+	}
+}
+
+// TestServiceBound: the lab's share of latency is bounded only for an
+// origin whose admission learns from latency, at a fifth of its service
+// time in wall time.
+func TestServiceBound(t *testing.T) {
+	queue := scenario.Origin{Model: scenario.ModelQueue, Capacity: 60, Workers: 6} // 100 ms a request
+	with := func(l scenario.Limit) scenario.Origin { o := queue; o.Limit = l; return o }
+	for _, c := range []struct {
+		name   string
+		origin scenario.Origin
+		want   time.Duration
+	}{
+		{"no limit", queue, 0},
+		{"fixed", with(scenario.Limit{Use: scenario.LimitFixed, Limit: 10}), 0},
+		{"aimd on drops", with(scenario.DefaultLimit(scenario.LimitAIMD)), 0},
+		{"aimd with slow_rtt", with(scenario.Limit{Use: scenario.LimitAIMD, SlowRTT: time.Second}), time.Millisecond},
+		{"gradient", with(scenario.DefaultLimit(scenario.LimitGradient)), time.Millisecond},
+		{"vegas", with(scenario.DefaultLimit(scenario.LimitVegas)), time.Millisecond},
+	} {
+		if got := serviceBound(c.origin, 0.05); got != c.want {
+			t.Errorf("%s: serviceBound = %s, want %s", c.name, got, c.want)
+		}
 	}
 }
 
