@@ -94,7 +94,7 @@ type Inconclusive struct {
 	// ServiceBoundSeconds bounds the lab's own latency per request, when
 	// the origin's admission learns from latency; absent otherwise.
 	ServiceBoundSeconds float64 `json:"service_bound_seconds,omitempty"`
-	CPUShare          float64 `json:"cpu_share_bound"`
+	CPUShare            float64 `json:"cpu_share_bound"`
 	// SuggestedTickSeconds is a wall-clock tick the lab expects to hold
 	// (0 when none within its range would: see Suggestion).
 	SuggestedTickSeconds float64 `json:"suggested_tick_seconds"`
