@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	// inconclusive skips the test that ran it, saying why (conclusive).
 	// The lock only makes a measurement likelier: no CPU-heavy test
 	// package runs beside them (see internal/testlock).
-	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
+	if os.Getenv(shardHelperEnv) == "" && os.Getenv(busyHelperEnv) == "" { // a helper process: its parent holds it
 		testlock.Exclusive()
 	}
 	// As the lab command does: the lab is measured at its GC target.

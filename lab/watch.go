@@ -359,13 +359,6 @@ func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inco
 	for _, f := range info.Fleets {
 		l, w := f.Load, f.Watch
 		var what []string
-		// The lab's share of each request's latency: a timer of the
-		// origin's clock that wakes late answers late, and each hop's
-		// goroutine waits for the scheduler once more.
-		if own, sb := w.TimerLateMean+w.SchedLatMean, service.Seconds(); sb > 0 && own > sb {
-			what = append(what, fmt.Sprintf("it added %.2f ms to every request's latency on average (timers %.2f ms late, goroutines %.2f ms waiting to run), past %.2f ms, a fifth of the origin's service time: its adaptive limit would learn the lab's lateness", 1000*own, 1000*w.TimerLateMean, 1000*w.SchedLatMean, 1000*sb))
-			late = max(late, own/sb)
-		}
 		if l.LateP99 > b {
 			what = append(what, fmt.Sprintf("the load generator sent intents %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*l.LateP99, 1000*l.LateMax))
 			late = max(late, l.LateP99/b)
@@ -377,12 +370,19 @@ func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inco
 			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
 			late = max(late, w.TimerLateMax/st)
 		}
+		if len(what) > 0 {
+			what = []string{fmt.Sprintf("%s, past the bound of %.1f ms", strings.Join(what, " and "), 1000*b)}
+		}
+		// The lab's share of each request's latency: a timer of the
+		// origin's clock that wakes late answers late, and each hop's
+		// goroutine waits for the scheduler once more.
+		if own, sb := w.TimerLateMean+w.SchedLatMean, service.Seconds(); sb > 0 && own > sb {
+			what = append(what, fmt.Sprintf("it added %.2f ms to every request's latency on average (timers %.2f ms late, goroutines %.2f ms waiting to run), past %.2f ms, a fifth of the origin's service time: its adaptive limit would learn the lab's lateness", 1000*own, 1000*w.TimerLateMean, 1000*w.SchedLatMean, 1000*sb))
+			late = max(late, own/sb)
+		}
 		var reason string
 		if len(what) > 0 {
-			reason = fmt.Sprintf("%s: %s", f.Name, strings.Join(what, " and "))
-			if l.LateP99 > b || w.TimerLateP99 > b {
-				reason += fmt.Sprintf(", past the bound of %.1f ms", 1000*b)
-			}
+			reason = fmt.Sprintf("%s: %s", f.Name, strings.Join(what, "; "))
 		}
 		if w.LabCPU != nil {
 			// Work per wall second goes as 1/tick: this much longer a

@@ -1,9 +1,15 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,4 +240,117 @@ func TestNiceTick(t *testing.T) {
 			t.Errorf("niceTick(%s) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// busyHelperEnv, when set to a count, makes this test binary a process of
+// busy loops (TestBusyProcess): the other processes of a loaded machine,
+// which the lab's process cannot slow down or see, only suffer.
+const busyHelperEnv = "RETRYSTORM_LAB_BUSY_HELPER"
+
+// busyLife bounds a busy process's life, should its parent die without
+// killing it.
+const busyLife = 2 * time.Minute
+
+// TestBusyProcess spins busyHelperEnv loops, never yielding, until it is
+// killed or busyLife has passed, when starveFromOutside says so; nothing
+// otherwise.
+func TestBusyProcess(t *testing.T) {
+	v := os.Getenv(busyHelperEnv)
+	if v == "" {
+		t.Skip("run by starveFromOutside as a process of its own")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 256 {
+		t.Fatalf("%s=%q: want a count of loops in [1, 256]", busyHelperEnv, v)
+	}
+	runtime.GOMAXPROCS(n)
+	var stop atomic.Bool
+	for range n {
+		go func() {
+			for x := 0; !stop.Load(); x++ {
+			}
+		}()
+	}
+	fmt.Println("spinning") // the parent waits for it
+	time.Sleep(busyLife)
+	stop.Store(true)
+}
+
+// starveFromOutside runs, until the test ends, a process of its own that
+// keeps every core this one may use busy twice over (it inherits this
+// process's CPU affinity, so it is pinned beside the lab as taskset would
+// pin it): the lab's process shares its cores with threads that never
+// sleep, as on a machine loaded by others.
+func starveFromOutside(t *testing.T) {
+	t.Helper()
+	n := 2 * runtime.NumCPU()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBusyProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", busyHelperEnv, n))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "spinning\n" {
+			err = fmt.Errorf("the busy process said %q", line)
+		}
+		ready <- err
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the busy process did not start spinning in 30 s")
+	}
+	t.Logf("%d busy loops in process %d beside the lab", n, cmd.Process.Pid)
+}
+
+// TestLabStarvedFromOutside: a lab whose cores another process keeps
+// busy calls no false verdict. The tiny storm at the shortest tick holds
+// its timers to 2 ms, which a core shared with loops that never sleep
+// does not keep: it must say it is inconclusive. The shed storm (the
+// gradient limit that once learned the loaded machine's lateness,
+// issue 26) must be inconclusive, or agree with the simulator.
+func TestLabStarvedFromOutside(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a starved lab runs two storms, 10 s: skipped with -short")
+	}
+	if raceEnabled {
+		t.Skip("under the race detector the storms say nothing more than TestStarvedLabIsInconclusive does")
+	}
+	starveFromOutside(t)
+	t.Run("tiny", func(t *testing.T) {
+		m, err := Measure(context.Background(), tinyScenario(t), ExperimentOptions{Tick: MinTick, Storm: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Inconclusive == nil {
+			t.Fatalf("a lab starved from outside is not inconclusive: %+v", m.Result.Lab.Fleets)
+		}
+		if len(m.Outcome.Claims) != 0 {
+			t.Errorf("an inconclusive run judges claims: %+v", m.Outcome.Claims)
+		}
+		t.Logf("inconclusive: %s", strings.Join(m.Inconclusive.Reasons, "; "))
+	})
+	t.Run("shed", func(t *testing.T) {
+		// shedAgrees skips, saying why, when the lab is inconclusive,
+		// and otherwise holds the lab to the simulator: a false
+		// verdict fails it.
+		shedAgrees(t, ProtocolHTTP)
+		if !t.Skipped() {
+			t.Log("conclusive beside the busy loops, and the lab agreed with the simulator")
+		}
+	})
 }
