@@ -20,8 +20,10 @@ func TestMain(m *testing.M) {
 	// These tests time real servers. Their verdicts do not rest on a
 	// quiet machine: the lab watches itself, and a run it reports
 	// inconclusive skips the test that ran it, saying why (conclusive).
-	// The lock only makes a measurement likelier: no CPU-heavy test
-	// package runs beside them (see internal/testlock).
+	// The lock only makes a measurement likelier (fewer skips), not a
+	// verdict truer: no CPU-heavy test package runs beside them (see
+	// internal/testlock; TestLabStarvedFromOutside runs without its
+	// protection, beside a busy process of its own).
 	if os.Getenv(shardHelperEnv) == "" && os.Getenv(busyHelperEnv) == "" { // a helper process: its parent holds it
 		testlock.Exclusive()
 	}
