@@ -158,6 +158,7 @@ func TestJudge(t *testing.T) {
 		// simulator's did not.
 		{name: "inflated latency", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0015, SchedLatMean: 0.0006, Cores: 2}, maxTick: time.Second, service: time.Millisecond,
 			want: "added 2.10 ms to every request's latency on average", wantTick: 320 * time.Millisecond},
+		{name: "quiet, with a learning limit", load: LoadStats{LateP99: 0.003, LateMax: 0.05}, watch: WatchStats{TimerLateP99: 0.002, TimerLateMean: 0.0001, SchedLatMean: 0.00002, Cores: 2, LabCPU: share(0.4)}, maxTick: time.Second, service: time.Millisecond},
 		{name: "latency within a fifth of the service", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0006, SchedLatMean: 0.0003, Cores: 2}, maxTick: time.Second, service: time.Millisecond},
 		{name: "latency unbounded without a learning limit", watch: WatchStats{TimerLateP99: 0.008, TimerLateMean: 0.0015, SchedLatMean: 0.0006, Cores: 2}, maxTick: time.Second},
 	}
