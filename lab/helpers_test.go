@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/retrystorm/retrystorm/internal/cpuhog"
 	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -24,7 +25,9 @@ func TestMain(m *testing.M) {
 	// verdict truer: no CPU-heavy test package runs beside them (see
 	// internal/testlock; TestLabStarvedFromOutside runs without its
 	// protection, beside a busy process of its own).
-	if os.Getenv(shardHelperEnv) == "" && os.Getenv(busyHelperEnv) == "" { // a helper process: its parent holds it
+	// A process of busy loops for a test (cpuhog.Start) goes no further.
+	cpuhog.Main()
+	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
 		testlock.Exclusive()
 	}
 	// As the lab command does: the lab is measured at its GC target.

@@ -1,27 +1,21 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/cpuhog"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // starve takes the lab's CPU away on purpose until the test ends: one
 // core for the whole process (GOMAXPROCS 1), on a machine whose every core
 // another process keeps busy twice over with loops that never sleep
-// (starveFromOutside), so that every timer of the lab (the load
+// (cpuhog.Start), so that every timer of the lab (the load
 // generator's, the gateway's, the proxy's and the origin's) wakes only
 // when the system gives the lab's one thread a turn, tens of milliseconds
 // late. It is the loaded machine of issue 26 made certain rather than
@@ -36,7 +30,7 @@ func starve(t *testing.T) {
 	t.Helper()
 	procs := runtime.GOMAXPROCS(1)
 	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
-	starveFromOutside(t)
+	cpuhog.Start(t)
 }
 
 // tinyScenario is a short storm whose 5 s timeout lets the lab run it at
@@ -239,81 +233,6 @@ func TestNiceTick(t *testing.T) {
 	}
 }
 
-// busyHelperEnv, when set to a count, makes this test binary a process of
-// busy loops (TestBusyProcess): the other processes of a loaded machine,
-// which the lab's process cannot slow down or see, only suffer.
-const busyHelperEnv = "RETRYSTORM_LAB_BUSY_HELPER"
-
-// busyLife bounds a busy process's life, should its parent die without
-// killing it.
-const busyLife = 2 * time.Minute
-
-// TestBusyProcess spins busyHelperEnv loops, never yielding, until it is
-// killed or busyLife has passed, when starveFromOutside says so; nothing
-// otherwise.
-func TestBusyProcess(t *testing.T) {
-	v := os.Getenv(busyHelperEnv)
-	if v == "" {
-		t.Skip("run by starveFromOutside as a process of its own")
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 256 {
-		t.Fatalf("%s=%q: want a count of loops in [1, 256]", busyHelperEnv, v)
-	}
-	runtime.GOMAXPROCS(n)
-	var stop atomic.Bool
-	for range n {
-		go func() {
-			for x := 0; !stop.Load(); x++ {
-			}
-		}()
-	}
-	fmt.Println("spinning") // the parent waits for it
-	time.Sleep(busyLife)
-	stop.Store(true)
-}
-
-// starveFromOutside runs, until the test ends, a process of its own that
-// keeps every core this one may use busy twice over (it inherits this
-// process's CPU affinity, so it is pinned beside the lab as taskset would
-// pin it): the lab's process shares its cores with threads that never
-// sleep, as on a machine loaded by others.
-func starveFromOutside(t *testing.T) {
-	t.Helper()
-	n := 2 * runtime.NumCPU()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBusyProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", busyHelperEnv, n))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err == nil && line != "spinning\n" {
-			err = fmt.Errorf("the busy process said %q", line)
-		}
-		ready <- err
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the busy process did not start spinning in 30 s")
-	}
-	t.Logf("%d busy loops in process %d beside the lab", n, cmd.Process.Pid)
-}
-
 // TestLabStarvedFromOutside: a lab whose cores another process keeps
 // busy calls no false verdict. The tiny storm at the shortest tick holds
 // its timers to 2 ms, which a core shared with loops that never sleep
@@ -327,7 +246,7 @@ func TestLabStarvedFromOutside(t *testing.T) {
 	if raceEnabled {
 		t.Skip("under the race detector the storms say nothing more than TestStarvedLabIsInconclusive does")
 	}
-	starveFromOutside(t)
+	cpuhog.Start(t)
 	t.Run("tiny", func(t *testing.T) {
 		m, err := Measure(context.Background(), tinyScenario(t), ExperimentOptions{Tick: MinTick, Storm: true})
 		if err != nil {
