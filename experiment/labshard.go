@@ -29,7 +29,18 @@ type LabShard struct {
 	Impose          bool    `json:"impose,omitempty"`
 	WallTickSeconds float64 `json:"wall_tick_seconds"`
 	Protocol        string  `json:"protocol"`
+	// Schema is the version of this record: 1 (or absent) has no
+	// Latency; LabShardSchema adds it.
+	Schema int `json:"schema,omitempty"`
+	// Latency is, per fleet in the result's order, the latencies of the
+	// intents the shard's clients got answered, in wall-clock
+	// nanoseconds, counted in buckets: merge adds them up and reads the
+	// run's quantiles from the sum.
+	Latency []*sim.Histogram `json:"latency_wall_ns,omitempty"`
 }
+
+// LabShardSchema is the version of LabShard that lab writes.
+const LabShardSchema = 2
 
 // labShardJSON is what MergeLab reads of a shard's JSON.
 type labShardJSON struct {
@@ -103,6 +114,10 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 			inconclusive++
 		}
 	}
+	hists, err := shardLatencies(shards)
+	if err != nil {
+		return nil, err
+	}
 	for f := range shards[0].Fleets {
 		n := len(shards[0].Fleets[f].Series.Tick)
 		if n > maxLabShardTicks {
@@ -134,9 +149,17 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 			sum.BudgetDenials += x.BudgetDenials
 			sum.BreakerTrips += x.BreakerTrips
 			sum.Ceiling = x.Ceiling
-			// Quantiles do not add: the worst shard's.
+			// Quantiles do not add: without the shards' histograms,
+			// the worst shard's.
 			sum.LatencyP50 = max(sum.LatencyP50, x.LatencyP50)
 			sum.LatencyP99 = max(sum.LatencyP99, x.LatencyP99)
+		}
+		if hists != nil {
+			// Counts add: the run's quantiles are the summed
+			// histogram's, in scenario time as a run's are.
+			scale := first.WallTickSeconds / shards[0].TickSeconds
+			sum.LatencyP50 = hists[f].Quantile(0.50).Seconds() / scale
+			sum.LatencyP99 = hists[f].Quantile(0.99).Seconds() / scale
 		}
 		sim.Summarize(&out.Series, &sum, start, end)
 		out.Summary = sum
@@ -220,4 +243,40 @@ func addSeries(sum *sim.Series, s sim.Series, shards int) {
 		sum.Queue[k] += s.Queue[k]
 		sum.BreakerOpen[k] += s.BreakerOpen[k] / float64(shards)
 	}
+}
+
+// shardLatencies sums the shards' latency histograms, one per fleet, or
+// returns nil when a shard has none (a shard of schema 1): merge then
+// takes the worst shard's quantiles. A shard of schema 2 whose histograms
+// do not pair with its fleets is refused.
+func shardLatencies(shards []labShardJSON) ([]*sim.Histogram, error) {
+	fleets := len(shards[0].Fleets)
+	sum := make([]*sim.Histogram, fleets)
+	for f := range sum {
+		sum[f] = new(sim.Histogram)
+	}
+	whole := true
+	for i, s := range shards {
+		sh := s.Shard
+		if sh.Schema < LabShardSchema {
+			whole = false
+			continue
+		}
+		if len(sh.Latency) != fleets {
+			return nil, fmt.Errorf("merge: lab shard %d: lab_shard.latency_wall_ns has %d histograms for %d fleets", i+1, len(sh.Latency), fleets)
+		}
+		if s.TickSeconds <= 0 || sh.WallTickSeconds <= 0 {
+			return nil, fmt.Errorf("merge: lab shard %d: tick %g s, wall tick %g s: want both positive", i+1, s.TickSeconds, sh.WallTickSeconds)
+		}
+		for f, h := range sh.Latency {
+			if h == nil {
+				return nil, fmt.Errorf("merge: lab shard %d: lab_shard.latency_wall_ns[%d] is null", i+1, f)
+			}
+			sum[f].Merge(h)
+		}
+	}
+	if !whole {
+		return nil, nil
+	}
+	return sum, nil
 }

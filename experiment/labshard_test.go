@@ -3,8 +3,11 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -81,5 +84,91 @@ fleets:
 	}
 	if js := m.Lab.JSON.(*MergedLabJSON); !js.Inconclusive() || len(m.Lab.Claims) != 0 || len(js.NotJudged) == 0 {
 		t.Errorf("a shard that could not measure: inconclusive %v, %d claims judged", js.Inconclusive(), len(m.Lab.Claims))
+	}
+}
+
+// TestMergeLabLatency: shards that carry their latencies as histograms
+// (schema 2) merge into the quantiles of all their intents together, where
+// the worst shard's p50 would be off by the other's half: one shard's
+// intents took 100 ms in wall time, the other's 300 ms, a tenth of them
+// 900 ms. Shards without (schema 1) fall back to the worst shard's; a
+// shard whose histograms do not pair with its fleets is refused.
+func TestMergeLabLatency(t *testing.T) {
+	const yaml = `name: tiny
+seed: 3
+duration: 20s
+traffic: {rate: 20, arrivals: constant, clients: 4}
+origin: {model: queue, capacity: 24, workers: 2}
+fleets:
+  - name: naive
+    timeout: 1s
+    retry: {max_retries: 3, backoff: {use: exponential, base: 100ms, cap: 10s}}
+    budget: {use: none}
+`
+	sc, err := scenario.Parse("tiny.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := func(n int, d ...time.Duration) *sim.Histogram {
+		var h sim.Histogram
+		for i := range n {
+			h.Add(d[i%len(d)])
+		}
+		return &h
+	}
+	// A wall tick of 0.1 s for a scenario tick of 1 s: latencies in
+	// scenario time are ten times the wall's.
+	shard := func(i, schema int, p50, p99 float64, lat ...*sim.Histogram) []byte {
+		fleets := slices.Clone(res.Fleets)
+		fleets[0].Summary.LatencyP50, fleets[0].Summary.LatencyP99 = p50, p99
+		js := map[string]any{
+			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
+			"fleets": fleets, "simulator": res,
+			"lab_shard": LabShard{Index: i, Count: 2, Run: "r1", Scenario: yaml, WallTickSeconds: 0.1, Schema: schema, Latency: lat},
+		}
+		data, err := json.Marshal(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	fast := hist(1000, 100*time.Millisecond)
+	slow := hist(1000, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond,
+		300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 900*time.Millisecond)
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 0.03*want }
+	for _, c := range []struct {
+		name     string
+		parts    [][]byte
+		p50, p99 float64
+	}{
+		// 2,000 intents: half at 1 s, 900 at 3 s, 100 at 9 s (scenario
+		// time). The median is the fast shard's last; the 99th
+		// percentile the slow shard's tenth.
+		{"histograms", [][]byte{shard(1, 2, 1, 1, fast), shard(2, 2, 3, 9, slow)}, 1, 9},
+		{"one histogram only", [][]byte{shard(1, 2, 1, 1, fast), shard(2, 1, 3, 9)}, 3, 9},
+	} {
+		m, err := Merge(c.parts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		s := m.Lab.JSON.(*MergedLabJSON).Result.Fleets[0].Summary
+		if !near(s.LatencyP50, c.p50) || !near(s.LatencyP99, c.p99) {
+			t.Errorf("%s: merged p50 %g s, p99 %g s; want %g and %g", c.name, s.LatencyP50, s.LatencyP99, c.p50, c.p99)
+		}
+	}
+	// Three quarters fast: the median moves to the fast shard's.
+	m, err := Merge([][]byte{shard(1, 2, 1, 1, hist(3000, 100*time.Millisecond)), shard(2, 2, 3, 3, hist(1000, 300*time.Millisecond))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Lab.JSON.(*MergedLabJSON).Result.Fleets[0].Summary; !near(s.LatencyP50, 1) || !near(s.LatencyP99, 3) {
+		t.Errorf("three quarters fast: p50 %g s, p99 %g s; want 1 and 3", s.LatencyP50, s.LatencyP99)
+	}
+	if _, err := Merge([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
+		t.Errorf("a shard with histograms for other fleets merged: %v", err)
 	}
 }

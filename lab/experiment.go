@@ -214,6 +214,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 			StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
 			Impose:          opts.Target != nil && opts.Target.Impose,
 			WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
+			Schema: experiment.LabShardSchema, Latency: latencies(res),
 		}}); err != nil {
 			return nil, err
 		}
@@ -419,4 +420,16 @@ func MinDuration(ctx context.Context, sc *scenario.Scenario) (need time.Duration
 	}
 	why += fmt.Sprintf(" and %d ticks for a recovery to count", sim.RecoveryTail)
 	return time.Duration(ticks) * sc.Tick, why, nil
+}
+
+// latencies is every fleet's latency histogram, in the result's order.
+func latencies(res *Result) []*sim.Histogram {
+	out := make([]*sim.Histogram, len(res.Lab.Fleets))
+	for i, f := range res.Lab.Fleets {
+		out[i] = f.Latency
+		if out[i] == nil {
+			out[i] = new(sim.Histogram)
+		}
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/retrystorm/retrystorm/internal/cpuhog"
 	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -20,8 +21,12 @@ func TestMain(m *testing.M) {
 	// These tests time real servers. Their verdicts do not rest on a
 	// quiet machine: the lab watches itself, and a run it reports
 	// inconclusive skips the test that ran it, saying why (conclusive).
-	// The lock only makes a measurement likelier: no CPU-heavy test
-	// package runs beside them (see internal/testlock).
+	// The lock only makes a measurement likelier (fewer skips), not a
+	// verdict truer: no CPU-heavy test package runs beside them (see
+	// internal/testlock; TestLabStarvedFromOutside runs without its
+	// protection, beside a busy process of its own).
+	// A process of busy loops for a test (cpuhog.Start) goes no further.
+	cpuhog.Main()
 	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
 		testlock.Exclusive()
 	}

@@ -251,6 +251,11 @@ func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol P
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range res.Lab.Fleets {
+		w := f.Watch
+		t.Logf("%s: the lab's watch: load late p99 %.2f ms; timers late p99 %.2f ms, mean %.3f ms, max %.1f ms; scheduler wait p99 %.3f ms, mean %.3f ms; GC pause max %.3f ms",
+			f.Name, 1000*f.Load.LateP99, 1000*w.TimerLateP99, 1000*w.TimerLateMean, 1000*w.TimerLateMax, 1000*w.SchedLatP99, 1000*w.SchedLatMean, 1000*w.GCPauseMax)
+	}
 	conclusive(t, res)
 	checkTallies(t, res)
 	return simRes, res
@@ -344,12 +349,15 @@ func TestLabHoldsOverload(t *testing.T) {
 		t.Errorf("the generator shed %d intents and sent %d of %d", info.Load.Shed, info.Load.Sent, s.Intents)
 	}
 	// A generator that fell behind its schedule is the lab's verdict
-	// on its machine, which the watch gives: then the overload is not
-	// measured (the memory still is), and the test says so at its end.
+	// on its machine, which the watch gives: then neither the overload
+	// nor the memory is measured (a starved lab's backlog of requests in
+	// flight grows with the run, as a leak would: 27 MiB to 50 MiB on a
+	// loaded machine, issue 26), and the test says so at its end.
 	res := &Result{Result: &sim.Result{}, Lab: Info{Fleets: []FleetInfo{info}}}
 	res.judge(sc, time.Second)
 	defer conclusive(t, res)
-	if res.Lab.Inconclusive == nil && s.Attempts < int64(25*100*d.Seconds()) {
+	measured := res.Lab.Inconclusive == nil
+	if measured && s.Attempts < int64(25*100*d.Seconds()) {
 		t.Errorf("only %d attempts reached the origin: the overload did not happen", s.Attempts)
 	}
 
@@ -368,6 +376,9 @@ func TestLabHoldsOverload(t *testing.T) {
 	}
 	t.Logf("peak live heap %.1f MiB in the first half, %.1f MiB in the second; peak goroutines %d, %d",
 		mib(first.heap), mib(second.heap), first.goroutines, second.goroutines)
+	if !measured {
+		return
+	}
 	if second.heap > first.heap*3/2+8<<20 {
 		t.Errorf("the heap grew from %.1f MiB to %.1f MiB", mib(first.heap), mib(second.heap))
 	}

@@ -125,6 +125,10 @@ type FleetInfo struct {
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 	// Tiers are the chain's tiers, outermost first; none without.
 	Tiers []TierCounts `json:"tiers,omitempty"`
+	// Latency is the latencies of the intents that succeeded, in
+	// wall-clock time: what a shard's JSON carries for merge to add up
+	// (experiment.LabShard), not in the lab's own.
+	Latency *sim.Histogram `json:"-"`
 }
 
 // Run plays every fleet of sc, one after the other, each against a fresh
@@ -202,7 +206,11 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 	if stall == 0 {
 		stall = tick
 	}
-	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, maxTick)
+	var service time.Duration
+	if res.Lab.Target == "" { // a target's own admission is not the lab's to judge
+		service = serviceBound(sc.Origin, scale)
+	}
+	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, service, maxTick)
 }
 
 // GCPercent is the garbage collector's target the lab is meant to run
@@ -330,6 +338,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	info := FleetInfo{
 		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
 		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load, Watch: seen,
+		Latency: tally.latencyHistogram(),
 	}
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())

@@ -192,8 +192,8 @@ func compareTallies(t *testing.T, sc *scenario.Scenario, one, merged *sim.Result
 	for i, f := range one.Fleets {
 		m := merged.Fleets[i]
 		a, b := f.Summary, m.Summary
-		t.Logf("%s: one process %d intents, %d attempts, recovered %v; two shards %d intents, %d attempts, recovered %v",
-			f.Name, a.Intents, a.Attempts, a.Recovered, b.Intents, b.Attempts, b.Recovered)
+		t.Logf("%s: one process %d intents, %d attempts, recovered %v, latency p50 %.4f s, p99 %.4f s; two shards %d intents, %d attempts, recovered %v, latency p50 %.4f s, p99 %.4f s (from their histograms)",
+			f.Name, a.Intents, a.Attempts, a.Recovered, a.LatencyP50, a.LatencyP99, b.Intents, b.Attempts, b.Recovered, b.LatencyP50, b.LatencyP99)
 		if d := math.Abs(float64(a.Intents-b.Intents)) / float64(max(a.Intents, 1)); d > 0.02 {
 			t.Errorf("%s: %d intents in one process, %d merged", f.Name, a.Intents, b.Intents)
 		}

@@ -56,6 +56,10 @@ type Tally struct {
 	lostMu    sync.Mutex
 	lost      sim.LostBy
 	latencies reservoir // of the intents that succeeded, in seconds of wall-clock time
+	// hist counts the same latencies in buckets, for a shard's results
+	// to add up with the others' (quantiles do not add; counts do).
+	histMu sync.Mutex
+	hist   sim.Histogram
 }
 
 // total names a count over the whole run.
@@ -165,7 +169,20 @@ func (t *Tally) lose(why loss) {
 func (t *Tally) succeed(took time.Duration) {
 	if t != nil {
 		t.latencies.add(took.Seconds())
+		t.histMu.Lock()
+		t.hist.Add(took)
+		t.histMu.Unlock()
 	}
+}
+
+// latencyHistogram returns a copy of the latencies of the intents that
+// succeeded, in wall-clock time, counted in buckets.
+func (t *Tally) latencyHistogram() *sim.Histogram {
+	h := new(sim.Histogram)
+	t.histMu.Lock()
+	h.Merge(&t.hist)
+	t.histMu.Unlock()
+	return h
 }
 
 // get returns a run total.

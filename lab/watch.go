@@ -5,9 +5,12 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // The lab measures a service by the clock: an intent sent late, or a
@@ -32,6 +35,15 @@ const (
 	// may use: past it the lab is at its own ceiling, and what it
 	// measures is itself.
 	CPUShare = 0.9
+	// ServiceShare bounds the lab's own share of every request's latency
+	// (the mean lateness of its timers plus the mean wait of its
+	// goroutines for the scheduler), as a share of the origin's service
+	// time in wall time, when the origin's admission learns from
+	// latency (a gradient or vegas limit, or aimd with a slow_rtt): such
+	// a limit shrinks when requests take longer than they did, whatever
+	// made them, so what the lab adds must stay well inside the
+	// gradient's tolerance (1.5 by default) and vegas' queue of a few.
+	ServiceShare = 0.2
 	// watchPeriod is how often the watch's timer wakes to see how late
 	// it is.
 	watchPeriod = 5 * time.Millisecond
@@ -48,6 +60,19 @@ type WatchStats struct {
 	// backoffs, the proxy's and the origin's clocks suffered too.
 	TimerLateP99 float64 `json:"timer_late_p99_seconds"`
 	TimerLateMax float64 `json:"timer_late_max_seconds"`
+	// TimerLateMean is their mean: what a latency averaged over many
+	// requests (an adaptive limit's window) gains from the lab itself.
+	TimerLateMean float64 `json:"timer_late_mean_seconds"`
+	// SchedLatP99 and SchedLatMean are how long the lab's goroutines
+	// (every handler, every client) waited, ready to run, for the Go
+	// scheduler to run them (runtime/metrics /sched/latencies:seconds):
+	// a wait each hop of each request pays on top of its service.
+	SchedLatP99  float64 `json:"sched_latency_p99_seconds"`
+	SchedLatMean float64 `json:"sched_latency_mean_seconds"`
+	// GCPauseMax is the longest stop-the-world pause of the garbage
+	// collector (/sched/pauses/total/gc:seconds), to within its
+	// histogram's bucket.
+	GCPauseMax float64 `json:"gc_pause_max_seconds"`
 	// Cores is how many cores the lab may use (GOMAXPROCS, at most the
 	// machine's); LabCPU is the share of them it used; MachineBusy the
 	// share of the machine's cores busy with anything (the lab
@@ -66,7 +91,10 @@ type Inconclusive struct {
 	// the run was held to.
 	LateBoundSeconds  float64 `json:"late_bound_seconds"`
 	StallBoundSeconds float64 `json:"stall_bound_seconds"`
-	CPUShare          float64 `json:"cpu_share_bound"`
+	// ServiceBoundSeconds bounds the lab's own latency per request, when
+	// the origin's admission learns from latency; absent otherwise.
+	ServiceBoundSeconds float64 `json:"service_bound_seconds,omitempty"`
+	CPUShare            float64 `json:"cpu_share_bound"`
 	// SuggestedTickSeconds is a wall-clock tick the lab expects to hold
 	// (0 when none within its range would: see Suggestion).
 	SuggestedTickSeconds float64 `json:"suggested_tick_seconds"`
@@ -88,7 +116,9 @@ func (in *Inconclusive) SuggestedTick() time.Duration {
 type watch struct {
 	stop, done chan struct{}
 	late       reservoir
-	max        float64
+	max, sum   float64
+	n          int
+	rt0        []metrics.Sample
 	began      time.Time
 	cpu0       time.Duration
 	cpuOK      bool
@@ -101,6 +131,7 @@ func startWatch(seed uint64) *watch {
 	w.late.init(4096, seed)
 	w.cpu0, w.cpuOK = processCPU()
 	w.stat0, w.statOK = readCPUStat()
+	w.rt0 = readRuntime()
 	go w.run()
 	return w
 }
@@ -119,6 +150,8 @@ func (w *watch) run() {
 		late := max(0, time.Since(due).Seconds())
 		w.late.add(late)
 		w.max = max(w.max, late)
+		w.sum += late
+		w.n++
 		due = time.Now().Add(watchPeriod)
 		timer.Reset(watchPeriod)
 	}
@@ -131,6 +164,16 @@ func (w *watch) finish() WatchStats {
 	wall := time.Since(w.began).Seconds()
 	s := WatchStats{Cores: min(runtime.GOMAXPROCS(0), runtime.NumCPU()), TimerLateMax: w.max}
 	s.TimerLateP99 = w.late.quantiles(0.99)[0]
+	if w.n > 0 {
+		s.TimerLateMean = w.sum / float64(w.n)
+	}
+	rt := readRuntime()
+	if d := histDelta(w.rt0[0], rt[0]); d != nil {
+		s.SchedLatP99, s.SchedLatMean = d.quantile(0.99), d.mean()
+	}
+	if d := histDelta(w.rt0[1], rt[1]); d != nil {
+		s.GCPauseMax = d.max()
+	}
 	if cpu, ok := processCPU(); ok && w.cpuOK && wall > 0 {
 		share := round3((cpu - w.cpu0).Seconds() / (wall * float64(s.Cores)))
 		s.LabCPU = &share
@@ -142,6 +185,96 @@ func (w *watch) finish() WatchStats {
 		}
 	}
 	return s
+}
+
+// The runtime's histograms the watch reads: the scheduler's latencies
+// and the collector's pauses.
+var runtimeMetrics = []string{"/sched/latencies:seconds", "/sched/pauses/total/gc:seconds"}
+
+func readRuntime() []metrics.Sample {
+	s := make([]metrics.Sample, len(runtimeMetrics))
+	for i, name := range runtimeMetrics {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	return s
+}
+
+// hist is what a cumulative runtime histogram gained between two reads:
+// counts[i] values in [buckets[i], buckets[i+1]).
+type hist struct {
+	counts  []uint64
+	buckets []float64
+	total   uint64
+}
+
+// histDelta is b less a, or nil when the runtime has no such histogram
+// or nothing was added.
+func histDelta(a, b metrics.Sample) *hist {
+	if a.Value.Kind() != metrics.KindFloat64Histogram || b.Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	ha, hb := a.Value.Float64Histogram(), b.Value.Float64Histogram()
+	if len(ha.Counts) != len(hb.Counts) {
+		return nil
+	}
+	d := &hist{counts: make([]uint64, len(hb.Counts)), buckets: hb.Buckets}
+	for i := range hb.Counts {
+		if hb.Counts[i] > ha.Counts[i] {
+			d.counts[i] = hb.Counts[i] - ha.Counts[i]
+			d.total += d.counts[i]
+		}
+	}
+	if d.total == 0 {
+		return nil
+	}
+	return d
+}
+
+// value is a representative of bucket i: its middle, or its finite edge.
+func (h *hist) value(i int) float64 {
+	lo, hi := h.buckets[i], h.buckets[i+1]
+	switch {
+	case math.IsInf(lo, -1):
+		return max(hi, 0)
+	case math.IsInf(hi, 1):
+		return lo
+	}
+	return (lo + hi) / 2
+}
+
+// quantile is the upper edge of the bucket holding the q-quantile (the
+// finite lower edge for the last): an overestimate by at most a bucket.
+func (h *hist) quantile(q float64) float64 {
+	rank := uint64(math.Ceil(q * float64(h.total)))
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank && c > 0 {
+			if hi := h.buckets[i+1]; !math.IsInf(hi, 1) {
+				return hi
+			}
+			return h.buckets[i]
+		}
+	}
+	return 0
+}
+
+func (h *hist) mean() float64 {
+	var sum float64
+	for i, c := range h.counts {
+		sum += float64(c) * h.value(i)
+	}
+	return sum / float64(h.total)
+}
+
+func (h *hist) max() float64 {
+	for i := len(h.counts) - 1; i >= 0; i-- {
+		if h.counts[i] > 0 {
+			return h.value(i)
+		}
+	}
+	return 0
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
@@ -185,6 +318,19 @@ func (s cpuStat) busySince(s0 cpuStat) (float64, bool) {
 	return float64(s.busy-s0.busy) / float64(s.total-s0.total), true
 }
 
+// serviceBound is the most the lab may add to a request's latency on
+// average, for an origin o at scale (wall seconds per scenario second):
+// ServiceShare of its service time when its admission learns from
+// latency, else 0 (no bound).
+func serviceBound(o scenario.Origin, scale float64) time.Duration {
+	l := o.Limit
+	learns := l.Use == scenario.LimitGradient || l.Use == scenario.LimitVegas || (l.Use == scenario.LimitAIMD && l.SlowRTT > 0)
+	if !learns {
+		return 0
+	}
+	return max(time.Duration(ServiceShare*scale*float64(o.ServiceEstimate())), 0)
+}
+
 // lateBound is the most lateness (99th percentile) the lab accepts at a
 // wall-clock tick of tick, whose fleets' shortest scaled timeout is
 // timeout (0: none).
@@ -201,11 +347,13 @@ func lateBound(tick, timeout time.Duration) time.Duration {
 // percentile, whose timers once stalled longer than stall (the shortest
 // attempt timeout in wall time: a stall that long fails attempts by
 // itself, and one failure in a tick after the trigger can push recovery
-// out by tens of ticks), or that kept the lab's cores busy past CPUShare. The
-// suggestion is a tick long enough for the lateness and the CPU seen to
-// fit, within [tick, maxTick].
-func judge(info *Info, tick, bound, stall, maxTick time.Duration) *Inconclusive {
-	in := &Inconclusive{LateBoundSeconds: bound.Seconds(), StallBoundSeconds: stall.Seconds(), CPUShare: CPUShare}
+// out by tens of ticks), that added more than service (ServiceShare of the
+// origin's service time, when its admission learns from latency; 0:
+// unbounded) to its requests' latency on average, or that kept the lab's
+// cores busy past CPUShare. The suggestion is a tick long enough for the
+// lateness and the CPU seen to fit, within [tick, maxTick].
+func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inconclusive {
+	in := &Inconclusive{LateBoundSeconds: bound.Seconds(), StallBoundSeconds: stall.Seconds(), ServiceBoundSeconds: service.Seconds(), CPUShare: CPUShare}
 	b := bound.Seconds()
 	late, cpu := 1.0, 0.0 // how much longer a tick would fit the lateness, the CPU
 	for _, f := range info.Fleets {
@@ -222,9 +370,19 @@ func judge(info *Info, tick, bound, stall, maxTick time.Duration) *Inconclusive 
 			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
 			late = max(late, w.TimerLateMax/st)
 		}
+		if len(what) > 0 {
+			what = []string{fmt.Sprintf("%s, past the bound of %.1f ms", strings.Join(what, " and "), 1000*b)}
+		}
+		// The lab's share of each request's latency: a timer of the
+		// origin's clock that wakes late answers late, and each hop's
+		// goroutine waits for the scheduler once more.
+		if own, sb := w.TimerLateMean+w.SchedLatMean, service.Seconds(); sb > 0 && own > sb {
+			what = append(what, fmt.Sprintf("it added %.2f ms to every request's latency on average (timers %.2f ms late, goroutines %.2f ms waiting to run), past %.2f ms, a fifth of the origin's service time: its adaptive limit would learn the lab's lateness", 1000*own, 1000*w.TimerLateMean, 1000*w.SchedLatMean, 1000*sb))
+			late = max(late, own/sb)
+		}
 		var reason string
 		if len(what) > 0 {
-			reason = fmt.Sprintf("%s: %s, past the bound of %.1f ms", f.Name, strings.Join(what, " and "), 1000*b)
+			reason = fmt.Sprintf("%s: %s", f.Name, strings.Join(what, "; "))
 		}
 		if w.LabCPU != nil {
 			// Work per wall second goes as 1/tick: this much longer a

@@ -7,6 +7,16 @@
 // exclusively and the CPU-heavy packages take it shared, for the whole
 // test binary: they may run together, but not beside the lab.
 //
+// For the lab the lock is about speed, not correctness: the lab watches
+// itself (its timers' lateness, its goroutines' waits to run, its CPU) and
+// a test whose run it reports inconclusive skips, saying why, so a loaded
+// machine costs the lab's tests measurements (skips), never a false
+// verdict; TestLabStarvedFromOutside proves it with another process
+// keeping every core busy. The lock makes a measurement likelier. One
+// test still rests on it: resilgrpc's TestStorm, which has only its load
+// generator's lateness to go by and fails rather than skips in CI (CI=true)
+// when that is past its bound, so that CI never passes it unmeasured.
+//
 // The lock is an advisory file lock in the temporary directory, released
 // by the operating system when the test process exits, however it exits.
 // Where file locks are not available it does nothing.

@@ -6,11 +6,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/retrystorm/retrystorm/internal/cpuhog"
 	"github.com/retrystorm/retrystorm/lab"
 )
 
@@ -216,24 +215,15 @@ func TestLabUsage(t *testing.T) {
 }
 
 // starve takes the lab's CPU away on purpose until the test ends (as the
-// lab package's test does): one core for the process, kept busy by loops
-// that never yield.
+// lab package's test does): one core for the process, on a machine whose
+// every core another process keeps busy (cpuhog.Start). Loops inside the
+// process, on its one core, made runtime.GC (the lab's, before each
+// fleet) take minutes: it yields once per span it sweeps.
 func starve(t *testing.T) {
 	t.Helper()
 	procs := runtime.GOMAXPROCS(1)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for !stop.Load() {
-			}
-		})
-	}
-	t.Cleanup(func() {
-		stop.Store(true)
-		wg.Wait()
-		runtime.GOMAXPROCS(procs)
-	})
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	cpuhog.Start(t)
 }
 
 // TestLabInconclusive: a lab starved of CPU exits 3, says why and what

@@ -7,12 +7,17 @@ import (
 	"testing"
 
 	"github.com/retrystorm/retrystorm/internal/cli"
+	"github.com/retrystorm/retrystorm/internal/cpuhog"
 	"github.com/retrystorm/retrystorm/internal/testlock"
 )
 
 // TestMain keeps these CPU-heavy tests from running beside the lab's, which
-// time real servers (see internal/testlock).
-func TestMain(m *testing.M) { testlock.RunShared(m) }
+// time real servers (see internal/testlock); a process of busy loops for
+// a test (cpuhog.Start) goes no further than cpuhog.Main.
+func TestMain(m *testing.M) {
+	cpuhog.Main()
+	testlock.RunShared(m)
+}
 
 type result struct {
 	code           int
