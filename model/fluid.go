@@ -1,0 +1,471 @@
+package model
+
+import (
+	"math"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// Series is a model run tick by tick, in the simulator's units: counts
+// per tick (fractional: the model follows flows, not requests).
+type Series struct {
+	Intents, Offered, FirstAttempts, Retries []float64
+	Successes, FailedAttempts                []float64
+	BreakerRefusals, ThrottleRefusals        []float64
+	Queue                                    []float64 // requests waiting at the tick's end
+}
+
+// Result is what one run of the model says.
+type Result struct {
+	Series Series
+	// Recovered and RecoveryTicks follow the simulator's rule (sim's
+	// Summarize, on the model's series): the first tick after the
+	// triggers from which the failure share stays within a percentage
+	// point of the pre-trigger baseline, with ten ticks of run left.
+	Recovered     bool
+	RecoveryTicks int // -1 when not recovered
+	// Queue is the backlog at the end of the run.
+	Queue float64
+}
+
+// segment is the conditions from step at on.
+type segment struct {
+	at   int
+	cond scenario.Conditions
+}
+
+// state is one run's buffers, reused across the runs of a map.
+type state struct {
+	mass    []float64 // cohort j's attempts by attempt number: mass[j*K+k]
+	total   []float64 // cohort j's attempts
+	left    []float64 // share of cohort j not started yet
+	succ    []float64 // successes due at step t, by attempt number
+	ev      []float64 // failures due at step t: ev[(t*nKinds+kind)*K+k]
+	due     []float64 // retries due at step t, by attempt number
+	dueCost []float64 // tokens paid for the retries due at step t
+	thrReq  []float64 // throttle window, per step
+	thrAcc  []float64
+}
+
+func (st *state) reset(n, K, W int) {
+	grow := func(s []float64, l int) []float64 {
+		if cap(s) < l {
+			return make([]float64, l)
+		}
+		s = s[:l]
+		clear(s)
+		return s
+	}
+	st.mass = grow(st.mass, n*K)
+	st.total = grow(st.total, n)
+	st.left = grow(st.left, n)
+	st.succ = grow(st.succ, n*K)
+	st.ev = grow(st.ev, n*nKinds*K)
+	st.due = grow(st.due, n*K)
+	st.dueCost = grow(st.dueCost, n)
+	st.thrReq = grow(st.thrReq, W)
+	st.thrAcc = grow(st.thrAcc, W)
+}
+
+// Run integrates the model over the scenario's duration.
+func (m *Model) Run() Result {
+	var st state
+	return m.run(&st, nil)
+}
+
+// schedule returns the conditions in force, segment by segment, as the
+// simulator's schedule does (scenario.At at every trigger boundary).
+func (m *Model) schedule() []segment {
+	base := m.sc.Base(1)
+	at := []time.Duration{0}
+	for _, t := range m.sc.Triggers {
+		at = append(at, t.At, t.End())
+	}
+	var segs []segment
+	for _, a := range at {
+		step := int(math.Round(a.Seconds() / m.h))
+		segs = append(segs, segment{at: step, cond: scenario.At(base, m.sc.Triggers, a)})
+	}
+	// Sort by step (few segments: insertion sort), latest wins on ties.
+	for i := 1; i < len(segs); i++ {
+		for j := i; j > 0 && segs[j-1].at > segs[j].at; j-- {
+			segs[j-1], segs[j] = segs[j], segs[j-1]
+		}
+	}
+	return segs
+}
+
+// run integrates the model; probe, when set, is called at every tick's
+// end with the tick and the backlog (for Equilibria).
+func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
+	n := m.steps
+	K := m.maxRetries + 1
+	h := m.h
+	W := 1
+	if m.throttle {
+		W = max(1, int(math.Round(m.thr.Window.Seconds()/h)))
+	}
+	// Buffers reach past the run by the longest delay so that nothing
+	// due late needs a bound check; what falls after the end is dropped.
+	tail := int(math.Ceil(m.timeout/h)) + 2
+	for _, d := range m.delay {
+		tail = max(tail, d[len(d)-1].steps+2)
+	}
+	size := n + tail
+	st.reset(size, K, W)
+	ticks := n / m.perTick
+	var s Series
+	for _, p := range []*[]float64{&s.Intents, &s.Offered, &s.FirstAttempts, &s.Retries, &s.Successes,
+		&s.FailedAttempts, &s.BreakerRefusals, &s.ThrottleRefusals, &s.Queue} {
+		*p = make([]float64, ticks)
+	}
+
+	segs := m.schedule()
+	seg := 0
+	var cond scenario.Conditions
+	timeoutSteps := max(1, int(math.Round(m.timeout/h)))
+	tokens := m.minTok * m.clients
+	maxTokens := m.maxTok * m.clients
+	open := 0.0     // breaker: share of clients whose breaker is open
+	lastFail := 0.0 // breaker: the failure share of the last outcomes
+	thrR, thrA := 0.0, 0.0
+	arrived, started := 0.0, 0.0 // queue: cumulative attempts admitted and started
+	head := 0
+	var send [maxUnlimited + 1]float64
+
+	for t := range n {
+		tick := t / m.perTick
+		for seg < len(segs) && segs[seg].at <= t {
+			cond = segs[seg].cond
+			seg++
+		}
+		factor := cond.Factor[0]
+		mu := cond.Capacity / factor // attempts per second the origin serves
+		service := m.service * factor
+		serviceSteps := max(1, int(math.Round(service/h)))
+		errRate := cond.ErrorRate
+
+		// 1. Outcomes due now: successes fund the budget; failures are
+		// retried, as far as the policy and the budget allow.
+		brkOK, brkFail := 0.0, 0.0
+		for k := range K {
+			x := st.succ[t*K+k]
+			if x == 0 {
+				continue
+			}
+			s.Successes[tick] += x
+			brkOK += x
+			thrA += x
+			st.thrAcc[t%W] += x
+			if m.budget && m.funding == resil.FundedBySuccess {
+				tokens = min(maxTokens, tokens+m.ratio*x)
+			}
+		}
+		for kind := range nKinds {
+			base := (t*nKinds + kind) * K
+			for k := range K {
+				x := st.ev[base+k]
+				if x == 0 {
+					continue
+				}
+				brkFail += x
+				if k >= m.maxRetries || !m.retryOn[kind] {
+					continue
+				}
+				want := x * m.retryShare
+				c := 0.0
+				if m.budget {
+					c = m.cost
+					if kind == kindTimeout {
+						c = m.costTO
+					}
+					want = min(want, tokens/c)
+					tokens -= want * c
+				}
+				for _, p := range m.delay[k] {
+					at := t + max(p.steps, 0)
+					st.due[at*K+k+1] += want * p.weight
+					st.dueCost[at] += want * p.weight * c
+				}
+			}
+		}
+
+		// 2. What the clients send now: new intents and the retries due,
+		// less what the throttle and the breaker refuse locally.
+		pThr := 0.0
+		if m.throttle {
+			pThr = max(0, (thrR-m.thr.K*thrA)/(thrR+m.clients*m.thr.Padding))
+			pThr = min(pThr, m.thr.MaxProbability)
+		}
+		in := cond.Rate * h
+		s.Intents[tick] += in
+		refT := in * pThr
+		refB := 0.0
+		if m.breaker && m.scopeAll {
+			refB = (in - refT) * open
+		}
+		send[0] = in - refT - refB
+		if m.budget && m.funding == resil.FundedByRequest {
+			tokens = min(maxTokens, tokens+m.ratio*send[0])
+		}
+		totalRefT, totalRefB := refT, refB
+		sent := send[0]
+		retries := 0.0
+		dueAll := 0.0
+		for k := 1; k < K; k++ {
+			dueAll += st.due[t*K+k]
+		}
+		for k := 1; k < K; k++ {
+			x := st.due[t*K+k]
+			rT := x * pThr
+			rB := 0.0
+			if m.breaker {
+				rB = (x - rT) * open
+			}
+			send[k] = x - rT - rB
+			totalRefT += rT
+			totalRefB += rB
+			retries += send[k]
+			sent += send[k]
+		}
+		if m.budget && dueAll > 0 {
+			// A refused retry gives its charge back.
+			refused := dueAll - retries
+			tokens = min(maxTokens, tokens+st.dueCost[t]*refused/dueAll)
+		}
+		s.ThrottleRefusals[tick] += totalRefT
+		s.BreakerRefusals[tick] += totalRefB
+		s.Offered[tick] += sent
+		s.FirstAttempts[tick] += send[0]
+		s.Retries[tick] += retries
+		thrR += sent + totalRefT
+		st.thrReq[t%W] += sent + totalRefT
+
+		// 3. The origin.
+		switch {
+		case cond.Outage && cond.Mode == scenario.OutageRefuse:
+			m.fail(st, t, t+1, kindRefused, send[:K], &s, tick)
+			mu = 0
+		case cond.Outage && (cond.Mode == scenario.OutageBlackhole || cond.Mode == "" || !m.queue):
+			// Lost, or (a stalled capacity model) held past the timeout.
+			m.fail(st, t, t+timeoutSteps, kindTimeout, send[:K], &s, tick)
+			mu = 0
+		case cond.Outage: // stall: requests queue, nothing is served
+			mu = 0
+			fallthrough
+		case m.queue:
+			admit := sent
+			if m.limit > 0 {
+				admit = min(sent, max(0, m.limit-(arrived-started)+mu*h))
+			}
+			if admit < sent && sent > 0 {
+				rej := 1 - admit/sent
+				for k := range K {
+					x := send[k] * rej
+					send[k] -= x
+					st.ev[((t+1)*nKinds+kindRejection)*K+k] += x
+				}
+				s.FailedAttempts[tick] += sent - admit
+			}
+			for k := range K {
+				st.mass[t*K+k] = send[k]
+			}
+			st.total[t] = admit
+			st.left[t] = 1
+			arrived += admit
+		default: // capacity model: up to the capacity answered, the rest rejected at once
+			admit := sent
+			if sent > mu*h {
+				if m.rejCost < 1 {
+					admit = max(0, (mu*h-m.rejCost*sent)/(1-m.rejCost))
+				} else {
+					admit = 0
+				}
+			}
+			lat := max(1, int(math.Round(m.latency/h)))
+			okAt := t + lat
+			if m.latency > m.timeout {
+				okAt = -1
+			}
+			for k := range K {
+				a := 0.0
+				if sent > 0 {
+					a = send[k] * admit / sent
+				}
+				st.ev[((t+1)*nKinds+kindRejection)*K+k] += send[k] - a
+				if okAt < 0 {
+					st.ev[((t+timeoutSteps)*nKinds+kindTimeout)*K+k] += a
+					s.FailedAttempts[tick] += a
+					continue
+				}
+				st.succ[okAt*K+k] += a * (1 - errRate)
+				st.ev[(okAt*nKinds+kindError)*K+k] += a * errRate
+				s.FailedAttempts[tick] += a * errRate
+			}
+			s.FailedAttempts[tick] += sent - admit
+		}
+
+		if m.queue {
+			// Serve the backlog first in, first out, mu×h attempts a step.
+			// A cohort still in time (its clients wait: it can start by
+			// timeout - service after it was sent) is answered service
+			// later; one past that is served for nobody, or skipped free
+			// when the origin drops expired requests.
+			budget := mu * h
+			lastOK := m.timeout - service
+			for budget > 1e-12 && head <= t {
+				if st.left[head] <= 0 {
+					head++
+					continue
+				}
+				late := float64(t-head)*h > lastOK+1e-9
+				amt := st.total[head] * st.left[head]
+				if late && m.drop {
+					started += amt
+					st.left[head] = 0
+					head++
+					continue
+				}
+				take := min(amt, budget)
+				budget -= take
+				started += take
+				frac := take / st.total[head]
+				if !late {
+					at := t + serviceSteps
+					ht := head / m.perTick
+					for k := range K {
+						x := st.mass[head*K+k] * frac
+						st.succ[at*K+k] += x * (1 - errRate)
+						st.ev[(at*nKinds+kindError)*K+k] += x * errRate
+						s.FailedAttempts[ht] += x * errRate
+					}
+				}
+				st.left[head] -= frac
+				if st.left[head] <= 1e-12 {
+					st.left[head] = 0
+					head++
+				}
+			}
+			// 4. The cohort whose last chance to start was this step: what
+			// is left of it times out, timeout after it was sent.
+			if j := t - int(math.Floor((lastOK+1e-9)/h)); j >= 0 && j <= t && st.left[j] > 0 {
+				at := j + timeoutSteps
+				at = max(at, t+1)
+				for k := range K {
+					st.ev[(at*nKinds+kindTimeout)*K+k] += st.mass[j*K+k] * st.left[j]
+				}
+				s.FailedAttempts[j/m.perTick] += st.total[j] * st.left[j]
+			}
+		}
+
+		// 5. The breaker and the throttle learn.
+		if m.breaker {
+			if c := brkOK + brkFail; c > 0 {
+				lastFail = brkFail / c
+			}
+			calls := (brkOK + brkFail) / h / m.clients
+			open += h * m.breakerFlow(open, lastFail, calls, m.probeFails(arrived-started, mu, service, cond))
+			open = min(1, max(0, open))
+		}
+		if m.throttle {
+			old := (t + 1) % W
+			if t+1 >= W {
+				thrR -= st.thrReq[old]
+				thrA -= st.thrAcc[old]
+			}
+			st.thrReq[old], st.thrAcc[old] = 0, 0
+		}
+		if (t+1)%m.perTick == 0 {
+			s.Queue[tick] = max(0, arrived-started)
+			if probe != nil {
+				probe(tick, s.Queue[tick])
+			}
+		}
+	}
+	r := Result{Series: s, Queue: max(0, arrived-started), RecoveryTicks: -1}
+	r.Recovered, r.RecoveryTicks = m.recovery(&s)
+	return r
+}
+
+// fail ends what is sent at step t with a failure of kind at step at.
+func (m *Model) fail(st *state, t, at int, kind int, send []float64, s *Series, tick int) {
+	K := len(send)
+	for k, x := range send {
+		st.ev[(at*nKinds+kind)*K+k] += x
+		s.FailedAttempts[tick] += x
+	}
+	st.total[t], st.left[t] = 0, 0
+}
+
+// probeFails is the chance that a breaker's trial call now fails: the
+// origin answers it in time when its backlog drains within the timeout.
+func (m *Model) probeFails(backlog, mu, service float64, c scenario.Conditions) float64 {
+	switch {
+	case c.Outage || mu <= 0:
+		return 1
+	case m.queue && backlog/mu+service > m.timeout:
+		return 1
+	}
+	return c.ErrorRate
+}
+
+// breakerFlow is d(open)/dt: each client's breaker as a two-state Markov
+// process. A closed breaker trips at the rate its rule fires at the
+// observed failure share f and the client's call rate; an open one stays
+// open for its cooldown, and again for each trial call that fails
+// (chance pf), so for cooldown / (1 - pf) on average.
+func (m *Model) breakerFlow(open, f, calls, pf float64) float64 {
+	trip := 0.0
+	if f > 0 && calls > 0 {
+		switch m.brk.Rule {
+		case resil.ConsecutiveFailures:
+			th := float64(m.brk.Threshold)
+			// Expected calls until th failures in a row.
+			var e float64
+			if f >= 1 {
+				e = th
+			} else {
+				ft := math.Pow(f, th)
+				e = (1 - ft) / ((1 - f) * ft)
+			}
+			trip = calls / e
+		default: // the window rules: open once the window's failure rate is reached
+			if f >= m.brk.FailureRate {
+				trip = calls / float64(max(m.brk.MinCalls, 1))
+			}
+		}
+	}
+	close := 0.0
+	if pf < 1 {
+		close = (1 - pf) / m.brk.Cooldown.Seconds()
+	}
+	return (1-open)*trip - open*close
+}
+
+// recovery applies the simulator's rule to the model's series: sim's
+// Summarize on the counts scaled up a thousandfold, so that rounding to
+// whole counts does not move the one-point tolerance.
+func (m *Model) recovery(s *Series) (bool, int) {
+	n := len(s.Intents)
+	ser := sim.NewSeries(n)
+	var sum sim.Summary
+	const scale = 1000
+	r := func(x float64) int64 { return int64(math.Round(x * scale)) }
+	ser.ThrottleRefusals = make([]int64, n)
+	for k := range n {
+		ser.Intents[k], ser.Offered[k], ser.FirstAttempts[k], ser.Retries[k] = r(s.Intents[k]), r(s.Offered[k]), r(s.FirstAttempts[k]), r(s.Retries[k])
+		ser.Successes[k], ser.Goodput[k], ser.FailedAttempts[k] = r(s.Successes[k]), r(s.Successes[k]), r(s.FailedAttempts[k])
+		ser.BreakerRefusals[k], ser.ThrottleRefusals[k] = r(s.BreakerRefusals[k]), r(s.ThrottleRefusals[k])
+		sum.BreakerRefusals += ser.BreakerRefusals[k]
+		sum.ThrottleRefusals += ser.ThrottleRefusals[k]
+	}
+	start, end := sim.TriggerTicks(&m.sc)
+	sim.Summarize(&ser, &sum, start, end)
+	if !sum.Recovered {
+		return false, -1
+	}
+	return true, *sum.RecoveryTicks
+}
