@@ -48,6 +48,7 @@ type state struct {
 	dueCost []float64 // tokens paid for the retries due at step t
 	thrReq  []float64 // throttle window, per step
 	thrAcc  []float64
+	reopen  []float64 // breakers whose cooldown ends at step t
 }
 
 func (st *state) reset(n, K, W int) {
@@ -68,6 +69,7 @@ func (st *state) reset(n, K, W int) {
 	st.dueCost = grow(st.dueCost, n)
 	st.thrReq = grow(st.thrReq, W)
 	st.thrAcc = grow(st.thrAcc, W)
+	st.reopen = grow(st.reopen, n)
 }
 
 // Run integrates the model over the scenario's duration.
@@ -111,6 +113,11 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 	// Buffers reach past the run by the longest delay so that nothing
 	// due late needs a bound check; what falls after the end is dropped.
 	tail := int(math.Ceil(m.timeout/h)) + 2
+	cooldown := 0
+	if m.breaker {
+		cooldown = max(1, int(math.Round(m.brk.Cooldown.Seconds()/h)))
+		tail = max(tail, cooldown+2)
+	}
 	for _, d := range m.delay {
 		tail = max(tail, d[len(d)-1].steps+2)
 	}
@@ -367,7 +374,18 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 				lastFail = brkFail / c
 			}
 			calls := (brkOK + brkFail) / h / m.clients
-			open += h * m.breakerFlow(open, lastFail, calls, m.probeFails(arrived-started, mu, service, cond))
+			// Breakers whose cooldown ends now let a trial call through:
+			// those whose trial fails open for another cooldown.
+			if c := st.reopen[t]; c > 0 {
+				again := c * m.probeFails(arrived-started, mu, service, cond)
+				open -= c - again
+				st.reopen[t+cooldown] += again
+			}
+			trips := min(1-open, h*(1-open)*m.tripRate(lastFail, calls))
+			if trips > 0 {
+				open += trips
+				st.reopen[t+cooldown] += trips
+			}
 			open = min(1, max(0, open))
 		}
 		if m.throttle {
@@ -412,37 +430,32 @@ func (m *Model) probeFails(backlog, mu, service float64, c scenario.Conditions) 
 	return c.ErrorRate
 }
 
-// breakerFlow is d(open)/dt: each client's breaker as a two-state Markov
-// process. A closed breaker trips at the rate its rule fires at the
-// observed failure share f and the client's call rate; an open one stays
-// open for its cooldown, and again for each trial call that fails
-// (chance pf), so for cooldown / (1 - pf) on average.
-func (m *Model) breakerFlow(open, f, calls, pf float64) float64 {
-	trip := 0.0
-	if f > 0 && calls > 0 {
-		switch m.brk.Rule {
-		case resil.ConsecutiveFailures:
-			th := float64(m.brk.Threshold)
-			// Expected calls until th failures in a row.
-			var e float64
-			if f >= 1 {
-				e = th
-			} else {
-				ft := math.Pow(f, th)
-				e = (1 - ft) / ((1 - f) * ft)
-			}
-			trip = calls / e
-		default: // the window rules: open once the window's failure rate is reached
-			if f >= m.brk.FailureRate {
-				trip = calls / float64(max(m.brk.MinCalls, 1))
-			}
+// tripRate is the rate at which a closed breaker opens: the rate its
+// rule fires at the observed failure share f and the client's call rate.
+// Each client's breaker is followed as a share of clients (open or
+// closed); an open one stays open for its cooldown exactly (a delay line,
+// not an exponential: the cooldown is a fixed time) and then again for
+// each trial call that fails.
+func (m *Model) tripRate(f, calls float64) float64 {
+	if f <= 0 || calls <= 0 {
+		return 0
+	}
+	switch m.brk.Rule {
+	case resil.ConsecutiveFailures:
+		th := float64(m.brk.Threshold)
+		// Expected calls until th failures in a row.
+		e := th
+		if f < 1 {
+			ft := math.Pow(f, th)
+			e = (1 - ft) / ((1 - f) * ft)
+		}
+		return calls / e
+	default: // the window rules: open once the window's failure rate is reached
+		if f >= m.brk.FailureRate {
+			return calls / float64(max(m.brk.MinCalls, 1))
 		}
 	}
-	close := 0.0
-	if pf < 1 {
-		close = (1 - pf) / m.brk.Cooldown.Seconds()
-	}
-	return (1-open)*trip - open*close
+	return 0
 }
 
 // recovery applies the simulator's rule to the model's series: sim's
