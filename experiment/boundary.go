@@ -17,11 +17,9 @@ import (
 const boundaryTitle = "Boundary: where the system tips, from the analytic model"
 
 // BoundaryPolicy is one policy's map from the fluid model (package
-// model). A policy the model does not describe has Unsupported set and
-// no map: the simulator's sweep answers for it.
+// model).
 type BoundaryPolicy struct {
-	Policy      string `json:"policy"`
-	Unsupported string `json:"unsupported,omitempty"`
+	Policy string `json:"policy"`
 	// Recovery[y][x] is recovery ticks, or -1 for never, as the sweep's.
 	Recovery  [][]int `json:"recovery_ticks,omitempty"`
 	Recovered int     `json:"recovered"`
@@ -54,7 +52,16 @@ type BoundaryJSON struct {
 	Load       []float64        `json:"load"` // x: intent rate / capacity
 	Dip        []float64        `json:"dip"`  // y: share of capacity the trigger removes
 	Policies   []BoundaryPolicy `json:"policies"`
-	Claims     []report.Claim   `json:"claims"`
+	// Unsupported lists the policies the model does not describe, and
+	// why: the simulator (sweep) answers for them.
+	Unsupported []Unsupported  `json:"unsupported"`
+	Claims      []report.Claim `json:"claims"` // none: see BoundaryMap
+}
+
+// Unsupported is a policy the model gives no answer for.
+type Unsupported struct {
+	Policy string `json:"policy"`
+	Reason string `json:"reason"`
 }
 
 // boundaryTol is the precision of the edges the bisection finds.
@@ -82,9 +89,9 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	pols, err := sweepVariants(sc)
+	pols, err := boundaryVariants(sc, opts.Scenario != nil)
 	if err != nil {
-		return nil, errors.New("boundary: " + strings.TrimPrefix(err.Error(), "sweep: "))
+		return nil, err
 	}
 	n := opts.Grid
 	if n == 0 {
@@ -95,7 +102,8 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 	}
 	trig := sc.Triggers[0]
 	js := &BoundaryJSON{
-		Scenario: sc.Name, Source: "model", Rate: sc.Traffic.Rate,
+		Unsupported: []Unsupported{},
+		Scenario:    sc.Name, Source: "model", Rate: sc.Traffic.Rate,
 		OwnLoad: sc.Traffic.Rate / sc.Origin.Capacity, OwnDip: 1 - trig.Capacity/sc.Origin.Capacity,
 		ForSeconds: trig.For.Seconds(),
 		Load:       linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n),
@@ -105,13 +113,46 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 			return nil, err
 		}
 		bp, err := boundaryPolicy(sc, p, js)
-		if err != nil {
+		if u := (*model.UnsupportedError)(nil); errors.As(err, &u) {
+			js.Unsupported = append(js.Unsupported, Unsupported{Policy: p.name, Reason: u.Feature + ": " + u.Reason})
+			continue
+		} else if err != nil {
 			return nil, err
 		}
 		js.Policies = append(js.Policies, bp)
 	}
-	js.Claims = boundaryClaims(js)
+	// The map checks no claims: it is the model's answer, and the
+	// agreement tests (boundary_test.go) check it against the simulator.
+	js.Claims = []report.Claim{}
 	return js, nil
+}
+
+// ErrBoundaryInput is what BoundaryMap's errors about the scenario's shape
+// wrap: the command line exits 2 for them.
+var ErrBoundaryInput = errors.New("boundary: the scenario cannot be mapped")
+
+// boundaryVariants is what the map shows: without a file, the sweep's
+// policies on the sweep's scenario; with one, its fleets as written,
+// against its origin.
+func boundaryVariants(sc *scenario.Scenario, fromFile bool) ([]sweepPolicy, error) {
+	if len(sc.Triggers) != 1 || sc.Triggers[0].Kind != scenario.TriggerCapacity {
+		return nil, fmt.Errorf("%w: it needs exactly one trigger, of kind capacity: the map varies its depth and the base load", ErrBoundaryInput)
+	}
+	if !fromFile {
+		pols, err := sweepVariants(sc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrBoundaryInput, strings.TrimPrefix(err.Error(), "sweep: "))
+		}
+		return pols, nil
+	}
+	if len(sc.Fleets) == 0 {
+		return nil, fmt.Errorf("%w: it has no fleets", ErrBoundaryInput)
+	}
+	var pols []sweepPolicy
+	for _, f := range sc.Fleets {
+		pols = append(pols, sweepPolicy{name: f.Name, fleet: f, fix: sc.Origin.DropExpired, limit: sc.Origin.Limit})
+	}
+	return pols, nil
 }
 
 // cellModel builds the model of one cell of the map.
@@ -125,10 +166,7 @@ func boundaryPolicy(sc *scenario.Scenario, p sweepPolicy, js *BoundaryJSON) (Bou
 	// Whether the model describes the policy at all: the scenario as it
 	// is, with this policy.
 	own, err := cellModel(sc, p, js.OwnLoad, js.OwnDip)
-	if u := (*model.UnsupportedError)(nil); errors.As(err, &u) {
-		bp.Unsupported = u.Feature + ": " + u.Reason
-		return bp, nil
-	} else if err != nil {
+	if err != nil {
 		return bp, fmt.Errorf("boundary: %s: %w", p.name, err)
 	}
 	bp.Recovery, err = model.Map(len(js.Load), len(js.Dip), func(x, y int) (*model.Model, error) {
@@ -187,30 +225,6 @@ func edgeValue(e float64, ok bool) *float64 {
 	return &e
 }
 
-func boundaryClaims(js *BoundaryJSON) []report.Claim {
-	var cs []report.Claim
-	for _, p := range js.Policies {
-		if p.Unsupported != "" {
-			continue
-		}
-		// The edge falls (or stays) as the base load rises: a busier
-		// system tips at a smaller dip. A model whose edge rose with load
-		// would be describing something else.
-		rises := 0
-		for x := 1; x < len(p.Edge); x++ {
-			a, b := p.Edge[x-1], p.Edge[x]
-			if b != nil && (a == nil || *b > *a+2*boundaryTol) {
-				if a != nil || b != nil {
-					rises++
-				}
-			}
-		}
-		cs = append(cs, report.Check(fmt.Sprintf("%s: in the model, a higher base load never tips at a larger dip", p.Policy),
-			rises == 0, map[string]any{"rises": rises}, "%d columns where the edge rose", rises))
-	}
-	return cs
-}
-
 func boundaryOutcome(js *BoundaryJSON) *Outcome {
 	sec := report.Section{
 		ID:    "boundary",
@@ -223,20 +237,17 @@ func boundaryOutcome(js *BoundaryJSON) *Outcome {
 		Claims: js.Claims,
 	}
 	var notes []string
+	for _, u := range js.Unsupported {
+		notes = append(notes, fmt.Sprintf("%s: unsupported by the model (%s); the simulator answers for it (sweep).", u.Policy, u.Reason))
+	}
 	for _, p := range js.Policies {
-		if p.Unsupported != "" {
-			notes = append(notes, fmt.Sprintf("%s: unsupported by the model (%s); the sweep's simulator answers for it.", p.Policy, p.Unsupported))
-			continue
-		}
 		sec.Tables = append(sec.Tables, boundaryMapTable(js, p))
 		sec.Figures = append(sec.Figures, boundaryHeatmap(js, p))
 	}
 	sec.Notes = notes
 	var findings []string
 	for _, p := range js.Policies {
-		if p.Unsupported == "" {
-			findings = append(findings, fmt.Sprintf("Boundary (model): %s survives a dip of up to %s at %s load.", p.Policy, survived(p.LargestDip), report.Percent(js.OwnLoad, 0)))
-		}
+		findings = append(findings, fmt.Sprintf("Boundary (model): %s survives a dip of up to %s at %s load.", p.Policy, survived(p.LargestDip), report.Percent(js.OwnLoad, 0)))
 	}
 	return &Outcome{Name: "boundary", Claims: js.Claims, Section: sec, Findings: findings, JSON: js}
 }
@@ -251,24 +262,23 @@ func survived(e *float64) string {
 func boundaryTable(js *BoundaryJSON) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("At the scenario's own load (%s) and dip (%s, %gs)", report.Percent(js.OwnLoad, 1), report.Percent(js.OwnDip, 0), js.ForSeconds),
-		Columns: []report.Column{{Name: "policy"}, {Name: "largest dip", Align: report.Right}, {Name: "longest dip", Align: report.Right},
-			{Name: "stuck state", Align: report.Right}, {Name: "recovered cells", Align: report.Right}},
+		Columns: []report.Column{{Name: "policy"}, {Name: "largest dip", Align: report.Right}, {Name: "longest", Align: report.Right},
+			{Name: "stuck state", Align: report.Right}, {Name: "recovered", Align: report.Right}},
+	}
+	for _, u := range js.Unsupported {
+		t.Rows = append(t.Rows, []string{u.Policy, "unsupported", "", "", ""})
 	}
 	for _, p := range js.Policies {
-		if p.Unsupported != "" {
-			t.Rows = append(t.Rows, []string{p.Policy, "unsupported", "", "", ""})
-			continue
-		}
-		longest := "10m or more"
+		longest := "10m+"
 		if p.LargestFor != nil {
 			longest = fmt.Sprintf("%.1fs", *p.LargestFor)
 		}
 		stuck := "none"
 		if p.Stuck != nil {
-			stuck = fmt.Sprintf("%.0f/s offered, %.0f/s goodput", p.Stuck.Offered, p.Stuck.Goodput)
+			stuck = fmt.Sprintf("%.0f/s sent, %.0f ok", p.Stuck.Offered, p.Stuck.Goodput)
 		}
 		t.Rows = append(t.Rows, []string{p.Policy, survived(p.LargestDip), longest, stuck,
-			fmt.Sprintf("%d of %d", p.Recovered, len(js.Load)*len(js.Dip))})
+			report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0)})
 	}
 	return t
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,8 @@ func agreement(load, dip []float64, p BoundaryPolicy, s SweepPolicy) (cells floa
 // sweepRuns returns the simulator's sweep maps the agreement test checks
 // against: under -short the sweep's golden file alone (10 × 10, seed 1,
 // which TestGolden keeps current: no simulator run), otherwise also a
-// 20 × 20 sweep for seeds 1 and 2.
+// 20 × 20 sweep of seed 2 (about 25 s on a busy 2-core machine; seeds 1
+// and 2 both agreed when the test was written, docs/model.md).
 func simSweeps(t *testing.T) []sweepJSON {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "sweep.golden.json"))
@@ -97,7 +99,7 @@ func simSweeps(t *testing.T) []sweepJSON {
 	if testing.Short() {
 		return out
 	}
-	for _, seed := range []uint64{1, 2} {
+	for _, seed := range []uint64{2} {
 		o, err := Sweep.Run(context.Background(), Options{Grid: 20, Seed: &seed})
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +115,7 @@ func simSweeps(t *testing.T) []sweepJSON {
 // the model or the simulator drift past the bounds fails here.
 //
 //	go test ./experiment -run TestModelAgreesWithSweep -short -v   # about a second: the golden sweep
-//	go test ./experiment -run TestModelAgreesWithSweep -v          # two 20 × 20 sweeps too
+//	go test ./experiment -run TestModelAgreesWithSweep -v          # a 20 × 20 sweep too
 func TestModelAgreesWithSweep(t *testing.T) {
 	start := time.Now()
 	for _, s := range simSweeps(t) {
@@ -121,15 +123,18 @@ func TestModelAgreesWithSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, p := range js.Policies {
+		for _, u := range js.Unsupported {
+			t.Logf("%d×%d seed %d, %s: the model says unsupported (%s)", len(s.Load), len(s.Dip), s.Seed, u.Policy, u.Reason)
+		}
+		if len(js.Policies)+len(js.Unsupported) != len(s.Policies) {
+			t.Fatalf("the model maps %d policies and leaves %d, the sweep %d", len(js.Policies), len(js.Unsupported), len(s.Policies))
+		}
+		for _, p := range js.Policies {
+			i := slices.IndexFunc(s.Policies, func(sp SweepPolicy) bool { return sp.Policy == p.Policy })
+			if i < 0 {
+				t.Fatalf("the sweep has no policy %q", p.Policy)
+			}
 			sp := s.Policies[i]
-			if sp.Policy != p.Policy {
-				t.Fatalf("policy %d: model %q, sweep %q", i, p.Policy, sp.Policy)
-			}
-			if p.Unsupported != "" {
-				t.Logf("%d×%d seed %d, %s: the model says unsupported (%s)", len(s.Load), len(s.Dip), s.Seed, p.Policy, p.Unsupported)
-				continue
-			}
 			cells, edges, cols, bad := agreement(s.Load, s.Dip, p, sp)
 			t.Logf("%d×%d seed %d, %s: verdicts agree in %.1f%% of cells, edges in %d of %d columns", len(s.Load), len(s.Dip), s.Seed, p.Policy, 100*cells, edges, cols)
 			for _, b := range bad {
@@ -235,7 +240,7 @@ func TestBoundaryOwnEdges(t *testing.T) {
 	if b := byName["budget"]; b.Stuck != nil {
 		t.Errorf("budget: a stuck state %+v at load %.3f: a success-funded budget has none, as nothing funds retries once nothing succeeds", b.Stuck, js.OwnLoad)
 	}
-	if u := byName["naive, adaptive limit"].Unsupported; !strings.Contains(u, "limit") {
-		t.Errorf("adaptive limit: unsupported %q, want the reason naming the limit", u)
+	if len(js.Unsupported) != 1 || js.Unsupported[0].Policy != "naive, adaptive limit" || !strings.Contains(js.Unsupported[0].Reason, "limit") {
+		t.Errorf("unsupported %+v, want the adaptive limit alone, the reason naming the limit", js.Unsupported)
 	}
 }
