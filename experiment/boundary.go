@@ -108,18 +108,27 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 		ForSeconds: trig.For.Seconds(),
 		Load:       linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n),
 	}
+	// A policy the model does not describe is listed, not answered; with
+	// none it does, there is nothing to map, and the error says why.
+	var firstUnsupported error
 	for _, p := range pols {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		bp, err := boundaryPolicy(sc, p, js)
 		if u := (*model.UnsupportedError)(nil); errors.As(err, &u) {
+			if firstUnsupported == nil {
+				firstUnsupported = err
+			}
 			js.Unsupported = append(js.Unsupported, Unsupported{Policy: p.name, Reason: u.Feature + ": " + u.Reason})
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		js.Policies = append(js.Policies, bp)
+	}
+	if len(js.Policies) == 0 {
+		return nil, firstUnsupported
 	}
 	// The map checks no claims: it is the model's answer, and the
 	// agreement tests (boundary_test.go) check it against the simulator.
@@ -129,7 +138,7 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 
 // ErrBoundaryInput is what BoundaryMap's errors about the scenario's shape
 // wrap: the command line exits 2 for them.
-var ErrBoundaryInput = errors.New("boundary: the scenario cannot be mapped")
+var ErrBoundaryInput = errors.New("the scenario cannot be mapped")
 
 // boundaryVariants is what the map shows: without a file, the sweep's
 // policies on the sweep's scenario; with one, its fleets as written,
@@ -265,9 +274,6 @@ func boundaryTable(js *BoundaryJSON) report.Table {
 		Columns: []report.Column{{Name: "policy"}, {Name: "largest dip", Align: report.Right}, {Name: "longest", Align: report.Right},
 			{Name: "stuck state", Align: report.Right}, {Name: "recovered", Align: report.Right}},
 	}
-	for _, u := range js.Unsupported {
-		t.Rows = append(t.Rows, []string{u.Policy, "unsupported", "", "", ""})
-	}
 	for _, p := range js.Policies {
 		longest := "10m+"
 		if p.LargestFor != nil {
@@ -279,6 +285,9 @@ func boundaryTable(js *BoundaryJSON) report.Table {
 		}
 		t.Rows = append(t.Rows, []string{p.Policy, survived(p.LargestDip), longest, stuck,
 			report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0)})
+	}
+	for _, u := range js.Unsupported {
+		t.Rows = append(t.Rows, []string{u.Policy, "unsupported", "", "", ""})
 	}
 	return t
 }
