@@ -112,10 +112,11 @@ type point struct {
 
 // stratified is a rand.Source whose draws are fixed quantiles: resil's
 // Backoff.Delay drawn at u = (i+0.5)/n gives the delay's distribution as n
-// equally likely values, whatever the jitter.
+// equally likely values, whatever the jitter. resil draws from the low 53
+// bits, as math/rand/v2's Float64 does.
 type stratified struct{ u float64 }
 
-func (s stratified) Uint64() uint64 { return uint64(s.u*(1<<53)) << 11 }
+func (s stratified) Uint64() uint64 { return uint64(s.u * (1 << 53)) }
 
 // draws is how many values of each backoff delay the model follows.
 const draws = 8
