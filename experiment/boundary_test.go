@@ -253,3 +253,57 @@ func TestBoundaryOwnEdges(t *testing.T) {
 		t.Errorf("unsupported %+v, want the adaptive limit alone, the reason naming the limit", js.Unsupported)
 	}
 }
+
+// TestModelAgreesOnFaults: the kinds of fault check uses (stalls, outages
+// that refuse and that never answer, an error blip, a load spike, slower
+// service), on the storm's two fleets against its queue, unbounded and
+// bounded: the model's verdict must be the simulator's (28 runs of each,
+// under a second).
+func TestModelAgreesOnFaults(t *testing.T) {
+	base, err := scenarioFor("storm", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at, long = 30 * time.Second, 10 * time.Second
+	faults := []struct {
+		name string
+		tr   scenario.Trigger
+	}{
+		{"stall 2s", scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageStall, At: at, For: 2 * time.Second}},
+		{"stall 5s", scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageStall, At: at, For: 5 * time.Second}},
+		{"refuse", scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageRefuse, At: at, For: long}},
+		{"blackhole", scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageBlackhole, At: at, For: long}},
+		{"errors", scenario.Trigger{Kind: scenario.TriggerErrors, ErrorRate: 0.5, At: at, For: long}},
+		{"load", scenario.Trigger{Kind: scenario.TriggerLoad, Rate: 200, At: at, For: long}},
+		{"latency", scenario.Trigger{Kind: scenario.TriggerLatency, Factor: 3, At: at, For: long}},
+	}
+	for _, fault := range faults {
+		for _, limit := range []int{0, 50} {
+			for _, f := range base.Fleets {
+				sc := clone(base)
+				sc.Triggers = []scenario.Trigger{fault.tr}
+				sc.Origin.QueueLimit = limit
+				sc.Fleets = []scenario.Fleet{f}
+				m, err := model.New(sc, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := m.Verdict()
+				res, err := sim.Run(context.Background(), sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := res.Fleets[0].Summary
+				simTicks := -1
+				if want.Recovered {
+					simTicks = *want.RecoveryTicks
+				}
+				t.Logf("%s, queue limit %d, %s: model %d, simulator %d", fault.name, limit, f.Name, got.RecoveryTicks, simTicks)
+				if got.Recovered != want.Recovered {
+					t.Errorf("%s, queue limit %d, %s: the model says recovered %v (%d), the simulator %v (%d)",
+						fault.name, limit, f.Name, got.Recovered, got.RecoveryTicks, want.Recovered, simTicks)
+				}
+			}
+		}
+	}
+}

@@ -108,7 +108,8 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 	h := m.h
 	W := 1
 	if m.throttle {
-		W = max(1, int(math.Round(m.thr.Window.Seconds()/h)))
+		// A window longer than the run never forgets: the run's steps.
+		W = max(1, min(n+1, int(math.Round(m.thr.Window.Seconds()/h))))
 	}
 	// Buffers reach past the run by the longest delay so that nothing
 	// due late needs a bound check; what falls after the end is dropped.

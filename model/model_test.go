@@ -2,6 +2,8 @@ package model
 
 import (
 	"errors"
+	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +182,100 @@ func TestEdge(t *testing.T) {
 	g := sc.Fleets[1]
 	if _, ok, err := Edge(0, 1, 0.001, func(dip float64) (*Model, error) { return New(cell(sc, g, 0.8, dip), g) }); ok || err != nil {
 		t.Errorf("budget and breaker: an edge (%v, %v), want none", ok, err)
+	}
+}
+
+// TestEveryScenarioFile: the model on every scenario file of the
+// repository, each fleet, answers or refuses with an error, and never
+// panics; an answer's series have one entry per tick.
+func TestEveryScenarioFile(t *testing.T) {
+	var files []string
+	for _, glob := range []string{"../scenario/testdata/*.yaml", "../experiment/scenarios/*.yaml"} {
+		m, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 10 {
+		t.Fatalf("found %d scenario files", len(files))
+	}
+	answered := 0
+	for _, file := range files {
+		sc, err := scenario.Load(file)
+		if err != nil {
+			t.Logf("%s: %v", file, err) // not every test file is a valid scenario
+			continue
+		}
+		for _, f := range sc.Fleets {
+			m, err := New(sc, f)
+			if err != nil {
+				if !errors.Is(err, ErrUnsupported) {
+					t.Errorf("%s, %s: %v", file, f.Name, err)
+				}
+				continue
+			}
+			r := m.Run()
+			ticks := int((sc.Duration + sc.Tick - 1) / sc.Tick)
+			if len(r.Series.Offered) != ticks || (r.Recovered != (r.RecoveryTicks >= 0)) {
+				t.Errorf("%s, %s: %d ticks of series, want %d; recovered %v at %d", file, f.Name, len(r.Series.Offered), ticks, r.Recovered, r.RecoveryTicks)
+			}
+			answered++
+		}
+	}
+	t.Logf("answered for %d fleets", answered)
+}
+
+// TestExtremes: settings at the edges of what a scenario allows run
+// without a panic and give a verdict: a capacity of zero in the dip, a
+// service time longer than the timeout, unlimited retries, a tick shorter
+// than the step, a throttle window of a day.
+func TestExtremes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(sc *scenario.Scenario, f *scenario.Fleet)
+	}{
+		{"zero capacity in the dip", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Triggers[0].Capacity = 0 }},
+		{"service longer than the timeout", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.Workers = 1000 }},
+		{"unlimited retries", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Retry.MaxRetries = -1 }},
+		{"a 10ms tick", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Tick = 10 * time.Millisecond; sc.Duration = 5 * time.Second }},
+		{"a day's throttle window", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, Window: 24 * time.Hour}
+		}},
+		{"a bounded queue", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.QueueLimit = 5 }},
+		{"a stall", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageStall, At: 20 * time.Second, For: 5 * time.Second}
+		}},
+		{"a refusing outage", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerOutage, Mode: scenario.OutageRefuse, At: 20 * time.Second, For: 5 * time.Second}
+		}},
+		{"an error blip", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerErrors, ErrorRate: 1, At: 20 * time.Second, For: 5 * time.Second}
+		}},
+		{"a load spike", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerLoad, Rate: 300, At: 20 * time.Second, For: 5 * time.Second}
+		}},
+		{"a latency trigger", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerLatency, Factor: 20, At: 20 * time.Second, For: 5 * time.Second}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := sweepScenario(t)
+			f := sc.Fleets[1]
+			c.change(sc, &f)
+			m, err := New(sc, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := m.Run()
+			if r.Recovered != (r.RecoveryTicks >= 0) {
+				t.Errorf("recovered %v at %d", r.Recovered, r.RecoveryTicks)
+			}
+			for k, v := range r.Series.Offered {
+				if math.IsNaN(v) || v < -1e-9 || math.IsNaN(r.Series.FailedAttempts[k]) {
+					t.Fatalf("tick %d: offered %v, failed %v", k, v, r.Series.FailedAttempts[k])
+				}
+			}
+		})
 	}
 }
