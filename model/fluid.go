@@ -159,9 +159,22 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 		// 1. Outcomes due now: successes fund the budget; failures are
 		// retried, as far as the policy and the budget allow.
 		brkOK, brkFail := 0.0, 0.0
+		lost := cond.Outage && cond.Mode != scenario.OutageStall
 		for k := range K {
 			x := st.succ[t*K+k]
 			if x == 0 {
+				continue
+			}
+			if lost {
+				// The origin served it, but a blackhole loses the answer
+				// (the client times out) and a refusing outage fails it.
+				// Counted in this tick: it was sent a service time ago.
+				kind := kindTimeout
+				if cond.Mode == scenario.OutageRefuse {
+					kind = kindRefused
+				}
+				st.ev[(t*nKinds+kind)*K+k] += x
+				s.FailedAttempts[tick] += x
 				continue
 			}
 			s.Successes[tick] += x
@@ -254,11 +267,15 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 
 		// 3. The origin.
 		switch {
+		// In a refusing or blackhole outage the origin never sees what is
+		// sent, and goes on serving its queue (the answers are lost,
+		// above), as the simulator's does.
 		case cond.Outage && cond.Mode == scenario.OutageRefuse:
 			m.fail(st, t, t+1, kindRefused, send[:K], &s, tick)
-			mu = 0
-		case cond.Outage && (cond.Mode == scenario.OutageBlackhole || cond.Mode == "" || !m.queue):
-			// Lost, or (a stalled capacity model) held past the timeout.
+		case cond.Outage && cond.Mode == scenario.OutageBlackhole:
+			m.fail(st, t, t+timeoutSteps, kindTimeout, send[:K], &s, tick)
+		case cond.Outage && !m.queue:
+			// A stalled capacity model: held past the timeout.
 			m.fail(st, t, t+timeoutSteps, kindTimeout, send[:K], &s, tick)
 			mu = 0
 		case cond.Outage: // stall: requests queue, nothing is served
