@@ -49,6 +49,7 @@ type state struct {
 	thrReq  []float64 // throttle window, per step
 	thrAcc  []float64
 	reopen  []float64 // breakers whose cooldown ends at step t
+	done    []float64 // concurrency model: requests whose service ends at step t
 }
 
 func (st *state) reset(n, K, W int) {
@@ -70,6 +71,7 @@ func (st *state) reset(n, K, W int) {
 	st.thrReq = grow(st.thrReq, W)
 	st.thrAcc = grow(st.thrAcc, W)
 	st.reopen = grow(st.reopen, n)
+	st.done = grow(st.done, n)
 }
 
 // Run integrates the model over the scenario's duration.
@@ -141,6 +143,7 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 	lastFail := 0.0 // breaker: the failure share of the last outcomes
 	thrR, thrA := 0.0, 0.0
 	arrived, started := 0.0, 0.0 // queue: cumulative attempts admitted and started
+	inflight := 0.0              // concurrency model: requests in flight
 	head := 0
 	var send [maxUnlimited + 1]float64
 
@@ -301,6 +304,31 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 			st.total[t] = admit
 			st.left[t] = 1
 			arrived += admit
+		case m.conc:
+			// Every request is taken; its latency is fixed on arrival by
+			// the requests in flight then (half of this step's arrivals
+			// counted), as origin.Concurrency does. One answered within
+			// the timeout succeeds or errs then; a later one times out,
+			// and the origin holds it to its end (or drops it when it
+			// sheds by deadline).
+			inflight -= st.done[t]
+			lat := (m.base + m.perInflight*(inflight+sent/2)) * factor
+			inflight += sent
+			steps := max(1, int(math.Round(lat/h)))
+			end := min(t+steps, size-1)
+			if lat <= m.timeout {
+				for k := range K {
+					st.succ[end*K+k] += send[k] * (1 - errRate)
+					st.ev[(end*nKinds+kindError)*K+k] += send[k] * errRate
+				}
+				s.FailedAttempts[tick] += sent * errRate
+			} else {
+				m.fail(st, t, t+timeoutSteps, kindTimeout, send[:K], &s, tick)
+				if m.drop {
+					end = t + timeoutSteps
+				}
+			}
+			st.done[end] += sent
 		default: // capacity model: up to the capacity answered, the rest rejected at once
 			admit := sent
 			if sent > mu*h {
@@ -395,7 +423,7 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 			// Breakers whose cooldown ends now let a trial call through:
 			// those whose trial fails open for another cooldown.
 			if c := st.reopen[t]; c > 0 {
-				again := c * m.probeFails(arrived-started, mu, service, cond)
+				again := c * m.probeFails(arrived-started, inflight, mu, service, cond)
 				open -= c - again
 				st.reopen[t+cooldown] += again
 			}
@@ -416,12 +444,15 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 		}
 		if (t+1)%m.perTick == 0 {
 			s.Queue[tick] = max(0, arrived-started)
+			if m.conc {
+				s.Queue[tick] = max(0, inflight)
+			}
 			if probe != nil {
 				probe(tick, s.Queue[tick])
 			}
 		}
 	}
-	r := Result{Series: s, Queue: max(0, arrived-started), RecoveryTicks: -1}
+	r := Result{Series: s, Queue: s.Queue[len(s.Queue)-1], RecoveryTicks: -1}
 	r.Recovered, r.RecoveryTicks = m.recovery(&s)
 	return r
 }
@@ -438,9 +469,16 @@ func (m *Model) fail(st *state, t, at int, kind int, send []float64, s *Series, 
 
 // probeFails is the chance that a breaker's trial call now fails: the
 // origin answers it in time when its backlog drains within the timeout.
-func (m *Model) probeFails(backlog, mu, service float64, c scenario.Conditions) float64 {
+func (m *Model) probeFails(backlog, inflight, mu, service float64, c scenario.Conditions) float64 {
 	switch {
-	case c.Outage || mu <= 0:
+	case c.Outage:
+		return 1
+	case m.conc:
+		if (m.base+m.perInflight*inflight)*c.Factor[0] > m.timeout {
+			return 1
+		}
+		return c.ErrorRate
+	case mu <= 0:
 		return 1
 	case m.queue && backlog/mu+service > m.timeout:
 		return 1

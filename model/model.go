@@ -66,21 +66,24 @@ type Model struct {
 	sc    scenario.Scenario // the scenario, its fleets reduced to this one
 	fleet scenario.Fleet
 
-	h        float64 // step, seconds
-	steps    int     // steps in the run
-	perTick  int     // steps per tick
-	timeout  float64 // per attempt, seconds
-	clients  float64
-	rate     float64 // intents per second, outside load triggers
-	errRate  float64 // background error rate
-	queue    bool    // queue model (else capacity model)
-	capacity float64 // attempts per second
-	workers  float64
-	service  float64 // queue model: seconds a request holds a worker
-	latency  float64 // capacity model: seconds an admitted attempt takes
-	rejCost  float64 // capacity model: a rejection's share of the work
-	limit    float64 // queue model: waiting requests at most; 0 = none
-	drop     bool    // the origin does not start a request it cannot answer in time
+	h           float64 // step, seconds
+	steps       int     // steps in the run
+	perTick     int     // steps per tick
+	timeout     float64 // per attempt, seconds
+	clients     float64
+	rate        float64 // intents per second, outside load triggers
+	errRate     float64 // background error rate
+	queue       bool    // queue model
+	conc        bool    // concurrency model (neither: capacity model)
+	base        float64 // concurrency model: latency with nothing in flight, seconds
+	perInflight float64 // concurrency model: latency added per request in flight
+	capacity    float64 // attempts per second
+	workers     float64
+	service     float64 // queue model: seconds a request holds a worker
+	latency     float64 // capacity model: seconds an admitted attempt takes
+	rejCost     float64 // capacity model: a rejection's share of the work
+	limit       float64 // queue model: waiting requests at most; 0 = none
+	drop        bool    // the origin does not start a request it cannot answer in time
 
 	maxRetries int     // retries per intent (Unlimited made finite)
 	retryShare float64 // share of intents that may be retried
@@ -153,6 +156,10 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.service = m.workers / o.Capacity
 		m.limit = float64(o.QueueLimit)
 		m.drop = o.DropExpired || o.Shed.Deadline
+	case scenario.ModelConcurrency:
+		m.conc = true
+		m.base, m.perInflight = o.Base.Seconds(), o.PerInflight.Seconds()
+		m.drop = o.Shed.Deadline
 	case scenario.ModelCapacity:
 		m.latency = o.Latency.Seconds()
 		m.rejCost = o.RejectionCost
@@ -247,9 +254,7 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 	switch {
 	case len(sc.Tiers) > 0:
 		return unsupported("tiers", "the model follows one hop: a tier's workers held by its own retries are a second queue it does not describe")
-	case o.Model == scenario.ModelConcurrency:
-		return unsupported("origin.model: concurrency", "latency that grows with requests in flight is not in the fluid model yet; use the simulator")
-	case o.Model != scenario.ModelQueue && o.Model != scenario.ModelCapacity:
+	case o.Model != scenario.ModelQueue && o.Model != scenario.ModelCapacity && o.Model != scenario.ModelConcurrency:
 		return unsupported("origin.model", fmt.Sprintf("unknown model %q", o.Model))
 	case o.Replicas > 1:
 		return unsupported("origin.replicas", "random spreading over separate queues is not one queue of the summed capacity")
@@ -282,6 +287,9 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 		return unsupported("backoff.jitter: decorrelated", "each delay depends on the one drawn before it")
 	}
 	for _, t := range sc.Triggers {
+		if o.Model == scenario.ModelConcurrency && t.Kind == scenario.TriggerOutage && t.Mode == scenario.OutageStall {
+			return unsupported("triggers: a stall of the concurrency model", "the simulator holds every answer due in a stall to its end; the model does not follow that for the concurrency model")
+		}
 		switch t.Kind {
 		case scenario.TriggerCapacity, scenario.TriggerErrors, scenario.TriggerOutage, scenario.TriggerLoad:
 		case scenario.TriggerLatency:

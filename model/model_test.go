@@ -21,8 +21,9 @@ func TestUnsupported(t *testing.T) {
 		{"tiers", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Tiers = []scenario.Tier{{Name: "mid"}}
 		}},
-		{"origin.model: concurrency", func(sc *scenario.Scenario, f *scenario.Fleet) {
-			sc.Origin.Model, sc.Origin.Base = scenario.ModelConcurrency, time.Millisecond
+		{"triggers: a stall of the concurrency model", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Origin = scenario.Origin{Model: scenario.ModelConcurrency, Base: time.Millisecond, Replicas: 1}
+			sc.Triggers = []scenario.Trigger{{Kind: scenario.TriggerOutage, Mode: scenario.OutageStall, At: time.Second, For: time.Second}}
 		}},
 		{"origin.replicas", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.Replicas = 3 }},
 		{"origin.discipline: lifo", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.Discipline = "lifo" }},
@@ -238,7 +239,10 @@ func TestExtremes(t *testing.T) {
 		{"zero capacity in the dip", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Triggers[0].Capacity = 0 }},
 		{"service longer than the timeout", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.Workers = 1000 }},
 		{"unlimited retries", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Retry.MaxRetries = -1 }},
-		{"a 10ms tick", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Tick = 10 * time.Millisecond; sc.Duration = 5 * time.Second }},
+		{"a 10ms tick", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tick = 10 * time.Millisecond
+			sc.Duration = 5 * time.Second
+		}},
 		{"a day's throttle window", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, Window: 24 * time.Hour}
 		}},
