@@ -199,6 +199,9 @@ func sweepOutcome(js sweepJSON, rate float64, dipFor time.Duration) *Outcome {
 		Claims:  js.Claims,
 		Figures: sweepHeatmaps(js),
 		Charts:  []report.Chart{sweepLine(js)},
+		// Where the answers come from: the simulator, every cell. The
+		// model answers the same question (boundary), and says so.
+		Notes: []string{fmt.Sprintf("Source: the simulator, one run of seed %d per cell. retrystorm boundary maps the same grid with the analytic model instead, in about a second (docs/model.md).", js.Seed)},
 	}
 	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}
 }
