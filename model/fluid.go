@@ -115,10 +115,14 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 	}
 	// Buffers reach past the run by the longest delay so that nothing
 	// due late needs a bound check; what falls after the end is dropped.
-	tail := int(math.Ceil(m.timeout/h)) + 2
+	// Every delay is clamped to the run's length: what falls due after
+	// the end does not matter, and a delay of hours (an uncapped backoff,
+	// a long cooldown or timeout) must not make the buffers that long.
+	timeoutSteps := min(n+1, max(1, int(math.Round(m.timeout/h))))
+	tail := timeoutSteps + 2
 	cooldown := 0
 	if m.breaker {
-		cooldown = max(1, int(math.Round(m.brk.Cooldown.Seconds()/h)))
+		cooldown = min(n+1, max(1, int(math.Round(m.brk.Cooldown.Seconds()/h))))
 		tail = max(tail, cooldown+2)
 	}
 	for _, d := range m.delay {
@@ -136,7 +140,6 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 	segs := m.schedule()
 	seg := 0
 	var cond scenario.Conditions
-	timeoutSteps := max(1, int(math.Round(m.timeout/h)))
 	tokens := m.minTok * m.clients
 	maxTokens := m.maxTok * m.clients
 	open := 0.0     // breaker: share of clients whose breaker is open
@@ -156,7 +159,7 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 		factor := cond.Factor[0]
 		mu := cond.Capacity / factor // attempts per second the origin serves
 		service := m.service * factor
-		serviceSteps := max(1, int(math.Round(service/h)))
+		serviceSteps := min(timeoutSteps, max(1, int(math.Round(service/h))))
 		errRate := cond.ErrorRate
 
 		// 1. Outcomes due now: successes fund the budget; failures are
@@ -302,7 +305,9 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 				st.mass[t*K+k] = send[k]
 			}
 			st.total[t] = admit
-			st.left[t] = 1
+			if admit > 0 {
+				st.left[t] = 1
+			}
 			arrived += admit
 		case m.conc:
 			// Every request is taken; its latency is fixed on arrival by
@@ -338,7 +343,7 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 					admit = 0
 				}
 			}
-			lat := max(1, int(math.Round(m.latency/h)))
+			lat := min(timeoutSteps, max(1, int(math.Round(m.latency/h))))
 			okAt := t + lat
 			if m.latency > m.timeout {
 				okAt = -1
@@ -370,7 +375,8 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 			budget := mu * h
 			lastOK := m.timeout - service
 			for budget > 1e-12 && head <= t {
-				if st.left[head] <= 0 {
+				if st.left[head] <= 0 || st.total[head] <= 0 {
+					st.left[head] = 0 // an empty cohort: nothing to serve
 					head++
 					continue
 				}

@@ -121,6 +121,11 @@ type stratified struct{ u float64 }
 
 func (s stratified) Uint64() uint64 { return uint64(s.u * (1 << 53)) }
 
+// maxCells bounds the numbers one run holds (per step, per attempt
+// number: the cohort, its outcomes and retries due), 8 bytes each: 240 MB.
+// The sweep's cells hold about 45,000.
+const maxCells = 3e7
+
 // draws is how many values of each backoff delay the model follows.
 const draws = 8
 
@@ -175,6 +180,10 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	if m.maxRetries == resil.Unlimited || m.maxRetries > maxUnlimited {
 		m.maxRetries = maxUnlimited
 	}
+	if cells := float64(m.steps) * float64(m.maxRetries+1) * (nKinds + 3); cells > maxCells {
+		return nil, fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, more than the model holds (%.0g numbers): shorten the run or lengthen the tick or the timeout",
+			sc.Name, m.steps, time.Duration(m.h*float64(time.Second)), m.maxRetries+1, float64(maxCells))
+	}
 	m.retryShare = 1
 	if f.Retry.IdempotentOnly {
 		m.retryShare = sc.Traffic.Idempotent + (1-sc.Traffic.Idempotent)*sc.Traffic.Keys
@@ -189,7 +198,9 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		for i := range draws {
 			d := pol.Backoff.Delay(r, prev, stratified{(float64(i) + 0.5) / draws})
 			sum += d
-			pts = append(pts, point{steps: int(math.Round(d.Seconds() / m.h)), weight: 1.0 / draws})
+			// Clamped past the run's end: a retry due then is never sent.
+			steps := min(float64(m.steps+1), math.Round(d.Seconds()/m.h))
+			pts = append(pts, point{steps: int(steps), weight: 1.0 / draws})
 		}
 		prev = sum / draws
 		m.delay = append(m.delay, merge(pts))

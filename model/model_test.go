@@ -259,6 +259,11 @@ func TestExtremes(t *testing.T) {
 		{"a load spike", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerLoad, Rate: 300, At: 20 * time.Second, For: 5 * time.Second}
 		}},
+		// Steps that send nothing leave empty cohorts in the queue: the
+		// server walked over them forever (0/0) before.
+		{"no traffic for a while", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerLoad, Rate: 0, At: 20 * time.Second, For: 5 * time.Second}
+		}},
 		{"a latency trigger", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Triggers[0] = scenario.Trigger{Kind: scenario.TriggerLatency, Factor: 20, At: 20 * time.Second, For: 5 * time.Second}
 		}},
@@ -281,5 +286,40 @@ func TestExtremes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTooCostly: a run the model cannot hold is refused with an error
+// that says why, not attempted.
+func TestTooCostly(t *testing.T) {
+	sc := sweepScenario(t)
+	sc.Duration = 24 * time.Hour
+	sc.Tick = time.Millisecond
+	f := sc.Fleets[0]
+	f.Retry.MaxRetries = -1
+	_, err := New(sc, f)
+	if err == nil || !strings.Contains(err.Error(), "more than the model holds") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestLongDelays: delays far longer than the run (an uncapped backoff of
+// thirty retries, an hour's cooldown and timeout) cost no more memory
+// than the run: they are clamped to its end.
+func TestLongDelays(t *testing.T) {
+	sc := sweepScenario(t)
+	f := sc.Fleets[1]
+	f.Retry.MaxRetries = 30
+	f.Retry.Backoff.Cap = 0
+	f.Breaker.Cooldown = time.Hour
+	f.Timeout = time.Hour
+	m, err := New(sc, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st state
+	m.run(&st, nil)
+	if n := len(st.ev); n > 3*m.steps*nKinds*(m.maxRetries+1) {
+		t.Errorf("%d outcome slots for %d steps", n, m.steps)
 	}
 }
