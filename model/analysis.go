@@ -71,7 +71,7 @@ func (m *Model) settle(t *scenario.Trigger) Equilibrium {
 	c.sc.Duration = equilibriumRun
 	c.steps = int(equilibriumRun.Seconds()/c.sc.Tick.Seconds()) * c.perTick
 	var st state
-	r := c.run(&st, nil)
+	r := c.run(&st)
 	n := len(r.Series.Offered)
 	from := max(0, n-equilibriumTail)
 	var e Equilibrium
@@ -99,7 +99,7 @@ func Map(nx, ny int, cell func(x, y int) (*Model, error)) ([][]int, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[y][x] = m.run(&st, nil).RecoveryTicks
+			out[y][x] = m.run(&st).RecoveryTicks
 		}
 	}
 	return out, nil
@@ -117,7 +117,7 @@ func Edge(lo, hi, tol float64, at func(size float64) (*Model, error)) (edge floa
 		if err != nil {
 			return false, err
 		}
-		return !m.run(&st, nil).Recovered, nil
+		return !m.run(&st).Recovered, nil
 	}
 	f, err := fails(hi)
 	if err != nil || !f {

@@ -77,7 +77,7 @@ func (st *state) reset(n, K, W int) {
 // Run integrates the model over the scenario's duration.
 func (m *Model) Run() Result {
 	var st state
-	return m.run(&st, nil)
+	return m.run(&st)
 }
 
 // schedule returns the conditions in force, segment by segment, as the
@@ -102,9 +102,8 @@ func (m *Model) schedule() []segment {
 	return segs
 }
 
-// run integrates the model; probe, when set, is called at every tick's
-// end with the tick and the backlog (for Equilibria).
-func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
+// run integrates the model with st's buffers.
+func (m *Model) run(st *state) Result {
 	n := m.steps
 	K := m.maxRetries + 1
 	h := m.h
@@ -453,12 +452,12 @@ func (m *Model) run(st *state, probe func(tick int, q float64)) Result {
 			if m.conc {
 				s.Queue[tick] = max(0, inflight)
 			}
-			if probe != nil {
-				probe(tick, s.Queue[tick])
-			}
 		}
 	}
-	r := Result{Series: s, Queue: s.Queue[len(s.Queue)-1], RecoveryTicks: -1}
+	r := Result{Series: s, RecoveryTicks: -1}
+	if len(s.Queue) > 0 {
+		r.Queue = s.Queue[len(s.Queue)-1]
+	}
 	r.Recovered, r.RecoveryTicks = m.recovery(&s)
 	return r
 }

@@ -139,6 +139,9 @@ const maxUnlimited = 30
 // refuse them), or an *UnsupportedError for a feature the model does not
 // describe. sc must have passed scenario.Validate.
 func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
+	if sc.Duration <= 0 || sc.Tick <= 0 || f.Timeout <= 0 || !(sc.Traffic.Rate >= 0) {
+		return nil, fmt.Errorf("model: scenario %s: duration, tick and the fleet's timeout must be more than 0 and the rate at least 0 (run scenario.Validate)", sc.Name)
+	}
 	if err := supported(sc, f); err != nil {
 		return nil, err
 	}

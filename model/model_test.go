@@ -318,8 +318,26 @@ func TestLongDelays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st state
-	m.run(&st, nil)
+	m.run(&st)
 	if n := len(st.ev); n > 3*m.steps*nKinds*(m.maxRetries+1) {
 		t.Errorf("%d outcome slots for %d steps", n, m.steps)
+	}
+}
+
+// TestInvalid: a scenario that skipped Validate gets an error, not a
+// panic or a division by zero.
+func TestInvalid(t *testing.T) {
+	for name, change := range map[string]func(sc *scenario.Scenario, f *scenario.Fleet){
+		"no duration": func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Duration = 0 },
+		"no tick":     func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Tick = 0 },
+		"no timeout":  func(sc *scenario.Scenario, f *scenario.Fleet) { f.Timeout = 0 },
+		"NaN rate":    func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Traffic.Rate = math.NaN() },
+	} {
+		sc := sweepScenario(t)
+		f := sc.Fleets[0]
+		change(sc, &f)
+		if _, err := New(sc, f); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }
