@@ -104,6 +104,9 @@ func (m *Model) schedule() []segment {
 
 // run integrates the model with st's buffers.
 func (m *Model) run(st *state) Result {
+	if m.perTick <= 0 || m.steps <= 0 {
+		return Result{RecoveryTicks: -1} // a Model New did not make: no run
+	}
 	n := m.steps
 	K := m.maxRetries + 1
 	h := m.h

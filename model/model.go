@@ -61,7 +61,8 @@ const (
 
 // Model is one fleet against one origin under one scenario's triggers,
 // compiled into rates. Make one with [New]; a Model is read-only and safe
-// for concurrent use ([Model.Run] allocates its own state).
+// for concurrent use ([Model.Run] allocates its own state). The zero
+// Model has nothing to run: its verdict is not recovered.
 type Model struct {
 	sc    scenario.Scenario // the scenario, its fleets reduced to this one
 	fleet scenario.Fleet

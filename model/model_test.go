@@ -341,3 +341,12 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroModel: a Model New did not make answers nothing good: its run
+// is empty and says not recovered, and it does not panic.
+func TestZeroModel(t *testing.T) {
+	var m Model
+	if v := m.Verdict(); v.Recovered || v.RecoveryTicks != -1 {
+		t.Errorf("zero model: %+v", v)
+	}
+}
