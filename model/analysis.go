@@ -75,6 +75,9 @@ func (m *Model) settle(t *scenario.Trigger) Equilibrium {
 	n := len(r.Series.Offered)
 	from := max(0, n-equilibriumTail)
 	var e Equilibrium
+	if n == 0 {
+		return e // a Model New did not make
+	}
 	for k := from; k < n; k++ {
 		e.Offered += r.Series.Offered[k]
 		e.Goodput += r.Series.Successes[k]

@@ -349,4 +349,7 @@ func TestZeroModel(t *testing.T) {
 	if v := m.Verdict(); v.Recovered || v.RecoveryTicks != -1 {
 		t.Errorf("zero model: %+v", v)
 	}
+	if h, s := m.Equilibria(); h != (Equilibrium{}) || s != nil {
+		t.Errorf("zero model: equilibria %+v and %+v", h, s)
+	}
 }
