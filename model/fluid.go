@@ -144,8 +144,9 @@ func (m *Model) run(st *state) Result {
 	var cond scenario.Conditions
 	tokens := m.minTok * m.clients
 	maxTokens := m.maxTok * m.clients
-	open := 0.0     // breaker: share of clients whose breaker is open
-	lastFail := 0.0 // breaker: the failure share of the last outcomes
+	grpcTokens := m.grpcMax // gRPC's throttle: a client's tokens, on average
+	open := 0.0             // breaker: share of clients whose breaker is open
+	lastFail := 0.0         // breaker: the failure share of the last outcomes
 	thrR, thrA := 0.0, 0.0
 	arrived, started := 0.0, 0.0 // queue: cumulative attempts admitted and started
 	inflight := 0.0              // concurrency model: requests in flight
@@ -192,6 +193,9 @@ func (m *Model) run(st *state) Result {
 			if m.budget && m.funding == resil.FundedBySuccess {
 				tokens = min(maxTokens, tokens+m.ratio*x)
 			}
+			if m.grpc {
+				grpcTokens = min(m.grpcMax, grpcTokens+m.grpcRatio*x/m.clients)
+			}
 		}
 		for kind := range nKinds {
 			base := (t*nKinds + kind) * K
@@ -201,6 +205,10 @@ func (m *Model) run(st *state) Result {
 					continue
 				}
 				brkFail += x
+				if m.grpc && m.grpcCounted[kind] {
+					// resil's End records the failure before Retry asks.
+					grpcTokens = max(0, grpcTokens-x/m.clients)
+				}
 				if k >= m.maxRetries || !m.retryOn[kind] {
 					continue
 				}
@@ -213,6 +221,9 @@ func (m *Model) run(st *state) Result {
 					}
 					want = min(want, tokens/c)
 					tokens -= want * c
+				}
+				if m.grpc && 2*grpcTokens <= m.grpcMax {
+					want = 0 // gRPC's throttle: no retry at half the tokens or less
 				}
 				for _, p := range m.delay[k] {
 					at := t + max(p.steps, 0)

@@ -12,9 +12,9 @@
 // first-in-first-out queue of cohorts, integrated in small steps.
 //
 // Where a scenario uses something the model does not describe (hedging,
-// tiers, replicas, LIFO queues, adaptive limits, other budgets), [New]
-// returns an [*UnsupportedError] saying which feature and why, rather than
-// an answer. docs/model.md has the equations, the assumptions and how
+// tiers, replicas, LIFO queues, adaptive limits, budgets other than the
+// token bucket and gRPC's throttle), [New] returns an [*UnsupportedError]
+// saying which feature and why, rather than an answer. docs/model.md has the equations, the assumptions and how
 // well it agrees with the simulator.
 package model
 
@@ -93,18 +93,25 @@ type Model struct {
 	// steps: resil's Backoff.Delay at stratified draws.
 	delay [][]point
 
-	budget   bool
-	funding  resil.Funding
-	ratio    float64
-	minTok   float64 // per client
-	maxTok   float64
-	cost     float64 // a retry after a failure
-	costTO   float64 // a retry after a timeout
-	breaker  bool
-	brk      resil.BreakerSettings
-	scopeAll bool // the breaker guards first attempts too
-	throttle bool
-	thr      resil.ThrottlerSettings
+	budget  bool
+	funding resil.Funding
+	ratio   float64
+	minTok  float64 // per client
+	maxTok  float64
+	cost    float64 // a retry after a failure
+	costTO  float64 // a retry after a timeout
+	// grpc is gRPC's retry throttle, followed as one client's average
+	// tokens: a success adds grpcRatio, a counted failure takes 1, and a
+	// retry goes while the tokens are above half of grpcMax.
+	grpc        bool
+	grpcMax     float64
+	grpcRatio   float64
+	grpcCounted [nKinds]bool
+	breaker     bool
+	brk         resil.BreakerSettings
+	scopeAll    bool // the breaker guards first attempts too
+	throttle    bool
+	thr         resil.ThrottlerSettings
 }
 
 // point is one value of a delay's distribution: a whole number of steps
@@ -229,6 +236,22 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		b.Refund(now, math.MaxFloat64)
 		m.costTO, _ = b.Withdraw(now, resil.OutcomeTimeout)
 	}
+	if g, ok := pol.Budget.(*resil.GRPCThrottle); ok {
+		m.grpc = true
+		m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
+		m.grpcRatio = g.RetryShare()
+		// Which failures take a token is resil's rule (and the fleet's
+		// retry conditions): ask a fresh throttle of the fleet's.
+		for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeFailure} {
+			p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
+			if err != nil {
+				return nil, err
+			}
+			fresh := p.Budget.(*resil.GRPCThrottle)
+			fresh.Record(time.Time{}, o, 0)
+			m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
+		}
+	}
 	if pol.Breaker != nil {
 		m.breaker = true
 		m.brk = pol.Breaker.Settings()
@@ -291,8 +314,8 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 		return unsupported("hedge", "hedged attempts race their originals; the model follows one attempt at a time")
 	case f.Deadline > 0:
 		return unsupported("deadline", "a per-intent deadline is not modelled")
-	case f.Budget.Use != "" && f.Budget.Use != scenario.BudgetNone && f.Budget.Use != scenario.BudgetTokenBucket:
-		return unsupported("budget: "+f.Budget.Use, "only the token bucket is modelled")
+	case f.Budget.Use != "" && f.Budget.Use != scenario.BudgetNone && f.Budget.Use != scenario.BudgetTokenBucket && f.Budget.Use != scenario.BudgetGRPC:
+		return unsupported("budget: "+f.Budget.Use, "only the token bucket and gRPC's throttle are modelled")
 	case f.Budget.Use == scenario.BudgetTokenBucket && f.Budget.Funding == "answer":
 		return unsupported("budget.funded_by: answer", "only success and request funding are modelled")
 	case f.Breaker.Use == scenario.BreakerTimeWindow || f.Breaker.Use == scenario.BreakerCountWindow:
