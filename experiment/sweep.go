@@ -86,20 +86,13 @@ type sweepPolicy struct {
 	limit scenario.Limit // the origin's concurrency limit; zero: none
 }
 
-func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
-	sc, err := scenarioFor("sweep", opts)
-	if err != nil {
-		return nil, err
-	}
+// sweepVariants returns the policies the sweep maps on sc: the naive
+// control, the budget alone, the guarded fleet, the naive fleet against
+// the server fix and against an adaptive limit, and the budget with the
+// adaptive throttle. The boundary command maps the same ones.
+func sweepVariants(sc *scenario.Scenario) ([]sweepPolicy, error) {
 	if len(sc.Fleets) < 2 || len(sc.Triggers) != 1 || sc.Triggers[0].Kind != scenario.TriggerCapacity || sc.Origin.Model != scenario.ModelQueue {
 		return nil, fmt.Errorf("sweep: the scenario needs a queue origin, one capacity trigger, and two fleets (the naive control, then a guarded one)")
-	}
-	n := opts.Grid
-	if n == 0 {
-		n = DefaultGrid
-	}
-	if n < 2 || n > 200 {
-		return nil, fmt.Errorf("sweep: grid %d out of [2, 200]", n)
 	}
 	naive, guarded := sc.Fleets[0], sc.Fleets[1]
 	budgetOnly := guarded
@@ -112,13 +105,46 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 	throttled := budgetOnly
 	throttled.Name = "budget + throttle"
 	throttled.Throttle = throttle
-	pols := []sweepPolicy{
+	return []sweepPolicy{
 		{name: naive.Name, fleet: naive},
 		{name: "budget", fleet: budgetOnly},
 		{name: guarded.Name, fleet: guarded},
 		{name: naive.Name + ", drop_expired", fleet: naive, fix: true},
 		{name: naive.Name + ", adaptive limit", fleet: naive, limit: limit},
 		{name: throttled.Name, fleet: throttled},
+	}, nil
+}
+
+// sweepCell is the scenario of one cell: base at the given load (intent
+// rate / capacity) and dip (the share of capacity the trigger takes away),
+// run with policy p alone.
+func sweepCell(base *scenario.Scenario, p sweepPolicy, load, dip float64) *scenario.Scenario {
+	sc := clone(base)
+	sc.Origin.Capacity = base.Traffic.Rate / load
+	sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - dip)
+	sc.Origin.DropExpired = p.fix
+	if p.limit.Use != "" {
+		sc.Origin.Limit = p.limit
+	}
+	sc.Fleets = []scenario.Fleet{p.fleet}
+	return sc
+}
+
+func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
+	sc, err := scenarioFor("sweep", opts)
+	if err != nil {
+		return nil, err
+	}
+	n := opts.Grid
+	if n == 0 {
+		n = DefaultGrid
+	}
+	if n < 2 || n > 200 {
+		return nil, fmt.Errorf("sweep: grid %d out of [2, 200]", n)
+	}
+	pols, err := sweepVariants(sc)
+	if err != nil {
+		return nil, err
 	}
 	js := sweepJSON{Scenario: sc.Name, Seed: sc.Seed, Load: linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n)}
 	for _, p := range pols {
@@ -173,6 +199,9 @@ func sweepOutcome(js sweepJSON, rate float64, dipFor time.Duration) *Outcome {
 		Claims:  js.Claims,
 		Figures: sweepHeatmaps(js),
 		Charts:  []report.Chart{sweepLine(js)},
+		// Where the answers come from: the simulator, every cell. The
+		// model answers the same question (boundary), and says so.
+		Notes: []string{fmt.Sprintf("Source: the simulator, one run of seed %d per cell. retrystorm boundary maps the same grid with the analytic model instead, in about a second (docs/model.md).", js.Seed)},
 	}
 	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}
 }
@@ -241,15 +270,7 @@ func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 		Shard: opts.Shard,
 		Cell: func(job int) (*scenario.Scenario, error) {
 			p, y, x := job/(n*n), job/n%n, job%n
-			sc := clone(base)
-			sc.Origin.Capacity = base.Traffic.Rate / js.Load[x]
-			sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - js.Dip[y])
-			sc.Origin.DropExpired = pols[p].fix
-			if pols[p].limit.Use != "" {
-				sc.Origin.Limit = pols[p].limit
-			}
-			sc.Fleets = []scenario.Fleet{pols[p].fleet}
-			return sc, nil
+			return sweepCell(base, pols[p], js.Load[x], js.Dip[y]), nil
 		},
 	}
 	return RunGrid(ctx, g, opts, func(job int, s sim.Summary) {

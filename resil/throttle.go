@@ -77,6 +77,7 @@ type Throttler struct {
 	padding float64
 	maxP    float64
 	win     sliding // requests and accepts
+	window  time.Duration
 	src     rand.Source
 	built   bool
 	// clear is the Unix nanosecond before which the probability is surely
@@ -122,7 +123,7 @@ func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
 	if !finite(s.MaxProbability) || s.MaxProbability <= 0 || s.MaxProbability > 1 {
 		return nil, badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
 	}
-	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: newSliding(s.Window), src: s.Rand, built: true}
+	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: newSliding(s.Window), window: s.Window, src: s.Rand, built: true}
 	if t.src == nil {
 		var seed [32]byte
 		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
@@ -217,4 +218,15 @@ func (t *Throttler) refresh() {
 	} else {
 		t.clear.Store(math.MinInt64)
 	}
+}
+
+// Settings returns the throttler's settings with the defaults filled in
+// (Rand left out), so that a model of the throttle (package model) reads
+// resil's defaults rather than copies of them. A nil or never-built
+// Throttler returns the zero settings.
+func (t *Throttler) Settings() ThrottlerSettings {
+	if t == nil || !t.built {
+		return ThrottlerSettings{}
+	}
+	return ThrottlerSettings{K: t.k, Window: t.window, Padding: t.padding, MaxProbability: t.maxP}
 }

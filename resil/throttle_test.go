@@ -296,3 +296,30 @@ func TestThrottlerConcurrent(t *testing.T) {
 		t.Errorf("requests %d (want 2000), accepts %d, refused %d", req, acc, refused.Load())
 	}
 }
+
+// TestThrottlerSettingsMethod: Settings returns what the throttler runs with,
+// defaults filled in, and the zero settings for one never built.
+func TestThrottlerSettingsMethod(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   ThrottlerSettings
+		want ThrottlerSettings
+	}{
+		{"defaults", ThrottlerSettings{}, ThrottlerSettings{K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}},
+		{"given", ThrottlerSettings{K: 3, Window: 10 * time.Second, Padding: 8, MaxProbability: 0.9},
+			ThrottlerSettings{K: 3, Window: 10 * time.Second, Padding: 8, MaxProbability: 0.9}},
+	} {
+		th, err := NewThrottler(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := th.Settings(); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	var zero Throttler
+	var none *Throttler
+	if zero.Settings() != (ThrottlerSettings{}) || none.Settings() != (ThrottlerSettings{}) {
+		t.Error("a throttler never built has settings")
+	}
+}

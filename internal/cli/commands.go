@@ -37,6 +37,14 @@ func table(h Heavy) []command {
 			Run:     runFile,
 		},
 		{
+			Name:    "boundary",
+			Args:    "[FILE]",
+			Summary: "where the system tips, from the analytic model: load × dip, per policy",
+			About:   boundaryAbout,
+			Flags:   groups(outputFlags, gridFlag),
+			Run:     runBoundary,
+		},
+		{
 			Name:    "all",
 			Summary: "every experiment: the full report and FINDINGS.md",
 			Flags:   groups(outputFlags, costFlags, gridFlag, findingsFlag),
