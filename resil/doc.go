@@ -15,13 +15,11 @@
 //
 // # Why a budget
 //
-// A per-request retry count multiplies by a client count nobody chose: when
-// every request fails at once, three retries each mean four times the load on
-// a dependency that is already failing. A retry budget bounds the aggregate:
-// retries may be at most a ratio r of the traffic that funds the bucket, so a
-// fleet's offered load stays near (1+r) times normal however many clients it
-// has. The price is paid in intents: a budget refuses retries that would have
-// rescued some calls. Measure both, failures and intents lost.
+// Three retries per request mean four times the load on a dependency that
+// is already failing. A retry budget bounds the aggregate: retries at most
+// a ratio r of the traffic that funds it, so offered load stays near (1+r)
+// times normal however many clients there are. The price is paid in
+// intents, retries refused that would have rescued calls: measure both.
 //
 // # The guarded call
 //
@@ -49,9 +47,9 @@
 // [Guard.Observe] expose what happened, retries per request included.
 //
 // A successful call through a Guard with a budget and a closed breaker, and
-// no per-attempt timeout, allocates nothing and reads no clock: the policies take the time as an
-// argument, and the Guard reads it only when a decision needs it (an open
-// breaker, a time window, a retry) or an observer wants durations.
+// no per-attempt timeout, allocates nothing and reads no clock: the Guard
+// reads it only when a decision needs it (an open breaker, a time window, a
+// retry) or an observer wants durations.
 //
 // # Where things are
 //
@@ -73,9 +71,7 @@
 //     queue, and the Shedder that drives the three for real servers;
 //   - resil/outlier, outlier detection by Envoy's and gRPC's rules, and
 //     resil/balance, the replica pickers that heed it;
-//   - the adapters: resil/resilhttp (a RoundTripper that propagates the
-//     caller's deadline, and the Shed middleware), resil/resilgrpc
-//     (interceptors; service configs in resil/resilgrpc/grpcconfig),
-//     resil/resilprom and resil/resilotel, the only packages of resil that
-//     import more than the standard library (gRPC, Prometheus, OTel).
+//   - the adapters, alone in importing more than the standard library:
+//     resil/resilhttp (Transport, Replicas, Shed), resil/resilgrpc
+//     (interceptors, a balancer, grpcconfig), resilprom and resilotel.
 package resil

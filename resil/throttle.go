@@ -220,10 +220,8 @@ func (t *Throttler) refresh() {
 	}
 }
 
-// Settings returns the throttler's settings with the defaults filled in
-// (Rand left out), so that a model of the throttle (package model) reads
-// resil's defaults rather than copies of them. A nil or never-built
-// Throttler returns the zero settings.
+// Settings returns the settings with the defaults filled in, Rand left
+// out; the zero settings for a Throttler NewThrottler did not make.
 func (t *Throttler) Settings() ThrottlerSettings {
 	if t == nil || !t.built {
 		return ThrottlerSettings{}
