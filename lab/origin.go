@@ -57,7 +57,7 @@ type OriginConfig struct {
 	// Start is time 0 of the schedule and of the admin endpoint's times.
 	// Zero means when NewOrigin is called.
 	Start time.Time
-	// Seed seeds the error draws.
+	// Seed seeds the error draws and the service times.
 	Seed uint64
 	// Tally, if set, receives offered load and successes per tick.
 	Tally *Tally

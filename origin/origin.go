@@ -53,6 +53,32 @@
 // scenario package says what each means); the model decides only who is
 // served, when, and who is refused.
 //
+// # Service times
+//
+// Each model has a mean service time, as the scenario's fields and the
+// conditions in force make it, and the origin's service_time
+// (scenario.ServiceTime) says how each request's time varies around it: a
+// [Sampler] draws a factor of mean 1 from the distribution, and the model
+// multiplies its mean by it. The mean stays the model's, so a capacity
+// dip or a latency trigger scales the whole distribution. Per model:
+//
+//   - [Queue]: a request holds its worker for workers/capacity × factor ×
+//     the draw, made when a worker takes it. One worker, Poisson arrivals
+//     and exponential times are the M/M/1 queue; any other distribution
+//     M/G/1 (the tests check both against theory).
+//   - [Concurrency]: a request takes (base + per_inflight × in service) ×
+//     factor × the draw, made on arrival for the load it found.
+//   - [Capacity]: an admitted request is answered after latency × the
+//     draw; admission, by credit, is unchanged.
+//
+// What the server decides before it serves (deadline shedding, and
+// WouldAnswer's estimate) goes by the mean: a server cannot know how long
+// a request will take before it has served it. The draws come from the
+// *rand.Rand the driver gives each model (Options.Rand): the simulator's
+// streams and the lab's seed, so the same seed gives the same times. The
+// fixed distribution draws nothing, and a model without a distribution
+// runs as it always did.
+//
 // # Shedding and limits
 //
 // Every decision to shed is resil's, made on the model's time: a server

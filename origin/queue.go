@@ -11,7 +11,8 @@ import (
 // QueueSettings configure a [Queue] model.
 type QueueSettings struct {
 	// Capacity is the requests per second the workers serve together (a
-	// request holds a worker for Workers/Capacity seconds); more than 0.
+	// request holds a worker for Workers/Capacity seconds on average);
+	// more than 0.
 	Capacity float64
 	// Workers serve requests in parallel; at least 1.
 	Workers int
@@ -50,8 +51,9 @@ type QueueSettings struct {
 }
 
 // Queue is workers in front of a queue: a request holds a worker for
-// workers/capacity seconds (times the latency factor), so the server
-// serves capacity requests per second. It does not notice that a client
+// workers/capacity seconds on average (times the latency factor; each
+// time drawn by its Service), so the server serves capacity requests per
+// second. It does not notice that a client
 // gave up unless it sheds (Shed, or DropExpired): it serves the request
 // anyway, wasted work. A backlog longer than capacity × timeout makes every
 // answer late, and retries keep it full.
