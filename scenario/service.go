@@ -32,8 +32,8 @@ func serviceTimeObject(st *ServiceTime) *object {
 	return &object{
 		selector: "dist", kind: &st.Dist, kinds: dists, absentKind: DistFixed, what: "dist: %s",
 		fields: []field{
-			{key: "mean", kinds: withMean, v: duration{&st.Mean}},
-			{key: "median", kinds: logn, v: duration{&st.Median}},
+			{key: "mean", kinds: withMean, v: scale{&st.Mean}},
+			{key: "median", kinds: logn, v: scale{&st.Median}},
 			{key: "sigma", kinds: logn, need: true, v: number{&st.Sigma}},
 			{key: "buckets", kinds: emp, need: true, why: "(the cumulative buckets of a histogram, such as [{le: 5ms, fraction: 0.3}, {le: +Inf, fraction: 1}])", v: list[Bucket]{&st.Buckets, bucketObject}},
 		},
@@ -56,13 +56,7 @@ func bucketObject(b *Bucket) *object {
 type serviceTime struct{ st *ServiceTime }
 
 func (v serviceTime) read(d *decoder, n *yaml.Node, path string) error {
-	if err := serviceTimeObject(v.st).read(d, n, path); err != nil {
-		return err
-	}
-	if v.st.Dist == DistFixed {
-		v.st.Dist = "" // as absent: the zero value is fixed
-	}
-	return nil
+	return serviceTimeObject(v.st).read(d, n, path)
 }
 
 func (v serviceTime) write() *yaml.Node {
@@ -73,12 +67,30 @@ func (v serviceTime) write() *yaml.Node {
 }
 
 func (v serviceTime) zero() bool {
-	return v.st.IsFixed() && v.st.Mean == 0
+	st := v.st
+	return st.Dist == "" && st.Mean == 0 && st.Median == 0 && st.Sigma == 0 && st.Buckets == nil
 }
 
 func (v serviceTime) validate(c *checker, path string) {
 	serviceTimeObject(v.st).validate(c, path)
 }
+
+// scale is a service time's mean or median: a duration, left out when 0,
+// which means the model's (a written "0s" would read as no time at all).
+type scale struct{ p *time.Duration }
+
+func (v scale) read(d *decoder, n *yaml.Node, path string) error {
+	return duration(v).read(d, n, path)
+}
+
+func (v scale) write() *yaml.Node {
+	if *v.p == 0 {
+		return nil
+	}
+	return duration(v).write()
+}
+
+func (v scale) zero() bool { return *v.p == 0 }
 
 // bound is a bucket's upper bound: a duration, or +Inf.
 type bound struct{ p *time.Duration }
@@ -115,6 +127,11 @@ func (st *ServiceTime) check(c *checker, path string) {
 		if d != 0 && !(d > 0 && d <= maxWait) {
 			c.fail(at(key), "must be more than 0 and at most %s (or absent: the model's mean), got %s", show(maxWait), show(d))
 		}
+	}
+	if st.Dist == "" && st.Mean != 0 {
+		// As in a file: a service_time map names its dist, so that what
+		// is written reads back the same.
+		c.fail(at("dist"), "is required with a mean: %s", oneOf(dists))
 	}
 	switch st.Dist {
 	case DistLognormal:

@@ -20,8 +20,8 @@ func TestServiceTimeParses(t *testing.T) {
 		want     ServiceTime
 		scale    time.Duration // 0: none stated
 	}{
-		{"fixed", "{dist: fixed}", ServiceTime{}, 0},
-		{"fixed with its mean", "{dist: fixed, mean: 10ms}", ServiceTime{Mean: 10 * time.Millisecond}, 10 * time.Millisecond},
+		{"fixed", "{dist: fixed}", ServiceTime{Dist: DistFixed}, 0},
+		{"fixed with its mean", "{dist: fixed, mean: 10ms}", ServiceTime{Dist: DistFixed, Mean: 10 * time.Millisecond}, 10 * time.Millisecond},
 		{"exponential", "{dist: exponential}", ServiceTime{Dist: DistExponential}, 0},
 		{"exponential with its mean", "{dist: exponential, mean: 10ms}", ServiceTime{Dist: DistExponential, Mean: 10 * time.Millisecond}, 10 * time.Millisecond},
 		{"lognormal", "{dist: lognormal, sigma: 0.5}", ServiceTime{Dist: DistLognormal, Sigma: 0.5}, 0},
@@ -70,16 +70,27 @@ func TestServiceTimeParses(t *testing.T) {
 
 // TestServiceTimeAbsentWritesNothing: a scenario without service_time is
 // written as before the key existed, so every file and golden output
-// stays the same.
+// stays the same; one that says fixed says so again. A scenario built in
+// code with a mean and no dist is refused, as the file would be: what is
+// written must read back the same.
 func TestServiceTimeAbsentWritesNothing(t *testing.T) {
-	for _, st := range []string{"", "  service_time: {dist: fixed}\n"} {
+	for st, want := range map[string]bool{"": false, "  service_time: {dist: fixed}\n": true} {
 		s, err := Parse("t.yaml", []byte("duration: 60s\ntraffic: {rate: 10}\norigin:\n  model: queue\n  capacity: 100\n"+st+fleet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := checkValid(t, s); strings.Contains(string(out), "dist") {
-			t.Errorf("wrote service_time for %q:\n%s", st, out)
+		if out := checkValid(t, s); strings.Contains(string(out), "service_time: {dist: fixed}") != want {
+			t.Errorf("service_time written %v for %q, want %v:\n%s", !want, st, want, out)
 		}
+	}
+	s, err := Parse("t.yaml", []byte("duration: 60s\ntraffic: {rate: 10}\norigin: {model: queue, capacity: 100}\n"+fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Origin.ServiceTime.Mean = 10 * time.Millisecond
+	var e *Error
+	if err := s.Validate(); !errors.As(err, &e) || e.Field != "origin.service_time.dist" {
+		t.Errorf("a mean without a dist: %v", err)
 	}
 }
 
