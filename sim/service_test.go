@@ -72,3 +72,23 @@ func TestServiceTimeSameSeedSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateWithDrawnServiceTimes: Estimate's bound holds when service
+// times are drawn: an attempt may end as soon as its draw, far below the
+// mean, so an intent of unlimited retries fits more attempts in its life
+// than the fixed time would let it.
+func TestEstimateWithDrawnServiceTimes(t *testing.T) {
+	y := func(st string) string {
+		return `
+duration: 60s
+traffic: {rate: 10}
+origin: {model: queue, capacity: 10, workers: 1, error_rate: 0.5, service_time: ` + st + `}
+fleets:
+  - {name: stubborn, timeout: 1s, retry: {max_retries: unlimited, backoff: {use: fixed, base: 1ms}}, budget: {use: none}}
+`
+	}
+	fixed, drawn := Estimate(parse(t, y("{dist: fixed}"))), Estimate(parse(t, y("{dist: exponential}")))
+	if !(drawn.Attempts > fixed.Attempts) {
+		t.Errorf("attempts bound %g drawn, %g fixed: the drawn bound must allow shorter attempts", drawn.Attempts, fixed.Attempts)
+	}
+}
