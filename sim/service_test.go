@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // mm1 is an M/M/1 queue as a scenario: Poisson arrivals at 70 a second to
@@ -90,5 +92,24 @@ fleets:
 	fixed, drawn := Estimate(parse(t, y("{dist: fixed}"))), Estimate(parse(t, y("{dist: exponential}")))
 	if !(drawn.Attempts > fixed.Attempts) {
 		t.Errorf("attempts bound %g drawn, %g fixed: the drawn bound must allow shorter attempts", drawn.Attempts, fixed.Attempts)
+	}
+}
+
+// TestTierServiceTimes: a tier's server draws its service times too, from
+// a stream of its own: the same seed gives the same bytes, and the draws
+// change the run.
+func TestTierServiceTimes(t *testing.T) {
+	sc := loadScenario(t, "../scenario/testdata/tiers.yaml")
+	fixed := encode(t, run(t, sc))
+	sc.Tiers[0].Server.ServiceTime = scenario.ServiceTime{Dist: scenario.DistExponential}
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := encode(t, run(t, sc)), encode(t, run(t, sc))
+	if !bytes.Equal(a, b) {
+		t.Error("two runs with the same seed differ")
+	}
+	if bytes.Equal(a, fixed) {
+		t.Error("the tier's exponential service times changed nothing")
 	}
 }
