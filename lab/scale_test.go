@@ -43,6 +43,9 @@ var notRates = map[string]bool{
 	"Tiers.Client.Budget.RetryCost": true, "Tiers.Client.Budget.TimeoutCost": true, "Tiers.Client.Budget.TokenRatio": true,
 	"Tiers.Client.Breaker.FailureRate": true, "Tiers.Client.Breaker.SlowCallRate": true,
 	"Tiers.Client.Budget.Percent": true, "Tiers.Client.Budget.Beta": true, "Tiers.Client.Budget.Smoothing": true,
+	// A service time's shape: its spread and its buckets' shares.
+	"Origin.ServiceTime.Sigma": true, "Origin.ServiceTime.Buckets.Fraction": true,
+	"Tiers.Server.ServiceTime.Sigma": true, "Tiers.Server.ServiceTime.Buckets.Fraction": true,
 	"Tiers.Server.Limit.Backoff": true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
 }
 
@@ -116,7 +119,7 @@ func TestScaleEveryField(t *testing.T) {
 			t.Errorf("%s: a float field Scale does not know; add it to rates or notRates (and to Scale if it is a rate)", path)
 		}
 	})
-	if &got.Fleets[0] == &sc.Fleets[0] || &got.Triggers[0] == &sc.Triggers[0] {
+	if &got.Fleets[0] == &sc.Fleets[0] || &got.Triggers[0] == &sc.Triggers[0] || &got.Origin.ServiceTime.Buckets[0] == &sc.Origin.ServiceTime.Buckets[0] {
 		t.Error("Scale shares its input's slices")
 	}
 }

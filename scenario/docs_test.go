@@ -53,6 +53,8 @@ func vocabulary() map[string][][]string {
 				walk(v.object())
 				var ft Fault
 				walk(faultObject(&ft))
+			case serviceTime:
+				walk(serviceTimeObject(v.st))
 			}
 		}
 	}

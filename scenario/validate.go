@@ -271,6 +271,9 @@ func (o *Origin) check(c *checker, path string) {
 	in(c, at("replicas"), o.Replicas, 1, maxReplicas)
 	if c.ok() {
 		o.checkFaults(c, at("replicas"))
+		// The fields are checked after this map's own rules.
+		serviceTime{&o.ServiceTime}.validate(c, at("service_time"))
+		o.checkServiceTime(c, path)
 	}
 	if c.ok() && o.Model == ModelQueue && o.Workers%o.Replicas != 0 {
 		if o.Workers < o.Replicas {

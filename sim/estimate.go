@@ -332,9 +332,14 @@ func attemptsPerIntent(sc *scenario.Scenario, f *scenario.Fleet, o *scenario.Ori
 
 // quickest is the soonest an attempt of fleet f to server o can end: an
 // overload rejection (from a capacity model, or a bounded queue), an error
-// after the server's least latency, or the fleet's timeout.
+// after the server's least latency, or the fleet's timeout. A service time
+// drawn from a distribution may be as short as the draw makes it, near
+// nothing: its least is not the mean.
 func quickest(o *scenario.Origin, f *scenario.Fleet) time.Duration {
 	q := f.Timeout
+	if !o.ServiceTime.IsFixed() {
+		return time.Nanosecond
+	}
 	switch o.Model {
 	case scenario.ModelCapacity:
 		q = min(q, time.Duration(rejectDelay), o.Latency)
