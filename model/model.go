@@ -298,6 +298,12 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 		return unsupported("origin.model", fmt.Sprintf("unknown model %q", o.Model))
 	case o.Replicas > 1:
 		return unsupported("origin.replicas", "random spreading over separate queues is not one queue of the summed capacity")
+	case len(o.Faults) > 0:
+		return unsupported("origin.replicas.faults", "a replica that misbehaves for the whole run is a second server the model does not describe")
+	case !o.ServiceTime.IsFixed():
+		return unsupported("origin.service_time: "+o.ServiceTime.Dist, "the fluid model serves every request in the mean time; a spread of service times lengthens waits, and so timeouts, by more than the mean says")
+	case f.OutlierDetection.Use != "" && f.OutlierDetection.Use != scenario.OutlierNone:
+		return unsupported("outlier_detection: "+f.OutlierDetection.Use, "ejecting a replica is a decision about one server of several; the model has one")
 	case o.Discipline != "" && o.Discipline != "fifo":
 		return unsupported("origin.discipline: "+o.Discipline, "the model's backlog is first in, first out")
 	case o.MaxQueueTime > 0:
@@ -329,6 +335,9 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 	for _, t := range sc.Triggers {
 		if o.Model == scenario.ModelConcurrency && t.Kind == scenario.TriggerOutage && t.Mode == scenario.OutageStall {
 			return unsupported("triggers: a stall of the concurrency model", "the simulator holds every answer due in a stall to its end; the model does not follow that for the concurrency model")
+		}
+		if t.Replica != nil {
+			return unsupported("triggers: "+t.Kind+" on one replica", "the model has one server")
 		}
 		switch t.Kind {
 		case scenario.TriggerCapacity, scenario.TriggerErrors, scenario.TriggerOutage, scenario.TriggerLoad:

@@ -35,6 +35,17 @@ func TestUnsupported(t *testing.T) {
 			f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1}
 		}},
 		{"backoff.jitter: decorrelated", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Retry.Backoff.Jitter = "decorrelated" }},
+		{"origin.replicas.faults", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Origin.Faults = []scenario.Fault{{Replica: 0, Kind: scenario.FaultErrors, ErrorRate: 1}}
+		}},
+		{"origin.service_time: exponential", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Origin.ServiceTime = scenario.ServiceTime{Dist: scenario.DistExponential}
+		}},
+		{"outlier_detection: envoy", func(sc *scenario.Scenario, f *scenario.Fleet) { f.OutlierDetection.Use = scenario.OutlierEnvoy }},
+		{"triggers: errors on one replica", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			r := 0
+			sc.Triggers = append(sc.Triggers, scenario.Trigger{Kind: scenario.TriggerErrors, For: time.Second, ErrorRate: 0.5, Replica: &r})
+		}},
 		{"triggers: latency on some replicas", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Triggers = append(sc.Triggers, scenario.Trigger{Kind: scenario.TriggerLatency, For: time.Second, Factor: 2, Replicas: 1})
 		}},
