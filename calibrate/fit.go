@@ -236,7 +236,7 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	if r.Service.Buckets.Count > 0 {
 		p99 = r.Service.Buckets.Quantile(0.99)
 	}
-	to := max(time.Second, (time.Duration(10*p99*float64(time.Second))).Round(100*time.Millisecond))
+	to := max(time.Second, (time.Duration(10 * p99 * float64(time.Second))).Round(100*time.Millisecond))
 	r.Timeout = Value{V: to.Seconds(), Note: fmt.Sprintf("no metric shows the timeout; default: ten times the p99 latency (%s), at least 1s", sec(p99))}
 
 	// The retry policy.

@@ -1,0 +1,240 @@
+package calibrate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/internal/safetext"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Output is a written calibration: the scenario file, and the rate series
+// it names when the rate varied.
+type Output struct {
+	YAML []byte
+	// CSV is the rate series, to write as SeriesFile beside the scenario;
+	// nil when the rate was steady.
+	CSV        []byte
+	SeriesFile string
+}
+
+// Write writes r as a scenario file that run, check, advise and lab
+// accept. file is where it will be written ("" for standard output): a
+// varying rate is written as a series beside it, and without a file the
+// steady median is written instead, with a note. The file is parsed back
+// before it is returned: a file Parse refuses is an error here, never
+// written.
+func Write(r *Result, file string) (*Output, error) {
+	var b yamlWriter
+	w := r.Window
+	b.comment(0, "Calibrated by retrystorm calibrate from %s metrics.", r.Source.Name)
+	b.comment(0, "Window: %s.", w.Describe())
+	b.comment(0, "Every value below says where it came from; \"default\" marks what the")
+	b.comment(0, "metrics cannot show, with the value used: check those before you trust a verdict.")
+	for _, n := range r.Notes {
+		b.comment(0, "%s.", n)
+	}
+	b.line(0, "name", "calibrated", "")
+	b.line(0, "seed", "1", "")
+	out := &Output{}
+	tick, duration := time.Second, 120*time.Second
+	series := !r.Steady && file != ""
+	if series {
+		tick = max(time.Second, w.Step.Round(time.Second))
+		n := min(len(r.RateSeries), 100_000)
+		duration = time.Duration(n) * tick
+		out.SeriesFile = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)) + ".rates.csv"
+		var csv bytes.Buffer
+		fmt.Fprintf(&csv, "# intents per second per step of %s, from %s\n", w.Step, w.Describe())
+		csv.WriteString("seconds,rate\n")
+		for i, p := range r.RateSeries[:n] {
+			fmt.Fprintf(&csv, "%d,%s\n", int64(i)*int64(tick/time.Second), num(roundTo(p.V, 6)))
+		}
+		out.CSV = csv.Bytes()
+		b.line(0, "duration", dur(duration), "the window's steps, one tick each")
+		b.line(0, "tick", dur(tick), "the window's step")
+	} else {
+		b.line(0, "duration", dur(duration), "default: two minutes, the storm's, to try faults in (check and advise bring their own)")
+		b.line(0, "tick", dur(tick), "default")
+	}
+	b.open(0, "traffic")
+	if series {
+		b.open(2, "series")
+		b.line(4, "file", out.SeriesFile, fmt.Sprintf("the rate varied: %s", r.Rate.Note))
+	} else {
+		note := r.Rate.Note
+		if !r.Steady {
+			note += "; the rate varied, and only its median is written here: give --out FILE to get the series as traffic.series"
+		}
+		b.line(2, "rate", num(roundTo(r.Rate.V, 4)), note)
+	}
+	b.line(2, "arrivals", "poisson", "default: the metrics show rates per step, not arrivals; Poisson is the usual open-loop model")
+	b.line(2, "clients", strconv.Itoa(int(r.Clients.V)), r.Clients.Note)
+	b.open(0, "origin")
+	b.line(2, "model", "queue", "workers in parallel with a FIFO queue")
+	b.line(2, "capacity", num(r.Capacity.V), r.Capacity.Note+knownNote(r.Capacity))
+	b.line(2, "workers", strconv.Itoa(int(r.Workers.V)), r.Workers.Note+knownNote(r.Workers))
+	b.line(2, "queue_limit", "0", "default: unbounded (no metric shows a bound)")
+	b.line(2, "error_rate", num(r.ErrorRate.V), r.ErrorRate.Note)
+	serviceTime(&b, r)
+	if r.Replicas.Known {
+		b.comment(2, "Replicas: %s; %s (%.0f).", r.Source.Name, r.Replicas.Note, r.Replicas.V)
+	}
+	b.line(0, "fleets", "", "")
+	b.raw("  - name: calibrated\n")
+	to := time.Duration(r.Timeout.V * float64(time.Second))
+	b.line(4, "timeout", dur(to), r.Timeout.Note+knownNote(r.Timeout))
+	if r.TimedOut.Known {
+		b.comment(4, "Timed out: %.3g%% of the attempts (%s).", 100*r.TimedOut.V, r.TimedOut.Note)
+	}
+	if r.RetryShare.Known {
+		b.comment(4, "Retries per intent seen: %.4g (%s).", r.RetryShare.V, r.RetryShare.Note)
+	} else {
+		b.comment(4, "Retries per intent: unknown (%s).", r.RetryShare.Note)
+	}
+	b.open(4, "retry")
+	b.line(6, "max_retries", strconv.Itoa(int(r.MaxRetries.V)), r.MaxRetries.Note)
+	b.open(6, "backoff")
+	b.line(8, "use", "exponential", "default: no metric shows the backoff; 25ms doubling to 250ms, jittered, as most libraries")
+	b.line(8, "base", "25ms", "")
+	b.line(8, "cap", "250ms", "")
+	b.line(8, "jitter", "full", "")
+	b.open(4, "budget")
+	if r.HasBudget {
+		b.line(6, "use", "token_bucket", r.Budget.Note)
+		b.open(6, "settings")
+		b.line(8, "budget_ratio", num(r.Budget.V), knownNote(r.Budget)[2:])
+		b.line(8, "min_tokens", "10", "default: resil's and Finagle's floor")
+		b.line(8, "max_tokens", "100", "default")
+	} else {
+		b.line(6, "use", "none", r.Budget.Note)
+	}
+	b.open(4, "breaker")
+	if r.Breaker {
+		b.line(6, "use", "consecutive", r.BreakerNte)
+		b.open(6, "settings")
+		b.line(8, "threshold", "5", "default")
+		b.line(8, "cooldown", "5s", "default")
+	} else {
+		b.line(6, "use", "none", r.BreakerNte)
+	}
+	out.YAML = b.Bytes()
+	if err := check(out, file); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// serviceTime writes what the scenario says of the service time. Until
+// the scenario has service-time distributions (origin.service_time), a
+// queue origin serves each request in workers/capacity, the fitted mean:
+// the fitted distribution is a comment.
+func serviceTime(b *yamlWriter, r *Result) {
+	f := r.Service
+	b.comment(2, "Service time: mean %s, median %s, %s; %s.", sec(f.Mean), sec(f.Median), distText(f), r.ServiceNte)
+	b.comment(2, "The queue origin serves each request in workers / capacity = %s, the fitted mean (the", sec(r.Workers.V/r.Capacity.V))
+	b.comment(2, "scenario's service-time distributions, origin.service_time, are not in this build).")
+}
+
+func distText(f ServiceFit) string {
+	switch f.Dist {
+	case "lognormal":
+		return fmt.Sprintf("lognormal with sigma %.3g", f.Sigma)
+	case "empirical":
+		return fmt.Sprintf("empirical over %d buckets", len(f.Buckets.Le))
+	}
+	return f.Dist
+}
+
+func knownNote(v Value) string {
+	if v.Known {
+		return ""
+	}
+	return " (default)"
+}
+
+// check parses the file back, as run and check will: a scenario this
+// package writes must be one they accept.
+func check(out *Output, file string) error {
+	dir, err := tempDir()
+	if err != nil {
+		return err
+	}
+	defer removeAll(dir)
+	name := filepath.Join(dir, "calibrated.yaml")
+	if out.CSV != nil {
+		if err := writeFile(filepath.Join(dir, out.SeriesFile), out.CSV); err != nil {
+			return err
+		}
+	}
+	if err := writeFile(name, out.YAML); err != nil {
+		return err
+	}
+	if _, err := scenario.Load(name); err != nil {
+		return fmt.Errorf("calibrate wrote a scenario it cannot read back (a bug; please report it): %v", err)
+	}
+	return nil
+}
+
+// yamlWriter writes block-style YAML with a comment above each value.
+type yamlWriter struct{ bytes.Buffer }
+
+func (b *yamlWriter) comment(indent int, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	for _, l := range wrap(text, 78-indent) {
+		fmt.Fprintf(b, "%s# %s\n", strings.Repeat(" ", indent), safetext.Escape(l))
+	}
+}
+
+func (b *yamlWriter) line(indent int, key, value, note string) {
+	if note != "" {
+		b.comment(indent, "%s", note)
+	}
+	if value == "" {
+		fmt.Fprintf(b, "%s%s:\n", strings.Repeat(" ", indent), key)
+		return
+	}
+	fmt.Fprintf(b, "%s%s: %s\n", strings.Repeat(" ", indent), key, value)
+}
+
+func (b *yamlWriter) open(indent int, key string) { b.line(indent, key, "", "") }
+func (b *yamlWriter) raw(s string)                { b.WriteString(s) }
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) []string {
+	var out []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			out = append(out, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		out = append(out, line)
+	}
+	return out
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+func dur(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+}
