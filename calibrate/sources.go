@@ -132,7 +132,7 @@ func (s *Source) Metrics() []string {
 }
 
 // Sources are the products calibrate reads, in the order --source auto
-// tries them. Their metric names are each product's own; docs/calibrate.md
+// tries them: the lab before resil, whose metrics its gateway exports too. Their metric names are each product's own; docs/calibrate.md
 // cites where each was read.
 var Sources = []*Source{
 	{
@@ -199,27 +199,6 @@ var Sources = []*Source{
 		DefaultWhy:     "HAProxy's default retries",
 	},
 	{
-		// resil's own metrics: resil/resilprom (one set of series per
-		// Guard, labelled name) and resil/resilotel through the OTel
-		// Prometheus exporter, which give the same names but for retries,
-		// attempts of kind retry there.
-		Name:            "resil",
-		Detect:          []string{"resil_intents_total"},
-		Attempts:        Ref{Metric: "resil_attempts_total"},
-		Intents:         Ref{Metric: "resil_intents_total"},
-		Retries:         Ref{Metric: "resil_retries_total"},
-		RetryOverflow:   Ref{Metric: "resil_budget_denials_total"},
-		Errors:          Ref{Metric: "resil_attempt_duration_seconds_count", Label: "outcome", Values: []string{"success", "ok"}, Not: true},
-		Timeouts:        Ref{Metric: "resil_attempt_duration_seconds_count", Label: "outcome", Values: []string{"timeout"}},
-		Latency:         Hist{Base: "resil_attempt_duration_seconds", Scale: 1, Filter: Ref{Label: "outcome", Values: []string{"success", "ok"}}},
-		Clients:         Ref{Metric: "resil_intents_total"},
-		ClientLabels:    []model.LabelName{"instance", "name", "resil_guard_name"},
-		Budget:          Ref{Metric: "resil_budget_tokens"},
-		BreakerRefusals: Ref{Metric: "resil_breaker_refusals_total"},
-		Policy:          "resil exports retries, budget denials, the budget's tokens and breaker refusals, not the policy's max_retries, backoff or budget ratio",
-		DefaultRetries:  -1,
-	},
-	{
 		// The lab's origin and gateway (lab/metrics.go, lab/origin.go,
 		// lab/gateway.go); the gateway's clients are resil Guards exported
 		// by resilprom, one name each.
@@ -241,6 +220,27 @@ var Sources = []*Source{
 		BreakerRefusals: Ref{Metric: "retrystorm_gateway_breaker_refusals_total"},
 		Capacity:        Ref{Metric: "retrystorm_origin_capacity"},
 		Policy:          "the lab's gateway exports retries, budget denials and breaker refusals, not its fleet's max_retries or backoff",
+		DefaultRetries:  -1,
+	},
+	{
+		// resil's own metrics: resil/resilprom (one set of series per
+		// Guard, labelled name) and resil/resilotel through the OTel
+		// Prometheus exporter, which give the same names but for retries,
+		// attempts of kind retry there.
+		Name:            "resil",
+		Detect:          []string{"resil_intents_total"},
+		Attempts:        Ref{Metric: "resil_attempts_total"},
+		Intents:         Ref{Metric: "resil_intents_total"},
+		Retries:         Ref{Metric: "resil_retries_total"},
+		RetryOverflow:   Ref{Metric: "resil_budget_denials_total"},
+		Errors:          Ref{Metric: "resil_attempt_duration_seconds_count", Label: "outcome", Values: []string{"success", "ok"}, Not: true},
+		Timeouts:        Ref{Metric: "resil_attempt_duration_seconds_count", Label: "outcome", Values: []string{"timeout"}},
+		Latency:         Hist{Base: "resil_attempt_duration_seconds", Scale: 1, Filter: Ref{Label: "outcome", Values: []string{"success", "ok"}}},
+		Clients:         Ref{Metric: "resil_intents_total"},
+		ClientLabels:    []model.LabelName{"instance", "name", "resil_guard_name"},
+		Budget:          Ref{Metric: "resil_budget_tokens"},
+		BreakerRefusals: Ref{Metric: "resil_breaker_refusals_total"},
+		Policy:          "resil exports retries, budget denials, the budget's tokens and breaker refusals, not the policy's max_retries, backoff or budget ratio",
 		DefaultRetries:  -1,
 	},
 }
