@@ -90,3 +90,21 @@ func (f ServiceFit) Describe() string {
 	}
 	return s
 }
+
+// Quantile is the fitted distribution's q-quantile, in seconds: the
+// buckets' interpolated one for empirical (and when q is not in (0, 1)).
+func (f ServiceFit) Quantile(q float64) float64 {
+	if !(q > 0 && q < 1) {
+		return f.Buckets.Quantile(q)
+	}
+	switch f.Dist {
+	case "fixed":
+		return f.Mean
+	case "exponential":
+		return -f.Mean * math.Log(1-q)
+	case "lognormal":
+		mu := math.Log(f.Mean) - f.Sigma*f.Sigma/2
+		return math.Exp(mu + f.Sigma*math.Sqrt2*math.Erfinv(2*q-1))
+	}
+	return f.Buckets.Quantile(q)
+}

@@ -232,12 +232,12 @@ func Fit(w *Window, src *Source) (*Result, error) {
 		r.TimedOut = Value{V: Counter(w, src.Timeouts).total() / att.total(), Known: true, Note: q(src.Timeouts) + " over the attempts"}
 	}
 	// The timeout itself is in no product's metrics.
-	p99 := svc
-	if r.Service.Buckets.Count > 0 {
-		p99 = r.Service.Buckets.Quantile(0.99)
+	p99 := r.Service.Quantile(0.99)
+	if !(p99 > 0) {
+		p99 = svc
 	}
 	to := max(time.Second, (time.Duration(10 * p99 * float64(time.Second))).Round(100*time.Millisecond))
-	r.Timeout = Value{V: to.Seconds(), Note: fmt.Sprintf("no metric shows the timeout; default: ten times the p99 latency (%s), at least 1s", sec(p99))}
+	r.Timeout = Value{V: to.Seconds(), Note: fmt.Sprintf("no metric shows the timeout; default: ten times the fitted p99 service time (%s), at least 1s", sec(p99))}
 
 	// The retry policy.
 	r.MaxRetries = Value{V: 3, Note: src.Policy + "; default 3 (the storm's)"}

@@ -108,7 +108,11 @@ func Write(r *Result, file string) (*Output, error) {
 	if r.HasBudget {
 		b.line(6, "use", "token_bucket", r.Budget.Note)
 		b.open(6, "settings")
-		b.line(8, "budget_ratio", num(r.Budget.V), knownNote(r.Budget)[2:])
+		ratio := "fitted: see above"
+		if !r.Budget.Known {
+			ratio = "default: see above"
+		}
+		b.line(8, "budget_ratio", num(r.Budget.V), ratio)
 		b.line(8, "min_tokens", "10", "default: resil's and Finagle's floor")
 		b.line(8, "max_tokens", "100", "default")
 	} else {
@@ -136,9 +140,8 @@ func Write(r *Result, file string) (*Output, error) {
 // the fitted distribution is a comment.
 func serviceTime(b *yamlWriter, r *Result) {
 	f := r.Service
-	b.comment(2, "Service time: mean %s, median %s, %s; %s.", sec(f.Mean), sec(f.Median), distText(f), r.ServiceNte)
-	b.comment(2, "The queue origin serves each request in workers / capacity = %s, the fitted mean (the", sec(r.Workers.V/r.Capacity.V))
-	b.comment(2, "scenario's service-time distributions, origin.service_time, are not in this build).")
+	b.comment(2, "Service time: mean %s, median %s, %s; %s. The queue origin serves each request in workers / capacity = %s, the fitted mean (the scenario's service-time distributions, origin.service_time, are not in this build).",
+		sec(f.Mean), sec(f.Median), distText(f), r.ServiceNte, sec(r.Workers.V/r.Capacity.V))
 }
 
 func distText(f ServiceFit) string {
