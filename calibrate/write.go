@@ -69,7 +69,7 @@ func Write(r *Result, file string) (*Output, error) {
 	} else {
 		note := r.Rate.Note
 		if !r.Steady {
-			note += "; the rate varied, and only its median is written here: give --out FILE to get the series as traffic.series"
+			note += "; the rate varied, and only its median is written here: give -o FILE to get the series as traffic.series"
 		}
 		b.line(2, "rate", num(roundTo(r.Rate.V, 4)), note)
 	}

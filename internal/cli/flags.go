@@ -385,7 +385,7 @@ type CalibrateFlags struct {
 	Step       time.Duration
 	Selector   string
 	Source     string // envoy, grpc, haproxy, resil, lab or auto
-	Out        string // --out FILE; empty: standard output
+	Out        string // -o FILE; empty: standard output
 	Timeout    time.Duration
 }
 
@@ -431,7 +431,7 @@ func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
 		c.Source = s
 		return nil
 	})
-	fileVar(fs, &c.Out, "out", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
+	fileVar(fs, &c.Out, "o", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
 	funcVar(fs, "timeout", "give up on a request to Prometheus after `D` (default 30s)", func(s string) error {
 		d, err := parseDuration(s)
 		c.Timeout = d

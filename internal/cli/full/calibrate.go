@@ -62,7 +62,7 @@ func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
 		if errors.Is(err, context.Canceled) {
 			return err
 		}
-		return cli.Usagef("calibrate: %v", err)
+		return cli.Usagef("%v", err)
 	}
 	r, err := calibrate.Fit(w, src)
 	if err != nil {
