@@ -150,6 +150,9 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		org.reserve = ss.Deadline.Reserve
 		opts = origin.Options{Shedder: org.shedder, Reserve: cfg.WireReserve}
 	}
+	// Service times draw from a stream of their own: the error draws'
+	// stay as they were, and the same seed gives the same times.
+	opts.Rand = serviceRand(cfg.Seed, &o, 0x0519)
 	m, err := origin.NewWith(&o, 0, 1, (*originDriver)(org), opts)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)

@@ -200,7 +200,7 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 	p.nobody, p.cancel = context.WithCancel(context.Background())
 	var err error
 	if cfg.Impose {
-		p.model, err = origin.New(&p.base, 0, 1, (*proxyDriver)(p))
+		p.model, err = origin.NewWith(&p.base, 0, 1, (*proxyDriver)(p), origin.Options{Rand: serviceRand(cfg.Seed, &p.base, 0xfa17)})
 	} else {
 		// Passing through: a queue that serves at once, but for a capacity
 		// dip, with the origin's workers (one for the other models).

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -73,6 +74,29 @@ func scaleOrigin(o *scenario.Origin, f float64) {
 		o.Limit.Window = defaultLimitWindow // resil's default is in real seconds
 	}
 	o.Limit.SlowRTT, o.Limit.Window = d(o.Limit.SlowRTT), d(o.Limit.Window)
+	st := &o.ServiceTime
+	st.Mean, st.Median = d(st.Mean), d(st.Median)
+	if st.Buckets != nil {
+		st.Buckets = slices.Clone(st.Buckets) // the scenario's own stay as they are
+		for i := range st.Buckets {
+			if st.Buckets[i].Le != scenario.Inf {
+				st.Buckets[i].Le = d(st.Buckets[i].Le)
+			}
+		}
+	}
+}
+
+// serviceStream marks the random streams of the lab's servers' service
+// times, apart from their error draws' (stream, in the low bits).
+const serviceStream = 0x5e7 << 48
+
+// serviceRand returns the source a lab server draws its service times
+// from, or nil when o's are fixed.
+func serviceRand(seed uint64, o *scenario.Origin, stream uint64) *rand.Rand {
+	if o.ServiceTime.IsFixed() {
+		return nil
+	}
+	return rand.New(rand.NewPCG(seed, serviceStream|stream))
 }
 
 // scaleFleet scales a fleet's policy by f, as Scale does: a fleet's, or a

@@ -115,7 +115,7 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 	t := &Tier{cfg: cfg, propagate: tr.Client.PropagateDeadline}
 	t.init(start, cfg.In, cfg.Seed, 0x7133, t.fire)
 	t.running, t.halt = context.WithCancel(context.Background())
-	m, err := origin.New(&tr.Server, 0, 1, (*tierDriver)(t))
+	m, err := origin.NewWith(&tr.Server, 0, 1, (*tierDriver)(t), origin.Options{Rand: serviceRand(cfg.Seed, &tr.Server, 0x7133)})
 	if err != nil {
 		t.halt()
 		return nil, fmt.Errorf("lab: tier %s: %w", tr.Name, err)

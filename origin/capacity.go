@@ -15,6 +15,9 @@ type CapacitySettings struct {
 	// RejectionCost is the share of a request's work a rejection still
 	// consumes, in [0, 1].
 	RejectionCost float64
+	// Service draws each admitted request's latency, as a factor of
+	// Latency; nil: every one takes Latency.
+	Service *Sampler
 }
 
 // Capacity answers up to its capacity and rejects the rest at once.
@@ -33,6 +36,7 @@ type CapacitySettings struct {
 type Capacity struct {
 	d       Driver
 	latency time.Duration
+	sampler *Sampler
 	cost    float64
 	rate    float64 // per second
 	credit  float64
@@ -48,7 +52,7 @@ func NewCapacity(s CapacitySettings, d Driver) (*Capacity, error) {
 	if s.Latency < 0 || !(s.RejectionCost >= 0 && s.RejectionCost <= 1) {
 		return nil, fmt.Errorf("origin: latency %v and rejection cost %g: want latency >= 0, cost in [0, 1]", s.Latency, s.RejectionCost)
 	}
-	c := &Capacity{d: d, latency: s.Latency, cost: s.RejectionCost, rate: s.Capacity}
+	c := &Capacity{d: d, latency: s.Latency, sampler: s.Service, cost: s.RejectionCost, rate: s.Capacity}
 	c.credit = c.reserve()
 	return c, nil
 }
@@ -68,7 +72,7 @@ func (c *Capacity) Arrive(now time.Duration, r Request) {
 	c.refill(now)
 	if c.credit >= 1 {
 		c.credit--
-		c.d.Answer(r, now+c.latency)
+		c.d.Answer(r, now+c.sampler.Draw(c.latency))
 		return
 	}
 	// A rejection still costs work; the debt is bounded so that a long

@@ -16,6 +16,9 @@ type ConcurrencySettings struct {
 	// a server that sheds by deadline does: its service ends at once,
 	// unanswered (Drop), and it no longer slows the others.
 	StopLeft bool
+	// Service draws each request's latency, as a factor of the one the
+	// load gives it, on arrival; nil: every request takes that latency.
+	Service *Sampler
 }
 
 // Concurrency has no queue: every request is served at once, but takes
@@ -29,6 +32,7 @@ type Concurrency struct {
 	inflight  int64
 	factor    float64
 	stopLeft  bool
+	sampler   *Sampler
 }
 
 // NewConcurrency returns a concurrency model with nothing in service, or
@@ -37,7 +41,7 @@ func NewConcurrency(s ConcurrencySettings, d Driver) (*Concurrency, error) {
 	if s.Base <= 0 || s.PerInflight < 0 {
 		return nil, fmt.Errorf("origin: the concurrency model needs base > 0 and per_inflight >= 0, got %v and %v", s.Base, s.PerInflight)
 	}
-	return &Concurrency{d: d, base: s.Base, per: s.PerInflight, factor: 1, stopLeft: s.StopLeft}, nil
+	return &Concurrency{d: d, base: s.Base, per: s.PerInflight, factor: 1, stopLeft: s.StopLeft, sampler: s.Service}, nil
 }
 
 // latency is how long a request arriving now takes.
@@ -48,7 +52,7 @@ func (c *Concurrency) latency() time.Duration {
 
 // Arrive serves r at once, for the latency the load in service gives it.
 func (c *Concurrency) Arrive(now time.Duration, r Request) {
-	l := c.latency()
+	l := c.sampler.Draw(c.latency())
 	c.inflight++
 	c.d.Serve(r, now, now+l)
 }

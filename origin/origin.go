@@ -75,6 +75,7 @@ package origin
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
@@ -162,6 +163,11 @@ type Options struct {
 	// the wire (the lab's), on top of the scenario's shed.reserve; a
 	// Shedder's deadline settings must hold both.
 	Reserve time.Duration
+	// Rand is the source the server draws its service times from, when
+	// the origin's service_time is a distribution (see [Sampler]); the
+	// model keeps it, and draws from it only. A distribution without one
+	// is an error. Nil is fine for the fixed distribution.
+	Rand *rand.Rand
 }
 
 // NewWith is New with the driver's options.
@@ -169,8 +175,12 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 	if replicas < 1 || replica < 0 || replica >= replicas {
 		return nil, fmt.Errorf("origin: replica %d of %d", replica, replicas)
 	}
+	service, err := NewSampler(o.ServiceTime, opts.Rand)
+	if err != nil {
+		return nil, err
+	}
 	if o.Model == scenario.ModelCapacity {
-		return NewCapacity(CapacitySettings{Capacity: o.Capacity / float64(replicas), Latency: o.Latency, RejectionCost: o.RejectionCost}, d)
+		return NewCapacity(CapacitySettings{Capacity: o.Capacity / float64(replicas), Latency: o.Latency, RejectionCost: o.RejectionCost, Service: service}, d)
 	}
 	sh, inner := opts.Shedder, d
 	var adm *Admission
@@ -187,12 +197,12 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 		}
 	}
 	var m Model
-	var err error
 	switch o.Model {
 	case scenario.ModelQueue:
 		s := QueueSettings{
 			Capacity: o.Capacity / float64(replicas), Workers: o.Workers / replicas,
 			MaxWait: o.MaxQueueTime, Shed: o.Shed.Deadline, DropExpired: o.DropExpired, Reserve: opts.Reserve,
+			Service: service,
 		}
 		if o.Shed.Deadline {
 			s.Reserve += o.Shed.Reserve
@@ -211,7 +221,7 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 		}
 		m, err = NewQueue(s, inner)
 	case scenario.ModelConcurrency:
-		m, err = NewConcurrency(ConcurrencySettings{Base: o.Base, PerInflight: o.PerInflight, StopLeft: o.Shed.Deadline}, inner)
+		m, err = NewConcurrency(ConcurrencySettings{Base: o.Base, PerInflight: o.PerInflight, StopLeft: o.Shed.Deadline, Service: service}, inner)
 	default:
 		return nil, fmt.Errorf("origin: unknown model %q", o.Model)
 	}
@@ -264,7 +274,12 @@ func instant(d time.Duration) time.Time { return time.Unix(0, int64(d)) }
 // runs one after another, as a sweep does, then does not grow a queue anew
 // for each. old may be nil; it must not be used again.
 func Renew(old Model, o *scenario.Origin, replica, replicas int, d Driver) (Model, error) {
-	m, err := New(o, replica, replicas, d)
+	return RenewWith(old, o, replica, replicas, d, Options{})
+}
+
+// RenewWith is Renew with the driver's options.
+func RenewWith(old Model, o *scenario.Origin, replica, replicas int, d Driver, opts Options) (Model, error) {
+	m, err := NewWith(o, replica, replicas, d, opts)
 	if err != nil {
 		return nil, err
 	}

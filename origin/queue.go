@@ -44,6 +44,9 @@ type QueueSettings struct {
 	// Reserve is the time kept for the answer's way back: the scenario's,
 	// and the lab's over the wire.
 	Reserve time.Duration
+	// Service draws each request's service time, as a factor of the
+	// mean, when a worker takes it; nil: every request takes the mean.
+	Service *Sampler
 }
 
 // Queue is workers in front of a queue: a request holds a worker for
@@ -81,7 +84,8 @@ type Queue struct {
 	limit   int
 	lifo    bool
 	rate    float64       // requests per second
-	service time.Duration // how long a request holds a worker, at the conditions in force
+	service time.Duration // how long a request holds a worker on average, at the conditions in force
+	sampler *Sampler      // the distribution around it; nil: fixed
 
 	shed        bool
 	estimate    *admission.DeadlineShedder // Shed's, when it has a fixed estimate
@@ -111,6 +115,7 @@ func NewQueue(s QueueSettings, d Driver) (*Queue, error) {
 	q := &Queue{
 		d: d, workers: s.Workers, limit: s.Limit, lifo: s.Discipline == admission.LIFO,
 		shed: s.Shed, estimate: s.Estimate, dropExpired: s.DropExpired, reserve: s.Reserve,
+		sampler: s.Service,
 	}
 	if s.MaxWait > 0 || s.Discipline == admission.AdaptiveLIFO {
 		wq, err := admission.NewWaitQueue[Request](admission.QueueSettings{MaxLen: s.Limit, Discipline: s.Discipline, MaxWait: s.MaxWait})
@@ -175,7 +180,7 @@ func (q *Queue) len() int {
 
 func (q *Queue) start(now time.Duration, r Request) {
 	q.busy++
-	q.d.Serve(r, now, now+q.service)
+	q.d.Serve(r, now, now+q.sampler.Draw(q.service))
 }
 
 // Done frees r's worker and gives it the next request.

@@ -47,6 +47,8 @@ func vocabulary() map[string][][]string {
 				out[f.key] = append(out[f.key], v.words)
 			case *object:
 				walk(v)
+			case serviceTime:
+				walk(serviceTimeObject(v.st))
 			}
 		}
 	}

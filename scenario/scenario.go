@@ -7,6 +7,7 @@
 package scenario
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -97,6 +98,104 @@ type Origin struct {
 	// Replicas is how many replicas share the load, at random; default 1.
 	// Each holds an equal share of the capacity and workers.
 	Replicas int
+
+	// ServiceTime is how each request's service time varies around the
+	// model's mean (workers/capacity, base, or latency); the zero value
+	// is fixed: every request takes the mean.
+	ServiceTime ServiceTime
+}
+
+// Service-time distributions.
+const (
+	DistFixed       = "fixed"
+	DistExponential = "exponential"
+	DistLognormal   = "lognormal"
+	DistEmpirical   = "empirical"
+)
+
+// ServiceTime is the distribution of an origin's service times. Its mean
+// is the model's (workers/capacity for the queue model, base + per_inflight
+// × in service for the concurrency model, latency for the capacity model),
+// as the conditions of the moment scale it; the distribution gives the
+// shape around that mean. A scale written here (Mean, Median, Buckets) is
+// the reader's, and a fitter's: it must agree with the model's mean within
+// 1%, so a file cannot say two things.
+type ServiceTime struct {
+	// Dist is fixed (the zero value: every request takes the mean),
+	// exponential, lognormal or empirical.
+	Dist string
+	// Mean is the mean (fixed and exponential); 0: the model's.
+	Mean time.Duration
+	// Median is the median (lognormal); 0: the one the model's mean and
+	// Sigma give.
+	Median time.Duration
+	// Sigma is the standard deviation of the service time's logarithm
+	// (lognormal); required, in (0, 4]. p99/p50 = exp(2.326 sigma).
+	Sigma float64
+	// Buckets are a histogram's cumulative buckets (empirical), as
+	// Prometheus's le buckets read: a draw is uniform within its bucket,
+	// from 0 in the first, and one in a +Inf bucket takes the last finite
+	// bound, as histogram_quantile does.
+	Buckets []Bucket
+}
+
+// Bucket is one cumulative bucket of an empirical service time: the share
+// Fraction of requests takes at most Le (Inf for +Inf).
+type Bucket struct {
+	Le       time.Duration
+	Fraction float64
+}
+
+// Inf is the bound of a +Inf bucket.
+const Inf = time.Duration(math.MaxInt64)
+
+// IsFixed reports whether every request takes the mean: Dist fixed or
+// unset.
+func (st ServiceTime) IsFixed() bool { return st.Dist == "" || st.Dist == DistFixed }
+
+// Scale returns the mean service time the distribution states itself
+// (Mean, Median and Sigma, or Buckets), and false when it leaves the mean
+// to the model. A fitter that writes a scale sets the model's capacity
+// (queue: workers / mean), base or latency from it.
+func (st ServiceTime) Scale() (time.Duration, bool) {
+	switch st.Dist {
+	case DistLognormal:
+		if st.Median > 0 {
+			return time.Duration(min(float64(st.Median)*math.Exp(st.Sigma*st.Sigma/2), 1e18)), true
+		}
+	case DistEmpirical:
+		if m := st.BucketMean(); m > 0 {
+			return time.Duration(min(m, 1e18)), true
+		}
+	default:
+		if st.Mean > 0 {
+			return st.Mean, true
+		}
+	}
+	return 0, false
+}
+
+// BucketMean is the mean of the empirical distribution of Buckets, in
+// nanoseconds: each bucket's share at the middle of its bounds (from 0 for
+// the first), the +Inf bucket's at the last finite bound. It is 0 without
+// a finite bucket.
+func (st ServiceTime) BucketMean() float64 {
+	var sum, lo, prev float64
+	finite := false
+	for _, b := range st.Buckets {
+		if b.Le == Inf {
+			sum += (b.Fraction - prev) * lo
+			prev = b.Fraction
+			continue
+		}
+		hi := float64(b.Le)
+		sum += (b.Fraction - prev) * (lo + hi) / 2
+		lo, prev, finite = hi, b.Fraction, true
+	}
+	if !finite {
+		return 0
+	}
+	return sum
 }
 
 // Limit kinds: "none" and resil's limit algorithms.

@@ -128,6 +128,7 @@ func originObject(o *Origin) *object {
 			{key: "replicas", v: integer{&o.Replicas}},
 			{key: "limit", kinds: holding, v: limitObject(&o.Limit)},
 			{key: "shed", kinds: holding, v: shedObject(&o.Shed)},
+			{key: "service_time", v: serviceTime{&o.ServiceTime}},
 		},
 		preset: func(model string) {
 			o.Replicas = 1

@@ -257,6 +257,11 @@ func (o *Origin) check(c *checker, path string) {
 	in(c, at("error_rate"), o.ErrorRate, 0, 1)
 	in(c, at("broken"), o.Broken, 0, 1)
 	in(c, at("replicas"), o.Replicas, 1, maxReplicas)
+	if c.ok() {
+		// The fields are checked after this map's own rules.
+		serviceTime{&o.ServiceTime}.validate(c, at("service_time"))
+		o.checkServiceTime(c, path)
+	}
 	if c.ok() && o.Model == ModelQueue && o.Workers%o.Replicas != 0 {
 		if o.Workers < o.Replicas {
 			c.fail(at("workers"), "%d workers for %d replicas: each replica needs at least one", o.Workers, o.Replicas)

@@ -109,7 +109,7 @@ func (f *fleet) newChain() error {
 		d := &tierDriver{f: f, layer: uint8(l)}
 		ms := make([]origin.Model, replicas)
 		for r := range ms {
-			m, err := origin.New(&t.Server, r, replicas, d)
+			m, err := origin.NewWith(&t.Server, r, replicas, d, origin.Options{Rand: serviceRand(f.seed, &t.Server, l+1, r)})
 			if err != nil {
 				return err
 			}

@@ -195,6 +195,21 @@ func (f *fleet) give() {
 // apart from the arrivals' and the jitter's.
 const throttleStream = 0x7417 << 48
 
+// serviceStream marks the random streams of the servers' service times:
+// one per server, by layer (0 the origin, l for tier l) and replica, and
+// not by fleet, so that fleets whose servers see the same requests draw
+// the same times (common random numbers).
+const serviceStream = 0x5e7 << 48
+
+// serviceRand returns the source server replica of layer l draws its
+// service times from, or nil when o's are fixed (nothing to draw).
+func serviceRand(seed uint64, o *scenario.Origin, l, replica int) *rand.Rand {
+	if o.ServiceTime.IsFixed() {
+		return nil
+	}
+	return rand.New(rand.NewPCG(seed, serviceStream|uint64(l)<<24|uint64(replica)))
+}
+
 // drainLimit bounds how long intents that arrived during the run are
 // followed after it: long enough for any sane retry chain, short enough
 // that an unlimited policy without a deadline cannot run forever.

@@ -176,7 +176,7 @@ func (f *fleet) newOrigin(o *scenario.Origin, replicas int) error {
 		if r < len(old) {
 			prev = old[r]
 		}
-		m, err := origin.Renew(prev, o, r, replicas, (*originDriver)(f))
+		m, err := origin.RenewWith(prev, o, r, replicas, (*originDriver)(f), origin.Options{Rand: serviceRand(f.seed, o, 0, r)})
 		if err != nil {
 			return err
 		}
