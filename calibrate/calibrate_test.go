@@ -132,13 +132,15 @@ func TestEveryValueHasAComment(t *testing.T) {
 		lines := strings.Split(string(b), "\n")
 		for i, l := range lines {
 			s := strings.TrimSpace(l)
-			if s == "" || strings.HasPrefix(s, "#") || strings.HasSuffix(s, ":") || strings.HasPrefix(s, "- name") {
+			if s == "" || strings.HasPrefix(s, "#") || strings.HasSuffix(s, ":") || strings.HasPrefix(s, "- ") {
 				continue
 			}
 			key := strings.SplitN(s, ":", 2)[0]
 			switch key {
-			case "name", "seed", "base", "cap", "jitter":
-				continue // the name and seed are the file's; the backoff's under its use:
+			case "name", "seed", "base", "cap", "jitter", "dist", "mean", "median", "sigma":
+				// The name and seed are the file's; the backoff's keys are
+				// said under its use:, service_time's above it.
+				continue
 			}
 			if !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#") && !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "settings:") {
 				t.Errorf("%s.golden.yaml:%d: %q has no comment", g.name, i+1, s)

@@ -3,6 +3,9 @@ package calibrate
 import (
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // ServiceFit is the service time distribution fitted to a histogram.
@@ -107,4 +110,45 @@ func (f ServiceFit) Quantile(q float64) float64 {
 		return math.Exp(mu + f.Sigma*math.Sqrt2*math.Erfinv(2*q-1))
 	}
 	return f.Buckets.Quantile(q)
+}
+
+// ServiceTime is the fit as the scenario's origin.service_time, with its
+// scale written (the mean, or the lognormal's median): the scale a queue
+// origin's capacity must agree with (workers / Scale). An empirical fit
+// keeps the buckets up to the first that holds every observation (at most
+// 99 finite bounds), with +Inf; its scale is the buckets' own mean, which
+// the scenario computes from them, not the histogram's exact mean.
+func (f ServiceFit) ServiceTime() scenario.ServiceTime {
+	d := func(s float64) time.Duration { return roundDuration(time.Duration(s * float64(time.Second))) }
+	switch f.Dist {
+	case "exponential":
+		return scenario.ServiceTime{Dist: scenario.DistExponential, Mean: d(f.Mean)}
+	case "lognormal":
+		return scenario.ServiceTime{Dist: scenario.DistLognormal, Median: d(f.Median), Sigma: roundTo(f.Sigma, 3)}
+	case "empirical":
+		var bs []scenario.Bucket
+		cdf := f.Buckets.CDF()
+		for i, le := range f.Buckets.Le {
+			if !(le > 0) || len(bs) == 99 {
+				continue
+			}
+			fr := math.Round(cdf[i]*1e4) / 1e4
+			bs = append(bs, scenario.Bucket{Le: d(le), Fraction: fr})
+			if fr >= 1 {
+				break
+			}
+		}
+		if n := len(bs); n > 0 && bs[n-1].Fraction >= 1 {
+			bs[n-1].Fraction = 1
+		} else {
+			bs = append(bs, scenario.Bucket{Le: scenario.Inf, Fraction: 1})
+		}
+		return scenario.ServiceTime{Dist: scenario.DistEmpirical, Buckets: bs}
+	}
+	return scenario.ServiceTime{Dist: scenario.DistFixed, Mean: d(f.Mean)}
+}
+
+// roundDuration rounds d to four significant digits, at least 1µs.
+func roundDuration(d time.Duration) time.Duration {
+	return max(time.Microsecond, time.Duration(roundTo(float64(d), 4)))
 }

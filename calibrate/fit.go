@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // Value is one fitted number and what the scenario file says of it.
@@ -35,19 +37,23 @@ type Result struct {
 	Service    ServiceFit
 	ServiceOK  bool
 	ServiceNte string
-	Workers    Value
-	Capacity   Value
-	Clients    Value
-	RetryShare Value // retries per intent
-	ErrorRate  Value // background error share (median of the steps)
-	Timeout    Value // seconds
-	TimedOut   Value // share of attempts that timed out
-	MaxRetries Value
-	Budget     Value // the ratio; Known false and V 0: none seen
-	HasBudget  bool
-	Breaker    bool
-	BreakerNte string
-	Replicas   Value
+	// ServiceTime is the fit in the scenario's words; Scale its mean, in
+	// seconds, which the capacity is workers over.
+	ServiceTime scenario.ServiceTime
+	Scale       float64
+	Workers     Value
+	Capacity    Value
+	Clients     Value
+	RetryShare  Value // retries per intent
+	ErrorRate   Value // background error share (median of the steps)
+	Timeout     Value // seconds
+	TimedOut    Value // share of attempts that timed out
+	MaxRetries  Value
+	Budget      Value // the ratio; Known false and V 0: none seen
+	HasBudget   bool
+	Breaker     bool
+	BreakerNte  string
+	Replicas    Value
 	// Notes are what the file's head says besides the values.
 	Notes []string
 }
@@ -182,7 +188,13 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	default:
 		return nil, fail("no latency histogram (%s_bucket) in the window (%s): the service time cannot be fitted", src.Latency.Base, win)
 	}
-	svc := r.Service.Mean
+	r.ServiceTime = r.Service.ServiceTime()
+	if sc, ok := r.ServiceTime.Scale(); ok {
+		r.Scale = sc.Seconds()
+	} else {
+		r.Scale = r.Service.Mean
+	}
+	svc := r.Scale
 
 	// Workers: the configured limit, else what was busy while requests
 	// queued (saturation), else a lower bound.
@@ -320,8 +332,8 @@ func (r *Result) fitWorkers(w *Window, src *Source, svc float64, q func(Ref) str
 		peak := quantile(rateValues(r.RateSeries), 1) * (1 + max(0, r.RetryShare.V)) * svc
 		r.Workers = Value{V: max(1, math.Ceil(peak/0.8)), Note: fmt.Sprintf("%s exports no gauge of requests in service: Little's law at the peak rate gives %.3g in service; the default assumes that was 80%% of the workers; %s", src.Name, peak, little)}
 	}
-	r.Capacity = Value{V: roundTo(r.Workers.V/svc, 4), Known: r.Workers.Known,
-		Note: fmt.Sprintf("requests/s = workers / mean service time (%.0f / %s)", r.Workers.V, sec(svc))}
+	r.Capacity = Value{V: roundTo(r.Workers.V/svc, 6), Known: r.Workers.Known,
+		Note: fmt.Sprintf("requests/s = workers / the mean service time of service_time (%.0f / %s)", r.Workers.V, sec(svc))}
 	if !r.Workers.Known {
 		r.Capacity.Note += ": as uncertain as the workers"
 	}

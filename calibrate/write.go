@@ -134,14 +134,32 @@ func Write(r *Result, file string) (*Output, error) {
 	return out, nil
 }
 
-// serviceTime writes what the scenario says of the service time. Until
-// the scenario has service-time distributions (origin.service_time), a
-// queue origin serves each request in workers/capacity, the fitted mean:
-// the fitted distribution is a comment.
+// serviceTime writes origin.service_time: the fitted distribution with
+// its scale, which the capacity above agrees with (workers / its mean).
 func serviceTime(b *yamlWriter, r *Result) {
-	f := r.Service
-	b.comment(2, "Service time: mean %s, median %s, %s; %s. The queue origin serves each request in workers / capacity = %s, the fitted mean (the scenario's service-time distributions, origin.service_time, are not in this build).",
-		sec(f.Mean), sec(f.Median), distText(f), r.ServiceNte, sec(r.Workers.V/r.Capacity.V))
+	f, st := r.Service, r.ServiceTime
+	b.comment(2, "Service time: mean %s, median %s; %s.", sec(f.Mean), sec(f.Median), r.ServiceNte)
+	if st.Dist == scenario.DistEmpirical {
+		b.comment(2, "The buckets' own mean, %s (each bucket's share at its middle), sets the capacity above; the histogram's exact mean is %s.", sec(r.Scale), sec(f.Mean))
+	}
+	b.open(2, "service_time")
+	b.line(4, "dist", st.Dist, "")
+	switch st.Dist {
+	case scenario.DistLognormal:
+		b.line(4, "median", st.Median.String(), "")
+		b.line(4, "sigma", num(st.Sigma), "")
+	case scenario.DistEmpirical:
+		b.line(4, "buckets", "", "")
+		for _, x := range st.Buckets {
+			le := x.Le.String()
+			if x.Le == scenario.Inf {
+				le = "+Inf"
+			}
+			b.raw(fmt.Sprintf("      - {le: %s, fraction: %s}\n", le, num(x.Fraction)))
+		}
+	default:
+		b.line(4, "mean", st.Mean.String(), "")
+	}
 }
 
 func distText(f ServiceFit) string {
