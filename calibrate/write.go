@@ -143,10 +143,16 @@ func serviceTime(b *yamlWriter, r *Result) {
 		b.comment(2, "The buckets' own mean, %s (each bucket's share at its middle), sets the capacity above; the histogram's exact mean is %s.", sec(r.Scale), sec(f.Mean))
 	}
 	b.open(2, "service_time")
+	if st.Dist != scenario.DistEmpirical {
+		// The scale (mean, median) is left to the model, workers /
+		// capacity, which is the fitted one: check and advise rescale the
+		// capacity to try other loads, and a scale written here would then
+		// contradict it.
+		b.comment(4, "The shape only: its mean is the model's, workers / capacity = %s, the fitted mean (written here, the scale would stop check and advise from rescaling the capacity).", sec(r.Scale))
+	}
 	b.line(4, "dist", st.Dist, "")
 	switch st.Dist {
 	case scenario.DistLognormal:
-		b.line(4, "median", st.Median.String(), "")
 		b.line(4, "sigma", num(st.Sigma), "")
 	case scenario.DistEmpirical:
 		b.line(4, "buckets", "", "")
@@ -157,8 +163,6 @@ func serviceTime(b *yamlWriter, r *Result) {
 			}
 			b.raw(fmt.Sprintf("      - {le: %s, fraction: %s}\n", le, num(x.Fraction)))
 		}
-	default:
-		b.line(4, "mean", st.Mean.String(), "")
 	}
 }
 
