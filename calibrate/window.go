@@ -69,8 +69,9 @@ type Sample struct {
 func (w *Window) Has(metric string) bool { return len(w.Series[metric]) > 0 }
 
 // add adds the series of a matrix to w, by their __name__, keeping only
-// those sel matches.
-func (w *Window) add(m model.Matrix, sel Selector, query string) error {
+// those sel matches, and when only is not empty, only those of that metric
+// (the answer to a query for it).
+func (w *Window) add(m model.Matrix, sel Selector, query, only string) error {
 	if w.Series == nil {
 		w.Series = map[string][]Series{}
 		w.Queries = map[string]string{}
@@ -79,6 +80,9 @@ func (w *Window) add(m model.Matrix, sel Selector, query string) error {
 		name := string(ss.Metric[model.MetricNameLabel])
 		if name == "" {
 			return errors.New("a series without a metric name (__name__): save the answers of plain selectors such as {__name__=~\"envoy_cluster_.*\"}, not of expressions such as rate(...)")
+		}
+		if only != "" && name != only {
+			continue
 		}
 		ls := model.LabelSet(ss.Metric).Clone()
 		delete(ls, model.MetricNameLabel)
