@@ -62,6 +62,12 @@ func Write(r *Result, file string) (*Output, error) {
 		b.line(0, "duration", dur(duration), "default: two minutes, the storm's, to try faults in (check and advise bring their own)")
 		b.line(0, "tick", dur(tick), "default")
 	}
+	if peak := quantile(rateValues(r.RateSeries), 1); series && peak > 0.975*r.Capacity.V {
+		b.comment(0, "The rate peaks at %.4g intents/s, %.0f%% of the capacity: check and advise take the peak for the base load and refuse one past 97.5%%; give them --load SHARE, the share of the capacity you call realistic.", peak, 100*peak/r.Capacity.V)
+	}
+	if series && duration < 2*time.Minute {
+		b.comment(0, "The window is %s long: check and advise put their faults from 30s on, beyond a run this short; run and lab take it as it is.", dur(duration))
+	}
 	b.open(0, "traffic")
 	if series {
 		b.open(2, "series")
