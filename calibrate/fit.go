@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -427,4 +425,3 @@ func roundTo(x float64, n int) float64 {
 	return math.Round(x*p) / p
 }
 
-var _ model.LabelSet

@@ -108,5 +108,5 @@ func (s Selector) String() string {
 	if len(s.Matchers) == 0 {
 		return "{}"
 	}
-	return strings.TrimPrefix(s.For(""), "")
+	return s.For("")
 }

@@ -20,7 +20,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -224,4 +223,3 @@ func trimLabel(ls model.LabelSet, name model.LabelName) string {
 	return c.String()
 }
 
-var _ = strings.TrimSpace
