@@ -424,4 +424,3 @@ func roundTo(x float64, n int) float64 {
 	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(x))))
 	return math.Round(x*p) / p
 }
-

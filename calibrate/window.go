@@ -222,4 +222,3 @@ func trimLabel(ls model.LabelSet, name model.LabelName) string {
 	delete(c, name)
 	return c.String()
 }
-
