@@ -187,8 +187,8 @@ var genModels = map[string]struct {
 		rate:    func(int) float64 { return 250 }}, buildResil},
 }
 
-// Envoy's upstream_rq_time buckets, in ms (source/common/stats/histogram_impl.h,
-// supportedBuckets).
+// Envoy's default histogram buckets, in ms, as upstream_rq_time has them
+// (source/common/stats/histogram_impl.cc, defaultBuckets).
 var envoyBounds = []float64{0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000}
 
 // grpc-go's DefaultLatencyBounds (stats/opentelemetry/opentelemetry.go).

@@ -140,9 +140,9 @@ var Sources = []*Source{
 		// (/stats/prometheus): counters keep their stat names (no _total
 		// added), the cluster is the tag envoy_cluster_name, the response
 		// class the tag envoy_response_code_class of upstream_rq_xx, and
-		// upstream_rq_time is a histogram in milliseconds. Envoy v1.3x,
-		// source/common/config/well_known_names.cc and
-		// envoy/upstream/upstream.h (ALL_CLUSTER_STATS).
+		// upstream_rq_time is a histogram in milliseconds: the cluster
+		// stats macros of envoy/upstream/upstream.h (main, read 2026-12-01)
+		// and the tag extractors of source/common/config/well_known_names.cc.
 		Name:           "envoy",
 		Detect:         []string{"envoy_cluster_upstream_rq_total"},
 		Attempts:       Ref{Metric: "envoy_cluster_upstream_rq_total"},
