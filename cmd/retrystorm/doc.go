@@ -53,6 +53,10 @@ report with plots in retrystorm-report/index.html. It says where.
 	          the documented thresholds, where you call realistic
 	advise    search for a better retry policy and write it back in your
 	          config's format, as resil Go code and as a scenario fleet
+	calibrate a scenario fitted to your Prometheus metrics (Envoy,
+	          gRPC, HAProxy, resil, the lab), live or from saved
+	          query_range answers, each value with its query and fit;
+	          docs/calibrate.md
 	merge     put the --shard results of sweep, check or advise together;
 	          docs/check.md
 	page      one self-contained HTML page that reruns the experiments in
@@ -68,7 +72,7 @@ flag gets a "did you mean".
 
 The commands with heavy dependencies (lab, which links Prometheus and
 protobuf; import, check, advise and merge, which link Envoy's and Istio's
-protobufs) run in a second binary, retrystorm-full, so that retrystorm
+protobufs; calibrate, which links Prometheus's API client) run in a second binary, retrystorm-full, so that retrystorm
 itself links only the standard library and a YAML parser, and its first go
 run compiles little beyond the standard library. retrystorm parses the
 command line, then runs retrystorm-full with the same arguments: the one
@@ -138,6 +142,15 @@ SHARE and --dip SHARE (the region you call realistic), --seeds N,
 --as FORMATS, --route NAME, --conditions, --long and --progress.
 sweep takes --shard I/N and --workers N too; merge takes --json, --out and
 --top. docs/check.md describes them.
+
+calibrate takes --prometheus URL or --file FILE (repeated, or a
+directory of saved query_range answers), --from T and --to T (RFC 3339,
+Unix seconds or a duration ago; the last hour by default), --step D,
+--selector '{job="x"}', --source envoy|grpc|haproxy|resil|lab|auto,
+-o FILE (and the rate series beside it when the rate varied) and --timeout
+D. It refuses a window of more than 11,000 steps and a selector matching
+more than 500 series of a metric; a window it cannot fit (an unreachable
+server, no samples, missing metrics, absurd values) is exit 2.
 
 Where a command will write (--out, --findings, -o) is checked before it
 runs: a file where a directory is wanted, a dangling symbolic link, a

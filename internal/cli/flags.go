@@ -46,6 +46,8 @@ type Invocation struct {
 	cost costValues
 	// shardFlags, importFlags, checkFlags, adviseFlags, mergeFlags
 	Configs ConfigFlags
+	// calibrateFlags
+	Calibrate CalibrateFlags
 
 	typed bool     // the command's name was typed (not the default demo)
 	argv  []string // the arguments as given, for the companion
@@ -373,6 +375,82 @@ func mergeFlags(fs *flag.FlagSet, inv *Invocation) {
 		inv.Configs.Top = n
 		return nil
 	})
+}
+
+// CalibrateFlags are calibrate's flags.
+type CalibrateFlags struct {
+	Prometheus string   // --prometheus URL
+	Files      []string // --file, repeated
+	From, To   time.Time
+	Step       time.Duration
+	Selector   string
+	Source     string // envoy, grpc, haproxy, resil, lab or auto
+	Out        string // -o FILE; empty: standard output
+	Timeout    time.Duration
+}
+
+func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
+	c := &inv.Calibrate
+	funcVar(fs, "prometheus", "read the metrics from the Prometheus server at `URL` (its HTTP API)", func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("want an http:// or https:// URL with a host")
+		}
+		c.Prometheus = s
+		return nil
+	})
+	funcVar(fs, "file", "read a saved query_range answer from `FILE` (JSON), or every *.json of a directory; repeat it for more", func(s string) error {
+		if s == "" {
+			return errors.New("needs a file or a directory")
+		}
+		c.Files = append(c.Files, s)
+		return nil
+	})
+	when := func(name, usage string, p *time.Time) {
+		funcVar(fs, name, usage, func(s string) error {
+			t, err := parseTime(s)
+			*p = t
+			return err
+		})
+	}
+	when("from", "start the window at `T`: RFC 3339 (2026-11-30T14:00:00Z), Unix seconds, or a duration ago such as 1h (default: --to less 1h)", &c.From)
+	when("to", "end the window at `T`, as --from (default: now)", &c.To)
+	funcVar(fs, "step", "read one sample every `D` (default: the window over 240, at least 1s)", func(s string) error {
+		d, err := parseDuration(s)
+		c.Step = d
+		return err
+	})
+	fs.StringVar(&c.Selector, "selector", "", "narrow every metric to the series `SEL` matches, such as {job=\"checkout\"}")
+	c.Source = "auto"
+	funcVar(fs, "source", "read the metrics of `S`: envoy, grpc, haproxy, resil, lab or auto (default auto: the first found)", func(s string) error {
+		switch s {
+		case "envoy", "grpc", "haproxy", "resil", "lab", "auto":
+		default:
+			return errors.New("want envoy, grpc, haproxy, resil, lab or auto")
+		}
+		c.Source = s
+		return nil
+	})
+	fileVar(fs, &c.Out, "o", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
+	funcVar(fs, "timeout", "give up on a request to Prometheus after `D` (default 30s)", func(s string) error {
+		d, err := parseDuration(s)
+		c.Timeout = d
+		return err
+	})
+}
+
+// parseTime reads a time: RFC 3339, Unix seconds, or a duration before now.
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && f < 1e11 {
+		return time.Unix(0, int64(f*1e9)), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, errors.New("want RFC 3339 (2026-11-30T14:00:00Z), Unix seconds, or a duration ago (1h)")
 }
 
 // parseDuration reads a positive duration.

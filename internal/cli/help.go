@@ -46,6 +46,11 @@ func mainHelp(w io.Writer, cmds []command) error {
 	}
 	b.WriteString("\nCommands:\n")
 	heavy := false
+	// The summaries start two columns after the longest name (calibrate).
+	nameCol := 11
+	for _, c := range cmds {
+		nameCol = max(nameCol, 2+len(c.Name)+2)
+	}
 	for _, c := range cmds {
 		if c.Name == "demo" {
 			continue
@@ -55,7 +60,7 @@ func mainHelp(w io.Writer, cmds []command) error {
 			s += " [*]"
 			heavy = true
 		}
-		b.WriteString(item(c.Name, s, 11, width))
+		b.WriteString(item(c.Name, s, nameCol, width))
 	}
 	if heavy {
 		b.WriteString("\n" + report.Wrap("[*] runs in the companion binary retrystorm-full, which links the heavier dependencies these commands need; retrystorm finds it beside itself or on the PATH, and builds it when run from a checkout.", width, "", "") + "\n")

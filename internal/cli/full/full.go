@@ -19,4 +19,6 @@ var Heavy = cli.Heavy{
 	Check:  configcmd.Check,
 	Advise: configcmd.Advise,
 	Merge:  configcmd.Merge,
+
+	Calibrate: runCalibrate,
 }

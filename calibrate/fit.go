@@ -1,0 +1,426 @@
+package calibrate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Value is one fitted number and what the scenario file says of it.
+type Value struct {
+	V float64
+	// Known is false when the metrics do not show it and V is a
+	// default; Note says which, and why.
+	Known bool
+	// Note is the comment: the query it came from and how good the fit
+	// is, or why it is not known and where the default comes from.
+	Note string
+}
+
+// Result is a calibration: every value of the scenario with its note.
+type Result struct {
+	Source *Source
+	Window *Window
+	// Rate is the intent rate per second (the median of the window's
+	// steps); Steady says whether it is steady enough for one number
+	// (RateSeries is the per-step series otherwise).
+	Rate       Value
+	Steady     bool
+	RateSeries []Sample
+	Attempts   Value // attempts per second at the origin (mean)
+	Service    ServiceFit
+	ServiceOK  bool
+	ServiceNte string
+	// ServiceTime is the fit in the scenario's words; Scale its mean, in
+	// seconds, which the capacity is workers over.
+	ServiceTime scenario.ServiceTime
+	Scale       float64
+	Workers     Value
+	Capacity    Value
+	Clients     Value
+	RetryShare  Value // retries per intent
+	ErrorRate   Value // background error share (median of the steps)
+	Timeout     Value // seconds
+	TimedOut    Value // share of attempts that timed out
+	MaxRetries  Value
+	Budget      Value // the ratio; Known false and V 0: none seen
+	HasBudget   bool
+	Breaker     bool
+	BreakerNte  string
+	Replicas    Value
+	// Notes are what the file's head says besides the values.
+	Notes []string
+}
+
+// Steadiness: a rate is steady when at least SteadyShare of the steps
+// are within SteadyBand of the median.
+const (
+	SteadyBand  = 0.10
+	SteadyShare = 0.90
+	maxRate     = 1_000_000
+)
+
+// ErrFit is wrapped by every error of Fit: the window cannot give a
+// scenario, and no number is made up.
+var ErrFit = errors.New("calibrate")
+
+func fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFit, fmt.Sprintf(format, args...))
+}
+
+// Fit fits a scenario to w, from src's metrics (nil: detected).
+func Fit(w *Window, src *Source) (*Result, error) {
+	if src == nil {
+		var err error
+		if src, err = Detect(w); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrFit, err)
+		}
+	}
+	r := &Result{Source: src, Window: w}
+	win := w.Describe()
+	q := func(x Ref) string {
+		if x.Label == "" {
+			return w.Query(x.Metric)
+		}
+		return x.String()
+	}
+	step := w.Step.Seconds()
+
+	// The traffic: attempts, retries and intents per step.
+	if !w.Has(src.Attempts.Metric) {
+		return nil, fail("no %s in the window (%s): it is how %s counts requests, and nothing can be fitted without it", src.Attempts.Metric, win, src.Name)
+	}
+	att := Counter(w, src.Attempts)
+	if len(att.V) < 2 {
+		return nil, fail("%s has %d step(s) in the window: at least 2 are needed (a longer window, or a shorter step)", src.Attempts.Metric, len(att.V))
+	}
+	var intents, retries steps
+	retryQuery := ""
+	switch {
+	case src.Intents.ok() && w.Has(src.Intents.Metric):
+		intents = Counter(w, src.Intents)
+		retries = minus(att, intents)
+		retryQuery = q(src.Attempts) + " − " + q(src.Intents)
+		if src.Retries.ok() && w.Has(src.Retries.Metric) {
+			retries, retryQuery = Counter(w, src.Retries), q(src.Retries)
+		}
+	case src.Retries.ok() && w.Has(src.Retries.Metric):
+		retries = Counter(w, src.Retries)
+		intents = minus(att, retries)
+		retryQuery = q(src.Retries)
+	default:
+		intents = att
+		r.Notes = append(r.Notes, fmt.Sprintf("%s shows no retries apart from first attempts: every attempt is taken for an intent", src.Name))
+	}
+	rates := make([]float64, len(intents.V))
+	for i, v := range intents.V {
+		rates[i] = v / step
+		r.RateSeries = append(r.RateSeries, Sample{T: intents.T[i], V: rates[i]})
+	}
+	base := median(rates)
+	switch {
+	case !(base > 0):
+		return nil, fail("the intent rate is 0 in the window (%s of %s): an empty window, or the wrong selector", q(src.Attempts), win)
+	case base > maxRate:
+		return nil, fail("the intent rate is %.0f per second: more than a scenario takes (%d); is the selector summing unrelated services?", base, maxRate)
+	}
+	in := 0
+	for _, x := range rates {
+		if math.Abs(x-base) <= SteadyBand*base {
+			in++
+		}
+	}
+	share := float64(in) / float64(len(rates))
+	r.Steady = share >= SteadyShare
+	r.Rate = Value{V: base, Known: true, Note: fmt.Sprintf("intents/s, the median of %d steps of %s; %.0f%% of the steps within ±%.0f%% of it (from %.4g to %.4g)",
+		len(rates), orQuery(retryQuery, q(src.Attempts), src.Intents, w), 100*share, 100*SteadyBand, quantile(rates, 0), quantile(rates, 1))}
+	r.Attempts = Value{V: att.total() / att.span(w.Step).Seconds(), Known: true, Note: "attempts/s, " + q(src.Attempts)}
+
+	// Retries per intent, over the window.
+	if retryQuery != "" && intents.total() > 0 {
+		r.RetryShare = Value{V: max(0, retries.total()) / intents.total(), Known: true,
+			Note: fmt.Sprintf("retries per intent over the window: %s over the intents", retryQuery)}
+	} else {
+		r.RetryShare = Value{Note: fmt.Sprintf("%s does not show retries apart from first attempts", src.Name)}
+	}
+
+	// The service time: from steps with an empty queue, where the
+	// latency is the service time alone.
+	keep, keepNote := emptyQueue(w, src)
+	switch {
+	case src.Latency.ok() && w.Has(src.Latency.Base+"_bucket"):
+		b := Histogram(w, src.Latency, keep)
+		if b.Count <= 0 && keep != nil {
+			b, keepNote = Histogram(w, src.Latency, nil), "every step had a queue, so every step is counted: the fit includes queueing"
+		}
+		f, err := FitService(b)
+		if err != nil {
+			return nil, fail("the service time from %s_bucket (%s): %v", src.Latency.Base, win, err)
+		}
+		r.Service, r.ServiceOK = f, true
+		where := "at the origin"
+		if !src.ServerSide {
+			where = "at the client: it includes the network and is longer than the service time"
+		}
+		r.ServiceNte = fmt.Sprintf("from %s_bucket/_sum/_count, %s; %s; %s", src.Latency.Base, where, keepNote, f.Describe())
+	case src.Mean.ok() && w.Has(src.Mean.Metric):
+		g := Gauge(w, src.Mean)
+		var vs []float64
+		for _, t := range g.T {
+			if keep == nil || keep(t) {
+				v, _ := g.at(t)
+				vs = append(vs, v/float64(max(1, countAt(w, src.Mean, t))))
+			}
+		}
+		m := median(vs)
+		if !(m > 0) || m > 3600 {
+			return nil, fail("the mean response time from %s is %v s: not a service time", src.Mean.Metric, m)
+		}
+		r.Service = ServiceFit{Dist: "fixed", Mean: m, Median: m, Distance: math.NaN()}
+		r.ServiceOK = true
+		r.ServiceNte = fmt.Sprintf("the median of %s (an average over its last 1024 requests): %s; only a mean is exported, so the distribution is unknown and taken as fixed", src.Mean.Metric, keepNote)
+	default:
+		return nil, fail("no latency histogram (%s_bucket) in the window (%s): the service time cannot be fitted", src.Latency.Base, win)
+	}
+	r.ServiceTime = r.Service.ServiceTime()
+	if sc, ok := r.ServiceTime.Scale(); ok {
+		r.Scale = sc.Seconds()
+	} else {
+		r.Scale = r.Service.Mean
+	}
+	svc := r.Scale
+
+	// Workers: the configured limit, else what was busy while requests
+	// queued (saturation), else a lower bound.
+	r.fitWorkers(w, src, svc, q)
+
+	// Client instances.
+	if src.Clients.ok() && w.Has(src.Clients.Metric) {
+		seen := map[string]bool{}
+		for _, s := range w.Series[src.Clients.Metric] {
+			if len(s.Samples) == 0 {
+				continue
+			}
+			var key []string
+			for _, l := range src.ClientLabels {
+				key = append(key, string(s.Labels[l]))
+			}
+			seen[strings.Join(key, "\x00")] = true
+		}
+		var names []string
+		for _, l := range src.ClientLabels {
+			names = append(names, string(l))
+		}
+		r.Clients = Value{V: float64(len(seen)), Known: true, Note: fmt.Sprintf("distinct (%s) of %s", strings.Join(names, ", "), q(src.Clients))}
+	} else {
+		r.Clients = Value{V: 1, Note: fmt.Sprintf("%s does not show the client instances; default 1: give check --clients N", src.Name)}
+	}
+
+	// Errors: the background share, the median of the steps.
+	if src.Errors.ok() && w.Has(src.Errors.Metric) {
+		e := Counter(w, src.Errors)
+		var shares []float64
+		for i, t := range att.T {
+			if att.V[i] <= 0 {
+				continue
+			}
+			v, _ := e.at(t)
+			shares = append(shares, min(1, v/att.V[i]))
+		}
+		if len(shares) > 0 {
+			r.ErrorRate = Value{V: roundTo(median(shares), 3), Known: true, Note: fmt.Sprintf("the median per step of %s over the attempts", q(src.Errors))}
+		}
+	}
+	if r.ErrorRate.Note == "" {
+		r.ErrorRate = Value{Note: fmt.Sprintf("%s shows no errors here; default 0", src.Name)}
+	}
+	if src.Timeouts.ok() && w.Has(src.Timeouts.Metric) && att.total() > 0 {
+		r.TimedOut = Value{V: Counter(w, src.Timeouts).total() / att.total(), Known: true, Note: q(src.Timeouts) + " over the attempts"}
+	}
+	// The timeout itself is in no product's metrics.
+	p99 := r.Service.Quantile(0.99)
+	if !(p99 > 0) {
+		p99 = svc
+	}
+	to := max(time.Second, (time.Duration(10 * p99 * float64(time.Second))).Round(100*time.Millisecond))
+	r.Timeout = Value{V: to.Seconds(), Note: fmt.Sprintf("no metric shows the timeout; default: ten times the fitted p99 service time (%s), at least 1s", sec(p99))}
+
+	// The retry policy.
+	r.MaxRetries = Value{V: 3, Note: src.Policy + "; default 3 (the storm's)"}
+	if src.DefaultRetries >= 0 {
+		r.MaxRetries = Value{V: float64(src.DefaultRetries), Note: src.Policy + fmt.Sprintf("; default %d, %s", src.DefaultRetries, src.DefaultWhy)}
+	}
+	over := 0.0
+	if src.RetryOverflow.ok() && w.Has(src.RetryOverflow.Metric) {
+		over = Counter(w, src.RetryOverflow).total()
+	}
+	switch {
+	case src.Budget.ok() && w.Has(src.Budget.Metric), over > 0:
+		r.HasBudget = true
+		why := q(src.Budget) + " is exported: a retry budget is in use"
+		if !(src.Budget.ok() && w.Has(src.Budget.Metric)) {
+			why = fmt.Sprintf("%s counted %.0f refused retries: a budget (or a limit on retries in flight) is in use", q(src.RetryOverflow), over)
+		}
+		if over > 0 && r.RetryShare.Known && r.RetryShare.V > 0 {
+			r.Budget = Value{V: roundTo(r.RetryShare.V, 2), Known: true, Note: why + fmt.Sprintf("; it refused %.0f retries, so it bound: its ratio is taken as the retries per intent seen, %.3g", over, r.RetryShare.V)}
+		} else {
+			r.Budget = Value{V: 0.1, Note: why + "; its ratio is not exported and it refused nothing here: default 0.1"}
+		}
+	default:
+		r.Budget = Value{Note: fmt.Sprintf("no sign of a retry budget in %s's metrics", src.Name)}
+	}
+	if src.BreakerRefusals.ok() && w.Has(src.BreakerRefusals.Metric) {
+		if n := Counter(w, src.BreakerRefusals).total(); n > 0 {
+			r.Breaker = true
+			r.BreakerNte = fmt.Sprintf("%s counted %.0f refusals: a breaker is in use; its settings are not exported: default consecutive, threshold 5, cooldown 5s", q(src.BreakerRefusals), n)
+		} else {
+			r.BreakerNte = fmt.Sprintf("%s counted no refusal: no breaker is assumed (one that never opened looks the same)", q(src.BreakerRefusals))
+		}
+	} else {
+		r.BreakerNte = fmt.Sprintf("%s shows no breaker; none assumed", src.Name)
+	}
+
+	if src.Healthy.ok() && w.Has(src.Healthy.Metric) {
+		h := Gauge(w, src.Healthy)
+		r.Replicas = Value{V: median(h.V), Known: true, Note: "the median of " + q(src.Healthy) + ": healthy replicas; the scenario keeps one origin of their total capacity"}
+	}
+	return r, nil
+}
+
+// fitWorkers sets Workers and Capacity.
+func (r *Result) fitWorkers(w *Window, src *Source, svc float64, q func(Ref) string) {
+	littleL := r.Attempts.V * svc // Little's law: requests in service
+	little := fmt.Sprintf("Little's law gives %.3g in service on average (%.4g attempts/s × %s)", littleL, r.Attempts.V, sec(svc))
+	var busy steps
+	hasBusy := src.Busy.ok() && w.Has(src.Busy.Metric)
+	if hasBusy {
+		busy = Gauge(w, src.Busy)
+		little += fmt.Sprintf("; %s averaged %.3g", q(src.Busy), mean(busy.V))
+	}
+	switch {
+	case src.Limit.ok() && w.Has(src.Limit.Metric):
+		lim := median(Gauge(w, src.Limit).V)
+		if lim > 0 {
+			r.Workers = Value{V: math.Round(lim), Known: true, Note: fmt.Sprintf("the configured limit, the median of %s summed over the servers; %s", q(src.Limit), little)}
+			break
+		}
+		fallthrough
+	case hasBusy && src.Queue.ok() && w.Has(src.Queue.Metric):
+		queue := Gauge(w, src.Queue)
+		var sat []float64
+		for i, t := range busy.T {
+			if v, ok := queue.at(t); ok && v > 0 {
+				sat = append(sat, busy.V[i])
+			}
+		}
+		if len(sat) > 0 {
+			r.Workers = Value{V: math.Round(median(sat)), Known: true, Note: fmt.Sprintf("the median of %s over the %d steps where %s > 0 (saturated: requests waited, so every worker was busy); %s",
+				q(src.Busy), len(sat), q(src.Queue), little)}
+			break
+		}
+		fallthrough
+	case hasBusy:
+		peak := quantile(busy.V, 1)
+		r.Workers = Value{V: max(1, math.Ceil(peak)), Note: fmt.Sprintf("the origin never saturated in the window (no step with a queue): the workers are at least the peak of %s, %.0f, taken as the default; %s", q(src.Busy), peak, little)}
+	default:
+		peak := quantile(rateValues(r.RateSeries), 1) * (1 + max(0, r.RetryShare.V)) * svc
+		r.Workers = Value{V: max(1, math.Ceil(peak/0.8)), Note: fmt.Sprintf("%s exports no gauge of requests in service: Little's law at the peak rate gives %.3g in service; the default assumes that was 80%% of the workers; %s", src.Name, peak, little)}
+	}
+	r.Capacity = Value{V: roundTo(r.Workers.V/svc, 6), Known: r.Workers.Known,
+		Note: fmt.Sprintf("requests/s = workers / the mean service time of service_time (%.0f / %s)", r.Workers.V, sec(svc))}
+	if !r.Workers.Known {
+		r.Capacity.Note += ": as uncertain as the workers"
+	}
+	if src.Capacity.ok() && w.Has(src.Capacity.Metric) {
+		r.Capacity.Note += fmt.Sprintf("; the origin's own %s said %.4g (a cross-check, not used)", q(src.Capacity), median(Gauge(w, src.Capacity).V))
+	}
+}
+
+// emptyQueue returns the steps whose queue was empty at both ends (nil:
+// every step, when src has no queue gauge), and a note.
+func emptyQueue(w *Window, src *Source) (func(time.Time) bool, string) {
+	if !(src.Queue.ok() && w.Has(src.Queue.Metric)) {
+		return nil, "every step counted (no queue gauge: the latency may include queueing)"
+	}
+	qg := Gauge(w, src.Queue)
+	empty := map[int64]bool{}
+	n := 0
+	for i, t := range qg.T {
+		if qg.V[i] == 0 && i > 0 && qg.V[i-1] == 0 {
+			empty[t.UnixMilli()] = true
+			n++
+		}
+	}
+	return func(t time.Time) bool { return empty[t.UnixMilli()] },
+		fmt.Sprintf("the %d of %d steps with %s at 0 at both ends (no queueing)", n, len(qg.T), src.Queue.Metric)
+}
+
+// countAt is how many series of r have a sample at t.
+func countAt(w *Window, r Ref, t time.Time) int {
+	n := 0
+	for _, s := range w.Series[r.Metric] {
+		for _, p := range s.Samples {
+			if p.T.Equal(t) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// minus is a − b per step, at a's times.
+func minus(a, b steps) steps {
+	out := steps{T: a.T, V: make([]float64, len(a.V))}
+	for i, t := range a.T {
+		v, _ := b.at(t)
+		out.V[i] = max(0, a.V[i]-v)
+	}
+	return out
+}
+
+func rateValues(s []Sample) []float64 {
+	out := make([]float64, len(s))
+	for i, p := range s {
+		out[i] = p.V
+	}
+	return out
+}
+
+func orQuery(retry, attempts string, intents Ref, w *Window) string {
+	if intents.ok() && w.Has(intents.Metric) {
+		if intents.Label == "" {
+			return w.Query(intents.Metric)
+		}
+		return intents.String()
+	}
+	if retry != "" {
+		return attempts + " − " + retry
+	}
+	return attempts
+}
+
+// sec writes seconds as a short duration.
+func sec(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+// roundTo rounds x to n significant digits.
+func roundTo(x float64, n int) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}

@@ -1,0 +1,157 @@
+package calibrate_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/testlock"
+	"github.com/retrystorm/retrystorm/lab"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// TestRealHAProxy calibrates HAProxy, scraped through its built-in
+// exporter (promex) by a real Prometheus, in front of a service of known
+// capacity: a Lua service inside the same HAProxy that takes 20 ms a
+// request, 12 at a time (server maxconn 12): 600 requests a second, as
+// docs/lab.md sets it up. 300 intents a second, with a burst to 900 for
+// 2 s that fills HAProxy's queue.
+func TestRealHAProxy(t *testing.T) {
+	prom, err := exec.LookPath("prometheus")
+	hap, err2 := exec.LookPath("haproxy")
+	if err != nil || err2 != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("prometheus and haproxy must be on the PATH in CI")
+		}
+		t.Skip("prometheus or haproxy is not on the PATH: install both to run the real-HAProxy calibration test")
+	}
+	if testing.Short() {
+		t.Skip("-short: the real-HAProxy test takes about 30 s")
+	}
+	testlock.Exclusive()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	dir := t.TempDir()
+	front, service, stats := freePort(t), freePort(t), freePort(t)
+	lua := filepath.Join(dir, "slow.lua")
+	if err := os.WriteFile(lua, []byte(`core.register_service("slow", "http", function(applet)
+  core.msleep(20)
+  applet:set_status(200)
+  applet:add_header("content-length", "3")
+  applet:start_response()
+  applet:send("ok\n")
+end)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`global
+  maxconn 4000
+  lua-load %s
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+  timeout queue 5s
+frontend storm
+  bind %s
+  default_backend origin
+backend origin
+  server worker %s maxconn 12
+listen service
+  bind %s
+  http-request use-service lua.slow
+frontend stats
+  bind %s
+  http-request use-service prometheus-exporter if { path /metrics }
+`, lua, front, service, service, stats)
+	if err := os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, hap, "-db", "-f", filepath.Join(dir, "haproxy.cfg"))
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("haproxy's log:\n%s", logs.String())
+		}
+	})
+	promURL := startPrometheus(t, ctx, prom, "http://"+stats)
+
+	sc, err := scenario.Parse("haproxy.yaml", []byte(`
+duration: 30s
+traffic: {rate: 300, arrivals: constant, clients: 1}
+origin: {model: queue, capacity: 600, workers: 12}
+triggers: [{kind: load, at: 10s, for: 2s, rate: 900}]
+fleets: [{name: f, timeout: 5s, budget: {use: none}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	time.Sleep(3 * time.Second)
+	stats0, err := lab.RunLoad(ctx, lab.LoadConfig{Target: mustURL(t, "http://"+front+"/"), Traffic: sc.Traffic, Triggers: sc.Triggers,
+		Tick: time.Second, Duration: 20 * time.Second, Deadline: 6 * time.Second, ClearAt: -1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load: %+v", stats0)
+	if stats0.LateP99 > maxLate {
+		t.Skipf("inconclusive: the load generator sent its intents up to %.0fms late (p99; at most %.0fms): the machine is too busy", 1000*stats0.LateP99, 1000*maxLate)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	end := time.Now()
+	sel, _ := calibrate.ParseSelector(`{proxy="origin"}`)
+	src, _ := calibrate.SourceNamed("haproxy")
+	w, err := calibrate.Fetch(ctx, calibrate.Live{URL: promURL, Start: begin.Add(3 * time.Second), End: end.Add(-2 * time.Second), Step: time.Second, Selector: sel, Source: src, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := calibrate.Fit(w, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want float64
+		tol       float64
+	}{
+		{"capacity", r.Capacity.V, 600, 0.10},
+		{"median service time", r.Service.Median, 0.020, 0.10},
+		{"base rate", r.Rate.V, 300, 0.05},
+		{"workers", r.Workers.V, 12, 0},
+	} {
+		off := math.Abs(c.got-c.want) / c.want
+		t.Logf("%-20s calibrated %-10.4g truth %-10.4g off %.1f%%", c.what, c.got, c.want, 100*off)
+		if off > c.tol+1e-9 {
+			t.Errorf("%s: calibrated %g, truth %g: off by %.1f%%, more than %.0f%%", c.what, c.got, c.want, 100*off, 100*c.tol)
+		}
+	}
+	t.Logf("service: %s", r.ServiceNte)
+	t.Logf("workers: %s", r.Workers.Note)
+}
+
+// freePort returns a free address on 127.0.0.1.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,234 @@
+package calibrate
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// steps is a series summed over the series of a metric, one value per
+// sample time, in time order.
+type steps struct {
+	T []time.Time
+	V []float64
+}
+
+// at returns the value at t and whether there is one.
+func (s steps) at(t time.Time) (float64, bool) {
+	i, ok := slices.BinarySearchFunc(s.T, t, func(a, b time.Time) int { return a.Compare(b) })
+	if !ok {
+		return 0, false
+	}
+	return s.V[i], true
+}
+
+// sumBy adds, per sample time, f of each series r keeps.
+func sumBy(w *Window, r Ref, f func(s Series) []Sample) steps {
+	acc := map[int64]float64{}
+	for _, s := range w.Series[r.Metric] {
+		if !r.keeps(s.Labels) {
+			continue
+		}
+		for _, p := range f(s) {
+			acc[p.T.UnixMilli()] += p.V
+		}
+	}
+	var out steps
+	keys := make([]int64, 0, len(acc))
+	for k := range acc {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out.T = append(out.T, time.UnixMilli(k).UTC())
+		out.V = append(out.V, acc[k])
+	}
+	return out
+}
+
+// increments are a counter's increases between its samples, each at the
+// later sample's time; a decrease is a reset (the process restarted), and
+// the value after it is the increase, as Prometheus's increase() takes it.
+func increments(s Series) []Sample {
+	out := make([]Sample, 0, len(s.Samples))
+	for i := 1; i < len(s.Samples); i++ {
+		d := s.Samples[i].V - s.Samples[i-1].V
+		if d < 0 {
+			d = s.Samples[i].V
+		}
+		out = append(out, Sample{T: s.Samples[i].T, V: d})
+	}
+	return out
+}
+
+func values(s Series) []Sample { return s.Samples }
+
+// Counter is a counter's increase per step, summed over its series.
+func Counter(w *Window, r Ref) steps { return sumBy(w, r, increments) }
+
+// Gauge is a gauge summed over its series at each sample time.
+func Gauge(w *Window, r Ref) steps { return sumBy(w, r, values) }
+
+// total is the sum of the values.
+func (s steps) total() float64 {
+	t := 0.0
+	for _, v := range s.V {
+		t += v
+	}
+	return t
+}
+
+// span is the time the increments of s cover: one step before the first
+// to the last.
+func (s steps) span(step time.Duration) time.Duration {
+	if len(s.T) == 0 {
+		return 0
+	}
+	return s.T[len(s.T)-1].Sub(s.T[0]) + step
+}
+
+// stats of a list of values.
+func median(v []float64) float64 { return quantile(v, 0.5) }
+
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(v)
+	slices.Sort(c)
+	pos := q * float64(len(c)-1)
+	i := int(pos)
+	if i+1 >= len(c) {
+		return c[len(c)-1]
+	}
+	f := pos - float64(i)
+	return c[i]*(1-f) + c[i+1]*f
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return sum(v) / float64(len(v))
+}
+
+func sum(v []float64) float64 {
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+// Buckets is a classic histogram's counts over some steps: cumulative
+// counts at each finite upper bound (in seconds), the total count and the
+// sum of the observations.
+type Buckets struct {
+	Le    []float64 // finite upper bounds, increasing, in seconds
+	Cum   []float64 // observations at or below each bound
+	Count float64
+	Sum   float64 // seconds
+}
+
+// Histogram adds up h's increases over the steps keep accepts (nil: all).
+// A step is the time of the sample that ends it.
+func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
+	ok := func(ls model.LabelSet) bool { return h.Filter.keeps(ls) }
+	inc := func(s Series) float64 {
+		t := 0.0
+		for _, p := range increments(s) {
+			if keep == nil || keep(p.T) {
+				t += p.V
+			}
+		}
+		return t
+	}
+	byLe := map[float64]float64{}
+	for _, s := range w.Series[h.Base+"_bucket"] {
+		if !ok(s.Labels) {
+			continue
+		}
+		le, err := strconv.ParseFloat(string(s.Labels["le"]), 64)
+		if err != nil {
+			continue
+		}
+		byLe[le] += inc(s)
+	}
+	var b Buckets
+	for le, c := range byLe {
+		if math.IsInf(le, 1) {
+			continue
+		}
+		b.Le = append(b.Le, le*h.Scale)
+		_ = c
+	}
+	slices.Sort(b.Le)
+	for _, le := range b.Le {
+		b.Cum = append(b.Cum, byLe[le/h.Scale])
+	}
+	if inf, ok := byLe[math.Inf(1)]; ok {
+		b.Count = inf
+	}
+	cnt, sm := 0.0, 0.0
+	for _, s := range w.Series[h.Base+"_count"] {
+		if ok(s.Labels) {
+			cnt += inc(s)
+		}
+	}
+	for _, s := range w.Series[h.Base+"_sum"] {
+		if ok(s.Labels) {
+			sm += inc(s)
+		}
+	}
+	if b.Count == 0 {
+		b.Count = cnt
+	}
+	b.Sum = sm * h.Scale
+	// A bucket count may not decrease with its bound (a scrape between
+	// two buckets' updates): make it monotone.
+	for i := 1; i < len(b.Cum); i++ {
+		b.Cum[i] = max(b.Cum[i], b.Cum[i-1])
+	}
+	return b
+}
+
+// Mean is the observations' mean, in seconds.
+func (b Buckets) Mean() float64 {
+	if b.Count <= 0 {
+		return math.NaN()
+	}
+	return b.Sum / b.Count
+}
+
+// CDF is the share of observations at or below each bound.
+func (b Buckets) CDF() []float64 {
+	out := make([]float64, len(b.Cum))
+	for i, c := range b.Cum {
+		out[i] = min(1, c/b.Count)
+	}
+	return out
+}
+
+// Quantile interpolates linearly within the bucket, as
+// histogram_quantile does.
+func (b Buckets) Quantile(q float64) float64 {
+	if b.Count <= 0 || len(b.Le) == 0 {
+		return math.NaN()
+	}
+	rank := q * b.Count
+	lo, below := 0.0, 0.0
+	for i, le := range b.Le {
+		if b.Cum[i] >= rank {
+			in := b.Cum[i] - below
+			if in <= 0 {
+				return le
+			}
+			return lo + (le-lo)*(rank-below)/in
+		}
+		lo, below = le, b.Cum[i]
+	}
+	return b.Le[len(b.Le)-1]
+}

@@ -1,0 +1,236 @@
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/retrystorm/retrystorm/internal/boundedfile"
+)
+
+// maxAnswer is the largest answer calibrate reads, from a file or a
+// server: about MaxSeries series of a day at 15 s.
+const maxAnswer = 64 << 20
+
+// maxFiles bounds the files of a directory.
+const maxFiles = 1000
+
+// ReadAnswers reads saved query_range answers: files, or directories of
+// *.json files. Each series must carry its metric name (the answer of a
+// plain selector); sel narrows them.
+func ReadAnswers(paths []string, sel Selector) (*Window, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		m, err := filepath.Glob(filepath.Join(p, "*.json"))
+		if err != nil {
+			return nil, err
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s: no *.json file in the directory", p)
+		}
+		slices.Sort(m)
+		files = append(files, m...)
+	}
+	if len(files) > maxFiles {
+		return nil, fmt.Errorf("%d files: at most %d", len(files), maxFiles)
+	}
+	w := &Window{Where: "saved answers " + strings.Join(shortNames(files), ", ")}
+	for _, f := range files {
+		data, err := boundedfile.Read(f, maxAnswer)
+		if err != nil {
+			return nil, err
+		}
+		m, err := parseAnswer(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+		if err := w.add(m, sel, "", ""); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+	}
+	if err := w.finish(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func shortNames(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = filepath.Base(f)
+	}
+	if len(out) > 4 {
+		out = append(out[:3], fmt.Sprintf("and %d more", len(files)-3))
+	}
+	return out
+}
+
+// Live says what to read from a Prometheus server.
+type Live struct {
+	URL        string
+	Start, End time.Time
+	Step       time.Duration
+	Selector   Selector
+	// Source names the product; nil: every known source's metrics are
+	// looked for.
+	Source *Source
+	// Timeout bounds each request to the server.
+	Timeout time.Duration
+	// Transport, if set, sends the requests (tests).
+	Transport http.RoundTripper
+}
+
+// Fetch reads a window from a Prometheus server through its HTTP API
+// (client_golang's api/prometheus/v1): for each metric the source reads,
+// it first counts the series the selector matches (the series endpoint,
+// with a limit) and refuses more than MaxSeries, then reads their raw
+// samples with query_range.
+func Fetch(ctx context.Context, l Live) (*Window, error) {
+	if !l.End.After(l.Start) {
+		return nil, fmt.Errorf("the window ends (%s) before it starts (%s)", l.End.Format(time.RFC3339), l.Start.Format(time.RFC3339))
+	}
+	if l.Step <= 0 {
+		return nil, errors.New("the step must be positive")
+	}
+	if n := l.End.Sub(l.Start) / l.Step; n > MaxSteps {
+		return nil, fmt.Errorf("%s at a step of %s is %d steps: at most %d (a longer --step, or a shorter window)", l.End.Sub(l.Start), l.Step, n, MaxSteps)
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = 30 * time.Second
+	}
+	rt := l.Transport
+	if rt == nil {
+		rt = api.DefaultRoundTripper
+	}
+	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout}})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus %q: %v", l.URL, err)
+	}
+	prom := v1.NewAPI(client)
+	sources := Sources
+	if l.Source != nil {
+		sources = []*Source{l.Source}
+	}
+	w := &Window{Where: "Prometheus at " + l.URL, Start: l.Start.UTC(), End: l.End.UTC(), Step: l.Step}
+	// Which sources are there: one series query for their detecting
+	// metrics.
+	var metrics []string
+	for _, s := range sources {
+		n, err := countSeries(ctx, prom, l, s.Detect...)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			metrics = s.Metrics()
+			break
+		}
+	}
+	if metrics == nil {
+		var want []string
+		for _, s := range sources {
+			want = append(want, s.Detect...)
+		}
+		return nil, fmt.Errorf("%s has no series of %s matching %s between %s and %s: a wrong selector, or an empty window", l.URL, strings.Join(want, ", "), l.Selector, l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339))
+	}
+	for _, m := range metrics {
+		n, err := countSeries(ctx, prom, l, m)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			continue
+		}
+		query := l.Selector.For(m)
+		val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
+		if err != nil {
+			return nil, fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
+		}
+		mat, ok := val.(model.Matrix)
+		if !ok {
+			return nil, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
+		}
+		if err := w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), m); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.finish(); err != nil {
+		return nil, fmt.Errorf("%s: %v", l.URL, err)
+	}
+	return w, nil
+}
+
+// countSeries counts the series of the metrics the selector matches in
+// the window, up to MaxSeries+1, and refuses more.
+func countSeries(ctx context.Context, prom v1.API, l Live, metrics ...string) (int, error) {
+	total := 0
+	for _, m := range metrics {
+		match := l.Selector.For(m)
+		sets, _, _, err := prom.Series(ctx, []string{match}, l.Start, l.End, v1.WithLimit(MaxSeries+1))
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, fmt.Errorf("cannot read from Prometheus at %s: %v", l.URL, err)
+		}
+		if len(sets) > MaxSeries {
+			return 0, fmt.Errorf("%s matches more than %d series at %s: narrow --selector to one service (a job, a cluster, a namespace), so that calibrate reads one origin and its clients", match, MaxSeries, l.URL)
+		}
+		total += len(sets)
+	}
+	return total, nil
+}
+
+// limited refuses an answer larger than maxAnswer: a body that goes on
+// past it ends in an error, not in memory.
+type limited struct{ http.RoundTripper }
+
+func (l limited) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := l.RoundTripper.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if res.ContentLength > maxAnswer {
+		res.Body.Close()
+		return nil, fmt.Errorf("the answer is %d bytes: at most %d (a narrower selector, a longer step, a shorter window)", res.ContentLength, maxAnswer)
+	}
+	res.Body = &capped{r: res.Body, left: maxAnswer}
+	return res, nil
+}
+
+type capped struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, fmt.Errorf("the answer is longer than %d bytes (a narrower selector, a longer step, a shorter window)", maxAnswer)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+func (c *capped) Close() error { return c.r.Close() }

@@ -1,0 +1,91 @@
+package full
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/cli"
+)
+
+// runCalibrate is retrystorm calibrate: a window of metrics, live or
+// saved, to a scenario file. Every failure to read or fit is bad input
+// (exit 2): calibrate writes no number it could not fit or say is a
+// default.
+func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
+	c := inv.Calibrate
+	if len(inv.Args) > 0 {
+		return cli.Usagef("calibrate takes no arguments (saved answers are --file FILE), got %q", inv.Args[0])
+	}
+	switch {
+	case c.Prometheus == "" && len(c.Files) == 0:
+		return cli.Usagef("calibrate needs --prometheus URL or --file FILE (a saved query_range answer)")
+	case c.Prometheus != "" && len(c.Files) > 0:
+		return cli.Usagef("give --prometheus or --file, not both")
+	}
+	sel, err := calibrate.ParseSelector(c.Selector)
+	if err != nil {
+		return cli.Usagef("--selector %v", err)
+	}
+	var src *calibrate.Source
+	if c.Source != "auto" {
+		if src, err = calibrate.SourceNamed(c.Source); err != nil {
+			return cli.Usagef("--source: %v", err)
+		}
+	}
+	var w *calibrate.Window
+	if c.Prometheus != "" {
+		to := c.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		from := c.From
+		if from.IsZero() {
+			from = to.Add(-time.Hour)
+		}
+		step := c.Step
+		if step == 0 {
+			step = max(time.Second, (to.Sub(from) / 240).Round(time.Second))
+		}
+		w, err = calibrate.Fetch(ctx, calibrate.Live{URL: c.Prometheus, Start: from, End: to, Step: step, Selector: sel, Source: src, Timeout: c.Timeout})
+	} else {
+		if !c.From.IsZero() || !c.To.IsZero() || c.Step != 0 {
+			return cli.Usagef("--from, --to and --step are for --prometheus: saved answers carry their own window")
+		}
+		w, err = calibrate.ReadAnswers(c.Files, sel)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return cli.Usagef("%v", err)
+	}
+	r, err := calibrate.Fit(w, src)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	out, err := calibrate.Write(r, c.Out)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if c.Out == "" {
+		_, err = inv.Stdout.Write(out.YAML)
+		return err
+	}
+	if out.CSV != nil {
+		csv := filepath.Join(filepath.Dir(c.Out), out.SeriesFile)
+		if err := os.WriteFile(csv, out.CSV, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(inv.Stderr, "wrote %s (the rate series)\n", csv)
+	}
+	if err := os.WriteFile(c.Out, out.YAML, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.Stderr, "wrote %s: check it with retrystorm check %s\n", c.Out, c.Out)
+	return nil
+}
