@@ -262,13 +262,23 @@ func realistic(base *scenario.Scenario, load, dip float64) (float64, float64, er
 	return load, dip, nil
 }
 
+// setCapacity gives o capacity c. The queue model's mean service time is
+// workers / capacity, so a service time that states its own scale (a
+// calibrated one) is scaled with it, as the file's validation requires.
+func setCapacity(o *scenario.Origin, c float64) {
+	if o.Model == scenario.ModelQueue && o.Capacity > 0 {
+		o.ServiceTime = o.ServiceTime.Scaled(o.Capacity / c)
+	}
+	o.Capacity = c
+}
+
 func roundTo(x, k float64) float64 { return float64(int64(x*k+0.5)) / k }
 
 // envelopeCell is the base scenario at one load with one fault, without
 // fleets.
 func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.Duration) *scenario.Scenario {
 	sc := clone(base)
-	sc.Origin.Capacity = base.Traffic.Rate / load
+	setCapacity(&sc.Origin, base.Traffic.Rate/load)
 	t := scenario.Trigger{Kind: ft.Kind, At: at, For: time.Duration(ft.For * float64(time.Second))}
 	switch ft.Kind {
 	case scenario.TriggerCapacity:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -160,6 +161,33 @@ func TestCheckClients(t *testing.T) {
 	for _, want := range []string{"at 8 clients (--clients)", "2: ", "32: "} {
 		if !strings.Contains(v, want) {
 			t.Errorf("the verdict does not say %q:\n%s", want, v)
+		}
+	}
+}
+
+// A calibrated origin states its service time's scale (a lognormal median,
+// empirical buckets), which must agree with workers / capacity. check,
+// advise and sweep move the capacity cell by cell: the service time moves
+// with it, or every cell was refused ("contradicts origin.capacity"), as
+// the calibrate helper found with an empirical fit.
+func TestCellsScaleAStatedServiceTime(t *testing.T) {
+	for _, st := range []scenario.ServiceTime{
+		{Dist: scenario.DistEmpirical, Buckets: []scenario.Bucket{{Le: 50 * time.Millisecond, Fraction: 0.4}, {Le: 100 * time.Millisecond, Fraction: 0.8}, {Le: 500 * time.Millisecond, Fraction: 1}}},
+		{Dist: scenario.DistLognormal, Sigma: 0.5, Median: time.Duration(float64(100*time.Millisecond) / math.Exp(0.125))},
+		{Dist: scenario.DistExponential, Mean: 100 * time.Millisecond},
+	} {
+		base := stormScenario(t)
+		base.Origin.Workers = int(base.Origin.Capacity / 10) // a mean of 100ms
+		base.Origin.ServiceTime = st
+		if err := base.Validate(); err != nil {
+			t.Fatalf("%s: the base: %v", st.Dist, err)
+		}
+		for _, load := range []float64{0.3, 0.6, 0.9} {
+			sc := envelopeCell(base, load, checkFault{Name: "dip", Kind: scenario.TriggerCapacity, Dip: 0.5, For: 10}, 20*time.Second)
+			sc.Fleets = base.Fleets[:1]
+			if err := sc.Validate(); err != nil {
+				t.Errorf("%s at load %g: %v", st.Dist, load, err)
+			}
 		}
 	}
 }

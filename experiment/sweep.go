@@ -120,7 +120,7 @@ func sweepVariants(sc *scenario.Scenario) ([]sweepPolicy, error) {
 // run with policy p alone.
 func sweepCell(base *scenario.Scenario, p sweepPolicy, load, dip float64) *scenario.Scenario {
 	sc := clone(base)
-	sc.Origin.Capacity = base.Traffic.Rate / load
+	setCapacity(&sc.Origin, base.Traffic.Rate/load)
 	sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - dip)
 	sc.Origin.DropExpired = p.fix
 	if p.limit.Use != "" {

@@ -74,16 +74,7 @@ func scaleOrigin(o *scenario.Origin, f float64) {
 		o.Limit.Window = defaultLimitWindow // resil's default is in real seconds
 	}
 	o.Limit.SlowRTT, o.Limit.Window = d(o.Limit.SlowRTT), d(o.Limit.Window)
-	st := &o.ServiceTime
-	st.Mean, st.Median = d(st.Mean), d(st.Median)
-	if st.Buckets != nil {
-		st.Buckets = slices.Clone(st.Buckets) // the scenario's own stay as they are
-		for i := range st.Buckets {
-			if st.Buckets[i].Le != scenario.Inf {
-				st.Buckets[i].Le = d(st.Buckets[i].Le)
-			}
-		}
-	}
+	o.ServiceTime = o.ServiceTime.Scaled(f) // a copy: the scenario's own stay as they are
 }
 
 // serviceStream marks the random streams of the lab's servers' service

@@ -179,6 +179,27 @@ func (st ServiceTime) Scale() (time.Duration, bool) {
 	return 0, false
 }
 
+// Scaled returns st with every time it states (Mean, Median, the finite
+// bucket bounds) multiplied by f, so that it agrees with a model whose mean
+// service time was multiplied by f: the lab's scaling to wall time, or
+// check's origin at another capacity. The shape is unchanged; Buckets is a
+// copy.
+func (st ServiceTime) Scaled(f float64) ServiceTime {
+	d := func(x time.Duration) time.Duration { return time.Duration(min(float64(x)*f, float64(Inf-1))) }
+	st.Mean, st.Median = d(st.Mean), d(st.Median)
+	if st.Buckets != nil {
+		b := make([]Bucket, len(st.Buckets))
+		for i, x := range st.Buckets {
+			b[i] = x
+			if x.Le != Inf {
+				b[i].Le = d(x.Le)
+			}
+		}
+		st.Buckets = b
+	}
+	return st
+}
+
 // BucketMean is the mean of the empirical distribution of Buckets, in
 // nanoseconds: each bucket's share at the middle of its bounds (from 0 for
 // the first), the +Inf bucket's at the last finite bound. It is 0 without
