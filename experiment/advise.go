@@ -149,6 +149,20 @@ func adviseCandidates(user scenario.Fleet, conditions bool) []AdviseCandidate {
 // ErrTooBig is returned when a search would cost more than its bound.
 var ErrTooBig = errors.New("advise: the search is larger than its bound")
 
+// ErrInput marks an error in what check or advise were given (the base
+// scenario, the realistic region) rather than in a run: a command reports
+// it as a usage error (exit 2), never as a verdict.
+var ErrInput = errors.New("bad input")
+
+type inputError string
+
+func (e inputError) Error() string        { return string(e) }
+func (e inputError) Is(target error) bool { return target == ErrInput }
+
+func inputErrorf(format string, args ...any) error {
+	return inputError(fmt.Sprintf(format, args...))
+}
+
 // AdviseEstimate is what a search will cost, before it runs.
 type AdviseEstimate struct {
 	Runs     int           // simulator runs (the shard's)
@@ -254,10 +268,10 @@ func realistic(base *scenario.Scenario, load, dip float64) (float64, float64, er
 		dip = roundTo(dip, 1000)
 	}
 	if !(load > 0 && load <= 0.975) {
-		return 0, 0, fmt.Errorf("realistic load %g must be in (0, 0.975] of capacity", load)
+		return 0, 0, inputErrorf("realistic load %g must be in (0, 0.975] of capacity (--load sets it)", load)
 	}
 	if !(dip > 0 && dip <= 1) {
-		return 0, 0, fmt.Errorf("realistic dip %g must be in (0, 1]", dip)
+		return 0, 0, inputErrorf("realistic dip %g must be in (0, 1] (--dip sets it)", dip)
 	}
 	return load, dip, nil
 }

@@ -234,6 +234,9 @@ func looksLikeScenario(data []byte) bool {
 // run may take) into a usage error, exit status 2 as run and sweep give:
 // 1 means unsafe here.
 func costly(err error) error {
+	if errors.Is(err, experiment.ErrInput) {
+		return usagef("%v", err)
+	}
 	if ce, ok := errors.AsType[*sim.CostError](err); ok {
 		if ce.Memory {
 			return usagef("%v (--max-memory sets the limit)", err)

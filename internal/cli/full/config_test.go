@@ -237,6 +237,15 @@ func TestConfigBadInput(t *testing.T) {
 // origin.capacity.
 func TestCheckAdviseRefusals(t *testing.T) {
 	file := importerData("istio/naive.yaml")
+	// A scenario whose own load is past capacity (a calibrated rate that
+	// peaked above it) gives check no realistic load: exit 2 naming it,
+	// not exit 1 as if it were a verdict.
+	over := filepath.Join(t.TempDir(), "over.yaml")
+	if err := os.WriteFile(over, []byte("name: over\nduration: 60s\ntick: 1s\ntraffic: {rate: 140, clients: 20}\n"+
+		"origin: {model: queue, capacity: 100, workers: 10}\n"+
+		"fleets:\n  - {name: a, timeout: 1s, budget: {use: none}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -245,6 +254,8 @@ func TestCheckAdviseRefusals(t *testing.T) {
 		{[]string{"advise", "--max-memory", "1MiB", file}, []string{"would need about", "--max-memory sets the limit"}},
 		{[]string{"check", "--load", "1e-300", file}, []string{"--load 1e-300: want a share in [0.01, 0.975]"}},
 		{[]string{"advise", "--load", "NaN", file}, []string{"--load NaN: want a share in [0.01, 0.975]"}},
+		{[]string{"check", over}, []string{"realistic load 1.4 must be in (0, 0.975] of capacity (--load sets it)"}},
+		{[]string{"advise", over}, []string{"realistic load 1.4 must be in (0, 0.975] of capacity (--load sets it)"}},
 	} {
 		r := runCLI(t, c.args...)
 		if r.code != 2 {
