@@ -28,6 +28,7 @@ type SettingAt struct {
 type StackLayer struct {
 	Name  string     // the layer's name: its service, or its file
 	File  string     // the file it was read from
+	Line  int        // where in File the layer is (a route, a ConfigMap's value); 0: the whole file
 	Input CheckInput // its policy (Tiers unused)
 	// Settings are its settings with their file and line, for blame.
 	Settings []SettingAt
@@ -41,6 +42,7 @@ type StackLayer struct {
 type StackLayerResult struct {
 	Name       string `json:"name"`
 	File       string `json:"file"`
+	Line       int    `json:"line,omitempty"` // where in File the layer is, when known
 	Origin     string `json:"origin"`
 	MaxRetries int    `json:"max_retries"` // -1: unlimited (a budget bounds them)
 	// ClosedForm is the attempts per intent that leave this layer when
@@ -182,7 +184,7 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 	var blamed []string
 	for i, l := range layers {
 		f := l.Input.Fleet
-		lr := StackLayerResult{Name: l.Name, File: l.File, Origin: l.Input.Origin, MaxRetries: f.Retry.MaxRetries, Simulated: round3(sims[i])}
+		lr := StackLayerResult{Name: l.Name, File: l.File, Line: l.Line, Origin: l.Input.Origin, MaxRetries: f.Retry.MaxRetries, Simulated: round3(sims[i])}
 		seen := scenario.RetryOnError // a tier that gives up answers with an error
 		if i == len(layers)-1 {
 			seen = scenario.RetryOnRefused

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
-	"github.com/retrystorm/retrystorm/importer"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -641,8 +640,14 @@ func TestRouteHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := httpRouteService([]importer.Source{{Name: "r.yaml", Data: data}}, "r.yaml", "schlep-default"); got != "schlep" {
-		t.Errorf("HTTPRoute schlep-default: %q, want schlep", got)
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	l := manifestLayer{}
+	ix.describe(&l, "r.yaml", "HTTPRoute schlep-default", "r.yaml: HTTPRoute schlep-default")
+	if l.host != "schlep" || !l.mesh || len(l.dests) != 1 || l.dests[0].name != "schlep" || l.layer.Line != 4 {
+		t.Errorf("HTTPRoute schlep-default: host %q, mesh %v, destinations %+v, line %d: want schlep (its parent Service, no backendRefs), mesh, line 4", l.host, l.mesh, l.dests, l.layer.Line)
 	}
 }
 
