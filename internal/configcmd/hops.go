@@ -390,7 +390,7 @@ func buildChains(layers []manifestLayer, loads []workload, services []service, i
 		if r.host == "" || (r.mesh && anyCalled(r.into, called)) {
 			continue // not a route, or one the chains reach from their callers
 		}
-		if err := c.fromRoute(nil, i, nil); err != nil {
+		if err := c.fromRoute(nil, i, nil, ""); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -399,7 +399,7 @@ func buildChains(layers []manifestLayer, loads []workload, services []service, i
 		if c.reached(w, called, layers) {
 			continue
 		}
-		if err := c.fromWorkload(nil, w, nil); err != nil {
+		if err := c.fromWorkload(nil, w, nil, ""); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -532,18 +532,12 @@ func (c *chainer) emit(chain []experiment.StackLayer, why string) error {
 	return nil
 }
 
-func chainName(ch []experiment.StackLayer) string {
-	var names []string
-	for _, l := range ch {
-		names = append(names, l.Name)
-	}
-	return strings.Join(names, " → ")
-}
-
 // fromRoute follows route i: into each Service it names as destination.
-func (c *chainer) fromRoute(chain []experiment.StackLayer, i int, path []step) error {
+func (c *chainer) fromRoute(chain []experiment.StackLayer, i int, path []step, via string) error {
 	r := c.layers[i]
-	chain = append(chain, r.layer)
+	l := r.layer
+	l.Via = via
+	chain = append(slices.Clone(chain), l)
 	dests := r.dests
 	if len(dests) == 0 {
 		dests = []ref{{name: r.host, at: r.layer.File}}
@@ -594,7 +588,12 @@ func (c *chainer) intoService(chain []experiment.StackLayer, s ref, path []step,
 			}
 			found = true
 			next := append(slices.Clone(path), step{svc: sv.ns + "/" + sv.name, at: s.at})
-			if err := c.fromWorkload(chain, w, next); err != nil {
+			sub := ""
+			if s.subset != "" {
+				sub = fmt.Sprintf(" (subset %s)", s.subset)
+			}
+			into := fmt.Sprintf("%s → Service %s%s selects %s %s (%s:%d)", s.at, sv.name, sub, w.kind, w.name, w.file, w.line)
+			if err := c.fromWorkload(chain, w, next, into); err != nil {
 				return err
 			}
 		}
@@ -610,7 +609,7 @@ func (c *chainer) intoService(chain []experiment.StackLayer, s ref, path []step,
 
 // fromWorkload follows w's calls out: its client config as the next
 // layer, then the mesh's routes into the Service it calls, then on.
-func (c *chainer) fromWorkload(chain []experiment.StackLayer, w workload, path []step) error {
+func (c *chainer) fromWorkload(chain []experiment.StackLayer, w workload, path []step, via string) error {
 	es := c.edges(w, true)
 	if len(es) == 0 {
 		if len(chain) == 1 {
@@ -624,6 +623,7 @@ func (c *chainer) fromWorkload(chain []experiment.StackLayer, w workload, path [
 			below := c.layers[e.cfg].layer
 			below.Instances = w.replicas
 			below.Name = fmt.Sprintf("%s of %s %s", below.Name, w.kind, w.name)
+			below.Via = via
 			ch = append(slices.Clone(chain), below)
 		}
 		if e.next == nil {
@@ -652,7 +652,7 @@ func (c *chainer) fromWorkload(chain []experiment.StackLayer, w workload, path [
 				continue
 			}
 			routed = true
-			if err := c.fromRoute(ch, i, path); err != nil {
+			if err := c.fromRoute(ch, i, path, e.next.at); err != nil {
 				return err
 			}
 		}

@@ -22,10 +22,6 @@ import (
 // maxManifests bounds the files --manifests reads.
 const maxManifests = 5000
 
-// maxManifestRuns bounds the simulations --manifests makes (advise's
-// --max-runs default); a variable for a test.
-var maxManifestRuns = 20_000
-
 // workload is a Deployment or StatefulSet: the instances of a service,
 // and the ConfigMaps its pods mount (where its client configs are).
 type workload struct {
@@ -73,9 +69,6 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err
-	}
-	if sh.Count > 1 {
-		return usagef("--shard is not supported with --manifests yet")
 	}
 	b, err := base(o, c.Base)
 	if err != nil {
@@ -195,73 +188,8 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	for _, u := range unmatched {
 		fmt.Fprintf(head, "  not matched: %s\n", u)
 	}
-	// Identical chains (the same policies, layer by layer, and instances)
-	// are simulated once. The work is counted before it starts.
 	co := experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
-	distinct := map[string]bool{}
-	for _, ch := range chains {
-		distinct[chainKey(ch)] = true
-	}
-	per, err := experiment.StackRuns(co)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if runs := per * len(distinct); runs > maxManifestRuns {
-		return usagef("--manifests %s: %d distinct chains (of %d) × %d simulations each = %d, more than %d: give fewer --seeds, or split the directory", c.Manifests, len(distinct), len(chains), per, runs, maxManifestRuns)
-	}
-	fmt.Fprintf(head, "%d distinct chains of %d, %d simulations each.\n\n", len(distinct), len(chains), per)
-	done := map[string]*experiment.StackResult{}
-	var vs []verdict
-	var results []*experiment.StackResult
-	for _, ch := range chains {
-		key := chainKey(ch)
-		r, ok := done[key]
-		if !ok {
-			if r, err = experiment.CheckStack(ctx, ch, co, opts); err != nil {
-				return costly(err)
-			}
-			done[key] = r
-		}
-		// The same result, with this chain's names and blame.
-		own := *r
-		own.Layers = slices.Clone(r.Layers)
-		var names []string
-		for i, l := range ch {
-			names = append(names, l.Name)
-			own.Layers[i].Name, own.Layers[i].File, own.Layers[i].Line = l.Name, l.File, l.Line
-			own.Layers[i].Blame = nil
-			if r.Unsafe {
-				own.Layers[i].Blame = experiment.BlameAt(l.Name, l.File, l.Settings, blameWhys(r.Layers[i].Blame))
-			}
-		}
-		own.Chain = strings.Join(names, " → ")
-		results = append(results, &own)
-		v := stackVerdicts(&own)
-		v[0].Name = own.Chain
-		vs = append(vs, v...)
-		if !c.JSON {
-			fmt.Fprintf(o.Stdout, "Chain: %s\n", own.Chain)
-			for _, l := range ch {
-				fmt.Fprintf(o.Stdout, "  %s (%s), %s\n", l.Name, fileLine(l.File, l.Line), instances(l.Instances))
-			}
-			if ok {
-				fmt.Fprintln(o.Stdout, "  (the same policies as a chain above: simulated once)")
-			}
-			if err := own.Render(o.Stdout, o.Style); err != nil {
-				return err
-			}
-		}
-	}
-	if c.JSON {
-		if err := writeJSON(o.Stdout, struct {
-			Chains    []*experiment.StackResult `json:"chains"`
-			Unmatched []string                  `json:"unmatched"`
-			Simulated int                       `json:"chains_simulated"`
-		}{results, unmatched, len(done)}); err != nil {
-			return err
-		}
-	}
-	return c.gate(o, vs)
+	return c.runChains(ctx, o, chainSet{source: "--manifests " + c.Manifests, chains: chains, unmatched: unmatched}, co, opts, sh)
 }
 
 func fileLine(file string, line int) string {

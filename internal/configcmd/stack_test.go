@@ -725,13 +725,16 @@ data:
 // TestManifestsCountsTheWorkFirst: the simulations are counted before
 // they start, and a check past the bound is refused with the count.
 func TestManifestsCountsTheWorkFirst(t *testing.T) {
-	defer func(n int) { maxManifestRuns = n }(maxManifestRuns)
-	maxManifestRuns = 10
 	var out bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests")}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests"), MaxRuns: 10}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1)") || strings.Contains(out.String(), "Chain:") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1) × 45 simulations each = 45 simulations, more than --max-runs 10") || strings.Contains(out.String(), "Chain:") {
 		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
+	}
+	// --stack counts its work too.
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}, MaxRuns: 44}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 45 simulations, more than --max-runs 44") {
+		t.Errorf("--stack past --max-runs: %v", err)
 	}
 }
 
@@ -765,5 +768,188 @@ func TestAdviseStack(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Recommendation: "+r.Recommended) || !strings.Contains(out.String(), "-      attempts: 1") {
 		t.Errorf("advise --stack text:\n%s", out.String())
+	}
+}
+
+// copyDir copies the files under src into a new temporary directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, strings.TrimPrefix(p, src))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestManifestsFollowTheHops is the issue's case found in manifests, four
+// layers deep: the ingress gateway's route (2 attempts) into the
+// frontend, whose gRPC channel (3 attempts, a service config in a
+// ConfigMap) calls payments (named in its env) through the mesh's route
+// (2 attempts, to subset v2 only), whose pods' channel (2 attempts) calls
+// the ledger (its target beside the service config): 2, 6, 12 and 24
+// attempts per intent, closed form and simulated, each layer at its file
+// and line and with the hop that leads to it. The frontend's call to
+// inventory, whose Service is elsewhere, ends a chain of two; an
+// external URL (api.stripe.com) and the v1 pods, which the subset leaves
+// out, are no hop.
+func TestManifestsFollowTheHops(t *testing.T) {
+	dir := copyDir(t, filepath.Join("testdata", "deep"))
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chains) != 2 || r.Simulated != 2 {
+		t.Fatalf("%d chains, %d simulated: want 2 (to the ledger, to inventory), each simulated", len(r.Chains), r.Simulated)
+	}
+	type want struct {
+		name, file string
+		line       int
+		closed     float64
+		via        string
+	}
+	deep := []want{
+		{"VirtualService shop-edge", "edge.yaml", 11, 2, ""},
+		{"ConfigMap frontend-grpc of Deployment frontend", "frontend.yaml", 39, 6, "Service frontend selects Deployment frontend"},
+		{"VirtualService payments", "payments.yaml", 10, 12, "frontend.yaml:24: env PAYMENTS_ADDR"},
+		{"ConfigMap payments-grpc of Deployment payments-v2", "payments.yaml", 57, 24, "Service payments (subset v2) selects Deployment payments-v2"},
+	}
+	for k, w := range [][]want{deep, deep[:2]} {
+		ch := r.Chains[k]
+		if len(ch.Layers) != len(w) || !ch.Agree {
+			t.Errorf("chain %s: %d layers (agree %v), want %d", ch.Chain, len(ch.Layers), ch.Agree, len(w))
+			continue
+		}
+		for i, l := range ch.Layers {
+			if l.Name != w[i].name || filepath.Base(l.File) != w[i].file || l.Line != w[i].line || !strings.Contains(l.Via, w[i].via) {
+				t.Errorf("chain %d layer %d: %s at %s:%d via %q, want %s at %s:%d via %q", k, i, l.Name, l.File, l.Line, l.Via, w[i].name, w[i].file, w[i].line, w[i].via)
+			}
+			if l.ClosedForm != w[i].closed || !l.Exact || math.Abs(l.Simulated-w[i].closed) > 0.05*w[i].closed {
+				t.Errorf("chain %d layer %s: closed form %g (exact %v), simulated %g: want %g both", k, l.Name, l.ClosedForm, l.Exact, l.Simulated, w[i].closed)
+			}
+		}
+	}
+	if len(r.Unmatched) != 1 || !strings.Contains(r.Unmatched[0], "env INVENTORY_URL: calls inventory") {
+		t.Errorf("unmatched: %q, want the call to inventory only", r.Unmatched)
+	}
+
+	// The ledger calls the frontend back: a loop, refused with the loop.
+	ledger := filepath.Join(dir, "ledger.yaml")
+	data, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "        - {name: FRONTEND, value: \"grpc://frontend.shop:8080\"}\n"...)
+	if err := os.WriteFile(ledger, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the chain loops: shop/frontend") || !strings.Contains(err.Error(), "env FRONTEND") || out.Len() > 0 {
+		t.Errorf("a loop: %v (printed %q), want a usage error printing the loop, before anything", err, out.String())
+	}
+}
+
+// TestTargetRef: what names a Service of the cluster, and what does not
+// (an external host, a word, a path, a port out of range).
+func TestTargetRef(t *testing.T) {
+	for _, c := range []struct {
+		v        string
+		name, ns string
+	}{
+		{"http://payments.default.svc.cluster.local:8080", "payments", "default"},
+		{"payments:8080", "payments", "pod"},
+		{"https://payments.shop/v1/charge", "payments", "shop"},
+		{"dns:///ledger.shop.svc.cluster.local:50051", "ledger", "shop"},
+		{"ledger.shop.svc:50051", "ledger", "shop"},
+		{"grpc://orders:9090", "orders", "pod"},
+		{"https://api.stripe.com:443", "", ""},
+		{"postgres://db:5432/x", "", ""},
+		{"payments", "", ""},
+		{"payments:http", "", ""},
+		{"payments:70000", "", ""},
+		{"/etc/grpc/config.json", "", ""},
+		{"Payments:80", "", ""},
+		{"a b:80", "", ""},
+	} {
+		r, ok := targetRef(c.v, "pod")
+		if ok != (c.name != "") || r.name != c.name || r.ns != c.ns {
+			t.Errorf("%q: %+v %v, want %q in %q", c.v, r, ok, c.name, c.ns)
+		}
+	}
+}
+
+// TestStackShardsMerge: check --manifests and --stack split with --shard
+// and put together by merge print what one whole run prints, byte for
+// byte; merge refuses shards that are not of one run.
+func TestStackShardsMerge(t *testing.T) {
+	dir := t.TempDir()
+	for _, ci := range []CI{
+		{Manifests: filepath.Join("testdata", "manifests")},
+		{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}},
+	} {
+		whole, _, err := func() (string, string, error) { return runStack(t, ci, true) }()
+		if err != nil && !errors.Is(err, ErrUnsafe) {
+			t.Fatal(err)
+		}
+		var files []string
+		for i := 1; i <= 3; i++ {
+			var out bytes.Buffer
+			err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, Shard: fmt.Sprintf("%d/3", i), CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			if err != nil {
+				t.Fatalf("shard %d/3: %v", i, err)
+			}
+			f := filepath.Join(dir, fmt.Sprintf("s%d.json", i))
+			if err := os.WriteFile(f, out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		var merged bytes.Buffer
+		_, _, err = RunMerge(context.Background(), files, MergeOptions{JSON: true}, IO{Stdout: &merged, Stderr: &bytes.Buffer{}})
+		if err != nil && !errors.Is(err, ErrUnsafe) {
+			t.Fatalf("merge: %v", err)
+		}
+		if len(whole) < 1000 || merged.String() != whole {
+			t.Errorf("%+v: merged shards differ from the whole run:\n%s\nwant\n%s", ci, merged.String(), whole)
+		}
+		// A shard missing, and one of another run.
+		_, _, err = RunMerge(context.Background(), files[1:], MergeOptions{JSON: true}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "outage run") && !strings.Contains(err.Error(), "no shard ran") {
+			t.Errorf("two shards of three: %v, want a usage error", err)
+		}
+		data, _ := os.ReadFile(files[1])
+		other := filepath.Join(dir, "other.json")
+		if err := os.WriteFile(other, bytes.Replace(data, []byte(`"source": "--`), []byte(`"source": "x--`), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = RunMerge(context.Background(), []string{files[0], other, files[2]}, MergeOptions{JSON: true}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "source") {
+			t.Errorf("a shard of another run: %v, want a usage error naming source", err)
+		}
 	}
 }
