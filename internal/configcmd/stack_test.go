@@ -22,11 +22,23 @@ import (
 
 func stackdata(name string) string { return filepath.Join("testdata", "stack", name) }
 
+// shortBase is the base scenario of the stack tests: under -short a
+// storm of half the traffic and a shorter run (testdata/stack/
+// short-base.yaml), which checks the same things at a quarter of the
+// cost (CI runs the package under -race -short); else the embedded
+// storm, as the command runs.
+func shortBase() string {
+	if testing.Short() {
+		return stackdata("short-base.yaml")
+	}
+	return ""
+}
+
 // runStack runs check --stack with layers and the CI options, one seed.
 func runStack(t *testing.T, ci CI, jsonOut bool) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
 	return out.String(), errb.String(), err
 }
 
@@ -137,7 +149,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
 			var ue *UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%v, want a usage error with %q", err, tc.want)
@@ -145,7 +157,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 		})
 	}
 	// The parse error names the line.
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	if err == nil || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a YAML mistake: %v, want its line", err)
 	}
@@ -276,7 +288,7 @@ func TestBaseline(t *testing.T) {
 	ctx := context.Background()
 	check := func(file, baseline string) (string, error) {
 		var out bytes.Buffer
-		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 		return out.String(), err
 	}
 	naive := testdata("istio/naive.yaml")
@@ -324,7 +336,7 @@ func TestBaseline(t *testing.T) {
 func TestCheckSARIFAtTheLine(t *testing.T) {
 	sarif := filepath.Join(t.TempDir(), "check.sarif")
 	naive := testdata("istio/naive.yaml")
-	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	if !errors.Is(err, ErrUnsafe) {
 		t.Fatal(err)
 	}
@@ -414,7 +426,7 @@ func TestFloorsPerClientAtTheVerdictsCount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Base: shortBase(), Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 			if err != nil && !errors.Is(err, ErrUnsafe) {
 				t.Fatal(err)
 			}
@@ -567,7 +579,7 @@ func TestManifests(t *testing.T) {
 	}
 	sarif := filepath.Join(t.TempDir(), "m.sarif")
 	var out bytes.Buffer
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	if !errors.Is(err, ErrUnsafe) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -615,7 +627,7 @@ func TestManifests(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a broken manifest: %v, want a usage error naming bad.yaml and the line", err)
@@ -726,24 +738,51 @@ data:
 // they start, and a check past the bound is refused with the count.
 func TestManifestsCountsTheWorkFirst(t *testing.T) {
 	var out bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests"), MaxRuns: 10}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: filepath.Join("testdata", "manifests"), MaxRuns: 10}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1) × 45 simulations each = 45 simulations, more than --max-runs 10") || strings.Contains(out.String(), "Chain:") {
 		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
 	}
 	// --stack counts its work too.
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}, MaxRuns: 44}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}, MaxRuns: 44}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 45 simulations, more than --max-runs 44") {
 		t.Errorf("--stack past --max-runs: %v", err)
 	}
 }
 
-// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts says to retry at
-// one layer only, and writes the others' change into their own files
-// (a diff in the layer's format: the gateway's attempts).
+// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts searches where
+// to retry and, per layer, its format's budget and a breaker (the work
+// counted first): it recommends the best placement the files can say
+// (a breaker is in no config format), and writes each layer's change
+// into its own file (a diff in the layer's format: the gRPC client's
+// retryThrottling, the routes' attempts).
 func TestAdviseStack(t *testing.T) {
 	ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
-	var out bytes.Buffer
+	var out, errb bytes.Buffer
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: ci}, IO{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"11 placements × 45 simulations each = 495 simulations", // counted first
+		"Recommendation: retry at app-grpc.json only, with retryThrottling 10 tokens, ratio 0.1.",
+		`+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},`,
+		"-      attempts: 1",
+		"no layer's format can write it",
+	} {
+		if !strings.Contains(errb.String()+out.String(), s) {
+			t.Errorf("advise --stack lacks %q:\n%s%s", s, errb.String(), out.String())
+		}
+	}
+	// Past --max-runs: refused with the count, before anything runs.
+	err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: ci.Stack, MaxRuns: 494}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 495 simulations, more than --max-runs 494") {
+		t.Errorf("past --max-runs: %v", err)
+	}
+	if testing.Short() {
+		return // the JSON's ranking, once more through the whole search: not under -short
+	}
+	out.Reset()
 	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -754,20 +793,19 @@ func TestAdviseStack(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Candidates) != 4 || !strings.HasPrefix(r.Recommended, "retry at ") {
-		t.Fatalf("%d candidates, recommended %q: want 4, and one retrying layer", len(r.Candidates), r.Recommended)
+	if len(r.Candidates) != 11 || !strings.HasPrefix(r.Recommended, "retry at ") {
+		t.Fatalf("%d candidates, recommended %q: want 11, and one retrying layer", len(r.Candidates), r.Recommended)
 	}
 	for _, c := range r.Candidates {
-		if c.At < 0 && (c.Origin != 12 || c.Name == r.Recommended) {
+		if c.At < 0 && c.Name == "as it is" && (c.Origin != 12 || !c.Unsafe) {
 			t.Errorf("the stack as it is: %+v", c)
 		}
-	}
-	out.Reset()
-	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "Recommendation: "+r.Recommended) || !strings.Contains(out.String(), "-      attempts: 1") {
-		t.Errorf("advise --stack text:\n%s", out.String())
+		if strings.Contains(c.Name, "breaker") == c.Writable {
+			t.Errorf("%s: writable %v: a breaker is in no layer's format", c.Name, c.Writable)
+		}
+		if c.Name == r.Recommended && (!c.Writable || c.Changes[0] != "+ budget (retryThrottling 10 tokens, ratio 0.1)" || c.Changes[1] != "no retries") {
+			t.Errorf("recommended %+v", c)
+		}
 	}
 }
 
@@ -809,7 +847,7 @@ func copyDir(t *testing.T, src string) string {
 func TestManifestsFollowTheHops(t *testing.T) {
 	dir := copyDir(t, filepath.Join("testdata", "deep"))
 	var out bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	if !errors.Is(err, ErrUnsafe) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -866,7 +904,7 @@ func TestManifestsFollowTheHops(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the chain loops: shop/frontend") || !strings.Contains(err.Error(), "env FRONTEND") || out.Len() > 0 {
 		t.Errorf("a loop: %v (printed %q), want a usage error printing the loop, before anything", err, out.String())
@@ -918,7 +956,7 @@ func TestStackShardsMerge(t *testing.T) {
 		var files []string
 		for i := 1; i <= 3; i++ {
 			var out bytes.Buffer
-			err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, Shard: fmt.Sprintf("%d/3", i), CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, Shard: fmt.Sprintf("%d/3", i), CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 			if err != nil {
 				t.Fatalf("shard %d/3: %v", i, err)
 			}
