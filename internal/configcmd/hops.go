@@ -138,10 +138,6 @@ func (ix *kubeIndex) indexObjects(name string, data []byte) error {
 		if _, ok := ix.lines[[3]string{name, kind, objName}]; !ok {
 			ix.lines[[3]string{name, kind, objName}] = root.Line
 		}
-		if kind == "ServiceProfile" {
-			// Named by its host: the importer's name for it.
-			ix.lines[[3]string{name, kind, objName}] = root.Line
-		}
 		switch kind {
 		case "VirtualService":
 			r := routeInfo{kind: kind, name: objName, ns: ns, file: name, line: root.Line}
@@ -357,9 +353,6 @@ type chainer struct {
 	// branches grow fast): past it the check is refused.
 	maxChains int
 }
-
-// errTooManyChains is a walk stopped at maxChains.
-var errTooManyChains = errors.New("too many chains")
 
 func (c *chainer) note(s string) {
 	if !c.noted[s] {
