@@ -911,6 +911,54 @@ func TestManifestsFollowTheHops(t *testing.T) {
 	}
 }
 
+// TestHTTPRouteBackends: an HTTPRoute sends its calls to its backendRefs
+// (Services only; a namespace given there wins), applies to the calls
+// into its parent Service (GAMMA, as Linkerd reads it), and, attached to
+// a Gateway only, applies at the gateway: a route into its first backend.
+func TestHTTPRouteBackends(t *testing.T) {
+	data := []byte(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: split, namespace: shop}
+spec:
+  parentRefs: [{name: orders, kind: Service, group: core}]
+  rules:
+  - backendRefs:
+    - {name: orders-v1, port: 80, weight: 90}
+    - {name: orders-v2, namespace: canary, port: 80, weight: 10}
+    - {name: bucket, kind: S3Bucket}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: edge, namespace: shop}
+spec:
+  parentRefs: [{name: public, kind: Gateway}]
+  rules:
+  - backendRefs: [{name: frontend, port: 8080}]
+`)
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, host string
+		mesh       bool
+		dests      []string
+	}{
+		{"split", "orders", true, []string{"shop/orders-v1", "canary/orders-v2"}},
+		{"edge", "frontend", false, []string{"shop/frontend"}},
+	} {
+		l := manifestLayer{}
+		ix.describe(&l, "r.yaml", "HTTPRoute "+c.name, "r.yaml: HTTPRoute "+c.name)
+		var got []string
+		for _, d := range l.dests {
+			got = append(got, d.ns+"/"+d.name)
+		}
+		if l.host != c.host || l.mesh != c.mesh || !slices.Equal(got, c.dests) {
+			t.Errorf("HTTPRoute %s: host %q, mesh %v, destinations %q; want %q, %v, %q", c.name, l.host, l.mesh, got, c.host, c.mesh, c.dests)
+		}
+	}
+}
+
 // TestTargetRef: what names a Service of the cluster, and what does not
 // (an external host, a word, a path, a port out of range).
 func TestTargetRef(t *testing.T) {
@@ -989,5 +1037,27 @@ func TestStackShardsMerge(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "source") {
 			t.Errorf("a shard of another run: %v, want a usage error naming source", err)
 		}
+	}
+}
+
+// TestChainsAreNotGuessed: a pod with two client configs that names a
+// Service in its env, with no target in either ConfigMap, makes no chain:
+// which config calls it is not said, and the list says so; a ConfigMap
+// no pod mounts is listed too.
+func TestChainsAreNotGuessed(t *testing.T) {
+	cfg := func(name string) manifestLayer {
+		return manifestLayer{cm: "shop/" + name, ns: "shop", layer: experiment.StackLayer{Name: "ConfigMap " + name, File: "x.yaml", Line: 3, Input: experiment.CheckInput{Origin: "x.yaml#" + name}}}
+	}
+	layers := []manifestLayer{cfg("a"), cfg("b"), cfg("orphan")}
+	loads := []workload{{kind: "Deployment", name: "w", ns: "shop", file: "x.yaml", line: 1, replicas: 1, labels: map[string]string{"app": "w"},
+		configMaps: []string{"shop/a", "shop/b"}, targets: []ref{{name: "p", ns: "shop", at: "x.yaml:9: env P"}}}}
+	chains, unmatched, err := buildChains(layers, loads, nil, &kubeIndex{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(unmatched, "\n")
+	if len(chains) != 0 || !strings.Contains(all, "2 client configs and 1 Services named in its containers: which config calls which is not said") ||
+		!strings.Contains(all, "ConfigMap orphan (x.yaml:3): no pod in the manifests mounts it") {
+		t.Errorf("%d chains, unmatched:\n%s", len(chains), all)
 	}
 }
