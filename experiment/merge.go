@@ -17,7 +17,8 @@ type Merged struct {
 	Sweep  *Outcome
 	Check  *CheckResult
 	Advise *AdviseResult
-	Lab    *Outcome // the shards of a lab run (see MergeLab)
+	Lab    *Outcome    // the shards of a lab run (see MergeLab)
+	Stack  *StackShard // the shards of check --stack or --manifests (see MergeStack)
 }
 
 // What merge takes. A shard's JSON comes from anywhere (a job's log, a
@@ -91,6 +92,8 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		switch {
 		case keys["lab_shard"] != nil:
 			k = "lab"
+		case keys["stack_shard"] != nil:
+			k = "stack"
 		case keys["candidates"] != nil:
 			k = "advise"
 		case keys["faults"] != nil && keys["fleets"] != nil:
@@ -98,7 +101,7 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		case keys["policies"] != nil && keys["shard"] != nil:
 			k = "sweep"
 		default:
-			return nil, fmt.Errorf("merge: %s is not the JSON of a sweep, check or advise shard", name(i))
+			return nil, fmt.Errorf("merge: %s is not the JSON of a sweep, check, check --stack or advise shard", name(i))
 		}
 		if kind != "" && k != kind {
 			return nil, fmt.Errorf("merge: %s is a %s, %s a %s", name(i), k, name(0), kind)
@@ -113,12 +116,25 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		if json.Unmarshal(keys["shard"], &sh) != nil {
 			_ = json.Unmarshal(keys["shard"], &sh.Part)
 		}
+		if k == "stack" {
+			_ = json.Unmarshal(keys["stack_shard"], &sh.Part)
+		}
 		if j, ok := shards[sh.Part]; ok && sh.Part != "" {
 			return nil, fmt.Errorf("merge: %s: shard: %q again: %s is that shard too", name(i), sh.Part, name(j))
 		}
 		shards[sh.Part] = i
 	}
 	switch kind {
+	case "stack":
+		ps := make([]*StackShard, len(parts))
+		for i, p := range parts {
+			ps[i] = new(StackShard)
+			if err := decodeShard(p, ps[i], name(i), func(s *shardCheck) { s.stack(ps[i], ps[0]) }); err != nil {
+				return nil, err
+			}
+		}
+		r, err := MergeStack(ps)
+		return &Merged{Stack: r}, err
 	case "lab":
 		o, err := MergeLab(parts)
 		return &Merged{Lab: o}, err

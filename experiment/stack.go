@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -26,8 +27,13 @@ type SettingAt struct {
 // StackLayer is one layer of a call chain: the policy it calls the next
 // layer (or the origin) with, and where it came from.
 type StackLayer struct {
-	Name  string     // the layer's name: its service, or its file
-	File  string     // the file it was read from
+	Name string // the layer's name: its service, or its file
+	File string // the file it was read from
+	Line int    // where in File the layer is (a route, a ConfigMap's value); 0: the whole file
+	// Via says how the layer above leads to this one, where manifests
+	// name it ("frontend.yaml:24: env PAYMENTS_ADDR"); empty for a stack
+	// of files, whose order the user gives.
+	Via   string
 	Input CheckInput // its policy (Tiers unused)
 	// Settings are its settings with their file and line, for blame.
 	Settings []SettingAt
@@ -41,6 +47,9 @@ type StackLayer struct {
 type StackLayerResult struct {
 	Name       string `json:"name"`
 	File       string `json:"file"`
+	Line       int    `json:"line,omitempty"`      // where in File the layer is, when known
+	Via        string `json:"via,omitempty"`       // how the layer above leads here (manifests)
+	Instances  int    `json:"instances,omitempty"` // the layer's instances (replicas); 0: one per client
 	Origin     string `json:"origin"`
 	MaxRetries int    `json:"max_retries"` // -1: unlimited (a budget bounds them)
 	// ClosedForm is the attempts per intent that leave this layer when
@@ -82,6 +91,9 @@ type StackResult struct {
 	Agree  bool         `json:"closed_form_agrees"`
 	Check  *CheckResult `json:"check"`
 	Unsafe bool         `json:"unsafe"`
+	// Outage, in a shard's part, says that this shard made the outage
+	// run (the layers' simulated amplification); merged results omit it.
+	Outage bool `json:"outage_run,omitempty"`
 }
 
 // stackAmpError is how far the simulated amplification in a total outage
@@ -100,7 +112,7 @@ func stackTiers(layers []StackLayer) []scenario.Tier {
 		f := l.Input.Fleet
 		srv := tierServer
 		srv.Replicas = min(l.Instances, maxTierReplicas)
-		ts = append(ts, scenario.Tier{Name: l.Name, Server: srv,
+		ts = append(ts, scenario.Tier{Name: simName(l.Name), Server: srv,
 			Client: scenario.Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge}})
 	}
 	return ts
@@ -146,23 +158,32 @@ func atOrigin(f sim.FleetResult) sim.Summary {
 // the origin. It runs the chain through check's envelope (judged at the
 // origin) and through a total outage that measures the amplification
 // at each layer against the closed form.
+//
+// With co.Shard set, it runs only the shard's cells of the envelope, and
+// the outage run only if outage is true (one shard runs it): the result
+// is a part for [MergeStack], with no verdict yet.
 func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts Options) (*StackResult, error) {
+	return CheckStackShard(ctx, layers, co, opts, true)
+}
+
+// CheckStackShard is [CheckStack] for one shard: outage says whether this
+// shard makes the outage run (without a shard it is always made).
+func CheckStackShard(ctx context.Context, layers []StackLayer, co CheckOptions, opts Options, outage bool) (*StackResult, error) {
 	if len(layers) < 2 {
 		return nil, errors.New("check --stack: a stack is two layers or more")
 	}
 	if len(layers) > scenario.MaxTiers+1 {
 		return nil, fmt.Errorf("check --stack: %d layers: at most %d (a chain of nine layers retrying three times each sends 262,144 attempts per intent)", len(layers), scenario.MaxTiers+1)
 	}
-	if co.Shard.Count > 1 {
-		return nil, errors.New("check --stack: --shard is not supported with a stack yet")
-	}
+	sharded := co.Shard.Count > 1
+	outage = outage || !sharded
 	var names, files []string
 	for _, l := range layers {
 		names, files = append(names, l.Name), append(files, l.File)
 	}
 	r := &StackResult{Chain: strings.Join(names, " → ")}
 	fleet := layers[0].Input.Fleet
-	fleet.Name = r.Chain
+	fleet.Name = simName(r.Chain)
 	tiers := stackTiers(layers)
 	in := CheckInput{Fleet: fleet, Origin: strings.Join(files, ", "), Tiers: tiers}
 	c, err := Check(ctx, []CheckInput{in}, co, opts)
@@ -170,11 +191,13 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 		return nil, err
 	}
 	r.Check = c
-	r.Unsafe = c.Unsafe(0)
 
-	sims, err := stackOutage(ctx, co.Base, fleet, tiers, c.Clients[0], opts)
-	if err != nil {
-		return nil, err
+	var sims []float64
+	if outage {
+		if sims, err = stackOutage(ctx, co.Base, fleet, tiers, c.Clients[0], opts); err != nil {
+			return nil, err
+		}
+		r.Outage = sharded
 	}
 	counted := clone(co.Base)
 	counted.Traffic.Clients = c.Clients[0] // floors per client at the verdict's count
@@ -182,7 +205,10 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 	var blamed []string
 	for i, l := range layers {
 		f := l.Input.Fleet
-		lr := StackLayerResult{Name: l.Name, File: l.File, Origin: l.Input.Origin, MaxRetries: f.Retry.MaxRetries, Simulated: round3(sims[i])}
+		lr := StackLayerResult{Name: l.Name, File: l.File, Line: l.Line, Via: l.Via, Instances: l.Instances, Origin: l.Input.Origin, MaxRetries: f.Retry.MaxRetries}
+		if sims != nil {
+			lr.Simulated = round3(sims[i])
+		}
 		seen := scenario.RetryOnError // a tier that gives up answers with an error
 		if i == len(layers)-1 {
 			seen = scenario.RetryOnRefused
@@ -203,6 +229,19 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 		r.Layers = append(r.Layers, lr)
 	}
 	c.Fleets[0].Risks = blamed
+	if sharded {
+		return r, nil // the verdict and the claim wait for MergeStack
+	}
+	r.finish()
+	return r, nil
+}
+
+// finish makes the verdict of a stack whose check has every cell and
+// whose layers have the outage run's amplification: unsafe or not, and
+// the claim that the closed form agrees.
+func (r *StackResult) finish() {
+	c := r.Check
+	r.Unsafe = c.Unsafe(0)
 	last := r.Layers[len(r.Layers)-1]
 	switch {
 	case last.Exact:
@@ -212,10 +251,32 @@ func CheckStack(ctx context.Context, layers []StackLayer, co CheckOptions, opts 
 	default:
 		r.Agree = true // no bound to compare with
 	}
-	c.Claims = append(c.Claims, report.Check(fmt.Sprintf("the simulated amplification at the origin in a total outage agrees with the closed form through the %d layers", len(layers)),
+	c.Claims = append(c.Claims, report.Check(fmt.Sprintf("the simulated amplification at the origin in a total outage agrees with the closed form through the %d layers", len(r.Layers)),
 		r.Agree, map[string]any{"closed_form": last.ClosedForm, "exact": last.Exact, "simulated": last.Simulated},
 		"simulated %.3f attempts per intent, closed form %.3f (%s)", last.Simulated, last.ClosedForm, map[bool]string{true: "exact", false: "a bound"}[last.Exact]))
-	return r, nil
+}
+
+// maxSimName is the longest name a scenario's fleet or tier takes.
+const maxSimName = 100
+
+// simName is a chain's or a layer's name as the simulator takes it: a
+// chain of many layers found in manifests ("VirtualService shop-edge →
+// ConfigMap frontend-grpc of Deployment frontend → ...") is longer than
+// a fleet's name may be, so its middle is cut. The result keeps the
+// whole name.
+func simName(s string) string {
+	if len(s) <= maxSimName {
+		return s
+	}
+	const cut = " … "
+	head, tail := s[:(maxSimName-len(cut))/2], s[len(s)-(maxSimName-len(cut))/2:]
+	for !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return head + cut + tail
 }
 
 // layerExact reports whether a layer sends exactly its retry count's

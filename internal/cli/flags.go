@@ -211,7 +211,7 @@ type ConfigFlags struct {
 	Route   string        // advise --route: the fleet to start from
 	// Conditions is advise --conditions: search what is retried too.
 	Conditions bool
-	MaxRuns    int    // advise --max-runs
+	MaxRuns    int    // advise and check --max-runs
 	Top        int    // advise and merge --top
 	As         string // advise --as: the formats to write the recommendation in
 
@@ -346,6 +346,11 @@ func whole(fs *flag.FlagSet, name, usage string, p *int, lo, hi int) {
 		*p = n
 		return nil
 	})
+}
+
+// checkRunsFlags bound check's simulations for a stack or manifests.
+func checkRunsFlags(fs *flag.FlagSet, inv *Invocation) {
+	whole(fs, "max-runs", "refuse a --stack or --manifests check of more than `N` simulations, counted first (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
 }
 
 func adviseFlags(fs *flag.FlagSet, inv *Invocation) {

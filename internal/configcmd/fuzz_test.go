@@ -66,6 +66,19 @@ func FuzzMerge(f *testing.F) {
 		f.Add(pair[0], pair[0])
 		f.Add(pair[1], []byte("{}"))
 	}
+	// The shards of a check --stack (on the cheaper storm: a seed).
+	var stack [2][]byte
+	for i := range 2 {
+		var b bytes.Buffer
+		ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}}
+		if err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: stackdata("short-base.yaml"), JSON: true, Shard: fmt.Sprintf("%d/2", i+1), CI: ci}, IO{Stdout: &b, Stderr: new(bytes.Buffer)}); err != nil {
+			f.Fatal(err)
+		}
+		stack[i] = b.Bytes()
+	}
+	f.Add(stack[0], stack[1])
+	f.Add(stack[1], stack[1])
+	f.Add([]byte(`{"stack_shard":"1/2","source":"x","chains":[{"chain":"a","distinct":3,"layers":[]}],"distinct":[null]}`), stack[1])
 	f.Add([]byte(`{"load":[],"dip":[],"policies":[],"shard":{"part":"1/1"}}`), []byte(`{}`))
 	f.Add([]byte(`{"loads":[],"faults":[],"fleets":[]}`), []byte(`{"candidates":[],"seeds":[]}`))
 	out := f.TempDir()

@@ -22,10 +22,6 @@ import (
 // maxManifests bounds the files --manifests reads.
 const maxManifests = 5000
 
-// maxManifestRuns bounds the simulations --manifests makes (advise's
-// --max-runs default); a variable for a test.
-var maxManifestRuns = 20_000
-
 // workload is a Deployment or StatefulSet: the instances of a service,
 // and the ConfigMaps its pods mount (where its client configs are).
 type workload struct {
@@ -33,6 +29,9 @@ type workload struct {
 	line, replicas       int
 	labels               map[string]string
 	configMaps           []string
+	// targets are the Services its containers name in env values, args
+	// and command (hops.go).
+	targets []ref
 }
 
 // service is a Kubernetes Service: the name routes call, and the pods it
@@ -50,6 +49,12 @@ type manifestLayer struct {
 	host  string // routes: the short name of the host they route calls into
 	cm    string // client configs: "namespace/name" of their ConfigMap
 	ns    string
+	// Routes: the Services whose callers they apply to, whether they
+	// apply to the mesh's own calls (a sidecar's) or at a gateway only,
+	// and the Services they send to (hops.go).
+	into  []string
+	mesh  bool
+	dests []ref
 }
 
 // RunManifests checks the call chains found in the Kubernetes manifests
@@ -64,9 +69,6 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err
-	}
-	if sh.Count > 1 {
-		return usagef("--shard is not supported with --manifests yet")
 	}
 	b, err := base(o, c.Base)
 	if err != nil {
@@ -99,6 +101,7 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 		services []service
 		layers   []manifestLayer
 		routeSrc []importer.Source
+		ix       = &kubeIndex{}
 	)
 	var timeout time.Duration // for configs that set none (the AWS SDKs'): the base's
 	if len(b.Fleets) > 0 {
@@ -114,6 +117,9 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 			return err
 		}
 		loads, services = append(loads, ws...), append(services, ss...)
+		if err := ix.indexObjects(p, data); err != nil {
+			return err
+		}
 		es, _, err := configMapSources(p, data)
 		if err != nil {
 			return err
@@ -126,7 +132,7 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 			name, _, _ := strings.Cut(strings.TrimPrefix(e.src.Name, p+"#ConfigMap "), "/")
 			cmNS := namespaceOf(data, name)
 			for _, f := range fl {
-				l := manifestLayer{cm: cmNS + "/" + name, ns: cmNS, layer: experiment.StackLayer{Name: "ConfigMap " + name, File: p,
+				l := manifestLayer{cm: cmNS + "/" + name, ns: cmNS, layer: experiment.StackLayer{Name: "ConfigMap " + name, File: p, Line: e.offset + 1,
 					Input: experiment.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: fromBase(f.From)}}}
 				for _, s := range importer.Settings([]importer.Source{e.src}, f) {
 					at := experiment.SettingAt{Name: s.Name, File: p, Line: s.Line}
@@ -160,12 +166,9 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 			for k, origin := range origins {
 				file, rest, _ := strings.Cut(origin, ": ")
 				obj, _, _ := strings.Cut(rest, ": ")
-				host := routeHost(origin)
-				if kind, name, _ := strings.Cut(obj, " "); kind == "HTTPRoute" {
-					host = httpRouteService(routeSrc, file, name)
-				}
-				l := manifestLayer{host: shortHost(host), layer: experiment.StackLayer{Name: obj, File: file,
+				l := manifestLayer{host: shortHost(routeHost(origin)), layer: experiment.StackLayer{Name: obj, File: file,
 					Input: experiment.CheckInput{Fleet: f.Fleet, Origin: origin, FromBase: fromBase(f.From)}}}
+				ix.describe(&l, file, obj, origin)
 				for _, s := range sets[k] {
 					l.layer.Settings = append(l.layer.Settings, experiment.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
 				}
@@ -173,7 +176,10 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 			}
 		}
 	}
-	chains, unmatched := matchChains(layers, loads, services)
+	chains, unmatched, err := buildChains(layers, loads, services, ix)
+	if err != nil {
+		return err
+	}
 	head := o.Stdout
 	if c.JSON {
 		head = o.Stderr // the JSON has them too
@@ -182,73 +188,15 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	for _, u := range unmatched {
 		fmt.Fprintf(head, "  not matched: %s\n", u)
 	}
-	// Identical chains (the same policies, layer by layer, and instances)
-	// are simulated once. The work is counted before it starts.
 	co := experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
-	distinct := map[string]bool{}
-	for _, ch := range chains {
-		distinct[chainKey(ch)] = true
+	return c.runChains(ctx, o, chainSet{source: "--manifests " + c.Manifests, chains: chains, unmatched: unmatched}, co, opts, sh)
+}
+
+func fileLine(file string, line int) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", file, line)
 	}
-	per, err := experiment.StackRuns(co)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if runs := per * len(distinct); runs > maxManifestRuns {
-		return usagef("--manifests %s: %d distinct chains (of %d) × %d simulations each = %d, more than %d: give fewer --seeds, or split the directory", c.Manifests, len(distinct), len(chains), per, runs, maxManifestRuns)
-	}
-	fmt.Fprintf(head, "%d distinct chains of %d, %d simulations each.\n\n", len(distinct), len(chains), per)
-	done := map[string]*experiment.StackResult{}
-	var vs []verdict
-	var results []*experiment.StackResult
-	for _, ch := range chains {
-		key := chainKey(ch)
-		r, ok := done[key]
-		if !ok {
-			if r, err = experiment.CheckStack(ctx, ch, co, opts); err != nil {
-				return costly(err)
-			}
-			done[key] = r
-		}
-		// The same result, with this chain's names and blame.
-		own := *r
-		own.Layers = slices.Clone(r.Layers)
-		var names []string
-		for i, l := range ch {
-			names = append(names, l.Name)
-			own.Layers[i].Name, own.Layers[i].File = l.Name, l.File
-			own.Layers[i].Blame = nil
-			if r.Unsafe {
-				own.Layers[i].Blame = experiment.BlameAt(l.Name, l.File, l.Settings, blameWhys(r.Layers[i].Blame))
-			}
-		}
-		own.Chain = strings.Join(names, " → ")
-		results = append(results, &own)
-		v := stackVerdicts(&own)
-		v[0].Name = own.Chain
-		vs = append(vs, v...)
-		if !c.JSON {
-			fmt.Fprintf(o.Stdout, "Chain: %s\n", own.Chain)
-			for _, l := range ch {
-				fmt.Fprintf(o.Stdout, "  %s (%s), %s\n", l.Name, l.File, instances(l.Instances))
-			}
-			if ok {
-				fmt.Fprintln(o.Stdout, "  (the same policies as a chain above: simulated once)")
-			}
-			if err := own.Render(o.Stdout, o.Style); err != nil {
-				return err
-			}
-		}
-	}
-	if c.JSON {
-		if err := writeJSON(o.Stdout, struct {
-			Chains    []*experiment.StackResult `json:"chains"`
-			Unmatched []string                  `json:"unmatched"`
-			Simulated int                       `json:"chains_simulated"`
-		}{results, unmatched, len(done)}); err != nil {
-			return err
-		}
-	}
-	return c.gate(o, vs)
+	return file
 }
 
 func instances(n int) string {
@@ -284,59 +232,6 @@ func chainKey(ch []experiment.StackLayer) string {
 	return b.String()
 }
 
-// matchChains builds the chains: each route into a host whose Service
-// selects workloads, then each client config those workloads mount. A
-// route with nothing below it, a host with no Service, a Service with no
-// workload and a client config no workload mounts are listed, not
-// guessed.
-func matchChains(layers []manifestLayer, loads []workload, services []service) ([][]experiment.StackLayer, []string) {
-	var chains [][]experiment.StackLayer
-	var unmatched []string
-	used := map[int]bool{}
-	for _, r := range layers {
-		if r.host == "" {
-			continue
-		}
-		var sel []service
-		for _, s := range services {
-			if s.name == r.host {
-				sel = append(sel, s)
-			}
-		}
-		if len(sel) == 0 {
-			unmatched = append(unmatched, fmt.Sprintf("%s (%s): no Service %q in the manifests", r.layer.Name, r.layer.File, r.host))
-			continue
-		}
-		found := false
-		for _, s := range sel {
-			for _, w := range loads {
-				if w.ns != s.ns || len(s.selector) == 0 || !selects(s.selector, w.labels) {
-					continue
-				}
-				for i, l := range layers {
-					if l.cm == "" || !slices.Contains(w.configMaps, l.cm) {
-						continue
-					}
-					below := l.layer
-					below.Instances = w.replicas
-					below.Name = fmt.Sprintf("%s of %s %s", l.layer.Name, w.kind, w.name)
-					chains = append(chains, []experiment.StackLayer{r.layer, below})
-					used[i], found = true, true
-				}
-			}
-		}
-		if !found {
-			unmatched = append(unmatched, fmt.Sprintf("%s (%s): the pods of Service %q mount no client config: nothing below it to multiply", r.layer.Name, r.layer.File, r.host))
-		}
-	}
-	for i, l := range layers {
-		if l.cm != "" && !used[i] {
-			unmatched = append(unmatched, fmt.Sprintf("%s (%s): no route in the manifests leads to the pods that mount it", l.layer.Name, l.layer.File))
-		}
-	}
-	return chains, unmatched
-}
-
 func selects(sel, labels map[string]string) bool {
 	for k, v := range sel {
 		if labels[k] != v {
@@ -365,44 +260,6 @@ func routeHost(origin string) string {
 	}
 	h, _, _ = strings.Cut(h, ")")
 	return h
-}
-
-// httpRouteService is the Service an HTTPRoute (Gateway API, as Linkerd
-// reads it) is attached to: its parentRefs' Service, as the route's
-// retries apply to calls into that Service.
-func httpRouteService(srcs []importer.Source, file, name string) string {
-	for _, src := range srcs {
-		if src.Name != file {
-			continue
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(src.Data))
-		for {
-			var doc yaml.Node
-			if dec.Decode(&doc) != nil {
-				return ""
-			}
-			if len(doc.Content) == 0 {
-				continue
-			}
-			var r struct {
-				Kind     string
-				Metadata struct{ Name string }
-				Spec     struct {
-					ParentRefs []struct{ Name, Kind string } `yaml:"parentRefs"`
-				}
-			}
-			if doc.Content[0].Decode(&r) != nil || r.Kind != "HTTPRoute" || r.Metadata.Name != name {
-				continue
-			}
-			for _, p := range r.Spec.ParentRefs {
-				if p.Kind == "Service" {
-					return p.Name
-				}
-			}
-			return ""
-		}
-	}
-	return ""
 }
 
 // shortHost is a host's Service name: its first DNS label.
@@ -504,6 +361,7 @@ func kubeObjects(name string, data []byte) ([]workload, []service, error) {
 				w.configMaps = append(w.configMaps, ns+"/"+v.ConfigMap.Name)
 			}
 		}
+		w.targets = podTargets(name, field(field(field(root, "spec"), "template"), "spec"), ns)
 		for _, c := range obj.Spec.Template.Spec.Containers {
 			for _, e := range c.EnvFrom {
 				if e.ConfigMapRef != nil {

@@ -3,6 +3,7 @@ package configcmd
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
@@ -78,6 +79,19 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 		return merged.Lab, m.JSON, nil
 	case merged.Check != nil:
 		return nil, false, printCheck(o, merged.Check, m.JSON, m.Out, command)
+	case merged.Stack != nil:
+		// A --stack is one chain, printed as a stack; manifests chain by
+		// chain. The verdicts gate as check's do (exit 1 when unsafe).
+		c := CheckOptions{JSON: m.JSON, Out: m.Out}
+		single := strings.HasPrefix(merged.Stack.Source, "--stack ")
+		if !single && !m.JSON {
+			fmt.Fprintf(o.Stdout, "%s: %d chains, %d distinct, merged.\n", merged.Stack.Source, len(merged.Stack.Chains), len(merged.Stack.Results))
+			for _, u := range merged.Stack.Unmatched {
+				fmt.Fprintf(o.Stdout, "  not matched: %s\n", u)
+			}
+			fmt.Fprintln(o.Stdout)
+		}
+		return nil, false, c.printChains(o, merged.Stack, single)
 	}
 	if m.JSON {
 		return nil, false, writeJSON(o.Stdout, merged.Advise)

@@ -24,6 +24,9 @@ type CI struct {
 	// Manifests is a directory of Kubernetes manifests to find the
 	// chains in (--manifests, manifests.go).
 	Manifests string
+	// MaxRuns refuses a check of a stack or of manifests that would make
+	// more simulations (--max-runs); zero means 20,000.
+	MaxRuns int
 }
 
 // SplitStack splits --stack values ("a,b", given once or more) into the
@@ -65,29 +68,13 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return err
 	}
-	names, b, opts, sh := st.names, st.base, st.opts, st.shard
 	var layers []experiment.StackLayer
 	for _, l := range st.files {
 		layers = append(layers, l.layer)
 	}
-	r, err := experiment.CheckStack(ctx, layers, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
-	if err != nil {
-		return costly(err)
-	}
-	v := stackVerdicts(r)
-	if c.JSON {
-		if err := writeJSON(o.Stdout, r); err != nil {
-			return err
-		}
-	} else {
-		if err := r.Render(o.Stdout, o.Style); err != nil {
-			return err
-		}
-		if err := writeReport(o, c.Out, r.Check.Section(), "retrystorm check --stack "+strings.Join(names, ",")); err != nil {
-			return err
-		}
-	}
-	return c.gate(o, v)
+	co := experiment.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	set := chainSet{source: "--stack " + strings.Join(st.names, ","), single: true, chains: [][]experiment.StackLayer{layers}}
+	return c.runChains(ctx, o, set, co, st.opts, st.shard)
 }
 
 // stack is a --stack as read: its layers' names and files, the base

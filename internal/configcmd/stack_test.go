@@ -17,17 +17,28 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
-	"github.com/retrystorm/retrystorm/importer"
 	"go.yaml.in/yaml/v3"
 )
 
 func stackdata(name string) string { return filepath.Join("testdata", "stack", name) }
 
+// shortBase is the base scenario of the stack tests: under -short a
+// storm of half the traffic and a shorter run (testdata/stack/
+// short-base.yaml), which checks the same things at a quarter of the
+// cost (CI runs the package under -race -short); else the embedded
+// storm, as the command runs.
+func shortBase() string {
+	if testing.Short() {
+		return stackdata("short-base.yaml")
+	}
+	return ""
+}
+
 // runStack runs check --stack with layers and the CI options, one seed.
 func runStack(t *testing.T, ci CI, jsonOut bool) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: jsonOut, CI: ci}, IO{Stdout: &out, Stderr: &errb})
 	return out.String(), errb.String(), err
 }
 
@@ -138,7 +149,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: tc.stack}}, IO{Stdout: &out, Stderr: &errb})
 			var ue *UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%v, want a usage error with %q", err, tc.want)
@@ -146,7 +157,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 		})
 	}
 	// The parse error names the line.
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	if err == nil || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a YAML mistake: %v, want its line", err)
 	}
@@ -277,7 +288,7 @@ func TestBaseline(t *testing.T) {
 	ctx := context.Background()
 	check := func(file, baseline string) (string, error) {
 		var out bytes.Buffer
-		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+		err := RunCheck(ctx, []string{file}, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Baseline: baseline}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 		return out.String(), err
 	}
 	naive := testdata("istio/naive.yaml")
@@ -325,7 +336,7 @@ func TestBaseline(t *testing.T) {
 func TestCheckSARIFAtTheLine(t *testing.T) {
 	sarif := filepath.Join(t.TempDir(), "check.sarif")
 	naive := testdata("istio/naive.yaml")
-	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), []string{naive}, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{SARIF: sarif}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	if !errors.Is(err, ErrUnsafe) {
 		t.Fatal(err)
 	}
@@ -415,7 +426,7 @@ func TestFloorsPerClientAtTheVerdictsCount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			err := RunCheck(context.Background(), tc.files, CheckOptions{Seeds: 1, Base: shortBase(), Clients: 200, CI: tc.ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 			if err != nil && !errors.Is(err, ErrUnsafe) {
 				t.Fatal(err)
 			}
@@ -568,7 +579,7 @@ func TestManifests(t *testing.T) {
 	}
 	sarif := filepath.Join(t.TempDir(), "m.sarif")
 	var out bytes.Buffer
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Manifests: dir, SARIF: sarif}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	if !errors.Is(err, ErrUnsafe) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -616,7 +627,7 @@ func TestManifests(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a broken manifest: %v, want a usage error naming bad.yaml and the line", err)
@@ -641,8 +652,14 @@ func TestRouteHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := httpRouteService([]importer.Source{{Name: "r.yaml", Data: data}}, "r.yaml", "schlep-default"); got != "schlep" {
-		t.Errorf("HTTPRoute schlep-default: %q, want schlep", got)
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	l := manifestLayer{}
+	ix.describe(&l, "r.yaml", "HTTPRoute schlep-default", "r.yaml: HTTPRoute schlep-default")
+	if l.host != "schlep" || !l.mesh || len(l.dests) != 1 || l.dests[0].name != "schlep" || l.layer.Line != 4 {
+		t.Errorf("HTTPRoute schlep-default: host %q, mesh %v, destinations %+v, line %d: want schlep (its parent Service, no backendRefs), mesh, line 4", l.host, l.mesh, l.dests, l.layer.Line)
 	}
 }
 
@@ -720,22 +737,52 @@ data:
 // TestManifestsCountsTheWorkFirst: the simulations are counted before
 // they start, and a check past the bound is refused with the count.
 func TestManifestsCountsTheWorkFirst(t *testing.T) {
-	defer func(n int) { maxManifestRuns = n }(maxManifestRuns)
-	maxManifestRuns = 10
 	var out bytes.Buffer
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, CI: CI{Manifests: filepath.Join("testdata", "manifests")}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: filepath.Join("testdata", "manifests"), MaxRuns: 10}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1)") || strings.Contains(out.String(), "Chain:") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "1 distinct chains (of 1) × 45 simulations each = 45 simulations, more than --max-runs 10") || strings.Contains(out.String(), "Chain:") {
 		t.Errorf("%v, want a usage error with the count before anything ran\n%s", err, out.String())
+	}
+	// --stack counts its work too.
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}, MaxRuns: 44}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 45 simulations, more than --max-runs 44") {
+		t.Errorf("--stack past --max-runs: %v", err)
 	}
 }
 
-// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts says to retry at
-// one layer only, and writes the others' change into their own files
-// (a diff in the layer's format: the gateway's attempts).
+// TestAdviseStack: advise --stack on 3 × 2 × 2 attempts searches where
+// to retry and, per layer, its format's budget and a breaker (the work
+// counted first): it recommends the best placement the files can say
+// (a breaker is in no config format), and writes each layer's change
+// into its own file (a diff in the layer's format: the gRPC client's
+// retryThrottling, the routes' attempts).
 func TestAdviseStack(t *testing.T) {
 	ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
-	var out bytes.Buffer
+	var out, errb bytes.Buffer
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: ci}, IO{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"11 placements × 45 simulations each = 495 simulations", // counted first
+		"Recommendation: retry at app-grpc.json only, with retryThrottling 10 tokens, ratio 0.1.",
+		`+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},`,
+		"-      attempts: 1",
+		"no layer's format can write it",
+	} {
+		if !strings.Contains(errb.String()+out.String(), s) {
+			t.Errorf("advise --stack lacks %q:\n%s%s", s, errb.String(), out.String())
+		}
+	}
+	// Past --max-runs: refused with the count, before anything runs.
+	err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: ci.Stack, MaxRuns: 494}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 495 simulations, more than --max-runs 494") {
+		t.Errorf("past --max-runs: %v", err)
+	}
+	if testing.Short() {
+		return // the JSON's ranking, once more through the whole search: not under -short
+	}
+	out.Reset()
 	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, JSON: true, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -746,19 +793,271 @@ func TestAdviseStack(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Candidates) != 4 || !strings.HasPrefix(r.Recommended, "retry at ") {
-		t.Fatalf("%d candidates, recommended %q: want 4, and one retrying layer", len(r.Candidates), r.Recommended)
+	if len(r.Candidates) != 11 || !strings.HasPrefix(r.Recommended, "retry at ") {
+		t.Fatalf("%d candidates, recommended %q: want 11, and one retrying layer", len(r.Candidates), r.Recommended)
 	}
 	for _, c := range r.Candidates {
-		if c.At < 0 && (c.Origin != 12 || c.Name == r.Recommended) {
+		if c.At < 0 && c.Name == "as it is" && (c.Origin != 12 || !c.Unsafe) {
 			t.Errorf("the stack as it is: %+v", c)
 		}
+		if strings.Contains(c.Name, "breaker") == c.Writable {
+			t.Errorf("%s: writable %v: a breaker is in no layer's format", c.Name, c.Writable)
+		}
+		if c.Name == r.Recommended && (!c.Writable || c.Changes[0] != "+ budget (retryThrottling 10 tokens, ratio 0.1)" || c.Changes[1] != "no retries") {
+			t.Errorf("recommended %+v", c)
+		}
 	}
-	out.Reset()
-	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}}); err != nil {
+}
+
+// copyDir copies the files under src into a new temporary directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, strings.TrimPrefix(p, src))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Recommendation: "+r.Recommended) || !strings.Contains(out.String(), "-      attempts: 1") {
-		t.Errorf("advise --stack text:\n%s", out.String())
+	return dir
+}
+
+// TestManifestsFollowTheHops is the issue's case found in manifests, four
+// layers deep: the ingress gateway's route (2 attempts) into the
+// frontend, whose gRPC channel (3 attempts, a service config in a
+// ConfigMap) calls payments (named in its env) through the mesh's route
+// (2 attempts, to subset v2 only), whose pods' channel (2 attempts) calls
+// the ledger (its target beside the service config): 2, 6, 12 and 24
+// attempts per intent, closed form and simulated, each layer at its file
+// and line and with the hop that leads to it. The frontend's call to
+// inventory, whose Service is elsewhere, ends a chain of two; an
+// external URL (api.stripe.com) and the v1 pods, which the subset leaves
+// out, are no hop.
+func TestManifestsFollowTheHops(t *testing.T) {
+	dir := copyDir(t, filepath.Join("testdata", "deep"))
+	var out bytes.Buffer
+	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r struct {
+		Chains    []experiment.StackResult
+		Unmatched []string
+		Simulated int `json:"chains_simulated"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chains) != 2 || r.Simulated != 2 {
+		t.Fatalf("%d chains, %d simulated: want 2 (to the ledger, to inventory), each simulated", len(r.Chains), r.Simulated)
+	}
+	type want struct {
+		name, file string
+		line       int
+		closed     float64
+		via        string
+	}
+	deep := []want{
+		{"VirtualService shop-edge", "edge.yaml", 11, 2, ""},
+		{"ConfigMap frontend-grpc of Deployment frontend", "frontend.yaml", 39, 6, "Service frontend selects Deployment frontend"},
+		{"VirtualService payments", "payments.yaml", 10, 12, "frontend.yaml:24: env PAYMENTS_ADDR"},
+		{"ConfigMap payments-grpc of Deployment payments-v2", "payments.yaml", 57, 24, "Service payments (subset v2) selects Deployment payments-v2"},
+	}
+	for k, w := range [][]want{deep, deep[:2]} {
+		ch := r.Chains[k]
+		if len(ch.Layers) != len(w) || !ch.Agree {
+			t.Errorf("chain %s: %d layers (agree %v), want %d", ch.Chain, len(ch.Layers), ch.Agree, len(w))
+			continue
+		}
+		for i, l := range ch.Layers {
+			if l.Name != w[i].name || filepath.Base(l.File) != w[i].file || l.Line != w[i].line || !strings.Contains(l.Via, w[i].via) {
+				t.Errorf("chain %d layer %d: %s at %s:%d via %q, want %s at %s:%d via %q", k, i, l.Name, l.File, l.Line, l.Via, w[i].name, w[i].file, w[i].line, w[i].via)
+			}
+			if l.ClosedForm != w[i].closed || !l.Exact || math.Abs(l.Simulated-w[i].closed) > 0.05*w[i].closed {
+				t.Errorf("chain %d layer %s: closed form %g (exact %v), simulated %g: want %g both", k, l.Name, l.ClosedForm, l.Exact, l.Simulated, w[i].closed)
+			}
+		}
+	}
+	if len(r.Unmatched) != 1 || !strings.Contains(r.Unmatched[0], "env INVENTORY_URL: calls inventory") {
+		t.Errorf("unmatched: %q, want the call to inventory only", r.Unmatched)
+	}
+
+	// The ledger calls the frontend back: a loop, refused with the loop.
+	ledger := filepath.Join(dir, "ledger.yaml")
+	data, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "        - {name: FRONTEND, value: \"grpc://frontend.shop:8080\"}\n"...)
+	if err := os.WriteFile(ledger, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the chain loops: shop/frontend") || !strings.Contains(err.Error(), "env FRONTEND") || out.Len() > 0 {
+		t.Errorf("a loop: %v (printed %q), want a usage error printing the loop, before anything", err, out.String())
+	}
+}
+
+// TestHTTPRouteBackends: an HTTPRoute sends its calls to its backendRefs
+// (Services only; a namespace given there wins), applies to the calls
+// into its parent Service (GAMMA, as Linkerd reads it), and, attached to
+// a Gateway only, applies at the gateway: a route into its first backend.
+func TestHTTPRouteBackends(t *testing.T) {
+	data := []byte(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: split, namespace: shop}
+spec:
+  parentRefs: [{name: orders, kind: Service, group: core}]
+  rules:
+  - backendRefs:
+    - {name: orders-v1, port: 80, weight: 90}
+    - {name: orders-v2, namespace: canary, port: 80, weight: 10}
+    - {name: bucket, kind: S3Bucket}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: edge, namespace: shop}
+spec:
+  parentRefs: [{name: public, kind: Gateway}]
+  rules:
+  - backendRefs: [{name: frontend, port: 8080}]
+`)
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, host string
+		mesh       bool
+		dests      []string
+	}{
+		{"split", "orders", true, []string{"shop/orders-v1", "canary/orders-v2"}},
+		{"edge", "frontend", false, []string{"shop/frontend"}},
+	} {
+		l := manifestLayer{}
+		ix.describe(&l, "r.yaml", "HTTPRoute "+c.name, "r.yaml: HTTPRoute "+c.name)
+		var got []string
+		for _, d := range l.dests {
+			got = append(got, d.ns+"/"+d.name)
+		}
+		if l.host != c.host || l.mesh != c.mesh || !slices.Equal(got, c.dests) {
+			t.Errorf("HTTPRoute %s: host %q, mesh %v, destinations %q; want %q, %v, %q", c.name, l.host, l.mesh, got, c.host, c.mesh, c.dests)
+		}
+	}
+}
+
+// TestTargetRef: what names a Service of the cluster, and what does not
+// (an external host, a word, a path, a port out of range).
+func TestTargetRef(t *testing.T) {
+	for _, c := range []struct {
+		v        string
+		name, ns string
+	}{
+		{"http://payments.default.svc.cluster.local:8080", "payments", "default"},
+		{"payments:8080", "payments", "pod"},
+		{"https://payments.shop/v1/charge", "payments", "shop"},
+		{"dns:///ledger.shop.svc.cluster.local:50051", "ledger", "shop"},
+		{"ledger.shop.svc:50051", "ledger", "shop"},
+		{"grpc://orders:9090", "orders", "pod"},
+		{"https://api.stripe.com:443", "", ""},
+		{"postgres://db:5432/x", "", ""},
+		{"payments", "", ""},
+		{"payments:http", "", ""},
+		{"payments:70000", "", ""},
+		{"/etc/grpc/config.json", "", ""},
+		{"Payments:80", "", ""},
+		{"a b:80", "", ""},
+	} {
+		r, ok := targetRef(c.v, "pod")
+		if ok != (c.name != "") || r.name != c.name || r.ns != c.ns {
+			t.Errorf("%q: %+v %v, want %q in %q", c.v, r, ok, c.name, c.ns)
+		}
+	}
+}
+
+// TestStackShardsMerge: check --manifests and --stack split with --shard
+// and put together by merge print what one whole run prints, byte for
+// byte; merge refuses shards that are not of one run.
+func TestStackShardsMerge(t *testing.T) {
+	dir := t.TempDir()
+	for _, ci := range []CI{
+		{Manifests: filepath.Join("testdata", "manifests")},
+		{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml")}},
+	} {
+		whole, _, err := func() (string, string, error) { return runStack(t, ci, true) }()
+		if err != nil && !errors.Is(err, ErrUnsafe) {
+			t.Fatal(err)
+		}
+		var files []string
+		for i := 1; i <= 3; i++ {
+			var out bytes.Buffer
+			err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, Shard: fmt.Sprintf("%d/3", i), CI: ci}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
+			if err != nil {
+				t.Fatalf("shard %d/3: %v", i, err)
+			}
+			f := filepath.Join(dir, fmt.Sprintf("s%d.json", i))
+			if err := os.WriteFile(f, out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		var merged bytes.Buffer
+		_, _, err = RunMerge(context.Background(), files, MergeOptions{JSON: true}, IO{Stdout: &merged, Stderr: &bytes.Buffer{}})
+		if err != nil && !errors.Is(err, ErrUnsafe) {
+			t.Fatalf("merge: %v", err)
+		}
+		if len(whole) < 1000 || merged.String() != whole {
+			t.Errorf("%+v: merged shards differ from the whole run:\n%s\nwant\n%s", ci, merged.String(), whole)
+		}
+		// A shard missing, and one of another run.
+		_, _, err = RunMerge(context.Background(), files[1:], MergeOptions{JSON: true}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "outage run") && !strings.Contains(err.Error(), "no shard ran") {
+			t.Errorf("two shards of three: %v, want a usage error", err)
+		}
+		data, _ := os.ReadFile(files[1])
+		other := filepath.Join(dir, "other.json")
+		if err := os.WriteFile(other, bytes.Replace(data, []byte(`"source": "--`), []byte(`"source": "x--`), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = RunMerge(context.Background(), []string{files[0], other, files[2]}, MergeOptions{JSON: true}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "source") {
+			t.Errorf("a shard of another run: %v, want a usage error naming source", err)
+		}
+	}
+}
+
+// TestChainsAreNotGuessed: a pod with two client configs that names a
+// Service in its env, with no target in either ConfigMap, makes no chain:
+// which config calls it is not said, and the list says so; a ConfigMap
+// no pod mounts is listed too.
+func TestChainsAreNotGuessed(t *testing.T) {
+	cfg := func(name string) manifestLayer {
+		return manifestLayer{cm: "shop/" + name, ns: "shop", layer: experiment.StackLayer{Name: "ConfigMap " + name, File: "x.yaml", Line: 3, Input: experiment.CheckInput{Origin: "x.yaml#" + name}}}
+	}
+	layers := []manifestLayer{cfg("a"), cfg("b"), cfg("orphan")}
+	loads := []workload{{kind: "Deployment", name: "w", ns: "shop", file: "x.yaml", line: 1, replicas: 1, labels: map[string]string{"app": "w"},
+		configMaps: []string{"shop/a", "shop/b"}, targets: []ref{{name: "p", ns: "shop", at: "x.yaml:9: env P"}}}}
+	chains, unmatched, err := buildChains(layers, loads, nil, &kubeIndex{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(unmatched, "\n")
+	if len(chains) != 0 || !strings.Contains(all, "2 client configs and 1 Services named in its containers: which config calls which is not said") ||
+		!strings.Contains(all, "ConfigMap orphan (x.yaml:3): no pod in the manifests mounts it") {
+		t.Errorf("%d chains, unmatched:\n%s", len(chains), all)
 	}
 }
