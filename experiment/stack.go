@@ -357,6 +357,9 @@ func stackOutage(ctx context.Context, base *scenario.Scenario, fleet scenario.Fl
 		c.Timeout, c.Deadline, c.PropagateDeadline = stretch(c.Timeout, c.Retry), 0, false
 	}
 	fleet.Timeout, fleet.Deadline = stretch(fleet.Timeout, fleet.Retry), 0
+	// The retry counts alone set the worst case, as the closed form has
+	// it; and the simulator balances one hop only (as cellThrough says).
+	fleet.Balancer, fleet.OutlierDetection = scenario.Balancer{}, scenario.OutlierDetection{}
 	sc.Fleets = []scenario.Fleet{fleet}
 	run := 10*time.Second + below + 10*time.Second
 	const most = 30 * time.Minute
