@@ -33,9 +33,11 @@ type ExperimentOptions struct {
 	// default) or ProtocolGRPC.
 	Protocol Protocol
 	// Target, if set, is a real service to play sc against instead of the
-	// lab's origin, over HTTP (see Options.Target). The storm's
-	// drop_expired counterfactual runs only when it imposes the origin:
-	// drop_expired is the origin's.
+	// lab's origin, over HTTP, through a fault proxy; each fleet's load
+	// then stops at the end of the scenario (plus one attempt's timeout),
+	// what is still out counted as unfinished. The storm's drop_expired
+	// counterfactual runs only when it imposes the origin: drop_expired is
+	// the origin's.
 	Target *Target
 	// Shard, when its Count is more than 1, runs one shard of a run
 	// split over load processes (its share of the clients, through a
@@ -114,7 +116,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
 	token := newToken() // /admin/faults needs it: a web page cannot guess it
-	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
+	run := runOptions{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
 		},
@@ -154,7 +156,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		fmt.Fprintf(log, "lab: shard %s: the clients c with c mod %d = %d, through a proxy with 1/%d of the origin; the first fleet starts at %s\n",
 			opts.Shard, opts.Shard.Count, opts.Shard.Index, opts.Shard.Count, opts.StartAt.Format(time.TimeOnly))
 	}
-	res, err := Run(ctx, played, run)
+	res, err := runFleets(ctx, played, run)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 				return nil, err
 			}
 		}
-		f, info, err := RunFleet(ctx, cf, 0, run)
+		f, info, err := runFleet(ctx, cf, 0, run)
 		if err != nil {
 			return nil, err
 		}

@@ -67,7 +67,7 @@ type OriginConfig struct {
 	// WireReserve is the time a shedding origin keeps for the answer's way
 	// back over the wire, on top of the scenario's shed.reserve: the
 	// simulator's answers arrive at once, but over HTTP an answer ready at
-	// the deadline is late. RunFleet gives a tenth of the fleet's timeout.
+	// the deadline is late. runFleet gives a tenth of the fleet's timeout.
 	WireReserve time.Duration
 }
 
@@ -209,7 +209,7 @@ func (o *Origin) arrive(work http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		c := o.arrived(r.Context(), now, r.Header.Get(AttemptHeader))
-		c.tick = o.tally.SentTick(r.Header.Get(TickHeader), now)
+		c.tick = o.tally.sentTick(r.Header.Get(TickHeader), now)
 		work.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 		o.ended(c)
 		o.otel.httpServed(r.Context(), r.Method, c.res, time.Since(now))

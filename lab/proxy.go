@@ -270,7 +270,7 @@ func (p *FaultProxy) Run(ctx context.Context) {
 // model and the faults allow.
 func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	tick := p.tally.SentTick(r.Header.Get(TickHeader), now)
+	tick := p.tally.sentTick(r.Header.Get(TickHeader), now)
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
 	res := p.handle(r, now, tick)

@@ -216,7 +216,7 @@ func (t *Tier) warm(ctx context.Context) error {
 func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	in := t.cfg.In
-	k := in.SentTick(r.Header.Get(TickHeader), now)
+	k := in.sentTick(r.Header.Get(TickHeader), now)
 	t.m.inflight.Inc()
 	defer t.m.inflight.Dec()
 	if r.Body != nil {
@@ -430,7 +430,7 @@ func (t *Tier) record(began time.Time, tr *trace, ok bool, err error) {
 		why := resil.ReasonOf(err)
 		if why == resil.StopBreaker {
 			o.addNow(cRefused, began)
-			if t.cfg.Truth != nil && o.TickOf(began) >= 0 && t.cfg.Truth(t.cfg.Tier.Client.Timeout) {
+			if t.cfg.Truth != nil && o.tickOf(began) >= 0 && t.cfg.Truth(t.cfg.Tier.Client.Timeout) {
 				o.inc(tThrown)
 			}
 		}
