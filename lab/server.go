@@ -14,7 +14,8 @@ import (
 
 // wallServer is one replica of an origin model (package origin, the
 // simulator's own) on the wall clock: the lab's counterpart of the
-// simulator's driver, and what the lab's three servers are. A handler hands
+// simulator's drivers of it (sim/origin.go, sim/chain.go), and what each of
+// the lab's three servers is; replicas would be N of it. A handler hands
 // its request to the model under the lock (accept) and waits for what the
 // server tells it (await); the clock (see clock.go) does what the model
 // scheduled when it falls due. The server is the model's driver
