@@ -334,7 +334,17 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())
 	}
-	fr := sim.FleetResult{Name: fleet.Name, Series: tally.series()}
+	fr := fleetResult(sc, i, tallies, info, scale)
+	opts.Live.endFleet(page, fr)
+	return fr, info, nil
+}
+
+// fleetResult is fleet i of sc in the simulator's terms, from the tallies
+// of its hops (the fleet's first) and what its servers counted (info), at
+// a wall-clock scale of scale.
+func fleetResult(sc *scenario.Scenario, i int, tallies []*Tally, info FleetInfo, scale float64) sim.FleetResult {
+	tally := tallies[0]
+	fr := sim.FleetResult{Name: info.Name, Series: tally.series()}
 	fr.Summary = summarize(sc, &fr.Series, tally, hopCounts(info, 0), scale)
 	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
 		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
@@ -353,8 +363,7 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 			fr.Tiers = append(fr.Tiers, tr)
 		}
 	}
-	opts.Live.endFleet(page, fr)
-	return fr, info, nil
+	return fr
 }
 
 // hop is what the components at both ends of a hop counted of it beyond
