@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
@@ -178,10 +177,8 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 // Handler serves the origin: /metrics, /admin/faults, /healthz, and every
 // other path as work, behind resilhttp.Shed when the origin sheds.
 func (o *Origin) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	mux := o.mux()
 	mux.HandleFunc("/admin/faults", o.serveAdmin)
-	mux.HandleFunc(healthPath, serveHealth)
 	work := http.Handler(http.HandlerFunc(o.serveWork))
 	if o.shedder != nil {
 		work = resilhttp.Shed(o.shedder)(work)
@@ -250,9 +247,6 @@ func (o *Origin) admitted(ctx context.Context) (*edgeCall, time.Time) {
 	}
 	return c, deadline
 }
-
-// Registry returns the registry the origin's metrics are on.
-func (o *Origin) Registry() *prometheus.Registry { return o.reg }
 
 // result is the origin's answer to one request.
 type result uint8

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
@@ -235,15 +234,10 @@ func targetTransport() *http.Transport {
 // Handler serves the proxy: /metrics and /healthz itself, and every other
 // path forwarded to the target.
 func (p *FaultProxy) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc(healthPath, serveHealth)
+	mux := p.mux()
 	mux.HandleFunc("/", p.serve)
 	return mux
 }
-
-// Registry returns the registry the proxy's metrics are on.
-func (p *FaultProxy) Registry() *prometheus.Registry { return p.reg }
 
 // Run drives the proxy's clock and its fault schedule until ctx is done;
 // then it refuses new work, lets the requests still waiting go, cancels the

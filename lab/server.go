@@ -3,11 +3,13 @@ package lab
 import (
 	"context"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 )
@@ -99,6 +101,18 @@ func (s *wallServer[R, M]) init(start time.Time, tally *Tally, seed, stream uint
 
 // driver returns s as its model's driver.
 func (s *wallServer[R, M]) driver() origin.Driver { return (*wallDriver[R, M])(s) }
+
+// Registry returns the registry the server's metrics are on.
+func (s *wallServer[R, M]) Registry() *prometheus.Registry { return s.reg }
+
+// mux returns a mux serving the server's /metrics and /healthz, for its
+// Handler to add its work to.
+func (s *wallServer[R, M]) mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc(healthPath, serveHealth)
+	return mux
+}
 
 // since is t as the model's time: from the server's start.
 func (s *wallServer[R, M]) since(t time.Time) time.Duration { return s.clk.since(t) }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
@@ -159,15 +158,10 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 // Handler serves the tier: /metrics, /healthz, and every other path as
 // work.
 func (t *Tier) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc(healthPath, serveHealth)
+	mux := t.mux()
 	mux.HandleFunc("/", t.serveWork)
 	return mux
 }
-
-// Registry returns the registry the tier's metrics are on.
-func (t *Tier) Registry() *prometheus.Registry { return t.reg }
 
 // Guard returns the tier's client Guard.
 func (t *Tier) Guard() *resil.Guard { return t.guard }
