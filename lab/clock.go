@@ -167,12 +167,12 @@ type due struct {
 // dueKind is what a due entry does.
 type dueKind uint8
 
-// Due entries of the Origin and the fault proxy (which adds its own; a
-// tier's are all the start of a call, whatever their kind).
+// Due entries every server schedules (a service may add its own: the
+// fault proxy does; a tier's two both begin its call).
 const (
 	dueAnswer  dueKind = iota // an answer known on arrival (Answer)
 	dueService                // an end of service (Serve)
-	dueReject                 // a rejection a stall put off
+	dueReject                 // a rejection a stall put off (the server's own: see wallDriver.Reject)
 )
 
 // dueQueue is a binary min-heap of due times, on (at, seq): ties in the

@@ -24,9 +24,9 @@
 // it with ListenGRPC), GRPCGateway proxies every call as raw frames through
 // resilgrpc's client interceptors, and RunLoad calls UnaryCall.
 //
-// Run and RunFleet put them together on 127.0.0.1 for a scenario, in scaled
-// time (see Scale): one tick of the scenario lasts Options.Tick of wall
-// time. The origin and the gateway serve Prometheus metrics from
+// Measure puts them together on 127.0.0.1 for a scenario, in scaled time
+// (see Scale): one tick of the scenario lasts ExperimentOptions.Tick of
+// wall time, and judges the experiment's claims on what they measured. The origin and the gateway serve Prometheus metrics from
 // registries of their own, the origin OpenTelemetry's server metrics
 // besides, through OpenTelemetry's Prometheus exporter. docs/lab.md
 // describes the lab, its measurements and how they compare with the

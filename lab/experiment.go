@@ -33,9 +33,11 @@ type ExperimentOptions struct {
 	// default) or ProtocolGRPC.
 	Protocol Protocol
 	// Target, if set, is a real service to play sc against instead of the
-	// lab's origin, over HTTP (see Options.Target). The storm's
-	// drop_expired counterfactual runs only when it imposes the origin:
-	// drop_expired is the origin's.
+	// lab's origin, over HTTP, through a fault proxy; each fleet's load
+	// then stops at the end of the scenario (plus one attempt's timeout),
+	// what is still out counted as unfinished. The storm's drop_expired
+	// counterfactual runs only when it imposes the origin: drop_expired is
+	// the origin's.
 	Target *Target
 	// Shard, when its Count is more than 1, runs one shard of a run
 	// split over load processes (its share of the clients, through a
@@ -82,21 +84,9 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	if err := refuse(sc, opts.Protocol, opts.Target); err != nil {
 		return nil, err
 	}
-	simRes, err := sim.Run(ctx, sc)
+	simRes, cf, cfName, err := simulate(ctx, sc, opts)
 	if err != nil {
 		return nil, err
-	}
-	cf, cfName := experiment.ShedCounterfactual(sc)
-	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 {
-		cf, cfName = nil, ""
-	}
-	if cf != nil {
-		cf.Fleets[0].Name = cfName
-		cfRes, err := sim.Run(ctx, cf)
-		if err != nil {
-			return nil, err
-		}
-		simRes.Fleets = append(simRes.Fleets, cfRes.Fleets...)
 	}
 	var names []string
 	for _, f := range simRes.Fleets {
@@ -114,7 +104,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
 	token := newToken() // /admin/faults needs it: a web page cannot guess it
-	run := Options{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
+	run := runOptions{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
 		},
@@ -128,21 +118,9 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		if t.Log == nil {
 			t.Log = log
 		}
-		peak, err := peakAttemptRate(sc, opts.Tick)
-		if err != nil {
+		if err := announceTarget(log, t, sc, opts.Tick, len(names)); err != nil {
 			return nil, err
 		}
-		wall := Scale(sc, opts.Tick.Seconds()/sc.Tick.Seconds())
-		var longest time.Duration
-		for i := range wall.Fleets {
-			longest = max(longest, wallCutoff(wall, i))
-		}
-		bound := t.Settle
-		if bound <= 0 {
-			bound = DefaultSettle
-		}
-		fmt.Fprintf(log, "lab: target %s: at most %.0f intents/s and %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
-			t.URL.Redacted(), peakIntentRate(wall), peak, Short(longest.Round(time.Millisecond)), len(names), Short(bound))
 		run.Ready = func(fleet string, proxy, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
 		}
@@ -154,7 +132,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		fmt.Fprintf(log, "lab: shard %s: the clients c with c mod %d = %d, through a proxy with 1/%d of the origin; the first fleet starts at %s\n",
 			opts.Shard, opts.Shard.Count, opts.Shard.Index, opts.Shard.Count, opts.StartAt.Format(time.TimeOnly))
 	}
-	res, err := Run(ctx, played, run)
+	res, err := runFleets(ctx, played, run)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +143,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 				return nil, err
 			}
 		}
-		f, info, err := RunFleet(ctx, cf, 0, run)
+		f, info, err := runFleet(ctx, cf, 0, run)
 		if err != nil {
 			return nil, err
 		}
@@ -196,30 +174,82 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		}
 	}
 	if opts.Shard.Count > 1 {
-		// A shard's share is no run: its claims are judged once merged.
-		if res.Lab.Inconclusive == nil {
-			out.Claims, out.Section.Claims = nil, nil
-			out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Shard %s of a run: its claims are judged on the merged shards (retrystorm merge).", opts.Shard))
-			if err := experiment.SetJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
-				return nil, err
-			}
-		}
-		target := ""
-		if opts.Target != nil {
-			target = opts.Target.describe()
-		}
-		if err := experiment.SetJSON(out, map[string]any{"lab_shard": experiment.LabShard{
-			Index: opts.Shard.Index + 1, Count: opts.Shard.Count,
-			Run:       runID(sc, opts.Tick, target, opts.Shard.Count, opts.StartAt),
-			StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
-			Impose:          opts.Target != nil && opts.Target.Impose,
-			WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
-			Schema: experiment.LabShardSchema, Latency: latencies(res),
-		}}); err != nil {
+		if err := asShard(out, sc, opts, res); err != nil {
 			return nil, err
 		}
 	}
 	return &Measurement{Outcome: out, Inconclusive: res.Lab.Inconclusive, Result: res}, nil
+}
+
+// announceTarget tells log, before a run of sc against t at a wall-clock
+// tick of tick, the most it will send and for how long: its peak rates,
+// its longest fleet and its pauses between its fleets.
+func announceTarget(log io.Writer, t *Target, sc *scenario.Scenario, tick time.Duration, fleets int) error {
+	peak, err := peakAttemptRate(sc, tick)
+	if err != nil {
+		return err
+	}
+	wall := Scale(sc, tick.Seconds()/sc.Tick.Seconds())
+	var longest time.Duration
+	for i := range wall.Fleets {
+		longest = max(longest, wallCutoff(wall, i))
+	}
+	bound := t.Settle
+	if bound <= 0 {
+		bound = DefaultSettle
+	}
+	fmt.Fprintf(log, "lab: target %s: at most %.0f intents/s and %.0f attempts/s, for at most %s per fleet (%d fleets, with pauses of at most %s between them for the target to settle); Ctrl-C stops at once\n",
+		t.URL.Redacted(), peakIntentRate(wall), peak, Short(longest.Round(time.Millisecond)), fleets, Short(bound))
+	return nil
+}
+
+// simulate runs sc in the simulator, and the storm's drop_expired
+// counterfactual (cf, named cfName) after it when the lab plays it too:
+// not against a target it does not impose the origin on, nor in a shard.
+func simulate(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions) (res *sim.Result, cf *scenario.Scenario, cfName string, err error) {
+	res, err = sim.Run(ctx, sc)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cf, cfName = experiment.ShedCounterfactual(sc)
+	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 {
+		cf, cfName = nil, ""
+	}
+	if cf != nil {
+		cf.Fleets[0].Name = cfName
+		cfRes, err := sim.Run(ctx, cf)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		res.Fleets = append(res.Fleets, cfRes.Fleets...)
+	}
+	return res, cf, cfName, nil
+}
+
+// asShard makes out the report of one shard of a run (opts.Shard) of sc:
+// a shard's share is no run, so its claims are judged once merged (unless
+// it is inconclusive, and says why), and its JSON says which shard of
+// which run it is, for merge.
+func asShard(out *experiment.Outcome, sc *scenario.Scenario, opts ExperimentOptions, res *Result) error {
+	if res.Lab.Inconclusive == nil {
+		out.Claims, out.Section.Claims = nil, nil
+		out.Section.Notes = append(out.Section.Notes, fmt.Sprintf("Shard %s of a run: its claims are judged on the merged shards (retrystorm merge).", opts.Shard))
+		if err := experiment.SetJSON(out, map[string]any{"claims": []struct{}{}}); err != nil {
+			return err
+		}
+	}
+	target := ""
+	if opts.Target != nil {
+		target = opts.Target.describe()
+	}
+	return experiment.SetJSON(out, map[string]any{"lab_shard": experiment.LabShard{
+		Index: opts.Shard.Index + 1, Count: opts.Shard.Count,
+		Run:       runID(sc, opts.Tick, target, opts.Shard.Count, opts.StartAt),
+		StartUnix: opts.StartAt.Unix(), Scenario: string(scenario.Marshal(sc)), Target: target,
+		Impose:          opts.Target != nil && opts.Target.Impose,
+		WallTickSeconds: opts.Tick.Seconds(), Protocol: string(opts.Protocol),
+		Schema: experiment.LabShardSchema, Latency: latencies(res),
+	}})
 }
 
 // withhold turns out into an inconclusive report: the claims are not

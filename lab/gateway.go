@@ -408,7 +408,7 @@ func (cfg *GatewayConfig) refused(c count, ctx context.Context, now time.Time) {
 		ctx = context.Background()
 	}
 	cfg.Tally.addNow(c, now)
-	if cfg.Truth != nil && cfg.Tally.TickOf(now) >= 0 && cfg.Truth(cfg.attemptTime(ctx, now)) {
+	if cfg.Truth != nil && cfg.Tally.tickOf(now) >= 0 && cfg.Truth(cfg.attemptTime(ctx, now)) {
 		cfg.Tally.inc(tThrown)
 	}
 }
@@ -440,7 +440,7 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		tr = &trace{}
 	}
 	now := time.Now()
-	k := t.tally.TickOf(now)
+	k := t.tally.tickOf(now)
 	a, _ := resilhttp.AttemptOf(ctx)
 	tr.sent.Add(1)
 	t.tally.add(kindCounts[a.Kind], k)

@@ -245,7 +245,7 @@ func (g *GRPCGateway) lastHop(ctx context.Context, method string, req, reply any
 		tr = &trace{}
 	}
 	tally := g.cfg.Tally
-	k := tally.TickOf(time.Now())
+	k := tally.tickOf(time.Now())
 	a, _ := resilgrpc.AttemptOf(ctx)
 	tr.sent.Add(1)
 	tally.add(kindCounts[a.Kind], k)

@@ -54,7 +54,7 @@ func smoke(t *testing.T, protocol Protocol) {
 	var mu sync.Mutex
 	ready := map[string]bool{}
 	loopback := func(hostport string) bool { return strings.HasPrefix(hostport, "127.0.0.1:") }
-	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond, Live: live, Protocol: protocol,
+	res, err := runFleets(context.Background(), sc, runOptions{Tick: 100 * time.Millisecond, Live: live, Protocol: protocol,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			mu.Lock()
 			ready[fleet] = origin.Hostname() == "127.0.0.1" && gateway.Hostname() == "127.0.0.1"
@@ -144,7 +144,7 @@ func stormAgrees(t *testing.T, protocol Protocol) {
 		t.Fatal(err)
 	}
 	simRes.Fleets = append(simRes.Fleets, cfSim.Fleets...)
-	f, info, err := RunFleet(ctx, cf, 0, Options{Tick: tick, Protocol: protocol})
+	f, info, err := runFleet(ctx, cf, 0, runOptions{Tick: tick, Protocol: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol P
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(ctx, sc, Options{Tick: tick, Protocol: protocol})
+	res, err := runFleets(ctx, sc, runOptions{Tick: tick, Protocol: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestLabHoldsOverload(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	f, info, err := RunFleet(context.Background(), sc, 0, Options{Tick: time.Second})
+	f, info, err := runFleet(context.Background(), sc, 0, runOptions{Tick: time.Second})
 	close(stop)
 	sampler.Wait()
 	if err != nil {
@@ -402,7 +402,7 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Run(ctx, sc, Options{Tick: 100 * time.Millisecond})
+	_, err := runFleets(ctx, sc, runOptions{Tick: 100 * time.Millisecond})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Run returned %v, want the context's error", err)
 	}

@@ -25,7 +25,7 @@ var livePage []byte
 // everything so far, so a reload loses nothing.
 //
 // Make one with NewLive and serve Handler; Close ends every stream. A nil
-// *Live shows nothing, so Run works without one. It is safe for concurrent
+// *Live shows nothing, so a run works without one. It is safe for concurrent
 // use.
 type Live struct {
 	mu     sync.Mutex

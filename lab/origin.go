@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
@@ -67,7 +66,7 @@ type OriginConfig struct {
 	// WireReserve is the time a shedding origin keeps for the answer's way
 	// back over the wire, on top of the scenario's shed.reserve: the
 	// simulator's answers arrive at once, but over HTTP an answer ready at
-	// the deadline is late. RunFleet gives a tenth of the fleet's timeout.
+	// the deadline is late. runFleet gives a tenth of the fleet's timeout.
 	WireReserve time.Duration
 }
 
@@ -103,13 +102,13 @@ type OriginConfig struct {
 // clock and the fault schedule, and requests are refused once it returns.
 // An Origin is safe for concurrent use.
 type Origin struct {
-	wallServer[request] // its service is an answer: see finish
-	cfg                 OriginConfig
-	m                   originMetrics
-	otel                *originOTel
-	shed                *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
-	book                *ledger
-	kick                chan struct{} // wakes the fault schedule
+	wallServer[originReq, result] // its service is an answer: see answerService
+	cfg                           OriginConfig
+	m                             originMetrics
+	otel                          *originOTel
+	shed                          *resilgrpc.Server // the gRPC edge's admission, over shedder; nil when it admits everything
+	book                          *ledger
+	kick                          chan struct{} // wakes the fault schedule
 
 	injected []scenario.Trigger // from the admin endpoint; guarded by mu
 
@@ -133,7 +132,7 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		book: newLedger(1 << 16),
 		kick: make(chan struct{}, 1),
 	}
-	org.init(start, cfg.Tally, cfg.Seed, 0x0519, org.fire)
+	org.init(start, cfg.Tally, cfg.Seed, 0x0519, (*answerService)(org))
 	// The admission is the HTTP middleware's, with the settings the
 	// simulator's origin admits by, and the reserve for the wire; the
 	// model sheds with the same Shedder.
@@ -153,7 +152,7 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	// Service times draw from a stream of their own: the error draws'
 	// stay as they were, and the same seed gives the same times.
 	opts.Rand = serviceRand(cfg.Seed, &o, 0x0519)
-	m, err := origin.NewWith(&o, 0, 1, (*originDriver)(org), opts)
+	m, err := origin.NewWith(&o, 0, 1, org.driver(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
@@ -181,10 +180,8 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 // Handler serves the origin: /metrics, /admin/faults, /healthz, and every
 // other path as work, behind resilhttp.Shed when the origin sheds.
 func (o *Origin) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
+	mux := o.mux()
 	mux.HandleFunc("/admin/faults", o.serveAdmin)
-	mux.HandleFunc(healthPath, serveHealth)
 	work := http.Handler(http.HandlerFunc(o.serveWork))
 	if o.shedder != nil {
 		work = resilhttp.Shed(o.shedder)(work)
@@ -212,7 +209,7 @@ func (o *Origin) arrive(work http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		c := o.arrived(r.Context(), now, r.Header.Get(AttemptHeader))
-		c.tick = o.tally.SentTick(r.Header.Get(TickHeader), now)
+		c.tick = o.tally.sentTick(r.Header.Get(TickHeader), now)
 		work.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 		o.ended(c)
 		o.otel.httpServed(r.Context(), r.Method, c.res, time.Since(now))
@@ -253,9 +250,6 @@ func (o *Origin) admitted(ctx context.Context) (*edgeCall, time.Time) {
 	}
 	return c, deadline
 }
-
-// Registry returns the registry the origin's metrics are on.
-func (o *Origin) Registry() *prometheus.Registry { return o.reg }
 
 // result is the origin's answer to one request.
 type result uint8
@@ -409,9 +403,7 @@ func (o *Origin) execute(j *job) result {
 // leaving, or the origin stopping.
 func (o *Origin) handle(j *job) result {
 	o.mu.Lock()
-	now := time.Now()
-	t := o.since(now)
-	o.clk.advance(t)
+	t := o.catchUp()
 	if o.stopped || (o.env.outage && !o.env.stalled()) {
 		stopped, refuse := o.stopped, o.env.mode == scenario.OutageRefuse
 		o.mu.Unlock()
@@ -424,39 +416,18 @@ func (o *Origin) handle(j *job) result {
 		}
 		return o.lost(j)
 	}
-	r := o.newRequest(j)
-	q := &o.reqs[r]
-	gen, answer := q.gen, q.answer
-	o.model.Arrive(t, r)
+	r, gen, answer := o.accept(t, held[originReq, result]{tick: j.tick, deadline: j.deadline, own: originReq{broken: j.broken, exec: j.exec}})
 	o.mu.Unlock()
-	select {
-	case res := <-answer:
-		return res
-	case <-j.gone:
-		o.leave(r, gen)
+	res, w := o.await(r, gen, answer, j.gone)
+	switch w {
+	case waitGone:
 		return resNone
-	case <-o.stop:
+	case waitStopped:
 		o.leave(r, gen)
 		o.releaseJob(j)
 		return resStopped
 	}
-}
-
-// leave is the client of request r (of generation gen) going away: its
-// handler no longer waits. The model is told when the request is in
-// service; a queued one stays queued.
-func (o *Origin) leave(r origin.Request, gen uint32) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	t := o.catchUp()
-	q := &o.reqs[r]
-	if q.gen != gen || q.answer == nil {
-		return // answered meanwhile, or dropped
-	}
-	q.answer = nil
-	if q.serving {
-		o.model.Left(t, r)
-	}
+	return res
 }
 
 // lost waits out a request that will never be answered (the origin is
@@ -501,113 +472,52 @@ func (o *Origin) schedule(ctx context.Context) {
 	})
 }
 
-// setEnv puts e in force at now, once what fell due before now has
-// happened: a stall starts or ends. The lock is held.
-func (o *Origin) setEnv(e env, now time.Time) {
-	t := o.since(now)
-	o.clk.advance(t)
-	o.env = e
-	o.clk.apply(o.model, e, t)
+// originReq is what the Origin keeps of a request the model holds.
+type originReq struct {
+	broken bool       // its intent's key is in the broken share: it always fails
+	exec   *execution // set for non-idempotent requests: their side effect is counted
 }
 
-// fire does what fell due for a request: its answer, the end of its
-// service, or its rejection put off by a stall. The lock is held.
-func (o *Origin) fire(e due, at time.Duration) {
-	if o.reqs[e.r].gen != e.gen {
-		return // dropped mid-service: its end went stale
-	}
-	if e.kind == dueReject {
-		o.reject(e.r)
-		return
-	}
-	o.finish(e.r)
-	if e.kind == dueService {
-		o.model.Done(at, e.r)
-	}
-	o.release(e.r)
+// answerService is the Origin's strategy: serving is answering, when the
+// model says, with the faults in force (finish).
+type answerService Origin
+
+func (a *answerService) answer(r origin.Request, at time.Duration) {
+	a.clk.at(due{at: at, r: r, gen: a.reqs[r].gen, kind: dueAnswer})
 }
 
-// request is one request the model holds or decides on, from arrival to
-// its last decision. Its slot is reused afterwards; gen tells the uses
-// apart, for the handler and the due times that still name it.
-type request struct {
-	gen      uint32
-	serving  bool          // in service (Serve), not answered yet
-	tick     int           // the tick it was sent in (TickHeader), for the successes it earns
-	broken   bool          // its intent's key is in the broken share: it always fails
-	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
-	exec     *execution    // set for non-idempotent requests: their side effect is counted
-	answer   chan result   // the handler waits on it (buffered); nil once the client left
+func (a *answerService) serve(r origin.Request, end time.Duration) {
+	a.clk.at(due{at: end, r: r, gen: a.reqs[r].gen, kind: dueService})
 }
 
-// originDriver is the Origin as its model's driver: what the model decides
-// is scheduled on the due queue or told to the request's handler. The
-// lock is held in every method, as in every call to the model.
-type originDriver Origin
+func (a *answerService) reject(r origin.Request) { (*Origin)(a).reject(r) }
 
-func (d *originDriver) Answer(r origin.Request, at time.Duration) {
-	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen, kind: dueAnswer})
-}
-
-func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
-	d.reqs[r].serving = true
-	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen, kind: dueService})
-}
-
-// Reject refuses r at once, or at the end of a stall: a stalled server
-// sends nothing, rejections included.
-func (d *originDriver) Reject(r origin.Request, now time.Duration) {
-	if d.clk.held {
-		d.clk.at(due{at: now, r: r, gen: d.reqs[r].gen, kind: dueReject})
-		return
-	}
-	(*Origin)(d).reject(r)
-}
-
-// reject answers r with an overload rejection. The lock is held.
-func (o *Origin) reject(r origin.Request) {
-	o.releaseKey(&o.reqs[r], false)
-	o.tell(r, resRejected)
-	o.release(r)
-}
-
-// Drop skips a request (a shedding origin): it is not answered, and its client
-// will time out.
-func (d *originDriver) Drop(r origin.Request, _ time.Duration) {
-	o := (*Origin)(d)
-	o.drop()
-	o.releaseKey(&o.reqs[r], false)
-	o.release(r)
-}
-
-// Deadline is the deadline r's client propagated, if it did; its client is
-// gone once its handler no longer waits.
-func (d *originDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
-	q := &d.reqs[r]
-	return q.deadline, q.deadline != 0, q.answer == nil
-}
-
-// newRequest takes a slot for j. The lock is held.
-func (o *Origin) newRequest(j *job) origin.Request {
-	r := o.take()
-	q := &o.reqs[r]
-	*q = request{gen: q.gen + 1, tick: j.tick, broken: j.broken, deadline: j.deadline, exec: j.exec, answer: make(chan result, 1)}
-	return r
-}
-
-// release frees r's slot: the model is done with it. The lock is held.
-func (o *Origin) release(r origin.Request) {
-	q := &o.reqs[r]
-	*q = request{gen: q.gen + 1}
+// drop: a shedding origin skips r; its client will time out.
+func (a *answerService) drop(r origin.Request) {
+	o := (*Origin)(a)
+	o.releaseKey(&o.reqs[r].own, false)
 	o.recycle(r)
 }
 
-// tell hands res to r's handler, if it still waits. The lock is held.
-func (o *Origin) tell(r origin.Request, res result) {
-	if ch := o.reqs[r].answer; ch != nil {
-		ch <- res
-		o.reqs[r].answer = nil
+// fire answers r (a dueAnswer or a dueService), and ends its service.
+func (a *answerService) fire(e due, at time.Duration) {
+	o := (*Origin)(a)
+	o.finish(e.r)
+	if e.kind == dueService {
+		o.done(e.r, at)
 	}
+	o.recycle(e.r)
+}
+
+// left: the model hears a client leave a request in service (a queued
+// one stays queued, and is served for nobody).
+func (a *answerService) left(origin.Request, time.Duration) bool { return true }
+
+// reject answers r with an overload rejection. The lock is held.
+func (o *Origin) reject(r origin.Request) {
+	o.releaseKey(&o.reqs[r].own, false)
+	o.tell(r, resRejected)
+	o.recycle(r)
 }
 
 // finish settles request r after its service (or its admission, for an
@@ -616,24 +526,24 @@ func (o *Origin) tell(r origin.Request, res result) {
 // for it. The lock is held.
 func (o *Origin) finish(r origin.Request) {
 	q := &o.reqs[r]
-	ok := !q.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
+	ok := !q.own.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
 	if o.env.outage && o.env.mode == scenario.OutageRefuse {
 		ok = false // the answer fails, as a reset connection does
 	}
 	if ok {
 		o.tally.add(cSuccesses, q.tick)
 	}
-	if x := q.exec; x != nil {
+	if x := q.own.exec; x != nil {
 		if ok && o.book.executed(x.intent) {
 			o.m.duplicates.Inc()
 		}
 		if ok {
 			o.m.executions.Inc()
 		}
-		o.releaseKey(q, ok)
+		o.releaseKey(&q.own, ok)
 	}
 	switch {
-	case q.answer == nil:
+	case q.tell == nil:
 		o.waste()
 	case o.env.outage && o.env.mode == scenario.OutageBlackhole:
 		// The answer is lost; the handler waits for its client to leave.
@@ -647,7 +557,7 @@ func (o *Origin) finish(r origin.Request) {
 // releaseKey frees the idempotency key q holds, if any: executed says
 // whether its effect happened. The origin's lock may be held (the
 // ledger's comes after it).
-func (o *Origin) releaseKey(q *request, executed bool) {
+func (o *Origin) releaseKey(q *originReq, executed bool) {
 	if q.exec != nil {
 		o.releaseExec(q.exec, executed)
 	}

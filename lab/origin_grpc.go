@@ -52,7 +52,7 @@ func (o *Origin) arriveGRPC(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	md, _ := metadata.FromIncomingContext(ctx)
 	now := time.Now()
 	c := o.arrived(ctx, now, first(md, AttemptHeader))
-	c.tick = o.tally.SentTick(first(md, TickHeader), now)
+	c.tick = o.tally.sentTick(first(md, TickHeader), now)
 	defer o.ended(c)
 	return handler(context.WithValue(ctx, callKey{}, c), req)
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
@@ -104,20 +103,18 @@ type ProxyConfig struct {
 // clock and the fault schedule, and requests are refused once it returns.
 // A FaultProxy is safe for concurrent use.
 type FaultProxy struct {
-	wallServer[proxied] // its service is a forward to the target: see send
-	cfg                 ProxyConfig
-	tr                  http.RoundTripper
-	own                 *http.Transport // the default Transport, closed when Run returns
-	m                   proxyMetrics
-	base                scenario.Origin // the origin the triggers change: unlimited capacity when passing through
-	hold                bool            // a worker is held until the target answers (Impose)
-	kick                chan struct{}
-	orphans             chan struct{} // slots for the forwards for nobody
-	nobody              context.Context
-	cancel              context.CancelFunc
-	running             sync.WaitGroup // the forwards for nobody
-
-	now time.Duration // the time of the model call in progress; guarded by mu
+	wallServer[proxied, proxyMsg] // its service is a forward to the target: see forwardService
+	cfg                           ProxyConfig
+	tr                            http.RoundTripper
+	own                           *http.Transport // the default Transport, closed when Run returns
+	m                             proxyMetrics
+	base                          scenario.Origin // the origin the triggers change: unlimited capacity when passing through
+	hold                          bool            // a worker is held until the target answers (Impose)
+	kick                          chan struct{}
+	orphans                       chan struct{} // slots for the forwards for nobody
+	nobody                        context.Context
+	cancel                        context.CancelFunc
+	running                       sync.WaitGroup // the forwards for nobody
 
 	skipped atomic.Int64
 }
@@ -130,20 +127,15 @@ const (
 	orphanTimeout   = 30 * time.Second
 )
 
-// proxied is one request the proxy holds, from arrival to its answer and
-// the end of its service in the model.
+// proxied is what the proxy keeps of a request it holds, from arrival to
+// its answer and the end of its service in the model.
 type proxied struct {
-	gen      uint32
-	tick     int           // the tick it was sent in (TickHeader), for its success
-	deadline time.Duration // when its client gives up, from start, if it said; 0: unknown
-	out      *http.Request // what to send the target, without a context
-	tell     chan proxyMsg // the handler waits on it (buffered); nil once the client left
-	serving  bool          // the model's Done is due (Serve)
-	settled  bool          // answered, or given up on: only the model may still hold it
-	sent     time.Duration // when it went to the target
-	floor    time.Duration // under Impose, no answer before the model's
-	factor   float64       // the latency factor when it went
-	ans      *proxyAnswer  // the target's answer, once back
+	out     *http.Request // what to send the target, without a context
+	settled bool          // answered, or given up on: only the model may still hold it
+	sent    time.Duration // when it went to the target
+	floor   time.Duration // under Impose, no answer before the model's
+	factor  float64       // the latency factor when it went
+	ans     *proxyAnswer  // the target's answer, once back
 }
 
 // proxyMsg is what the proxy tells a request's handler.
@@ -192,7 +184,7 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 		orphans: make(chan struct{}, proxyMaxOrphans),
 		base:    cfg.Origin,
 	}
-	p.init(start, cfg.Tally, cfg.Seed, 0xfa17, p.fire)
+	p.init(start, cfg.Tally, cfg.Seed, 0xfa17, (*forwardService)(p))
 	if p.tr == nil {
 		p.own = targetTransport()
 		p.tr = p.own
@@ -200,7 +192,7 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 	p.nobody, p.cancel = context.WithCancel(context.Background())
 	var err error
 	if cfg.Impose {
-		p.model, err = origin.NewWith(&p.base, 0, 1, (*proxyDriver)(p), origin.Options{Rand: serviceRand(cfg.Seed, &p.base, 0xfa17)})
+		p.model, err = origin.NewWith(&p.base, 0, 1, p.driver(), origin.Options{Rand: serviceRand(cfg.Seed, &p.base, 0xfa17)})
 	} else {
 		// Passing through: a queue that serves at once, but for a capacity
 		// dip, with the origin's workers (one for the other models).
@@ -211,7 +203,7 @@ func NewFaultProxy(cfg ProxyConfig) (*FaultProxy, error) {
 		}
 		p.base.Capacity = math.Inf(1)
 		if err == nil {
-			p.model, err = origin.NewQueue(s, (*proxyDriver)(p))
+			p.model, err = origin.NewQueue(s, p.driver())
 		}
 	}
 	if err != nil {
@@ -242,15 +234,10 @@ func targetTransport() *http.Transport {
 // Handler serves the proxy: /metrics and /healthz itself, and every other
 // path forwarded to the target.
 func (p *FaultProxy) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc(healthPath, serveHealth)
+	mux := p.mux()
 	mux.HandleFunc("/", p.serve)
 	return mux
 }
-
-// Registry returns the registry the proxy's metrics are on.
-func (p *FaultProxy) Registry() *prometheus.Registry { return p.reg }
 
 // Run drives the proxy's clock and its fault schedule until ctx is done;
 // then it refuses new work, lets the requests still waiting go, cancels the
@@ -272,21 +259,12 @@ func (p *FaultProxy) Run(ctx context.Context) {
 	}
 }
 
-// setEnv puts e in force at now, once what fell due before now has
-// happened. The lock is held.
-func (p *FaultProxy) setEnv(e env, now time.Time) {
-	t := p.clk.since(now)
-	p.clk.advance(t)
-	p.env, p.now = e, t
-	p.clk.apply(p.model, e, t)
-}
-
 // serve is one request: counted, held or refused by the faults in force,
 // handed to the model, forwarded when its turn comes, answered when the
 // model and the faults allow.
 func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	tick := p.tally.SentTick(r.Header.Get(TickHeader), now)
+	tick := p.tally.sentTick(r.Header.Get(TickHeader), now)
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
 	res := p.handle(r, now, tick)
@@ -339,7 +317,7 @@ func (p *FaultProxy) handle(r *http.Request, now time.Time, tick int) *proxyAnsw
 	gone := r.Context().Done()
 
 	p.mu.Lock()
-	t := p.clk.since(now)
+	t := p.since(now)
 	p.clk.advance(t)
 	switch {
 	case p.stopped:
@@ -357,34 +335,30 @@ func (p *FaultProxy) handle(r *http.Request, now time.Time, tick int) *proxyAnsw
 			return ansStopped
 		}
 	}
-	id := p.newRequest(tick, deadline, out)
-	gen, tell := p.reqs[id].gen, p.reqs[id].tell
-	p.now = t
-	p.model.Arrive(t, id)
+	id, gen, tell := p.accept(t, held[proxied, proxyMsg]{tick: tick, deadline: deadline, own: proxied{out: out, factor: 1}})
 	p.mu.Unlock()
 
 	for {
-		select {
-		case m := <-tell:
-			switch m.kind {
-			case msgReject:
-				return ansRejected
-			case msgAnswer:
-				return m.ans
-			case msgForward:
-				a := p.forward(r.Context(), out)
-				if r.Context().Err() != nil {
-					p.leave(id, gen)
-					return ansUnanswered
-				}
-				p.returned(id, gen, a)
-			}
-		case <-gone:
-			p.leave(id, gen)
+		m, w := p.await(id, gen, tell, gone)
+		switch w {
+		case waitGone:
 			return ansUnanswered
-		case <-p.stop:
+		case waitStopped:
 			p.leave(id, gen)
 			return ansStopped
+		}
+		switch m.kind {
+		case msgReject:
+			return ansRejected
+		case msgAnswer:
+			return m.ans
+		case msgForward:
+			a := p.forward(r.Context(), out)
+			if r.Context().Err() != nil {
+				p.leave(id, gen)
+				return ansUnanswered
+			}
+			p.returned(id, gen, a)
 		}
 	}
 }
@@ -464,11 +438,11 @@ func (p *FaultProxy) returned(id origin.Request, gen uint32, a *proxyAnswer) {
 	defer p.mu.Unlock()
 	t := p.catchUp()
 	q := &p.reqs[id]
-	if q.gen != gen || q.settled {
+	if q.gen != gen || q.own.settled {
 		return // dropped meanwhile
 	}
-	q.ans = a
-	at := max(q.sent+time.Duration(float64(t-q.sent)*q.factor), q.floor, t)
+	q.own.ans = a
+	at := max(q.own.sent+time.Duration(float64(t-q.own.sent)*q.own.factor), q.own.floor, t)
 	if at > t || p.clk.held {
 		p.clk.at(due{at: at, r: id, gen: gen, kind: dueRelease})
 		return
@@ -480,7 +454,7 @@ func (p *FaultProxy) returned(id origin.Request, gen uint32, a *proxyAnswer) {
 // it, and ends its service under Impose. The lock is held.
 func (p *FaultProxy) deliver(id origin.Request, t time.Duration) {
 	q := &p.reqs[id]
-	a := q.ans
+	a := q.own.ans
 	if a == nil {
 		a = ansUnanswered // its forward was cancelled: its client left
 	}
@@ -500,62 +474,78 @@ func (p *FaultProxy) deliver(id origin.Request, t time.Duration) {
 		// Lost: the handler waits for its client to give up.
 		q.tell = nil
 	default:
-		q.tell <- proxyMsg{kind: msgAnswer, ans: a}
-		q.tell = nil
+		p.tell(id, proxyMsg{kind: msgAnswer, ans: a})
 	}
-	q.settled = true
+	q.own.settled = true
 	if p.hold && q.serving {
-		q.serving = false
-		p.now = t
-		p.model.Done(t, id)
+		p.done(id, t)
 	}
 	p.release(id)
 }
 
-// leave is the client of request id (of generation gen) going away: its
-// handler no longer waits. A request still queued stays queued, and is
-// forwarded for nobody when its turn comes.
-func (p *FaultProxy) leave(id origin.Request, gen uint32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.catchUp()
-	q := &p.reqs[id]
-	if q.gen != gen || q.tell == nil {
-		return // answered meanwhile, or dropped
+// forwardService is the FaultProxy's strategy: serving is forwarding the
+// request to the target when the model says (send), and giving its
+// answer back when the model's time and the faults allow (deliver).
+type forwardService FaultProxy
+
+// answer: the model admitted r; under Impose its answer comes no sooner
+// than at.
+func (f *forwardService) answer(r origin.Request, at time.Duration) {
+	p := (*FaultProxy)(f)
+	if p.hold {
+		p.reqs[r].own.floor = at
 	}
-	q.tell = nil
-	if q.sent != 0 && q.ans == nil && !q.settled {
-		// Its forward was cancelled with its client: under Impose the
-		// worker serves out the model's time for nobody.
-		p.clk.at(due{at: max(q.floor, t), r: id, gen: gen, kind: dueRelease})
-	}
-	if q.serving {
-		p.now = t
-		p.model.Left(t, id)
-	}
+	p.send(r)
 }
 
-// fire does what fell due for a request. The lock is held.
-func (p *FaultProxy) fire(e due, at time.Duration) {
-	q := &p.reqs[e.r]
-	if q.gen != e.gen {
-		return
+func (f *forwardService) serve(r origin.Request, end time.Duration) {
+	p := (*FaultProxy)(f)
+	q := &p.reqs[r]
+	if p.hold {
+		q.own.floor = end
+	} else {
+		// A rate limit: the worker is free at the model's end, whatever
+		// the target does.
+		p.clk.at(due{at: end, r: r, gen: q.gen, kind: dueService})
 	}
-	p.now = at
+	p.send(r)
+}
+
+func (f *forwardService) reject(r origin.Request) { (*FaultProxy)(f).reject(r) }
+
+// drop: r is not forwarded, or its service stops; its client will time
+// out.
+func (f *forwardService) drop(r origin.Request) {
+	p := (*FaultProxy)(f)
+	q := &p.reqs[r]
+	q.tell, q.own.settled = nil, true
+	p.release(r)
+}
+
+func (f *forwardService) fire(e due, at time.Duration) {
+	p := (*FaultProxy)(f)
 	switch e.kind {
 	case dueStart:
 		p.send(e.r)
 	case dueService:
-		q.serving = false
-		p.model.Done(at, e.r)
+		p.done(e.r, at)
 		p.release(e.r)
 	case dueRelease:
-		if !q.settled {
+		if !p.reqs[e.r].own.settled {
 			p.deliver(e.r, at)
 		}
-	case dueReject:
-		p.reject(e.r)
 	}
+}
+
+// left: a request still queued stays queued, and is forwarded for nobody
+// when its turn comes. One whose forward was cancelled with its client
+// is, under Impose, served out for nobody for the model's time.
+func (f *forwardService) left(r origin.Request, t time.Duration) bool {
+	q := &f.reqs[r]
+	if q.own.sent != 0 && q.own.ans == nil && !q.own.settled {
+		f.clk.at(due{at: max(q.own.floor, t), r: r, gen: q.gen, kind: dueRelease})
+	}
+	return true
 }
 
 // send starts request id's forward: its handler sends it, or, if its
@@ -567,7 +557,7 @@ func (p *FaultProxy) send(id origin.Request) {
 		p.clk.at(due{at: p.now, r: id, gen: q.gen, kind: dueStart})
 		return
 	}
-	q.sent, q.factor = max(p.now, 1), p.env.factor
+	q.own.sent, q.own.factor = max(p.now, 1), p.env.factor
 	if q.tell != nil {
 		q.tell <- proxyMsg{kind: msgForward}
 		return
@@ -577,7 +567,7 @@ func (p *FaultProxy) send(id origin.Request) {
 		// it must start no more (a WaitGroup's Go racing its Wait). Nobody
 		// waits for this one: it counts as wasted, as one not sent below.
 		p.skipped.Add(1)
-		p.clk.at(due{at: max(q.floor, p.now), r: id, gen: q.gen, kind: dueRelease})
+		p.clk.at(due{at: max(q.own.floor, p.now), r: id, gen: q.gen, kind: dueRelease})
 		return
 	}
 	select {
@@ -586,10 +576,10 @@ func (p *FaultProxy) send(id origin.Request) {
 		// Too many forwards for nobody at once: this one is not sent, and
 		// counts as wasted all the same.
 		p.skipped.Add(1)
-		p.clk.at(due{at: max(q.floor, p.now), r: id, gen: q.gen, kind: dueRelease})
+		p.clk.at(due{at: max(q.own.floor, p.now), r: id, gen: q.gen, kind: dueRelease})
 		return
 	}
-	gen, out := q.gen, q.out
+	gen, out := q.gen, q.own.out
 	p.m.orphans.Inc()
 	p.running.Go(func() {
 		defer func() { <-p.orphans }()
@@ -601,84 +591,17 @@ func (p *FaultProxy) send(id origin.Request) {
 
 // reject answers request id with an overload rejection. The lock is held.
 func (p *FaultProxy) reject(id origin.Request) {
-	q := &p.reqs[id]
-	if q.tell != nil {
-		q.tell <- proxyMsg{kind: msgReject}
-		q.tell = nil
-	}
-	q.settled = true
+	p.tell(id, proxyMsg{kind: msgReject})
+	p.reqs[id].own.settled = true
 	p.release(id)
-}
-
-// proxyDriver is the FaultProxy as its model's driver. The lock is held in
-// every method.
-type proxyDriver FaultProxy
-
-func (d *proxyDriver) Answer(r origin.Request, at time.Duration) {
-	p := (*FaultProxy)(d)
-	if p.hold {
-		p.reqs[r].floor = at
-	}
-	p.send(r)
-}
-
-func (d *proxyDriver) Serve(r origin.Request, now, end time.Duration) {
-	p := (*FaultProxy)(d)
-	q := &p.reqs[r]
-	q.serving = true
-	if p.hold {
-		q.floor = end
-	} else {
-		// A rate limit: the worker is free at the model's end, whatever
-		// the target does.
-		p.clk.at(due{at: end, r: r, gen: q.gen, kind: dueService})
-	}
-	p.send(r)
-}
-
-func (d *proxyDriver) Reject(r origin.Request, now time.Duration) {
-	p := (*FaultProxy)(d)
-	if p.clk.held {
-		p.clk.at(due{at: now, r: r, gen: p.reqs[r].gen, kind: dueReject})
-		return
-	}
-	p.reject(r)
-}
-
-// Drop skips a request (a shedding origin): it is not forwarded, or its
-// service stops; its client will time out.
-func (d *proxyDriver) Drop(r origin.Request, _ time.Duration) {
-	p := (*FaultProxy)(d)
-	q := &p.reqs[r]
-	p.drop()
-	q.tell, q.serving, q.settled = nil, false, true
-	p.release(r)
-}
-
-// Deadline is the deadline r's client propagated, if it did (a tenth
-// early, for the way back); its client is gone once nobody waits for the
-// answer.
-func (d *proxyDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
-	q := &d.reqs[r]
-	return q.deadline, q.deadline != 0, q.tell == nil
-}
-
-// newRequest takes a slot. The lock is held.
-func (p *FaultProxy) newRequest(tick int, deadline time.Duration, out *http.Request) origin.Request {
-	r := p.take()
-	q := &p.reqs[r]
-	*q = proxied{gen: q.gen + 1, tick: tick, deadline: deadline, out: out, tell: make(chan proxyMsg, 1), factor: 1}
-	return r
 }
 
 // release frees request id's slot once it is settled and the model is
 // done with it. The lock is held.
 func (p *FaultProxy) release(id origin.Request) {
-	q := &p.reqs[id]
-	if !q.settled || q.serving {
+	if q := &p.reqs[id]; !q.own.settled || q.serving {
 		return
 	}
-	*q = proxied{gen: q.gen + 1}
 	p.recycle(id)
 }
 

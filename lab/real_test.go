@@ -221,7 +221,7 @@ func checkStorm(t *testing.T, target *Target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), sc, Options{Tick: tick, Target: target})
+	res, err := runFleets(context.Background(), sc, runOptions{Tick: tick, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}

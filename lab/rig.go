@@ -82,7 +82,7 @@ type rigSpec struct {
 
 // refuse reports why the lab cannot play sc over protocol against target
 // (nil: its own origin), or nil. Every entry point asks it before it runs
-// anything: Measure, Run, and each fleet's startRig.
+// anything: Measure, runFleets, and each fleet's startRig.
 func refuse(sc *scenario.Scenario, protocol Protocol, target *Target) error {
 	grpc := protocol == ProtocolGRPC
 	switch {

@@ -14,12 +14,12 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// DefaultTick is the wall-clock length of one scenario tick when Options
-// says nothing: a scenario of 120 one-second ticks runs in 12 s per fleet.
+// DefaultTick is the wall-clock length of one scenario tick when the
+// options say nothing: a scenario of 120 one-second ticks runs in 12 s per fleet.
 const DefaultTick = 100 * time.Millisecond
 
-// Options configures Run.
-type Options struct {
+// runOptions configures runFleets.
+type runOptions struct {
 	// Tick is the wall-clock length of one tick of the scenario: every
 	// duration of the scenario is scaled by Tick / scenario tick, and every
 	// rate by its inverse (see Scale). Zero means DefaultTick.
@@ -64,7 +64,7 @@ type Options struct {
 }
 
 // FleetGap is the pause between fleets of a run with a fixed schedule
-// (Options.StartAt), for the target to settle.
+// (ExperimentOptions.StartAt), for the target to settle.
 const FleetGap = 5 * time.Second
 
 // fleetStart is when fleet i of sc starts with a fixed schedule from at.
@@ -131,14 +131,14 @@ type FleetInfo struct {
 	Latency *sim.Histogram `json:"-"`
 }
 
-// Run plays every fleet of sc, one after the other, each against a fresh
+// runFleets plays every fleet of sc, one after the other, each against a fresh
 // origin and gateway on loopback, and returns the result. It stops early
 // with ctx's error.
 //
 // Runs must not overlap: each times real servers on this machine. A
 // command that runs the lab sets the garbage collector's target to
 // GCPercent first.
-func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, error) {
+func runFleets(ctx context.Context, sc *scenario.Scenario, opts runOptions) (*Result, error) {
 	if err := Check(sc); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result, err
 				return nil, err
 			}
 		}
-		f, info, err := RunFleet(ctx, sc, i, opts)
+		f, info, err := runFleet(ctx, sc, i, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -246,9 +246,9 @@ func Check(sc *scenario.Scenario) error {
 // lead is how long the servers get to come up before the first tick.
 const lead = 100 * time.Millisecond
 
-// RunFleet plays fleet i of sc against a fresh origin and gateway, and
+// runFleet plays fleet i of sc against a fresh origin and gateway, and
 // shuts them down before it returns.
-func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (sim.FleetResult, FleetInfo, error) {
+func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions) (sim.FleetResult, FleetInfo, error) {
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
@@ -343,7 +343,17 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())
 	}
-	fr := sim.FleetResult{Name: fleet.Name, Series: tally.series()}
+	fr := fleetResult(sc, i, tallies, info, scale)
+	opts.Live.endFleet(page, fr)
+	return fr, info, nil
+}
+
+// fleetResult is fleet i of sc in the simulator's terms, from the tallies
+// of its hops (the fleet's first) and what its servers counted (info), at
+// a wall-clock scale of scale.
+func fleetResult(sc *scenario.Scenario, i int, tallies []*Tally, info FleetInfo, scale float64) sim.FleetResult {
+	tally := tallies[0]
+	fr := sim.FleetResult{Name: info.Name, Series: tally.series()}
 	fr.Summary = summarize(sc, &fr.Series, tally, hopCounts(info, 0), scale)
 	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
 		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
@@ -362,8 +372,7 @@ func RunFleet(ctx context.Context, sc *scenario.Scenario, i int, opts Options) (
 			fr.Tiers = append(fr.Tiers, tr)
 		}
 	}
-	opts.Live.endFleet(page, fr)
-	return fr, info, nil
+	return fr
 }
 
 // hop is what the components at both ends of a hop counted of it beyond

@@ -86,11 +86,8 @@ func NewTally(start time.Time, tick time.Duration, n int) *Tally {
 	return t
 }
 
-// Start returns when tick 0 begins.
-func (t *Tally) Start() time.Time { return t.start }
-
-// TickOf returns the tick at time at, or -1 outside the run.
-func (t *Tally) TickOf(at time.Time) int {
+// tickOf returns the tick at time at, or -1 outside the run.
+func (t *Tally) tickOf(at time.Time) int {
 	if t == nil {
 		return -1
 	}
@@ -114,17 +111,17 @@ func (t *Tally) sent(k int) int64 {
 // they call, the tick the attempt was sent in, in the decimal.
 const TickHeader = "Retrystorm-Tick"
 
-// SentTick returns the tick an attempt was sent in, from its TickHeader
+// sentTick returns the tick an attempt was sent in, from its TickHeader
 // value v, or the tick of now (its arrival) when v is not one of the run's
 // ticks: a sender outside the lab.
-func (t *Tally) SentTick(v string, now time.Time) int {
+func (t *Tally) sentTick(v string, now time.Time) int {
 	if t == nil {
 		return -1
 	}
 	if k, err := strconv.Atoi(v); err == nil && k >= 0 && k < t.n {
 		return k
 	}
-	return t.TickOf(now)
+	return t.tickOf(now)
 }
 
 // add counts one c in tick k (nothing for k < 0).
@@ -135,7 +132,7 @@ func (t *Tally) add(c count, k int) {
 }
 
 // addNow counts one c in the tick of now.
-func (t *Tally) addNow(c count, now time.Time) { t.add(c, t.TickOf(now)) }
+func (t *Tally) addNow(c count, now time.Time) { t.add(c, t.tickOf(now)) }
 
 // inc adds one to a run total.
 func (t *Tally) inc(x total) {

@@ -17,7 +17,7 @@ import (
 )
 
 // Target is a real service the lab plays a scenario against (see
-// Options.Target): every fleet's gateway sends its attempts to a
+// ExperimentOptions.Target): every fleet's gateway sends its attempts to a
 // FaultProxy on 127.0.0.1, which applies the scenario's triggers and
 // forwards to the service. Fleets run one after the other, with a pause
 // between them until the service's latency is back at its baseline.

@@ -187,7 +187,7 @@ func TestTargetLoadEndsWithTheScenario(t *testing.T) {
 	tr := newSends(t)
 	tick := 100 * time.Millisecond
 	var ready time.Time
-	if _, err := Run(context.Background(), sc, Options{Tick: tick, Target: &Target{URL: u, Transport: tr},
+	if _, err := runFleets(context.Background(), sc, runOptions{Tick: tick, Target: &Target{URL: u, Transport: tr},
 		Ready: func(string, *url.URL, *url.URL) { ready = time.Now() }}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestTargetStopsAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	var fleets []string
 	stopped(t, tr, func() error {
-		_, err := Run(ctx, sc, Options{Tick: 100 * time.Millisecond, Target: &Target{URL: u, Transport: tr},
+		_, err := runFleets(ctx, sc, runOptions{Tick: 100 * time.Millisecond, Target: &Target{URL: u, Transport: tr},
 			Ready: func(fleet string, _, _ *url.URL) {
 				mu.Lock()
 				fleets = append(fleets, fleet)
@@ -314,7 +314,7 @@ func TestTargetRefusesAChain(t *testing.T) {
 	}
 	tr := newSends(t)
 	target := &Target{URL: u, Transport: tr}
-	if _, err := Run(context.Background(), sc, Options{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
+	if _, err := runFleets(context.Background(), sc, runOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
 		t.Errorf("Run: %v, want %v", err, errChainTarget)
 	}
 	if _, err := Measure(context.Background(), sc, ExperimentOptions{Tick: 2 * time.Second, Target: target}); !errors.Is(err, errChainTarget) {
@@ -368,14 +368,14 @@ func TestLabRefusals(t *testing.T) {
 			if tt.want == nil {
 				return
 			}
-			if _, err := Run(ctx, tt.sc, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+			if _, err := runFleets(ctx, tt.sc, runOptions{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
 				t.Errorf("Run: %v, want %v", err, tt.want)
 			}
 			if _, err := Measure(ctx, tt.sc, ExperimentOptions{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
 				t.Errorf("Measure: %v, want %v", err, tt.want)
 			}
-			if _, _, err := RunFleet(ctx, tt.sc, 0, Options{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
-				t.Errorf("RunFleet: %v, want %v", err, tt.want)
+			if _, _, err := runFleet(ctx, tt.sc, 0, runOptions{Tick: 2 * time.Second, Protocol: tt.protocol, Target: tt.target}); !errors.Is(err, tt.want) {
+				t.Errorf("runFleet: %v, want %v", err, tt.want)
 			}
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
@@ -72,31 +71,27 @@ type TierConfig struct {
 // Make one with NewTier, serve Handler, call Run, and Close it when done.
 // A Tier is safe for concurrent use.
 type Tier struct {
-	wallServer[tierRequest] // its service is a call to the next tier: see begin
-	cfg                     TierConfig
-	propagate               bool
-	m                       tierMetrics
-	client                  *resilhttp.Transport
-	guard                   *resil.Guard
-	own                     *http.Transport
-	calls                   sync.WaitGroup
-	running                 context.Context // the calls' context without propagation; done when Run returns
-	halt                    context.CancelFunc
+	wallServer[tierCall, int] // its service is a call to the next tier (the handler hears the status): see callService
+	cfg                       TierConfig
+	propagate                 bool
+	m                         tierMetrics
+	client                    *resilhttp.Transport
+	guard                     *resil.Guard
+	own                       *http.Transport
+	calls                     sync.WaitGroup
+	running                   context.Context // the calls' context without propagation; done when Run returns
+	halt                      context.CancelFunc
 }
 
-// tierRequest is one request the tier's model holds or decides on.
-type tierRequest struct {
-	gen      uint32
-	tick     int           // the tick it was sent in (TickHeader), for its success
-	broken   bool          // its intent's key is in the tier's broken share
-	deadline time.Duration // when its caller gives up, from start, if it said; 0: unknown
-	serving  bool          // the model called Serve: Done when the call is over
-	calling  bool          // the call to the next tier is out
-	dropped  bool          // the model let it go (drop_expired) while its call was out
-	answer   chan int      // the status for the handler; nil once its caller left
-	ctx      context.Context
-	cancel   context.CancelFunc
-	out      *http.Request // the call's request, made by the handler
+// tierCall is what the tier keeps of a request its model holds: the call
+// to the next tier it makes for it.
+type tierCall struct {
+	broken  bool // its intent's key is in the tier's broken share
+	calling bool // the call to the next tier is out
+	dropped bool // the model let it go (drop_expired) while its call was out
+	ctx     context.Context
+	cancel  context.CancelFunc
+	out     *http.Request // the call's request, made by the handler
 }
 
 // NewTier returns a tier for cfg, or an error naming what is wrong.
@@ -113,9 +108,9 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 		start = time.Now()
 	}
 	t := &Tier{cfg: cfg, propagate: tr.Client.PropagateDeadline}
-	t.init(start, cfg.In, cfg.Seed, 0x7133, t.fire)
+	t.init(start, cfg.In, cfg.Seed, 0x7133, (*callService)(t))
 	t.running, t.halt = context.WithCancel(context.Background())
-	m, err := origin.NewWith(&tr.Server, 0, 1, (*tierDriver)(t), origin.Options{Rand: serviceRand(cfg.Seed, &tr.Server, 0x7133)})
+	m, err := origin.NewWith(&tr.Server, 0, 1, t.driver(), origin.Options{Rand: serviceRand(cfg.Seed, &tr.Server, 0x7133)})
 	if err != nil {
 		t.halt()
 		return nil, fmt.Errorf("lab: tier %s: %w", tr.Name, err)
@@ -163,15 +158,10 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 // Handler serves the tier: /metrics, /healthz, and every other path as
 // work.
 func (t *Tier) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc(healthPath, serveHealth)
+	mux := t.mux()
 	mux.HandleFunc("/", t.serveWork)
 	return mux
 }
-
-// Registry returns the registry the tier's metrics are on.
-func (t *Tier) Registry() *prometheus.Registry { return t.reg }
 
 // Guard returns the tier's client Guard.
 func (t *Tier) Guard() *resil.Guard { return t.guard }
@@ -220,7 +210,7 @@ func (t *Tier) warm(ctx context.Context) error {
 func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	in := t.cfg.In
-	k := in.SentTick(r.Header.Get(TickHeader), now)
+	k := in.sentTick(r.Header.Get(TickHeader), now)
 	t.m.inflight.Inc()
 	defer t.m.inflight.Dec()
 	if r.Body != nil {
@@ -269,15 +259,11 @@ func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "tier: shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	req := t.take()
-	q := &t.reqs[req]
-	*q = tierRequest{gen: q.gen + 1, tick: k, broken: broken, deadline: deadline, answer: make(chan int, 1), ctx: ctx, cancel: cancel, out: out}
-	gen, answer := q.gen, q.answer
-	t.model.Arrive(at, req)
+	req, gen, answer := t.accept(at, held[tierCall, int]{tick: k, deadline: deadline, own: tierCall{broken: broken, ctx: ctx, cancel: cancel, out: out}})
 	t.mu.Unlock()
 
-	select {
-	case code := <-answer:
+	switch code, end := t.await(req, gen, answer, r.Context().Done()); end {
+	case waitTold:
 		t.m.requests.WithLabelValues(tierResult(code)).Inc()
 		if code == http.StatusOK {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -285,10 +271,9 @@ func (t *Tier) serveWork(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.Error(w, "tier: failed", code)
-	case <-r.Context().Done():
+	case waitGone:
 		t.m.requests.WithLabelValues("unanswered").Inc()
-		t.leave(req, gen)
-	case <-t.stop:
+	case waitStopped:
 		t.m.requests.WithLabelValues("stopped").Inc()
 		http.Error(w, "tier: shutting down", http.StatusServiceUnavailable)
 	}
@@ -319,45 +304,63 @@ func (t *Tier) outbound(ctx context.Context, r *http.Request) (*http.Request, er
 	return out, nil
 }
 
-// leave is the caller of request r (of generation gen) going away. Under
-// propagation the model hears it (a drop_expired queue stops serving it)
-// and the call ends with the request's context; otherwise the tier goes on
-// for nobody.
-func (t *Tier) leave(r origin.Request, gen uint32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.catchUp()
-	q := &t.reqs[r]
-	if q.gen != gen || q.answer == nil {
-		return
-	}
-	q.answer = nil
-	if t.propagate && q.serving {
-		t.model.Left(now, r)
-	}
+// callService is the Tier's strategy: serving is the tier's own service
+// time (the model's), then a call to the next tier under its client
+// policy (begin), the worker held until the call is over.
+type callService Tier
+
+// answer: admitted (capacity model), its own latency until at; then the
+// call.
+func (c *callService) answer(r origin.Request, at time.Duration) {
+	c.clk.at(due{at: at, r: r, gen: c.reqs[r].gen, kind: dueAnswer})
 }
 
-// fire begins the call of a request whose own service fell due at at,
-// unless the model let it go meanwhile. The lock is held.
-func (t *Tier) fire(e due, at time.Duration) {
-	if t.reqs[e.r].gen != e.gen {
-		return // dropped before its call began
-	}
-	t.begin(e.r, at)
+// serve: a worker holds r from now; its own service ends at end, and the
+// call begins.
+func (c *callService) serve(r origin.Request, end time.Duration) {
+	c.clk.at(due{at: end, r: r, gen: c.reqs[r].gen, kind: dueService})
 }
+
+// reject answers r 503 at once.
+func (c *callService) reject(r origin.Request) {
+	t := (*Tier)(c)
+	t.tell(r, http.StatusServiceUnavailable)
+	t.release(r)
+}
+
+// drop lets r go (drop_expired): skipped in the queue, or stopped while
+// its call is out, whose context is then cancelled. Its caller gets no
+// answer.
+func (c *callService) drop(r origin.Request) {
+	t := (*Tier)(c)
+	if q := &t.reqs[r]; q.own.calling {
+		q.own.dropped = true
+		q.own.cancel()
+		return
+	}
+	t.release(r)
+}
+
+// fire begins the call of a request whose own service fell due at at.
+func (c *callService) fire(e due, at time.Duration) { (*Tier)(c).begin(e.r, at) }
+
+// left: under propagation the model hears a caller leave (a drop_expired
+// queue stops serving its request) and the call ends with the request's
+// context; otherwise the tier goes on for nobody.
+func (c *callService) left(origin.Request, time.Duration) bool { return c.propagate }
 
 // begin starts request r's call to the next layer, its own service being
 // over at at; a request whose caller left under propagation has nothing to
 // call for. The lock is held.
 func (t *Tier) begin(r origin.Request, at time.Duration) {
 	q := &t.reqs[r]
-	if q.ctx.Err() != nil || t.stopped {
+	if q.own.ctx.Err() != nil || t.stopped {
 		// Stopped: Run waits for the calls out and starts no more.
 		t.end(r, at)
 		return
 	}
-	q.calling = true
-	gen, out, ctx := q.gen, q.out, q.ctx
+	q.own.calling = true
+	gen, out, ctx := q.gen, q.own.out, q.own.ctx
 	t.calls.Go(func() { t.call(r, gen, ctx, out) })
 }
 
@@ -386,11 +389,11 @@ func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http
 	if q.gen != gen {
 		return
 	}
-	if q.dropped {
+	if q.own.dropped {
 		t.release(r)
 		return
 	}
-	ok = ok && !q.broken && !(t.cfg.Tier.Server.ErrorRate > 0 && t.rng.Float64() < t.cfg.Tier.Server.ErrorRate)
+	ok = ok && !q.own.broken && !(t.cfg.Tier.Server.ErrorRate > 0 && t.rng.Float64() < t.cfg.Tier.Server.ErrorRate)
 	if ok {
 		t.cfg.In.add(cSuccesses, q.tick)
 	}
@@ -399,14 +402,13 @@ func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http
 		code = http.StatusOK
 	}
 	switch {
-	case q.answer == nil && ctx.Err() != nil && !ok:
+	case q.tell == nil && ctx.Err() != nil && !ok:
 		// The call stopped with its caller (propagation): no answer,
 		// and no work wasted on one.
-	case q.answer == nil:
+	case q.tell == nil:
 		t.waste()
 	default:
-		q.answer <- code
-		q.answer = nil
+		t.tell(r, code)
 	}
 	t.end(r, now)
 }
@@ -422,7 +424,7 @@ func (t *Tier) record(began time.Time, tr *trace, ok bool, err error) {
 		why := resil.ReasonOf(err)
 		if why == resil.StopBreaker {
 			o.addNow(cRefused, began)
-			if t.cfg.Truth != nil && o.TickOf(began) >= 0 && t.cfg.Truth(t.cfg.Tier.Client.Timeout) {
+			if t.cfg.Truth != nil && o.tickOf(began) >= 0 && t.cfg.Truth(t.cfg.Tier.Client.Timeout) {
 				o.inc(tThrown)
 			}
 		}
@@ -437,7 +439,7 @@ func (t *Tier) record(began time.Time, tr *trace, ok bool, err error) {
 // slot is free. The lock is held.
 func (t *Tier) end(r origin.Request, now time.Duration) {
 	if t.reqs[r].serving {
-		t.model.Done(now, r)
+		t.done(r, now)
 	}
 	t.release(r)
 }
@@ -445,11 +447,9 @@ func (t *Tier) end(r origin.Request, now time.Duration) {
 // release frees r's slot; its call's context is cancelled unless the
 // handler still owns it. The lock is held.
 func (t *Tier) release(r origin.Request) {
-	q := &t.reqs[r]
-	if !t.propagate && q.cancel != nil {
-		q.cancel()
+	if c := t.reqs[r].own.cancel; !t.propagate && c != nil {
+		c()
 	}
-	*q = tierRequest{gen: q.gen + 1}
 	t.recycle(r)
 }
 
@@ -489,56 +489,6 @@ func (t *Tier) Counts() TierCounts {
 		c.BreakerTrips = b.Trips()
 	}
 	return c
-}
-
-// tierDriver is the Tier as its model's driver. The lock is held in every
-// method.
-type tierDriver Tier
-
-// Answer: admitted (capacity model), its own latency until at; then the
-// call.
-func (d *tierDriver) Answer(r origin.Request, at time.Duration) {
-	d.clk.at(due{at: at, r: r, gen: d.reqs[r].gen})
-}
-
-// Serve: a worker holds r from now; its own service ends at end, and the
-// call begins.
-func (d *tierDriver) Serve(r origin.Request, _, end time.Duration) {
-	d.reqs[r].serving = true
-	d.clk.at(due{at: end, r: r, gen: d.reqs[r].gen})
-}
-
-// Reject answers r 503 at once.
-func (d *tierDriver) Reject(r origin.Request, _ time.Duration) {
-	t := (*Tier)(d)
-	q := &t.reqs[r]
-	if q.answer != nil {
-		q.answer <- http.StatusServiceUnavailable
-		q.answer = nil
-	}
-	t.release(r)
-}
-
-// Drop lets r go (drop_expired): skipped in the queue, or stopped while its
-// call is out, whose context is then cancelled. Its caller gets no answer.
-func (d *tierDriver) Drop(r origin.Request, _ time.Duration) {
-	t := (*Tier)(d)
-	t.drop()
-	q := &t.reqs[r]
-	q.serving = false // the model has freed the worker itself
-	if q.calling {
-		q.dropped = true
-		q.cancel()
-		return
-	}
-	t.release(r)
-}
-
-// Deadline is the deadline r's caller propagated, if it did; the caller is
-// gone once its handler no longer waits.
-func (d *tierDriver) Deadline(r origin.Request) (time.Duration, bool, bool) {
-	q := &d.reqs[r]
-	return q.deadline, q.deadline != 0, q.answer == nil
 }
 
 type tierMetrics struct {

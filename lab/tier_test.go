@@ -48,7 +48,7 @@ fleets:
 // reports them, the tier's then the origin's.
 func TestLabChainAmplifies(t *testing.T) {
 	sc := chainScenario(t, "5s", false)
-	res, err := Run(context.Background(), sc, Options{Tick: 100 * time.Millisecond})
+	res, err := runFleets(context.Background(), sc, runOptions{Tick: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestLabChainPropagatesDeadlines(t *testing.T) {
 	}
 	per := map[bool]float64{}
 	for _, propagate := range []bool{false, true} {
-		res, err := Run(context.Background(), chainScenario(t, "2500ms", propagate), Options{Tick: 100 * time.Millisecond})
+		res, err := runFleets(context.Background(), chainScenario(t, "2500ms", propagate), runOptions{Tick: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
