@@ -93,6 +93,30 @@ func refuse(sc *scenario.Scenario, protocol Protocol, target *Target) error {
 	case len(sc.Tiers) > 0 && target != nil:
 		return errChainTarget
 	}
+	return refuseReplicas(sc)
+}
+
+// refuseReplicas reports the replica settings of sc the lab does not play
+// yet (its origin is one replica, its gateways pick none): run as if they
+// were absent, a scenario would be measured as something it does not say.
+func refuseReplicas(sc *scenario.Scenario) error {
+	const why = "the lab's origin is one replica and its gateways balance nothing: run it in the simulator"
+	if len(sc.Origin.Faults) > 0 {
+		return fmt.Errorf("lab: origin.replicas.faults: %s", why)
+	}
+	for i, t := range sc.Triggers {
+		if t.Replica != nil {
+			return fmt.Errorf("lab: triggers[%d].replica: %s", i, why)
+		}
+	}
+	for i, f := range sc.Fleets {
+		if f.Balancer.Use != "" {
+			return fmt.Errorf("lab: fleets[%d].balancer: %s", i, why)
+		}
+		if f.OutlierDetection.Use != "" && f.OutlierDetection.Use != scenario.OutlierNone {
+			return fmt.Errorf("lab: fleets[%d].outlier_detection: %s", i, why)
+		}
+	}
 	return nil
 }
 

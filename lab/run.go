@@ -233,6 +233,9 @@ func Check(sc *scenario.Scenario) error {
 	if _, err := NewOrigin(OriginConfig{Origin: sc.Origin}); err != nil {
 		return err
 	}
+	if err := refuseReplicas(sc); err != nil {
+		return err
+	}
 	for _, t := range sc.Tiers {
 		tr, err := NewTier(TierConfig{Tier: t, Next: &url.URL{}})
 		if err != nil {
