@@ -120,4 +120,10 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 		fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
 	}
 	fl.Throttle.Window = d(fl.Throttle.Window)
+	// Replicas: an EWMA's memory and its first guess, and the detector's
+	// interval and ejection times, are times like any other.
+	fl.Balancer.Decay, fl.Balancer.DefaultRTT = d(fl.Balancer.Decay), d(fl.Balancer.DefaultRTT)
+	od := &fl.OutlierDetection.Settings
+	od.Interval, od.BaseEjectionTime = d(od.Interval), d(od.BaseEjectionTime)
+	od.MaxEjectionTime, od.MaxEjectionTimeJitter = d(od.MaxEjectionTime), d(od.MaxEjectionTimeJitter)
 }

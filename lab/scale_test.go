@@ -46,6 +46,11 @@ var notRates = map[string]bool{
 	// A service time's shape: its spread and its buckets' shares.
 	"Origin.ServiceTime.Sigma": true, "Origin.ServiceTime.Buckets.Fraction": true,
 	"Tiers.Server.ServiceTime.Sigma": true, "Tiers.Server.ServiceTime.Buckets.Fraction": true,
+	// A replica's fault is a factor or a share; a detector's stdev factor
+	// counts standard deviations.
+	"Origin.Faults.Factor": true, "Origin.Faults.ErrorRate": true,
+	"Tiers.Server.Faults.Factor": true, "Tiers.Server.Faults.ErrorRate": true,
+	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true,
 	"Tiers.Server.Limit.Backoff": true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
 }
 

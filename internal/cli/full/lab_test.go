@@ -265,15 +265,25 @@ fleets:
 	if js.Verdict != "inconclusive" || js.Inconclusive == nil || len(js.Claims) != 0 || len(js.NotJudged) == 0 || js.Inconclusive.SuggestedTickSeconds < 0.1 {
 		t.Errorf("the JSON does not say the run was inconclusive, with a longer tick:\n%s", r.stdout)
 	}
+	// --auto-tick reruns at the longer tick each run suggests. Starved as
+	// the lab is, it may end inconclusive still (exit 3), or find a tick
+	// it can hold (on one loaded machine: 50ms, 200ms, then 540ms) and
+	// judge the claims there, which hold for this scenario. Exit 1 would
+	// be a verdict from a lab that could not measure: never.
 	r = runCLI(t, "lab", "--config", path, "--tick", "50ms", "--auto-tick", "--out", t.TempDir())
 	out := strings.Join(strings.Fields(r.stdout+r.stderr), " ")
-	if r.code != lab.ExitInconclusive {
-		t.Fatalf("--auto-tick: exit %d, want %d\n%s", r.code, lab.ExitInconclusive, out)
+	want := []string{"INCONCLUSIVE", "ms late at the 99th percentile", "run it again with --tick", "--auto-tick: running it again at --tick 200ms"}
+	switch r.code {
+	case lab.ExitInconclusive:
+		want = append(want, "Not judged:", "inconclusive: the lab was not measuring the service")
+	case 0:
+		want = []string{"--auto-tick: --tick 50ms was inconclusive", "--auto-tick: running it again at --tick 200ms", "This run's tick:"}
+	default:
+		t.Fatalf("--auto-tick: exit %d, want %d or 0\n%s", r.code, lab.ExitInconclusive, out)
 	}
-	for _, want := range []string{"INCONCLUSIVE", "ms late at the 99th percentile", "run it again with --tick", "Not judged:",
-		"inconclusive: the lab was not measuring the service", "--auto-tick: running it again at --tick 200ms", "--auto-tick: running it again at --tick 800ms"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the output lacks %q:\n%s", want, out)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("--auto-tick, exit %d: the output lacks %q:\n%s", r.code, w, out)
 		}
 	}
 }
