@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/race"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -757,6 +758,11 @@ func TestManifestsCountsTheWorkFirst(t *testing.T) {
 // into its own file (a diff in the layer's format: the gRPC client's
 // retryThrottling, the routes' attempts).
 func TestAdviseStack(t *testing.T) {
+	if race.Enabled {
+		// 495 simulations, one goroutine each at a time: minutes under the
+		// detector for nothing it can find; the plain pass runs them.
+		t.Skip("advise --stack's search runs in the plain pass, not under -race")
+	}
 	ci := CI{Stack: []string{stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")}}
 	var out, errb bytes.Buffer
 	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: ci}, IO{Stdout: &out, Stderr: &errb}); err != nil {
