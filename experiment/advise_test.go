@@ -44,3 +44,64 @@ func TestAdviseCandidatesKeepTheUsers(t *testing.T) {
 		t.Error("with --conditions no candidate changes what is retried")
 	}
 }
+
+// TestAdviseScreenKeepsTheWinner: the screen (the model, or one seed of
+// the simulator) decides what advise simulates at every seed, never what
+// it recommends: on the storm's naive fleet (which the model describes)
+// and on a fleet with a deadline no intent reaches, the screened search
+// recommends what the exhaustive one does, ranks its top in the same
+// order, with fewer runs, and says where each candidate's numbers came
+// from (issue 29).
+func TestAdviseScreenKeepsTheWinner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two full searches")
+	}
+	sc := stormScenario(t)
+	deadline := sc.Fleets[0]
+	deadline.Name, deadline.Deadline = "with a deadline", 30*time.Second
+	for _, user := range []scenario.Fleet{sc.Fleets[0], deadline} {
+		t.Run(user.Name, func(t *testing.T) {
+			ao := AdviseOptions{Base: sc, Seeds: 2}
+			screened, err := Advise(context.Background(), CheckInput{Fleet: user}, ao, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ao.Exhaustive = true
+			all, err := Advise(context.Background(), CheckInput{Fleet: user}, ao, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := screened.Best().Name, all.Best().Name; got != want {
+				t.Errorf("screened search recommends %q, the exhaustive one %q", got, want)
+			}
+			var model, sim int
+			for pos, i := range screened.Ranking {
+				c := screened.Candidates[i]
+				if !c.simulated() {
+					break
+				}
+				if want := all.Candidates[all.Ranking[pos]].Name; pos < 3 && c.Name != want {
+					t.Errorf("screened #%d is %q, exhaustive #%d %q", pos+1, c.Name, pos+1, want)
+				}
+			}
+			for _, c := range screened.Candidates {
+				switch c.Source {
+				case sourceSimulator:
+					sim++
+				case sourceModel:
+					model++
+				case sourceScreen:
+				default:
+					t.Errorf("%s: source %q", c.Name, c.Source)
+				}
+			}
+			if model == 0 {
+				t.Error("the model screened out no candidate")
+			}
+			if screened.Runs >= all.Runs || all.Runs != all.Exhaustive {
+				t.Errorf("screened %d runs, exhaustive %d (of %d)", screened.Runs, all.Runs, all.Exhaustive)
+			}
+			t.Logf("%d simulated at every seed, %d screened out by the model; %d runs of %d", sim, model, screened.Runs, all.Runs)
+		})
+	}
+}

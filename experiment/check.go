@@ -290,7 +290,11 @@ func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i
 // runThrough is run with fleet i calling the origin through tiers[i]
 // (when tiers has it): a stack's chain, judged at the origin.
 func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
-	jobs := e.jobs(len(fleets))
+	return e.runJobs(ctx, e.jobs(len(fleets)), fleets, tiers, name, sh, opts, keep)
+}
+
+// runJobs is runThrough over the runs jobs lists, in its order.
+func (e *envelope) runJobs(ctx context.Context, jobs []job, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
 	g := Grid{
 		Cells: len(jobs),
 		Shard: sh,

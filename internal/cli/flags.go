@@ -211,6 +211,9 @@ type ConfigFlags struct {
 	Route   string        // advise --route: the fleet to start from
 	// Conditions is advise --conditions: search what is retried too.
 	Conditions bool
+	// Exhaustive is advise --exhaustive: simulate every candidate at
+	// every seed, with no screen by the model.
+	Exhaustive bool
 	MaxRuns    int    // advise --max-runs
 	Top        int    // advise and merge --top
 	As         string // advise --as: the formats to write the recommendation in
@@ -353,6 +356,7 @@ func adviseFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "top", "show the `N` best policies (default 5)", &inv.Configs.Top, 1, 100)
 	fs.StringVar(&inv.Configs.Route, "route", "", "start from the route or fleet `NAME` (default: the first that retries)")
 	fs.BoolVar(&inv.Configs.Conditions, "conditions", false, "search what is retried (retry conditions) too; without it they stay yours")
+	fs.BoolVar(&inv.Configs.Exhaustive, "exhaustive", false, "simulate every candidate at every seed (default: screen them with the analytic model, or one seed where it does not apply, and simulate at every seed those that can still win)")
 	funcVar(fs, "as", "write the recommendation as each of `FORMATS`, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)", func(s string) error {
 		for _, f := range strings.Split(s, ",") {
 			switch strings.TrimSpace(f) {
