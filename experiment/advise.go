@@ -432,6 +432,10 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 	}
 	m := *parts[0]
 	m.Shard = Shard{}.String()
+	m.Runs = 0
+	for _, p := range parts {
+		m.Runs += p.Runs
+	}
 	m.Candidates = slices.Clone(parts[0].Candidates)
 	for i := range m.Candidates {
 		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))

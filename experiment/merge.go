@@ -397,6 +397,8 @@ func (s *shardCheck) advise(r, first *AdviseResult) {
 		return
 	}
 	perCandidate := len(r.Seeds) * len(r.Faults) * len(r.Loads)
+	s.count("exhaustive_runs", r.Exhaustive, 0, maxMergedCells)
+	s.count("simulator_runs", r.Runs, 0, max(r.Exhaustive, 0))
 	if !s.count("candidates", len(r.Candidates), 1, maxMergedCells/perCandidate) {
 		return
 	}
@@ -407,6 +409,11 @@ func (s *shardCheck) advise(r, first *AdviseResult) {
 		// it must be one the scenario format takes.
 		if err := validFleet(c.Fleet); err != nil {
 			s.failf(at+".fleet", "%v", err)
+			return
+		}
+		// A shard is never screened: every candidate ran at every seed.
+		if c.Source != "" && c.Source != sourceSimulator {
+			s.failf(at+".source", "%q: a shard's candidates are simulated at every seed (a screened search is not sharded)", c.Source)
 			return
 		}
 		if !s.count(at+".cells", len(c.Cells), len(r.Seeds), len(r.Seeds)) {
