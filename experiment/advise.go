@@ -349,7 +349,7 @@ func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.
 }
 
 func cellOf(s sim.Summary) CheckCell {
-	c := CheckCell{Ran: true, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
+	c := CheckCell{Ran: true, Source: sourceSimulator, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
 		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered}
 	if s.Recovered {
 		c.RecoveryTicks = *s.RecoveryTicks

@@ -263,6 +263,8 @@ func (s *shardCheck) cells(field string, cs [][]CheckCell, faults, loads int) {
 				s.failf(at+".recovery_ticks", "%d: want -1 when not recovered", c.RecoveryTicks)
 			case c.Intents < 0 || c.Attempts < 0 || c.Retries < 0 || c.PeakOffered < 0:
 				s.failf(at, "a count is negative")
+			case c.Source != "" && c.Source != sourceSimulator:
+				s.failf(at+".source", "%q: a shard's cells are the simulator's (check --model does not shard)", c.Source)
 			case c.IntentsLost < 0 || c.IntentsLost > c.Intents:
 				s.failf(at+".intents_lost", "%d: want 0 to the intents, %d", c.IntentsLost, c.Intents)
 			}

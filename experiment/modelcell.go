@@ -45,7 +45,7 @@ func modelCell(sc *scenario.Scenario) (CheckCell, error) {
 		peak = max(peak, s.Offered[k])
 	}
 	round := func(x float64) int64 { return int64(math.Round(x)) }
-	return CheckCell{Ran: true, Recovered: r.Recovered, RecoveryTicks: r.RecoveryTicks, Intents: round(intents), Attempts: round(attempts),
+	return CheckCell{Ran: true, Source: sourceModel, Recovered: r.Recovered, RecoveryTicks: r.RecoveryTicks, Intents: round(intents), Attempts: round(attempts),
 		Retries: round(retries), IntentsLost: max(0, round(intents-successes)), PeakOffered: round(peak)}, nil
 }
 
@@ -82,4 +82,82 @@ func deadlineNeverBinds(f scenario.Fleet) bool {
 	// Twice the longest backoff: room for any rounding of resil's.
 	last := time.Duration(n+1)*f.Timeout + time.Duration(n)*2*longest
 	return last < f.Deadline
+}
+
+// Margins of check --model: a cell is left to the model only when the
+// model says it recovers within farRecovery ticks, with its amplification
+// under farAmplification of check's thresholds, and still does with the
+// fault made harder (farLoad more load, the fault farLonger times as
+// long); or never recovers, and still does not with the fault made as
+// much easier. Near the boundary the model and the simulator disagree
+// (docs/model.md), so those cells go to the simulator.
+const (
+	farRecovery      = 2
+	farAmplification = 0.75
+	farLoad          = 0.1
+	farLonger        = 1.5
+)
+
+// farCell answers cell (fault fi, load li) of fleet f, at the verdict's
+// client count, with the model, when the model places it far from the
+// boundary; ok is false otherwise, and the simulator must run it.
+func (e *envelope) farCell(f scenario.Fleet, fi, li int, rate, tick float64) (c CheckCell, ok bool) {
+	at := func(load, longer float64) (CheckCell, bool) {
+		ft := e.faults[fi]
+		ft.For *= longer
+		sc := envelopeCell(e.base, load, ft, e.at)
+		sc.Seed, sc.Traffic.Clients, sc.Fleets = e.seeds[0], e.clients[0], []scenario.Fleet{f}
+		if sc.Validate() != nil {
+			return CheckCell{}, false
+		}
+		c, err := modelCell(sc)
+		return c, err == nil
+	}
+	load := e.loads[li]
+	c, ok = at(load, 1)
+	if !ok {
+		return c, false
+	}
+	if c.Recovered {
+		peak, per := cellAmplification(c, rate, tick, load)
+		if c.RecoveryTicks > farRecovery || peak > farAmplification*maxPeakOverCapacity || per > farAmplification*maxAttemptsPerIntent {
+			return c, false
+		}
+		h, ok := at(min(load+farLoad, 0.975), farLonger)
+		hp, hper := cellAmplification(h, rate, tick, min(load+farLoad, 0.975))
+		return c, ok && h.Recovered && h.RecoveryTicks <= farRecovery && hp <= maxPeakOverCapacity && hper <= maxAttemptsPerIntent
+	}
+	easy, ok := at(max(load-farLoad, 0.05), 1/farLonger)
+	return c, ok && !easy.Recovered
+}
+
+// modelFar answers with the model every cell of jobs outside the
+// realistic region that it places far from the boundary (at the verdict's
+// client count, for every seed: the model has no noise), and returns the
+// jobs left for the simulator.
+func (r *CheckResult) modelFar(e *envelope, fleets []scenario.Fleet, jobs []job) []job {
+	type key struct{ fleet, fault, load int }
+	far := map[key]*CheckCell{}
+	for i, f := range fleets {
+		for fi := range e.faults {
+			for li := range e.loads {
+				if realisticCell(e.loads, e.faults, e.realLoad, e.realDip, fi, li) {
+					continue
+				}
+				if c, ok := e.farCell(f, fi, li, r.Rate, r.Tick); ok {
+					far[key{i, fi, li}] = &c
+				}
+			}
+		}
+	}
+	left := jobs[:0:0]
+	for _, j := range jobs {
+		if c := far[key{j.fleet, j.fault, j.load}]; c != nil && j.clients == 0 {
+			r.Fleets[j.fleet].Runs[0][j.seed][j.fault][j.load] = *c
+			r.Fleets[j.fleet].ModelRuns++
+			continue
+		}
+		left = append(left, j)
+	}
+	return left
 }

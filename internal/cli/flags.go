@@ -211,6 +211,9 @@ type ConfigFlags struct {
 	Route   string        // advise --route: the fleet to start from
 	// Conditions is advise --conditions: search what is retried too.
 	Conditions bool
+	// Model is check --model: the analytic model answers the cells far
+	// from the boundary outside the realistic region.
+	Model bool
 	// Exhaustive is advise --exhaustive: simulate every candidate at
 	// every seed, with no screen by the model.
 	Exhaustive bool
@@ -349,6 +352,11 @@ func whole(fs *flag.FlagSet, name, usage string, p *int, lo, hi int) {
 		*p = n
 		return nil
 	})
+}
+
+// checkModelFlags is check's own: --model.
+func checkModelFlags(fs *flag.FlagSet, inv *Invocation) {
+	fs.BoolVar(&inv.Configs.Model, "model", false, "let the analytic model answer the cells outside the realistic region that it places far from the boundary; the realistic cells, and so the verdict, still rest on the simulator (docs/model.md)")
 }
 
 func adviseFlags(fs *flag.FlagSet, inv *Invocation) {
