@@ -294,6 +294,10 @@ func (s *shardCheck) sweep(js, first *sweepJSON) {
 	}
 	for i := range js.Policies {
 		p := &js.Policies[i]
+		if p.Source != "" && p.Source != sourceSimulator || p.Simulated != nil {
+			s.failf(fmt.Sprintf("policies[%d].source", i), "%q: a sweep's shards are the simulator's (--engine model and both do not shard)", p.Source)
+			return
+		}
 		at := fmt.Sprintf("policies[%d].recovery_ticks", i)
 		if !s.count(at, len(p.Recovery), len(js.Dip), len(js.Dip)) {
 			return

@@ -36,6 +36,8 @@ type Invocation struct {
 	PrintConfig bool
 	// gridFlag: the sweep's cells per axis; 0 means the default.
 	Grid int
+	// Engine is sweep --engine: sim, model or both.
+	Engine string
 	// findingsFlag: also write the findings to this Markdown file.
 	Findings string
 	// pageFlags: the page's file.
@@ -120,6 +122,18 @@ func gridFlag(fs *flag.FlagSet, inv *Invocation) {
 		}
 		inv.Grid = n
 		return nil
+	})
+}
+
+// engineFlag is sweep's --engine.
+func engineFlag(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "engine", "what answers the map's cells, `ENGINE`: sim (the simulator, every cell), model (the analytic model where it describes the policy, the simulator elsewhere) or both (the model's map, and the simulator in the cells near its boundary) (default sim)", func(s string) error {
+		switch s {
+		case experiment.EngineSim, experiment.EngineModel, experiment.EngineBoth:
+			inv.Engine = s
+			return nil
+		}
+		return fmt.Errorf("want sim, model or both")
 	})
 }
 
