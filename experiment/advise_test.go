@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -103,5 +104,43 @@ func TestAdviseScreenKeepsTheWinner(t *testing.T) {
 			}
 			t.Logf("%d simulated at every seed, %d screened out by the model; %d runs of %d", sim, model, screened.Runs, all.Runs)
 		})
+	}
+}
+
+// TestAdviseScreenFallsBack: when the best candidate the screen let
+// through still fails somewhere, a candidate it left out could rank
+// above it, so every candidate runs at every seed and the search is the
+// exhaustive one.
+func TestAdviseScreenFallsBack(t *testing.T) {
+	sc := stormScenario(t)
+	var space []scenario.Fleet
+	for n := range 6 {
+		f := sc.Fleets[0] // naive: no budget, no breaker; collapses at this load
+		f.Name, f.Retry.MaxRetries = fmt.Sprintf("naive, %d retries", n+2), n+2
+		space = append(space, f)
+	}
+	ao := AdviseOptions{Base: sc, Seeds: 1, Space: space, Load: 0.95, Dip: 0.9}
+	r, err := Advise(context.Background(), CheckInput{Fleet: sc.Fleets[0]}, ao, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := r.Best(); b.Never+b.Amplified == 0 {
+		t.Fatalf("%s recovers everywhere: the test needs a space that fails", b.Name)
+	}
+	for _, c := range r.Candidates {
+		if c.Source != sourceSimulator || c.ScreenSource != sourceModel {
+			t.Errorf("%s: source %q, screened by %q; want every candidate simulated after the model's screen", c.Name, c.Source, c.ScreenSource)
+		}
+	}
+	if r.Runs != r.Exhaustive {
+		t.Errorf("%d runs of %d", r.Runs, r.Exhaustive)
+	}
+	ao.Exhaustive = true
+	all, err := Advise(context.Background(), CheckInput{Fleet: sc.Fleets[0]}, ao, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Ranking, all.Ranking) {
+		t.Errorf("ranking %v, exhaustive %v", r.Ranking, all.Ranking)
 	}
 }
