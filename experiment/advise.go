@@ -42,6 +42,13 @@ type AdviseOptions struct {
 	// Admit, if set, is asked before the search runs, with its estimate:
 	// an error refuses it (the command line's --long rule).
 	Admit func(AdviseEstimate) error
+	// Exhaustive runs every candidate through the simulator at every
+	// seed. Without it, an unsharded search screens the candidates first
+	// (the model, or one seed of the simulator where the model does not
+	// apply) and runs every seed only for those that can still win
+	// (screen). A sharded search is always exhaustive: its shards must
+	// not depend on each other.
+	Exhaustive bool
 }
 
 // AdviseCandidate is one policy advise tried, and how it did over every
@@ -57,7 +64,22 @@ type AdviseCandidate struct {
 	IntentsLost int64 `json:"intents_lost"`
 	Extra       int64 `json:"extra_attempts"` // retries and hedges: the load beyond one attempt per intent
 	Slowest     int   `json:"slowest_recovery_ticks"`
+	// Source is where the totals come from: "simulator" (every cell at
+	// every seed), or, for a candidate the screen left out, "model" (the
+	// analytic model, one run per cell) or "simulator, 1 seed". The
+	// totals of a screened-out candidate are over its Screen, one pass of
+	// the cells, and it ranks after every simulated candidate.
+	Source string `json:"source"`
+	// Screen[fault][load] is the candidate's first pass, when the search
+	// screened (see AdviseOptions.Exhaustive); Cells is then empty unless
+	// the candidate was simulated at every seed after it.
+	Screen       [][]CheckCell `json:"screen,omitempty"`
+	ScreenSource string        `json:"screen_source,omitempty"` // "model" or "simulator, 1 seed"
 }
+
+// simulated reports whether c's totals rest on the simulator at every
+// seed (a shard's result from before sources were said has none).
+func (c *AdviseCandidate) simulated() bool { return c.Source == "" || c.Source == sourceSimulator }
 
 // AdviseResult is a search's outcome: the envelope, every candidate (the
 // user's own first), and the ranking.
@@ -74,6 +96,10 @@ type AdviseResult struct {
 	RealDip    float64           `json:"realistic_dip"`
 	Shard      string            `json:"shard"`
 	Candidates []AdviseCandidate `json:"candidates"`
+	// Runs is the simulator runs the search made, and Exhaustive how
+	// many it would have made without its screen.
+	Runs       int `json:"simulator_runs"`
+	Exhaustive int `json:"exhaustive_runs"`
 	// Ranking lists candidate indexes, best first (filled once all cells
 	// are in).
 	Ranking []int          `json:"ranking"`
@@ -231,14 +257,25 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 		fleets[i] = c.Fleet
 	}
 	name := func(i int) string { return fmt.Sprintf("advise: candidate %q", cands[i].Name) }
-	err = e.run(ctx, fleets, name, ao.Shard, opts, func(j job, c CheckCell) {
-		r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
-	})
-	if err != nil {
-		return nil, err
+	r.Exhaustive = len(cands) * nS * nF * nL
+	if ao.Shard.Count > 1 || ao.Exhaustive || len(cands) <= adviseConfirm+1 {
+		err = e.run(ctx, fleets, name, ao.Shard, opts, func(j job, c CheckCell) {
+			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
+			r.Runs++
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i := range r.Candidates {
+			r.Candidates[i].Source = sourceSimulator
+		}
+		if ao.Shard.Count <= 1 {
+			r.rank()
+		}
+		return r, nil
 	}
-	if ao.Shard.Count <= 1 {
-		r.rank()
+	if err := r.screened(ctx, e, fleets, name, opts); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -312,7 +349,7 @@ func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.
 }
 
 func cellOf(s sim.Summary) CheckCell {
-	c := CheckCell{Ran: true, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
+	c := CheckCell{Ran: true, Source: sourceSimulator, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
 		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered}
 	if s.Recovered {
 		c.RecoveryTicks = *s.RecoveryTicks
@@ -325,12 +362,19 @@ func cellOf(s sim.Summary) CheckCell {
 // policy without a budget is not ranked first because a fault failed to
 // punish it), then the fewest intents lost, then the least extra load,
 // then the fastest recovery; ties keep the order they were built in.
+//
+// A candidate the screen left out ranks after every simulated one, by its
+// screen's totals: the recommendation always rests on the simulator.
 func (r *AdviseResult) rank() {
 	r.Ranking = r.Ranking[:0]
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
 		c.Never, c.Amplified, c.IntentsLost, c.Extra, c.Slowest = 0, 0, 0, 0, 0
-		for _, seed := range c.Cells {
+		runs := c.Cells
+		if !c.simulated() {
+			runs = [][][]CheckCell{c.Screen}
+		}
+		for _, seed := range runs {
 			for _, row := range seed {
 				for li, cell := range row {
 					if !cell.Recovered {
@@ -349,7 +393,7 @@ func (r *AdviseResult) rank() {
 	}
 	slices.SortStableFunc(r.Ranking, func(a, b int) int {
 		x, y := &r.Candidates[a], &r.Candidates[b]
-		return cmp.Or(cmp.Compare(x.Never+x.Amplified, y.Never+y.Amplified), cmp.Compare(x.Never, y.Never), cmp.Compare(x.IntentsLost, y.IntentsLost),
+		return cmp.Or(compareBool(!x.simulated(), !y.simulated()), cmp.Compare(x.Never+x.Amplified, y.Never+y.Amplified), cmp.Compare(x.Never, y.Never), cmp.Compare(x.IntentsLost, y.IntentsLost),
 			cmp.Compare(x.Extra, y.Extra), cmp.Compare(x.Slowest, y.Slowest))
 	})
 	best := r.Candidates[r.Ranking[0]]
@@ -366,6 +410,17 @@ func (r *AdviseResult) rank() {
 	}
 }
 
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
 // Best returns the recommended candidate.
 func (r *AdviseResult) Best() AdviseCandidate { return r.Candidates[r.Ranking[0]] }
 
@@ -377,6 +432,10 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 	}
 	m := *parts[0]
 	m.Shard = Shard{}.String()
+	m.Runs = 0
+	for _, p := range parts {
+		m.Runs += p.Runs
+	}
 	m.Candidates = slices.Clone(parts[0].Candidates)
 	for i := range m.Candidates {
 		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
@@ -414,7 +473,8 @@ func (r *AdviseResult) Table(top int) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("Policies ranked over %d cells (%d faults × %d loads × %d seeds)", cells, len(r.Faults), len(r.Loads), len(r.Seeds)),
 		Columns: []report.Column{{Name: "#", Align: report.Right}, {Name: "policy"}, {Name: "recovered", Align: report.Right},
-			{Name: "amplified", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right}},
+			{Name: "amplified", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right},
+			{Name: "from"}},
 		Emphasis: map[[2]int]bool{},
 	}
 	for pos, i := range r.Ranking {
@@ -422,7 +482,12 @@ func (r *AdviseResult) Table(top int) report.Table {
 			continue
 		}
 		c := r.Candidates[i]
-		row := []string{fmt.Sprint(pos + 1), c.Name, fmt.Sprintf("%d/%d", cells-c.Never, cells), fmt.Sprint(c.Amplified), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest)}
+		n, from := cells, "simulator"
+		if !c.simulated() {
+			// One pass of the cells: the model's, or one seed's.
+			n, from = len(r.Faults)*len(r.Loads), c.Source
+		}
+		row := []string{fmt.Sprint(pos + 1), c.Name, fmt.Sprintf("%d/%d", n-c.Never, n), fmt.Sprint(c.Amplified), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest), from}
 		if c.Never > 0 {
 			t.Emphasis[[2]int{len(t.Rows), 2}] = true
 		}
@@ -441,7 +506,7 @@ func (r *AdviseResult) evidence(top int) *CheckResult {
 		Loads: r.Loads, Faults: r.Faults, RealLoad: r.RealLoad, RealDip: r.RealDip}
 	show := []int{0}
 	for _, i := range r.Ranking[:min(top, len(r.Ranking))] {
-		if i != 0 {
+		if i != 0 && r.Candidates[i].simulated() {
 			show = append(show, i)
 		}
 	}
@@ -460,6 +525,10 @@ func (r *AdviseResult) Render(w io.Writer, st report.Style, top int) error {
 	fmt.Fprintf(w, "Recommended: %s\n\n", best.Name)
 	if err := r.Table(top).Render(w, st); err != nil {
 		return err
+	}
+	if s := r.screenNote(); s != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, s)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Evidence: recovery after each fault (ticks; the worst seed per cell), your policy and the top candidates.")
@@ -481,6 +550,9 @@ func (r *AdviseResult) Section(top int) report.Section {
 		Intro: []string{fmt.Sprintf("Recommended: %s. Every policy was run through %d faults at %d base loads with %d seeds; the maps show the worst seed per cell.",
 			r.Best().Name, len(r.Faults), len(r.Loads), len(r.Seeds))},
 		Tables: append([]report.Table{r.Table(top)}, ev.Tables()...), Claims: r.Claims}
+	if s := r.screenNote(); s != "" {
+		sec.Intro = append(sec.Intro, s)
+	}
 	for _, f := range ev.Fleets {
 		sec.Figures = append(sec.Figures, checkHeatmap(ev, f))
 	}

@@ -307,3 +307,62 @@ func TestModelAgreesOnFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepEngines: sweep --engine model answers with the model every
+// policy it describes (and says so) and the simulator the others; --engine
+// both runs the simulator near the model's boundary, where its cells are
+// the simulator's own, and agrees with the simulator-only map on
+// recovered/never in at least 99% of the cells; the claims hold as they
+// do for the simulator; neither shards (issue 29).
+func TestSweepEngines(t *testing.T) {
+	const grid = 12
+	sim, err := Sweep.Run(context.Background(), Options{Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.JSON.(sweepJSON)
+	for _, engine := range []string{EngineModel, EngineBoth} {
+		o, err := Sweep.Run(context.Background(), Options{Grid: grid, Engine: engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := o.JSON.(sweepJSON)
+		for i, p := range got.Policies {
+			w := want.Policies[i]
+			agree, simulated := 0, 0
+			for y, row := range p.Recovery {
+				for x, v := range row {
+					if (v < 0) == (w.Recovery[y][x] < 0) {
+						agree++
+					}
+					if p.Simulated != nil && p.Simulated[y][x] {
+						simulated++
+						if v != w.Recovery[y][x] {
+							t.Errorf("%s %s: cell %d,%d simulated %d, the simulator-only map %d", engine, p.Policy, x, y, v, w.Recovery[y][x])
+						}
+					}
+				}
+			}
+			switch {
+			case p.Policy == "naive, adaptive limit":
+				if p.Source != sourceSimulator {
+					t.Errorf("%s %s: source %q, want the simulator (the model does not describe an adaptive limit)", engine, p.Policy, p.Source)
+				}
+			case engine == EngineModel && p.Source != sourceModel, engine == EngineBoth && p.Source != "model+simulator":
+				t.Errorf("%s %s: source %q", engine, p.Policy, p.Source)
+			}
+			if engine == EngineBoth && float64(agree) < 0.99*grid*grid {
+				t.Errorf("%s %s: %d of %d cells agree with the simulator", engine, p.Policy, agree, grid*grid)
+			}
+			t.Logf("%s %s (%s): %d of %d agree, %d simulated", engine, p.Policy, p.Source, agree, grid*grid, simulated)
+		}
+		for i, c := range o.Claims {
+			if c.Holds != sim.Claims[i].Holds {
+				t.Errorf("%s: claim %q holds %v, with the simulator %v", engine, c.Text, c.Holds, sim.Claims[i].Holds)
+			}
+		}
+		if _, err := Sweep.Run(context.Background(), Options{Grid: grid, Engine: engine, Shard: Shard{Index: 0, Count: 2}}); err == nil {
+			t.Errorf("%s: a shard ran", engine)
+		}
+	}
+}

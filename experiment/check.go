@@ -53,6 +53,13 @@ type CheckOptions struct {
 	// scenario's. The realistic cells also run at a quarter and four
 	// times that count.
 	Clients int
+	// Model lets the analytic model answer the cells outside the
+	// realistic region that it places far from the boundary (farCell),
+	// for every seed, instead of the simulator; every realistic cell, at
+	// every client count, still runs in the simulator, so the verdict
+	// rests on it. Ignored for a shard, a stack, and a fleet or cell the
+	// model does not describe.
+	Model bool
 }
 
 // A fault of the standard envelope.
@@ -82,6 +89,11 @@ type CheckCell struct {
 	Retries       int64 `json:"retries"` // retries and hedges: the extra load
 	IntentsLost   int64 `json:"intents_lost"`
 	PeakOffered   int64 `json:"peak_offered"`
+	// Source is where the numbers come from: "simulator", or "model" for
+	// a cell check --model left to the analytic model (far from the
+	// boundary, outside the realistic region). Empty in results from
+	// before it was said: the simulator.
+	Source string `json:"source,omitempty"`
 }
 
 // CheckFleet is one fleet's results: Cells[fault][load], the worst seed
@@ -99,6 +111,8 @@ type CheckFleet struct {
 	// Runs[clients][seed][fault][load] is every run: at the first client
 	// count every cell, at the others the realistic cells only.
 	Runs [][][][]CheckCell `json:"runs"`
+	// ModelRuns counts the runs the model answered (check --model).
+	ModelRuns int `json:"model_runs,omitempty"`
 }
 
 // CheckResult is a check's outcome: the envelope and every fleet's map. A
@@ -290,7 +304,11 @@ func (e *envelope) run(ctx context.Context, fleets []scenario.Fleet, name func(i
 // runThrough is run with fleet i calling the origin through tiers[i]
 // (when tiers has it): a stack's chain, judged at the origin.
 func (e *envelope) runThrough(ctx context.Context, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
-	jobs := e.jobs(len(fleets))
+	return e.runJobs(ctx, e.jobs(len(fleets)), fleets, tiers, name, sh, opts, keep)
+}
+
+// runJobs is runThrough over the runs jobs lists, in its order.
+func (e *envelope) runJobs(ctx context.Context, jobs []job, fleets []scenario.Fleet, tiers [][]scenario.Tier, name func(i int) string, sh Shard, opts Options, keep func(j job, c CheckCell)) error {
 	g := Grid{
 		Cells: len(jobs),
 		Shard: sh,
@@ -349,7 +367,11 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 		tiers = nil // the fleets run as check runs them, through the base's tiers if any
 	}
 	name := func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }
-	err = e.runThrough(ctx, fleets, tiers, name, co.Shard, opts, func(j job, c CheckCell) {
+	jobs := e.jobs(len(fleets))
+	if co.Model && co.Shard.Count <= 1 && tiers == nil {
+		jobs = r.modelFar(e, fleets, jobs)
+	}
+	err = e.runJobs(ctx, jobs, fleets, tiers, name, co.Shard, opts, func(j job, c CheckCell) {
 		r.Fleets[j.fleet].Runs[j.clients][j.seed][j.fault][j.load] = c
 	})
 	if err != nil {
@@ -692,6 +714,9 @@ func (r *CheckResult) cellText(f CheckFleet, fi, li int) string {
 	if peak, amp := r.peak(f, fi, li); amp {
 		s += fmt.Sprintf(" %.1f×!", peak)
 	}
+	if c.Source == sourceModel {
+		s += " (m)"
+	}
 	return s
 }
 
@@ -811,6 +836,10 @@ func (r *CheckResult) Verdicts() [][]string {
 			lines = append(lines, fmt.Sprintf("verdict: %s in the region you call realistic (%s), the worst of %d seeds, at %d clients (%s)", j, region, len(r.Seeds), r.Clients[0], r.ClientsFrom))
 		} else {
 			lines = append(lines, fmt.Sprintf("verdict: safe in the region you call realistic (%s), in each of %d seeds, at %d clients (%s)", region, len(r.Seeds), r.Clients[0], r.ClientsFrom))
+		}
+		if f.ModelRuns > 0 {
+			lines = append(lines, fmt.Sprintf("answered by the analytic model (check --model): %d of the %d runs at %d clients, in cells outside the realistic region that it places far from the boundary, marked (m) on the map; every realistic cell, and so the verdict, rests on the simulator",
+				f.ModelRuns, len(r.Seeds)*len(r.Faults)*len(r.Loads), r.Clients[0]))
 		}
 		if len(r.Clients) > 1 {
 			var at []string

@@ -191,3 +191,60 @@ func TestCellsScaleAStatedServiceTime(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckModelKeepsTheVerdict: check --model lets the analytic model
+// answer cells outside the realistic region that it places far from the
+// boundary, and nothing else: every realistic run, at every client
+// count, is the simulator's and the same as without --model, so the
+// verdicts and claims are the same; every cell the model answered has
+// the simulator's recovered/never verdict; and the model answered some
+// (issue 29).
+func TestCheckModelKeepsTheVerdict(t *testing.T) {
+	sc := stormScenario(t)
+	in := []CheckInput{{Fleet: sc.Fleets[0]}, {Fleet: sc.Fleets[1]}}
+	sim, err := Check(context.Background(), in, CheckOptions{Base: sc, Seeds: 2}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := Check(context.Background(), in, CheckOptions{Base: sc, Seeds: 2, Model: true}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sim.Claims, mod.Claims) {
+		t.Errorf("claims differ:\n%v\n%v", sim.Claims, mod.Claims)
+	}
+	answered := 0
+	for i := range sim.Fleets {
+		for k := range sim.Clients {
+			if a, b := sim.judge(i, k), mod.judge(i, k); a != b {
+				t.Errorf("%s at %d clients: %v with --model, %v without", sim.Fleets[i].Name, sim.Clients[k], b, a)
+			}
+		}
+		for k, seeds := range mod.Fleets[i].Runs {
+			for s, cells := range seeds {
+				for fi, row := range cells {
+					for li, c := range row {
+						want := sim.Fleets[i].Runs[k][s][fi][li]
+						switch {
+						case c.Source != sourceModel:
+							if !reflect.DeepEqual(c, want) {
+								t.Errorf("%s: run %d/%d/%d/%d differs without the model", sim.Fleets[i].Name, k, s, fi, li)
+							}
+						case mod.realistic(fi, li):
+							t.Errorf("%s: realistic cell %d/%d answered by the model", sim.Fleets[i].Name, fi, li)
+						default:
+							answered++
+							if c.Recovered != sim.Fleets[i].Cells[fi][li].Recovered {
+								t.Errorf("%s: cell %d/%d: the model says recovered %v, the simulator's worst seed %v", sim.Fleets[i].Name, fi, li, c.Recovered, !c.Recovered)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if answered == 0 {
+		t.Error("the model answered no cell")
+	}
+	t.Logf("%d runs answered by the model", answered)
+}

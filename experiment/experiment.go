@@ -42,7 +42,19 @@ type Options struct {
 	// Shard, when its Count is above 1, runs only the shard's cells of
 	// the sweep: its Outcome has the JSON alone, for Merge.
 	Shard Shard
+	// Engine is what answers the sweep's cells: EngineSim (or empty),
+	// the simulator in every cell; EngineModel, the analytic model where
+	// it describes the policy; EngineBoth, the model's map first, then
+	// the simulator in the cells near the model's boundary.
+	Engine string
 }
+
+// The sweep's engines (Options.Engine, sweep --engine).
+const (
+	EngineSim   = "sim"
+	EngineModel = "model"
+	EngineBoth  = "both"
+)
 
 // run plays sc in the simulator within the options' limits.
 func (o Options) run(ctx context.Context, sc *scenario.Scenario) (*sim.Result, error) {

@@ -279,6 +279,8 @@ func (s *shardCheck) cells(field string, cs [][]CheckCell, faults, loads int) {
 				s.failf(at+".recovery_ticks", "%d: want -1 when not recovered", c.RecoveryTicks)
 			case c.Intents < 0 || c.Attempts < 0 || c.Retries < 0 || c.PeakOffered < 0:
 				s.failf(at, "a count is negative")
+			case c.Source != "" && c.Source != sourceSimulator:
+				s.failf(at+".source", "%q: a shard's cells are the simulator's (check --model does not shard)", c.Source)
 			case c.IntentsLost < 0 || c.IntentsLost > c.Intents:
 				s.failf(at+".intents_lost", "%d: want 0 to the intents, %d", c.IntentsLost, c.Intents)
 			}
@@ -308,6 +310,10 @@ func (s *shardCheck) sweep(js, first *sweepJSON) {
 	}
 	for i := range js.Policies {
 		p := &js.Policies[i]
+		if p.Source != "" && p.Source != sourceSimulator || p.Simulated != nil {
+			s.failf(fmt.Sprintf("policies[%d].source", i), "%q: a sweep's shards are the simulator's (--engine model and both do not shard)", p.Source)
+			return
+		}
 		at := fmt.Sprintf("policies[%d].recovery_ticks", i)
 		if !s.count(at, len(p.Recovery), len(js.Dip), len(js.Dip)) {
 			return
@@ -413,6 +419,8 @@ func (s *shardCheck) advise(r, first *AdviseResult) {
 		return
 	}
 	perCandidate := len(r.Seeds) * len(r.Faults) * len(r.Loads)
+	s.count("exhaustive_runs", r.Exhaustive, 0, maxMergedCells)
+	s.count("simulator_runs", r.Runs, 0, max(r.Exhaustive, 0))
 	if !s.count("candidates", len(r.Candidates), 1, maxMergedCells/perCandidate) {
 		return
 	}
@@ -423,6 +431,11 @@ func (s *shardCheck) advise(r, first *AdviseResult) {
 		// it must be one the scenario format takes.
 		if err := validFleet(c.Fleet); err != nil {
 			s.failf(at+".fleet", "%v", err)
+			return
+		}
+		// A shard is never screened: every candidate ran at every seed.
+		if c.Source != "" && c.Source != sourceSimulator {
+			s.failf(at+".source", "%q: a shard's candidates are simulated at every seed (a screened search is not sharded)", c.Source)
 			return
 		}
 		if !s.count(at+".cells", len(c.Cells), len(r.Seeds), len(r.Seeds)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/report"
@@ -162,5 +163,25 @@ func TestParseShard(t *testing.T) {
 				t.Errorf("cell %d of %d shards has %d owners", cell, n, owners)
 			}
 		}
+	}
+}
+
+// TestMergeRefusesModelCells: a shard is always the simulator's (check
+// --model and advise's screen do not shard), so a shard whose cell or
+// candidate says it came from the model is refused, naming the field.
+func TestMergeRefusesModelCells(t *testing.T) {
+	sc := stormScenario(t)
+	r, err := Check(context.Background(), []CheckInput{{Fleet: sc.Fleets[1]}}, CheckOptions{Base: sc, Seeds: 1, Shard: Shard{Index: 0, Count: 2}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := jsonOf(t, r)
+	bad := bytes.Replace(part, []byte(`"source": "simulator"`), []byte(`"source": "model"`), 1)
+	if bytes.Equal(bad, part) {
+		t.Fatal("no cell says its source")
+	}
+	_, err = Merge([][]byte{bad})
+	if err == nil || !strings.Contains(err.Error(), ".source") {
+		t.Errorf("err = %v, want one naming the source", err)
 	}
 }

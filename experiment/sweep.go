@@ -7,8 +7,10 @@ import (
 	"html/template"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/model"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -53,6 +55,13 @@ type SweepPolicy struct {
 	Recovery [][]int `json:"recovery_ticks"`
 	// Recovered is how many cells recovered.
 	Recovered int `json:"recovered"`
+	// Source says what answered the policy's cells: "simulator" (every
+	// cell; empty in results from before it was said), "model" (the
+	// analytic model, every cell), or "model+simulator" (the model's map,
+	// and the simulator in the cells Simulated marks: near the model's
+	// boundary).
+	Source    string   `json:"source,omitempty"`
+	Simulated [][]bool `json:"simulated,omitempty"`
 }
 
 type sweepJSON struct {
@@ -163,8 +172,20 @@ func runSweep(ctx context.Context, opts Options) (*Outcome, error) {
 			}
 		}
 	}
-	if err := sweepRuns(ctx, sc, pols, &js, opts); err != nil {
-		return nil, err
+	switch opts.Engine {
+	case "", EngineSim:
+		if err := sweepRuns(ctx, sc, pols, &js, opts); err != nil {
+			return nil, err
+		}
+	case EngineModel, EngineBoth:
+		if opts.Shard.Count > 1 {
+			return nil, fmt.Errorf("sweep: --engine %s does not shard: the model's map takes a fraction of a second, and its shards would depend on each other", opts.Engine)
+		}
+		if err := sweepModel(ctx, sc, pols, &js, opts); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("sweep: engine %q: want sim, model or both", opts.Engine)
 	}
 	if opts.Shard.Count > 1 {
 		js.Shard = &sweepShard{Part: opts.Shard.String(), Rate: sc.Traffic.Rate, ForSeconds: sc.Triggers[0].For.Seconds()}
@@ -201,9 +222,37 @@ func sweepOutcome(js sweepJSON, rate float64, dipFor time.Duration) *Outcome {
 		Charts:  []report.Chart{sweepLine(js)},
 		// Where the answers come from: the simulator, every cell. The
 		// model answers the same question (boundary), and says so.
-		Notes: []string{fmt.Sprintf("Source: the simulator, one run of seed %d per cell. retrystorm boundary maps the same grid with the analytic model instead, in about a second (docs/model.md).", js.Seed)},
+		Notes: []string{sweepSource(js)},
 	}
 	return &Outcome{Name: "sweep", Claims: js.Claims, Section: sec, Findings: sweepFindings(js), JSON: js}
+}
+
+// sweepSource says what answered the map's cells, per policy when the
+// engines differ (sweep --engine).
+func sweepSource(js sweepJSON) string {
+	var model []string
+	for _, p := range js.Policies {
+		if p.Source == "" || p.Source == sourceSimulator {
+			continue
+		}
+		what := "every cell"
+		if p.Simulated != nil {
+			n := 0
+			for _, row := range p.Simulated {
+				for _, s := range row {
+					if s {
+						n++
+					}
+				}
+			}
+			what = fmt.Sprintf("its map, the simulator the %d cells near the model's boundary", n)
+		}
+		model = append(model, fmt.Sprintf("%s (%s)", p.Policy, what))
+	}
+	if len(model) == 0 {
+		return fmt.Sprintf("Source: the simulator, one run of seed %d per cell. retrystorm boundary maps the same grid with the analytic model instead, in about a second (docs/model.md).", js.Seed)
+	}
+	return fmt.Sprintf("Source: the analytic model (docs/model.md, --engine) for %s; the simulator, one run of seed %d per cell, everywhere else.", strings.Join(model, "; "), js.Seed)
 }
 
 // mergeSweep puts the shards of one sweep together into what one run
@@ -265,15 +314,25 @@ func linspace(lo, hi float64, n int) []float64 {
 // sweepRuns runs every cell of every policy on all cores.
 func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options) error {
 	n := len(js.Load)
+	// Source stays empty, the simulator: the sweep's JSON is as it was.
+	return sweepJobs(ctx, base, pols, js, opts, len(pols)*n*n, func(i int) int { return i })
+}
+
+// sweepJobs runs cells jobs of the sweep's grid (job(i) is the i-th:
+// policy, row and column in one number) on all cores.
+func sweepJobs(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options, cells int, at func(i int) int) error {
+	n := len(js.Load)
 	g := Grid{
-		Cells: len(pols) * n * n,
+		Cells: cells,
 		Shard: opts.Shard,
-		Cell: func(job int) (*scenario.Scenario, error) {
+		Cell: func(i int) (*scenario.Scenario, error) {
+			job := at(i)
 			p, y, x := job/(n*n), job/n%n, job%n
 			return sweepCell(base, pols[p], js.Load[x], js.Dip[y]), nil
 		},
 	}
-	return RunGrid(ctx, g, opts, func(job int, s sim.Summary) {
+	return RunGrid(ctx, g, opts, func(i int, s sim.Summary) {
+		job := at(i)
 		p, y, x := job/(n*n), job/n%n, job%n
 		r := -1
 		if s.Recovered {
@@ -450,4 +509,71 @@ func defences() (scenario.Limit, scenario.Throttle, error) {
 		return scenario.Limit{}, scenario.Throttle{}, err
 	}
 	return sc.Origin.Limit, sc.Fleets[2].Throttle, nil
+}
+
+// sweepBand is how far, in cells, from the model's boundary sweep
+// --engine both runs the simulator: where the model's verdict changes
+// between neighbours, and this many cells around it. The model agrees
+// with the simulator in 98–100% of the sweep's cells, and its
+// disagreements sit on that edge (docs/model.md).
+const sweepBand = 1
+
+// sweepModel answers the sweep with the analytic model for every policy
+// it describes and with the simulator for the others; with EngineBoth,
+// the simulator also runs the cells within sweepBand of the model's
+// boundary, and its answers replace the model's there.
+func sweepModel(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options) error {
+	n := len(js.Load)
+	var jobs []int
+	for pi, p := range pols {
+		sp := &js.Policies[pi]
+		rec, err := model.Map(n, n, func(x, y int) (*model.Model, error) { return cellModel(base, p, js.Load[x], js.Dip[y]) })
+		if errors.Is(err, model.ErrUnsupported) {
+			sp.Source = sourceSimulator
+			for c := range n * n {
+				jobs = append(jobs, pi*n*n+c)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sweep: %s: %w", p.name, err)
+		}
+		sp.Recovery, sp.Source = rec, sourceModel
+		if opts.Engine != EngineBoth {
+			continue
+		}
+		sp.Source, sp.Simulated = sourceModel+"+"+sourceSimulator, nearEdge(rec, sweepBand)
+		for y, row := range sp.Simulated {
+			for x, near := range row {
+				if near {
+					jobs = append(jobs, pi*n*n+y*n+x)
+				}
+			}
+		}
+	}
+	return sweepJobs(ctx, base, pols, js, opts, len(jobs), func(i int) int { return jobs[i] })
+}
+
+// nearEdge marks the cells of a map (recovery ticks, -1 never) within
+// band cells of one whose neighbour has the other verdict.
+func nearEdge(rec [][]int, band int) [][]bool {
+	ny := len(rec)
+	out := make([][]bool, ny)
+	for y := range out {
+		out[y] = make([]bool, len(rec[y]))
+	}
+	for y, row := range rec {
+		for x, r := range row {
+			edge := x+1 < len(row) && (row[x+1] < 0) != (r < 0) || y+1 < ny && (rec[y+1][x] < 0) != (r < 0)
+			if !edge {
+				continue
+			}
+			for yy := max(0, y-band); yy <= min(ny-1, y+1+band); yy++ {
+				for xx := max(0, x-band); xx <= min(len(row)-1, x+1+band); xx++ {
+					out[yy][xx] = true
+				}
+			}
+		}
+	}
+	return out
 }

@@ -72,7 +72,7 @@ func table(h Heavy) []command {
 			Args:    "FILE...",
 			Summary: "is this config safe? each fleet through dips, an error blip, a stall and an outage",
 			About:   checkAbout,
-			Flags:   groups(outputFlags, checkFlags, shardFlags, checkRunsFlags),
+			Flags:   groups(outputFlags, checkFlags, shardFlags, checkRunsFlags, checkModelFlags),
 			Run:     h.Check,
 			Heavy:   true,
 		},

@@ -24,6 +24,9 @@ func experimentCommand(e *experiment.Experiment) command {
 	if e.Shard {
 		flags = append(flags, shardFlags)
 	}
+	if e.Name == "sweep" {
+		flags = append(flags, engineFlag)
+	}
 	return command{Name: e.Name, Summary: e.Summary, Flags: flags, Run: runExperiment(e)}
 }
 
@@ -59,7 +62,7 @@ func runExperiment(e *experiment.Experiment) RunFunc {
 
 // options turns the flags into experiment options, loading --config.
 func (inv *Invocation) options() (experiment.Options, error) {
-	opts := experiment.Options{Seed: inv.Seed, Grid: inv.Grid, Limits: inv.Limits(), Workers: inv.Configs.Workers}
+	opts := experiment.Options{Seed: inv.Seed, Grid: inv.Grid, Limits: inv.Limits(), Workers: inv.Configs.Workers, Engine: inv.Engine}
 	if inv.Configs.Shard != "" {
 		if !inv.JSON {
 			return opts, Usagef("--shard writes one part of the result for retrystorm merge: give --json too")

@@ -36,6 +36,8 @@ type Invocation struct {
 	PrintConfig bool
 	// gridFlag: the sweep's cells per axis; 0 means the default.
 	Grid int
+	// Engine is sweep --engine: sim, model or both.
+	Engine string
 	// findingsFlag: also write the findings to this Markdown file.
 	Findings string
 	// pageFlags: the page's file.
@@ -120,6 +122,18 @@ func gridFlag(fs *flag.FlagSet, inv *Invocation) {
 		}
 		inv.Grid = n
 		return nil
+	})
+}
+
+// engineFlag is sweep's --engine.
+func engineFlag(fs *flag.FlagSet, inv *Invocation) {
+	funcVar(fs, "engine", "what answers the map's cells, `ENGINE`: sim (the simulator, every cell), model (the analytic model where it describes the policy, the simulator elsewhere) or both (the model's map, and the simulator in the cells near its boundary) (default sim)", func(s string) error {
+		switch s {
+		case experiment.EngineSim, experiment.EngineModel, experiment.EngineBoth:
+			inv.Engine = s
+			return nil
+		}
+		return fmt.Errorf("want sim, model or both")
 	})
 }
 
@@ -211,6 +225,12 @@ type ConfigFlags struct {
 	Route   string        // advise --route: the fleet to start from
 	// Conditions is advise --conditions: search what is retried too.
 	Conditions bool
+	// Model is check --model: the analytic model answers the cells far
+	// from the boundary outside the realistic region.
+	Model bool
+	// Exhaustive is advise --exhaustive: simulate every candidate at
+	// every seed, with no screen by the model.
+	Exhaustive bool
 	MaxRuns    int    // advise and check --max-runs
 	Top        int    // advise and merge --top
 	As         string // advise --as: the formats to write the recommendation in
@@ -353,11 +373,17 @@ func checkRunsFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "max-runs", "refuse a --stack or --manifests check of more than `N` simulations, counted first (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
 }
 
+// checkModelFlags is check's own: --model.
+func checkModelFlags(fs *flag.FlagSet, inv *Invocation) {
+	fs.BoolVar(&inv.Configs.Model, "model", false, "let the analytic model answer the cells outside the realistic region that it places far from the boundary; the realistic cells, and so the verdict, still rest on the simulator (docs/model.md)")
+}
+
 func adviseFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "max-runs", "refuse a search of more than `N` simulations (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
 	whole(fs, "top", "show the `N` best policies (default 5)", &inv.Configs.Top, 1, 100)
 	fs.StringVar(&inv.Configs.Route, "route", "", "start from the route or fleet `NAME` (default: the first that retries)")
 	fs.BoolVar(&inv.Configs.Conditions, "conditions", false, "search what is retried (retry conditions) too; without it they stay yours")
+	fs.BoolVar(&inv.Configs.Exhaustive, "exhaustive", false, "simulate every candidate at every seed (default: screen them with the analytic model, or one seed where it does not apply, and simulate at every seed those that can still win)")
 	funcVar(fs, "as", "write the recommendation as each of `FORMATS`, comma-separated: envoy, istio, linkerd, grpc, aws, go, scenario (default: your files' format, go and scenario)", func(s string) error {
 		for _, f := range strings.Split(s, ",") {
 			switch strings.TrimSpace(f) {

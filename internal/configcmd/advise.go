@@ -35,7 +35,7 @@ func Advise(ctx context.Context, inv *cli.Invocation) error {
 		return inv.AdmitSearch(fmt.Sprintf("the search (%d runs)", e.Runs), e.Attempts)
 	}
 	err := RunAdvise(ctx, inv.Args, AdviseOptions{CheckOptions: checkOptions(inv), MaxRuns: c.MaxRuns, Top: c.Top, As: c.As,
-		Route: c.Route, Conditions: c.Conditions, Admit: admit}, io)
+		Route: c.Route, Conditions: c.Conditions, Exhaustive: c.Exhaustive, Admit: admit}, io)
 	clear()
 	return configErr(err)
 }
@@ -49,6 +49,9 @@ type AdviseOptions struct {
 	Route   string // --route: the route or fleet to start from
 	// Conditions is --conditions: the search may change what is retried.
 	Conditions bool
+	// Exhaustive is --exhaustive: no screen, every candidate at every
+	// seed in the simulator.
+	Exhaustive bool
 	// Admit, if set, may refuse the search from its estimate (the
 	// command line's --long rule) before it runs.
 	Admit func(experiment.AdviseEstimate) error
@@ -105,7 +108,7 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	}
 	formats = slices.Compact(formats)
 	r, err := experiment.Advise(ctx, start, experiment.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: a.Seeds, MaxRuns: a.MaxRuns, Shard: sh,
-		Clients: c.Clients, Conditions: a.Conditions, Admit: a.Admit}, opts)
+		Clients: c.Clients, Conditions: a.Conditions, Exhaustive: a.Exhaustive, Admit: a.Admit}, opts)
 	if errors.Is(err, experiment.ErrTooBig) {
 		return usagef("%v", err)
 	}

@@ -23,7 +23,7 @@ func Check(ctx context.Context, inv *cli.Invocation) error {
 func checkOptions(inv *cli.Invocation) CheckOptions {
 	c := inv.Configs
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
-		JSON: inv.JSON, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
+		JSON: inv.JSON, Model: c.Model, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
 		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns}}
 }
@@ -37,6 +37,7 @@ type CheckOptions struct {
 	Load    float64 // --load: the realistic load
 	Dip     float64 // --dip: the realistic dip
 	JSON    bool    // --json
+	Model   bool    // check --model: the model answers the cells far from the boundary
 	Shard   string  // --shard i/n
 	Workers int     // --workers
 	Seed    *uint64 // --seed: replaces the base scenario's
@@ -100,7 +101,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
-	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients}, opts)
+	r, err := experiment.Check(ctx, in, experiment.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients, Model: c.Model}, opts)
 	if err != nil {
 		return costly(err)
 	}

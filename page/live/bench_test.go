@@ -94,3 +94,20 @@ func BenchmarkPanelParts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSweepEngine is the sweep panel by engine (issue 29): the
+// simulator in every cell, the model's map, and the model refined by the
+// simulator near its boundary.
+//
+//	go test -run '^$' -bench SweepEngine -cpu 1 ./page/live
+func BenchmarkSweepEngine(b *testing.B) {
+	for _, engine := range []string{experiment.EngineSim, experiment.EngineModel, experiment.EngineBoth} {
+		b.Run(engine, func(b *testing.B) {
+			for b.Loop() {
+				if v := Run(context.Background(), "sweep", Request{Engine: engine}, nil); v.Error != "" {
+					b.Fatal(v.Error)
+				}
+			}
+		})
+	}
+}

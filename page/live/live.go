@@ -99,6 +99,11 @@ func Panels() ([]Panel, error) {
 type Request struct {
 	Seed   *uint64           `json:"seed,omitempty"`
 	Values map[string]string `json:"values,omitempty"`
+	// Engine, for the sweep, is what answers its cells (sweep --engine):
+	// "model" draws a first map from the analytic model in a fraction
+	// of the simulator's time, "both" refines it with the simulator near
+	// the model's boundary; empty is the simulator in every cell.
+	Engine string `json:"engine,omitempty"`
 }
 
 // View is a computed panel, as the page draws it.
@@ -215,7 +220,11 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 		return v
 	}
 	v.Inactive = inactive
-	opts := experiment.Options{Seed: req.Seed, Scenario: sc, Progress: progress, Grid: DefaultGrid}
+	if req.Engine != "" && !e.Grid {
+		v.Error = fmt.Sprintf("%s takes no engine: only the sweep does", name)
+		return v
+	}
+	opts := experiment.Options{Seed: req.Seed, Scenario: sc, Progress: progress, Grid: DefaultGrid, Engine: req.Engine}
 	if g, ok := req.Values[GridKnob]; ok {
 		if opts.Grid, err = strconv.Atoi(g); err != nil {
 			v.Error = fmt.Sprintf("grid: want a whole number, got %q", g)

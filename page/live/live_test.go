@@ -367,3 +367,36 @@ func TestDeterministic(t *testing.T) {
 		t.Error("two runs of the same settings differ")
 	}
 }
+
+// TestSweepEngine: the sweep panel takes an engine, as sweep --engine: the
+// model's map is the page's first, quick one, and says where it came
+// from; its claims hold as the simulator's do; another panel refuses an
+// engine, and the sweep a made-up one (issue 29).
+func TestSweepEngine(t *testing.T) {
+	sim := Run(context.Background(), "sweep", Request{}, nil)
+	for _, engine := range []string{experiment.EngineModel, experiment.EngineBoth} {
+		v := Run(context.Background(), "sweep", Request{Engine: engine}, nil)
+		if v.Error != "" {
+			t.Fatalf("%s: %s", engine, v.Error)
+		}
+		if len(v.Figures) != len(sim.Figures) || len(v.Claims) != len(sim.Claims) {
+			t.Fatalf("%s: %d maps and %d claims, the simulator's %d and %d", engine, len(v.Figures), len(v.Claims), len(sim.Figures), len(sim.Claims))
+		}
+		for i, c := range v.Claims {
+			if c.Holds != sim.Claims[i].Holds {
+				t.Errorf("%s: claim %q holds %v, with the simulator %v", engine, c.Text, c.Holds, sim.Claims[i].Holds)
+			}
+		}
+		if !strings.Contains(strings.Join(v.Notes, " "), "analytic model") {
+			t.Errorf("%s: the notes do not say the model answered: %q", engine, v.Notes)
+		}
+	}
+	for _, c := range []struct{ panel, engine, want string }{
+		{"storm", experiment.EngineModel, "storm takes no engine"},
+		{"sweep", "guess", `engine "guess"`},
+	} {
+		if v := Run(context.Background(), c.panel, Request{Engine: c.engine}, nil); !strings.Contains(v.Error, c.want) {
+			t.Errorf("%s --engine %s: error %q, want %q", c.panel, c.engine, v.Error, c.want)
+		}
+	}
+}
