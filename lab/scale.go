@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -120,4 +121,31 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 		fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
 	}
 	fl.Throttle.Window = d(fl.Throttle.Window)
+	// The detector's and the EWMA picker's defaults are in real seconds:
+	// written out first, then scaled (resil/outlier.Settings,
+	// resil/balance.Settings).
+	if fl.OutlierDetection.Detects() {
+		od := &fl.OutlierDetection.Settings
+		od.Interval = cmp.Or(od.Interval, defaultODInterval)
+		od.BaseEjectionTime = cmp.Or(od.BaseEjectionTime, defaultODBaseEjection)
+		if od.MaxEjectionTime == 0 {
+			od.MaxEjectionTime = max(defaultODMaxEjection, od.BaseEjectionTime)
+		}
+		od.Interval, od.BaseEjectionTime = d(od.Interval), d(od.BaseEjectionTime)
+		od.MaxEjectionTime, od.MaxEjectionTimeJitter = d(od.MaxEjectionTime), d(od.MaxEjectionTimeJitter)
+	}
+	if fl.Balancer.Use == scenario.BalancerEWMA {
+		b := &fl.Balancer
+		b.Decay, b.DefaultRTT = d(cmp.Or(b.Decay, defaultEWMADecay)), d(cmp.Or(b.DefaultRTT, defaultEWMARTT))
+	}
 }
+
+// resil's defaults of the outlier detector (outlier.Settings) and of the
+// EWMA picker (balance.Settings), in real time.
+const (
+	defaultODInterval     = 10 * time.Second
+	defaultODBaseEjection = 30 * time.Second
+	defaultODMaxEjection  = 300 * time.Second
+	defaultEWMADecay      = 10 * time.Second
+	defaultEWMARTT        = 30 * time.Millisecond
+)
