@@ -110,6 +110,11 @@ func refuse(sc *scenario.Scenario, protocol Protocol, target *Target) error {
 	return refuseReplicas(sc)
 }
 
+// Refuse reports why the lab cannot play sc over p against target (nil:
+// its own origin), or nil: a command asks it before it runs anything, to
+// answer a usage error (Measure asks it too).
+func Refuse(sc *scenario.Scenario, p Protocol, target *Target) error { return refuse(sc, p, target) }
+
 // startRig starts the servers of s's fleet on loopback, from the origin
 // out, with the builder of s's protocol, and opens each one's connection
 // to the next before the first tick, so that the first intents do not pay

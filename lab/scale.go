@@ -124,20 +124,21 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 	// The detector's and the EWMA picker's defaults are in real seconds:
 	// written out first, then scaled (resil/outlier.Settings,
 	// resil/balance.Settings).
+	od := &fl.OutlierDetection.Settings
 	if fl.OutlierDetection.Detects() {
-		od := &fl.OutlierDetection.Settings
 		od.Interval = cmp.Or(od.Interval, defaultODInterval)
 		od.BaseEjectionTime = cmp.Or(od.BaseEjectionTime, defaultODBaseEjection)
 		if od.MaxEjectionTime == 0 {
 			od.MaxEjectionTime = max(defaultODMaxEjection, od.BaseEjectionTime)
 		}
-		od.Interval, od.BaseEjectionTime = d(od.Interval), d(od.BaseEjectionTime)
-		od.MaxEjectionTime, od.MaxEjectionTimeJitter = d(od.MaxEjectionTime), d(od.MaxEjectionTimeJitter)
 	}
-	if fl.Balancer.Use == scenario.BalancerEWMA {
-		b := &fl.Balancer
-		b.Decay, b.DefaultRTT = d(cmp.Or(b.Decay, defaultEWMADecay)), d(cmp.Or(b.DefaultRTT, defaultEWMARTT))
+	od.Interval, od.BaseEjectionTime = d(od.Interval), d(od.BaseEjectionTime)
+	od.MaxEjectionTime, od.MaxEjectionTimeJitter = d(od.MaxEjectionTime), d(od.MaxEjectionTimeJitter)
+	bal := &fl.Balancer
+	if bal.Use == scenario.BalancerEWMA {
+		bal.Decay, bal.DefaultRTT = cmp.Or(bal.Decay, defaultEWMADecay), cmp.Or(bal.DefaultRTT, defaultEWMARTT)
 	}
+	bal.Decay, bal.DefaultRTT = d(bal.Decay), d(bal.DefaultRTT)
 }
 
 // resil's defaults of the outlier detector (outlier.Settings) and of the
