@@ -192,3 +192,35 @@ func TestLabRefusesReplicaSettings(t *testing.T) {
 		t.Errorf("tiers: got %v", err)
 	}
 }
+
+// TestLabReplicasSmoke runs testdata/replicas.yaml for 20 ticks through
+// every component, under the race detector too: three origin servers, the
+// gateway's picks and ejections, the per-replica counts and their
+// identities (CheckMeasured), and nothing left behind (TestMain).
+func TestLabReplicasSmoke(t *testing.T) {
+	sc, err := scenario.Load("testdata/replicas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A third of the load, as TestLabSmoke's: the race detector slows
+	// real HTTP several times over.
+	sc.Duration, sc.Traffic.Rate = 20*time.Second, 20
+	res, err := runFleets(t.Context(), sc, runOptions{Tick: DefaultTick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTallies(t, res)
+	f := res.Fleets[0]
+	if len(f.Replicas) != 3 {
+		t.Fatalf("%d replicas in the result, want 3", len(f.Replicas))
+	}
+	t.Logf("%+v, none for %d", f.Replicas, f.NoHealthyReplica)
+	if r := f.Replicas[1]; r.Successes != 0 || r.Failures == 0 || r.Ejections == 0 {
+		t.Errorf("replica 1, which answers only errors: %+v", r)
+	}
+	for _, r := range []int{0, 2} {
+		if got := f.Replicas[r]; got.Successes == 0 || got.Ejections != 0 {
+			t.Errorf("healthy replica %d: %+v", r, got)
+		}
+	}
+}
