@@ -132,7 +132,8 @@ func LabOutcome(sc *scenario.Scenario, simRes, labRes *sim.Result, opts LabOptio
 			titled(stormTable(labRes), "lab (real "+wire+", one tick = "+wall+")"),
 			titled(stormTable(simRes), "simulator"),
 		}, prefixed(chainTables(labRes), "lab: ")...), prefixed(chainTables(simRes), "simulator: ")...),
-			agreementTable(agreements)),
+			append(append(prefixed(replicaTables(labRes), "lab: "), prefixed(replicaTables(simRes), "simulator: ")...),
+				agreementTable(agreements))...),
 		Claims: claims,
 		Charts: pairCharts(sc, simRes, labRes, opts.CounterfactualName),
 		Notes: append([]string{

@@ -30,12 +30,32 @@ type env struct {
 func (e env) stalled() bool { return e.outage && e.mode == scenario.OutageStall }
 
 // envAt combines the faults in force at t (time since the origin's start)
-// by the scenario's rule, the simulator's too (scenario.At). The origin is
-// one replica; load triggers are the load generator's.
+// by the scenario's rule, the simulator's too (scenario.At), for a server
+// that is the whole of o. Load triggers are the load generator's.
 func envAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration) env {
 	base := scenario.Conditions{Capacity: o.Capacity, ErrorRate: o.ErrorRate, Factor: []float64{1}}
 	c := scenario.At(base, faults, t)
 	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[0]}
+}
+
+// replicaEnvAt is envAt for replica r of o's replicas (o.Replicas of them,
+// at least 2, or faults naming one), as the simulator combines them
+// (sim/env.go, sim/client.go): an equal share of the capacity, the
+// replica's own latency factor and error rate (the origin's combined with
+// its faults and triggers), and an outage of the whole origin or, when
+// there is none, of the replica alone.
+func replicaEnvAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration, r int) env {
+	n := max(o.Replicas, 1)
+	sc := scenario.Scenario{Origin: *o, Triggers: faults}
+	c := scenario.At(sc.Base(n), faults, t)
+	e := env{capacity: c.Capacity / float64(n), errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[r]}
+	if c.ReplicaErrorRate != nil {
+		e.errRate = c.ReplicaErrorRate[r]
+		if m := c.ReplicaOutage[r]; m != "" && !e.outage {
+			e.outage, e.mode = true, m
+		}
+	}
+	return e
 }
 
 // nextChange returns the first start or end of a fault after t, or false.
@@ -245,7 +265,7 @@ func (o *Origin) clearInjected() {
 // the faults. The lock is held.
 func (o *Origin) applyFaults(now time.Time) []scenario.Trigger {
 	faults := o.faults()
-	o.setEnv(envAt(&o.cfg.Origin, faults, now.Sub(o.start)), now)
+	o.setEnv(o.envAt(faults, now.Sub(o.start)), now)
 	return faults
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // Headers the gateway answers with, so that its caller (the load
@@ -71,6 +72,16 @@ type GatewayConfig struct {
 	// request sent now within timeout: the ground truth for the calls a
 	// breaker refused (answers thrown away).
 	Truth func(timeout time.Duration) bool
+	// Endpoints, if set, are the origin's replicas (base URLs): every
+	// attempt goes to one through resilhttp.Replicas, picked by the
+	// fleet's balancer and skipping what its outlier_detection ejects
+	// (one picker and one detector for all the clients), and the gateway
+	// counts each replica's ground truth (see ReplicaResults). Origin is
+	// then the URL whose path and query the attempts keep.
+	Endpoints []*url.URL
+	// Start is time 0 of the run: the outlier detector's first interval
+	// starts then. Zero means when NewGateway is called.
+	Start time.Time
 }
 
 // Gateway is a reverse proxy whose outbound transport is resilhttp: every
@@ -93,6 +104,7 @@ type Gateway struct {
 	reg     *prometheus.Registry
 	m       gatewayMetrics
 	next    atomic.Uint64 // round robin when the caller names no client
+	reps    *replicaSet   // nil without Endpoints
 }
 
 // NewGateway returns a gateway, or an error naming an invalid setting.
@@ -107,6 +119,13 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		g.base = g.own
 	}
 	attempts := &attemptTransport{base: g.base, tally: cfg.Tally}
+	if len(cfg.Endpoints) > 0 {
+		reps, err := newReplicaSet(cfg, g.base)
+		if err != nil {
+			return nil, err
+		}
+		g.reps, attempts.base, attempts.reps = reps, reps.rt, reps
+	}
 	for k := range n {
 		guard, err := clientGuard(cfg, k, g.reg)
 		if err != nil {
@@ -231,9 +250,23 @@ func (g *Gateway) Handler() http.Handler {
 	})
 }
 
-// warm opens the connection from the gateway to the origin.
+// warm opens the connection from the gateway to the origin, or to each
+// of its replicas.
 func (g *Gateway) warm(ctx context.Context) error {
-	u := *g.cfg.Origin
+	if g.reps == nil {
+		return g.warmOne(ctx, g.cfg.Origin)
+	}
+	for _, ep := range g.reps.eps {
+		if err := g.warmOne(ctx, ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmOne opens the connection from the gateway to the server at base.
+func (g *Gateway) warmOne(ctx context.Context, base *url.URL) error {
+	u := *base
 	u.Path = healthPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -431,6 +464,7 @@ func (cfg *GatewayConfig) attemptTime(ctx context.Context, now time.Time) time.D
 type attemptTransport struct {
 	base  http.RoundTripper
 	tally *Tally
+	reps  *replicaSet // nil without replicas
 }
 
 func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -448,22 +482,34 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// The attempt's own header copy (resilhttp.Transport made it).
 		r.Header.Set(TickHeader, strconv.Itoa(k))
 	}
+	var to *sentTo
+	if t.reps != nil {
+		// The replica the pick chooses is written here (endpointTransport).
+		to = &sentTo{tick: k, replica: -1}
+		r = r.WithContext(context.WithValue(ctx, sentToKey{}, to))
+	}
 
 	// The resilhttp.Transport above has set AttemptHeader to the attempt's
 	// kind, and TimeoutHeader to the time it may take.
 	resp, err := t.base.RoundTrip(r)
+	end := endFailure
 	switch {
 	case err == nil && resp.StatusCode < 300:
 		t.tally.add(cGoodput, k)
+		end = endSuccess
 	case err != nil && lostRace(ctx):
 		// A hedge or a first attempt that lost the race: cancelled, not
 		// failed.
+		end = endCancelled
 	default:
 		tr.failed.Add(1)
 		t.tally.add(cFailed, k)
 		if err != nil && errors.Is(err, context.DeadlineExceeded) && k >= 0 {
 			t.tally.inc(tTimeouts)
 		}
+	}
+	if to != nil {
+		t.reps.ended(to, end)
 	}
 	return resp, err
 }
@@ -475,6 +521,17 @@ var kindCounts = [...]count{resil.KindFirst: cFirst, resil.KindRetry: cRetries, 
 // reason than a timeout: the Guard cancelled it because a hedge answered.
 func lostRace(ctx context.Context) bool {
 	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), resil.ErrAttemptTimeout)
+}
+
+// ReplicaResults returns the ground truth per replica so far, in the
+// simulator's terms with a tick of the scenario lasting tick (the time
+// ejected is counted in ticks), and the attempts that found no replica;
+// nil without Endpoints.
+func (g *Gateway) ReplicaResults(tick time.Duration) ([]sim.ReplicaResult, int64) {
+	if g.reps == nil {
+		return nil, 0
+	}
+	return g.reps.results(tick)
 }
 
 // OpenShare returns the share of clients whose breaker is open.

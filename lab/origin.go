@@ -47,8 +47,17 @@ const deadlineMargin = 10
 type OriginConfig struct {
 	// Origin is the model: queue (workers and a queue), capacity
 	// (admission up to a rate) or concurrency (latency grows with load).
-	// The lab runs one replica.
+	// With Origin.Replicas more than 1 the Origin is replica Replica of
+	// them: its share of the capacity (and the workers), with its own
+	// faults (see Replica).
 	Origin scenario.Origin
+	// Replica is which of Origin.Replicas this server is, from 0: the
+	// faults and triggers naming it are its, and its draws are its own.
+	Replica int
+	// book, if set, is the idempotency keys' ledger the replicas share, as
+	// they would share a database: a key executes once across them. Nil: one
+	// of the origin's own.
+	book *ledger
 	// Triggers are faults on a schedule, from Start: capacity, errors,
 	// outage and latency. Load triggers are ignored (they are the load
 	// generator's).
@@ -120,8 +129,9 @@ type Origin struct {
 // cannot run.
 func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	o := cfg.Origin
-	if o.Replicas > 1 {
-		return nil, fmt.Errorf("lab: the lab's origin is one replica; the scenario has %d (run it in the simulator)", o.Replicas)
+	replicas := max(o.Replicas, 1)
+	if cfg.Replica < 0 || cfg.Replica >= replicas {
+		return nil, fmt.Errorf("lab: OriginConfig.Replica %d: the origin has %d replicas", cfg.Replica, replicas)
 	}
 	start := cfg.Start
 	if start.IsZero() {
@@ -129,10 +139,16 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	}
 	org := &Origin{
 		cfg:  cfg,
-		book: newLedger(1 << 16),
+		book: cfg.book,
 		kick: make(chan struct{}, 1),
 	}
-	org.init(start, cfg.Tally, cfg.Seed, 0x0519, (*answerService)(org))
+	// Replica 0's streams are the one-replica origin's: its draws stay
+	// what they were.
+	stream := 0x0519 | uint64(cfg.Replica)<<32
+	if org.book == nil {
+		org.book = newLedger(1 << 16)
+	}
+	org.init(start, cfg.Tally, cfg.Seed, stream, (*answerService)(org))
 	// The admission is the HTTP middleware's, with the settings the
 	// simulator's origin admits by, and the reserve for the wire; the
 	// model sheds with the same Shedder.
@@ -151,13 +167,13 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 	}
 	// Service times draw from a stream of their own: the error draws'
 	// stay as they were, and the same seed gives the same times.
-	opts.Rand = serviceRand(cfg.Seed, &o, 0x0519)
-	m, err := origin.NewWith(&o, 0, 1, org.driver(), opts)
+	opts.Rand = serviceRand(cfg.Seed, &o, stream)
+	m, err := origin.NewWith(&o, cfg.Replica, replicas, org.driver(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	org.model = m
-	org.setEnv(envAt(&o, cfg.Triggers, 0), start)
+	org.setEnv(org.envAt(cfg.Triggers, 0), start)
 	if err := org.register(); err != nil {
 		return nil, err
 	}
@@ -175,6 +191,25 @@ func NewOrigin(cfg OriginConfig) (*Origin, error) {
 		}
 	}
 	return org, nil
+}
+
+// envAt is the env the faults make at t for this origin: the whole of
+// the scenario's, or its replica's share.
+func (o *Origin) envAt(faults []scenario.Trigger, t time.Duration) env {
+	if o.cfg.Origin.Replicas <= 1 && len(o.cfg.Origin.Faults) == 0 && !namesReplica(faults) {
+		return envAt(&o.cfg.Origin, faults, t)
+	}
+	return replicaEnvAt(&o.cfg.Origin, faults, t, o.cfg.Replica)
+}
+
+// namesReplica reports whether a fault of faults hits one replica.
+func namesReplica(faults []scenario.Trigger) bool {
+	for _, f := range faults {
+		if f.Replica != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Handler serves the origin: /metrics, /admin/faults, /healthz, and every

@@ -343,14 +343,17 @@ func TestOriginMetrics(t *testing.T) {
 }
 
 func TestNewOriginRefuses(t *testing.T) {
-	for _, o := range []scenario.Origin{
-		{Model: "nope"},
-		{Model: scenario.ModelQueue, Capacity: 10},
-		{Model: scenario.ModelQueue, Capacity: 10, Workers: 2, Replicas: 2},
-		{Model: scenario.ModelCapacity},
+	for _, c := range []OriginConfig{
+		{Origin: scenario.Origin{Model: "nope"}},
+		{Origin: scenario.Origin{Model: scenario.ModelQueue, Capacity: 10}},
+		{Origin: scenario.Origin{Model: scenario.ModelCapacity}},
+		// A replica of an origin of two is 0 or 1 (each one server: see
+		// replicas.go).
+		{Origin: scenario.Origin{Model: scenario.ModelQueue, Capacity: 10, Workers: 2, Replicas: 2}, Replica: 2},
+		{Origin: scenario.Origin{Model: scenario.ModelQueue, Capacity: 10, Workers: 2}, Replica: -1},
 	} {
-		if _, err := NewOrigin(OriginConfig{Origin: o}); err == nil {
-			t.Errorf("NewOrigin(%+v) accepted it", o)
+		if _, err := NewOrigin(c); err == nil {
+			t.Errorf("NewOrigin(%+v, replica %d) accepted it", c.Origin, c.Replica)
 		}
 	}
 }

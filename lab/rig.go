@@ -27,6 +27,14 @@ var errChainGRPC = errors.New("lab: a chain of tiers runs over HTTP only; drop -
 // its tiers call the lab's own origin.
 var errChainTarget = errors.New("lab: a chain of tiers runs against the lab's own origin; drop --target or the scenario's tiers")
 
+// errReplicasGRPC is why the lab refuses replicas over gRPC: its gRPC
+// gateway calls one origin (resilgrpc's balancer is not wired in yet).
+var errReplicasGRPC = errors.New("lab: origin.replicas, a replica's faults, a balancer or outlier_detection run over HTTP only; drop --protocol grpc or run it in the simulator")
+
+// errReplicasTarget is why the lab refuses replicas against a target: the
+// fault proxy stands for the whole service, one server.
+var errReplicasTarget = errors.New("lab: origin.replicas, a replica's faults, a balancer or outlier_detection run against the lab's own origin; drop --target or those keys")
+
 // rig is one fleet's servers: the origin (the lab's, or a fault proxy in
 // front of a target), the tiers of a chain in front of it, and the
 // gateway in front of them. Over HTTP each is one server; over gRPC (no
@@ -37,6 +45,8 @@ type rig struct {
 	tiers        []*Tier
 	gw           fleetGateway
 	osrv, gsrv   *Server
+	reps         *originSet // the origin's replicas, when it has several (osrv is replica 0's)
+	rsrv         []*Server  // their servers, in replica order
 	tsrv         []*Server
 	ogrpc, ggrpc *GRPCServer        // over gRPC
 	target       *url.URL           // where the load generator sends
@@ -92,33 +102,18 @@ func refuse(sc *scenario.Scenario, protocol Protocol, target *Target) error {
 		return errChainGRPC
 	case len(sc.Tiers) > 0 && target != nil:
 		return errChainTarget
+	case balanced(sc) && grpc:
+		return errReplicasGRPC
+	case balanced(sc) && target != nil:
+		return errReplicasTarget
 	}
 	return refuseReplicas(sc)
 }
 
-// refuseReplicas reports the replica settings of sc the lab does not play
-// yet (its origin is one replica, its gateways pick none): run as if they
-// were absent, a scenario would be measured as something it does not say.
-func refuseReplicas(sc *scenario.Scenario) error {
-	const why = "the lab's origin is one replica and its gateways balance nothing: run it in the simulator"
-	if len(sc.Origin.Faults) > 0 {
-		return fmt.Errorf("lab: origin.replicas.faults: %s", why)
-	}
-	for i, t := range sc.Triggers {
-		if t.Replica != nil {
-			return fmt.Errorf("lab: triggers[%d].replica: %s", i, why)
-		}
-	}
-	for i, f := range sc.Fleets {
-		if f.Balancer.Use != "" {
-			return fmt.Errorf("lab: fleets[%d].balancer: %s", i, why)
-		}
-		if f.OutlierDetection.Use != "" && f.OutlierDetection.Use != scenario.OutlierNone {
-			return fmt.Errorf("lab: fleets[%d].outlier_detection: %s", i, why)
-		}
-	}
-	return nil
-}
+// Refuse reports why the lab cannot play sc over p against target (nil:
+// its own origin), or nil: a command asks it before it runs anything, to
+// answer a usage error (Measure asks it too).
+func Refuse(sc *scenario.Scenario, p Protocol, target *Target) error { return refuse(sc, p, target) }
 
 // startRig starts the servers of s's fleet on loopback, from the origin
 // out, with the builder of s's protocol, and opens each one's connection
@@ -150,7 +145,13 @@ func startRig(ctx context.Context, s rigSpec) (*rig, error) {
 // front of the target), the tiers of a chain, and the gateway.
 func (r *rig) startHTTP(ctx context.Context, s *rigSpec) error {
 	var truth func(time.Duration) bool // nil: unknown, for a target as it is
-	if s.target == nil {
+	if s.target == nil && balanced(s.wall) {
+		set, err := newOriginSet(s.originConfig())
+		if err != nil {
+			return err
+		}
+		r.reps, r.origin, truth = set, set, set.WouldAnswer
+	} else if s.target == nil {
 		o, err := s.labOrigin()
 		if err != nil {
 			return err
@@ -173,7 +174,11 @@ func (r *rig) startHTTP(ctx context.Context, s *rigSpec) error {
 	if err != nil {
 		return err
 	}
-	gw, err := NewGateway(s.gateway(next, truth))
+	gc := s.gateway(next, truth)
+	for _, srv := range r.rsrv {
+		gc.Endpoints = append(gc.Endpoints, srv.url)
+	}
+	gw, err := NewGateway(gc)
 	if err != nil {
 		return err
 	}
@@ -220,15 +225,19 @@ func (r *rig) startGRPC(ctx context.Context, s *rigSpec) error {
 // labOrigin is the lab's own origin for s. Its callers, whose deadlines
 // it keeps a tenth of for the way back, are the fleet's clients or the
 // last tier's.
-func (s *rigSpec) labOrigin() (*Origin, error) {
+func (s *rigSpec) labOrigin() (*Origin, error) { return NewOrigin(s.originConfig()) }
+
+// originConfig is the configuration of s's origin (of each replica, with
+// its Replica set).
+func (s *rigSpec) originConfig() OriginConfig {
 	reserve := s.wall.Fleets[s.fleet].Timeout / deadlineMargin
 	if n := len(s.wall.Tiers); n > 0 {
 		reserve = s.wall.Tiers[n-1].Client.Timeout / deadlineMargin
 	}
-	return NewOrigin(OriginConfig{
+	return OriginConfig{
 		Origin: s.wall.Origin, Triggers: s.wall.Triggers, Start: s.start, Seed: s.seed,
 		Tally: s.tallies[len(s.tallies)-1], AdminToken: s.token, WireReserve: reserve,
-	})
+	}
 }
 
 // faultProxy is the fault proxy in front of s's target.
@@ -246,7 +255,7 @@ func (s *rigSpec) faultProxy() (*FaultProxy, error) {
 func (s *rigSpec) gateway(next *url.URL, truth func(time.Duration) bool) GatewayConfig {
 	return GatewayConfig{
 		Fleet: s.wall.Fleets[s.fleet], Clients: s.wall.Traffic.Clients, Origin: next,
-		Seed: s.seed, Tally: s.tallies[0], Truth: truth,
+		Seed: s.seed, Tally: s.tallies[0], Truth: truth, Start: s.start,
 	}
 }
 
@@ -254,9 +263,20 @@ func (s *rigSpec) gateway(next *url.URL, truth func(time.Duration) bool) Gateway
 // HTTP.
 func (r *rig) serveOrigin() error {
 	r.running.Go(func() { r.origin.Run(r.clocks) })
-	var err error
-	r.osrv, err = Listen("127.0.0.1:0", r.origin.Handler())
-	return err
+	if r.reps == nil {
+		var err error
+		r.osrv, err = Listen("127.0.0.1:0", r.origin.Handler())
+		return err
+	}
+	for _, o := range r.reps.reps {
+		srv, err := Listen("127.0.0.1:0", o.Handler())
+		if err != nil {
+			return err
+		}
+		r.rsrv = append(r.rsrv, srv)
+	}
+	r.osrv = r.rsrv[0]
+	return nil
 }
 
 // startTiers starts s's tiers from the innermost out, the innermost
@@ -326,8 +346,11 @@ func (r *rig) close() {
 	if r.ogrpc != nil {
 		r.ogrpc.Close()
 	}
-	if r.osrv != nil {
+	if r.reps == nil && r.osrv != nil {
 		r.osrv.Close()
+	}
+	for _, srv := range r.rsrv {
+		srv.Close()
 	}
 	r.running.Wait()
 }
@@ -339,6 +362,8 @@ type gauge struct {
 	t     *Tally
 	queue func() int
 	open  func(time.Time) float64
+	// ejected, if set, counts the tick for each replica ejected at its end.
+	ejected func(time.Time)
 }
 
 // gauges returns the sampler's gauges, one per hop, the fleet's first.
@@ -353,6 +378,9 @@ func (r *rig) gauges(tallies []*Tally) []gauge {
 		}
 		if l == 0 {
 			gs[l].open = r.gw.OpenShare
+			if g, ok := r.gw.(*Gateway); ok && g.reps != nil {
+				gs[l].ejected = g.reps.sampleEjected
+			}
 		} else {
 			gs[l].open = r.tiers[l-1].OpenShare
 		}

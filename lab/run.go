@@ -125,6 +125,11 @@ type FleetInfo struct {
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 	// Tiers are the chain's tiers, outermost first; none without.
 	Tiers []TierCounts `json:"tiers,omitempty"`
+	// Replicas is the ground truth per replica, when the fleet's result
+	// carries it (as the simulator's does), and NoHealthyReplica the
+	// attempts that found none: the fleet's result carries them.
+	Replicas         []sim.ReplicaResult `json:"-"`
+	NoHealthyReplica int64               `json:"-"`
 	// Latency is the latencies of the intents that succeeded, in
 	// wall-clock time: what a shard's JSON carries for merge to add up
 	// (experiment.LabShard), not in the lab's own.
@@ -222,7 +227,8 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 const GCPercent = 400
 
 // Check reports why the lab cannot run sc, or nil: the lab's origin is
-// one replica of the queue, capacity or concurrency model.
+// the queue, capacity or concurrency model, of one replica or several
+// (each one server).
 func Check(sc *scenario.Scenario) error {
 	if len(sc.Fleets) == 0 {
 		return fmt.Errorf("lab: scenario %q has no fleets", sc.Name)
@@ -346,6 +352,9 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 	for _, t := range r.tiers {
 		info.Tiers = append(info.Tiers, t.Counts())
 	}
+	if g, ok := r.gw.(*Gateway); ok && reportsReplicas(sc, i) {
+		info.Replicas, info.NoHealthyReplica = g.ReplicaResults(sc.Tick)
+	}
 	fr := fleetResult(sc, i, tallies, info, scale)
 	opts.Live.endFleet(page, fr)
 	return fr, info, nil
@@ -356,7 +365,7 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 // a wall-clock scale of scale.
 func fleetResult(sc *scenario.Scenario, i int, tallies []*Tally, info FleetInfo, scale float64) sim.FleetResult {
 	tally := tallies[0]
-	fr := sim.FleetResult{Name: info.Name, Series: tally.series()}
+	fr := sim.FleetResult{Name: info.Name, Series: tally.series(), Replicas: info.Replicas, NoHealthyReplica: info.NoHealthyReplica}
 	fr.Summary = summarize(sc, &fr.Series, tally, hopCounts(info, 0), scale)
 	if p, err := sc.Fleets[i].NewPolicy(); err == nil {
 		if c := p.Ceiling(sc.Traffic.Rate * sc.Tick.Seconds()); !math.IsInf(c, 0) {
@@ -421,6 +430,9 @@ func sample(stop <-chan struct{}, gs []gauge, live *Live, fleet int, timeout tim
 		}
 		for _, g := range gs {
 			g.t.sample(k, int64(g.queue()), g.open(end))
+			if g.ejected != nil {
+				g.ejected(time.Now())
+			}
 		}
 		for j := max(0, k-revise); j <= k; j++ {
 			live.tick(fleet, t.values(j))

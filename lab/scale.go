@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -120,10 +121,32 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 		fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
 	}
 	fl.Throttle.Window = d(fl.Throttle.Window)
-	// Replicas: an EWMA's memory and its first guess, and the detector's
-	// interval and ejection times, are times like any other.
-	fl.Balancer.Decay, fl.Balancer.DefaultRTT = d(fl.Balancer.Decay), d(fl.Balancer.DefaultRTT)
+	// The detector's and the EWMA picker's defaults are in real seconds:
+	// written out first, then scaled (resil/outlier.Settings,
+	// resil/balance.Settings).
 	od := &fl.OutlierDetection.Settings
+	if fl.OutlierDetection.Detects() {
+		od.Interval = cmp.Or(od.Interval, defaultODInterval)
+		od.BaseEjectionTime = cmp.Or(od.BaseEjectionTime, defaultODBaseEjection)
+		if od.MaxEjectionTime == 0 {
+			od.MaxEjectionTime = max(defaultODMaxEjection, od.BaseEjectionTime)
+		}
+	}
 	od.Interval, od.BaseEjectionTime = d(od.Interval), d(od.BaseEjectionTime)
 	od.MaxEjectionTime, od.MaxEjectionTimeJitter = d(od.MaxEjectionTime), d(od.MaxEjectionTimeJitter)
+	bal := &fl.Balancer
+	if bal.Use == scenario.BalancerEWMA {
+		bal.Decay, bal.DefaultRTT = cmp.Or(bal.Decay, defaultEWMADecay), cmp.Or(bal.DefaultRTT, defaultEWMARTT)
+	}
+	bal.Decay, bal.DefaultRTT = d(bal.Decay), d(bal.DefaultRTT)
 }
+
+// resil's defaults of the outlier detector (outlier.Settings) and of the
+// EWMA picker (balance.Settings), in real time.
+const (
+	defaultODInterval     = 10 * time.Second
+	defaultODBaseEjection = 30 * time.Second
+	defaultODMaxEjection  = 300 * time.Second
+	defaultEWMADecay      = 10 * time.Second
+	defaultEWMARTT        = 30 * time.Millisecond
+)

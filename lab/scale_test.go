@@ -46,8 +46,8 @@ var notRates = map[string]bool{
 	// A service time's shape: its spread and its buckets' shares.
 	"Origin.ServiceTime.Sigma": true, "Origin.ServiceTime.Buckets.Fraction": true,
 	"Tiers.Server.ServiceTime.Sigma": true, "Tiers.Server.ServiceTime.Buckets.Fraction": true,
-	// A replica's fault is a factor or a share; a detector's stdev factor
-	// counts standard deviations.
+	// A replica's fault is a factor or a share; so is the outlier
+	// detector's stdev factor.
 	"Origin.Faults.Factor": true, "Origin.Faults.ErrorRate": true,
 	"Tiers.Server.Faults.Factor": true, "Tiers.Server.Faults.ErrorRate": true,
 	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true,
@@ -145,5 +145,17 @@ func TestScaleDefaults(t *testing.T) {
 	}
 	if sc.Fleets[0].Breaker.Cooldown != 0 {
 		t.Error("Scale changed its input")
+	}
+	// The outlier detector's and the EWMA picker's (resil/outlier,
+	// resil/balance: 10s, 30s, 300s; 10s, 30ms).
+	sc.Fleets[0].OutlierDetection.Use = scenario.OutlierEnvoy
+	sc.Fleets[0].Balancer.Use = scenario.BalancerEWMA
+	got = Scale(sc, 0.1)
+	od, b := got.Fleets[0].OutlierDetection.Settings, got.Fleets[0].Balancer
+	if od.Interval != time.Second || od.BaseEjectionTime != 3*time.Second || od.MaxEjectionTime != 30*time.Second {
+		t.Errorf("outlier detection: interval %v, base ejection %v, max ejection %v; want 1s, 3s, 30s", od.Interval, od.BaseEjectionTime, od.MaxEjectionTime)
+	}
+	if b.Decay != time.Second || b.DefaultRTT != 3*time.Millisecond {
+		t.Errorf("ewma: decay %v, default rtt %v; want 1s, 3ms", b.Decay, b.DefaultRTT)
 	}
 }

@@ -383,35 +383,3 @@ func TestLabRefusals(t *testing.T) {
 		t.Errorf("%d requests sent to the target", n)
 	}
 }
-
-// The replica settings of issue 25 run in the simulator only: the lab
-// refuses them by name rather than play the scenario without them (a
-// trigger on replica 0 of one replica was silently never applied).
-func TestLabRefusesReplicaSettings(t *testing.T) {
-	zero := 0
-	for _, c := range []struct {
-		name   string
-		change func(sc *scenario.Scenario)
-		want   string
-	}{
-		{"a fault", func(sc *scenario.Scenario) {
-			sc.Origin.Faults = []scenario.Fault{{Replica: 0, Kind: scenario.FaultErrors, ErrorRate: 0.5}}
-		}, "origin.replicas.faults"},
-		{"a trigger on one replica", func(sc *scenario.Scenario) { sc.Triggers[0].Replica = &zero }, "triggers[0].replica"},
-		{"a balancer", func(sc *scenario.Scenario) { sc.Fleets[1].Balancer.Use = scenario.BalancerP2C }, "fleets[1].balancer"},
-		{"outlier detection", func(sc *scenario.Scenario) { sc.Fleets[0].OutlierDetection.Use = scenario.OutlierEnvoy }, "fleets[0].outlier_detection"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			sc, err := scenario.Load("../experiment/scenarios/storm.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.change(sc)
-			for _, err := range []error{refuse(sc, ProtocolHTTP, nil), Check(sc)} {
-				if err == nil || !strings.Contains(err.Error(), c.want) {
-					t.Errorf("got %v, want an error naming %s", err, c.want)
-				}
-			}
-		})
-	}
-}

@@ -85,6 +85,9 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return cli.Usagef("--protocol %s: want http or grpc", inv.Lab.Protocol)
 	}
+	if err := lab.Refuse(sc, protocol, target); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	wire := "HTTP"
 	if protocol == lab.ProtocolGRPC {
 		wire = "gRPC"

@@ -192,11 +192,12 @@ func TestLabUsage(t *testing.T) {
 		{[]string{"lab", "--protocol", "GRPC"}, "--protocol GRPC: want http or grpc"},
 		{[]string{"lab", "--protocol", ""}, `--protocol "": want http or grpc`},
 		{[]string{"lab", "--protocol", "grpc", "--tick", "50ms"}, "--tick 50ms: storm needs a tick from 80ms"},
-		{[]string{"lab", "--protocol", "grpc", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"},
+		{[]string{"lab", "--protocol", "grpc", "--config", "../../../experiment/scenarios/hedge.yaml"}, "fleets[1].hedge with origin.replicas"},
+		{[]string{"lab", "--protocol", "grpc", "--config", "../../../lab/testdata/replicas.yaml"}, "run over HTTP only; drop --protocol grpc"},
 		{[]string{"lab", "extra"}, "lab takes no arguments"},
 		{[]string{"lab", "--config", "does-not-exist.yaml"}, "does-not-exist.yaml"},
 		{[]string{"lab", "--config", ""}, `--config "": needs a file name`},
-		{[]string{"lab", "--config", "../../../experiment/scenarios/hedge.yaml"}, "the lab's origin is one replica"}, // replicas: the simulator's only
+		{[]string{"lab", "--config", "../../../experiment/scenarios/hedge.yaml"}, "fleets[1].hedge with origin.replicas"}, // a hedge among replicas: the simulator's only
 	} {
 		r := runCLI(t, c.args...)
 		if r.code != 2 || !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
