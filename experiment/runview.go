@@ -180,6 +180,55 @@ func replicaTables(res *sim.Result) []report.Table {
 	return out
 }
 
+// replicaCharts draw the fleets' ground truth per replica tick by tick,
+// for the runs that keep it (sim.MaxReplicaSeries replicas at most): the
+// attempts each replica got, the share of them that failed, and, with
+// outlier detection, how many replicas were ejected. Past the palette's
+// colours the lines are dashed, so that no two look alike.
+func replicaCharts(res *sim.Result) []report.Chart {
+	var charts []report.Chart
+	for _, f := range res.Fleets {
+		if len(f.Replicas) == 0 || f.Replicas[0].Series == nil {
+			continue
+		}
+		n := len(f.Replicas[0].Series.Attempts)
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(i) * res.TickSeconds
+		}
+		tick := fmt.Sprintf("%g s", res.TickSeconds)
+		load := report.Chart{Title: f.Name + ": attempts at each replica", XLabel: "time (s)", YLabel: "attempts / " + tick, X: x, Shade: shade(res)}
+		fail := report.Chart{Title: f.Name + ": failed share of each replica's attempts", XLabel: "time (s)", YLabel: "share of attempts", X: x,
+			Shade: shade(res), Percent: true, YMax: 1}
+		ejected := make([]float64, n)
+		detects := false
+		for i, r := range f.Replicas {
+			rs := r.Series
+			name, dashed := fmt.Sprintf("replica %d", r.Replica), i >= len(report.Palette)
+			load.Lines = append(load.Lines, report.Line{Name: name, Y: floats(rs.Attempts), Dashed: dashed})
+			share := make([]float64, n)
+			for k, a := range rs.Attempts {
+				if a > 0 {
+					share[k] = float64(rs.Failures[k]) / float64(a)
+				}
+			}
+			fail.Lines = append(fail.Lines, report.Line{Name: name, Y: share, Dashed: dashed})
+			for k, e := range rs.Ejected {
+				detects = true
+				if e {
+					ejected[k]++
+				}
+			}
+		}
+		charts = append(charts, load, fail)
+		if detects {
+			charts = append(charts, report.Chart{Title: f.Name + ": replicas ejected by outlier detection", XLabel: "time (s)", YLabel: "replicas",
+				X: x, Shade: shade(res), YMax: float64(len(f.Replicas)), Lines: []report.Line{{Name: "ejected", Y: ejected}}})
+		}
+	}
+	return charts
+}
+
 // layerNote says what the columns of chainTables count at a layer.
 const layerNote = "Layer by layer: calls are the calls made into the layer (the fleet's intents, then each tier's calls to the next), attempts what those calls sent, ×intent the attempts per fleet intent; failures and lost are its callers' (attempts that failed, calls that never succeeded); wasted is the work the layer did for callers that had already left. Each tier makes at most one call per attempt it receives."
 

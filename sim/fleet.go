@@ -509,7 +509,7 @@ func (f *fleet) sampleUpTo(k int) {
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
 		if f.det != nil {
-			f.sampleEjected(int64(t+1) * f.tickNs)
+			f.sampleEjected(t, int64(t+1)*f.tickNs)
 		}
 		if f.chain != nil {
 			f.sampleHops(t, end)

@@ -32,6 +32,7 @@ type replicaState struct {
 	reps     []ReplicaResult
 	ejNs     []int64 // time ejected, per replica, sampled at each tick's end
 	noHost   int64
+	repS     []ReplicaSeries // per replica, when there are at most MaxReplicaSeries; nil otherwise
 }
 
 // newReplicaState builds fleet idx's picker and detector, if it has them,
@@ -66,7 +67,29 @@ func (f *fleet) newReplicaState(idx int) error {
 		f.reps[r].Replica = r
 	}
 	f.ejNs = make([]int64, f.replicas)
+	if f.replicas <= MaxReplicaSeries {
+		f.repS = newReplicaSeries(f.replicas, f.nTicks, det != nil)
+	}
 	return nil
+}
+
+// newReplicaSeries returns n replicas' series of ticks ticks each, on one
+// backing array; with Ejected when ejected.
+func newReplicaSeries(n, ticks int, ejected bool) []ReplicaSeries {
+	out := make([]ReplicaSeries, n)
+	counts := make([]int64, 3*n*ticks)
+	var ej []bool
+	if ejected {
+		ej = make([]bool, n*ticks)
+	}
+	for r := range out {
+		c := counts[3*r*ticks:]
+		out[r] = ReplicaSeries{Attempts: c[:ticks:ticks], Successes: c[ticks : 2*ticks : 2*ticks], Failures: c[2*ticks : 3*ticks : 3*ticks]}
+		if ejected {
+			out[r].Ejected = ej[r*ticks : (r+1)*ticks : (r+1)*ticks]
+		}
+	}
+	return out
 }
 
 // advance runs the detector's evaluations due by now.
@@ -118,6 +141,9 @@ func (f *fleet) sentTo(a *attempt) {
 		return
 	}
 	f.reps[a.replica].Attempts++
+	if f.repS != nil {
+		f.repS[a.replica].Attempts[a.tick]++
+	}
 }
 
 // ended is attempt a's end at now, with outcome kind (resil's, or
@@ -142,10 +168,16 @@ func (f *fleet) ended(a *attempt, now int64, kind resil.Outcome) {
 	switch kind {
 	case resil.OutcomeSuccess:
 		r.Successes++
+		if f.repS != nil {
+			f.repS[a.replica].Successes[a.tick]++
+		}
 	case resil.OutcomeIgnored:
 		r.Cancelled++
 	default:
 		r.Failures++
+		if f.repS != nil {
+			f.repS[a.replica].Failures[a.tick]++
+		}
 	}
 }
 
@@ -165,12 +197,16 @@ func detectorResult(kind resil.Outcome) outlier.Result {
 	return outlier.LocalFailure
 }
 
-// sampleEjected counts a tick, ending at end, for each replica ejected then.
-func (f *fleet) sampleEjected(end int64) {
+// sampleEjected counts tick t, ending at end, for each replica ejected
+// then.
+func (f *fleet) sampleEjected(t int, end int64) {
 	f.advance(end)
 	for r := range f.ejNs {
 		if f.det.Ejected(r) {
 			f.ejNs[r] += f.tickNs
+			if f.repS != nil {
+				f.repS[r].Ejected[t] = true
+			}
 		}
 	}
 }
@@ -186,6 +222,9 @@ func (f *fleet) replicaResults() ([]ReplicaResult, int64) {
 		out[r].EjectedSeconds = time.Duration(f.ejNs[r]).Seconds()
 		if f.det != nil {
 			out[r].Ejections = int64(f.det.Host(r).Ejections)
+		}
+		if f.repS != nil {
+			out[r].Series = &f.repS[r]
 		}
 	}
 	return out, f.noHost

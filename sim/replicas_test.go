@@ -104,6 +104,16 @@ func TestReplicaFaultsAndEjection(t *testing.T) {
 	if !strings.Contains(string(b), `"replicas":[{"replica":0,"attempts":`) {
 		t.Errorf("JSON: %.300s", b)
 	}
+	// Each replica's series adds up to its totals (Run checked it); one
+	// that does not is named.
+	if env.Replicas[0].Series == nil || len(env.Replicas[0].Series.Ejected) == 0 {
+		t.Fatalf("envoy: replica 0 has no series with ejections: %+v", env.Replicas[0].Series)
+	}
+	env.Replicas[0].Series.Attempts[0]++
+	if err := r.Check(); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "replica-series") {
+		t.Errorf("a broken replica series passed: %v", err)
+	}
+	env.Replicas[0].Series.Attempts[0]--
 	// A broken per-replica count is named.
 	env.Replicas[2].Attempts++
 	if err := r.Check(); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "replicas-are-attempts") {

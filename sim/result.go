@@ -52,6 +52,24 @@ type ReplicaResult struct {
 	// end (to the tick).
 	Ejections      int64   `json:"ejections"`
 	EjectedSeconds float64 `json:"ejected_seconds"`
+	// Series is the replica tick by tick, for the runs of at most
+	// MaxReplicaSeries replicas (a plot of more is unreadable, and its
+	// memory grows with replicas × ticks); nil otherwise.
+	Series *ReplicaSeries `json:"series,omitempty"`
+}
+
+// MaxReplicaSeries is the most replicas a run keeps series for.
+const MaxReplicaSeries = 16
+
+// ReplicaSeries is one replica's ground truth per tick: the attempts sent
+// to it in the tick and how those ended (by the tick they were sent in,
+// as Series counts failed attempts), and whether the outlier detector had
+// it ejected at the tick's end (no Ejected without a detector).
+type ReplicaSeries struct {
+	Attempts  []int64 `json:"attempts"`
+	Successes []int64 `json:"successes"`
+	Failures  []int64 `json:"failures"`
+	Ejected   []bool  `json:"ejected,omitempty"`
 }
 
 // TierResult is one layer of a chain (a tier, or the origin, called
