@@ -191,3 +191,75 @@ func TestCellsScaleAStatedServiceTime(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOneBadReplica: with a fleet that ejects and an origin of three
+// replicas, check adds the faults of one bad replica, judges them at the
+// realistic loads, and the ejecting fleet sends the erroring replica's
+// fault fewer attempts than the same retries without ejection; without a
+// fleet that balances, or through tiers, it adds none, and says why when
+// a fleet's balancing goes unjudged.
+func TestCheckOneBadReplica(t *testing.T) {
+	base := stormScenario(t)
+	base.Origin.Replicas = 3
+	retries := base.Fleets[0] // 3 retries, no budget
+	ejects := retries
+	ejects.Name = "ejects"
+	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
+		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ejects.OutlierDetection = od.Fleets[0].OutlierDetection
+	r, err := Check(context.Background(), []CheckInput{{Fleet: retries}, {Fleet: ejects}}, CheckOptions{Base: base, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := slices.IndexFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil && f.Kind == scenario.TriggerErrors })
+	if errs < 0 {
+		t.Fatalf("faults %+v: no fault of one replica", r.Faults)
+	}
+	li := slices.Index(r.Loads, r.RealLoad)
+	if !r.realistic(errs, li) {
+		t.Errorf("one erroring replica at the realistic load is not a realistic cell")
+	}
+	// At half load the two healthy replicas carry it all: ejecting the
+	// bad one saves the retries.
+	a, e := r.Fleets[0].Cells[errs][0], r.Fleets[1].Cells[errs][0]
+	if !a.Ran || !e.Ran || e.Attempts >= a.Attempts {
+		t.Errorf("ejecting sent %d attempts, not ejecting %d: want fewer", e.Attempts, a.Attempts)
+	}
+	// At 70% they cannot: ejecting one of three puts 105% of their
+	// capacity on the other two, which is what check must see.
+	l7 := slices.Index(r.Loads, 0.7)
+	if a, e := r.Fleets[0].Cells[errs][l7], r.Fleets[1].Cells[errs][l7]; !a.Recovered || e.Recovered {
+		t.Errorf("at 70%% load: without ejection %+v, with %+v; want only the ejecting fleet to collapse", a, e)
+	}
+	if len(r.Notes) != 0 {
+		t.Errorf("notes %q", r.Notes)
+	}
+
+	for _, c := range []struct {
+		name  string
+		in    []CheckInput
+		base  func(*scenario.Scenario)
+		notes int
+	}{
+		{"no fleet balances", []CheckInput{{Fleet: retries}}, nil, 0},
+		{"one replica", []CheckInput{{Fleet: ejects}}, func(sc *scenario.Scenario) { sc.Origin.Replicas = 1 }, 1},
+		{"through tiers", []CheckInput{{Fleet: ejects, Tiers: []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4},
+			Client: scenario.Client{Timeout: time.Second, Budget: scenario.Budget{Use: scenario.BudgetNone}}}}}}, nil, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := clone(base)
+			if c.base != nil {
+				c.base(b)
+			}
+			if judgesReplicas(b, c.in) {
+				t.Error("adds the faults of one replica")
+			}
+			if n := balancingNotes(b, c.in); len(n) != c.notes {
+				t.Errorf("notes %q, want %d", n, c.notes)
+			}
+		})
+	}
+}
