@@ -54,7 +54,8 @@ import (
 //	                        attempt it receives
 //	amplification           amplification[l] = attempts[l] / the fleet's intents
 //
-// Per replica, when a result has them (a one-hop run):
+// Per replica, for the fleet and for each layer of a chain that has them
+// (the first layer's are the fleet's):
 //
 //	replicas-are-attempts   attempts = Σ replicas' attempts + no_healthy_replica
 //	replica-outcomes        a replica's successes + failures + cancelled ≤ its attempts
@@ -120,6 +121,9 @@ func (r *Result) check(slack float64) error {
 		for l := range f.Tiers {
 			t := &f.Tiers[l]
 			name := f.Name + "/" + t.Name
+			if l > 0 && len(t.Replicas) > 0 {
+				c.replicas(&FleetResult{Name: name, Summary: t.Summary, Replicas: t.Replicas, NoHealthyReplica: t.NoHealthyReplica}, len(f.Series.Tick), r.TickSeconds)
+			}
 			if l > 0 {
 				c.layer(name, &t.Summary, &t.Series)
 				if above := &f.Tiers[l-1].Summary; t.Summary.Intents > above.Attempts {

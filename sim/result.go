@@ -27,8 +27,10 @@ type FleetResult struct {
 	// Tiers are the layers of a chain, each tier and then the origin,
 	// outermost first; none without tiers.
 	Tiers []TierResult `json:"tiers,omitempty"`
-	// Replicas is the ground truth per replica of the origin, when the
-	// scenario balances, ejects or names a replica; none otherwise.
+	// Replicas is the ground truth per replica of the layer the fleet
+	// calls (the origin, or a chain's first tier), when the fleet
+	// balances or ejects, or (without tiers) the scenario names a replica;
+	// none otherwise. A chain's other layers have theirs in Tiers.
 	Replicas []ReplicaResult `json:"replicas,omitempty"`
 	// NoHealthyReplica counts the attempts the fleet's picker found no
 	// replica for (every one ejected, panic mode off), sent during the
@@ -86,6 +88,12 @@ type TierResult struct {
 	Amplification float64 `json:"amplification"`
 	Summary       Summary `json:"summary"`
 	Series        Series  `json:"series"`
+	// Replicas is the layer's ground truth per replica, as its callers'
+	// attempts saw it, when they balance or eject, or, at the origin, a
+	// replica is named; NoHealthyReplica counts their attempts that found
+	// no replica. The first layer's are the fleet's.
+	Replicas         []ReplicaResult `json:"replicas,omitempty"`
+	NoHealthyReplica int64           `json:"no_healthy_replica,omitempty"`
 }
 
 // Summary is a fleet's run in numbers. Attempt counts cover attempts sent
