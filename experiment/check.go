@@ -192,34 +192,23 @@ func replicaFaults() []checkFault {
 	}
 }
 
-// judgesReplicas reports whether check adds replicaFaults for fleets
-// called through tiers (none: straight to the origin) on base's origin:
-// a fleet balances or detects outliers, the origin has several replicas,
-// and the fleets call it directly (the simulator balances one hop only).
+// judgesReplicas reports whether check adds replicaFaults on base's
+// origin: it has several replicas and a fleet checked, or a tier of its
+// stack or of the base, balances or detects outliers.
 func judgesReplicas(base *scenario.Scenario, in []CheckInput) bool {
-	if base.Origin.Replicas < 2 || len(base.Tiers) > 0 {
-		return false
-	}
-	for _, f := range in {
-		if f.Tiers != nil {
-			return false
-		}
-	}
-	return slices.ContainsFunc(in, func(f CheckInput) bool { return balances(f.Fleet) })
+	return base.Origin.Replicas >= 2 && slices.ContainsFunc(in, func(f CheckInput) bool { return balances(base, f) })
 }
 
 // balancingNotes say, for each fleet whose balancer or outlier detection
-// the check cannot judge, why and what it checks instead: through tiers
-// the simulator balances no hop yet (the fleet calls the first tier's
-// replicas at random, cellThrough's runs without them), and an origin of
-// one replica has nothing to pick or eject.
+// (or its tiers') the faults of one replica cannot judge, why: an origin of
+// one replica has nothing to pick or eject. (Through tiers each layer's
+// caller picks among the next layer's replicas, and the faults hit one of
+// the origin's.)
 func balancingNotes(base *scenario.Scenario, in []CheckInput) []string {
 	var out []string
 	for _, f := range in {
 		switch {
-		case !balances(f.Fleet):
-		case f.Tiers != nil || len(base.Tiers) > 0:
-			out = append(out, fmt.Sprintf("fleet %q: its balancer and outlier detection are not judged: through tiers the simulator does not balance yet, so the fleet calls the first tier's replicas at random and no fault hits one replica", f.Fleet.Name))
+		case !balances(base, f):
 		case base.Origin.Replicas < 2:
 			out = append(out, fmt.Sprintf("fleet %q: its balancer and outlier detection are not judged: the base scenario's origin has one replica (give origin.replicas to add the faults of one bad replica)", f.Fleet.Name))
 		}
@@ -227,10 +216,17 @@ func balancingNotes(base *scenario.Scenario, in []CheckInput) []string {
 	return out
 }
 
-// balances reports whether fleet f picks replicas with a balancer or
-// ejects them with outlier detection.
-func balances(f scenario.Fleet) bool {
-	return f.Balancer.Use != "" || f.OutlierDetection.Detects()
+// balances reports whether f's fleet, or a tier it calls through (its
+// stack's, or else the base's), picks replicas with a balancer or ejects
+// them with outlier detection.
+func balances(base *scenario.Scenario, f CheckInput) bool {
+	picks := func(b scenario.Balancer, od scenario.OutlierDetection) bool { return b.Use != "" || od.Detects() }
+	tiers := f.Tiers
+	if tiers == nil {
+		tiers = base.Tiers
+	}
+	return picks(f.Fleet.Balancer, f.Fleet.OutlierDetection) ||
+		slices.ContainsFunc(tiers, func(t scenario.Tier) bool { return picks(t.Client.Balancer, t.Client.OutlierDetection) })
 }
 
 // envelope is the set of runs a policy is judged on: check's faults at
@@ -326,9 +322,6 @@ func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, 
 	sc.Traffic.Clients = e.clients[ki]
 	if tiers != nil {
 		sc.Tiers = perClient(tiers, e.clients[ki])
-		// The simulator balances one hop only: through tiers the fleet
-		// calls the first tier's replicas at random, as before issue 25.
-		f.Balancer, f.OutlierDetection = scenario.Balancer{}, scenario.OutlierDetection{}
 	}
 	sc.Fleets = []scenario.Fleet{f}
 	if err := sc.Validate(); err != nil {

@@ -238,28 +238,80 @@ func TestCheckOneBadReplica(t *testing.T) {
 		t.Errorf("notes %q", r.Notes)
 	}
 
+	edge := func(od scenario.OutlierDetection) []scenario.Tier {
+		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
+			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
+	}
 	for _, c := range []struct {
-		name  string
-		in    []CheckInput
-		base  func(*scenario.Scenario)
-		notes int
+		name   string
+		in     []CheckInput
+		base   func(*scenario.Scenario)
+		judges bool
+		notes  int
 	}{
-		{"no fleet balances", []CheckInput{{Fleet: retries}}, nil, 0},
-		{"one replica", []CheckInput{{Fleet: ejects}}, func(sc *scenario.Scenario) { sc.Origin.Replicas = 1 }, 1},
-		{"through tiers", []CheckInput{{Fleet: ejects, Tiers: []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4},
-			Client: scenario.Client{Timeout: time.Second, Budget: scenario.Budget{Use: scenario.BudgetNone}}}}}}, nil, 1},
+		{"no fleet balances", []CheckInput{{Fleet: retries}}, nil, false, 0},
+		{"one replica", []CheckInput{{Fleet: ejects}}, func(sc *scenario.Scenario) { sc.Origin.Replicas = 1 }, false, 1},
+		{"through tiers, the fleet ejects", []CheckInput{{Fleet: ejects, Tiers: edge(scenario.OutlierDetection{})}}, nil, true, 0},
+		{"through tiers, a tier ejects", []CheckInput{{Fleet: retries, Tiers: edge(ejects.OutlierDetection)}}, nil, true, 0},
+		{"through the base's tiers, a tier ejects", []CheckInput{{Fleet: retries}}, func(sc *scenario.Scenario) { sc.Tiers = edge(ejects.OutlierDetection) }, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := clone(base)
 			if c.base != nil {
 				c.base(b)
 			}
-			if judgesReplicas(b, c.in) {
-				t.Error("adds the faults of one replica")
+			if judgesReplicas(b, c.in) != c.judges {
+				t.Errorf("adds the faults of one replica: %v, want %v", !c.judges, c.judges)
 			}
 			if n := balancingNotes(b, c.in); len(n) != c.notes {
 				t.Errorf("notes %q, want %d", n, c.notes)
 			}
 		})
+	}
+
+	// Through tiers, check runs the fleet's balancer and detector and the
+	// tiers' as configured: nothing is stripped.
+	env, err := newEnvelope(base, 0, 0, 1, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := env.cellThrough(ejects, edge(ejects.OutlierDetection), 0, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Fleets[0].OutlierDetection.Detects() || !sc.Tiers[0].Client.OutlierDetection.Detects() {
+		t.Errorf("a stack's cell dropped outlier detection: fleet %+v, tier %+v", sc.Fleets[0].OutlierDetection, sc.Tiers[0].Client.OutlierDetection)
+	}
+}
+
+// TestCheckStackEjects: through a tier, the tier's outlier detection is
+// what meets one bad origin replica: at half load, the stack whose edge
+// ejects sends the origin fewer attempts in that fault than the same
+// stack without it.
+func TestCheckStackEjects(t *testing.T) {
+	base := stormScenario(t)
+	base.Origin.Replicas = 3
+	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
+		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := func(od scenario.OutlierDetection) []scenario.Tier {
+		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
+			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
+	}
+	f := base.Fleets[1]
+	r, err := Check(context.Background(), []CheckInput{{Fleet: f, Tiers: edge(scenario.OutlierDetection{})}, {Fleet: f, Tiers: edge(od.Fleets[0].OutlierDetection)}},
+		CheckOptions{Base: base, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := slices.IndexFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil && f.Kind == scenario.TriggerErrors })
+	if errs < 0 {
+		t.Fatalf("faults %+v: no fault of one replica", r.Faults)
+	}
+	a, e := r.Fleets[0].Cells[errs][0], r.Fleets[1].Cells[errs][0]
+	if !a.Ran || !e.Ran || e.Attempts >= a.Attempts {
+		t.Errorf("at the origin, the ejecting edge sent %d attempts, the other %d: want fewer", e.Attempts, a.Attempts)
 	}
 }
