@@ -32,6 +32,22 @@ fleets:
 		want       []string // chart titles
 	}{
 		{"replicas", replicas, []string{"ejects: attempts at each replica", "ejects: failed share of each replica's attempts", "ejects: replicas ejected by outlier detection"}},
+		{"tiers", `duration: 40s
+traffic: {rate: 200, clients: 2}
+origin:
+  model: capacity
+  capacity: 400
+  replicas:
+    count: 3
+    faults:
+      - {replica: 0, kind: errors, error_rate: 1}
+tiers:
+  - name: edge
+    server: {model: capacity, capacity: 10000, latency: 1ms, replicas: 2}
+    client: {timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}
+fleets:
+  - {name: users, timeout: 2s, budget: {use: none}}
+`, []string{"users → origin: attempts at each replica", "users → origin: failed share of each replica's attempts", "users → origin: replicas ejected by outlier detection"}},
 		{"none", "duration: 20s\ntraffic: {rate: 50}\norigin: {model: capacity, capacity: 100, replicas: 3}\nfleets:\n  - {name: a, timeout: 1s, budget: {use: none}}\n", nil},
 	}
 	for _, c := range cases {
@@ -58,6 +74,15 @@ fleets:
 			}
 			if strings.Join(got, "|") != strings.Join(c.want, "|") {
 				t.Errorf("replica charts %q, want %q", got, c.want)
+			}
+			tables := 0
+			for _, tb := range out.Section.Tables {
+				if strings.HasSuffix(tb.Title, "replica by replica") {
+					tables++
+				}
+			}
+			if want := min(len(c.want), 1); tables != want {
+				t.Errorf("%d tables of replicas, want %d", tables, want)
 			}
 		})
 	}
