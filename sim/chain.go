@@ -30,6 +30,13 @@ type chain struct {
 	layers [][]origin.Model // the tiers' servers, by layer and replica
 	reqs   []treq
 	free   []int32
+	// rs is, by hop past the first, the calling tier's picker and
+	// detector over the layer it calls, and that layer's ground truth per
+	// replica (reps nil when kept for none); kept says whether any hop,
+	// the fleet's included, keeps one. Apart from hops, and behind one
+	// flag, so that a chain without replicas pays a branch per attempt.
+	rs   []replicaState
+	kept bool
 }
 
 // hopState is one hop past the first: who calls (a tier's client: its
@@ -45,10 +52,6 @@ type hopState struct {
 	retryOn   [outcomeRefused + 1]bool
 	// The calling tier's own answers: its error share and broken keys.
 	errRate, broken float64
-	// rs is the calling tier's picker and detector over the layer it
-	// calls, and that layer's ground truth per replica (rs.reps nil when
-	// kept for none).
-	rs replicaState
 
 	ticks []tickCounts
 	sum   Summary
@@ -88,7 +91,7 @@ const (
 func (f *fleet) newChain(idx int) error {
 	sc := f.sc
 	n := len(sc.Tiers)
-	c := &chain{hops: make([]hopState, n+1), layers: make([][]origin.Model, n)}
+	c := &chain{hops: make([]hopState, n+1), layers: make([][]origin.Model, n), rs: make([]replicaState, n+1), kept: f.reps != nil}
 	f.chain, f.last = c, uint8(n)
 	for l := range sc.Tiers {
 		t := &sc.Tiers[l]
@@ -130,9 +133,10 @@ func (f *fleet) newChain(idx int) error {
 			if l+1 < n {
 				next = max(sc.Tiers[l+1].Server.Replicas, 1)
 			}
-			if err := h.rs.init(f, next, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
+			if err := c.rs[l+1].init(f, next, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
 				return fmt.Errorf("tier %q: %w", t.Name, err)
 			}
+			c.kept = true
 		}
 	}
 	// The origin's answers count in the last hop.
@@ -141,12 +145,16 @@ func (f *fleet) newChain(idx int) error {
 }
 
 // hopReplicas returns hop h's picker, detector and ground truth per
-// replica: the fleet's own for hop 0.
+// replica (the fleet's own for hop 0), or nil when it keeps none.
 func (f *fleet) hopReplicas(h uint8) *replicaState {
-	if h == 0 {
-		return &f.replicaState
+	rs := &f.replicaState
+	if h > 0 {
+		rs = &f.chain.rs[h]
 	}
-	return &f.chain.hops[h].rs
+	if rs.reps == nil {
+		return nil
+	}
+	return rs
 }
 
 // counts returns what hop h counts in: the fleet's own for hop 0.
@@ -447,12 +455,15 @@ func (f *fleet) cancelCall(j int32, gen uint32, now int64) {
 		return
 	}
 	pol := &f.policies[in.client]
-	rs := f.hopReplicas(in.hop)
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+	}
 	for in.head >= 0 {
 		h := in.head
 		f.unlink(in, h)
 		a := &f.atts[h]
-		if rs.reps != nil {
+		if rs != nil {
 			rs.ended(f, a, now, resil.OutcomeIgnored)
 		}
 		pol.End(f.vt(now), &in.in, a.ticket, resil.OutcomeIgnored, time.Duration(now-a.sent))
@@ -534,8 +545,8 @@ func (f *fleet) sampleHops(t int, end time.Time) {
 			}
 		}
 		h.s.BreakerOpen[t] = float64(open) / float64(len(pols))
-		if h.rs.det != nil {
-			h.rs.sampleEjected(f, t, int64(t+1)*f.tickNs)
+		if rs := &c.rs[l]; rs.det != nil {
+			rs.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 	}
 }
@@ -566,7 +577,7 @@ func (f *fleet) summarizeHops(sum Summary) []TierResult {
 			out[l].Summary, out[l].Series = sum, f.s
 			out[l].Replicas, out[l].NoHealthyReplica = f.replicaState.results()
 		} else {
-			out[l].Replicas, out[l].NoHealthyReplica = c.hops[l].rs.results()
+			out[l].Replicas, out[l].NoHealthyReplica = c.rs[l].results()
 			h := &c.hops[l]
 			s := &h.s
 			for k, t := range h.ticks {
@@ -644,8 +655,12 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	// The replica: the caller's picker's, or one at random (a hedge
 	// elsewhere than its attempt).
-	rs, noHost := f.hopReplicas(in.hop), false
-	if rs.bal != nil {
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+	}
+	noHost := false
+	if rs != nil && rs.bal != nil {
 		noHost = !rs.pick(f, a, now, avoid)
 	} else if k := f.layerReplicas(in.hop); k > 1 {
 		u := draw(f.seed, in.id, int(n), drawReplica)
@@ -655,7 +670,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 			a.replica = uint16(u * float64(k))
 		}
 	}
-	if rs.reps != nil {
+	if rs != nil {
 		rs.sentTo(a)
 	}
 	if in.hop != f.last {
@@ -731,9 +746,12 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
 	f.unlink(in, ai)
-	rs := f.hopReplicas(in.hop)
-	if rs.reps != nil {
-		rs.ended(f, a, now, kind)
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+		if rs != nil {
+			rs.ended(f, a, now, kind)
+		}
 	}
 	pol := &f.policies[in.client]
 	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
@@ -745,7 +763,7 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 		for in.head >= 0 { // the other attempts lost the race
 			h := in.head
 			f.unlink(in, h)
-			if rs.reps != nil {
+			if rs != nil {
 				rs.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
 			}
 			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
