@@ -193,23 +193,16 @@ func TestCellsScaleAStatedServiceTime(t *testing.T) {
 }
 
 // TestCheckOneBadReplica: with a fleet that ejects and an origin of three
-// replicas, check adds the faults of one bad replica, judges them at the
-// realistic loads, and the ejecting fleet sends the erroring replica's
-// fault fewer attempts than the same retries without ejection; without a
-// fleet that balances, or through tiers, it adds none, and says why when
-// a fleet's balancing goes unjudged.
+// replicas, check adds the faults of one bad replica and judges them at
+// the realistic loads: at half load ejecting saves the retries, at 70% it
+// overloads the two replicas left, and only the ejecting fleet collapses.
 func TestCheckOneBadReplica(t *testing.T) {
-	base := stormScenario(t)
-	base.Origin.Replicas = 3
-	retries := base.Fleets[0] // 3 retries, no budget
-	ejects := retries
-	ejects.Name = "ejects"
-	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
-		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
-	if err != nil {
-		t.Fatal(err)
+	if testing.Short() {
+		// Two fleets over 40 cells: a second in the plain pass, half a
+		// minute under the race detector, which CI runs with -short.
+		t.Skip("a full check: without -short")
 	}
-	ejects.OutlierDetection = od.Fleets[0].OutlierDetection
+	base, retries, ejects := oneBadReplicaFleets(t)
 	r, err := Check(context.Background(), []CheckInput{{Fleet: retries}, {Fleet: ejects}}, CheckOptions{Base: base, Seeds: 1}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +230,41 @@ func TestCheckOneBadReplica(t *testing.T) {
 	if len(r.Notes) != 0 {
 		t.Errorf("notes %q", r.Notes)
 	}
+}
 
+// oneBadReplicaFleets returns the storm's scenario with three origin
+// replicas, its naive fleet (3 retries, no budget), and the same with
+// Envoy's outlier detection allowed to eject half the replicas.
+func oneBadReplicaFleets(t *testing.T) (base *scenario.Scenario, retries, ejects scenario.Fleet) {
+	t.Helper()
+	base = stormScenario(t)
+	base.Origin.Replicas = 3
+	retries = base.Fleets[0]
+	ejects = retries
+	ejects.Name = "ejects"
+	ejects.OutlierDetection = ejectHalf(t)
+	return base, retries, ejects
+}
+
+// ejectHalf is Envoy's outlier detection with max_ejection_percent 50, as
+// a scenario file gives it (its defaults filled in).
+func ejectHalf(t *testing.T) scenario.OutlierDetection {
+	t.Helper()
+	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
+		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return od.Fleets[0].OutlierDetection
+}
+
+// TestCheckReplicaFaultsWhen: check adds the faults of one replica when a
+// fleet, or a tier it calls through, balances or ejects and the origin has
+// replicas; says why in a note when a fleet balances over one replica;
+// and runs a stack's cells with every balancer and detector as configured
+// (before, cellThrough dropped the fleet's without a word). No simulation.
+func TestCheckReplicaFaultsWhen(t *testing.T) {
+	base, retries, ejects := oneBadReplicaFleets(t)
 	edge := func(od scenario.OutlierDetection) []scenario.Tier {
 		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
 			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
@@ -289,19 +316,16 @@ func TestCheckOneBadReplica(t *testing.T) {
 // ejects sends the origin fewer attempts in that fault than the same
 // stack without it.
 func TestCheckStackEjects(t *testing.T) {
-	base := stormScenario(t)
-	base.Origin.Replicas = 3
-	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
-		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
-	if err != nil {
-		t.Fatal(err)
+	if testing.Short() {
+		t.Skip("two stacks over 40 cells: without -short (45 s under the race detector)")
 	}
+	base, _, _ := oneBadReplicaFleets(t)
 	edge := func(od scenario.OutlierDetection) []scenario.Tier {
 		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
 			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
 	}
 	f := base.Fleets[1]
-	r, err := Check(context.Background(), []CheckInput{{Fleet: f, Tiers: edge(scenario.OutlierDetection{})}, {Fleet: f, Tiers: edge(od.Fleets[0].OutlierDetection)}},
+	r, err := Check(context.Background(), []CheckInput{{Fleet: f, Tiers: edge(scenario.OutlierDetection{})}, {Fleet: f, Tiers: edge(ejectHalf(t))}},
 		CheckOptions{Base: base, Seeds: 1}, Options{})
 	if err != nil {
 		t.Fatal(err)
