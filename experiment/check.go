@@ -297,8 +297,8 @@ const maxClients = 100_000
 
 // realisticCell reports whether (fault fi, load li) is in the region the
 // user calls realistic: a capacity dip no larger than the realistic dip,
-// with the base's queue or a bounded one, at a load no higher than the
-// realistic load.
+// with the base's queue or a bounded one, or a fault of one replica, at a
+// load no higher than the realistic load.
 func realisticCell(loads []float64, faults []checkFault, realLoad, realDip float64, fi, li int) bool {
 	f := faults[fi]
 	if f.Replica != nil {
@@ -821,6 +821,9 @@ func (r *CheckResult) Tables() []report.Table {
 func (r *CheckResult) Verdicts() [][]string {
 	var out [][]string
 	region := "load up to " + report.Percent(r.RealLoad, 0) + ", capacity dips up to " + report.Percent(r.RealDip, 0) + ", with the base's queue or a bounded one"
+	if slices.ContainsFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil }) {
+		region += ", and one bad replica"
+	}
 	for i, f := range r.Fleets {
 		var lines []string
 		head := f.Name

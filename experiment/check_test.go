@@ -230,6 +230,9 @@ func TestCheckOneBadReplica(t *testing.T) {
 	if len(r.Notes) != 0 {
 		t.Errorf("notes %q", r.Notes)
 	}
+	if v := strings.Join(r.Verdicts()[1], "\n"); !strings.Contains(v, "and one bad replica") {
+		t.Errorf("the verdict does not name the faults of one replica in its region:\n%s", v)
+	}
 }
 
 // oneBadReplicaFleets returns the storm's scenario with three origin
