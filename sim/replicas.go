@@ -81,11 +81,16 @@ func (rs *replicaState) init(f *fleet, n int, b *scenario.Balancer, od *scenario
 		rs.reps[r].Replica = r
 	}
 	rs.ejNs = make([]int64, n)
-	if n <= MaxReplicaSeries {
+	if n <= MaxReplicaSeries && n*f.nTicks <= maxReplicaSeriesTicks {
 		rs.repS = newReplicaSeries(n, f.nTicks, det != nil)
 	}
 	return nil
 }
+
+// maxReplicaSeriesTicks bounds one hop's replica series, replicas ×
+// ticks: 6 MB of counts, so that a long run at a fine tick through a
+// chain of tiers does not hold hundreds of megabytes of them.
+const maxReplicaSeriesTicks = 1 << 18
 
 // newReplicaSeries returns n replicas' series of ticks ticks each, on one
 // backing array; with Ejected when ejected.

@@ -55,8 +55,9 @@ type ReplicaResult struct {
 	Ejections      int64   `json:"ejections"`
 	EjectedSeconds float64 `json:"ejected_seconds"`
 	// Series is the replica tick by tick, for the runs of at most
-	// MaxReplicaSeries replicas (a plot of more is unreadable, and its
-	// memory grows with replicas × ticks); nil otherwise.
+	// MaxReplicaSeries replicas (a plot of more is unreadable) and at most
+	// 262,144 replica-ticks (its memory grows with replicas × ticks); nil
+	// otherwise.
 	Series *ReplicaSeries `json:"series,omitempty"`
 }
 
