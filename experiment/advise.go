@@ -338,6 +338,12 @@ func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.
 		t.ErrorRate = ft.Rate
 	case scenario.TriggerOutage:
 		t.Mode = ft.Mode
+	case scenario.TriggerLatency:
+		t.Factor = ft.Factor
+	}
+	if ft.Replica != nil {
+		r := *ft.Replica
+		t.Replica = &r
 	}
 	if ft.Bounded && sc.Origin.Model == scenario.ModelQueue {
 		// Half a second of work waits at most: past it the origin
@@ -441,7 +447,7 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
 	}
 	for _, p := range parts {
-		if p.Scenario != m.Scenario || p.Clients != m.Clients || p.Conditions != m.Conditions || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
+		if p.Scenario != m.Scenario || p.Clients != m.Clients || p.Conditions != m.Conditions || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.EqualFunc(p.Faults, m.Faults, checkFault.same) ||
 			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Candidates) != len(m.Candidates) {
 			return nil, fmt.Errorf("merge: shard %s searched another scenario, envelope or set of candidates", p.Shard)
 		}

@@ -70,6 +70,10 @@ type checkFault struct {
 	For  float64 `json:"for_seconds"`    // how long, seconds
 	Rate float64 `json:"rate,omitempty"` // error blips: the error rate
 	Mode string  `json:"mode,omitempty"` // outages: scenario.OutageRefuse or blackhole
+	// Replica, when set, is the one replica the fault hits (errors,
+	// outages, latency); nil: the whole origin.
+	Replica *int    `json:"replica,omitempty"`
+	Factor  float64 `json:"factor,omitempty"` // latency: the replica's latency multiplier
 	// Bounded, for a capacity dip, bounds the origin's queue (a second
 	// of work) so that the overload is rejected at once: what a config
 	// that retries only rejections (503, 429, UNAVAILABLE) answers to.
@@ -77,6 +81,16 @@ type checkFault struct {
 	// Exercises names the failures the fault makes, which a config
 	// retries or not.
 	Exercises string `json:"exercises"`
+}
+
+// same reports whether two faults are the same fault: their replicas by
+// number, not by address.
+func (f checkFault) same(g checkFault) bool {
+	if (f.Replica == nil) != (g.Replica == nil) || f.Replica != nil && *f.Replica != *g.Replica {
+		return false
+	}
+	f.Replica, g.Replica = nil, nil
+	return f == g
 }
 
 // CheckCell is one fleet's run in one cell of the envelope.
@@ -135,6 +149,9 @@ type CheckResult struct {
 	Shard       string         `json:"shard"`
 	Fleets      []CheckFleet   `json:"fleets"`
 	Claims      []report.Claim `json:"claims"`
+	// Notes say what the check could not judge as configured: a fleet's
+	// balancer or outlier detection through tiers, or with one replica.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // checkEnvelope is the standard set of faults and loads around the
@@ -168,6 +185,62 @@ func checkEnvelope(realLoad, realDip float64) ([]float64, []checkFault) {
 		checkFault{Name: "outage, connections refused", Kind: scenario.TriggerOutage, Mode: scenario.OutageRefuse, For: 10, Exercises: "refused connections and resets, failed at once"},
 		checkFault{Name: "total outage (no answer)", Kind: scenario.TriggerOutage, Mode: scenario.OutageBlackhole, For: 10, Exercises: "timeouts: nothing answers"},
 	)
+}
+
+// replicaFaults are the faults of one bad replica of several, which check
+// adds to its envelope when a fleet it checks balances or detects
+// outliers and the origin has replicas: one replica answering only
+// errors, one black-holed, one ten times slower, each for as long as the
+// other faults. They are realistic at every realistic load (one bad host
+// is an everyday fault), so the verdict judges the fleet's ejection and
+// balancing settings on them.
+func replicaFaults() []checkFault {
+	bad := 0
+	return []checkFault{
+		{Name: "one replica returns errors", Kind: scenario.TriggerErrors, Rate: 1, For: 10, Replica: &bad,
+			Exercises: "error answers from one replica of several: what outlier detection ejects on consecutive 5xx or success rate"},
+		{Name: "one replica black-holed", Kind: scenario.TriggerOutage, Mode: scenario.OutageBlackhole, For: 10, Replica: &bad,
+			Exercises: "timeouts from one replica of several (local-origin failures to Envoy)"},
+		{Name: "one replica 10× slower", Kind: scenario.TriggerLatency, Factor: 10, For: 10, Replica: &bad,
+			Exercises: "a slow replica: late answers a least-request or EWMA picker avoids and a random one does not"},
+	}
+}
+
+// judgesReplicas reports whether check adds replicaFaults on base's
+// origin: it has several replicas and a fleet checked, or a tier of its
+// stack or of the base, balances or detects outliers.
+func judgesReplicas(base *scenario.Scenario, in []CheckInput) bool {
+	return base.Origin.Replicas >= 2 && slices.ContainsFunc(in, func(f CheckInput) bool { return balances(base, f) })
+}
+
+// balancingNotes say, for each fleet whose balancer or outlier detection
+// (or its tiers') the faults of one replica cannot judge, why: an origin of
+// one replica has nothing to pick or eject. (Through tiers each layer's
+// caller picks among the next layer's replicas, and the faults hit one of
+// the origin's.)
+func balancingNotes(base *scenario.Scenario, in []CheckInput) []string {
+	var out []string
+	for _, f := range in {
+		switch {
+		case !balances(base, f):
+		case base.Origin.Replicas < 2:
+			out = append(out, fmt.Sprintf("fleet %q: its balancer and outlier detection are not judged: the base scenario's origin has one replica (give origin.replicas to add the faults of one bad replica)", f.Fleet.Name))
+		}
+	}
+	return out
+}
+
+// balances reports whether f's fleet, or a tier it calls through (its
+// stack's, or else the base's), picks replicas with a balancer or ejects
+// them with outlier detection.
+func balances(base *scenario.Scenario, f CheckInput) bool {
+	picks := func(b scenario.Balancer, od scenario.OutlierDetection) bool { return b.Use != "" || od.Detects() }
+	tiers := f.Tiers
+	if tiers == nil {
+		tiers = base.Tiers
+	}
+	return picks(f.Fleet.Balancer, f.Fleet.OutlierDetection) ||
+		slices.ContainsFunc(tiers, func(t scenario.Tier) bool { return picks(t.Client.Balancer, t.Client.OutlierDetection) })
 }
 
 // envelope is the set of runs a policy is judged on: check's faults at
@@ -238,10 +311,13 @@ const maxClients = 100_000
 
 // realisticCell reports whether (fault fi, load li) is in the region the
 // user calls realistic: a capacity dip no larger than the realistic dip,
-// with the base's queue or a bounded one, at a load no higher than the
-// realistic load.
+// with the base's queue or a bounded one, or a fault of one replica, at a
+// load no higher than the realistic load.
 func realisticCell(loads []float64, faults []checkFault, realLoad, realDip float64, fi, li int) bool {
 	f := faults[fi]
+	if f.Replica != nil {
+		return loads[li] <= realLoad+1e-9
+	}
 	return loads[li] <= realLoad+1e-9 && f.Kind == scenario.TriggerCapacity && f.Dip <= realDip+1e-9 && f.For >= 10
 }
 
@@ -260,9 +336,6 @@ func (e *envelope) cellThrough(f scenario.Fleet, tiers []scenario.Tier, ki, si, 
 	sc.Traffic.Clients = e.clients[ki]
 	if tiers != nil {
 		sc.Tiers = perClient(tiers, e.clients[ki])
-		// The simulator balances one hop only: through tiers the fleet
-		// calls the first tier's replicas at random, as before issue 25.
-		f.Balancer, f.OutlierDetection = scenario.Balancer{}, scenario.OutlierDetection{}
 	}
 	sc.Fleets = []scenario.Fleet{f}
 	if err := sc.Validate(); err != nil {
@@ -345,9 +418,13 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts Options) 
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	base := e.base
+	if judgesReplicas(base, in) {
+		e.faults = append(e.faults, replicaFaults()...)
+	}
+	notes := balancingNotes(base, in)
 	r := &CheckResult{Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
 		Loads: e.loads, Faults: e.faults, RealLoad: e.realLoad, RealDip: e.realDip, Seeds: e.seeds, Clients: e.clients,
-		ClientsFrom: "the scenario's", Shard: co.Shard.String()}
+		ClientsFrom: "the scenario's", Shard: co.Shard.String(), Notes: notes}
 	if co.Clients != 0 {
 		r.ClientsFrom = "--clients"
 	}
@@ -660,7 +737,7 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 		m.Fleets[i].Runs = m.newRuns()
 	}
 	for _, p := range parts {
-		if p.Scenario != m.Scenario || p.Seed != m.Seed || !slices.Equal(p.Loads, m.Loads) || !slices.Equal(p.Faults, m.Faults) ||
+		if p.Scenario != m.Scenario || p.Seed != m.Seed || !slices.Equal(p.Loads, m.Loads) || !slices.EqualFunc(p.Faults, m.Faults, checkFault.same) ||
 			!slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Clients, m.Clients) ||
 			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Fleets) != len(m.Fleets) {
 			return nil, fmt.Errorf("merge: shard %s checked another scenario, envelope or set of fleets", p.Shard)
@@ -769,6 +846,9 @@ func (r *CheckResult) Tables() []report.Table {
 func (r *CheckResult) Verdicts() [][]string {
 	var out [][]string
 	region := "load up to " + report.Percent(r.RealLoad, 0) + ", capacity dips up to " + report.Percent(r.RealDip, 0) + ", with the base's queue or a bounded one"
+	if slices.ContainsFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil }) {
+		region += ", and one bad replica"
+	}
 	for i, f := range r.Fleets {
 		var lines []string
 		head := f.Name
@@ -868,6 +948,9 @@ func (r *CheckResult) Verdicts() [][]string {
 // Render writes the check as text: each fleet's verdict, then its map.
 func (r *CheckResult) Render(w io.Writer, st report.Style) error {
 	fmt.Fprintf(w, "Checked on %q: %g intents/s, at base loads %s of capacity; * marks the realistic load.\n\n", r.Scenario, r.Rate, loadList(r.Loads))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "Note: %s.\n\n", n)
+	}
 	tables := r.Tables()
 	for i, v := range r.Verdicts() {
 		for j, l := range v {
@@ -896,7 +979,7 @@ func loadList(ls []float64) string {
 
 // Section is the check as a report section, with a heatmap per fleet.
 func (r *CheckResult) Section() report.Section {
-	sec := report.Section{ID: "check", Title: "Check: is this config safe?", Tables: r.Tables(), Claims: r.Claims}
+	sec := report.Section{ID: "check", Title: "Check: is this config safe?", Tables: r.Tables(), Claims: r.Claims, Notes: r.Notes}
 	for _, v := range r.Verdicts() {
 		sec.Intro = append(sec.Intro, strings.Join(v, ". ")+".")
 	}

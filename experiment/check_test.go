@@ -248,3 +248,154 @@ func TestCheckModelKeepsTheVerdict(t *testing.T) {
 	}
 	t.Logf("%d runs answered by the model", answered)
 }
+
+// TestCheckOneBadReplica: with a fleet that ejects and an origin of three
+// replicas, check adds the faults of one bad replica and judges them at
+// the realistic loads: at half load ejecting saves the retries, at 70% it
+// overloads the two replicas left, and only the ejecting fleet collapses.
+func TestCheckOneBadReplica(t *testing.T) {
+	if testing.Short() {
+		// Two fleets over 40 cells: a second in the plain pass, half a
+		// minute under the race detector, which CI runs with -short.
+		t.Skip("a full check: without -short")
+	}
+	base, retries, ejects := oneBadReplicaFleets(t)
+	r, err := Check(context.Background(), []CheckInput{{Fleet: retries}, {Fleet: ejects}}, CheckOptions{Base: base, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := slices.IndexFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil && f.Kind == scenario.TriggerErrors })
+	if errs < 0 {
+		t.Fatalf("faults %+v: no fault of one replica", r.Faults)
+	}
+	li := slices.Index(r.Loads, r.RealLoad)
+	if !r.realistic(errs, li) {
+		t.Errorf("one erroring replica at the realistic load is not a realistic cell")
+	}
+	// At half load the two healthy replicas carry it all: ejecting the
+	// bad one saves the retries.
+	a, e := r.Fleets[0].Cells[errs][0], r.Fleets[1].Cells[errs][0]
+	if !a.Ran || !e.Ran || e.Attempts >= a.Attempts {
+		t.Errorf("ejecting sent %d attempts, not ejecting %d: want fewer", e.Attempts, a.Attempts)
+	}
+	// At 70% they cannot: ejecting one of three puts 105% of their
+	// capacity on the other two, which is what check must see.
+	l7 := slices.Index(r.Loads, 0.7)
+	if a, e := r.Fleets[0].Cells[errs][l7], r.Fleets[1].Cells[errs][l7]; !a.Recovered || e.Recovered {
+		t.Errorf("at 70%% load: without ejection %+v, with %+v; want only the ejecting fleet to collapse", a, e)
+	}
+	if len(r.Notes) != 0 {
+		t.Errorf("notes %q", r.Notes)
+	}
+	if v := strings.Join(r.Verdicts()[1], "\n"); !strings.Contains(v, "and one bad replica") {
+		t.Errorf("the verdict does not name the faults of one replica in its region:\n%s", v)
+	}
+}
+
+// oneBadReplicaFleets returns the storm's scenario with three origin
+// replicas, its naive fleet (3 retries, no budget), and the same with
+// Envoy's outlier detection allowed to eject half the replicas.
+func oneBadReplicaFleets(t *testing.T) (base *scenario.Scenario, retries, ejects scenario.Fleet) {
+	t.Helper()
+	base = stormScenario(t)
+	base.Origin.Replicas = 3
+	retries = base.Fleets[0]
+	ejects = retries
+	ejects.Name = "ejects"
+	ejects.OutlierDetection = ejectHalf(t)
+	return base, retries, ejects
+}
+
+// ejectHalf is Envoy's outlier detection with max_ejection_percent 50, as
+// a scenario file gives it (its defaults filled in).
+func ejectHalf(t *testing.T) scenario.OutlierDetection {
+	t.Helper()
+	od, err := scenario.Parse("od.yaml", []byte("duration: 10s\ntraffic: {rate: 10}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+
+		"fleets:\n  - {name: od, timeout: 1s, budget: {use: none}, outlier_detection: {use: envoy, settings: {max_ejection_percent: 50}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return od.Fleets[0].OutlierDetection
+}
+
+// TestCheckReplicaFaultsWhen: check adds the faults of one replica when a
+// fleet, or a tier it calls through, balances or ejects and the origin has
+// replicas; says why in a note when a fleet balances over one replica;
+// and runs a stack's cells with every balancer and detector as configured
+// (before, cellThrough dropped the fleet's without a word). No simulation.
+func TestCheckReplicaFaultsWhen(t *testing.T) {
+	base, retries, ejects := oneBadReplicaFleets(t)
+	edge := func(od scenario.OutlierDetection) []scenario.Tier {
+		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
+			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
+	}
+	for _, c := range []struct {
+		name   string
+		in     []CheckInput
+		base   func(*scenario.Scenario)
+		judges bool
+		notes  int
+	}{
+		{"no fleet balances", []CheckInput{{Fleet: retries}}, nil, false, 0},
+		{"one replica", []CheckInput{{Fleet: ejects}}, func(sc *scenario.Scenario) { sc.Origin.Replicas = 1 }, false, 1},
+		{"through tiers, the fleet ejects", []CheckInput{{Fleet: ejects, Tiers: edge(scenario.OutlierDetection{})}}, nil, true, 0},
+		{"through tiers, a tier ejects", []CheckInput{{Fleet: retries, Tiers: edge(ejects.OutlierDetection)}}, nil, true, 0},
+		{"through the base's tiers, a tier ejects", []CheckInput{{Fleet: retries}}, func(sc *scenario.Scenario) { sc.Tiers = edge(ejects.OutlierDetection) }, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := clone(base)
+			if c.base != nil {
+				c.base(b)
+			}
+			if judgesReplicas(b, c.in) != c.judges {
+				t.Errorf("adds the faults of one replica: %v, want %v", !c.judges, c.judges)
+			}
+			if n := balancingNotes(b, c.in); len(n) != c.notes {
+				t.Errorf("notes %q, want %d", n, c.notes)
+			}
+		})
+	}
+
+	// Through tiers, check runs the fleet's balancer and detector and the
+	// tiers' as configured: nothing is stripped.
+	env, err := newEnvelope(base, 0, 0, 1, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := env.cellThrough(ejects, edge(ejects.OutlierDetection), 0, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Fleets[0].OutlierDetection.Detects() || !sc.Tiers[0].Client.OutlierDetection.Detects() {
+		t.Errorf("a stack's cell dropped outlier detection: fleet %+v, tier %+v", sc.Fleets[0].OutlierDetection, sc.Tiers[0].Client.OutlierDetection)
+	}
+}
+
+// TestCheckStackEjects: through a tier, the tier's outlier detection is
+// what meets one bad origin replica: at half load, the stack whose edge
+// ejects sends the origin fewer attempts in that fault than the same
+// stack without it.
+func TestCheckStackEjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two stacks over 40 cells: without -short (45 s under the race detector)")
+	}
+	base, _, _ := oneBadReplicaFleets(t)
+	edge := func(od scenario.OutlierDetection) []scenario.Tier {
+		return []scenario.Tier{{Name: "edge", Server: scenario.Origin{Model: scenario.ModelCapacity, Capacity: 1e4, Latency: time.Millisecond, Replicas: 2},
+			Client: scenario.Client{Timeout: time.Second, Retry: base.Fleets[0].Retry, Budget: scenario.Budget{Use: scenario.BudgetNone}, OutlierDetection: od}}}
+	}
+	f := base.Fleets[1]
+	r, err := Check(context.Background(), []CheckInput{{Fleet: f, Tiers: edge(scenario.OutlierDetection{})}, {Fleet: f, Tiers: edge(ejectHalf(t))}},
+		CheckOptions{Base: base, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := slices.IndexFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil && f.Kind == scenario.TriggerErrors })
+	if errs < 0 {
+		t.Fatalf("faults %+v: no fault of one replica", r.Faults)
+	}
+	a, e := r.Fleets[0].Cells[errs][0], r.Fleets[1].Cells[errs][0]
+	if !a.Ran || !e.Ran || e.Attempts >= a.Attempts {
+		t.Errorf("at the origin, the ejecting edge sent %d attempts, the other %d: want fewer", e.Attempts, a.Attempts)
+	}
+}

@@ -43,6 +43,8 @@ const (
 	// maxCheckClients is the most client counts a check shard holds: the
 	// verdict's, a quarter and four times it.
 	maxCheckClients = 3
+	// maxReplicas bounds a fault's replica: the scenario's most replicas.
+	maxReplicas = 10_000
 	// maxSeeds is advise's bound on --seeds.
 	maxSeeds = 100
 	// maxRecoveryTicks bounds a recovery time, in ticks.
@@ -248,10 +250,14 @@ func (s *shardCheck) faults(field string, fs []checkFault) {
 		f := &fs[i]
 		at := fmt.Sprintf("%s[%d]", field, i)
 		switch f.Kind {
-		case scenario.TriggerCapacity, scenario.TriggerErrors, scenario.TriggerOutage:
+		case scenario.TriggerCapacity, scenario.TriggerErrors, scenario.TriggerOutage, scenario.TriggerLatency:
 		default:
-			s.failf(at+".kind", "%q: want capacity, errors or outage", f.Kind)
+			s.failf(at+".kind", "%q: want capacity, errors, outage or latency", f.Kind)
 		}
+		if f.Replica != nil && (*f.Replica < 0 || *f.Replica >= maxReplicas) {
+			s.failf(at+".replica", "%d: want 0 to %d", *f.Replica, maxReplicas-1)
+		}
+		s.number(at+".factor", f.Factor, 0, 1e6)
 		s.number(at+".dip", f.Dip, 0, 1)
 		s.number(at+".rate", f.Rate, 0, 1)
 		s.number(at+".for_seconds", f.For, 0, 1e6)
@@ -387,6 +393,11 @@ func (s *shardCheck) check(r, first *CheckResult) {
 			f.Risks[k] = safetext.Escape(f.Risks[k])
 		}
 	}
+	if s.count("notes", len(r.Notes), 0, len(r.Fleets)) {
+		for k := range r.Notes {
+			r.Notes[k] = safetext.Escape(r.Notes[k])
+		}
+	}
 	r.Scenario = safetext.Name(r.Scenario)
 	if s.err != nil || r == first {
 		return
@@ -394,7 +405,8 @@ func (s *shardCheck) check(r, first *CheckResult) {
 	s.same("scenario", r.Scenario == first.Scenario)
 	s.same("seed", r.Seed == first.Seed)
 	s.same("loads", slices.Equal(r.Loads, first.Loads))
-	s.same("faults", slices.Equal(r.Faults, first.Faults))
+	s.same("faults", slices.EqualFunc(r.Faults, first.Faults, checkFault.same))
+	s.same("notes", slices.Equal(r.Notes, first.Notes))
 	s.same("realistic_load", r.RealLoad == first.RealLoad)
 	s.same("realistic_dip", r.RealDip == first.RealDip)
 	s.same("fleets", len(r.Fleets) == len(first.Fleets))
@@ -453,7 +465,7 @@ func (s *shardCheck) advise(r, first *AdviseResult) {
 	s.same("scenario", r.Scenario == first.Scenario)
 	s.same("seeds", slices.Equal(r.Seeds, first.Seeds))
 	s.same("loads", slices.Equal(r.Loads, first.Loads))
-	s.same("faults", slices.Equal(r.Faults, first.Faults))
+	s.same("faults", slices.EqualFunc(r.Faults, first.Faults, checkFault.same))
 	s.same("realistic_load", r.RealLoad == first.RealLoad)
 	s.same("realistic_dip", r.RealDip == first.RealDip)
 	s.same("candidates", len(r.Candidates) == len(first.Candidates))

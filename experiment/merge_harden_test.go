@@ -130,6 +130,9 @@ func TestMergeRefusesBadShards(t *testing.T) {
 				}
 			}
 		}, ".intents_lost:"},
+		{"check: a fault of a negative replica", "check", func(m map[string]any) { first(m, "faults")["replica"] = -1.0 }, "a.json: faults[0].replica: -1: want 0 to 9999"},
+		{"check: a fault of an absurd factor", "check", func(m map[string]any) { first(m, "faults")["factor"] = 1e9 }, "a.json: faults[0].factor: 1e+09"},
+		{"check: more notes than fleets", "check", func(m map[string]any) { m["notes"] = list(9, "n") }, "a.json: notes: 9 entries"},
 		{"check: a string for a number", "check", func(m map[string]any) { m["seed"] = "one" }, "a.json: seed: want a JSON uint64, got string"},
 		{"advise: no candidates", "advise", func(m map[string]any) { m["candidates"] = []any{} }, "a.json: candidates: 0 entries"},
 		{"advise: no seeds", "advise", func(m map[string]any) { m["seeds"] = []any{} }, "a.json: seeds: 0 entries"},
@@ -172,6 +175,20 @@ func TestMergeRefusesBadShards(t *testing.T) {
 	other := edit(t, p[1], func(m map[string]any) { m["seed"] = 99.0 })
 	if _, err := MergeFiles([]string{"a.json", "b.json"}, [][]byte{p[0], other}); err == nil || !strings.Contains(err.Error(), "b.json: seed: differs from the first result's") {
 		t.Errorf("shards of two seeds: %v", err)
+	}
+	// A fault of one replica is the same fault in both shards (its
+	// replica compared by number, not by address), and of another
+	// replica a different one.
+	withReplica := func(r float64) func(m map[string]any) {
+		return func(m map[string]any) { first(m, "faults")["replica"] = r }
+	}
+	a, b := edit(t, p[0], withReplica(0)), edit(t, p[1], withReplica(0))
+	if _, err := MergeFiles([]string{"a.json", "b.json"}, [][]byte{a, b}); err != nil {
+		t.Errorf("shards of the same replica fault: %v", err)
+	}
+	b = edit(t, p[1], withReplica(1))
+	if _, err := MergeFiles([]string{"a.json", "b.json"}, [][]byte{a, b}); err == nil || !strings.Contains(err.Error(), "b.json: faults: differs from the first result's") {
+		t.Errorf("shards of two replica faults: %v", err)
 	}
 }
 

@@ -52,7 +52,7 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
 			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
 		Tables: append(append([]report.Table{t}, chainTables(res)...), replicaTables(res)...),
-		Charts: runCharts(res, sc, nil),
+		Charts: append(runCharts(res, sc, nil), replicaCharts(res)...),
 		Notes:  notes,
 	}
 	return &Outcome{

@@ -146,38 +146,114 @@ func chainTables(res *sim.Result) []report.Table {
 	return out
 }
 
-// replicaTables are the fleets' ground truth per replica, for the runs
-// that report it (a balancer, outlier detection, or a replica named): what
-// each replica got, how it answered, and how long it was ejected.
-func replicaTables(res *sim.Result) []report.Table {
-	var out []report.Table
+// replicaLayer is one set of replicas a fleet's run reports: the layer
+// the fleet calls (the origin, or a chain's first tier), or a later layer
+// of its chain, as its callers' attempts saw it.
+type replicaLayer struct {
+	name     string // "fleet" or "fleet → layer"
+	replicas []sim.ReplicaResult
+	noHost   int64
+	attempts int64 // the callers' attempts into the layer
+}
+
+// replicaLayers lists every layer of res that reports its replicas.
+func replicaLayers(res *sim.Result) []replicaLayer {
+	var out []replicaLayer
 	for _, f := range res.Fleets {
-		if len(f.Replicas) == 0 {
+		if len(f.Tiers) == 0 {
+			if len(f.Replicas) > 0 {
+				out = append(out, replicaLayer{f.Name, f.Replicas, f.NoHealthyReplica, f.Summary.Attempts})
+			}
 			continue
 		}
+		for _, t := range f.Tiers {
+			if len(t.Replicas) > 0 {
+				out = append(out, replicaLayer{f.Name + " → " + t.Name, t.Replicas, t.NoHealthyReplica, t.Summary.Attempts})
+			}
+		}
+	}
+	return out
+}
+
+// replicaTables are the fleets' ground truth per replica, for the runs
+// that report it (a balancer, outlier detection, or a replica named), layer
+// by layer in a chain: what each replica got, how it answered, and how
+// long it was ejected.
+func replicaTables(res *sim.Result) []report.Table {
+	var out []report.Table
+	for _, f := range replicaLayers(res) {
 		t := report.Table{
-			Title: f.Name + ": replica by replica",
+			Title: f.name + ": replica by replica",
 			Columns: []report.Column{{Name: "replica", Align: report.Right}, {Name: "attempts", Align: report.Right},
 				{Name: "share", Align: report.Right}, {Name: "successes", Align: report.Right}, {Name: "failures", Align: report.Right},
 				{Name: "cancelled", Align: report.Right}, {Name: "ejections", Align: report.Right}, {Name: "ejected", Align: report.Right}},
 			Emphasis: map[[2]int]bool{},
 		}
-		for i, r := range f.Replicas {
+		for i, r := range f.replicas {
 			t.Rows = append(t.Rows, []string{report.Int(int64(r.Replica)), report.Int(r.Attempts),
-				pct(float64(r.Attempts) / float64(max(f.Summary.Attempts, 1))), report.Int(r.Successes), report.Int(r.Failures),
+				pct(float64(r.Attempts) / float64(max(f.attempts, 1))), report.Int(r.Successes), report.Int(r.Failures),
 				report.Int(r.Cancelled), report.Int(r.Ejections), fmt.Sprintf("%.0f s", r.EjectedSeconds)})
 			if r.Failures > r.Successes {
 				t.Emphasis[[2]int{i, 4}] = true
 			}
 		}
-		if f.NoHealthyReplica > 0 {
-			t.Rows = append(t.Rows, []string{"none", report.Int(f.NoHealthyReplica),
-				pct(float64(f.NoHealthyReplica) / float64(max(f.Summary.Attempts, 1))), "0", report.Int(f.NoHealthyReplica), "", "", ""})
+		if f.noHost > 0 {
+			t.Rows = append(t.Rows, []string{"none", report.Int(f.noHost),
+				pct(float64(f.noHost) / float64(max(f.attempts, 1))), "0", report.Int(f.noHost), "", "", ""})
 			t.Emphasis[[2]int{len(t.Rows) - 1, 0}] = true
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// replicaCharts draw the fleets' ground truth per replica tick by tick,
+// for the runs that keep it (sim.MaxReplicaSeries replicas at most): the
+// attempts each replica got, the share of them that failed, and, with
+// outlier detection, how many replicas were ejected. Past the palette's
+// colours the lines are dashed, so that no two look alike.
+func replicaCharts(res *sim.Result) []report.Chart {
+	var charts []report.Chart
+	for _, f := range replicaLayers(res) {
+		if f.replicas[0].Series == nil {
+			continue
+		}
+		n := len(f.replicas[0].Series.Attempts)
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(i) * res.TickSeconds
+		}
+		tick := fmt.Sprintf("%g s", res.TickSeconds)
+		load := report.Chart{Title: f.name + ": attempts at each replica", XLabel: "time (s)", YLabel: "attempts / " + tick, X: x, Shade: shade(res)}
+		fail := report.Chart{Title: f.name + ": failed share of each replica's attempts", XLabel: "time (s)", YLabel: "share of attempts", X: x,
+			Shade: shade(res), Percent: true, YMax: 1}
+		ejected := make([]float64, n)
+		detects := false
+		for i, r := range f.replicas {
+			rs := r.Series
+			name, dashed := fmt.Sprintf("replica %d", r.Replica), i >= len(report.Palette)
+			load.Lines = append(load.Lines, report.Line{Name: name, Y: floats(rs.Attempts), Dashed: dashed})
+			share := make([]float64, n)
+			for k, a := range rs.Attempts {
+				if a > 0 {
+					share[k] = float64(rs.Failures[k]) / float64(a)
+				}
+			}
+			fail.Lines = append(fail.Lines, report.Line{Name: name, Y: share, Dashed: dashed})
+			for k, e := range rs.Ejected {
+				detects = true
+				if e {
+					ejected[k]++
+				}
+			}
+		}
+		charts = append(charts, load, fail)
+		if detects {
+			charts = append(charts, report.Chart{Title: f.name + ": replicas ejected by outlier detection", XLabel: "time (s)", YLabel: "replicas",
+				X: x, Shade: shade(res), YMax: float64(len(f.replicas)), Lines: []report.Line{{Name: "ejected", Y: ejected}}})
+		}
+	}
+	return charts
 }
 
 // layerNote says what the columns of chainTables count at a layer.

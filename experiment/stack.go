@@ -113,7 +113,8 @@ func stackTiers(layers []StackLayer) []scenario.Tier {
 		srv := tierServer
 		srv.Replicas = min(l.Instances, maxTierReplicas)
 		ts = append(ts, scenario.Tier{Name: simName(l.Name), Server: srv,
-			Client: scenario.Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge}})
+			Client: scenario.Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge,
+				Balancer: f.Balancer, OutlierDetection: f.OutlierDetection}})
 	}
 	return ts
 }

@@ -433,28 +433,40 @@ func (b *Balancer) NewPicker(hosts int, det *outlier.Detector, src rand.Source) 
 }
 
 // checkReplicaPolicy checks fleet i's balancer and outlier detector
-// against the origin: resil's constructors are the last word, and their
-// errors are reported under the file's key.
+// against the layer it calls (the first tier's replicas, or the origin's):
+// resil's constructors are the last word, and their errors are reported
+// under the file's key.
 func (s *Scenario) checkReplicaPolicy(c *checker, i int) {
 	f := &s.Fleets[i]
-	p := fmt.Sprintf("fleets[%d]", i)
-	if f.Balancer.Use == "" && !f.OutlierDetection.Detects() {
+	s.checkPicker(c, fmt.Sprintf("fleets[%d]", i), &f.Balancer, &f.OutlierDetection, s.layerReplicas(0))
+}
+
+// checkTierPicker checks tier l's client's balancer and outlier detector
+// against the layer it calls.
+func (s *Scenario) checkTierPicker(c *checker, l int) {
+	cl := &s.Tiers[l].Client
+	s.checkPicker(c, fmt.Sprintf("tiers[%d].client", l), &cl.Balancer, &cl.OutlierDetection, s.layerReplicas(l+1))
+}
+
+// layerReplicas is how many replicas layer l has: tier l's server's, the
+// origin's past the tiers.
+func (s *Scenario) layerReplicas(l int) int {
+	if l < len(s.Tiers) {
+		return max(s.Tiers[l].Server.Replicas, 1)
+	}
+	return max(s.Origin.Replicas, 1)
+}
+
+func (s *Scenario) checkPicker(c *checker, p string, b *Balancer, od *OutlierDetection, hosts int) {
+	if b.Use == "" && !od.Detects() {
 		return
 	}
-	if len(s.Tiers) > 0 {
-		key := "balancer"
-		if f.Balancer.Use == "" {
-			key = "outlier_detection"
-		}
-		c.fail(join(p, key), "a fleet that calls tiers picks among the first tier's replicas, which the simulator does not balance yet: leave it out, or drop the tiers")
-		return
-	}
-	det, err := f.OutlierDetection.NewDetector(s.Origin.Replicas, rand.NewPCG(1, 1))
+	det, err := od.NewDetector(hosts, rand.NewPCG(1, 1))
 	if err != nil {
 		c.fail(settingPath(join(p, "outlier_detection"), err, "outlier.Settings.", outlierKeys), "%s", settingReason(err))
 		return
 	}
-	if _, err := f.Balancer.NewPicker(s.Origin.Replicas, det, rand.NewPCG(1, 1)); err != nil {
+	if _, err := b.NewPicker(hosts, det, rand.NewPCG(1, 1)); err != nil {
 		c.fail(settingPath(join(p, "balancer"), err, "balance.Settings.", balancerKeys), "%s", settingReason(err))
 	}
 }

@@ -133,17 +133,35 @@ func TestReplicaErrors(t *testing.T) {
 	}
 }
 
-// TestReplicaPolicyWithTiers: a fleet that calls tiers may not balance
-// yet: the error names the key.
+// TestReplicaPolicyWithTiers: a fleet that calls tiers balances among the
+// first tier's replicas and a tier's client among the next layer's, each
+// checked against that layer (an error names the key), and a file with
+// them survives Marshal. (Before issue 25's tiers, both were refused.)
 func TestReplicaPolicyWithTiers(t *testing.T) {
-	s, err := Parse("r.yaml", readTestdata(t, "tiers.yaml"))
+	file := strings.NewReplacer(
+		"hedge: {delay: 100ms}}", "hedge: {delay: 100ms}, balancer: {use: least_request}, outlier_detection: {use: grpc}}",
+		"workers: 15}", "workers: 15, replicas: 3}",
+		"capacity: 20}", "capacity: 20}\n  - {kind: errors, at: 60s, for: 10s, error_rate: 1, replica: 0}",
+		"full}}\n    budget: {use: none}\n", "full}}\n    budget: {use: none}\n    balancer: {use: p2c}\n",
+	).Replace(string(readTestdata(t, "tiers.yaml")))
+	s, err := Parse("r.yaml", []byte(file))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, file)
+	}
+	if s.Fleets[0].Balancer.Use != BalancerP2C || s.Triggers[1].Replica == nil {
+		t.Fatalf("the edits did not apply:\n%s", file)
+	}
+	back, err := Parse("back.yaml", Marshal(s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Fleets[0].Balancer = Balancer{Use: BalancerP2C, PanicThreshold: 50}
-	err = s.Validate()
-	if e, ok := err.(*Error); !ok || e.Field != "fleets[0].balancer" {
-		t.Errorf("Validate = %v", err)
+	if back.Tiers[2].Client.Balancer.Use != BalancerLeastRequest || !back.Tiers[2].Client.OutlierDetection.Detects() {
+		t.Errorf("the tier's balancer and detector did not survive Marshal: %+v", back.Tiers[2].Client)
+	}
+	s.Tiers[1].Client.OutlierDetection = OutlierDetection{Use: OutlierEnvoy}
+	s.Tiers[1].Client.OutlierDetection.Settings.Consecutive5xx = -1
+	if e, ok := s.Validate().(*Error); !ok || !strings.HasPrefix(e.Field, "tiers[1].client.outlier_detection") {
+		t.Errorf("Validate = %v, want an error on tiers[1].client.outlier_detection", s.Validate())
 	}
 }
 

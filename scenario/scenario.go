@@ -505,9 +505,16 @@ type Client struct {
 	// (an answer after that is wasted work) and the next server does not
 	// know the deadline, only that the tier gave up when it does.
 	PropagateDeadline bool
+	// Balancer and OutlierDetection are how the tier picks the next
+	// layer's replica and ejects them, as a fleet's: one picker and one
+	// detector for the tier (its replicas share them, as one Envoy
+	// cluster's hosts are seen by one detector in the model).
+	Balancer         Balancer
+	OutlierDetection OutlierDetection
 }
 
 // Fleet returns the client as a fleet called name: the same policy.
 func (c Client) Fleet(name string) Fleet {
-	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge}
+	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge,
+		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection}
 }

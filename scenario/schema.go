@@ -208,6 +208,8 @@ func clientObject(c *Client) *object {
 			{key: "breaker", v: breakerObject(&c.Breaker)},
 			{key: "hedge", v: hedgeObject(&c.Hedge)},
 			{key: "propagate_deadline", v: boolean{&c.PropagateDeadline}},
+			{key: "balancer", v: balancerValue(&c.Balancer)},
+			{key: "outlier_detection", v: outlierValue(&c.OutlierDetection)},
 		},
 		check: c.check,
 	}

@@ -70,6 +70,7 @@ func (s *Scenario) validate(shown map[string]string) *Error {
 			if _, err := s.Tiers[i].NewPolicy(); err != nil {
 				c.fail(fmt.Sprintf("tiers[%d].client", i), "%v", err)
 			}
+			s.checkTierPicker(c, i)
 		}
 	}
 	return c.err
@@ -199,9 +200,6 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail("traffic.series.file", "the series covers %s, but the run's last tick starts at %s: give rows up to it, or shorten the duration", show(last), show(s.Duration-s.Tick))
 		}
 	}
-	if len(s.Origin.Faults) > 0 && len(s.Tiers) > 0 {
-		c.fail("origin.replicas.faults", "faults of one replica are not simulated with tiers yet")
-	}
 	if len(s.Tiers) > MaxTiers {
 		c.fail(fmt.Sprintf("tiers[%d]", MaxTiers), "%d tiers; at most %d", len(s.Tiers), MaxTiers)
 	}
@@ -229,8 +227,6 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail(p+".replica", "replica %d, but the origin has %d (numbered from 0)", *t.Replica, s.Origin.Replicas)
 		case t.Replica != nil && t.Kind == TriggerOutage && t.Mode == OutageStall:
 			c.fail(p+".mode", "a stall of one replica is not simulated: use blackhole or refuse, or leave out replica")
-		case t.Replica != nil && len(s.Tiers) > 0:
-			c.fail(p+".replica", "a trigger on one replica is not simulated with tiers yet")
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/retrystorm/retrystorm/origin"
@@ -29,6 +30,13 @@ type chain struct {
 	layers [][]origin.Model // the tiers' servers, by layer and replica
 	reqs   []treq
 	free   []int32
+	// rs is, by hop past the first, the calling tier's picker and
+	// detector over the layer it calls, and that layer's ground truth per
+	// replica (reps nil when kept for none); kept says whether any hop,
+	// the fleet's included, keeps one. Apart from hops, and behind one
+	// flag, so that a chain without replicas pays a branch per attempt.
+	rs   []replicaState
+	kept bool
 }
 
 // hopState is one hop past the first: who calls (a tier's client: its
@@ -78,11 +86,12 @@ const (
 )
 
 // newChain builds the tiers' callers and servers, and adds their policies
-// to f.policies (after the fleet's clients'). The origin must be built.
-func (f *fleet) newChain() error {
+// to f.policies (after the fleet's clients'), for fleet idx. The origin
+// must be built.
+func (f *fleet) newChain(idx int) error {
 	sc := f.sc
 	n := len(sc.Tiers)
-	c := &chain{hops: make([]hopState, n+1), layers: make([][]origin.Model, n)}
+	c := &chain{hops: make([]hopState, n+1), layers: make([][]origin.Model, n), rs: make([]replicaState, n+1), kept: f.reps != nil}
 	f.chain, f.last = c, uint8(n)
 	for l := range sc.Tiers {
 		t := &sc.Tiers[l]
@@ -116,10 +125,36 @@ func (f *fleet) newChain() error {
 			ms[r] = m
 		}
 		c.layers[l] = ms
+		// The tier picks among the next layer's replicas with its own
+		// picker and detector, if it has them; the origin's ground truth
+		// is kept when a replica is named, as in a one-hop run.
+		if cl.Balancer.Use != "" || cl.OutlierDetection.Detects() || (l+1 == n && sc.NamesReplicas()) {
+			next := f.replicas
+			if l+1 < n {
+				next = max(sc.Tiers[l+1].Server.Replicas, 1)
+			}
+			if err := c.rs[l+1].init(f, next, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
+				return fmt.Errorf("tier %q: %w", t.Name, err)
+			}
+			c.kept = true
+		}
 	}
 	// The origin's answers count in the last hop.
 	f.oticks, f.osum = c.hops[n].ticks, &c.hops[n].sum
 	return nil
+}
+
+// hopReplicas returns hop h's picker, detector and ground truth per
+// replica (the fleet's own for hop 0), or nil when it keeps none.
+func (f *fleet) hopReplicas(h uint8) *replicaState {
+	rs := &f.replicaState
+	if h > 0 {
+		rs = &f.chain.rs[h]
+	}
+	if rs.reps == nil {
+		return nil
+	}
+	return rs
 }
 
 // counts returns what hop h counts in: the fleet's own for hop 0.
@@ -154,22 +189,15 @@ func (c *chain) release(r int32) {
 }
 
 // sendTier puts attempt ai of intent i, of number n, on a tier's server at
-// now: the tier of layer i's hop. avoid is the replica a hedge avoids, or
-// -1.
-func (f *fleet) sendTier(i, ai int32, n int32, now int64, avoid int32) {
+// now: the tier of layer i's hop, at the replica chosen (a.replica). With
+// noHost the caller's picker found no replica: refused at once, as
+// Envoy's "no healthy upstream", and the server never sees it.
+func (f *fleet) sendTier(i, ai int32, n int32, now int64, noHost bool) {
 	c := f.chain
 	in := &f.ints[i]
 	l := in.hop
 	servers := c.layers[l]
 	a := &f.atts[ai]
-	if k := len(servers); k > 1 {
-		u := draw(f.seed, in.id, int(n), drawReplica)
-		if avoid >= 0 {
-			a.replica = uint16((avoid + 1 + int32(u*float64(k-1))) % int32(k))
-		} else {
-			a.replica = uint16(u * float64(k))
-		}
-	}
 	root := in.id
 	if l > 0 {
 		root = c.at(in.parent).root
@@ -180,6 +208,10 @@ func (f *fleet) sendTier(i, ai int32, n int32, now int64, avoid int32) {
 		replica: a.replica, layer: l, blind: l > 0 && !c.hops[l].propagate, broken: in.broken,
 	}
 	a.req = r
+	if noHost {
+		f.q.push(mkEvent(now+rejectDelay, r, x.gen, evTierReply, answerRefused), laneReject)
+		return
+	}
 	servers[a.replica].Arrive(time.Duration(now), origin.Request(r))
 }
 
@@ -363,6 +395,8 @@ func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 		switch aux {
 		case answerThrottled:
 			o = resil.OutcomeThrottled
+		case answerRefused:
+			o = outcomeRefused
 		case answerOK:
 			o = resil.OutcomeSuccess
 			if a.tick >= 0 {
@@ -421,10 +455,17 @@ func (f *fleet) cancelCall(j int32, gen uint32, now int64) {
 		return
 	}
 	pol := &f.policies[in.client]
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+	}
 	for in.head >= 0 {
 		h := in.head
 		f.unlink(in, h)
 		a := &f.atts[h]
+		if rs != nil {
+			rs.ended(f, a, now, resil.OutcomeIgnored)
+		}
 		pol.End(f.vt(now), &in.in, a.ticket, resil.OutcomeIgnored, time.Duration(now-a.sent))
 		ri := a.req
 		f.freeAttempt(h)
@@ -468,6 +509,14 @@ func (f *fleet) tierTruth(l uint8, id uint64, n int, now, timeout int64) (bool, 
 	return true, timeout
 }
 
+// layerReplicas is how many replicas layer l has.
+func (f *fleet) layerReplicas(l uint8) int {
+	if l == f.last {
+		return f.replicas
+	}
+	return len(f.chain.layers[l])
+}
+
 // layerQueued is layer l's queue: the sum over its replicas.
 func (f *fleet) layerQueued(l int) int64 {
 	if f.chain == nil || l == int(f.last) {
@@ -496,6 +545,9 @@ func (f *fleet) sampleHops(t int, end time.Time) {
 			}
 		}
 		h.s.BreakerOpen[t] = float64(open) / float64(len(pols))
+		if rs := &c.rs[l]; rs.det != nil {
+			rs.sampleEjected(f, t, int64(t+1)*f.tickNs)
+		}
 	}
 }
 
@@ -523,7 +575,9 @@ func (f *fleet) summarizeHops(sum Summary) []TierResult {
 		}
 		if l == 0 {
 			out[l].Summary, out[l].Series = sum, f.s
+			out[l].Replicas, out[l].NoHealthyReplica = f.replicaState.results()
 		} else {
+			out[l].Replicas, out[l].NoHealthyReplica = c.rs[l].results()
 			h := &c.hops[l]
 			s := &h.s
 			for k, t := range h.ticks {
@@ -583,7 +637,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	// Field by field, not a composite: see event.set.
 	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
-	a.req, a.tick, a.replica, a.known = -1, -1, 0, false
+	a.req, a.tick, a.replica, a.known, a.picked = -1, -1, 0, false, false
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {
@@ -599,25 +653,43 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 			c.hedges++
 		}
 	}
+	// The replica: the caller's picker's, or one at random (a hedge
+	// elsewhere than its attempt).
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+	}
+	noHost := false
+	if rs != nil && rs.bal != nil {
+		noHost = !rs.pick(f, a, now, avoid)
+	} else if k := f.layerReplicas(in.hop); k > 1 {
+		u := draw(f.seed, in.id, int(n), drawReplica)
+		if avoid >= 0 {
+			a.replica = uint16((avoid + 1 + int32(u*float64(k-1))) % int32(k))
+		} else {
+			a.replica = uint16(u * float64(k))
+		}
+	}
+	if rs != nil {
+		rs.sentTo(a)
+	}
 	if in.hop != f.last {
-		f.sendTier(i, ai, n, now, avoid) // a tier's server
+		f.sendTier(i, ai, n, now, noHost) // a tier's server
 	} else {
-		if f.replicas > 1 {
-			u := draw(f.seed, in.id, int(n), drawReplica)
-			if avoid >= 0 {
-				a.replica = uint16((avoid + 1 + int32(u*float64(f.replicas-1))) % int32(f.replicas))
-			} else {
-				a.replica = uint16(u * float64(f.replicas))
-			}
+		out, mode := f.env.outage, f.env.mode
+		if noHost {
+			out, mode = true, scenario.OutageRefuse // no healthy upstream
+		} else if m := f.env.repOut; m != nil && !out && m[a.replica] != "" {
+			out, mode = true, m[a.replica]
 		}
 		blind := in.hop > 0 && !f.chain.hops[in.hop].propagate
 		switch {
-		case !f.env.outage || f.env.mode == scenario.OutageStall:
+		case !out || mode == scenario.OutageStall:
 			// A stalled origin takes the attempt into its queue.
 			ri := f.request(ai, in, n)
 			f.reqs.at(ri).blind = blind
 			f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
-		case f.env.mode == scenario.OutageRefuse:
+		case mode == scenario.OutageRefuse:
 			f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 		default:
 			// A blackhole: nothing answers, the origin never sees it.
@@ -674,6 +746,13 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 	i, tick := a.intent, a.tick
 	in := &f.ints[i]
 	f.unlink(in, ai)
+	var rs *replicaState
+	if f.chain.kept {
+		rs = f.hopReplicas(in.hop)
+		if rs != nil {
+			rs.ended(f, a, now, kind)
+		}
+	}
 	pol := &f.policies[in.client]
 	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
 	f.freeAttempt(ai)
@@ -684,6 +763,9 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 		for in.head >= 0 { // the other attempts lost the race
 			h := in.head
 			f.unlink(in, h)
+			if rs != nil {
+				rs.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
+			}
 			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
 			switch ri := f.atts[h].req; {
 			case ri < 0:

@@ -128,7 +128,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	out, mode := f.env.outage, f.env.mode
 	if f.bal != nil {
-		if !f.pick(a, now, avoid) {
+		if !f.replicaState.pick(f, a, now, avoid) {
 			// No healthy replica and no panic mode: refused at once, as
 			// Envoy's "no healthy upstream".
 			out, mode = true, scenario.OutageRefuse
@@ -142,7 +142,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	if f.reps != nil {
-		f.sentTo(a)
+		f.replicaState.sentTo(a)
 		if m := f.env.repOut; m != nil && !out && m[a.replica] != "" {
 			out, mode = true, m[a.replica]
 		}
@@ -229,7 +229,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	in := &f.ints[i]
 	f.unlink(in, ai)
 	if f.reps != nil {
-		f.ended(a, now, kind)
+		f.replicaState.ended(f, a, now, kind)
 	}
 	pol := &f.policies[in.client]
 	pol.End(f.vt(now), &in.in, a.ticket, o, time.Duration(now-a.sent))
@@ -240,7 +240,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 			h := in.head
 			f.unlink(in, h)
 			if f.reps != nil {
-				f.ended(&f.atts[h], now, resil.OutcomeIgnored)
+				f.replicaState.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
 			}
 			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
 			if ri := f.atts[h].req; ri >= 0 {

@@ -286,7 +286,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		return nil, err
 	}
 	if len(sc.Tiers) > 0 {
-		if err := f.newChain(); err != nil {
+		if err := f.newChain(idx); err != nil {
 			f.give()
 			return nil, err
 		}
@@ -461,7 +461,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	if f.chain != nil {
 		tiers = f.summarizeHops(sum)
 	}
-	reps, noHost := f.replicaResults()
+	reps, noHost := f.replicaState.results()
 	f.give()
 	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers, Replicas: reps, NoHealthyReplica: noHost}, nil
 }
@@ -509,7 +509,7 @@ func (f *fleet) sampleUpTo(k int) {
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
 		if f.det != nil {
-			f.sampleEjected(int64(t+1) * f.tickNs)
+			f.replicaState.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 		if f.chain != nil {
 			f.sampleHops(t, end)

@@ -54,7 +54,8 @@ import (
 //	                        attempt it receives
 //	amplification           amplification[l] = attempts[l] / the fleet's intents
 //
-// Per replica, when a result has them (a one-hop run):
+// Per replica, for the fleet and for each layer of a chain that has them
+// (the first layer's are the fleet's):
 //
 //	replicas-are-attempts   attempts = Σ replicas' attempts + no_healthy_replica
 //	replica-outcomes        a replica's successes + failures + cancelled ≤ its attempts
@@ -62,6 +63,8 @@ import (
 //	replica-failures        Σ replicas' failures ≤ failed_attempts ≤ Σ replicas' failures +
 //	                        no_healthy_replica
 //	ejected-within-run      0 ≤ ejected_seconds ≤ the run's ticks × tick_seconds
+//	replica-series          a replica's series sum to its attempts, successes and
+//	                        failures; its ejected ticks × tick_seconds = ejected_seconds
 var ErrIdentity = errors.New("sim: the result breaks an accounting identity (a bug: please report it)")
 
 // IdentityError lists the identities a result breaks, each with its name
@@ -107,7 +110,7 @@ func (r *Result) check(slack float64) error {
 		f := &r.Fleets[i]
 		c.layer(f.Name, &f.Summary, &f.Series)
 		if len(f.Replicas) > 0 {
-			c.replicas(f, float64(len(f.Series.Tick))*r.TickSeconds)
+			c.replicas(f, len(f.Series.Tick), r.TickSeconds)
 		}
 		if len(f.Tiers) == 0 {
 			continue
@@ -118,6 +121,9 @@ func (r *Result) check(slack float64) error {
 		for l := range f.Tiers {
 			t := &f.Tiers[l]
 			name := f.Name + "/" + t.Name
+			if l > 0 && len(t.Replicas) > 0 {
+				c.replicas(&FleetResult{Name: name, Summary: t.Summary, Replicas: t.Replicas, NoHealthyReplica: t.NoHealthyReplica}, len(f.Series.Tick), r.TickSeconds)
+			}
 			if l > 0 {
 				c.layer(name, &t.Summary, &t.Series)
 				if above := &f.Tiers[l-1].Summary; t.Summary.Intents > above.Attempts {
@@ -305,8 +311,9 @@ func closeTo(a, b float64) bool {
 }
 
 // replicas checks the per-replica identities of fleet f, whose run lasted
-// run seconds.
-func (c *identityCheck) replicas(f *FleetResult, run float64) {
+// ticks ticks of tick seconds.
+func (c *identityCheck) replicas(f *FleetResult, ticks int, tick float64) {
+	run := float64(ticks) * tick
 	var att, succ, fail int64
 	for _, r := range f.Replicas {
 		att, succ, fail = att+r.Attempts, succ+r.Successes, fail+r.Failures
@@ -316,6 +323,19 @@ func (c *identityCheck) replicas(f *FleetResult, run float64) {
 		}
 		if r.EjectedSeconds < 0 || r.EjectedSeconds > run+1e-9 {
 			c.fail(who, "ejected-within-run", "%v s ejected in a %v s run", r.EjectedSeconds, run)
+		}
+		if rs := r.Series; rs != nil {
+			ej := 0
+			for _, e := range rs.Ejected {
+				if e {
+					ej++
+				}
+			}
+			if len(rs.Attempts) != ticks || sumOf(rs.Attempts) != r.Attempts || sumOf(rs.Successes) != r.Successes || sumOf(rs.Failures) != r.Failures ||
+				!closeTo(float64(ej)*tick, r.EjectedSeconds) {
+				c.fail(who, "replica-series", "%d ticks: Σ %d attempts, %d successes, %d failures, %d ejected ticks; totals %d, %d, %d, %v s",
+					len(rs.Attempts), sumOf(rs.Attempts), sumOf(rs.Successes), sumOf(rs.Failures), ej, r.Attempts, r.Successes, r.Failures, r.EjectedSeconds)
+			}
 		}
 	}
 	s := &f.Summary

@@ -1,13 +1,13 @@
 package sim
 
 import (
-	"errors"
 	"math/rand/v2"
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/balance"
 	"github.com/retrystorm/retrystorm/resil/outlier"
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // Replicas, as a proxy in front of them sees them: the fleet's picker
@@ -23,8 +23,11 @@ const (
 	detectorStream = 0x0e1e << 48
 )
 
-// replicaState is a fleet's picker, detector and per-replica counts.
+// replicaState is one hop's picker, detector and per-replica counts: the
+// fleet's, over the layer its intents call (the origin, or a chain's
+// first tier), or a tier's client's, over the next layer.
 type replicaState struct {
+	n        int // replicas of the layer called
 	bal      balance.Picker
 	det      *outlier.Detector
 	detEvery int64 // the detector's interval
@@ -32,51 +35,90 @@ type replicaState struct {
 	reps     []ReplicaResult
 	ejNs     []int64 // time ejected, per replica, sampled at each tick's end
 	noHost   int64
+	repS     []ReplicaSeries // per replica, when there are at most MaxReplicaSeries; nil otherwise
 }
 
 // newReplicaState builds fleet idx's picker and detector, if it has them,
 // and the per-replica counts if the scenario balances, detects or names a
-// replica.
+// replica, over the layer its intents call.
 func (f *fleet) newReplicaState(idx int) error {
 	cfg, sc := f.cfg, f.sc
-	if cfg.Balancer.Use == "" && !cfg.OutlierDetection.Detects() && !sc.NamesReplicas() {
+	// A replica named is the origin's: through tiers the fleet calls the
+	// first tier, whose ground truth is kept only when the fleet balances.
+	names := sc.NamesReplicas() && len(sc.Tiers) == 0
+	if cfg.Balancer.Use == "" && !cfg.OutlierDetection.Detects() && !names {
 		return nil
 	}
+	n := f.replicas
 	if len(sc.Tiers) > 0 {
-		return errors.New("sim: a balancer, outlier detection or replica faults with tiers are not simulated")
+		n = max(sc.Tiers[0].Server.Replicas, 1)
 	}
-	det, err := cfg.OutlierDetection.NewDetector(f.replicas, rand.NewPCG(sc.Seed, detectorStream|uint64(idx)))
+	return f.replicaState.init(f, n, &cfg.Balancer, &cfg.OutlierDetection, uint64(idx))
+}
+
+// init builds rs over n replicas with balancer b and detector od (either
+// may be unset), drawing from the streams of key.
+func (rs *replicaState) init(f *fleet, n int, b *scenario.Balancer, od *scenario.OutlierDetection, key uint64) error {
+	sc := f.sc
+	det, err := od.NewDetector(n, rand.NewPCG(sc.Seed, detectorStream|key))
 	if err != nil {
 		return err
 	}
-	bal, err := cfg.Balancer.NewPicker(f.replicas, det, rand.NewPCG(sc.Seed, pickerStream|uint64(idx)))
+	bal, err := b.NewPicker(n, det, rand.NewPCG(sc.Seed, pickerStream|key))
 	if err != nil {
 		return err
 	}
-	f.det, f.bal = det, bal
+	rs.n, rs.det, rs.bal = n, det, bal
 	if det != nil {
 		if err := det.Advance(f.vt(0)); err != nil { // starts its first interval
 			return err
 		}
-		f.detEvery = int64(det.Settings().Interval)
-		f.detNext = f.detEvery
+		rs.detEvery = int64(det.Settings().Interval)
+		rs.detNext = rs.detEvery
 	}
-	f.reps = make([]ReplicaResult, f.replicas)
-	for r := range f.reps {
-		f.reps[r].Replica = r
+	rs.reps = make([]ReplicaResult, n)
+	for r := range rs.reps {
+		rs.reps[r].Replica = r
 	}
-	f.ejNs = make([]int64, f.replicas)
+	rs.ejNs = make([]int64, n)
+	if n <= MaxReplicaSeries && n*f.nTicks <= maxReplicaSeriesTicks {
+		rs.repS = newReplicaSeries(n, f.nTicks, det != nil)
+	}
 	return nil
 }
 
+// maxReplicaSeriesTicks bounds one hop's replica series, replicas ×
+// ticks: 6 MB of counts, so that a long run at a fine tick through a
+// chain of tiers does not hold hundreds of megabytes of them.
+const maxReplicaSeriesTicks = 1 << 18
+
+// newReplicaSeries returns n replicas' series of ticks ticks each, on one
+// backing array; with Ejected when ejected.
+func newReplicaSeries(n, ticks int, ejected bool) []ReplicaSeries {
+	out := make([]ReplicaSeries, n)
+	counts := make([]int64, 3*n*ticks)
+	var ej []bool
+	if ejected {
+		ej = make([]bool, n*ticks)
+	}
+	for r := range out {
+		c := counts[3*r*ticks:]
+		out[r] = ReplicaSeries{Attempts: c[:ticks:ticks], Successes: c[ticks : 2*ticks : 2*ticks], Failures: c[2*ticks : 3*ticks : 3*ticks]}
+		if ejected {
+			out[r].Ejected = ej[r*ticks : (r+1)*ticks : (r+1)*ticks]
+		}
+	}
+	return out
+}
+
 // advance runs the detector's evaluations due by now.
-func (f *fleet) advance(now int64) {
-	if f.det == nil || now < f.detNext {
+func (rs *replicaState) advance(f *fleet, now int64) {
+	if rs.det == nil || now < rs.detNext {
 		return
 	}
-	f.det.Advance(f.vt(now))
-	for f.detNext <= now {
-		f.detNext += f.detEvery
+	rs.det.Advance(f.vt(now))
+	for rs.detNext <= now {
+		rs.detNext += rs.detEvery
 	}
 }
 
@@ -89,19 +131,19 @@ const hedgeRepicks = 3
 // false when there is none (every replica ejected, panic mode off). A
 // hedge goes elsewhere than the attempt it runs beside (avoid) if the
 // picker offers another replica within hedgeRepicks more picks.
-func (f *fleet) pick(a *attempt, now int64, avoid int32) bool {
-	f.advance(now)
+func (rs *replicaState) pick(f *fleet, a *attempt, now int64, avoid int32) bool {
+	rs.advance(f, now)
 	t := f.vt(now)
-	r, err := f.bal.Pick(t)
+	r, err := rs.bal.Pick(t)
 	if err != nil {
 		return false
 	}
-	for k := 0; k < hedgeRepicks && int32(r) == avoid && f.replicas > 1; k++ {
-		r2, err := f.bal.Pick(t)
+	for k := 0; k < hedgeRepicks && int32(r) == avoid && rs.n > 1; k++ {
+		r2, err := rs.bal.Pick(t)
 		if err != nil {
 			break
 		}
-		f.bal.Done(t, r, 0, resil.OutcomeIgnored)
+		rs.bal.Done(t, r, 0, resil.OutcomeIgnored)
 		r = r2
 	}
 	a.replica, a.picked = uint16(r), true
@@ -109,43 +151,52 @@ func (f *fleet) pick(a *attempt, now int64, avoid int32) bool {
 }
 
 // sentTo counts attempt a at its replica, or as finding none.
-func (f *fleet) sentTo(a *attempt) {
+func (rs *replicaState) sentTo(a *attempt) {
 	if a.tick < 0 {
 		return
 	}
-	if f.bal != nil && !a.picked {
-		f.noHost++
+	if rs.bal != nil && !a.picked {
+		rs.noHost++
 		return
 	}
-	f.reps[a.replica].Attempts++
+	rs.reps[a.replica].Attempts++
+	if rs.repS != nil {
+		rs.repS[a.replica].Attempts[a.tick]++
+	}
 }
 
 // ended is attempt a's end at now, with outcome kind (resil's, or
 // outcomeRefused): the picker hears of it, the detector records it, and
 // its replica counts it.
-func (f *fleet) ended(a *attempt, now int64, kind resil.Outcome) {
-	if f.bal != nil && !a.picked {
+func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcome) {
+	if rs.bal != nil && !a.picked {
 		return // it found no replica
 	}
 	if a.picked {
 		a.picked = false
 		t := f.vt(now)
-		f.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
-		if f.det != nil && kind != resil.OutcomeIgnored {
-			f.det.Record(t, int(a.replica), detectorResult(kind))
+		rs.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
+		if rs.det != nil && kind != resil.OutcomeIgnored {
+			rs.det.Record(t, int(a.replica), detectorResult(kind))
 		}
 	}
 	if a.tick < 0 {
 		return
 	}
-	r := &f.reps[a.replica]
+	r := &rs.reps[a.replica]
 	switch kind {
 	case resil.OutcomeSuccess:
 		r.Successes++
+		if rs.repS != nil {
+			rs.repS[a.replica].Successes[a.tick]++
+		}
 	case resil.OutcomeIgnored:
 		r.Cancelled++
 	default:
 		r.Failures++
+		if rs.repS != nil {
+			rs.repS[a.replica].Failures[a.tick]++
+		}
 	}
 }
 
@@ -165,28 +216,35 @@ func detectorResult(kind resil.Outcome) outlier.Result {
 	return outlier.LocalFailure
 }
 
-// sampleEjected counts a tick, ending at end, for each replica ejected then.
-func (f *fleet) sampleEjected(end int64) {
-	f.advance(end)
-	for r := range f.ejNs {
-		if f.det.Ejected(r) {
-			f.ejNs[r] += f.tickNs
+// sampleEjected counts tick t, ending at end, for each replica ejected
+// then.
+func (rs *replicaState) sampleEjected(f *fleet, t int, end int64) {
+	rs.advance(f, end)
+	for r := range rs.ejNs {
+		if rs.det.Ejected(r) {
+			rs.ejNs[r] += f.tickNs
+			if rs.repS != nil {
+				rs.repS[r].Ejected[t] = true
+			}
 		}
 	}
 }
 
 // replicaResults returns the per-replica ground truth, nil when not kept.
-func (f *fleet) replicaResults() ([]ReplicaResult, int64) {
-	if f.reps == nil {
+func (rs *replicaState) results() ([]ReplicaResult, int64) {
+	if rs.reps == nil {
 		return nil, 0
 	}
-	out := make([]ReplicaResult, len(f.reps))
-	copy(out, f.reps)
+	out := make([]ReplicaResult, len(rs.reps))
+	copy(out, rs.reps)
 	for r := range out {
-		out[r].EjectedSeconds = time.Duration(f.ejNs[r]).Seconds()
-		if f.det != nil {
-			out[r].Ejections = int64(f.det.Host(r).Ejections)
+		out[r].EjectedSeconds = time.Duration(rs.ejNs[r]).Seconds()
+		if rs.det != nil {
+			out[r].Ejections = int64(rs.det.Host(r).Ejections)
+		}
+		if rs.repS != nil {
+			out[r].Series = &rs.repS[r]
 		}
 	}
-	return out, f.noHost
+	return out, rs.noHost
 }

@@ -104,6 +104,16 @@ func TestReplicaFaultsAndEjection(t *testing.T) {
 	if !strings.Contains(string(b), `"replicas":[{"replica":0,"attempts":`) {
 		t.Errorf("JSON: %.300s", b)
 	}
+	// Each replica's series adds up to its totals (Run checked it); one
+	// that does not is named.
+	if env.Replicas[0].Series == nil || len(env.Replicas[0].Series.Ejected) == 0 {
+		t.Fatalf("envoy: replica 0 has no series with ejections: %+v", env.Replicas[0].Series)
+	}
+	env.Replicas[0].Series.Attempts[0]++
+	if err := r.Check(); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "replica-series") {
+		t.Errorf("a broken replica series passed: %v", err)
+	}
+	env.Replicas[0].Series.Attempts[0]--
 	// A broken per-replica count is named.
 	env.Replicas[2].Attempts++
 	if err := r.Check(); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), "replicas-are-attempts") {
@@ -189,4 +199,81 @@ fleets:
 			t.Fatalf("%d replicas reported, want %d", len(r.Fleets[0].Replicas), replicas)
 		}
 	})
+}
+
+// tierReplicaScenario: a fleet balancing round robin over an edge tier of
+// three replicas, whose client ejects (Envoy's detector, or none) among
+// the origin's four replicas, one of which answers only errors and one is
+// black-holed for a while. %s is the edge client's outlier_detection.
+const tierReplicaScenario = `name: tier-replicas
+duration: 60s
+traffic: {rate: 200, clients: 4}
+origin:
+  model: queue
+  capacity: 1000
+  workers: 40
+  replicas:
+    count: 4
+    faults:
+      - {replica: 0, kind: errors, error_rate: 1}
+tiers:
+  - name: edge
+    server: {model: concurrency, base: 1ms, replicas: 3}
+    client:
+      timeout: 300ms
+      retry: {max_retries: 2}
+      budget: {use: none}
+      outlier_detection: %s
+triggers:
+  - {kind: outage, at: 20s, for: 10s, mode: blackhole, replica: 1}
+fleets:
+  - name: users
+    timeout: 2s
+    budget: {use: none}
+    balancer: {use: round_robin}
+`
+
+// TestTierReplicas: a tier's client picks and ejects among the next
+// layer's replicas as a fleet does one hop away; each layer reports its
+// ground truth per replica, and the identities hold on every layer (Run
+// checks them).
+func TestTierReplicas(t *testing.T) {
+	runWith := func(od string) *FleetResult {
+		t.Helper()
+		sc, err := scenario.Parse("tiers.yaml", []byte(fmt.Sprintf(tierReplicaScenario, od)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &r.Fleets[0]
+	}
+	none, envoy := runWith("{use: none}"), runWith("{use: envoy, settings: {max_ejection_percent: 50}}")
+	for _, f := range []*FleetResult{none, envoy} {
+		if len(f.Tiers) != 2 || len(f.Replicas) != 3 || len(f.Tiers[0].Replicas) != 3 || len(f.Tiers[1].Replicas) != 4 {
+			t.Fatalf("replicas: fleet %d, layers %d and %d", len(f.Replicas), len(f.Tiers[0].Replicas), len(f.Tiers[1].Replicas))
+		}
+		// Round robin spreads the fleet's attempts evenly over the edge.
+		for _, r := range f.Replicas {
+			if d := r.Attempts - f.Summary.Attempts/3; d < -1 || d > 1 {
+				t.Errorf("edge replica %d: %d attempts of %d: not round robin", r.Replica, r.Attempts, f.Summary.Attempts)
+			}
+		}
+	}
+	bad := func(f *FleetResult) ReplicaResult { return f.Tiers[1].Replicas[0] }
+	t.Logf("erroring origin replica: without ejection %+v; with %+v", bad(none), bad(envoy))
+	if bad(envoy).Ejections == 0 || bad(envoy).Attempts*4 > bad(none).Attempts {
+		t.Errorf("the edge's detector did not eject the erroring replica: %d ejections, %d attempts (without: %d)",
+			bad(envoy).Ejections, bad(envoy).Attempts, bad(none).Attempts)
+	}
+	if envoy.Summary.IntentsLost > none.Summary.IntentsLost {
+		t.Errorf("ejecting lost %d intents, not ejecting %d", envoy.Summary.IntentsLost, none.Summary.IntentsLost)
+	}
+	// The black-holed replica's attempts time out: failures, no successes
+	// while it is out.
+	if s := none.Tiers[1].Replicas[1].Series; s == nil || s.Successes[25] != 0 || s.Failures[25] == 0 {
+		t.Errorf("the black-holed replica at 25 s: %+v", s)
+	}
 }

@@ -27,8 +27,10 @@ type FleetResult struct {
 	// Tiers are the layers of a chain, each tier and then the origin,
 	// outermost first; none without tiers.
 	Tiers []TierResult `json:"tiers,omitempty"`
-	// Replicas is the ground truth per replica of the origin, when the
-	// scenario balances, ejects or names a replica; none otherwise.
+	// Replicas is the ground truth per replica of the layer the fleet
+	// calls (the origin, or a chain's first tier), when the fleet
+	// balances or ejects, or (without tiers) the scenario names a replica;
+	// none otherwise. A chain's other layers have theirs in Tiers.
 	Replicas []ReplicaResult `json:"replicas,omitempty"`
 	// NoHealthyReplica counts the attempts the fleet's picker found no
 	// replica for (every one ejected, panic mode off), sent during the
@@ -52,6 +54,25 @@ type ReplicaResult struct {
 	// end (to the tick).
 	Ejections      int64   `json:"ejections"`
 	EjectedSeconds float64 `json:"ejected_seconds"`
+	// Series is the replica tick by tick, for the runs of at most
+	// MaxReplicaSeries replicas (a plot of more is unreadable) and at most
+	// 262,144 replica-ticks (its memory grows with replicas × ticks); nil
+	// otherwise.
+	Series *ReplicaSeries `json:"series,omitempty"`
+}
+
+// MaxReplicaSeries is the most replicas a run keeps series for.
+const MaxReplicaSeries = 16
+
+// ReplicaSeries is one replica's ground truth per tick: the attempts sent
+// to it in the tick and how those ended (by the tick they were sent in,
+// as Series counts failed attempts), and whether the outlier detector had
+// it ejected at the tick's end (no Ejected without a detector).
+type ReplicaSeries struct {
+	Attempts  []int64 `json:"attempts"`
+	Successes []int64 `json:"successes"`
+	Failures  []int64 `json:"failures"`
+	Ejected   []bool  `json:"ejected,omitempty"`
 }
 
 // TierResult is one layer of a chain (a tier, or the origin, called
@@ -68,6 +89,12 @@ type TierResult struct {
 	Amplification float64 `json:"amplification"`
 	Summary       Summary `json:"summary"`
 	Series        Series  `json:"series"`
+	// Replicas is the layer's ground truth per replica, as its callers'
+	// attempts saw it, when they balance or eject, or, at the origin, a
+	// replica is named; NoHealthyReplica counts their attempts that found
+	// no replica. The first layer's are the fleet's.
+	Replicas         []ReplicaResult `json:"replicas,omitempty"`
+	NoHealthyReplica int64           `json:"no_healthy_replica,omitempty"`
 }
 
 // Summary is a fleet's run in numbers. Attempt counts cover attempts sent
