@@ -52,6 +52,16 @@ func reportsReplicas(sc *scenario.Scenario, i int) bool {
 // the key: run as if it were absent, a scenario would be measured as
 // something it does not say.
 func refuseReplicas(sc *scenario.Scenario) error {
+	for i, t := range sc.Tiers {
+		switch {
+		case t.Client.Balancer.Use != "":
+			return fmt.Errorf("lab: tiers[%d].client.balancer: the lab's tiers call one server each: run it in the simulator", i)
+		case t.Client.OutlierDetection.Detects():
+			return fmt.Errorf("lab: tiers[%d].client.outlier_detection: the lab's tiers call one server each: run it in the simulator", i)
+		case len(t.Server.Faults) > 0:
+			return fmt.Errorf("lab: tiers[%d].server.replicas.faults: the lab's tiers are one server each: run it in the simulator", i)
+		}
+	}
 	if !balanced(sc) {
 		return nil
 	}

@@ -163,6 +163,12 @@ func TestLabRefusesReplicaSettings(t *testing.T) {
 		{"a consecutive gateway failure rule", func(sc *scenario.Scenario) {
 			sc.Fleets[0].OutlierDetection.Settings.Enforcing.ConsecutiveGatewayFailure = 100
 		}, ProtocolHTTP, false, "fleets[0].outlier_detection.enforcing_consecutive_gateway_failure"},
+		// A tier's own balancer (issue 25, on tiers in the simulator): the
+		// lab's tiers call one server each, so it is refused, not dropped.
+		{"a tier's balancer", func(sc *scenario.Scenario) {
+			sc.Origin.Replicas, sc.Origin.Faults, sc.Fleets[0].Balancer, sc.Fleets[0].OutlierDetection = 1, nil, scenario.Balancer{}, scenario.OutlierDetection{}
+			sc.Tiers = []scenario.Tier{{Name: "edge", Client: scenario.Client{Balancer: scenario.Balancer{Use: scenario.BalancerP2C}}}}
+		}, ProtocolHTTP, false, "tiers[0].client.balancer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sc := load(t)
