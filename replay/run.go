@@ -19,8 +19,12 @@ type Options struct {
 	// detected, as calibrate does.
 	Source *calibrate.Source
 	// Advise runs advise's search on the calibrated origin and replays
-	// its recommendation (a few seconds of simulation).
+	// its recommendation: the search makes thousands of runs (minutes on
+	// a busy machine), so it is asked for.
 	Advise bool
+	// AdviseSpace, when set, is the policies advise tries instead of its
+	// own search space (tests).
+	AdviseSpace []scenario.Fleet
 	// Seed seeds the simulator; zero means 1.
 	Seed uint64
 }
@@ -201,7 +205,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 		runs = append(runs, &Run{Name: c.name, Change: c.change, Fleet: c.fleet})
 	}
 	if opts.Advise {
-		f, note, err := advise(ctx, sc, asIs)
+		f, note, err := advise(ctx, sc, asIs, opts.AdviseSpace)
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -404,7 +408,7 @@ func changes(f scenario.Fleet) []change {
 
 // advise searches, as retrystorm advise does, for a better policy on the
 // calibrated origin (one seed: the replay is its test) and returns it.
-func advise(ctx context.Context, sc *scenario.Scenario, user scenario.Fleet) (scenario.Fleet, string, error) {
+func advise(ctx context.Context, sc *scenario.Scenario, user scenario.Fleet, space []scenario.Fleet) (scenario.Fleet, string, error) {
 	b := *sc
 	b.Traffic.Series = nil
 	b.Traffic.Rate = sc.Traffic.Series.Points[0].Rate
@@ -420,7 +424,7 @@ func advise(ctx context.Context, sc *scenario.Scenario, user scenario.Fleet) (sc
 		b.Triggers = []scenario.Trigger{t}
 	}
 	b.Duration = max(b.Duration, 2*time.Minute)
-	r, err := experiment.Advise(ctx, experiment.CheckInput{Fleet: user, Origin: "the replay's calibrated origin"}, experiment.AdviseOptions{Base: &b, Seeds: 1}, experiment.Options{})
+	r, err := experiment.Advise(ctx, experiment.CheckInput{Fleet: user, Origin: "the replay's calibrated origin"}, experiment.AdviseOptions{Base: &b, Seeds: 1, Space: space}, experiment.Options{})
 	if err != nil {
 		if errors.Is(err, experiment.ErrInput) {
 			return scenario.Fleet{}, "", fmt.Errorf("advise refused the calibrated base: %v", err)
