@@ -102,13 +102,13 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
 	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
 		t.Kind = scenario.TriggerCapacity
-		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
+		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })
 		t.Size = median(m.Served[on:t.end])
 		t.Confidence = "high"
 		if t.end-on < 2 {
 			t.Confidence = "medium"
 		}
-		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
+		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
 	case b.latency > 0 && m.Latency[on] > LatencyJump*b.latency && !saturated(on):
 		t.Kind = scenario.TriggerLatency
 		t.end = span(func(i int) bool { return m.Latency[i] > (1+(LatencyJump-1)/2)*b.latency })

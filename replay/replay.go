@@ -45,6 +45,9 @@ const (
 	// step serving CapacityBack of it again.
 	CapacityDrop = 0.8
 	CapacityBack = 0.9
+	// Backlog: a step answering less than this share of its attempts,
+	// its queue growing, is saturated.
+	Backlog = 0.7
 	// MinBefore is the fewest steps before the incident to calibrate the
 	// origin from; MinSteps the fewest of a window.
 	MinBefore = 5
@@ -247,6 +250,10 @@ func abnormal(m *Measured, b baseline, i int) bool {
 	case m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9)):
 		return true
 	case b.rate > 0 && m.Intents[i] > LoadJump*b.rate:
+		return true
+	case m.Served[i] < Backlog*m.Attempts[i] && (m.Queue == nil || (i > 0 && m.Queue[i] > m.Queue[i-1])):
+		// Saturated: answers fall behind the attempts while the queue
+		// grows, before any latency or error shows it.
 		return true
 	}
 	return false
