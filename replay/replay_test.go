@@ -33,7 +33,8 @@ func readWindow(t *testing.T, file string) *calibrate.Window {
 // Prometheus scraping the lab's storm (TestRealPrometheus -capture: the
 // capacity dipped from 100/s to 30/s for 5 s and the naive fleet, 3
 // retries and no budget, never recovered, as the lab measured), and
-// calibrate's haproxy.json, a steady window without an incident. Each
+// calibrate's envoy.json (a load spike that recovered) and haproxy.json,
+// a steady window without an incident. Each
 // checks what the window is, then the JSON and the tables byte for byte.
 func TestGolden(t *testing.T) {
 	for _, c := range []struct {
@@ -58,6 +59,20 @@ func TestGolden(t *testing.T) {
 			}
 			if r.Prevents == "" {
 				t.Errorf("no change prevents it: %s", r.Conclusion)
+			}
+		}},
+		{"spike", "../calibrate/testdata/envoy.json", func(t *testing.T, r *replay.Result) {
+			// calibrate's Envoy model: a minute at 1,000 intents/s on an
+			// origin of about 880/s whose clients never time out; the
+			// queue drains after it.
+			if !r.Incident || r.Trigger.Kind != scenario.TriggerLoad || r.Trigger.For != 60 {
+				t.Fatalf("trigger %+v, want a load spike of 60s", r.Trigger)
+			}
+			if !r.Verdict.Recovered || !r.AsIs.Verdict.Recovered || !r.Agrees {
+				t.Errorf("the window %s, the replay %s: both should recover", r.Verdict, r.AsIs.Verdict)
+			}
+			if r.Calibration.Timeout < 5 {
+				t.Errorf("timeout %gs: the window's callers waited 5.7s on average in one step", r.Calibration.Timeout)
 			}
 		}},
 		{"steady", "../calibrate/testdata/haproxy.json", func(t *testing.T, r *replay.Result) {

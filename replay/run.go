@@ -170,6 +170,9 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 				Note: fmt.Sprintf("requests/s = workers / the mean service time (%.0f / %.4gs); the service time from before the incident", fit.Workers.V, fit.Scale)}
 		}
 	}
+	if !fit.Timeout.Known {
+		waited(m, fit)
+	}
 	capacity := fit.Capacity.V
 	trig := infer(m, b, on, capacity)
 	res.Trigger = &trig
@@ -476,4 +479,27 @@ func (r *Result) conclude() {
 		fix = fmt.Sprintf(" The change that would have prevented it: %s (%s): it recovers %s and loses %d intents, against %d as it was.", best.Name, best.Change, best.Verdict, best.IntentsLost, r.AsIs.IntentsLost)
 	}
 	r.Conclusion = what + ended + rep + fix
+}
+
+// waited raises calibrate's default timeout to what the window shows the
+// callers waited: a step whose mean latency was L while its error share
+// stayed within a point of the baseline had callers waiting past L (its
+// slower answers longer: the step's tail is not in its mean), so the
+// timeout is taken as 1.5 L, rounded up to 100ms: with L alone, the
+// Envoy window of calibrate's testdata, whose clients never timed out,
+// replays as a storm. No
+// product exports its timeout, and a replay with one shorter than the
+// callers' would time out answers they got (and find a storm where the
+// window shows none).
+func waited(m *Measured, fit *calibrate.Result) {
+	base := errorBaseline(m, m.n())
+	longest := 0.0
+	for i, l := range m.Latency {
+		if m.ErrorRate[i] <= base+Tolerance {
+			longest = max(longest, l)
+		}
+	}
+	if to := math.Ceil(15*longest) / 10; to > fit.Timeout.V {
+		fit.Timeout = calibrate.Value{V: to, Note: fmt.Sprintf("no metric shows the timeout; calibrate's default (%gs) raised to 1.5 times the longest mean latency of a step without extra errors (%.3gs): the callers waited that long at least, and their slower answers longer", fit.Timeout.V, longest)}
+	}
 }
