@@ -205,3 +205,62 @@ func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time,
 		t.Fatal(err)
 	}
 }
+
+// TestCounterfactualsInTheLab plays the replay of the captured storm in
+// the lab, over real HTTP: as it was, with the breaker and with an origin
+// that drops expired requests. Each must end in the lab as the replay
+// predicts (recovered or never). The stretch goal; it needs no
+// Prometheus, only the lab (about 90 s here: three fleets of half-second
+// ticks, each after the lab's own settling).
+func TestCounterfactualsInTheLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the lab runs three fleets for about 50 s")
+	}
+	testlock.Exclusive()
+	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := replay.Replay(context.Background(), w, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"as-is": r.AsIs.Verdict.Recovered}
+	sc := *r.Scenario
+	sc.Fleets = []scenario.Fleet{r.AsIs.Fleet}
+	sc.Fleets[0].Name = "as-is"
+	for _, o := range r.Others {
+		want[o.Name] = o.Verdict.Recovered
+		if o.Name == "breaker" {
+			f := o.Fleet
+			f.Name = o.Name
+			sc.Fleets = append(sc.Fleets, f)
+		}
+	}
+	drop := *r.Scenario
+	drop.Origin.DropExpired = true
+	drop.Fleets = []scenario.Fleet{r.AsIs.Fleet}
+	drop.Fleets[0].Name = "drop expired"
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	for _, s := range []*scenario.Scenario{&sc, &drop} {
+		res, err := lab.Run(ctx, s, lab.Options{Tick: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := res.Lab.Inconclusive; in != nil {
+			t.Skipf("inconclusive: the lab measured its machine: %+v", in)
+		}
+		for _, f := range res.Fleets {
+			got := f.Summary.Recovered
+			ticks := "never"
+			if k := f.Summary.RecoveryTicks; k != nil {
+				ticks = fmt.Sprintf("after %d ticks", *k)
+			}
+			t.Logf("%s: the lab recovered %s, %d intents lost; the replay predicted recovered %v", f.Name, ticks, f.Summary.IntentsLost, want[f.Name])
+			if got != want[f.Name] {
+				t.Errorf("%s: the lab recovered %v, the replay predicted %v", f.Name, got, want[f.Name])
+			}
+		}
+	}
+}
