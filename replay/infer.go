@@ -34,24 +34,33 @@ type Trigger struct {
 
 // Describe says the trigger in a sentence.
 func (t Trigger) Describe() string {
-	var what string
+	return fmt.Sprintf("%s at %s (%s confidence)", t.What(), t.When(), t.Confidence)
+}
+
+// What is the trigger's kind and size.
+func (t Trigger) What() string {
 	switch t.Kind {
 	case scenario.TriggerCapacity:
-		what = fmt.Sprintf("a capacity drop to %.4g requests/s", t.Size)
+		return fmt.Sprintf("a capacity drop to %.4g requests/s", t.Size)
 	case scenario.TriggerErrors:
-		what = fmt.Sprintf("an error blip (%.0f%% extra errors)", 100*t.Size)
+		return fmt.Sprintf("an error blip (%.0f%% extra errors)", 100*t.Size)
 	case scenario.TriggerLatency:
-		what = fmt.Sprintf("added latency (%.3g× the mean)", t.Size)
+		return fmt.Sprintf("added latency (%.3g× the mean)", t.Size)
 	case scenario.TriggerOutage:
-		what = fmt.Sprintf("an outage (%s: no answers)", t.Mode)
+		return fmt.Sprintf("an outage (%s: no answers)", t.Mode)
 	case scenario.TriggerLoad:
-		what = fmt.Sprintf("a load spike to %.4g intents/s", t.Size)
+		return fmt.Sprintf("a load spike to %.4g intents/s", t.Size)
 	}
+	return t.Kind
+}
+
+// When is when the trigger began and how long it lasted.
+func (t Trigger) When() string {
 	end := fmt.Sprintf("for %gs", t.For)
 	if !t.Ended {
 		end = "to the window's end"
 	}
-	return fmt.Sprintf("%s at %gs %s (%s confidence)", what, t.At, end, t.Confidence)
+	return fmt.Sprintf("%s (%gs in) %s", t.Time.Format("15:04:05Z07:00"), t.At, end)
 }
 
 // infer classifies the incident that begins at step on, given the

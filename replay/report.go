@@ -27,7 +27,9 @@ func (r *Result) Outcome() *experiment.Outcome {
 		Title:   "The incident, from " + r.Source + "'s metrics",
 		Columns: []report.Column{{Name: "what"}, {Name: "value"}},
 		Rows: [][]string{
-			{"trigger", t.Describe()},
+			{"trigger", t.What()},
+			{"when", t.When()},
+			{"confidence", t.Confidence},
 			{"origin before it", fmt.Sprintf("%.4g requests/s: %d workers, %s, mean %.3gs", c.Capacity, c.Workers, c.Dist, c.Service)},
 			{"traffic before it", fmt.Sprintf("%.4g intents/s, %d clients, %.3g retries/intent", c.Rate, c.Clients, c.RetryShare)},
 			{"client policy", fmt.Sprintf("timeout %gs, %d retries, budget %s, breaker %s", c.Timeout, c.MaxRetries, yes(c.Budget), yes(c.Breaker))},

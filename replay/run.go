@@ -241,7 +241,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	if err != nil {
 		return nil, fmt.Errorf("replaying with drop_expired: %w", err)
 	}
-	drop := &Run{Name: "drop expired", Change: "the origin drops requests whose caller has left (origin.drop_expired)", Fleet: asIs}
+	drop := &Run{Name: "drop expired", Change: "the origin dropping requests whose caller has left, origin.drop_expired", Fleet: asIs}
 	drop.fill(dout.Fleets[0], sc.Tick)
 	res.AsIs = runs[0]
 	res.Others = append(runs[1:2:2], drop)
@@ -403,9 +403,9 @@ func changes(f scenario.Fleet) []change {
 	throttle := f
 	throttle.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}
 	return []change{
-		{"retry budget", "a token-bucket retry budget of 10% (min 10, max 100 tokens)", budget},
-		{"breaker", "a consecutive-failure breaker (5 failures, 5s cooldown)", breaker},
-		{"throttle", "adaptive client-side throttling (K = 2, 2m window)", throttle},
+		{"retry budget", "a token-bucket retry budget of 10%, min 10 and max 100 tokens", budget},
+		{"breaker", "a consecutive-failure breaker: 5 failures, 5s cooldown", breaker},
+		{"throttle", "adaptive client-side throttling: K = 2, a 2m window", throttle},
 	}
 }
 
