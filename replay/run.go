@@ -18,9 +18,9 @@ type Options struct {
 	// Source names the product whose metrics the window holds; nil:
 	// detected, as calibrate does.
 	Source *calibrate.Source
-	// Advise runs advise's search on the calibrated origin and replays
-	// its recommendation: the search makes thousands of runs (minutes on
-	// a busy machine), so it is asked for.
+	// Advise runs advise's search on the calibrated origin (check's
+	// envelope: two minutes of one-second ticks, one seed) and replays
+	// its recommendation: seconds, more on a long window.
 	Advise bool
 	// AdviseSpace, when set, is the policies advise tries instead of its
 	// own search space (tests).
@@ -426,7 +426,9 @@ func advise(ctx context.Context, sc *scenario.Scenario, user scenario.Fleet, spa
 	if t := sc.Triggers[0]; t.Kind == scenario.TriggerCapacity {
 		b.Triggers = []scenario.Trigger{t}
 	}
-	b.Duration = max(b.Duration, 2*time.Minute)
+	// Advise's envelope is check's: two minutes of one-second ticks, its
+	// faults from 30s on, whatever the window's length and step.
+	b.Tick, b.Duration = time.Second, 2*time.Minute
 	r, err := experiment.Advise(ctx, experiment.CheckInput{Fleet: user, Origin: "the replay's calibrated origin"}, experiment.AdviseOptions{Base: &b, Seeds: 1, Space: space}, experiment.Options{})
 	if err != nil {
 		if errors.Is(err, experiment.ErrInput) {

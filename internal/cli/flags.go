@@ -48,8 +48,8 @@ type Invocation struct {
 	Configs ConfigFlags
 	// windowFlags, calibrateFlags, replayFlags
 	Calibrate CalibrateFlags
-	// replayFlags: replay asks advise too.
-	ReplayAdvise bool
+	// replayFlags: replay leaves out advise's pick.
+	ReplayNoAdvise bool
 
 	typed bool     // the command's name was typed (not the default demo)
 	argv  []string // the arguments as given, for the companion
@@ -399,7 +399,7 @@ func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
 
 // replayFlags are replay's own.
 func replayFlags(fs *flag.FlagSet, inv *Invocation) {
-	fs.BoolVar(&inv.ReplayAdvise, "advise", false, "also replay advise's recommendation (its search makes thousands of runs: minutes)")
+	fs.BoolVar(&inv.ReplayNoAdvise, "no-advise", false, "leave out advise's recommendation (its search takes seconds, more on a long window)")
 }
 
 // windowFlags say which window of metrics to read, live or saved

@@ -23,7 +23,7 @@ func runReplay(ctx context.Context, inv *cli.Invocation) error {
 	if err != nil {
 		return err
 	}
-	opts := replay.Options{Source: src, Advise: inv.ReplayAdvise}
+	opts := replay.Options{Source: src, Advise: !inv.ReplayNoAdvise}
 	if inv.Seed != nil {
 		opts.Seed = *inv.Seed
 	}
