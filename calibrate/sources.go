@@ -96,6 +96,10 @@ type Source struct {
 	// Budget is a gauge exported only when a retry budget is in use;
 	// BreakerRefusals counts calls a breaker refused.
 	Budget, BreakerRefusals Ref
+	// Wasted counts requests the origin served after their client had
+	// given up (work nobody waited for), where the product exports it
+	// (the lab): replay's evidence of a backlog that outlives its cause.
+	Wasted Ref
 	// Capacity is a gauge of the origin's capacity in requests per second,
 	// where the product exports one (the lab): a cross-check, never used
 	// as the fit.
@@ -120,7 +124,7 @@ func (s *Source) Metrics() []string {
 		}
 	}
 	for _, r := range []Ref{s.Attempts, s.Intents, s.Retries, s.RetryOverflow, s.Errors, s.Timeouts,
-		s.Busy, s.Queue, s.Limit, s.Mean, s.Clients, s.Healthy, s.Budget, s.BreakerRefusals, s.Capacity} {
+		s.Busy, s.Queue, s.Limit, s.Mean, s.Clients, s.Healthy, s.Budget, s.BreakerRefusals, s.Capacity, s.Wasted} {
 		add(r.Metric)
 	}
 	if s.Latency.ok() {
@@ -219,6 +223,7 @@ var Sources = []*Source{
 		Budget:          Ref{Metric: "resil_budget_tokens"},
 		BreakerRefusals: Ref{Metric: "retrystorm_gateway_breaker_refusals_total"},
 		Capacity:        Ref{Metric: "retrystorm_origin_capacity"},
+		Wasted:          Ref{Metric: "retrystorm_origin_wasted_work_total"},
 		Policy:          "the lab's gateway exports retries, budget denials and breaker refusals, not its fleet's max_retries or backoff",
 		DefaultRetries:  -1,
 	},

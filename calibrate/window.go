@@ -222,3 +222,25 @@ func trimLabel(ls model.LabelSet, name model.LabelName) string {
 	delete(c, name)
 	return c.String()
 }
+
+// Sub is the part of w from from to to (both included), for fitting a
+// sub-window such as the steps before an incident: a counter's first
+// sample there is the base of its first increase, so the sub-window's
+// increases are w's over the same steps.
+func (w *Window) Sub(from, to time.Time) *Window {
+	out := &Window{Start: from, End: to, Step: w.Step, Where: w.Where, Queries: w.Queries, Series: map[string][]Series{}}
+	for name, ss := range w.Series {
+		for _, s := range ss {
+			var keep []Sample
+			for _, p := range s.Samples {
+				if !p.T.Before(from) && !p.T.After(to) {
+					keep = append(keep, p)
+				}
+			}
+			if len(keep) > 0 {
+				out.Series[name] = append(out.Series[name], Series{Labels: s.Labels, Samples: keep})
+			}
+		}
+	}
+	return out
+}

@@ -94,6 +94,14 @@ func table(h Heavy) []command {
 			Heavy:   true,
 		},
 		{
+			Name:    "replay",
+			Summary: "replay an incident from its metrics: its trigger, and what would have prevented it",
+			About:   replayAbout,
+			Flags:   groups(outputFlags, windowFlags, replayFlags),
+			Run:     h.Replay,
+			Heavy:   true,
+		},
+		{
 			Name:    "merge",
 			Args:    "FILE...",
 			Summary: "put the --shard results of a sweep, check or advise together",
@@ -135,8 +143,8 @@ type Heavy struct {
 	// Import, Check, Advise and Merge read users' configs (Envoy's and
 	// Istio's protobufs) and write them back.
 	Import, Check, Advise, Merge RunFunc
-	// Calibrate reads Prometheus (client_golang's API client).
-	Calibrate RunFunc
+	// Calibrate and Replay read Prometheus (client_golang's API client).
+	Calibrate, Replay RunFunc
 }
 
 // command is one entry of the table.
@@ -167,5 +175,7 @@ const adviseAbout = `Starts from one fleet of the FILEs (a config, in as many fi
 const mergeAbout = `Reads the JSON that sweep, check or advise print with --shard I/N --json, one FILE per shard, and prints the table, map and recommendation one run on one machine would, byte for byte. deploy/kubernetes has an Indexed Job that runs the shards.`
 
 const labAbout = `The lab runs a scenario (the storm's by default) with real servers and sockets on 127.0.0.1: an origin with finite capacity, a gateway whose transport is resilhttp with one Guard per client, and an open-loop load generator, in scaled time, fleet after fleet; then it sets the result beside the simulator's and checks that they agree. A live view shows it as it runs. With --protocol grpc they speak gRPC instead: the origin serves grpc.testing.TestService/UnaryCall, the gateway's clients are resilgrpc's interceptors, and the origin also exports OpenTelemetry metrics. With --target URL it plays the scenario against an HTTP service of your own instead, through a fault proxy on 127.0.0.1 that applies the triggers (--impose: and makes it behave as the scenario's origin), pausing between fleets until the service settles; --probe measures the service first and prints a scenario for it. --target is HTTP only: with --protocol grpc it is refused. The lab watches its own lateness and CPU: past its bounds it judges nothing and exits 3 (inconclusive), with the reasons and a longer tick to try (--auto-tick tries it). --shard I/N splits a --target run over load processes, for merge. docs/lab.md has the details.`
+
+const replayAbout = `Reconstructs an incident from a window of metrics, read as calibrate reads them (--prometheus URL with --from and --to, or saved query_range answers with --file): the traffic as it was (the intents per step), the origin as calibrated from the steps before the incident, and the trigger inferred from the window (a capacity drop, an error blip, added latency, a stall or a load spike: when, how large, how confident, and from what). It says whether the window shows the loop that sustains a metastable failure (retry amplification, work for callers that had left), then replays the incident in the simulator as it was (its verdict must agree with the window's, or the command exits 1) and with a retry budget, a breaker, the throttle, an origin that drops expired requests, and advise's recommendation (--no-advise leaves it out): for each, whether and when it recovers and the intents it loses. It prints tables, writes a report with the measured series beside the replayed ones, and --json. A window without an incident is not an error: it says so and exits 0. docs/replay.md says how each trigger is inferred.`
 
 const calibrateAbout = `Reads a window of the metrics your proxies, gRPC libraries, load balancers or resil already export, from a Prometheus server (--prometheus URL, through its HTTP API) or from saved query_range answers (--file, a file or a directory of them), and writes a scenario file that run, check, advise and lab accept: the base intent rate (or a rate series when it varied), the service time fitted to the latency histogram, the workers and so the capacity (from what was busy while requests queued), the client instances, the retries per intent, and what the metrics show of the retry policy. It writes the scenario to standard output, or to -o FILE (with the rate series beside it). Every value carries a comment: the query it came from, the window and how good the fit is; what the metrics cannot show is said, with the default used. It reads at most 11,000 steps and 500 series a metric, and refuses more. docs/calibrate.md lists each source's metrics.`

@@ -48,8 +48,10 @@ type Invocation struct {
 	cost costValues
 	// shardFlags, importFlags, checkFlags, adviseFlags, mergeFlags
 	Configs ConfigFlags
-	// calibrateFlags
+	// windowFlags, calibrateFlags, replayFlags
 	Calibrate CalibrateFlags
+	// replayFlags: replay leaves out advise's pick.
+	ReplayNoAdvise bool
 
 	typed bool     // the command's name was typed (not the default demo)
 	argv  []string // the arguments as given, for the companion
@@ -420,7 +422,20 @@ type CalibrateFlags struct {
 	Timeout    time.Duration
 }
 
+// calibrateFlags are the window's flags and the file to write.
 func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
+	windowFlags(fs, inv)
+	fileVar(fs, &inv.Calibrate.Out, "o", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
+}
+
+// replayFlags are replay's own.
+func replayFlags(fs *flag.FlagSet, inv *Invocation) {
+	fs.BoolVar(&inv.ReplayNoAdvise, "no-advise", false, "leave out advise's recommendation (its search takes seconds, more on a long window)")
+}
+
+// windowFlags say which window of metrics to read, live or saved
+// (calibrate and replay).
+func windowFlags(fs *flag.FlagSet, inv *Invocation) {
 	c := &inv.Calibrate
 	funcVar(fs, "prometheus", "read the metrics from the Prometheus server at `URL` (its HTTP API)", func(s string) error {
 		u, err := url.Parse(s)
@@ -462,7 +477,6 @@ func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
 		c.Source = s
 		return nil
 	})
-	fileVar(fs, &c.Out, "o", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
 	funcVar(fs, "timeout", "give up on a request to Prometheus after `D` (default 30s)", func(s string) error {
 		d, err := parseDuration(s)
 		c.Timeout = d

@@ -21,48 +21,9 @@ func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
 	if len(inv.Args) > 0 {
 		return cli.Usagef("calibrate takes no arguments (saved answers are --file FILE), got %q", inv.Args[0])
 	}
-	switch {
-	case c.Prometheus == "" && len(c.Files) == 0:
-		return cli.Usagef("calibrate needs --prometheus URL or --file FILE (a saved query_range answer)")
-	case c.Prometheus != "" && len(c.Files) > 0:
-		return cli.Usagef("give --prometheus or --file, not both")
-	}
-	sel, err := calibrate.ParseSelector(c.Selector)
+	w, src, err := readWindow(ctx, inv)
 	if err != nil {
-		return cli.Usagef("--selector %v", err)
-	}
-	var src *calibrate.Source
-	if c.Source != "auto" {
-		if src, err = calibrate.SourceNamed(c.Source); err != nil {
-			return cli.Usagef("--source: %v", err)
-		}
-	}
-	var w *calibrate.Window
-	if c.Prometheus != "" {
-		to := c.To
-		if to.IsZero() {
-			to = time.Now()
-		}
-		from := c.From
-		if from.IsZero() {
-			from = to.Add(-time.Hour)
-		}
-		step := c.Step
-		if step == 0 {
-			step = max(time.Second, (to.Sub(from) / 240).Round(time.Second))
-		}
-		w, err = calibrate.Fetch(ctx, calibrate.Live{URL: c.Prometheus, Start: from, End: to, Step: step, Selector: sel, Source: src, Timeout: c.Timeout})
-	} else {
-		if !c.From.IsZero() || !c.To.IsZero() || c.Step != 0 {
-			return cli.Usagef("--from, --to and --step are for --prometheus: saved answers carry their own window")
-		}
-		w, err = calibrate.ReadAnswers(c.Files, sel)
-	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return err
-		}
-		return cli.Usagef("%v", err)
+		return err
 	}
 	r, err := calibrate.Fit(w, src)
 	if err != nil {
@@ -88,4 +49,56 @@ func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
 	}
 	fmt.Fprintf(inv.Stderr, "wrote %s: check it with retrystorm check %s\n", c.Out, c.Out)
 	return nil
+}
+
+// readWindow reads the window the flags name (windowFlags), live or
+// saved, for calibrate and replay; every failure is a usage error (exit
+// 2) but a cancellation.
+func readWindow(ctx context.Context, inv *cli.Invocation) (*calibrate.Window, *calibrate.Source, error) {
+	c := inv.Calibrate
+	name := inv.Name
+	switch {
+	case c.Prometheus == "" && len(c.Files) == 0:
+		return nil, nil, cli.Usagef("%s needs --prometheus URL or --file FILE (a saved query_range answer)", name)
+	case c.Prometheus != "" && len(c.Files) > 0:
+		return nil, nil, cli.Usagef("give --prometheus or --file, not both")
+	}
+	sel, err := calibrate.ParseSelector(c.Selector)
+	if err != nil {
+		return nil, nil, cli.Usagef("--selector %v", err)
+	}
+	var src *calibrate.Source
+	if c.Source != "auto" {
+		if src, err = calibrate.SourceNamed(c.Source); err != nil {
+			return nil, nil, cli.Usagef("--source: %v", err)
+		}
+	}
+	var w *calibrate.Window
+	if c.Prometheus != "" {
+		to := c.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		from := c.From
+		if from.IsZero() {
+			from = to.Add(-time.Hour)
+		}
+		step := c.Step
+		if step == 0 {
+			step = max(time.Second, (to.Sub(from) / 240).Round(time.Second))
+		}
+		w, err = calibrate.Fetch(ctx, calibrate.Live{URL: c.Prometheus, Start: from, End: to, Step: step, Selector: sel, Source: src, Timeout: c.Timeout})
+	} else {
+		if !c.From.IsZero() || !c.To.IsZero() || c.Step != 0 {
+			return nil, nil, cli.Usagef("--from, --to and --step are for --prometheus: saved answers carry their own window")
+		}
+		w, err = calibrate.ReadAnswers(c.Files, sel)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, nil, err
+		}
+		return nil, nil, cli.Usagef("%v", err)
+	}
+	return w, src, nil
 }

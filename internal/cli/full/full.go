@@ -21,4 +21,5 @@ var Heavy = cli.Heavy{
 	Merge:  configcmd.Merge,
 
 	Calibrate: runCalibrate,
+	Replay:    runReplay,
 }

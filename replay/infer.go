@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// Trigger is the cause inferred from the window: its kind (a scenario
+// trigger's: capacity, errors, latency, outage, load), when it began and
+// ended (seconds from the window's start; steps Start to End-1), how
+// large it was, how confident the inference is and how it was made.
+type Trigger struct {
+	Kind string  `json:"kind"`
+	Mode string  `json:"mode,omitempty"` // outage: stall or blackhole
+	At   float64 `json:"at_seconds"`
+	// Time is when it began, on the wall clock (the start of its first
+	// step).
+	Time time.Time `json:"time"`
+	For  float64   `json:"for_seconds"`
+	// Size is, by kind: capacity, the requests/s served during the drop;
+	// errors, the extra error share; latency, the factor on the mean
+	// latency; load, the intents/s during the spike; outage, 0.
+	Size float64 `json:"size"`
+	// Ended says whether the window shows the trigger's end; a window
+	// that ends within it cannot show what followed.
+	Ended      bool   `json:"ended"`
+	Confidence string `json:"confidence"` // high, medium or low
+	How        string `json:"how"`
+	start, end int    // steps
+}
+
+// Describe says the trigger in a sentence.
+func (t Trigger) Describe() string {
+	return fmt.Sprintf("%s at %s (%s confidence)", t.What(), t.When(), t.Confidence)
+}
+
+// What is the trigger's kind and size.
+func (t Trigger) What() string {
+	switch t.Kind {
+	case scenario.TriggerCapacity:
+		return fmt.Sprintf("a capacity drop to %.4g requests/s", t.Size)
+	case scenario.TriggerErrors:
+		return fmt.Sprintf("an error blip (%.0f%% extra errors)", 100*t.Size)
+	case scenario.TriggerLatency:
+		return fmt.Sprintf("added latency (%.3g× the mean)", t.Size)
+	case scenario.TriggerOutage:
+		return fmt.Sprintf("an outage (%s: no answers)", t.Mode)
+	case scenario.TriggerLoad:
+		return fmt.Sprintf("a load spike to %.4g intents/s", t.Size)
+	}
+	return t.Kind
+}
+
+// When is when the trigger began and how long it lasted.
+func (t Trigger) When() string {
+	end := fmt.Sprintf("for %gs", t.For)
+	if !t.Ended {
+		end = "to the window's end"
+	}
+	return fmt.Sprintf("%s (%gs in) %s", t.Time.Format("15:04:05Z07:00"), t.At, end)
+}
+
+// infer classifies the incident that begins at step on, given the
+// baseline and the calibrated capacity (requests/s), by what its first
+// steps show, in this order: no answers at all (an outage); more intents
+// than the base rate (load); a saturated origin serving less than its
+// capacity (a capacity drop); latency up with capacity intact and no
+// queue (added latency); errors up with latency normal (an error blip);
+// else saturation of unknown cause, taken for a capacity drop with low
+// confidence. The trigger lasts while its own signal does.
+func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
+	n := m.n()
+	zero := func(i int) bool {
+		return m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9))
+	}
+	saturated := func(i int) bool {
+		if m.Queue != nil && m.Queue[i] > 0 && (i == 0 || m.Queue[i] >= m.Queue[i-1]) {
+			return true
+		}
+		return m.Attempts[i] > 1.1*m.Served[i]
+	}
+	span := func(while func(int) bool) int {
+		e := on
+		for e < n && while(e) {
+			e++
+		}
+		return max(e, on+1)
+	}
+	t := Trigger{start: on}
+	switch {
+	case zero(on):
+		t.Kind = scenario.TriggerOutage
+		t.end = span(zero)
+		t.Mode = scenario.OutageBlackhole
+		how := "no answers while attempts arrived"
+		if m.Queue != nil && m.Queue[t.end-1] > m.Queue[max(0, on-1)] {
+			t.Mode = scenario.OutageStall
+			how += ", the queue growing meanwhile (a stall: requests accepted, none served)"
+		} else {
+			how += ", no queue growing (requests vanished: a blackhole)"
+		}
+		t.Confidence, t.How = "high", how
+	case b.rate > 0 && m.Intents[on] > LoadJump*b.rate:
+		t.Kind = scenario.TriggerLoad
+		t.end = span(func(i int) bool { return m.Intents[i] > (1+(LoadJump-1)/2)*b.rate })
+		t.Size = mean(m.Intents[on:t.end])
+		t.Confidence = "high"
+		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
+	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
+		t.Kind = scenario.TriggerCapacity
+		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })
+		t.Size = median(m.Served[on:t.end])
+		t.Confidence = "high"
+		if t.end-on < 2 {
+			t.Confidence = "medium"
+		}
+		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
+	case b.latency > 0 && m.Latency[on] > LatencyJump*b.latency && !saturated(on):
+		t.Kind = scenario.TriggerLatency
+		t.end = span(func(i int) bool { return m.Latency[i] > (1+(LatencyJump-1)/2)*b.latency })
+		t.Size = median(m.Latency[on:t.end]) / b.latency
+		t.Confidence = "medium"
+		t.How = fmt.Sprintf("the mean latency rose %.3g× from %.3gs with the origin unsaturated (capacity intact)", t.Size, b.latency)
+	case m.ErrorRate[on] > b.errShare+ErrorJump && (b.latency == 0 || m.Latency[on] < LatencyJump*b.latency):
+		t.Kind = scenario.TriggerErrors
+		t.end = span(func(i int) bool {
+			return m.ErrorRate[i] > b.errShare+ErrorJump && (b.latency == 0 || m.Latency[i] < LatencyJump*b.latency) && !saturated(i)
+		})
+		t.Size = max(0.01, min(1, median(m.ErrorRate[on:t.end])-b.errShare))
+		t.Confidence = "medium"
+		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the latency normal; overload errors look alike, so it lasts while the origin stays unsaturated", 100*t.Size, 100*b.errShare)
+	default:
+		t.Kind = scenario.TriggerCapacity
+		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
+		t.Size = math.Min(capacity, median(m.Served[on:t.end]))
+		t.Confidence = "low"
+		t.How = "the origin saturated without a clear cause in the metrics (no drop in answers, latency or load that stands out): taken as a capacity drop to what it served"
+	}
+	t.Ended = t.end < n
+	t.At = float64(t.start) * m.Step
+	t.Time = m.start.Add(time.Duration(t.At * float64(time.Second))).UTC()
+	t.For = float64(t.end-t.start) * m.Step
+	return t
+}

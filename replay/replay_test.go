@@ -1,0 +1,179 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/replay"
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func readWindow(t *testing.T, file string) *calibrate.Window {
+	t.Helper()
+	w, err := calibrate.ReadAnswers([]string{file}, calibrate.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestGolden replays saved windows: storm.json, captured from a real
+// Prometheus scraping the lab's storm (TestRealPrometheus -capture: the
+// capacity dipped from 100/s to 30/s for 5 s and the naive fleet, 3
+// retries and no budget, never recovered, as the lab measured), and
+// calibrate's envoy.json (a load spike that recovered) and haproxy.json,
+// a steady window without an incident. Each
+// checks what the window is, then the JSON and the tables byte for byte.
+func TestGolden(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		check      func(t *testing.T, r *replay.Result)
+	}{
+		{"storm", "testdata/storm.json", func(t *testing.T, r *replay.Result) {
+			if !r.Incident || r.Trigger.Kind != scenario.TriggerCapacity || r.Trigger.Confidence != "high" {
+				t.Fatalf("trigger %+v, want a capacity drop, high confidence", r.Trigger)
+			}
+			if r.Trigger.Size < 25 || r.Trigger.Size > 40 || r.Trigger.For < 4 || r.Trigger.For > 7 {
+				t.Errorf("the dip: to %.4g/s for %gs; the lab's was to 30/s for 5s", r.Trigger.Size, r.Trigger.For)
+			}
+			if c := r.Calibration.Capacity; c < 90 || c > 110 {
+				t.Errorf("calibrated capacity %.4g, the lab's 100", c)
+			}
+			if r.Verdict.Recovered || r.AsIs.Verdict.Recovered || !r.Agrees {
+				t.Errorf("the window %s, the replay %s: the lab's never recovered", r.Verdict, r.AsIs.Verdict)
+			}
+			if l := r.Loops[0]; !l.Sustained || !l.Retries || !l.Wasted {
+				t.Errorf("loop %+v: want retries and work for callers gone", l)
+			}
+			if r.Prevents == "" {
+				t.Errorf("no change prevents it: %s", r.Conclusion)
+			}
+		}},
+		{"spike", "../calibrate/testdata/envoy.json", func(t *testing.T, r *replay.Result) {
+			// calibrate's Envoy model: a minute at 1,000 intents/s on an
+			// origin of about 880/s whose clients never time out; the
+			// queue drains after it.
+			if !r.Incident || r.Trigger.Kind != scenario.TriggerLoad || r.Trigger.For != 60 {
+				t.Fatalf("trigger %+v, want a load spike of 60s", r.Trigger)
+			}
+			if !r.Verdict.Recovered || !r.AsIs.Verdict.Recovered || !r.Agrees {
+				t.Errorf("the window %s, the replay %s: both should recover", r.Verdict, r.AsIs.Verdict)
+			}
+			if r.Calibration.Timeout < 5 {
+				t.Errorf("timeout %gs: the window's callers waited 5.7s on average in one step", r.Calibration.Timeout)
+			}
+		}},
+		{"steady", "../calibrate/testdata/haproxy.json", func(t *testing.T, r *replay.Result) {
+			if r.Incident || !strings.Contains(r.Message, "no incident") {
+				t.Errorf("incident %v, message %q: want none", r.Incident, r.Message)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := replay.Replay(context.Background(), readWindow(t, c.file), replay.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, r)
+			js, err := json.MarshalIndent(r, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := r.Outcome()
+			var text bytes.Buffer
+			st := report.Style{Width: 80}
+			text.WriteString(strings.Join(o.Section.Intro, "\n") + "\n")
+			for _, tb := range o.Section.Tables {
+				if err := tb.Render(&text, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := report.RenderClaims(&text, o.Claims, st); err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range o.Section.Charts {
+				if len(ch.X) == 0 || !strings.HasPrefix(ch.SVG(), "<svg") {
+					t.Errorf("chart %q: empty", ch.Title)
+				}
+			}
+			golden(t, "testdata/"+c.name+".golden.json", append(js, '\n'))
+			golden(t, "testdata/"+c.name+".golden.txt", text.Bytes())
+		})
+	}
+}
+
+func golden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		out := filepath.Join(t.TempDir(), filepath.Base(file))
+		_ = os.WriteFile(out, got, 0o644)
+		t.Errorf("%s differs (got %s); go test ./replay -run TestGolden -update if the change is meant", file, out)
+	}
+}
+
+// TestBadInput: windows that cannot be replayed are ErrInput (exit 2),
+// never a made-up incident.
+func TestBadInput(t *testing.T) {
+	storm := readWindow(t, "testdata/storm.json")
+	for _, c := range []struct {
+		name string
+		w    *calibrate.Window
+		want string
+	}{
+		{"too short", readWindow(t, "../calibrate/testdata/lab.json"), "at least 20"},
+		{"starts in the incident", storm.Sub(storm.Start.Add(8*time.Second), storm.End), "steps before it"},
+		{"no traffic", storm.Sub(storm.Start, storm.Start), "counted no attempt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := replay.Replay(context.Background(), c.w, replay.Options{})
+			if !errors.Is(err, replay.ErrInput) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want ErrInput saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestAdvise replays advise's pick: here from a space of one budgeted
+// policy, as advise's own search is minutes long.
+func TestAdvise(t *testing.T) {
+	w := readWindow(t, "testdata/storm.json")
+	f := scenario.Fleet{Name: "budgeted", Timeout: time.Second,
+		Retry:  scenario.Retry{MaxRetries: 2, Backoff: scenario.Backoff{Use: "exponential", Base: 25 * time.Millisecond, Cap: 250 * time.Millisecond, Multiplier: 2, Jitter: "full"}},
+		Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
+	r, err := replay.Replay(context.Background(), w, replay.Options{Advise: true, AdviseSpace: []scenario.Fleet{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *replay.Run
+	for _, o := range r.Others {
+		if o.Name == "advise" {
+			got = o
+		}
+	}
+	if got == nil {
+		t.Fatalf("no advise run: %s", r.AdviseNote)
+	}
+	t.Logf("%s: %s, %d lost", got.Change, got.Verdict, got.IntentsLost)
+}

@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/report"
+)
+
+// Outcome is the replay as the command line prints and reports it: the
+// conclusion, the tables, the claim that the replay reproduces the
+// window, the plots of the measured series beside the replayed ones, and
+// r itself as the JSON.
+func (r *Result) Outcome() *experiment.Outcome {
+	s := report.Section{ID: "replay", Title: "Replay: " + r.Window}
+	s.Intro = []string{r.Conclusion}
+	o := &experiment.Outcome{Name: "replay", JSON: r, Findings: []string{r.Conclusion}}
+	if !r.Incident {
+		o.Section = s
+		return o
+	}
+	c := r.Calibration
+	t := r.Trigger
+	s.Tables = append(s.Tables, report.Table{
+		Title:   "The incident, from " + r.Source + "'s metrics",
+		Columns: []report.Column{{Name: "what"}, {Name: "value"}},
+		Rows: [][]string{
+			{"trigger", t.What()},
+			{"when", t.When()},
+			{"confidence", t.Confidence},
+			{"origin before it", fmt.Sprintf("%.4g requests/s: %d workers, %s, mean %.3gs", c.Capacity, c.Workers, c.Dist, c.Service)},
+			{"traffic before it", fmt.Sprintf("%.4g intents/s, %d clients, %.3g retries/intent", c.Rate, c.Clients, c.RetryShare)},
+			{"client policy", fmt.Sprintf("timeout %gs, %d retries, budget %s, breaker %s", c.Timeout, c.MaxRetries, yes(c.Budget), yes(c.Breaker))},
+			{"measured end", r.Verdict.String()},
+			{"sustaining loop", r.Loops[0].short()},
+		},
+	})
+	runs := report.Table{
+		Title: "The incident replayed, as it was and with one change",
+		Columns: []report.Column{{Name: "replay"}, {Name: "recovers", Align: report.Right}, {Name: "intents lost", Align: report.Right},
+			{Name: "failures", Align: report.Right}, {Name: "after clear", Align: report.Right}},
+		Emphasis: map[[2]int]bool{},
+	}
+	runs.Rows = append(runs.Rows, []string{"measured (the window)", r.Verdict.String(), "", "", ""})
+	for i, x := range append([]*Run{r.AsIs}, r.Others...) {
+		runs.Rows = append(runs.Rows, []string{x.Name, x.Verdict.String(), strconv.FormatInt(x.IntentsLost, 10), strconv.FormatInt(x.Failures, 10), strconv.FormatInt(x.FailuresAfterClear, 10)})
+		if !x.Verdict.Recovered {
+			runs.Emphasis[[2]int{i + 1, 1}] = true
+		}
+	}
+	s.Tables = append(s.Tables, runs)
+	s.Claims = []report.Claim{report.Check("replayed as it was, the incident ends as the window shows (both never recover, or both recover within ±20%)",
+		r.Agrees, map[string]any{"measured": r.Verdict, "replayed": r.AsIs.Verdict},
+		"the window: %s; the replay: %s", r.Verdict, r.AsIs.Verdict)}
+	s.Notes = append(s.Notes, "How the trigger was inferred: "+t.How+".",
+		"The client policy's timeout and retries are calibrate's defaults where the metrics are silent: "+c.TimeoutNte+".")
+	for _, x := range r.Others {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s.", x.Name, x.Change))
+	}
+	if r.AdviseNote != "" {
+		s.Notes = append(s.Notes, r.AdviseNote)
+	}
+	s.Charts = r.charts()
+	o.Section, o.Claims = s, s.Claims
+	return o
+}
+
+func yes(b bool) string {
+	if b {
+		return "seen"
+	}
+	return "none seen"
+}
+
+// charts plot the measured series beside the replayed ones, the
+// counterfactuals dashed, the trigger shaded.
+func (r *Result) charts() []report.Chart {
+	m := r.Measured
+	x := make([]float64, m.n())
+	for i := range x {
+		x[i] = float64(i) * m.Step // the start of each step, as the simulator's ticks
+	}
+	shade := []report.Span{{From: r.Trigger.At, To: r.Trigger.At + r.Trigger.For, Label: "trigger (inferred)"}}
+	errs := report.Chart{Title: "Error rate: measured and replayed", XLabel: "time (s)", YLabel: "error rate", X: x, Shade: shade, YMax: 1, Percent: true,
+		Lines: []report.Line{{Name: "measured", Y: m.ErrorRate}, {Name: "replayed as-is", Y: fit(r.AsIs.ErrorRate, len(x))}}}
+	load := report.Chart{Title: "Offered load: measured and replayed", XLabel: "time (s)", YLabel: "attempts / s", X: x, Shade: shade,
+		Lines: []report.Line{{Name: "measured", Y: m.Attempts}, {Name: "replayed as-is", Y: fit(r.AsIs.Offered, len(x))}}}
+	for _, o := range r.Others {
+		errs.Lines = append(errs.Lines, report.Line{Name: o.Name, Y: fit(o.ErrorRate, len(x)), Dashed: true})
+		load.Lines = append(load.Lines, report.Line{Name: o.Name, Y: fit(o.Offered, len(x)), Dashed: true})
+	}
+	served := report.Chart{Title: "What the window shows: intents, answers and the capacity", XLabel: "time (s)", YLabel: "per second", X: x, Shade: shade,
+		Lines: []report.Line{{Name: "intents", Y: m.Intents}, {Name: "answers", Y: m.Served}}}
+	if m.Wasted != nil {
+		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.Wasted})
+	}
+	cap := make([]float64, len(x))
+	for i := range cap {
+		cap[i] = r.Calibration.Capacity
+	}
+	served.Lines = append(served.Lines, report.Line{Name: "calibrated capacity", Y: cap, Dashed: true})
+	return []report.Chart{errs, load, served}
+}
+
+// fit pads or cuts v to n values.
+func fit(v []float64, n int) []float64 {
+	out := make([]float64, n)
+	copy(out, v)
+	return out
+}
+
+// short is the loop in a table cell.
+func (l Loop) short() string {
+	switch {
+	case l.AmplificationAfter == 0 && !l.Sustained:
+		return "not in the window"
+	case !l.Sustained:
+		return "none: it recovered"
+	}
+	var parts []string
+	if l.Retries {
+		parts = append(parts, fmt.Sprintf("%.3g attempts/intent (%.3g before)", l.AmplificationAfter, l.AmplificationBefore))
+	}
+	if l.Wasted {
+		parts = append(parts, fmt.Sprintf("%.0f%% wasted work", 100*l.WastedShare))
+	}
+	if len(parts) == 0 {
+		return "sustained, cause not shown"
+	}
+	return "metastable: " + strings.Join(parts, "; ")
+}
