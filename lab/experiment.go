@@ -46,6 +46,10 @@ type ExperimentOptions struct {
 	// storm's counterfactual is not run.
 	Shard   experiment.Shard
 	StartAt time.Time
+	// Ready, if set, is called as each fleet's servers come up, before its
+	// first tick, with the HTTP addresses of its origin (or fault proxy)
+	// and gateway: to point a scraper at their /metrics.
+	Ready func(fleet string, origin, gateway *url.URL)
 }
 
 // Measurement is a lab experiment's outcome and whether it measured.
@@ -107,6 +111,9 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	run := runOptions{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
 		Ready: func(fleet string, origin, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
+			if opts.Ready != nil {
+				opts.Ready(fleet, origin, gateway)
+			}
 		},
 		ReadyGRPC: func(fleet, origin, gateway string) {
 			fmt.Fprintf(log, "lab: %s: gRPC origin %s, gRPC gateway %s (grpc.testing.TestService/UnaryCall)\n", fleet, origin, gateway)
@@ -123,6 +130,9 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		}
 		run.Ready = func(fleet string, proxy, gateway *url.URL) {
 			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
+			if opts.Ready != nil {
+				opts.Ready(fleet, proxy, gateway)
+			}
 		}
 	}
 	played := sc

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -79,7 +80,7 @@ func TestRealPrometheus(t *testing.T) {
 	promURL := startPrometheus(t, ctx, bin, dir, targets)
 
 	var begin time.Time
-	res, err := lab.Run(ctx, sc, lab.Options{Tick: time.Second, Ready: func(_ string, o, g *url.URL) {
+	m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{Tick: time.Second, Log: io.Discard, Ready: func(_ string, o, g *url.URL) {
 		b, _ := json.Marshal([]map[string]any{{"targets": []string{o.Host, g.Host}}})
 		tmp := targets + ".tmp"
 		if err := os.WriteFile(tmp, b, 0o644); err == nil {
@@ -90,6 +91,7 @@ func TestRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := m.Result
 	if in := res.Lab.Inconclusive; in != nil {
 		t.Skipf("inconclusive: the lab measured its machine, not the storm: %+v", in)
 	}
@@ -244,10 +246,11 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	for _, s := range []*scenario.Scenario{&sc, &drop} {
-		res, err := lab.Run(ctx, s, lab.Options{Tick: 500 * time.Millisecond})
+		m, err := lab.Measure(ctx, s, lab.ExperimentOptions{Tick: 500 * time.Millisecond, Log: io.Discard})
 		if err != nil {
 			t.Fatal(err)
 		}
+		res := m.Result
 		if in := res.Lab.Inconclusive; in != nil {
 			t.Skipf("inconclusive: the lab measured its machine: %+v", in)
 		}
