@@ -1,7 +1,11 @@
 // Package cpuhog starves a test of CPU from outside its process, as the
 // other programs of a loaded machine do: the test binary runs itself again
 // as a process of busy loops that never sleep, which the test's process
-// can neither slow down nor see, only suffer. The lab's tests use it to
+// can neither slow down nor see, only suffer; and, on Unix, that process
+// also stops the test's process for 30 ms out of every 100 ms (SIGSTOP,
+// SIGCONT), as a container's CPU quota throttles it, because busy loops
+// alone left a quiet CI machine's scheduler slack enough for the lab to
+// measure. The lab's tests use it to
 // prove that a starved lab reports its runs inconclusive rather than
 // calling false verdicts (docs/lab.md, "When the lab is not measuring").
 //
@@ -26,8 +30,19 @@ import (
 	"time"
 )
 
-// env, when set to a count of loops, makes the process a hog.
-const env = "RETRYSTORM_CPUHOG"
+// env, when set to a count of loops, makes the process a hog; envPID,
+// when set, names the process it throttles.
+const (
+	env    = "RETRYSTORM_CPUHOG"
+	envPID = "RETRYSTORM_CPUHOG_THROTTLE"
+)
+
+// Stop and Period are the throttle's: the test's process is stopped for
+// Stop out of every Period.
+const (
+	Stop   = 30 * time.Millisecond
+	Period = 100 * time.Millisecond
+)
 
 // Life bounds a hog's life, should its test die without killing it.
 const Life = 2 * time.Minute
@@ -56,7 +71,11 @@ func Main() {
 		}()
 	}
 	fmt.Print(ready)
-	time.Sleep(Life)
+	if pid, err := strconv.Atoi(os.Getenv(envPID)); err == nil && pid > 1 {
+		throttle(pid, Stop, Period, time.Now().Add(Life))
+	} else {
+		time.Sleep(Life)
+	}
 	os.Exit(0)
 }
 
@@ -73,7 +92,7 @@ func Start(t testing.TB) int {
 	t.Helper()
 	n := 2 * runtime.NumCPU()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", env, n))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", env, n), fmt.Sprintf("%s=%d", envPID, os.Getpid()))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +101,8 @@ func Start(t testing.TB) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// This process runs, so the hog is not stopping it now; once the
+		// hog is dead, nothing will again.
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
@@ -102,6 +123,10 @@ func Start(t testing.TB) int {
 	case <-time.After(30 * time.Second):
 		t.Fatal("cpuhog: the hog did not start spinning in 30 s")
 	}
-	t.Logf("%d busy loops in process %d beside the test", n, cmd.Process.Pid)
+	if canThrottle {
+		t.Logf("%d busy loops in process %d beside the test, which stops this one for %v of every %v", n, cmd.Process.Pid, Stop, Period)
+	} else {
+		t.Logf("%d busy loops in process %d beside the test", n, cmd.Process.Pid)
+	}
 	return cmd.Process.Pid
 }
