@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
-	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -36,7 +35,7 @@ func TestRealHAProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the real-HAProxy test takes about 30 s")
 	}
-	testlock.Exclusive()
+	// The lock is TestMain's.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

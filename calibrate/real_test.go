@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
-	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -67,9 +66,7 @@ func TestRealPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the real-Prometheus test takes about 30 s")
 	}
-	// It times real servers: no CPU-heavy test binary beside it (as the
-	// lab's tests).
-	testlock.Exclusive()
+	// The lock is TestMain's.
 	truth, err := scenario.Parse("truth.yaml", []byte(truthYAML))
 	if err != nil {
 		t.Fatal(err)

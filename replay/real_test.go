@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
-	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -65,7 +64,7 @@ func TestRealPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the real-Prometheus replay test takes about 45 s")
 	}
-	testlock.Exclusive()
+	// The lock is TestMain's.
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +217,7 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the lab runs three fleets for about 50 s")
 	}
-	testlock.Exclusive()
+	// The lock is TestMain's.
 	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
 	if err != nil {
 		t.Fatal(err)
