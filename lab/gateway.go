@@ -303,6 +303,21 @@ type trace struct {
 
 type traceKey struct{}
 
+// traceContext is a request's context carrying its trace, in the
+// allocation of the statusRecorder that holds it, where context.WithValue
+// would take one more.
+type traceContext struct {
+	context.Context
+	trace
+}
+
+func (c *traceContext) Value(key any) any {
+	if key == (traceKey{}) {
+		return &c.trace
+	}
+	return c.Context.Value(key)
+}
+
 func traceOf(ctx context.Context) *trace {
 	t, _ := ctx.Value(traceKey{}).(*trace)
 	return t
@@ -315,13 +330,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.m.inflight.Dec()
 	n := uint64(len(g.clients))
 	k := g.next.Add(1) % n
-	if h := r.Header.Get(ClientHeader); h != "" { // ParseUint("") allocates its error
-		if v, err := strconv.ParseUint(h, 10, 64); err == nil {
+	if h := r.Header[ClientHeader]; len(h) > 0 && h[0] != "" { // ParseUint("") allocates its error
+		if v, err := strconv.ParseUint(h[0], 10, 64); err == nil {
 			k = v % n
 		}
 	}
-	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK, tr: trace{client: int(k)}}
-	ctx := context.WithValue(r.Context(), traceKey{}, &rec.tr)
+	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	rec.tr = traceContext{Context: r.Context(), trace: trace{client: int(k)}}
+	var ctx context.Context = &rec.tr
 	// The caller's deadline, so that the Guard never waits past it and the
 	// origin hears it.
 	if d, ok := resilhttp.TimeoutFrom(r.Header); ok && d > 0 {
@@ -338,12 +354,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tells the caller how the intent went (AttemptsHeader, and FailedHeader
 // when an attempt failed) in the header it writes: every answer, the
 // origin's, the fallback and the gateway's errors, is written through it.
-// It holds the intent's trace, so that one allocation serves both.
+// It holds the intent's context and trace, so that one allocation serves
+// all three.
 type statusRecorder struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
-	tr    trace
+	tr    traceContext
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -473,8 +490,10 @@ func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if tr == nil {
 		tr = &trace{}
 	}
-	now := time.Now()
-	k := t.tally.tickOf(now)
+	k := -1
+	if t.tally != nil { // the clock is read only for a tally's tick
+		k = t.tally.tickOf(time.Now())
+	}
 	a, _ := resilhttp.AttemptOf(ctx)
 	tr.sent.Add(1)
 	t.tally.add(kindCounts[a.Kind], k)

@@ -258,7 +258,7 @@ func (c *call) send(ctx context.Context, a resil.Attempt) (*http.Response, error
 // carries a, with a body of its own (the original goes with the first
 // attempt, a copy from GetBody with every later one) and the key.
 func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Request, error) {
-	r := c.req.WithContext(context.WithValue(ctx, attemptKey{}, a))
+	r := c.req.WithContext(&attemptContext{Context: ctx, a: a})
 	if c.hasBody {
 		first := false
 		if a.Number == 1 {
@@ -282,7 +282,7 @@ func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Reque
 	}
 	if dl, ok := ctx.Deadline(); ok && !c.t.OmitTimeout {
 		left := dl.Sub(c.t.Guard.Now())
-		if d, ok := ParseTimeout(c.req.Header.Get(TimeoutHeader)); !ok || left < d {
+		if d, ok := ParseTimeout(headerValue(c.req.Header, TimeoutHeader)); !ok || left < d {
 			add[n].name, add[n].value = TimeoutHeader, FormatTimeout(left)
 			n++
 		}
@@ -298,7 +298,10 @@ func (c *call) attemptRequest(ctx context.Context, a resil.Attempt) (*http.Reque
 		r.Header, room = cloneHeader(c.req.Header, n)
 		for i, f := range add[:n] {
 			room[i] = f.value
-			r.Header[http.CanonicalHeaderKey(f.name)] = room[i : i+1 : i+1]
+			if f.name != TimeoutHeader { // canonical already
+				f.name = http.CanonicalHeaderKey(f.name)
+			}
+			r.Header[f.name] = room[i : i+1 : i+1]
 		}
 	}
 	return r, nil
@@ -358,13 +361,40 @@ func (c *call) settleBody() {
 
 type attemptKey struct{}
 
+// attemptContext is an attempt's context: ctx carrying the attempt, in
+// one allocation where context.WithValue would take two (the context, and
+// the Attempt boxed in an interface). Its Value answers with a pointer into
+// itself, which boxes nothing.
+type attemptContext struct {
+	context.Context
+	a resil.Attempt
+}
+
+func (c *attemptContext) Value(key any) any {
+	if key == (attemptKey{}) {
+		return &c.a
+	}
+	return c.Context.Value(key)
+}
+
 // AttemptOf returns the attempt a request is sent as, from the context of
 // the request a Transport hands its Base: its number, its kind (first,
 // retry or hedge) and its idempotency key. ok is false for a context no
 // Transport made.
 func AttemptOf(ctx context.Context) (a resil.Attempt, ok bool) {
-	a, ok = ctx.Value(attemptKey{}).(resil.Attempt)
-	return a, ok
+	if p, ok := ctx.Value(attemptKey{}).(*resil.Attempt); ok {
+		return *p, true
+	}
+	return a, false
+}
+
+// headerValue is h.Get(key) for a key already canonical: a map lookup,
+// without canonicalizing the key again.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 type stopKey struct{}

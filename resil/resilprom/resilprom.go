@@ -19,6 +19,7 @@ package resilprom
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,11 +55,21 @@ type Collector struct {
 	tokens   *prometheus.Desc
 	rpr      *prometheus.Desc
 	latency  *prometheus.HistogramVec
+	// series caches latency's histogram of each kind and outcome, made
+	// on first use (so that /metrics shows only what happened): looking a
+	// series up by its labels hashes them, on every attempt.
+	series [maxKinds][maxOutcomes]atomic.Pointer[series]
 
 	mu         sync.Mutex
 	unobserve  func()
 	registerer prometheus.Registerer
 }
+
+// maxKinds and maxOutcomes bound the kinds and outcomes whose histogram
+// series are cached; others are looked up by their labels.
+const maxKinds, maxOutcomes = 4, 8
+
+type series struct{ prometheus.Observer }
 
 type counterDesc struct {
 	desc *prometheus.Desc
@@ -138,8 +149,22 @@ func (o Options) labels() (prometheus.Labels, error) {
 
 func (c *Collector) observe(e resil.Event) {
 	if e.Kind == resil.EventAttempt {
-		c.latency.WithLabelValues(e.Attempt.Kind.String(), e.Outcome.String()).Observe(e.Took.Seconds())
+		c.observer(e.Attempt.Kind, e.Outcome).Observe(e.Took.Seconds())
 	}
+}
+
+// observer returns latency's series of kind k and outcome o.
+func (c *Collector) observer(k resil.Kind, o resil.Outcome) prometheus.Observer {
+	if int(k) >= maxKinds || int(o) >= maxOutcomes {
+		return c.latency.WithLabelValues(k.String(), o.String())
+	}
+	p := &c.series[k][o]
+	if s := p.Load(); s != nil {
+		return s.Observer
+	}
+	s := &series{c.latency.WithLabelValues(k.String(), o.String())}
+	p.Store(s) // a race stores the same series: WithLabelValues returns one per labels
+	return s.Observer
 }
 
 // Describe sends the descriptors of every metric.
