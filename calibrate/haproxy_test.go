@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -89,7 +90,7 @@ frontend stats
 			t.Logf("haproxy's log:\n%s", logs.String())
 		}
 	})
-	promURL := startPrometheus(t, ctx, prom, "http://"+stats)
+	promURL := promtest.Start(t, ctx, prom, promtest.Static(stats))
 
 	sc, err := scenario.Parse("haproxy.yaml", []byte(`
 duration: 30s

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -86,7 +84,7 @@ func TestRealPrometheus(t *testing.T) {
 	defer gw.Close()
 	gURL := serve(t, ctx, nil, gw)
 
-	promURL := startPrometheus(t, ctx, bin, oURL, gURL)
+	promURL := promtest.Start(t, ctx, bin, promtest.Static(mustURL(t, oURL).Host, mustURL(t, gURL).Host))
 
 	// Let Prometheus take a few scrapes at rest, then run the load.
 	begin := time.Now()
@@ -186,58 +184,6 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
-}
-
-// startPrometheus runs prometheus on a free port of 127.0.0.1 with its
-// own configuration and data directory, scraping the targets every
-// second, until the test ends; it waits (at most 15 s) until it is ready.
-func startPrometheus(t *testing.T, ctx context.Context, bin string, targets ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	var hosts []string
-	for _, s := range targets {
-		hosts = append(hosts, fmt.Sprintf("%q", mustURL(t, s).Host))
-	}
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: lab\n    static_configs: [{targets: [%s]}]\n", strings.Join(hosts, ", "))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.CommandContext(ctx, bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus's log:\n%s", logs.String())
-		}
-	})
-	u := "http://" + addr
-	client, err := api.NewClient(api.Config{Address: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prom := v1.NewAPI(client)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, err := prom.Buildinfo(ctx); err == nil {
-			return u
-		} else if time.Now().After(deadline) {
-			t.Fatalf("prometheus at %s not ready within 15 s: %v", u, err)
-		}
-	}
 }
 
 // saveWindow saves, as one query_range answer, the raw series calibrate

@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -76,7 +75,7 @@ func TestRealPrometheus(t *testing.T) {
 	if err := os.WriteFile(targets, []byte("[]"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promURL := startPrometheus(t, ctx, bin, dir, targets)
+	promURL := promtest.Start(t, ctx, bin, promtest.FileSD(targets))
 
 	var begin time.Time
 	// Measure runs the scenario's fleet and then, when the scenario has
@@ -132,55 +131,6 @@ func TestRealPrometheus(t *testing.T) {
 	}
 	if !r.Agrees {
 		t.Errorf("the replay does not agree with the window: %s", r.Conclusion)
-	}
-}
-
-// startPrometheus runs prometheus on a free port of 127.0.0.1 with its
-// own configuration and data directory, scraping the targets in the
-// file-discovery file targets (written when the lab's servers are up)
-// every second, until the test ends. (calibrate's test has its twin with
-// static targets; a test file's helper cannot be imported.)
-func startPrometheus(t *testing.T, ctx context.Context, bin, dir, targets string) string {
-	t.Helper()
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: lab\n    file_sd_configs: [{files: [%q], refresh_interval: 1s}]\n", targets)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.CommandContext(ctx, bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus's log:\n%s", logs.String())
-		}
-	})
-	u := "http://" + addr
-	client, err := api.NewClient(api.Config{Address: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prom := v1.NewAPI(client)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, err := prom.Buildinfo(ctx); err == nil {
-			return u
-		} else if time.Now().After(deadline) {
-			t.Fatalf("prometheus at %s not ready within 15 s: %v", u, err)
-		}
 	}
 }
 
