@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrystorm/retrystorm/report"
@@ -259,10 +260,12 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts Options
 	name := func(i int) string { return fmt.Sprintf("advise: candidate %q", cands[i].Name) }
 	r.Exhaustive = len(cands) * nS * nF * nL
 	if ao.Shard.Count > 1 || ao.Exhaustive || len(cands) <= adviseConfirm+1 {
+		var runs atomic.Int64 // keep runs on every worker
 		err = e.run(ctx, fleets, name, ao.Shard, opts, func(j job, c CheckCell) {
 			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
-			r.Runs++
+			runs.Add(1)
 		})
+		r.Runs += int(runs.Load())
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -112,10 +113,12 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scena
 			}
 		}
 	}
+	var runs atomic.Int64 // keep runs on every worker
 	err := e.runJobs(ctx, first, fleets, nil, name, Shard{}, opts, func(j job, c CheckCell) {
 		r.Candidates[j.fleet].Screen[j.fault][j.load] = c
-		r.Runs++
+		runs.Add(1)
 	})
+	r.Runs += int(runs.Load())
 	if err != nil {
 		return err
 	}
@@ -164,10 +167,12 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scena
 				}
 			}
 		}
+		var runs atomic.Int64 // keep runs on every worker
 		err := e.runJobs(ctx, jobs, fleets, nil, name, Shard{}, opts, func(j job, c CheckCell) {
 			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
-			r.Runs++
+			runs.Add(1)
 		})
+		r.Runs += int(runs.Load())
 		if err != nil {
 			return err
 		}
