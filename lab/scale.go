@@ -56,6 +56,7 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 		scaleFleet(&fl, f)
 		t.Client.Timeout, t.Client.Deadline = fl.Timeout, fl.Deadline
 		t.Client.Retry, t.Client.Budget, t.Client.Breaker, t.Client.Hedge = fl.Retry, fl.Budget, fl.Breaker, fl.Hedge
+		t.Client.Balancer, t.Client.OutlierDetection = fl.Balancer, fl.OutlierDetection
 	}
 	s.Fleets = slices.Clone(sc.Fleets)
 	for i := range s.Fleets {

@@ -50,7 +50,7 @@ var notRates = map[string]bool{
 	// detector's stdev factor.
 	"Origin.Faults.Factor": true, "Origin.Faults.ErrorRate": true,
 	"Tiers.Server.Faults.Factor": true, "Tiers.Server.Faults.ErrorRate": true,
-	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true,
+	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true, "Tiers.Client.OutlierDetection.Settings.SuccessRateStdevFactor": true,
 	"Tiers.Server.Limit.Backoff":                              true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
 }
 
