@@ -51,7 +51,7 @@ var notRates = map[string]bool{
 	"Origin.Faults.Factor": true, "Origin.Faults.ErrorRate": true,
 	"Tiers.Server.Faults.Factor": true, "Tiers.Server.Faults.ErrorRate": true,
 	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true, "Tiers.Client.OutlierDetection.Settings.SuccessRateStdevFactor": true,
-	"Tiers.Server.Limit.Backoff":                              true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
+	"Tiers.Server.Limit.Backoff": true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
 }
 
 // fill sets every duration and float field reachable from v to a value of
