@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
