@@ -30,6 +30,10 @@ type runOptions struct {
 	// before its first tick, with their base URLs: both serve /metrics,
 	// and the origin /admin/faults.
 	Ready func(fleet string, origin, gateway *url.URL)
+	// ReadyTiers, if set, is called beside Ready when the scenario has a
+	// chain, with its tiers' base URLs, outermost first: each serves
+	// /metrics.
+	ReadyTiers func(fleet string, tiers []*url.URL)
 	// AdminToken is the secret the origins' /admin/faults require (128
 	// random bits, as a web page cannot guess); the live view's links
 	// carry it. Empty means a new one for each fleet, known to the live
@@ -310,6 +314,13 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 	defer r.close()
 	if opts.Ready != nil {
 		opts.Ready(fleet.Name, r.osrv.URL(), r.gsrv.URL())
+	}
+	if opts.ReadyTiers != nil && len(r.tsrv) > 0 {
+		tiers := make([]*url.URL, len(r.tsrv))
+		for l, s := range r.tsrv {
+			tiers[l] = s.URL()
+		}
+		opts.ReadyTiers(fleet.Name, tiers)
 	}
 	if opts.ReadyGRPC != nil && r.ogrpc != nil {
 		opts.ReadyGRPC(fleet.Name, r.ogrpc.Addr(), r.ggrpc.Addr())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -291,9 +290,9 @@ func (d *decoder) scalar(n *yaml.Node, path, want string, tags ...string) (*yaml
 // library types those beyond 64 bits as floats, or strings) is read as the
 // nearest int, and its text kept, for the range check to refuse.
 func (d *decoder) integer(n *yaml.Node, path string) (int, error) {
-	if big, ok := d.bigInteger(n); ok {
+	if negative, _, ok := d.bigInteger(n); ok {
 		d.shown[path] = resolve(n).Value
-		if big.Sign() < 0 {
+		if negative {
 			return math.MinInt, nil
 		}
 		return math.MaxInt, nil
@@ -309,22 +308,25 @@ func (d *decoder) integer(n *yaml.Node, path string) (int, error) {
 	return i, nil
 }
 
-// bigInteger returns the value of an unquoted whole number that does not
-// fit an int64 (decimal, or 0x, 0o, 0b), or false.
-func (d *decoder) bigInteger(n *yaml.Node) (*big.Int, bool) {
+// bigInteger reports whether n is an unquoted whole number that does not
+// fit an int64 (decimal, or 0x, 0o, 0b), whether it is negative, and
+// whether it fits a uint64. strconv's range errors say so without
+// math/big, which would weigh some 30 KB in the page's module.
+func (d *decoder) bigInteger(n *yaml.Node) (negative, uint64ok, ok bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 || n.Tag == "!!str" && n.Style&yaml.TaggedStyle != 0 {
-		return nil, false
+		return false, false, false
 	}
 	v := strings.ReplaceAll(n.Value, "_", "")
 	if strings.HasPrefix(v, "+") {
 		v = v[1:]
 	}
-	b, ok := new(big.Int).SetString(v, 0)
-	if !ok || b.IsInt64() {
-		return nil, false
+	if _, err := strconv.ParseInt(v, 0, 64); !errors.Is(err, strconv.ErrRange) {
+		return false, false, false
 	}
-	return b, true
+	negative = strings.HasPrefix(v, "-")
+	_, err := strconv.ParseUint(v, 0, 64)
+	return negative, !negative && err == nil, true
 }
 
 // pair is one key of a map and its value.

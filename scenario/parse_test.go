@@ -83,6 +83,7 @@ var parseErrorTests = []struct {
 	{"seed beyond uint64", "seed: 18446744073709551616\n", "1:7", "seed", "must be at most 18446744073709551615"},
 	{"yes is not a boolean", withFleet("    retry: {idempotent_only: yes}\n"), "8:30", "fleets[0].retry.idempotent_only", `must be true or false, got the string "yes"`},
 	{"negative seed", "seed: -1\n", "1:7", "seed", "must not be negative"},
+	{"negative seed beyond int64", "seed: -0x1_0000_0000_0000_0000\n", "1:7", "seed", "must not be negative"},
 	{"fractional seed", "seed: 1.5\n", "1:7", "seed", "must be a whole number"},
 	{"name as a number", "name: 12\n", "1:7", "name", "must be a string"},
 	{"max_retries as a word", withFleet("    retry: {max_retries: lots}\n"), "8:26", "fleets[0].retry.max_retries", `must be a whole number or unlimited, got the string "lots"`},

@@ -415,21 +415,14 @@ func (b *Balancer) NewPicker(hosts int, det *outlier.Detector, src rand.Source) 
 	if s.PanicThreshold == 0 {
 		s.PanicThreshold = balance.NoPanic
 	}
+	kind := balance.Kind(use)
 	switch use {
 	case BalancerRoundRobin:
-		s.Rand = nil
-		return balance.NewRoundRobin(s)
-	case BalancerRandom:
-		return balance.NewRandom(s)
-	case BalancerP2C:
-		return balance.NewP2C(s)
-	case BalancerLeastRequest:
-		return balance.NewLeastRequest(s)
+		s.Rand = nil // it draws nothing
 	case BalancerEWMA:
-		s.Decay, s.DefaultRTT = b.Decay, b.DefaultRTT
-		return balance.NewPeakEWMA(s)
+		kind, s.Decay, s.DefaultRTT = balance.KindPeakEWMA, b.Decay, b.DefaultRTT
 	}
-	return nil, fmt.Errorf("unknown balancer %q", use)
+	return balance.New(kind, s)
 }
 
 // checkReplicaPolicy checks fleet i's balancer and outlier detector

@@ -35,7 +35,7 @@ func (v number) read(d *decoder, n *yaml.Node, path string) error {
 		*v.p = f
 		return nil
 	}
-	if _, ok := d.bigInteger(n); ok {
+	if _, _, ok := d.bigInteger(n); ok {
 		// A whole number beyond int64, typed float by the YAML library,
 		// or string: it is a number all the same.
 		f, _ := strconv.ParseFloat(strings.ReplaceAll(resolve(n).Value, "_", ""), 64)
@@ -139,8 +139,8 @@ func (v retries) zero() bool { return *v.p == 0 }
 type unsigned struct{ p *uint64 }
 
 func (v unsigned) read(d *decoder, n *yaml.Node, path string) error {
-	if b, ok := d.bigInteger(n); ok && (b.Sign() < 0 || !b.IsUint64()) {
-		if b.Sign() < 0 {
+	if negative, fits, ok := d.bigInteger(n); ok && !fits {
+		if negative {
 			return d.errorOn(resolve(n), path, "must not be negative, got %s", resolve(n).Value)
 		}
 		return d.errorOn(resolve(n), path, "must be at most %d, got %s", uint64(math.MaxUint64), resolve(n).Value)

@@ -146,7 +146,8 @@ func (rs *replicaState) pick(f *fleet, a *attempt, now int64, avoid int32) bool 
 		rs.bal.Done(t, r, 0, resil.OutcomeIgnored)
 		r = r2
 	}
-	a.replica, a.picked = uint16(r), true
+	a.replica = uint16(r)
+	a.flags |= attPicked
 	return true
 }
 
@@ -155,7 +156,7 @@ func (rs *replicaState) sentTo(a *attempt) {
 	if a.tick < 0 {
 		return
 	}
-	if rs.bal != nil && !a.picked {
+	if rs.bal != nil && a.flags&attPicked == 0 {
 		rs.noHost++
 		return
 	}
@@ -169,11 +170,11 @@ func (rs *replicaState) sentTo(a *attempt) {
 // outcomeRefused): the picker hears of it, the detector records it, and
 // its replica counts it.
 func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcome) {
-	if rs.bal != nil && !a.picked {
+	if rs.bal != nil && a.flags&attPicked == 0 {
 		return // it found no replica
 	}
-	if a.picked {
-		a.picked = false
+	if a.flags&attPicked != 0 {
+		a.flags &^= attPicked
 		t := f.vt(now)
 		rs.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
 		if rs.det != nil && kind != resil.OutcomeIgnored {

@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -18,6 +19,46 @@ import (
 // ErrNoHost: every host is ejected and panic mode is off (or the panic
 // threshold is not reached), so there is no host to pick.
 var ErrNoHost = errors.New("balance: no host to pick: every host is ejected")
+
+// ErrUnknownKind: [New] was given a Kind that names no picker.
+var ErrUnknownKind = errors.New("balance: unknown picker kind")
+
+// Kind names a picker, as configs write it.
+type Kind string
+
+// The pickers' kinds.
+const (
+	KindRoundRobin   Kind = "round_robin"
+	KindRandom       Kind = "random"
+	KindP2C          Kind = "p2c"
+	KindLeastRequest Kind = "least_request"
+	KindPeakEWMA     Kind = "peak_ewma"
+)
+
+// New returns the picker of kind k for s, for callers that read the kind
+// from a config; an unknown kind is ErrUnknownKind.
+func New(k Kind, s Settings) (Picker, error) {
+	var p Picker
+	var err error
+	switch k {
+	case KindRoundRobin:
+		p, err = NewRoundRobin(s)
+	case KindRandom:
+		p, err = NewRandom(s)
+	case KindP2C:
+		p, err = NewP2C(s)
+	case KindLeastRequest:
+		p, err = NewLeastRequest(s)
+	case KindPeakEWMA:
+		p, err = NewPeakEWMA(s)
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownKind, k)
+	}
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
+}
 
 // NoPanic as Settings.PanicThreshold turns panic mode off: with every host
 // ejected, Pick fails with ErrNoHost, as gRPC's pickers do.

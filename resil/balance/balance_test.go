@@ -2,6 +2,7 @@ package balance
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -242,4 +243,43 @@ func pickers(t testing.TB, s Settings) []Picker {
 	l, _ := NewLeastRequest(s)
 	e, _ := NewPeakEWMA(s)
 	return []Picker{rr, r, p, l, e}
+}
+
+// TestNew: each Kind makes its picker; an unknown kind is ErrUnknownKind,
+// and a constructor's error comes back as a nil Picker, not a typed nil.
+func TestNew(t *testing.T) {
+	for _, c := range []struct {
+		kind Kind
+		s    Settings
+		want string // the picker's type, or "" for an error
+		err  error
+	}{
+		{KindRoundRobin, Settings{Hosts: 3}, "*balance.RoundRobin", nil},
+		{KindRandom, Settings{Hosts: 3}, "*balance.Random", nil},
+		{KindP2C, Settings{Hosts: 3}, "*balance.P2C", nil},
+		{KindLeastRequest, Settings{Hosts: 3}, "*balance.LeastRequest", nil},
+		{KindPeakEWMA, Settings{Hosts: 3}, "*balance.PeakEWMA", nil},
+		{"ewma", Settings{Hosts: 3}, "", ErrUnknownKind},
+		{KindP2C, Settings{}, "", nil}, // Hosts is required
+	} {
+		p, err := New(c.kind, c.s)
+		if c.want == "" {
+			if err == nil || p != nil {
+				t.Errorf("New(%q, %+v) = %v, %v: want a nil picker and an error", c.kind, c.s, p, err)
+			}
+			if c.err != nil && !errors.Is(err, c.err) {
+				t.Errorf("New(%q): %v, want %v", c.kind, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("New(%q): %v", c.kind, err)
+		}
+		if got := fmt.Sprintf("%T", p); got != c.want {
+			t.Errorf("New(%q) is a %s, want %s", c.kind, got, c.want)
+		}
+		if h, err := p.Pick(time.Unix(0, 0)); err != nil || h < 0 || h >= 3 {
+			t.Errorf("New(%q).Pick = %d, %v", c.kind, h, err)
+		}
+	}
 }

@@ -119,7 +119,7 @@ func NewBalancerBuilder(s BalancerSettings) (balancer.Builder, error) {
 	p := bb.s.Balance
 	p.Hosts, p.PanicThreshold = 1, balance.NoPanic
 	if _, err := newPicker(s.Picker, p); err != nil {
-		if errors.Is(err, errUnknownPicker) {
+		if errors.Is(err, balance.ErrUnknownKind) {
 			return nil, bad("Picker", s.Picker, "must be round_robin, random, p2c, least_request or peak_ewma")
 		}
 		return nil, err
@@ -134,22 +134,8 @@ func NewBalancerBuilder(s BalancerSettings) (balancer.Builder, error) {
 	return bb, nil
 }
 
-var errUnknownPicker = errors.New("unknown picker")
-
 func newPicker(kind string, s balance.Settings) (balance.Picker, error) {
-	switch kind {
-	case PickRoundRobin:
-		return balance.NewRoundRobin(s)
-	case PickRandom:
-		return balance.NewRandom(s)
-	case PickP2C:
-		return balance.NewP2C(s)
-	case PickLeastRequest:
-		return balance.NewLeastRequest(s)
-	case PickPeakEWMA:
-		return balance.NewPeakEWMA(s)
-	}
-	return nil, errUnknownPicker
+	return balance.New(balance.Kind(kind), s)
 }
 
 type lockedSource struct {
