@@ -485,8 +485,9 @@ func TestStackLayerInAConfigMap(t *testing.T) {
 
 // TestTwoHundredServices is the scale case for check on files:
 // 200 services from a template with three shared retry policies are
-// checked in under 30 s (2 cores): identical routes import as one fleet
-// (importer.Fleet.Covers), simulated once.
+// checked, each policy simulated once: identical routes import as one
+// fleet (importer.Fleet.Covers). The time is logged, not asserted (about
+// 5 s on 2 busy cores): a wall time is the machine's, not the code's.
 func TestTwoHundredServices(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about ten seconds on 2 busy cores")
@@ -541,9 +542,6 @@ func TestTwoHundredServices(t *testing.T) {
 	}
 	if len(lines) != 200 {
 		t.Errorf("max_retries annotated at %d lines, want one per service (200)", len(lines))
-	}
-	if took > 30*time.Second {
-		t.Errorf("took %v, want under 30 s", took)
 	}
 }
 
@@ -668,7 +666,7 @@ func TestRouteHosts(t *testing.T) {
 // stack: 200 services generated from a template, each behind the ingress
 // gateway with the same route policy and with one of two client configs
 // in its ConfigMap, make 200 chains of two distinct kinds: each kind is
-// simulated once, and the whole is checked in under 30 s (2 cores).
+// simulated once (the time is logged, not asserted).
 func TestTwoHundredServicesInManifests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds on 2 busy cores")
@@ -729,9 +727,6 @@ data:
 	t.Logf("200 services: %d chains, %d simulated, %d unmatched, 3 seeds: %v", len(r.Chains), r.Simulated, len(r.Unmatched), took)
 	if len(r.Chains) != 200 || r.Simulated != 2 || len(r.Unmatched) != 0 {
 		t.Errorf("%d chains, %d simulated, unmatched %q: want 200 chains of 2 kinds, simulated twice, nothing unmatched", len(r.Chains), r.Simulated, r.Unmatched)
-	}
-	if took > 30*time.Second {
-		t.Errorf("took %v, want under 30 s", took)
 	}
 }
 

@@ -101,10 +101,22 @@ func Start(t testing.TB) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// This process runs, so the hog is not stopping it now; once the
-		// hog is dead, nothing will again.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// The hog is asked to end, not killed: a hog killed between its
+		// SIGSTOP and its SIGCONT left this process stopped for good
+		// (and every test binary waiting on the test lock behind it). On
+		// SIGTERM it lets this process go on, then exits.
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(done)
+		}()
+		end(cmd.Process)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill() // a hog that would not end: nothing else is left
+			<-done
+		}
 	})
 	said := make(chan error, 1)
 	go func() {

@@ -37,3 +37,6 @@ func throttle(pid int, stop, period time.Duration, deadline time.Time) {
 }
 
 const canThrottle = true
+
+// end asks the hog p to end: it lets the throttled process go on first.
+func end(p *os.Process) { _ = p.Signal(syscall.SIGTERM) }

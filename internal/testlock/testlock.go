@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -48,10 +49,30 @@ func RunShared(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// held keeps the lock file open, and so the lock, for the process's life.
-var held *os.File
+// held keeps the lock file open, and so the lock, for the process's life;
+// heldExclusive says how it is held.
+var (
+	mu            sync.Mutex
+	held          *os.File
+	heldExclusive bool
+)
 
 func hold(exclusive bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if held != nil {
+		// Held already (a test that takes the lock, run again with
+		// -count): a second file would wait for the first forever. A
+		// shared lock becomes exclusive on the same file.
+		if exclusive && !heldExclusive {
+			if err := lock(held, true); err != nil {
+				fmt.Fprintf(os.Stderr, "testlock: %v (running with the lock shared)\n", err)
+				return
+			}
+			heldExclusive = true
+		}
+		return
+	}
 	f, err := os.OpenFile(path(), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testlock: %v (running without the lock)\n", err)
@@ -62,5 +83,5 @@ func hold(exclusive bool) {
 		f.Close()
 		return
 	}
-	held = f
+	held, heldExclusive = f, exclusive
 }

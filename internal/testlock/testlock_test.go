@@ -51,3 +51,29 @@ func TestExclusiveWaitsForShared(t *testing.T) {
 		t.Fatal("the exclusive lock was not taken after the shared one was released")
 	}
 }
+
+// TestHoldTwice: a process that takes the lock twice (a test that takes
+// it, run with -count 2) goes on; it waited for itself forever before.
+func TestHoldTwice(t *testing.T) {
+	old, oldHeld, oldExcl := path, held, heldExclusive
+	t.Cleanup(func() { path, held, heldExclusive = old, oldHeld, oldExcl })
+	own := filepath.Join(t.TempDir(), "lock")
+	path = func() string { return own }
+	held, heldExclusive = nil, false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Shared()
+		Exclusive()
+		Exclusive()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("taking the lock twice in one process blocked")
+	}
+	if held == nil || !heldExclusive {
+		t.Errorf("held %v, exclusive %v; want the lock held exclusively", held != nil, heldExclusive)
+	}
+	held.Close()
+}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -44,6 +45,16 @@ func serve(srv testpb.TestServiceServer, opts ...grpc.ServerOption) (string, fun
 	testpb.RegisterTestServiceServer(s, srv)
 	go s.Serve(lis)
 	return lis.Addr().String(), s.Stop
+}
+
+// connect connects conn and waits, up to 10 s, until it is ready, so that
+// an example's short deadline is its call's, not the handshake's.
+func connect(conn *grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready && conn.WaitForStateChange(ctx, st); st = conn.GetState() {
+	}
 }
 
 // Guard every call of a channel: retries of UNAVAILABLE paid from a retry
@@ -141,6 +152,7 @@ func ExampleNewServer() {
 	client, _ := resilgrpc.NewClient(resilgrpc.ClientSettings{Default: resilgrpc.Method{Guard: guard}})
 	conn, _ := grpc.NewClient(addr, append(client.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	defer conn.Close()
+	connect(conn) // the 20 ms below are the call's, not the handshake's
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

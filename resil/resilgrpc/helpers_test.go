@@ -2,6 +2,7 @@ package resilgrpc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -118,7 +120,26 @@ func dial(t testing.TB, s *server, c *Client, extra ...grpc.DialOption) testpb.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
+	if err := ready(cc); err != nil {
+		t.Fatal(err)
+	}
 	return testpb.NewTestServiceClient(cc)
+}
+
+// ready connects cc and waits until it is ready. grpc.NewClient connects
+// on the first call, which then carries the handshake: on a busy machine
+// under the race detector that outlasted the tests' short deadlines,
+// cancels and hedge delays, which are about the call.
+func ready(cc *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc.Connect()
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, st) {
+			return fmt.Errorf("the connection to %s is not ready within 10 s (%v)", cc.Target(), st)
+		}
+	}
+	return nil
 }
 
 func mustGuard(t testing.TB, s resil.GuardSettings) *resil.Guard {

@@ -243,10 +243,10 @@ func TestStreamAttemptTimeout(t *testing.T) {
 		if err := st.Send(outResp("first")); err != nil {
 			return err
 		}
-		time.Sleep(150 * time.Millisecond) // past the attempt timeout, after the commit
+		time.Sleep(600 * time.Millisecond) // past the attempt timeout, after the commit
 		return st.Send(outResp("late"))
 	}})
-	g := mustGuard(t, resil.GuardSettings{Idempotency: resil.Idempotent, AttemptTimeout: 60 * time.Millisecond,
+	g := mustGuard(t, resil.GuardSettings{Idempotency: resil.Idempotent, AttemptTimeout: 300 * time.Millisecond,
 		Policy: resil.Policy{MaxRetries: 2}})
 	tc := dial(t, s, mustClient(t, ClientSettings{Default: Method{Guard: g}}))
 	st, err := tc.StreamingOutputCall(context.Background(), outReq("m"))

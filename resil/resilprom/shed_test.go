@@ -66,9 +66,9 @@ func TestShedderMetrics(t *testing.T) {
 	}
 	ctx := context.Background()
 	tk, _ := sh.Admit(ctx, time.Time{})
-	sh.Admit(ctx, time.Time{})                      // limit
-	sh.Admit(ctx, time.Now().Add(-time.Second))     // expired
-	sh.Admit(ctx, time.Now().Add(time.Millisecond)) // too late
+	sh.Admit(ctx, time.Time{})                          // limit
+	sh.Admit(ctx, time.Now().Add(-time.Second))         // expired
+	sh.Admit(ctx, time.Now().Add(100*time.Millisecond)) // too late: sooner than the 250 ms service time
 	want := `
 # HELP resil_shed_admitted_total Requests the server admitted.
 # TYPE resil_shed_admitted_total counter
