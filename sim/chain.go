@@ -637,7 +637,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	// Field by field, not a composite: see event.set.
 	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
-	a.req, a.tick, a.replica, a.known, a.picked = -1, -1, 0, false, false
+	a.req, a.tick, a.replica, a.known, a.flags = -1, -1, 0, false, 0
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {
@@ -817,5 +817,5 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 		f.lose(i, now, r)
 		return
 	}
-	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), laneHeap)
+	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), retryLane(in.sent))
 }

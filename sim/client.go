@@ -110,7 +110,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	// Field by field, not a composite: see event.set.
 	a.sent, a.deadline, a.ticket, a.intent, a.next = now, deadline, t, i, in.head
-	a.req, a.tick, a.replica, a.known, a.picked = -1, -1, 0, false, false
+	a.req, a.tick, a.replica, a.known, a.flags = -1, -1, 0, false, 0
 	in.head = ai
 	in.inflight++
 	if k := f.tickOf(now); k >= 0 {
@@ -172,15 +172,14 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 // (a chain's timeouts are evChainTimeout events). The origin keeps its
 // request (a queue serves it for nobody) unless it drops expired work.
 func (f *fleet) timedOut(a int32, now int64) {
-	ri := f.atts[a].req
+	ri, serving, rep := f.atts[a].req, f.atts[a].flags&attServing != 0, f.atts[a].replica
 	f.finish(a, now, resil.OutcomeTimeout)
 	if ri < 0 {
 		return
 	}
-	x := f.reqs.at(ri)
-	x.att = -1
-	if x.serving {
-		f.origin[x.replica].Left(time.Duration(now), origin.Request(ri))
+	f.reqs.at(ri).att = -1 // a store: no wait for the cold record
+	if serving {
+		f.origin[rep].Left(time.Duration(now), origin.Request(ri))
 	}
 }
 
@@ -281,7 +280,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 		f.lose(i, now, r)
 		return
 	}
-	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), laneHeap)
+	f.q.push(mkEvent(now+int64(d), i, in.gen, evRetry, 0), retryLane(in.sent))
 }
 
 // resume sends intent i's retry at the end of its backoff.

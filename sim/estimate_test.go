@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +149,7 @@ func TestRunProgress(t *testing.T) {
 	var mu sync.Mutex
 	last, total, calls := 0, 0, 0
 	_, err := RunWith(context.Background(), sc, Options{Progress: func(done, n int) {
+		runtime.Gosched() // widen the window in which another fleet could report
 		mu.Lock()
 		defer mu.Unlock()
 		if done < last {

@@ -146,11 +146,15 @@ func (q *eventQueue) next() int64 {
 	return math.MaxInt64 - q.early
 }
 
+// push adds e. l is the lane it goes to first: an event kind's own lane,
+// a spare lane as a hint (see retryLane), or laneHeap for none. If e would
+// break that lane's order it goes to the first spare lane it keeps in
+// order, and only then to the heap.
 func (q *eventQueue) push(e event, l lane) {
 	q.seq++
 	e.ord = q.seq<<16 | e.ord&0xffff
 	q.n++
-	if l < laneSpare {
+	if int(l) < nLanes {
 		// Most pushes go behind their own lane's head, in order, with
 		// room in its ring: no call, and nothing else changes.
 		if r := &q.lanes[l]; r.size > 0 && r.size < len(r.buf) && r.last().at <= e.at {
@@ -162,8 +166,8 @@ func (q *eventQueue) push(e event, l lane) {
 			return
 		}
 	}
-	for l := laneSpare; int(l) < nLanes; l++ {
-		if q.pushLane(e, l) {
+	for s := laneSpare; int(s) < nLanes; s++ {
+		if s != l && q.pushLane(e, s) {
 			return
 		}
 	}
@@ -177,6 +181,18 @@ func (q *eventQueue) push(e event, l lane) {
 		q.heads[heapSrc] = h
 		q.rise(heapSrc)
 	}
+}
+
+// retryLane is the lane for the retry of an intent that has numbered n
+// attempts. A backoff without jitter waits a delay that depends only on
+// the retry's number, and retries are scheduled as time goes on, so the
+// retries of each number come in time order: one spare lane each keeps
+// them sorted with a push behind the lane's head. (Patience sorting alone
+// would deal them out over the spare lanes in whatever order they come,
+// each push trying lane after lane.) A jittered retry mostly misses its
+// lane and finds another or the heap, as before.
+func retryLane(n int32) lane {
+	return laneSpare + lane(min(max(n-1, 0), int32(nLanes-int(laneSpare)-1)))
 }
 
 // pushLane appends e to lane l if that keeps the lane sorted.
@@ -232,10 +248,12 @@ func (q *eventQueue) lift(i, src int) {
 func (q *eventQueue) pop(e *event) {
 	src := int(q.order[0])
 	more := false
+	var h stamp // the source's new head
 	if src == heapSrc {
 		q.heapPop(e)
 		if more = len(q.heap) > 0; more {
-			q.heads[src] = q.heap[0].stamp()
+			h = q.heap[0].stamp()
+			q.heads[src] = h
 		}
 	} else {
 		r := &q.lanes[src]
@@ -248,7 +266,8 @@ func (q *eventQueue) pop(e *event) {
 			}
 		}
 		if more = r.size > 0; more {
-			q.heads[src] = r.first().stamp()
+			h = r.first().stamp()
+			q.heads[src] = h
 		}
 	}
 	q.n--
@@ -261,15 +280,27 @@ func (q *eventQueue) pop(e *event) {
 		}
 		return
 	}
-	// The source's new head sinks to its place.
-	h := q.heads[src]
-	i := 0
+	// The source's new head sinks to its place. Mostly it stays first,
+	// or goes a step down: early is the head already in hand then, not a
+	// load through the order just rewritten.
+	if q.active == 1 {
+		q.early = math.MaxInt64 - h.at
+		return
+	}
+	second := q.order[1]
+	sh := q.heads[second]
+	if !sh.before(h) {
+		q.early = math.MaxInt64 - h.at
+		return
+	}
+	q.order[0] = second
+	q.early = math.MaxInt64 - sh.at
+	i := 1
 	for i+1 < q.active && q.heads[q.order[i+1]].before(h) {
 		q.order[i] = q.order[i+1]
 		i++
 	}
 	q.order[i] = uint8(src)
-	q.early = math.MaxInt64 - q.heads[q.order[0]].at
 }
 
 // deadTimeout reports whether e, a timeout (evTimeout or evChainTimeout),

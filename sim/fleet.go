@@ -36,8 +36,20 @@ type attempt struct {
 	gen      uint32
 	replica  uint16 // replicas number at most 10,000
 	known    bool   // an answer is scheduled in time: no timeout event needed
-	picked   bool   // the fleet's picker chose its replica: it owes the picker a Done
+	flags    uint8  // attPicked, attServing (one byte: the attempt fills a cache line)
 }
+
+// An attempt's flags.
+const (
+	// attPicked: the fleet's picker chose its replica, and it owes the
+	// picker a Done.
+	attPicked = 1 << iota
+	// attServing: a worker of a one-hop run's origin holds its request.
+	// The attempt knows it so that its timeout need not read the request,
+	// a record a collapsed queue took in long ago and the cache no longer
+	// holds, only to learn that the origin need not hear of it.
+	attServing
+)
 
 // intent is one logical call, from arrival to success or loss. It fills
 // two cache lines, and the run's table of them is aligned to them.

@@ -206,7 +206,11 @@ func (d *originDriver) Serve(r origin.Request, _, end time.Duration) {
 	f := (*fleet)(d)
 	x := f.reqs.at(int32(r))
 	x.serving = true
-	f.known(x, int64(end))
+	if x.att >= 0 {
+		a := &f.atts[x.att]
+		a.known = int64(end) <= a.deadline
+		a.flags |= attServing
+	}
 	f.q.push(mkEvent(int64(end), int32(r), x.gen, evComplete, 0), laneComplete)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -30,8 +29,8 @@ type Options struct {
 	Limits Limits
 	// Progress, if set, is told how far the run has come, in ticks of
 	// virtual time summed over the fleets (total is fleets × ticks). It
-	// is called from the fleets' goroutines, often: it must be safe for
-	// concurrent use, and quick.
+	// is called from the fleets' goroutines, often, one call at a time
+	// and never with less done than before: it must be quick.
 	Progress func(done, total int)
 	// WrapBudget, if set, is given each client's budget as it is built
 	// (nil for none) with the fleet's and the client's index, and returns
@@ -68,13 +67,20 @@ func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result,
 	res.Trigger = TriggerSpan(sc)
 	stop := func() bool { return ctx.Err() != nil }
 	if opts.Progress != nil {
-		var done atomic.Int64
-		total := 0
+		// One lock around the sum and the call: with an atomic sum alone,
+		// two fleets could report 3 then 2, and progress must not go back.
+		var mu sync.Mutex
+		done, total := 0, 0
 		for _, f := range fleets {
 			total += f.nTicks
 		}
 		for _, f := range fleets {
-			f.progress = func(ticks int) { opts.Progress(int(done.Add(int64(ticks))), total) }
+			f.progress = func(ticks int) {
+				mu.Lock()
+				defer mu.Unlock()
+				done += ticks
+				opts.Progress(done, total)
+			}
 		}
 	}
 	errs := make([]error, len(fleets))
