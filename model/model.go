@@ -9,13 +9,16 @@
 // breaker, a throttle, the backoff's delays), so it has no copies of
 // resil's constants. It follows the fleet as flows: intents per second,
 // attempts per second by attempt number, and the origin's backlog as a
-// first-in-first-out queue of cohorts, integrated in small steps.
+// first-in-first-out queue of cohorts, integrated in small steps. A chain
+// of tiers is a level of the same flows per hop, each tier answering its
+// callers in order as its calls to the next layer end.
 //
 // Where a scenario uses something the model does not describe (hedging,
-// tiers, replicas, LIFO queues, adaptive limits, budgets other than the
-// token bucket and gRPC's throttle), [New] returns an [*UnsupportedError]
-// saying which feature and why, rather than an answer. docs/model.md has the equations, the assumptions and how
-// well it agrees with the simulator.
+// replicas, LIFO queues, adaptive limits, budgets other than the token
+// bucket and gRPC's throttle, tiers that queue or decide more than
+// retries), [New] returns an [*UnsupportedError] saying which feature and
+// why, rather than an answer. docs/model.md has the equations, the
+// assumptions and how well it agrees with the simulator.
 package model
 
 import (
@@ -31,6 +34,10 @@ import (
 
 // ErrUnsupported is what every [*UnsupportedError] matches with errors.Is.
 var ErrUnsupported = errors.New("model: unsupported")
+
+// ErrTooLarge is wrapped by New's error for a run longer, at its step,
+// than the model holds (maxCells).
+var ErrTooLarge = errors.New("more than the model holds")
 
 // UnsupportedError says that the model does not describe a feature of the
 // scenario, so it gives no answer: the simulator must.
@@ -84,7 +91,8 @@ type Model struct {
 	latency     float64 // capacity model: seconds an admitted attempt takes
 	rejCost     float64 // capacity model: a rejection's share of the work
 	limit       float64 // queue model: waiting requests at most; 0 = none
-	drop        bool    // the origin does not start a request it cannot answer in time
+	drop        bool    // the origin drops, unanswered, a request it cannot answer in time
+	shed        bool    // the origin refuses at once a request it cannot answer in time
 
 	maxRetries int     // retries per intent (Unlimited made finite)
 	retryShare float64 // share of intents that may be retried
@@ -112,6 +120,22 @@ type Model struct {
 	scopeAll    bool // the breaker guards first attempts too
 	throttle    bool
 	thr         resil.ThrottlerSettings
+
+	// tiers is the chain's callers, outermost first: tiers[i] is tier i's
+	// client, calling tier i+1 (the origin, for the last). The fleet calls
+	// tier 0. Empty without tiers.
+	tiers []tierHop
+}
+
+// tierHop is one tier of a chain: the work its server does before it calls
+// the next layer (the concurrency model's base latency: nothing queues at
+// it) and the policy it calls with, retries and backoff only.
+type tierHop struct {
+	work       float64 // seconds of the tier's own work before its call
+	timeout    float64 // per attempt of its call, seconds
+	maxRetries int
+	retryOn    [nKinds]bool
+	delay      [][]point
 }
 
 // point is one value of a delay's distribution: a whole number of steps
@@ -171,7 +195,8 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.workers = float64(max(o.Workers, 1))
 		m.service = m.workers / o.Capacity
 		m.limit = float64(o.QueueLimit)
-		m.drop = o.DropExpired || o.Shed.Deadline
+		m.drop = o.DropExpired
+		m.shed = o.Shed.Deadline
 	case scenario.ModelConcurrency:
 		m.conc = true
 		m.base, m.perInflight = o.Base.Seconds(), o.PerInflight.Seconds()
@@ -180,22 +205,27 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.latency = o.Latency.Seconds()
 		m.rejCost = o.RejectionCost
 	}
-	// The step: at most a tenth of the timeout and 100ms, so that a
-	// timeout is ten steps or more, and a whole fraction of the tick. A
-	// step of 50ms gave the same agreement with the simulator at twice the
-	// cost (docs/model.md).
+	// The step: at most a tenth of the shortest timeout (the fleet's or a
+	// tier's) and 100ms, so that a timeout is ten steps or more, and a
+	// whole fraction of the tick. A step of 50ms gave the same agreement
+	// with the simulator at twice the cost (docs/model.md).
+	shortest := m.timeout
+	for _, t := range sc.Tiers {
+		shortest = min(shortest, t.Client.Timeout.Seconds())
+	}
 	tick := sc.Tick.Seconds()
-	m.perTick = max(1, int(math.Ceil(tick/min(0.1, m.timeout/10))))
+	m.perTick = max(1, int(math.Ceil(tick/min(0.1, shortest/10))))
 	m.h = tick / float64(m.perTick)
 	m.steps = int(math.Ceil(sc.Duration.Seconds()/tick)) * m.perTick
 
-	m.maxRetries = pol.MaxRetries
-	if m.maxRetries == resil.Unlimited || m.maxRetries > maxUnlimited {
-		m.maxRetries = maxUnlimited
+	m.maxRetries = finite(pol.MaxRetries)
+	attempts := float64(m.maxRetries + 1)
+	for _, t := range sc.Tiers {
+		attempts += float64(finite(t.Client.Retry.MaxRetries) + 1)
 	}
-	if cells := float64(m.steps) * float64(m.maxRetries+1) * (nKinds + 3); cells > maxCells {
-		return nil, fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, more than the model holds (%.0g numbers): shorten the run or lengthen the tick or the timeout",
-			sc.Name, m.steps, time.Duration(m.h*float64(time.Second)), m.maxRetries+1, float64(maxCells))
+	if cells := float64(m.steps) * attempts * (nKinds + 5); cells > maxCells {
+		return nil, fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, %w (%.0g numbers): shorten the run or lengthen the tick or the timeout",
+			sc.Name, m.steps, time.Duration(m.h*float64(time.Second)), m.maxRetries+1, ErrTooLarge, float64(maxCells))
 	}
 	m.retryShare = 1
 	if f.Retry.IdempotentOnly {
@@ -204,19 +234,18 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
 		m.retryOn[k] = f.Retry.Retries(word)
 	}
-	var prev time.Duration
-	for r := 1; r <= m.maxRetries; r++ {
-		var pts []point
-		var sum time.Duration
-		for i := range draws {
-			d := pol.Backoff.Delay(r, prev, stratified{(float64(i) + 0.5) / draws})
-			sum += d
-			// Clamped past the run's end: a retry due then is never sent.
-			steps := min(float64(m.steps+1), math.Round(d.Seconds()/m.h))
-			pts = append(pts, point{steps: int(steps), weight: 1.0 / draws})
+	m.delay = m.delays(pol.Backoff, m.maxRetries)
+	for _, t := range sc.Tiers {
+		p, err := t.NewPolicy()
+		if err != nil {
+			return nil, err
 		}
-		prev = sum / draws
-		m.delay = append(m.delay, merge(pts))
+		hop := tierHop{work: t.Server.Base.Seconds(), timeout: t.Client.Timeout.Seconds(), maxRetries: finite(p.MaxRetries)}
+		for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
+			hop.retryOn[k] = t.Client.Retry.Retries(word)
+		}
+		hop.delay = m.delays(p.Backoff, hop.maxRetries)
+		m.tiers = append(m.tiers, hop)
 	}
 
 	if b, ok := pol.Budget.(*resil.TokenBucket); ok {
@@ -242,7 +271,9 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.grpcRatio = g.RetryShare()
 		// Which failures take a token is resil's rule (and the fleet's
 		// retry conditions): ask a fresh throttle of the fleet's.
-		for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeFailure} {
+		// A refused connection is a rejection to the policy, as the
+		// simulator tells it (sim.policyOutcome).
+		for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeThrottled} {
 			p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
 			if err != nil {
 				return nil, err
@@ -262,6 +293,36 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.thr = pol.Throttle.Settings()
 	}
 	return m, nil
+}
+
+// finite is a policy's retries, Unlimited made finite.
+func finite(retries int) int {
+	if retries == resil.Unlimited || retries > maxUnlimited {
+		return maxUnlimited
+	}
+	return retries
+}
+
+// delays returns each retry's backoff, up to retries, as a distribution
+// over whole steps: resil's Backoff.Delay at stratified draws. m.h and
+// m.steps must be set.
+func (m *Model) delays(b resil.Backoff, retries int) [][]point {
+	var out [][]point
+	var prev time.Duration
+	for r := 1; r <= retries; r++ {
+		var pts []point
+		var sum time.Duration
+		for i := range draws {
+			d := b.Delay(r, prev, stratified{(float64(i) + 0.5) / draws})
+			sum += d
+			// Clamped past the run's end: a retry due then is never sent.
+			steps := min(float64(m.steps+1), math.Round(d.Seconds()/m.h))
+			pts = append(pts, point{steps: int(steps), weight: 1.0 / draws})
+		}
+		prev = sum / draws
+		out = append(out, merge(pts))
+	}
+	return out
 }
 
 // funding reads a token bucket's funded_by with resil's words.
@@ -287,13 +348,65 @@ func merge(pts []point) []point {
 	return out
 }
 
+// supportedTiers returns an *UnsupportedError for the first feature of
+// sc's tiers the model does not describe. It follows a chain whose tiers
+// queue nothing (the concurrency model with a fixed latency: a held worker
+// costs no one a wait) and call the next layer with retries, backoff and a
+// timeout; what a tier decides beyond that is a second control loop per
+// hop the model does not follow.
+func supportedTiers(sc *scenario.Scenario, f scenario.Fleet) error {
+	if len(sc.Tiers) == 0 {
+		return nil
+	}
+	if f.Breaker.Use != "" && f.Breaker.Use != scenario.BreakerNone {
+		return unsupported("breaker (with tiers)", "a breaker's trial call is answered by the chain, whose state the model does not sum up for it")
+	}
+	for i, t := range sc.Tiers {
+		at := func(key string) string { return fmt.Sprintf("tiers[%d] (%s): %s", i, t.Name, key) }
+		srv, cl := t.Server, t.Client
+		switch {
+		case srv.Model != scenario.ModelConcurrency:
+			return unsupported(at("server.model: "+srv.Model), "a tier holds its worker while it calls the next layer: a queue or a capacity there is a second queue, filled by the tier's own retries, the model does not describe")
+		case srv.PerInflight > 0:
+			return unsupported(at("server.per_inflight"), "a tier's latency that grows with its requests in flight, held by calls downstream, is not modelled")
+		case srv.Limit.Use != "" && srv.Limit.Use != scenario.LimitNone:
+			return unsupported(at("server.limit: "+srv.Limit.Use), "a concurrency limit at a tier is not modelled")
+		case srv.Replicas > 1:
+			return unsupported(at("server.replicas"), "a tier's replicas, each with its own policy, are not modelled")
+		case len(srv.Faults) > 0:
+			return unsupported(at("server.faults"), "a tier replica that misbehaves is not modelled")
+		case srv.ErrorRate > 0 || srv.Broken > 0:
+			return unsupported(at("server.error_rate"), "a tier's own errors are not modelled")
+		case srv.Shed.Deadline || srv.Shed.ServiceTime > 0 || srv.Shed.Reserve > 0:
+			return unsupported(at("server.shed"), "shedding at a tier is not modelled")
+		case !srv.ServiceTime.IsFixed():
+			return unsupported(at("server.service_time: "+srv.ServiceTime.Dist), "a tier's work is its fixed base latency in the model")
+		case cl.Deadline > 0:
+			return unsupported(at("client.deadline"), "a per-request deadline at a tier is not modelled")
+		case cl.PropagateDeadline:
+			return unsupported(at("client.propagate_deadline"), "cancelling the calls of a caller that left is not modelled: the model's tiers work on for nobody")
+		case cl.Budget.Use != "" && cl.Budget.Use != scenario.BudgetNone:
+			return unsupported(at("client.budget: "+cl.Budget.Use), "a tier's retry budget is a second budget, per hop, the model does not follow")
+		case cl.Breaker.Use != "" && cl.Breaker.Use != scenario.BreakerNone:
+			return unsupported(at("client.breaker: "+cl.Breaker.Use), "a tier's breaker is not modelled")
+		case cl.Hedge.Delay > 0:
+			return unsupported(at("client.hedge"), "hedged attempts race their originals; the model follows one attempt at a time")
+		case cl.Retry.IdempotentOnly:
+			return unsupported(at("client.retry.idempotent_only"), "a tier's share of retryable calls is not modelled")
+		case cl.Retry.Backoff.Jitter == "decorrelated":
+			return unsupported(at("client.retry.backoff.jitter: decorrelated"), "each delay depends on the one drawn before it")
+		case cl.OutlierDetection.Use != "" && cl.OutlierDetection.Use != scenario.OutlierNone:
+			return unsupported(at("client.outlier_detection: "+cl.OutlierDetection.Use), "ejecting a replica is a decision about one server of several; the model has one")
+		}
+	}
+	return nil
+}
+
 // supported returns an *UnsupportedError for the first feature of sc or f
 // the model does not describe.
 func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 	o := sc.Origin
 	switch {
-	case len(sc.Tiers) > 0:
-		return unsupported("tiers", "the model follows one hop: a tier's workers held by its own retries are a second queue it does not describe")
 	case o.Model != scenario.ModelQueue && o.Model != scenario.ModelCapacity && o.Model != scenario.ModelConcurrency:
 		return unsupported("origin.model", fmt.Sprintf("unknown model %q", o.Model))
 	case o.Replicas > 1:
@@ -331,6 +444,9 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 	}
 	if f.Retry.Backoff.Jitter == "decorrelated" {
 		return unsupported("backoff.jitter: decorrelated", "each delay depends on the one drawn before it")
+	}
+	if err := supportedTiers(sc, f); err != nil {
+		return err
 	}
 	for _, t := range sc.Triggers {
 		if o.Model == scenario.ModelConcurrency && t.Kind == scenario.TriggerOutage && t.Mode == scenario.OutageStall {

@@ -18,8 +18,41 @@ func TestUnsupported(t *testing.T) {
 		feature string
 		change  func(sc *scenario.Scenario, f *scenario.Fleet)
 	}{
-		{"tiers", func(sc *scenario.Scenario, f *scenario.Fleet) {
-			sc.Tiers = []scenario.Tier{{Name: "mid"}}
+		{"tiers[0] (mid): server.model: queue", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Server = scenario.Origin{Model: scenario.ModelQueue, Capacity: 100, Workers: 10}
+		}},
+		{"tiers[0] (mid): server.per_inflight", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Server.PerInflight = time.Millisecond
+		}},
+		{"tiers[0] (mid): server.replicas", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Server.Replicas = 2
+		}},
+		{"tiers[1] (mid): client.propagate_deadline", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier(), tier()}
+			sc.Tiers[1].Client.PropagateDeadline = true
+		}},
+		{"tiers[0] (mid): client.deadline", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Client.Deadline = 2 * time.Second
+		}},
+		{"tiers[0] (mid): client.budget: token_bucket", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Client.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1}
+		}},
+		{"tiers[0] (mid): client.breaker: consecutive", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Client.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5}
+		}},
+		{"tiers[0] (mid): client.hedge", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			sc.Tiers[0].Client.Hedge.Delay = 50 * time.Millisecond
+		}},
+		{"breaker (with tiers)", func(sc *scenario.Scenario, f *scenario.Fleet) {
+			sc.Tiers = []scenario.Tier{tier()}
+			f.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5}
 		}},
 		{"triggers: a stall of the concurrency model", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Origin = scenario.Origin{Model: scenario.ModelConcurrency, Base: time.Millisecond, Replicas: 1}
@@ -63,6 +96,15 @@ func TestUnsupported(t *testing.T) {
 				t.Errorf("got feature %q reason %q, want %q and a reason", u.Feature, u.Reason, c.feature)
 			}
 		})
+	}
+}
+
+// tier is a tier the model describes: no queue, retries and a timeout.
+func tier() scenario.Tier {
+	return scenario.Tier{
+		Name:   "mid",
+		Server: scenario.Origin{Model: scenario.ModelConcurrency, Base: time.Millisecond},
+		Client: scenario.Client{Timeout: time.Second, Retry: scenario.Retry{MaxRetries: 2}, Budget: scenario.Budget{Use: scenario.BudgetNone}},
 	}
 }
 
@@ -330,7 +372,7 @@ func TestLongDelays(t *testing.T) {
 	}
 	var st state
 	m.run(&st)
-	if n := len(st.ev); n > 3*m.steps*nKinds*(m.maxRetries+1) {
+	if n := len(st.lv[0].ev); n > 3*m.steps*nKinds*(m.maxRetries+1) {
 		t.Errorf("%d outcome slots for %d steps", n, m.steps)
 	}
 }
@@ -363,4 +405,64 @@ func TestZeroModel(t *testing.T) {
 	if h, s := m.Equilibria(); h != (Equilibrium{}) || s != nil {
 		t.Errorf("zero model: equilibria %+v and %+v", h, s)
 	}
+}
+
+// TestTiers: a tier that does not retry, works for no time to speak of and
+// waits longer than the fleet is transparent (the fleet's verdict and
+// goodput are the one-hop model's); a tier that retries multiplies the
+// origin's load, so a dip the one-hop fleet survives tips the chain.
+func TestTiers(t *testing.T) {
+	sc := sweepScenario(t)
+	f := sc.Fleets[0] // naive
+	through := func(c *scenario.Scenario, retries int) *scenario.Scenario {
+		c.Tiers = []scenario.Tier{tier()}
+		c.Tiers[0].Client.Timeout = 2 * f.Timeout
+		c.Tiers[0].Client.Retry.MaxRetries = retries
+		return c
+	}
+	for _, c := range []struct{ load, dip float64 }{{0.5, 0.2}, {0.5, 0.7}, {0.8, 0.1}, {0.8, 0.5}} {
+		one, err := New(cell(sc, f, c.load, c.dip), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := New(through(cell(sc, f, c.load, c.dip), 0), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := one.Run(), chain.Run()
+		if a.Recovered != b.Recovered || abs(a.RecoveryTicks-b.RecoveryTicks) > 2 {
+			t.Errorf("load %g, dip %g: one hop recovered %v in %d, through a transparent tier %v in %d", c.load, c.dip, a.Recovered, a.RecoveryTicks, b.Recovered, b.RecoveryTicks)
+		}
+		if sa, sb := sum(a.Series.Successes), sum(b.Series.Successes); math.Abs(sa-sb) > 0.02*sa {
+			t.Errorf("load %g, dip %g: successes %.0f one hop, %.0f through a transparent tier", c.load, c.dip, sa, sb)
+		}
+	}
+	// A dip the fleet survives alone, which the tier's retries (each of
+	// the fleet's attempts up to three times at the origin) tip.
+	const load, dip = 0.6, 0.45 // the dip leaves 55% of the capacity: a queue builds (the simulator agrees on both, seeds 1-3)
+	if v := must(New(cell(sc, f, load, dip), f)).Verdict(); !v.Recovered {
+		t.Fatalf("one hop: %+v, want recovered", v)
+	}
+	tiered := through(cell(sc, f, load, dip), 2)
+	tiered.Tiers[0].Client.Timeout = f.Timeout / 4
+	if v := must(New(tiered, f)).Verdict(); v.Recovered {
+		t.Errorf("through a tier that retries twice on a quarter of the fleet's timeout: %+v, want never", v)
+	}
+}
+
+func abs(x int) int { return max(x, -x) }
+
+func sum(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+func must(m *Model, err error) *Model {
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
