@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -112,6 +113,9 @@ func TestAdviseScreenKeepsTheWinner(t *testing.T) {
 // above it, so every candidate runs at every seed and the search is the
 // exhaustive one.
 func TestAdviseScreenFallsBack(t *testing.T) {
+	if race.Enabled {
+		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
+	}
 	sc := stormScenario(t)
 	var space []scenario.Fleet
 	for n := range 6 {

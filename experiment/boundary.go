@@ -30,9 +30,12 @@ type BoundaryPolicy struct {
 	// LargestDip is the largest dip the policy survives at the
 	// scenario's own load and trigger length (null: every dip), and
 	// LargestFor the longest trigger, in seconds, it survives at the
-	// scenario's own load and dip (null: 10 minutes or more).
-	LargestDip *float64 `json:"largest_dip_survived"`
-	LargestFor *float64 `json:"largest_for_survived_seconds"`
+	// scenario's own load and dip (null: every trigger up to
+	// ForSearched, which is 10 minutes unless the model cannot hold so
+	// long a run at the fleet's timeout).
+	LargestDip  *float64 `json:"largest_dip_survived"`
+	LargestFor  *float64 `json:"largest_for_survived_seconds"`
+	ForSearched float64  `json:"for_searched_seconds"`
 	// Healthy and Stuck are the model's equilibria at the scenario's own
 	// load (Stuck null: none, the fleet always heals at that load).
 	Healthy *model.Equilibrium `json:"healthy,omitempty"`
@@ -204,14 +207,24 @@ func boundaryPolicy(sc *scenario.Scenario, p sweepPolicy, js *BoundaryJSON) (Bou
 	}
 	bp.LargestDip = edgeValue(e, ok)
 	// The longest trigger, in seconds, at the scenario's own dip: the run
-	// grows with it, so that as many ticks follow the trigger's end.
-	e, ok, err = model.Edge(0, maxFor.Seconds(), 0.1, func(secs float64) (*model.Model, error) {
+	// grows with it, so that as many ticks follow the trigger's end. A
+	// short timeout makes a short step, and a run of maxFor more than the
+	// model holds: the search then stops at the longest it holds.
+	forCell := func(secs float64) (*model.Model, error) {
 		c := sweepCell(sc, p, js.OwnLoad, js.OwnDip)
 		d := time.Duration(secs * float64(time.Second))
 		c.Duration += d - c.Triggers[0].For
 		c.Triggers[0].For = max(d, time.Millisecond)
 		return model.New(c, c.Fleets[0])
-	})
+	}
+	limit := maxFor.Seconds()
+	for ; limit > 1; limit = math.Floor(limit / 2) {
+		if _, err := forCell(limit); !errors.Is(err, model.ErrTooLarge) {
+			break
+		}
+	}
+	bp.ForSearched = limit
+	e, ok, err = model.Edge(0, limit, 0.1, forCell)
 	if err != nil {
 		return bp, err
 	}
@@ -275,7 +288,10 @@ func boundaryTable(js *BoundaryJSON) report.Table {
 			{Name: "stuck state", Align: report.Right}, {Name: "recovered", Align: report.Right}},
 	}
 	for _, p := range js.Policies {
-		longest := "10m+"
+		longest := fmt.Sprintf("%gs+", p.ForSearched)
+		if m := p.ForSearched / 60; m == math.Trunc(m) && m > 0 {
+			longest = fmt.Sprintf("%gm+", m)
+		}
 		if p.LargestFor != nil {
 			longest = fmt.Sprintf("%.1fs", *p.LargestFor)
 		}

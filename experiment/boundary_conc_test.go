@@ -1,14 +1,12 @@
 package experiment
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/model"
+	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 // TestModelAgreesOnConcurrency: the storm's fleets against a concurrency
@@ -17,6 +15,9 @@ import (
 // blackhole outage, at three slopes of latency: the model's verdict must
 // be the simulator's (48 runs of each).
 func TestModelAgreesOnConcurrency(t *testing.T) {
+	if race.Enabled {
+		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
+	}
 	base, err := scenarioFor("storm", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -35,20 +36,8 @@ func TestModelAgreesOnConcurrency(t *testing.T) {
 					sc.Origin.Shed.Deadline = shed
 					sc.Triggers = []scenario.Trigger{tr}
 					sc.Fleets = []scenario.Fleet{f}
-					m, err := model.New(sc, f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got := m.Verdict()
-					res, err := sim.Run(context.Background(), sc)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want := res.Fleets[0].Summary
-					simTicks := -1
-					if want.Recovered {
-						simTicks = *want.RecoveryTicks
-					}
+					got, want := verdicts(t, sc, f)
+					simTicks := want.RecoveryTicks
 					name := fmt.Sprintf("per_inflight %v, %s %g, shed %v, %s", per, tr.Kind, tr.Factor+tr.Rate, shed, f.Name)
 					t.Logf("%s: model %d, simulator %d", name, got.RecoveryTicks, simTicks)
 					if got.Recovered != want.Recovered {

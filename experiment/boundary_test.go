@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/model"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -165,6 +166,9 @@ func TestModelAgreesWithSweep(t *testing.T) {
 // where the model answers, its recovered/never verdict must be the
 // simulator's; where it does not, it must say unsupported, with a reason.
 func TestModelAgreesOnScenarios(t *testing.T) {
+	if race.Enabled {
+		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
+	}
 	files, err := fs.Glob(scenarios, "scenarios/*.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +264,9 @@ func TestBoundaryOwnEdges(t *testing.T) {
 // bounded: the model's verdict must be the simulator's (28 runs of each,
 // under a second).
 func TestModelAgreesOnFaults(t *testing.T) {
+	if race.Enabled {
+		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
+	}
 	base, err := scenarioFor("storm", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -284,20 +291,8 @@ func TestModelAgreesOnFaults(t *testing.T) {
 				sc.Triggers = []scenario.Trigger{fault.tr}
 				sc.Origin.QueueLimit = limit
 				sc.Fleets = []scenario.Fleet{f}
-				m, err := model.New(sc, f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := m.Verdict()
-				res, err := sim.Run(context.Background(), sc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := res.Fleets[0].Summary
-				simTicks := -1
-				if want.Recovered {
-					simTicks = *want.RecoveryTicks
-				}
+				got, want := verdicts(t, sc, f)
+				simTicks := want.RecoveryTicks
 				t.Logf("%s, queue limit %d, %s: model %d, simulator %d", fault.name, limit, f.Name, got.RecoveryTicks, simTicks)
 				if got.Recovered != want.Recovered {
 					t.Errorf("%s, queue limit %d, %s: the model says recovered %v (%d), the simulator %v (%d)",
@@ -315,6 +310,9 @@ func TestModelAgreesOnFaults(t *testing.T) {
 // recovered/never in at least 99% of the cells; the claims hold as they
 // do for the simulator; neither shards (issue 29).
 func TestSweepEngines(t *testing.T) {
+	if race.Enabled {
+		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
+	}
 	const grid = 12
 	sim, err := Sweep.Run(context.Background(), Options{Grid: grid})
 	if err != nil {
@@ -365,4 +363,24 @@ func TestSweepEngines(t *testing.T) {
 			t.Errorf("%s: a shard ran", engine)
 		}
 	}
+}
+
+// verdicts is fleet f's recovered/never in sc by the model and by the
+// simulator, each with its recovery tick (-1: never).
+func verdicts(t *testing.T, sc *scenario.Scenario, f scenario.Fleet) (byModel, bySim model.Verdict) {
+	t.Helper()
+	m, err := model.New(sc, f)
+	if err != nil {
+		t.Fatalf("%s: %v", sc.Name, err)
+	}
+	res, err := sim.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Fleets[0].Summary
+	bySim = model.Verdict{Recovered: s.Recovered, RecoveryTicks: -1}
+	if s.Recovered {
+		bySim.RecoveryTicks = *s.RecoveryTicks
+	}
+	return m.Verdict(), bySim
 }

@@ -772,6 +772,19 @@ func MergeCheck(parts []*CheckResult) (*CheckResult, error) {
 	return &m, nil
 }
 
+// modelCells counts f's cells the model answered (check --model).
+func (f CheckFleet) modelCells() int {
+	n := 0
+	for _, row := range f.Cells {
+		for _, c := range row {
+			if c.Ran && c.Source == sourceModel {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // cellText is a cell as the map shows it: the worst seed's recovery, how
 // many of the seeds never recovered, and the peak offered load against
 // capacity when some seed passed the amplification thresholds.
@@ -783,7 +796,7 @@ func (r *CheckResult) cellText(f CheckFleet, fi, li int) string {
 		return "-"
 	case c.Recovered:
 		s = fmt.Sprintf("ok +%d", c.RecoveryTicks)
-	case f.Collapsing != nil:
+	case f.Collapsing != nil && c.Source != sourceModel: // a model cell is one run, not one a seed
 		s = fmt.Sprintf("NEVER %d/%d", f.Collapsing[fi][li], len(f.Runs[0]))
 	default:
 		s = "NEVER"
@@ -887,7 +900,12 @@ func (r *CheckResult) Verdicts() [][]string {
 			for li, c := range row {
 				if c.Ran && !c.Recovered {
 					nNever++
-					at = append(at, fmt.Sprintf("%s (%d of %d seeds)", report.Percent(r.Loads[li], 0), f.Collapsing[fi][li], len(r.Seeds)))
+					if c.Source == sourceModel {
+						// One model run, not one per seed.
+						at = append(at, fmt.Sprintf("%s (the model)", report.Percent(r.Loads[li], 0)))
+					} else {
+						at = append(at, fmt.Sprintf("%s (%d of %d seeds)", report.Percent(r.Loads[li], 0), f.Collapsing[fi][li], len(r.Seeds)))
+					}
 					real = real || r.realistic(fi, li)
 				}
 			}
@@ -902,10 +920,14 @@ func (r *CheckResult) Verdicts() [][]string {
 		lines = append(lines, fmt.Sprintf("worst amplification: %.2f attempts per intent over the run (%s at %s load); peak offered load %.1f× the origin's capacity (%s at %s load); the thresholds: %g attempts per intent, %g× capacity",
 			worst, r.Faults[wf].Name, report.Percent(r.Loads[wl], 0), peak, r.Faults[pf].Name, report.Percent(r.Loads[pl], 0), maxAttemptsPerIntent, maxPeakOverCapacity))
 		cells := len(r.Faults) * len(r.Loads)
+		seeds := fmt.Sprintf("in each of %d seeds", len(r.Seeds))
+		if n := f.modelCells(); n > 0 {
+			seeds = fmt.Sprintf("%d in each of %d seeds, %d answered once by the model", cells-n, len(r.Seeds), n)
+		}
 		if len(never) == 0 {
-			lines = append(lines, fmt.Sprintf("recovers in all %d cells, in each of %d seeds", cells, len(r.Seeds)))
+			lines = append(lines, fmt.Sprintf("recovers in all %d cells (%s)", cells, seeds))
 		} else {
-			lines = append(lines, fmt.Sprintf("stays collapsed in %d of %d cells in some of %d seeds: %s", nNever, cells, len(r.Seeds), strings.Join(never, "; ")))
+			lines = append(lines, fmt.Sprintf("stays collapsed in %d of %d cells (%s): %s", nNever, cells, seeds, strings.Join(never, "; ")))
 		}
 		if lost >= 0 {
 			lines = append(lines, fmt.Sprintf("intents lost: at most %s of %s (%s), %s at %s load",

@@ -29,7 +29,8 @@ type Options struct {
 	// Scenario, when set, replaces the experiment's default scenario
 	// (from --config).
 	Scenario *scenario.Scenario
-	// Progress, when set, is told how far a long experiment has come.
+	// Progress, when set, is told how far a long experiment has come,
+	// one call at a time and never with less done than before.
 	Progress func(done, total int)
 	// Workers bounds the parallel runs of the experiments that make many
 	// (sweep); zero means GOMAXPROCS.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -86,7 +85,10 @@ func RunGrid(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.S
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := make(chan int)
-	var done atomic.Int64
+	var (
+		progressMu sync.Mutex
+		done       int
+	)
 	var mu sync.Mutex
 	var firstErr error
 	fail := func(err error) {
@@ -116,8 +118,12 @@ func RunGrid(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.S
 					s = g.Summary(res.Fleets[0])
 				}
 				keep(job, s)
-				if d := int(done.Add(1)); opts.Progress != nil {
-					opts.Progress(d, len(todo))
+				if opts.Progress != nil {
+					// Under the lock, so that progress never goes back.
+					progressMu.Lock()
+					done++
+					opts.Progress(done, len(todo))
+					progressMu.Unlock()
 				}
 			}
 		})

@@ -9,7 +9,7 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-const boundaryAbout = `Maps, with the fluid model of docs/model.md instead of the simulator, where each policy recovers after a capacity dip and where it stays stuck: base load × the dip's depth, the edge of every column, the largest and the longest dip each policy survives at the scenario's own load, and its healthy and stuck states there. Without FILE it maps the sweep's scenario and policies, as sweep does with the simulator; with FILE, the file's fleets against its origin (it needs one capacity trigger). A policy the model does not describe (an adaptive limit, hedging, tiers, replicas, LIFO, budgets other than the token bucket and gRPC's throttle) is listed as unsupported, with the reason, and not answered. A cell takes a tenth of a millisecond; sweep runs the simulator instead.`
+const boundaryAbout = `Maps, with the fluid model of docs/model.md instead of the simulator, where each policy recovers after a capacity dip and where it stays stuck: base load × the dip's depth, the edge of every column, the largest and the longest dip each policy survives at the scenario's own load, and its healthy and stuck states there. Without FILE it maps the sweep's scenario and policies, as sweep does with the simulator; with FILE, the file's fleets against its origin (it needs one capacity trigger). A policy the model does not describe (an adaptive limit, hedging, replicas, LIFO, budgets other than the token bucket and gRPC's throttle, tiers that queue or do more than retry) is listed as unsupported, with the reason, and not answered. A cell takes a tenth of a millisecond; sweep runs the simulator instead.`
 
 // runBoundary prints the model's map of the sweep's scenario, or of FILE.
 func runBoundary(ctx context.Context, inv *Invocation) error {
@@ -26,7 +26,7 @@ func runBoundary(ctx context.Context, inv *Invocation) error {
 	}
 	out, err := experiment.Boundary(ctx, opts)
 	switch {
-	case errors.Is(err, experiment.ErrBoundaryInput), errors.Is(err, model.ErrUnsupported):
+	case errors.Is(err, experiment.ErrBoundaryInput), errors.Is(err, model.ErrUnsupported), errors.Is(err, model.ErrTooLarge):
 		return Usagef("%v", err)
 	case err != nil:
 		return err

@@ -102,4 +102,31 @@ triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 30}]` + fleet + "    hed
 	if r := runCLI(t, "boundary", good, good); r.code != 2 {
 		t.Errorf("two files: exit %d, want 2", r.code)
 	}
+
+	// A 5 ms timeout makes a 0.5 ms step: ten minutes of trigger are more
+	// than the model holds, so the longest-trigger search stops at the
+	// longest run it holds, and says so (it failed with exit 1 before).
+	fast := write("fast.yaml", `name: fast
+duration: 60s
+traffic: {rate: 100, clients: 20}
+origin: {model: queue, capacity: 200, workers: 1}
+triggers: [{kind: capacity, at: 20s, for: 10s, capacity: 60}]
+fleets:
+  - {name: naive, timeout: 5ms, retry: {max_retries: 3}, budget: {use: none}}
+`)
+	r = runCLI(t, "boundary", fast, "--grid", "6", "--json")
+	var fjs struct {
+		Policies []struct {
+			ForSearched float64 `json:"for_searched_seconds"`
+		}
+	}
+	if r.code != 0 {
+		t.Fatalf("a 5 ms timeout: exit %d: %s", r.code, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &fjs); err != nil {
+		t.Fatal(err)
+	}
+	if len(fjs.Policies) != 1 || fjs.Policies[0].ForSearched >= 600 || fjs.Policies[0].ForSearched < 10 {
+		t.Errorf("a 5 ms timeout: %+v, want the search to stop between the trigger's 10 s and 10 minutes", fjs)
+	}
 }
