@@ -46,10 +46,18 @@ type ExperimentOptions struct {
 	// storm's counterfactual is not run.
 	Shard   experiment.Shard
 	StartAt time.Time
+	// FleetsOnly plays the scenario's fleets and not the counterfactual
+	// of deadline shedding: for a caller that watches the servers of one
+	// run (a scraper, a test), to whom a second run is only wall time.
+	FleetsOnly bool
 	// Ready, if set, is called as each fleet's servers come up, before its
 	// first tick, with the HTTP addresses of its origin (or fault proxy)
 	// and gateway: to point a scraper at their /metrics.
 	Ready func(fleet string, origin, gateway *url.URL)
+	// ReadyTiers, if set, is called beside Ready when the scenario has a
+	// chain, with the HTTP addresses of its tiers, outermost first: each
+	// serves /metrics (its resil Guard's under the tier's name).
+	ReadyTiers func(fleet string, tiers []*url.URL)
 }
 
 // Measurement is a lab experiment's outcome and whether it measured.
@@ -66,9 +74,10 @@ type Measurement struct {
 }
 
 // Measure runs sc in the simulator and then in the lab, fleet after
-// fleet, with the counterfactual of deadline shedding when sc has one (the
-// first fleet against the origin behind resilhttp.Shed: see
-// experiment.ShedCounterfactual), sets the two side by side
+// fleet, with the counterfactual of deadline shedding when sc has one
+// and opts do not leave it out (the first fleet against the origin
+// behind resilhttp.Shed: see experiment.ShedCounterfactual), sets the two
+// side by side
 // (experiment.LabOutcome): tables, charts, how they agree and the claims,
 // and says whether the lab measured. A live view serves the run on
 // 127.0.0.1 while it lasts.
@@ -113,6 +122,14 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
 			if opts.Ready != nil {
 				opts.Ready(fleet, origin, gateway)
+			}
+		},
+		ReadyTiers: func(fleet string, tiers []*url.URL) {
+			for i, u := range tiers {
+				fmt.Fprintf(log, "lab: %s: tier %s %s (metrics at /metrics)\n", fleet, sc.Tiers[i].Name, u)
+			}
+			if opts.ReadyTiers != nil {
+				opts.ReadyTiers(fleet, tiers)
 			}
 		},
 		ReadyGRPC: func(fleet, origin, gateway string) {
@@ -222,7 +239,7 @@ func simulate(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions
 		return nil, nil, "", err
 	}
 	cf, cfName = experiment.ShedCounterfactual(sc)
-	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 {
+	if t := opts.Target; (t != nil && !t.Impose) || opts.Shard.Count > 1 || opts.FleetsOnly {
 		cf, cfName = nil, ""
 	}
 	if cf != nil {

@@ -44,3 +44,31 @@ func TestBounds(t *testing.T) {
 		t.Errorf("100,000 ticks of three fleets fit an hour at %s to %s", b.Min, b.Max)
 	}
 }
+
+// TestSimulateFleetsOnly: the storm's origin queues, so Measure plays the
+// counterfactual of deadline shedding after its fleets, unless FleetsOnly
+// leaves it out; the simulator's reference then has the fleets alone.
+func TestSimulateFleetsOnly(t *testing.T) {
+	storm, _ := experiment.Lookup("storm")
+	sc, err := scenario.Parse("storm.yaml", storm.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Fleets = sc.Fleets[:1]
+	for _, c := range []struct {
+		opts   ExperimentOptions
+		fleets int
+		cf     bool
+	}{
+		{ExperimentOptions{}, 2, true},
+		{ExperimentOptions{FleetsOnly: true}, 1, false},
+	} {
+		res, cf, name, err := simulate(t.Context(), sc, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Fleets) != c.fleets || (cf != nil) != c.cf || (name != "") != c.cf {
+			t.Errorf("FleetsOnly %v: %d fleets simulated, counterfactual %v %q; want %d and %v", c.opts.FleetsOnly, len(res.Fleets), cf != nil, name, c.fleets, c.cf)
+		}
+	}
+}
