@@ -32,9 +32,21 @@ type ServiceFit struct {
 // (the buckets themselves) is the last.
 const Tolerance = 0.05
 
-// FitService fits b. It needs observations and a finite, positive mean.
+// MeanSlack is how far the histogram's mean (its _sum over its _count)
+// may be outside the range its buckets allow before FitService refuses
+// them: Envoy's buckets come from an approximate histogram, whose
+// observations near a bound may land in the next bucket.
+const MeanSlack = 0.10
+
+// FitService fits b. It needs observations, a finite, positive mean, and
+// buckets that agree with the count and the mean: buckets that do not
+// (all 0 while _count counted thousands, or a mean outside every
+// observation's bucket) describe no distribution, and none is made up.
 func FitService(b Buckets) (ServiceFit, error) {
 	m := b.Mean()
+	if b.Inf && math.Abs(b.Count-b.Counted) > max(1, 0.01*b.Counted) {
+		return ServiceFit{}, fmt.Errorf("the +Inf bucket counted %.0f observations and _count %.0f: a histogram's +Inf bucket is its count, so its buckets are broken (an exporter's fault, or a selector mixing two histograms), and no distribution can be fitted to them", b.Count, b.Counted)
+	}
 	switch {
 	case b.Count <= 0:
 		return ServiceFit{}, fmt.Errorf("no observations in the window")
@@ -42,6 +54,9 @@ func FitService(b Buckets) (ServiceFit, error) {
 		return ServiceFit{}, fmt.Errorf("the mean is %v (sum %v over %v observations): not a duration", m, b.Sum, b.Count)
 	case m > 3600:
 		return ServiceFit{}, fmt.Errorf("the mean is %.0f s: more than an hour a request is not a service time (is the histogram in the unit calibrate expects?)", m)
+	}
+	if lo, hi := b.meanRange(); m < lo/(1+MeanSlack) || m > hi*(1+MeanSlack) {
+		return ServiceFit{}, fmt.Errorf("the mean, _sum over _count, is %s, but the buckets put it between %s and %s: the sum and the buckets disagree (a unit mismatch, or a broken exporter), and no distribution can be fitted to them", sec(m), sec(lo), secOrInf(hi))
 	}
 	cdf := b.CDF()
 	gap := func(f func(x float64) float64) float64 {
@@ -151,4 +166,11 @@ func (f ServiceFit) ServiceTime() scenario.ServiceTime {
 // roundDuration rounds d to four significant digits, at least 1µs.
 func roundDuration(d time.Duration) time.Duration {
 	return max(time.Microsecond, time.Duration(roundTo(float64(d), 4)))
+}
+
+func secOrInf(s float64) string {
+	if math.IsInf(s, 1) {
+		return "+Inf"
+	}
+	return sec(s)
 }

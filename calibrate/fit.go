@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,11 @@ type Result struct {
 	Replicas    Value
 	// Notes are what the file's head says besides the values.
 	Notes []string
+	// Config, when set (UseConfig), is the user's own retry policy,
+	// written in place of the defaults above; Disagreements are where it
+	// and the metrics differ.
+	Config        *Config
+	Disagreements []Disagreement
 }
 
 // Steadiness: a rate is steady when at least SteadyShare of the steps
@@ -62,6 +68,14 @@ const (
 	SteadyBand  = 0.10
 	SteadyShare = 0.90
 	maxRate     = 1_000_000
+)
+
+// CoarseBuckets is how far (a factor) an empirical service time's mean,
+// from its buckets, may be from the histogram's exact mean; MaxWorkers
+// the most workers a fit may give (the scenario's limit).
+const (
+	CoarseBuckets = 3
+	MaxWorkers    = 1_000_000
 )
 
 // ErrFit is wrapped by every error of Fit: the window cannot give a
@@ -98,22 +112,8 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	if len(att.V) < 2 {
 		return nil, fail("%s has %d step(s) in the window: at least 2 are needed (a longer window, or a shorter step)", src.Attempts.Metric, len(att.V))
 	}
-	var intents, retries steps
-	retryQuery := ""
-	switch {
-	case src.Intents.ok() && w.Has(src.Intents.Metric):
-		intents = Counter(w, src.Intents)
-		retries = minus(att, intents)
-		retryQuery = q(src.Attempts) + " − " + q(src.Intents)
-		if src.Retries.ok() && w.Has(src.Retries.Metric) {
-			retries, retryQuery = Counter(w, src.Retries), q(src.Retries)
-		}
-	case src.Retries.ok() && w.Has(src.Retries.Metric):
-		retries = Counter(w, src.Retries)
-		intents = minus(att, retries)
-		retryQuery = q(src.Retries)
-	default:
-		intents = att
+	intents, retries, retryQuery := retrySteps(w, src, att, q)
+	if retryQuery == "" {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s shows no retries apart from first attempts: every attempt is taken for an intent", src.Name))
 	}
 	rates := make([]float64, len(intents.V))
@@ -141,8 +141,8 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	r.Attempts = Value{V: att.total() / att.span(w.Step).Seconds(), Known: true, Note: "attempts/s, " + q(src.Attempts)}
 
 	// Retries per intent, over the window.
-	if retryQuery != "" && intents.total() > 0 {
-		r.RetryShare = Value{V: max(0, retries.total()) / intents.total(), Known: true,
+	if share, ok := retryShare(w, src, att, intents, retries, retryQuery); ok {
+		r.RetryShare = Value{V: share, Known: true,
 			Note: fmt.Sprintf("retries per intent over the window: %s over the intents", retryQuery)}
 	} else {
 		r.RetryShare = Value{Note: fmt.Sprintf("%s does not show retries apart from first attempts", src.Name)}
@@ -193,10 +193,20 @@ func Fit(w *Window, src *Source) (*Result, error) {
 		r.Scale = r.Service.Mean
 	}
 	svc := r.Scale
+	// The buckets' own mean, which an empirical service time runs with
+	// (each bucket's share at its middle), is the one the capacity is
+	// workers over: buckets so coarse that it is far from the exact mean
+	// would make the capacity up.
+	if r.Service.Dist == "empirical" && (svc > CoarseBuckets*r.Service.Mean || svc < r.Service.Mean/CoarseBuckets) {
+		return nil, fail("the service time from %s_bucket (%s): the buckets' mean, %s (each bucket's share at its middle, as the written service_time runs), is more than %d times from the exact mean, %s (_sum over _count): the buckets are too coarse to describe the service time", src.Latency.Base, win, sec(svc), CoarseBuckets, sec(r.Service.Mean))
+	}
 
 	// Workers: the configured limit, else what was busy while requests
 	// queued (saturation), else a lower bound.
 	r.fitWorkers(w, src, svc, q)
+	if r.Workers.V > MaxWorkers {
+		return nil, fail("the fit gives %.0f workers (%s): more than a scenario takes (%d); is the selector summing unrelated services, or the latency in another unit?", r.Workers.V, r.Workers.Note, MaxWorkers)
+	}
 
 	// Client instances.
 	if src.Clients.ok() && w.Has(src.Clients.Metric) {
@@ -254,6 +264,7 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	if src.DefaultRetries >= 0 {
 		r.MaxRetries = Value{V: float64(src.DefaultRetries), Note: src.Policy + fmt.Sprintf("; default %d, %s", src.DefaultRetries, src.DefaultWhy)}
 	}
+	r.fitAttempts(w, src, att.total(), intents.total(), q)
 	over := 0.0
 	if src.RetryOverflow.ok() && w.Has(src.RetryOverflow.Metric) {
 		over = Counter(w, src.RetryOverflow).total()
@@ -291,6 +302,50 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	return r, nil
 }
 
+// retrySteps are the intents and the retries per step, from att, the
+// attempts, and the query the retries were read from; "" when src shows
+// no retries apart from first attempts (every attempt is an intent).
+func retrySteps(w *Window, src *Source, att steps, q func(Ref) string) (intents, retries steps, query string) {
+	switch {
+	case src.Intents.ok() && w.Has(src.Intents.Metric):
+		intents = Counter(w, src.Intents)
+		retries = minus(att, intents)
+		query = q(src.Attempts) + " − " + q(src.Intents)
+		if src.Retries.ok() && w.Has(src.Retries.Metric) {
+			retries, query = Counter(w, src.Retries), q(src.Retries)
+		}
+	case src.Retries.ok() && w.Has(src.Retries.Metric):
+		retries = Counter(w, src.Retries)
+		intents = minus(att, retries)
+		query = q(src.Retries)
+	default:
+		intents = att
+	}
+	return intents, retries, query
+}
+
+// retryShare is the retries per intent over w, from retrySteps' answer
+// and att, the attempts; false when w shows no retries apart from first
+// attempts, or no intent. Fit's retry share and --config's cross-check
+// both take it from here, so that the warning and the file agree.
+//
+// Where retries are attempts less intents, the totals are subtracted,
+// not the steps: a source that counts its intents when they end (gRPC's
+// call duration) counts them a step or more after their attempts started
+// when calls queue, and a step's difference clamped at 0 would count
+// those twice.
+func retryShare(w *Window, src *Source, att, intents, retries steps, query string) (float64, bool) {
+	in := intents.total()
+	if query == "" || !(in > 0) {
+		return 0, false
+	}
+	rt := retries.total()
+	if !(src.Retries.ok() && w.Has(src.Retries.Metric)) {
+		rt = att.total() - in
+	}
+	return max(0, rt) / in, true
+}
+
 // fitWorkers sets Workers and Capacity.
 func (r *Result) fitWorkers(w *Window, src *Source, svc float64, q func(Ref) string) {
 	littleL := r.Attempts.V * svc // Little's law: requests in service
@@ -326,6 +381,7 @@ func (r *Result) fitWorkers(w *Window, src *Source, svc float64, q func(Ref) str
 	case hasBusy:
 		peak := quantile(busy.V, 1)
 		r.Workers = Value{V: max(1, math.Ceil(peak)), Note: fmt.Sprintf("the origin never saturated in the window (no step with a queue): the workers are at least the peak of %s, %.0f, taken as the default; %s", q(src.Busy), peak, little)}
+	case r.inFlight(w, src, svc, q, little):
 	default:
 		peak := quantile(rateValues(r.RateSeries), 1) * (1 + max(0, r.RetryShare.V)) * svc
 		r.Workers = Value{V: max(1, math.Ceil(peak/0.8)), Note: fmt.Sprintf("%s exports no gauge of requests in service: Little's law at the peak rate gives %.3g in service; the default assumes that was 80%% of the workers; %s", src.Name, peak, little)}
@@ -340,11 +396,57 @@ func (r *Result) fitWorkers(w *Window, src *Source, svc float64, q func(Ref) str
 	}
 }
 
+// Saturation from calls in flight (Source.Started and Finished): a step
+// is taken as saturated when the calls in the origin at both its ends
+// exceed the most workers any step kept busy on average by a quarter of
+// them (and by at least one): calls waited for a worker all the step.
+const inFlightMargin = 0.25
+
+// inFlight sets Workers from the calls in flight, where src counts the
+// calls its origin started and finished and exports no gauge of those in
+// service: in a step where calls waited all along, every worker was busy,
+// so the workers are the calls finished in it times the service time
+// over the step. It reports whether it found such steps.
+func (r *Result) inFlight(w *Window, src *Source, svc float64, q func(Ref) string, little string) bool {
+	if !(src.Started.ok() && src.Finished.ok() && w.Has(src.Started.Metric) && w.Has(src.Finished.Metric)) {
+		return false
+	}
+	started, finished, done := Gauge(w, src.Started), Gauge(w, src.Finished), Counter(w, src.Finished)
+	in := func(t time.Time) (float64, bool) {
+		a, ok := started.at(t)
+		b, ok2 := finished.at(t)
+		return max(0, a-b), ok && ok2
+	}
+	step := w.Step.Seconds()
+	peak := 0.0
+	busy := make([]float64, len(done.V))
+	for i, n := range done.V {
+		busy[i] = n / step * svc
+		peak = max(peak, busy[i])
+	}
+	bar := max(peak*(1+inFlightMargin), peak+1)
+	var sat []float64
+	for i, t := range done.T {
+		end, ok := in(t)
+		begin, ok2 := in(t.Add(-w.Step))
+		if ok && ok2 && begin > bar && end > bar {
+			sat = append(sat, busy[i])
+		}
+	}
+	if len(sat) == 0 {
+		return false
+	}
+	r.Workers = Value{V: math.Round(median(sat)), Known: true, Note: fmt.Sprintf("the median over the %d saturated steps of the calls finished (%s) per second times the mean service time: the workers busy on average; a step is saturated when the calls in the origin (%s − %s) exceed %.3g at both its ends (the most busy in any step, %.3g, and a quarter more): calls waited for a worker all along; %s",
+		len(sat), q(src.Finished), q(src.Started), q(src.Finished), bar, peak, little)}
+	return true
+}
+
 // emptyQueue returns the steps whose queue was empty at both ends (nil:
-// every step, when src has no queue gauge), and a note.
+// every step, when src has no queue gauge nor latency histogram), and a
+// note.
 func emptyQueue(w *Window, src *Source) (func(time.Time) bool, string) {
 	if !(src.Queue.ok() && w.Has(src.Queue.Metric)) {
-		return nil, "every step counted (no queue gauge: the latency may include queueing)"
+		return steadyLatency(w, src)
 	}
 	qg := Gauge(w, src.Queue)
 	empty := map[int64]bool{}
@@ -423,4 +525,166 @@ func roundTo(x float64, n int) float64 {
 	}
 	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(x))))
 	return math.Round(x*p) / p
+}
+
+// QueuedLatency: without a queue gauge, a step whose mean latency is more
+// than this share over the window's median step mean is taken as queued
+// (its requests waited), and so are its neighbours (queueing builds and
+// drains within a step): the service time is fitted from the others.
+//
+// A step's mean is of its own observations, and wanders by CV/√n of the
+// mean with n of them (CV the latency's coefficient of variation): a bar
+// nearer than that drops the steps that happened to draw long service
+// times and keeps those that drew short ones, and fits the service time
+// short (by 13% at 10 observations a step of an exponential, 30% at 5 of
+// a lognormal of σ 1, each step against 25%). So the bar is the larger of
+// QueuedLatency and NoiseBars step-mean deviations, CV estimated from the
+// steps' own spread (the median absolute deviation of their means, scaled
+// by √n: queued steps, fewer than half, do not move it); and with fewer
+// than MinSteadyObs observations a step (the median step's) no step is
+// dropped: the noise is then as large as any queueing.
+const (
+	QueuedLatency = 0.25
+	NoiseBars     = 4
+	MinSteadyObs  = 10
+)
+
+// steadyLatency returns the steps that did not queue by their mean
+// latency (the histogram's _sum over its _count per step), for a source
+// with a latency histogram and no queue gauge.
+func steadyLatency(w *Window, src *Source) (func(time.Time) bool, string) {
+	all := "every step counted (no queue gauge: the latency may include queueing)"
+	if !src.Latency.ok() {
+		return nil, all
+	}
+	f := src.Latency.Filter
+	sums := Counter(w, Ref{Metric: src.Latency.Base + "_sum", Label: f.Label, Values: f.Values, Not: f.Not})
+	counts := Counter(w, Ref{Metric: src.Latency.Base + "_count", Label: f.Label, Values: f.Values, Not: f.Not})
+	var means, ns []float64
+	var ts []time.Time
+	for i, t := range counts.T {
+		if s, ok := sums.at(t); ok && counts.V[i] > 0 {
+			means = append(means, s/counts.V[i])
+			ns = append(ns, counts.V[i])
+			ts = append(ts, t)
+		}
+	}
+	if len(means) < 3 {
+		return nil, all
+	}
+	if n := median(ns); n < MinSteadyObs {
+		return nil, fmt.Sprintf("every step counted: the median step has %.3g observations, fewer than %d, so its mean latency is too noisy to tell a queued step (no queue gauge: the latency may include queueing)", n, MinSteadyObs)
+	}
+	med := median(means)
+	dev := make([]float64, len(means))
+	for i, m := range means {
+		dev[i] = math.Abs(m-med) / med * math.Sqrt(ns[i])
+	}
+	cv := 1.4826 * median(dev) // the MAD of a normal is 0.6745 σ
+	queued := make([]bool, len(means))
+	noisy := 0
+	for i, m := range means {
+		over := QueuedLatency
+		if noise := NoiseBars * cv / math.Sqrt(ns[i]); noise > over {
+			over = noise
+			noisy++
+		}
+		queued[i] = m > med*(1+over)
+	}
+	keep := map[int64]bool{}
+	for i, t := range ts {
+		near := queued[i] || (i > 0 && queued[i-1]) || (i+1 < len(ts) && queued[i+1])
+		if !near {
+			keep[t.UnixMilli()] = true
+		}
+	}
+	over := fmt.Sprintf("more than %.0f%% over the median step's", 100*QueuedLatency)
+	within := fmt.Sprintf("within %.0f%% of the median step's", 100*QueuedLatency)
+	if noisy > 0 {
+		noise := fmt.Sprintf(" or, in the %d steps with so few observations that their mean wanders more, %d times its noise (the latency's CV, %.2f by the steps' spread, over √n)", noisy, NoiseBars, cv)
+		over += noise
+		within += noise
+	}
+	if len(keep) == len(ts) {
+		return nil, fmt.Sprintf("every step counted: no step's mean latency was %s (no queue gauge: a steady queue would not show)", over)
+	}
+	return func(t time.Time) bool { return keep[t.UnixMilli()] },
+		fmt.Sprintf("the %d of %d steps whose mean latency, and their neighbours', was %s (no queue gauge: a step over it is taken as queued)", len(keep), len(ts), within)
+}
+
+// MinExhausted is the fewest calls that failed every attempt from which
+// fitAttempts estimates the attempts a call gets.
+const MinExhausted = 5
+
+// fitAttempts estimates the retry policy from failures by status, where
+// src counts failed attempts and failed calls by the same status label
+// (gRPC): a failed attempt that did not end its call was retried, so a
+// status whose failed attempts outnumber its failed calls is retryable;
+// and when a share p of the attempts fail with retryable statuses, each
+// independently, a call fails all of its M attempts with probability
+// p^M, so the calls that failed with them, over all calls, give M.
+func (r *Result) fitAttempts(w *Window, src *Source, attempts, calls float64, q func(Ref) string) {
+	if !(src.FailedIntents.ok() && w.Has(src.FailedIntents.Metric) && src.Errors.ok() && w.Has(src.Errors.Metric)) || !(calls > 0) || src.Errors.Label == "" {
+		return
+	}
+	byStatus := func(ref Ref) map[string]float64 {
+		out := map[string]float64{}
+		for _, s := range w.Series[ref.Metric] {
+			if v := string(s.Labels[ref.Label]); ref.keeps(s.Labels) {
+				if _, done := out[v]; !done {
+					out[v] = Counter(w, Ref{Metric: ref.Metric, Label: ref.Label, Values: []string{v}}).total()
+				}
+			}
+		}
+		return out
+	}
+	failed, ended := byStatus(src.Errors), byStatus(src.FailedIntents)
+	var retried []string
+	var fail, exhausted float64
+	for code, f := range failed {
+		// A few calls straddle the window's ends: a status counts as
+		// retried when at least a tenth of its failed attempts, and 3,
+		// did not end their call.
+		if f-ended[code] >= max(3, 0.1*f) {
+			retried = append(retried, code)
+			fail += f
+			exhausted += ended[code]
+		}
+	}
+	if len(retried) == 0 {
+		return
+	}
+	slices.Sort(retried)
+	p := fail / attempts
+	codes := strings.Join(retried, ", ")
+	what := fmt.Sprintf("%s (%s, %s) were retried: %.3g%% of the attempts failed with them and %.0f of %.0f calls failed every attempt", codes, q(src.Errors), q(src.FailedIntents), 100*p, exhausted, calls)
+	if !(p > 0 && p < 1) {
+		return
+	}
+	if exhausted < MinExhausted {
+		atLeast := math.Ceil(math.Log(1/calls) / math.Log(p))
+		r.MaxRetries.Note = fmt.Sprintf("%s; %s: too few to estimate the attempts (at least %d), so %s", src.Policy, what, MinExhausted, strings.TrimPrefix(r.MaxRetries.Note, src.Policy+"; "))
+		if atLeast >= 2 {
+			r.MaxRetries.Note += fmt.Sprintf("; so few suggest %.0f attempts or more, if failures are independent", atLeast)
+		}
+		return
+	}
+	m := math.Log(exhausted/calls) / math.Log(p)
+	n := max(1, math.Round(m))
+	est := fmt.Sprintf("(%.3g)^M = %.3g gives M = %.2f attempts a call, if each attempt fails independently (failures that come together, as in an overload, make M look smaller)", p, exhausted/calls, m)
+	if src.MaxAttempts > 0 && n > float64(src.MaxAttempts) {
+		n = float64(src.MaxAttempts)
+		est += fmt.Sprintf("; taken as %d: %s", src.MaxAttempts, src.MaxAttemptsWhy)
+	}
+	// No call makes more than M attempts: the attempts per call bound M
+	// from below (a hundredth of a call is left for the window's edges,
+	// whose attempts belong to calls begun outside it). An estimate
+	// below them says the failures were not independent, and M is not
+	// known.
+	if per := attempts / calls; per > n+0.01 {
+		r.MaxRetries.Note = fmt.Sprintf("%s; %s: %s, but the window shows %.3g attempts a call, more than %.0f: the failures were not independent, and the estimate is not used, so %s",
+			src.Policy, what, est, per, n, strings.TrimPrefix(r.MaxRetries.Note, src.Policy+"; "))
+		return
+	}
+	r.MaxRetries = Value{V: n - 1, Known: true, Note: fmt.Sprintf("%s; %s: %s", src.Policy, what, est)}
 }

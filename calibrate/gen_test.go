@@ -30,6 +30,13 @@ type genModel struct {
 	service   func(r *rand.Rand) float64 // seconds
 	mean      float64                    // of service
 	errShare  float64
+	steps     int // 15 s steps; zero means genSteps
+	// retryAt, if set, is the retries per intent of each step, in place
+	// of retry (a storm's steps).
+	retryAt func(step int) float64
+	// The shares of the attempts Envoy's per-try timeout cut, and of the
+	// requests its route timeout ended (buildEnvoy).
+	perTry, rqTimeout float64
 }
 
 const (
@@ -47,18 +54,26 @@ type genStepOut struct {
 
 func (m genModel) run(seed uint64) []genStepOut {
 	r := rand.New(rand.NewPCG(seed, 23))
-	out := make([]genStepOut, genSteps)
+	n := m.steps
+	if n == 0 {
+		n = genSteps
+	}
+	out := make([]genStepOut, n)
 	backlog := 0.0
 	for s := range out {
 		o := &out[s]
 		capacity := float64(m.workers) / m.mean
-		offered := m.rate(s) * (1 + m.retry)
+		retry := m.retry
+		if m.retryAt != nil {
+			retry = m.retryAt(s)
+		}
+		offered := m.rate(s) * (1 + retry)
 		backlog = max(0, backlog+(offered-capacity)*genStep.Seconds())
 		wait := backlog / capacity
 		for i := 0; i < m.instances; i++ {
 			lam := m.rate(s) / float64(m.instances) * genStep.Seconds()
 			n := poisson(r, lam)
-			rt := poisson(r, lam*m.retry)
+			rt := poisson(r, lam*retry)
 			o.intents = append(o.intents, float64(n))
 			o.retries = append(o.retries, float64(rt))
 			o.errs = append(o.errs, math.Round(float64(n+rt)*m.errShare))
@@ -111,8 +126,11 @@ func (m *matrix) add(name string, labels map[string]string, step int, v float64,
 	ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.TimeFromUnixNano(genStart.Add(time.Duration(step) * genStep).UnixNano()), Value: model.SampleValue(v)})
 }
 
-// histogram adds a classic histogram's increments for one step.
-func (m *matrix) histogram(base string, labels map[string]string, step int, obs []float64, bounds []float64, scale float64) {
+// histogram adds a classic histogram's increments for one step, each
+// bound written as le by format: 'g' as client_golang writes it (the
+// Go and OTel exporters: 1e-05), 'f' as Envoy does (fmt's {:.32g} in
+// source/server/admin/prometheus_stats.cc: 3600000, never 3.6e+06).
+func (m *matrix) histogram(base string, labels map[string]string, step int, obs []float64, bounds []float64, scale float64, format byte) {
 	with := func(le string) map[string]string {
 		c := map[string]string{"le": le}
 		for k, v := range labels {
@@ -131,7 +149,7 @@ func (m *matrix) histogram(base string, labels map[string]string, step int, obs 
 				n++
 			}
 		}
-		m.add(base+"_bucket", with(strconv.FormatFloat(b, 'g', -1, 64)), step, float64(n), true)
+		m.add(base+"_bucket", with(strconv.FormatFloat(b, format, -1, 64)), step, float64(n), true)
 	}
 	m.add(base+"_bucket", with("+Inf"), step, float64(len(obs)), true)
 	m.add(base+"_sum", labels, step, sum, true)
@@ -206,7 +224,8 @@ func buildEnvoy(g genModel, steps []genStepOut) model.Matrix {
 			m.add("envoy_cluster_upstream_rq_total", l, s, att, true)
 			m.add("envoy_cluster_upstream_rq_retry", l, s, o.retries[i], true)
 			m.add("envoy_cluster_upstream_rq_retry_overflow", l, s, 0, true)
-			m.add("envoy_cluster_upstream_rq_timeout", l, s, 0, true)
+			m.add("envoy_cluster_upstream_rq_timeout", l, s, math.Round(o.intents[i]*g.rqTimeout), true)
+			m.add("envoy_cluster_upstream_rq_per_try_timeout", l, s, math.Round(att*g.perTry), true)
 			c2 := map[string]string{"envoy_response_code_class": "2"}
 			c5 := map[string]string{"envoy_response_code_class": "5"}
 			for k, v := range l {
@@ -214,7 +233,7 @@ func buildEnvoy(g genModel, steps []genStepOut) model.Matrix {
 			}
 			m.add("envoy_cluster_upstream_rq_xx", c2, s, att-o.errs[i], true)
 			m.add("envoy_cluster_upstream_rq_xx", c5, s, o.errs[i], true)
-			m.histogram("envoy_cluster_upstream_rq_time", l, s, o.lat[i], envoyBounds, 1e-3)
+			m.histogram("envoy_cluster_upstream_rq_time", l, s, o.lat[i], envoyBounds, 1e-3, 'f')
 			// Each pod's share of what is in flight, and of the pending
 			// requests when its pool is full.
 			m.add("envoy_cluster_upstream_rq_active", l, s, o.busy/float64(g.instances), false)
@@ -225,6 +244,17 @@ func buildEnvoy(g genModel, steps []genStepOut) model.Matrix {
 	return m.result()
 }
 
+// buildGRPC writes what grpc-go's OpenTelemetry plugin (v1.85.0,
+// stats/opentelemetry/client_metrics.go and server_metrics.go) exports
+// through the OTel Prometheus exporter, as TestRealGRPC scraped it: every
+// series carries otel_scope_name "grpc-go" and its version; the clients'
+// carry grpc_method and grpc_target, their durations grpc_status; the
+// server's call.started carries grpc_method only (the status is not known
+// when a call starts), its call.duration grpc_status too. A share p of
+// the attempts fail UNAVAILABLE, retried up to maxAttempts 3: p + p² is
+// the model's retries per intent, and p³ of the calls fail all three
+// attempts. The server's started calls run ahead of its finished ones by
+// the calls in it at each step's end.
 func buildGRPC(g genModel, steps []genStepOut) model.Matrix {
 	var m matrix
 	scope := map[string]string{"otel_scope_name": "grpc-go", "otel_scope_version": "1.85.0", "otel_scope_schema_url": ""}
@@ -241,17 +271,33 @@ func buildGRPC(g genModel, steps []genStepOut) model.Matrix {
 		}
 		return c
 	}
+	p := (math.Sqrt(1+4*g.retry) - 1) / 2 // p + p² = g.retry
+	exhausted := make([]float64, g.instances)
+	inFlight := 0.0
+	server := map[string]string{"job": "cart", "instance": "10.0.1.1:9464", "grpc_method": "shop.Cart/Get"}
 	for s, o := range steps {
-		var all []float64
+		var ok, failed []float64
 		for i := range g.instances {
-			l := map[string]string{"job": "frontend", "instance": inst(i), "grpc_method": "shop.Cart/Get"}
-			m.add("grpc_client_attempt_started_total", with(l, "grpc_target", "dns:///cart:443"), s, o.intents[i]+o.retries[i], true)
-			m.add("grpc_client_attempt_duration_seconds_count", with(l, "grpc_target", "dns:///cart:443", "grpc_status", "OK"), s, o.intents[i], true)
-			m.add("grpc_client_attempt_duration_seconds_count", with(l, "grpc_target", "dns:///cart:443", "grpc_status", "UNAVAILABLE"), s, o.retries[i], true)
-			m.add("grpc_client_call_duration_seconds_count", with(l, "grpc_target", "dns:///cart:443", "grpc_status", "OK"), s, o.intents[i], true)
-			all = append(all, o.lat[i]...)
+			l := map[string]string{"job": "frontend", "instance": inst(i), "grpc_method": "shop.Cart/Get", "grpc_target": "dns:///cart:443"}
+			// The calls that failed every attempt, carried so that the
+			// fraction is not rounded away at each step.
+			exhausted[i] += o.intents[i] * p * p * p
+			e := math.Floor(exhausted[i])
+			exhausted[i] -= e
+			m.add("grpc_client_attempt_started_total", with(l), s, o.intents[i]+o.retries[i], true)
+			m.add("grpc_client_attempt_duration_seconds_count", with(l, "grpc_status", "OK"), s, o.intents[i]-e, true)
+			m.add("grpc_client_attempt_duration_seconds_count", with(l, "grpc_status", "UNAVAILABLE"), s, o.retries[i]+e, true)
+			m.add("grpc_client_call_duration_seconds_count", with(l, "grpc_status", "OK"), s, o.intents[i]-e, true)
+			m.add("grpc_client_call_duration_seconds_count", with(l, "grpc_status", "UNAVAILABLE"), s, e, true)
+			n := int(o.intents[i] - e)
+			ok = append(ok, o.lat[i][:n]...)
+			failed = append(failed, o.lat[i][n:]...)
 		}
-		m.histogram("grpc_server_call_duration_seconds", with(map[string]string{"job": "cart", "instance": "10.0.1.1:9464", "grpc_method": "shop.Cart/Get", "grpc_status": "OK"}), s, all, grpcBounds, 1)
+		now := o.busy + o.queue
+		m.add("grpc_server_call_started_total", with(server), s, float64(len(ok)+len(failed))+now-inFlight, true)
+		inFlight = now
+		m.histogram("grpc_server_call_duration_seconds", with(server, "grpc_status", "OK"), s, ok, grpcBounds, 1, 'g')
+		m.histogram("grpc_server_call_duration_seconds", with(server, "grpc_status", "UNAVAILABLE"), s, failed, grpcBounds, 1, 'g')
 	}
 	return m.result()
 }
@@ -300,7 +346,7 @@ func buildResil(g genModel, steps []genStepOut) model.Matrix {
 			for k, v := range l {
 				ok[k] = v
 			}
-			m.histogram("resil_attempt_duration_seconds", ok, s, o.lat[i], resilBounds, 1)
+			m.histogram("resil_attempt_duration_seconds", ok, s, o.lat[i], resilBounds, 1, 'g')
 		}
 	}
 	return m.result()

@@ -52,8 +52,13 @@ func sumBy(w *Window, r Ref, f func(s Series) []Sample) steps {
 // increments are a counter's increases between its samples, each at the
 // later sample's time; a decrease is a reset (the process restarted), and
 // the value after it is the increase, as Prometheus's increase() takes it.
-func increments(s Series) []Sample {
+// A series born in the window (w.born) counts its first value too: the
+// increase from the 0 it began at.
+func increments(s Series, born bool) []Sample {
 	out := make([]Sample, 0, len(s.Samples))
+	if born && len(s.Samples) > 0 {
+		out = append(out, s.Samples[0])
+	}
 	for i := 1; i < len(s.Samples); i++ {
 		d := s.Samples[i].V - s.Samples[i-1].V
 		if d < 0 {
@@ -67,7 +72,36 @@ func increments(s Series) []Sample {
 func values(s Series) []Sample { return s.Samples }
 
 // Counter is a counter's increase per step, summed over its series.
-func Counter(w *Window, r Ref) steps { return sumBy(w, r, increments) }
+func Counter(w *Window, r Ref) steps {
+	born := w.born(r.Metric)
+	return sumBy(w, r, func(s Series) []Sample { return increments(s, born(s)) })
+}
+
+// born returns whether a series of metric began inside the window, from
+// 0: its first sample comes after the first of another series of the
+// same metric and target (job and instance), so its target was up and
+// scraped before and the series did not exist yet. A counter with labels
+// is created at its first increment (the OTel SDK's instruments, as
+// grpc-go's UNAVAILABLE calls; client_golang's vectors): the first
+// failure of a kind shows as a new series, whose first value is its
+// increase. The first series of a target cannot be told from a target
+// whose scrapes began in the window, and counts from its first sample.
+func (w *Window) born(metric string) func(Series) bool {
+	target := func(s Series) string { return string(s.Labels["job"]) + "\x00" + string(s.Labels["instance"]) }
+	first := map[string]time.Time{}
+	for _, s := range w.Series[metric] {
+		if len(s.Samples) == 0 {
+			continue
+		}
+		k := target(s)
+		if t, ok := first[k]; !ok || s.Samples[0].T.Before(t) {
+			first[k] = s.Samples[0].T
+		}
+	}
+	return func(s Series) bool {
+		return len(s.Samples) > 0 && s.Samples[0].T.After(first[target(s)])
+	}
+}
 
 // Gauge is a gauge summed over its series at each sample time.
 func Gauge(w *Window, r Ref) steps { return sumBy(w, r, values) }
@@ -131,15 +165,20 @@ type Buckets struct {
 	Cum   []float64 // observations at or below each bound
 	Count float64
 	Sum   float64 // seconds
+	// Inf says Count is the +Inf bucket's; Counted is then the _count's,
+	// which must be the same (FitService refuses buckets that say
+	// otherwise).
+	Inf     bool
+	Counted float64
 }
 
 // Histogram adds up h's increases over the steps keep accepts (nil: all).
 // A step is the time of the sample that ends it.
 func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 	ok := func(ls model.LabelSet) bool { return h.Filter.keeps(ls) }
-	inc := func(s Series) float64 {
+	inc := func(s Series, born func(Series) bool) float64 {
 		t := 0.0
-		for _, p := range increments(s) {
+		for _, p := range increments(s, born(s)) {
 			if keep == nil || keep(p.T) {
 				t += p.V
 			}
@@ -147,6 +186,7 @@ func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 		return t
 	}
 	byLe := map[float64]float64{}
+	born := w.born(h.Base + "_bucket")
 	for _, s := range w.Series[h.Base+"_bucket"] {
 		if !ok(s.Labels) {
 			continue
@@ -155,7 +195,7 @@ func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 		if err != nil {
 			continue
 		}
-		byLe[le] += inc(s)
+		byLe[le] += inc(s, born)
 	}
 	var b Buckets
 	for le, c := range byLe {
@@ -170,20 +210,22 @@ func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 		b.Cum = append(b.Cum, byLe[le/h.Scale])
 	}
 	if inf, ok := byLe[math.Inf(1)]; ok {
-		b.Count = inf
+		b.Count, b.Inf = inf, true
 	}
 	cnt, sm := 0.0, 0.0
+	bornCount, bornSum := w.born(h.Base+"_count"), w.born(h.Base+"_sum")
 	for _, s := range w.Series[h.Base+"_count"] {
 		if ok(s.Labels) {
-			cnt += inc(s)
+			cnt += inc(s, bornCount)
 		}
 	}
 	for _, s := range w.Series[h.Base+"_sum"] {
 		if ok(s.Labels) {
-			sm += inc(s)
+			sm += inc(s, bornSum)
 		}
 	}
-	if b.Count == 0 {
+	b.Counted = cnt
+	if !b.Inf {
 		b.Count = cnt
 	}
 	b.Sum = sm * h.Scale
@@ -193,6 +235,27 @@ func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 		b.Cum[i] = max(b.Cum[i], b.Cum[i-1])
 	}
 	return b
+}
+
+// meanRange is the least and the most the observations' mean can be,
+// given the buckets: every observation at its bucket's lower bound, or
+// at its upper bound (+Inf when some are above the last finite bound).
+func (b Buckets) meanRange() (lo, hi float64) {
+	prev, below := 0.0, 0.0
+	for i, le := range b.Le {
+		n := min(b.Cum[i], b.Count) - below
+		if n > 0 {
+			lo += n * prev
+			hi += n * le
+			below += n
+		}
+		prev = le
+	}
+	if above := b.Count - below; above > 0 {
+		lo += above * prev
+		hi = math.Inf(1)
+	}
+	return lo / b.Count, hi / b.Count
 }
 
 // Mean is the observations' mean, in seconds.

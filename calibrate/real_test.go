@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -27,12 +31,15 @@ import (
 // run to judge calibrate: an eighth of the service time.
 const maxLate = 0.010
 
-var capture = flag.Bool("capture", false, "TestRealPrometheus: save the window it read as testdata/lab.json")
+var capture = flag.Bool("capture", false, "TestRealPrometheus, TestRealGRPC: save the window each read as testdata/lab.json, grpc-real.json")
 
 // The truth the lab runs: an origin of 8 workers serving 100 requests a
 // second (80ms each, fixed), 4 client instances (Guards the gateway
 // exports by name), 70 intents a second with a burst to 140 for 2 s that
 // saturates the origin (so the workers show), retries under a budget.
+// An error blip (errorBlip, injected through the origin's admin endpoint)
+// makes the fleet retry, for calibrate --config to see; the origin
+// decides an error after the service, so the service time stays.
 const truthYAML = `
 name: truth
 duration: 30s
@@ -50,7 +57,8 @@ fleets:
 
 // TestRealPrometheus runs a real Prometheus on 127.0.0.1 scraping the
 // lab's origin and gateway every second while a known load runs, then
-// calibrates from it through the HTTP API and compares with the truth.
+// calibrates from it through the HTTP API and compares with the truth;
+// then calibrates it with --config (checkConfigs).
 // Targets (issue 23): capacity and median service time within 10%, base
 // rate within 5%, client instances exact.
 func TestRealPrometheus(t *testing.T) {
@@ -72,7 +80,8 @@ func TestRealPrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	org, err := lab.NewOrigin(lab.OriginConfig{Origin: truth.Origin})
+	const token = "real-test"
+	org, err := lab.NewOrigin(lab.OriginConfig{Origin: truth.Origin, AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +99,7 @@ func TestRealPrometheus(t *testing.T) {
 	begin := time.Now()
 	time.Sleep(3 * time.Second)
 	const run = 20 * time.Second
+	injectErrors(t, oURL, token)
 	stats, err := lab.RunLoad(ctx, lab.LoadConfig{
 		Target: mustURL(t, gURL), Traffic: truth.Traffic, Triggers: truth.Triggers, Tick: truth.Tick,
 		Duration: run, Deadline: 4 * time.Second, ClearAt: -1, Seed: 1,
@@ -146,9 +156,86 @@ func TestRealPrometheus(t *testing.T) {
 	}
 	t.Logf("service: %s", r.ServiceNte)
 	if *capture {
-		saveWindow(t, ctx, promURL, begin.Add(3*time.Second), end.Add(-2*time.Second), "testdata/lab.json")
+		lab, _ := calibrate.SourceNamed("lab")
+		saveSource(t, ctx, promURL, lab, begin.Add(3*time.Second), end.Add(-2*time.Second), "testdata/lab.json")
 	}
 	_ = out
+	checkConfigs(t, w, truth)
+}
+
+// errorBlip is the fault the origin answers with from 7 s into the load,
+// for 1 s: half the attempts fail, and the fleet retries them as far as
+// each client's budget lets it, whose tokens (a tenth of the calls) have
+// grown by then.
+var errorBlip = url.Values{"kind": {"errors"}, "error_rate": {"0.5"}, "at": {"7s"}, "for": {"1s"}}
+
+func injectErrors(t *testing.T, origin, token string) {
+	t.Helper()
+	resp, err := http.PostForm(origin+"/admin/faults?"+url.Values{"token": {token}}.Encode(), errorBlip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /admin/faults: %s", resp.Status)
+	}
+}
+
+// checkConfigs: calibrate --config on the scraped lab, with the lab
+// fleet's own policy as a scenario file (the written fleet is the
+// config's, and nothing disagrees), then with the same fleet allowed no
+// retry, which the error blip's retries contradict (a warning naming
+// both values and the config's FILE:LINE).
+func checkConfigs(t *testing.T, w *calibrate.Window, truth *scenario.Scenario) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, yaml string
+		want       []string // the disagreements' settings
+		says       []string // regular expressions the warnings match
+	}{
+		{"lab-fleet.yaml", truthYAML, nil, nil},
+		// Over the window or in the blip's steps, as the retries fall.
+		{"lab-no-retry.yaml", strings.Replace(truthYAML, "max_retries: 2", "max_retries: 0", 1), []string{"retry"},
+			[]string{`retrystorm_origin_attempts_total\{kind="retry"\}`, `retry\.max_retries 0( allows)? \(` + regexp.QuoteMeta(filepath.Join(dir, "lab-no-retry.yaml")) + `:\d+\)`}},
+	} {
+		file := filepath.Join(dir, c.name)
+		if err := os.WriteFile(file, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := readConfig([]string{file}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, got, text := fitWith(t, w, cfg)
+		t.Logf("%s: retries per intent seen %.4g", c.name, r.RetryShare.V)
+		t.Logf("%s: warnings: %s", c.name, text)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: disagreements on %q, want %q:\n%s", c.name, got, c.want, text)
+		}
+		for _, s := range c.says {
+			if !regexp.MustCompile(s).MatchString(text) {
+				t.Errorf("%s: the warnings do not match %q:\n%s", c.name, s, text)
+			}
+		}
+		if c.want != nil {
+			continue
+		}
+		written := filepath.Join(dir, "calibrated.yaml")
+		out, err := calibrate.Write(r, written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saveOutput(t, written, out)
+		sc, err := scenario.Load(written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got1, _, _ := importer.Export(sc.Fleets[0], importer.ScenarioFleet)
+		want1, _, _ := importer.Export(truth.Fleets[0], importer.ScenarioFleet)
+		if len(sc.Fleets) != 1 || got1 != want1 {
+			t.Errorf("%s: the written fleet is not the lab's:\n got %s\nwant %s", c.name, got1, want1)
+		}
+	}
 }
 
 // serve serves h on a loopback port until the test ends, running run
@@ -186,15 +273,14 @@ func mustURL(t *testing.T, s string) *url.URL {
 	return u
 }
 
-// saveWindow saves, as one query_range answer, the raw series calibrate
-// reads of the lab: how testdata/lab.json was made (go test ./calibrate
-// -run TestRealPrometheus -capture).
-func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time, file string) {
+// saveSource saves, as one query_range answer, the raw series calibrate
+// reads of src: how testdata/lab.json and grpc-real.json were made (go
+// test ./calibrate -run 'TestRealPrometheus|TestRealGRPC' -capture).
+func saveSource(t *testing.T, ctx context.Context, u string, src *calibrate.Source, from, to time.Time, file string) {
 	client, err := api.NewClient(api.Config{Address: u})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, _ := calibrate.SourceNamed("lab")
 	var all model.Matrix
 	for _, m := range src.Metrics() {
 		v, _, _, err := v1.NewAPI(client).QueryRange(ctx, m, v1.Range{Start: from, End: to, Step: time.Second})
@@ -206,7 +292,25 @@ func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time,
 	writeAnswer(t, file, all)
 }
 
-func writeAnswer(t *testing.T, file string, m model.Matrix) {
+// fitGRPC fits m, saved and read back as a query_range answer, as the
+// gRPC source.
+func fitGRPC(t testing.TB, m model.Matrix) *calibrate.Result {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "w.json")
+	writeAnswer(t, file, m)
+	w, err := calibrate.ReadAnswers([]string{file}, calibrate.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := calibrate.SourceNamed("grpc")
+	r, err := calibrate.Fit(w, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func writeAnswer(t testing.TB, file string, m model.Matrix) {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"status": "success", "data": map[string]any{"resultType": "matrix", "result": m}})
 	if err != nil {

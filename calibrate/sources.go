@@ -77,6 +77,15 @@ type Source struct {
 	RetryOverflow Ref
 	// Errors counts failed requests; Timeouts those that timed out.
 	Errors, Timeouts Ref
+	// FailedIntents counts the calls that failed after their retries, by
+	// the same status label as Errors (gRPC's call duration): a status
+	// whose failed attempts outnumber its failed calls was retried, and
+	// how often a call fails every attempt tells the attempts it gets.
+	FailedIntents Ref
+	// PerTryTimeouts counts the attempts a per-attempt timeout cut, where
+	// the product counts them apart (Envoy); Timeouts then counts the
+	// whole request's timeout, its deadline, which ends the intent.
+	PerTryTimeouts Ref
 	// Latency is the time requests take at the origin: ServerSide says
 	// whether it is measured there (else at the client: it includes the
 	// network).
@@ -87,6 +96,12 @@ type Source struct {
 	// configured (HAProxy's maxconn); Mean a gauge of the mean latency,
 	// where there is no histogram (HAProxy), in seconds.
 	Busy, Queue, Limit, Mean Ref
+	// Started and Finished count the calls the origin started and
+	// finished, where it exports no Busy gauge (gRPC): their difference at
+	// a sample is the calls in the origin then, in service or waiting for
+	// a worker, and Finished per step times the service time is the
+	// workers busy on average over the step (Little's law).
+	Started, Finished Ref
 	// Clients is the metric whose distinct label sets (of ClientLabels)
 	// count the client instances; empty: they cannot be counted.
 	Clients      Ref
@@ -111,6 +126,10 @@ type Source struct {
 	// sets none, for the fleet; -1 when the product has no such default.
 	DefaultRetries int
 	DefaultWhy     string
+	// MaxAttempts is the most attempts a call can get whatever its policy
+	// says (gRPC's cap), for the estimate of the attempts; 0: no cap.
+	MaxAttempts    int
+	MaxAttemptsWhy string
 }
 
 // Metrics lists every metric s reads.
@@ -123,8 +142,8 @@ func (s *Source) Metrics() []string {
 			out = append(out, n)
 		}
 	}
-	for _, r := range []Ref{s.Attempts, s.Intents, s.Retries, s.RetryOverflow, s.Errors, s.Timeouts,
-		s.Busy, s.Queue, s.Limit, s.Mean, s.Clients, s.Healthy, s.Budget, s.BreakerRefusals, s.Capacity, s.Wasted} {
+	for _, r := range []Ref{s.Attempts, s.Intents, s.Retries, s.RetryOverflow, s.Errors, s.Timeouts, s.PerTryTimeouts, s.FailedIntents,
+		s.Busy, s.Queue, s.Limit, s.Mean, s.Started, s.Finished, s.Clients, s.Healthy, s.Budget, s.BreakerRefusals, s.Capacity, s.Wasted} {
 		add(r.Metric)
 	}
 	if s.Latency.ok() {
@@ -144,9 +163,21 @@ var Sources = []*Source{
 		// (/stats/prometheus): counters keep their stat names (no _total
 		// added), the cluster is the tag envoy_cluster_name, the response
 		// class the tag envoy_response_code_class of upstream_rq_xx, and
-		// upstream_rq_time is a histogram in milliseconds: the cluster
-		// stats macros of envoy/upstream/upstream.h (main, read 2026-12-01)
-		// and the tag extractors of source/common/config/well_known_names.cc.
+		// upstream_rq_time is a histogram in milliseconds whose default
+		// bounds run 0.5 to 3600000 (written so, never 3.6e+06). Read in
+		// the envoyproxy/envoy sources (2026-12-01): the counters and
+		// gauges in ALL_CLUSTER_TRAFFIC_STATS and membership_healthy in
+		// ALL_CLUSTER_ENDPOINT_STATS, envoy/upstream/upstream.h (02a45cb);
+		// upstream_rq_<class>xx and the upstream_rq_time timer,
+		// CodeUtility::chargeResponseStat and chargeResponseTiming in
+		// source/common/http/codes.cc; the tag extractors "_rq_(\d)xx$"
+		// and "^cluster\.(([^\.]+)\.).*", source/common/config/well_known_names.cc;
+		// HistogramSettingsImpl::defaultBuckets, source/common/stats/histogram_impl.cc;
+		// the exposition (envoy_cluster_upstream_cx_length_ms_bucket{envoy_cluster_name="cluster_0",le="0.5"},
+		// "# TYPE envoy_http_downstream_rq_xx counter"),
+		// test/integration/integration_admin_test.cc (93a67d5). No Envoy
+		// binary could be run here to scrape (Debian packages none): the
+		// modelled envoy.json follows these sources.
 		Name:           "envoy",
 		Detect:         []string{"envoy_cluster_upstream_rq_total"},
 		Attempts:       Ref{Metric: "envoy_cluster_upstream_rq_total"},
@@ -154,6 +185,7 @@ var Sources = []*Source{
 		RetryOverflow:  Ref{Metric: "envoy_cluster_upstream_rq_retry_overflow"},
 		Errors:         Ref{Metric: "envoy_cluster_upstream_rq_xx", Label: "envoy_response_code_class", Values: []string{"5"}},
 		Timeouts:       Ref{Metric: "envoy_cluster_upstream_rq_timeout"},
+		PerTryTimeouts: Ref{Metric: "envoy_cluster_upstream_rq_per_try_timeout"},
 		Latency:        Hist{Base: "envoy_cluster_upstream_rq_time", Scale: 1e-3},
 		Busy:           Ref{Metric: "envoy_cluster_upstream_rq_active"},
 		Queue:          Ref{Metric: "envoy_cluster_upstream_rq_pending_active"},
@@ -167,22 +199,40 @@ var Sources = []*Source{
 	{
 		// gRPC's OpenTelemetry metrics (gRFC A66) through the OTel
 		// Prometheus exporter: dots become underscores, a counter gains
-		// _total, a histogram in s gains _seconds; the attributes
-		// grpc.method, grpc.target and grpc.status become labels with
-		// underscores. grpc-go v1.85.0, stats/opentelemetry/client_metrics.go
-		// and server_metrics.go.
+		// _total (its unit, {attempt} or {call}, adds nothing), a
+		// histogram in s gains _seconds; the attributes grpc.method,
+		// grpc.target and grpc.status become labels with underscores, and
+		// every series carries otel_scope_name="grpc-go" and
+		// otel_scope_version. The server's call.started has grpc_method
+		// only. The exporter adds no instance label: each process is a
+		// Prometheus target, told apart by the instance label Prometheus
+		// gives (its resource goes to target_info). grpc-go v1.85.0,
+		// stats/opentelemetry/client_metrics.go and server_metrics.go,
+		// exported by go.opentelemetry.io/otel/exporters/prometheus
+		// v0.69.0: scraped for real by TestRealGRPC.
 		Name:           "grpc",
 		Detect:         []string{"grpc_client_attempt_started_total", "grpc_server_call_started_total"},
 		Attempts:       Ref{Metric: "grpc_client_attempt_started_total"},
 		Intents:        Ref{Metric: "grpc_client_call_duration_seconds_count"},
 		Errors:         Ref{Metric: "grpc_client_attempt_duration_seconds_count", Label: "grpc_status", Values: []string{"OK"}, Not: true},
 		Timeouts:       Ref{Metric: "grpc_client_attempt_duration_seconds_count", Label: "grpc_status", Values: []string{"DEADLINE_EXCEEDED"}},
+		FailedIntents:  Ref{Metric: "grpc_client_call_duration_seconds_count", Label: "grpc_status", Values: []string{"OK"}, Not: true},
 		Latency:        Hist{Base: "grpc_server_call_duration_seconds", Scale: 1, Filter: Ref{Label: "grpc_status", Values: []string{"OK"}}},
 		ServerSide:     true,
+		Started:        Ref{Metric: "grpc_server_call_started_total"},
+		Finished:       Ref{Metric: "grpc_server_call_duration_seconds_count"},
 		Clients:        Ref{Metric: "grpc_client_attempt_started_total"},
 		ClientLabels:   []model.LabelName{"instance"},
-		Policy:         "gRPC exports attempts and calls (so retries = attempts − calls), not the service config's maxAttempts, backoff or retryable codes, nor a retry throttle's tokens",
+		Policy:         "gRPC exports attempts and calls by status (so retries = attempts − calls, and the statuses retried), not the service config's maxAttempts, backoff or retryable codes, nor a retry throttle's tokens",
 		DefaultRetries: -1,
+		// gRFC A6 ("Limits on Retries and Hedges"): a client treats a
+		// maxAttempts over 5 as 5. grpc-go v1.85.0: dialoptions.go,
+		// defaultMaxCallAttempts = 5; service_config.go,
+		// convertRetryPolicy, takes the lesser of the policy's
+		// maxAttempts and the channel's (raised only by
+		// WithMaxCallAttempts).
+		MaxAttempts:    5,
+		MaxAttemptsWhy: "gRPC clients treat a maxAttempts over 5 as 5 (gRFC A6; grpc-go's service config parsing takes the lesser of it and the channel's limit, 5 unless WithMaxCallAttempts raises it)",
 	},
 	{
 		// HAProxy's built-in exporter (promex, HAProxy 2.x and 3.x): the

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -38,6 +40,15 @@ func Write(r *Result, file string) (*Output, error) {
 	b.comment(0, "metrics cannot show, with the value used: check those before you trust a verdict.")
 	for _, n := range r.Notes {
 		b.comment(0, "%s.", n)
+	}
+	if r.Config != nil {
+		b.comment(0, "The client policy is the config's, %s (%s): each of its values says the file and line it came from; the metrics give the traffic, the origin and the client instances.", r.Config.Fleet.Origin, r.Config.Fleet.Format)
+		if len(r.Disagreements) > 0 {
+			b.comment(0, "Warning: the config and the metrics disagree (the config's values are written):")
+			for _, d := range r.Disagreements {
+				b.comment(0, "- %s: %s.", d.Setting, d.Text)
+			}
+		}
 	}
 	b.line(0, "name", "calibrated", "")
 	b.line(0, "seed", "1", "")
@@ -91,6 +102,12 @@ func Write(r *Result, file string) (*Output, error) {
 	if r.Replicas.Known {
 		b.comment(2, "Replicas: %s; %s (%.0f).", r.Source.Name, r.Replicas.Note, r.Replicas.V)
 	}
+	if r.Config != nil {
+		if err := configFleet(&b, r); err != nil {
+			return nil, err
+		}
+		return finish(&b, out, file)
+	}
 	b.line(0, "fleets", "", "")
 	b.raw("  - name: calibrated\n")
 	to := time.Duration(r.Timeout.V * float64(time.Second))
@@ -133,11 +150,82 @@ func Write(r *Result, file string) (*Output, error) {
 	} else {
 		b.line(6, "use", "none", r.BreakerNte)
 	}
+	return finish(&b, out, file)
+}
+
+// finish sets out's YAML to b's and parses it back.
+func finish(b *yamlWriter, out *Output, file string) (*Output, error) {
 	out.YAML = b.Bytes()
 	if err := check(out, file); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// configFleet writes the fleet of r.Config as a scenario file writes it
+// (importer.Export), each of its keys under the comments of where its
+// settings came from, FILE:LINE where the config sets them, and what the
+// metrics showed of them.
+func configFleet(b *yamlWriter, r *Result) error {
+	c := r.Config
+	text, _, err := importer.Export(c.Fleet.Fleet, importer.ScenarioFleet)
+	if err != nil {
+		return err
+	}
+	var head []string
+	keys := map[string]bool{}
+	for _, l := range strings.Split(text, "\n") {
+		if k, ok := fleetKey(l); ok {
+			keys[k] = true
+		}
+	}
+	for _, p := range c.provenances() {
+		if !slices.ContainsFunc(p.keys(), func(k string) bool { return keys[k] }) {
+			head = append(head, p.String())
+		}
+	}
+	b.line(0, "fleets", "", "")
+	b.comment(2, "The client policy: %s (%s), as retrystorm import reads it.", c.Fleet.Origin, c.Fleet.Format)
+	for _, h := range head {
+		b.comment(2, "%s.", h)
+	}
+	if r.TimedOut.Known {
+		b.comment(2, "Timed out: %.3g%% of the attempts (%s).", 100*r.TimedOut.V, r.TimedOut.Note)
+	}
+	if r.RetryShare.Known {
+		b.comment(2, "Retries per intent seen: %.4g (%s).", r.RetryShare.V, r.RetryShare.Note)
+	}
+	for _, l := range c.Fleet.Lost {
+		b.comment(2, "Not represented: %s.", l)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n")[1:] {
+		if k, ok := fleetKey(l); ok && k != "name" {
+			for _, n := range c.notes(k) {
+				b.comment(4, "%s", n)
+			}
+			for _, d := range r.Disagreements {
+				if d.Setting == k {
+					b.comment(4, "The metrics disagree: %s.", d.Text)
+				}
+			}
+		}
+		b.raw(l + "\n")
+	}
+	return nil
+}
+
+// fleetKey is the key of a line of a fleet's own (indented four columns),
+// or of its first ("  - name:").
+func fleetKey(l string) (string, bool) {
+	if rest, ok := strings.CutPrefix(l, "  - "); ok {
+		k, _, ok := strings.Cut(rest, ":")
+		return k, ok
+	}
+	if rest, ok := strings.CutPrefix(l, "    "); ok && rest != "" && rest[0] != ' ' && rest[0] != '#' {
+		k, _, ok := strings.Cut(rest, ":")
+		return k, ok
+	}
+	return "", false
 }
 
 // serviceTime writes origin.service_time: the fitted distribution with
