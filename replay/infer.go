@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
@@ -76,12 +77,7 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	zero := func(i int) bool {
 		return m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9))
 	}
-	saturated := func(i int) bool {
-		if m.Queue != nil && m.Queue[i] > 0 && (i == 0 || m.Queue[i] >= m.Queue[i-1]) {
-			return true
-		}
-		return m.Attempts[i] > 1.1*m.Served[i]
-	}
+	saturated := m.saturated
 	span := func(while func(int) bool) int {
 		e := on
 		for e < n && while(e) {
@@ -103,35 +99,68 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 			how += ", no queue growing (requests vanished: a blackhole)"
 		}
 		t.Confidence, t.How = "high", how
-	case b.rate > 0 && m.Intents[on] > LoadJump*b.rate:
+	case b.rate > 0 && m.Intents[on] > b.rateHi:
 		t.Kind = scenario.TriggerLoad
-		t.end = span(func(i int) bool { return m.Intents[i] > (1+(LoadJump-1)/2)*b.rate })
+		t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 })
 		t.Size = mean(m.Intents[on:t.end])
 		t.Confidence = "high"
 		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
 	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
 		t.Kind = scenario.TriggerCapacity
 		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })
-		t.Size = median(m.Served[on:t.end])
+		t.Size = level(m.Served[on:t.end], false)
 		t.Confidence = "high"
 		if t.end-on < 2 {
 			t.Confidence = "medium"
 		}
 		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
-	case b.latency > 0 && m.Latency[on] > LatencyJump*b.latency && !saturated(on):
+		if z := slices.IndexFunc(m.Served[on:t.end], func(v float64) bool { return v < 0.05*max(b.served, 1e-9) }); z >= 0 {
+			// A stall that begins within a step shows first as a drop:
+			// the step before its first silent one answered for part of
+			// its time. No answers at all in the span make it an outage,
+			// which ends when answers come back, as one read from its
+			// first silent step does: not when the origin serves its
+			// capacity again, which a retry storm after it may never let
+			// the callers see (TestInferOutageWithinAStep).
+			e := on + z
+			for e < n && zero(e) {
+				e++
+			}
+			t.end = max(e, on+z+1)
+			t.Kind, t.Size, t.Mode = scenario.TriggerOutage, 0, scenario.OutageBlackhole
+			t.How = "answers stopped altogether within a drop of the origin's answers"
+			if m.Queue != nil && m.Queue[t.end-1] > m.Queue[max(0, on-1)] {
+				t.Mode = scenario.OutageStall
+				t.How += ", the queue growing meanwhile (a stall: requests accepted, none served)"
+			} else {
+				t.How += ", no queue growing (requests vanished: a blackhole)"
+			}
+		}
+	case b.latency > 0 && m.Latency[on]-m.wait(on) > b.latHi && !saturated(on):
 		t.Kind = scenario.TriggerLatency
-		t.end = span(func(i int) bool { return m.Latency[i] > (1+(LatencyJump-1)/2)*b.latency })
-		t.Size = median(m.Latency[on:t.end]) / b.latency
+		t.end = span(func(i int) bool { return m.Latency[i] > (b.latency+b.latHi)/2 })
+		t.Size = level(m.Latency[on:t.end], true) / b.latency
 		t.Confidence = "medium"
 		t.How = fmt.Sprintf("the mean latency rose %.3g× from %.3gs with the origin unsaturated (capacity intact)", t.Size, b.latency)
-	case m.ErrorRate[on] > b.errShare+ErrorJump && (b.latency == 0 || m.Latency[on] < LatencyJump*b.latency):
+	case errorBlip(m, b, on, capacity):
 		t.Kind = scenario.TriggerErrors
-		t.end = span(func(i int) bool {
-			return m.ErrorRate[i] > b.errShare+ErrorJump && (b.latency == 0 || m.Latency[i] < LatencyJump*b.latency) && !saturated(i)
-		})
-		t.Size = max(0.01, min(1, median(m.ErrorRate[on:t.end])-b.errShare))
+		t.end = span(func(i int) bool { return errorBlip(m, b, i, capacity) })
+		t.Size = max(0.01, min(1, level(answered(m, on, t.end), true)-b.answered))
 		t.Confidence = "medium"
-		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the latency normal; overload errors look alike, so it lasts while the origin stays unsaturated", 100*t.Size, 100*b.errShare)
+		if m.timeouts != nil {
+			t.Confidence = "high"
+			t.How = fmt.Sprintf("the share of attempts answered with an error (timeouts apart) rose %.0f points above its baseline %.1f%%, the origin serving at its capacity or unsaturated", 100*t.Size, 100*b.answered)
+		} else {
+			t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the latency normal or the origin serving at its capacity; overload errors look alike, so it lasts while that holds", 100*t.Size, 100*b.errShare)
+		}
+	case !saturated(on) && m.ErrorRate[on] > b.errHi:
+		// Errors with the origin keeping up: a blip, whatever the
+		// latency says.
+		t.Kind = scenario.TriggerErrors
+		t.end = span(func(i int) bool { return m.ErrorRate[i] > b.errHi && !saturated(i) })
+		t.Size = max(0.01, min(1, level(m.ErrorRate[on:t.end], true)-b.errShare))
+		t.Confidence = "medium"
+		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the origin keeping up with its attempts", 100*t.Size, 100*b.errShare)
 	default:
 		t.Kind = scenario.TriggerCapacity
 		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
@@ -144,4 +173,52 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	t.Time = m.start.Add(time.Duration(t.At * float64(time.Second))).UTC()
 	t.For = float64(t.end-t.start) * m.Step
 	return t
+}
+
+// errorBlip: step i's answered errors (Measured.answeredErrors) are
+// ErrorJump above the baseline's, and the errors are not overload's: the
+// source counts timeouts apart (so these are answers), or the latency is
+// normal, or the origin served at least CapacityDrop of its capacity (it
+// was not short of capacity: an error blip whose retries saturate it).
+func errorBlip(m *Measured, b baseline, i int, capacity float64) bool {
+	if m.answeredErrors(i) <= b.ansHi {
+		return false
+	}
+	return m.timeouts != nil || b.latency == 0 || m.Latency[i] < b.latHi || m.Served[i] >= CapacityDrop*capacity
+}
+
+// answered is the answered-error shares of steps [from, to).
+func answered(m *Measured, from, to int) []float64 {
+	out := make([]float64, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, m.answeredErrors(i))
+	}
+	return out
+}
+
+// level is a trigger's size from the values of its steps: the median of
+// the steps wholly inside it (all but the first and the last, which a
+// trigger that begins or ends within a step covers only in part) where
+// there are such, else the most extreme value (the largest when most,
+// else the smallest), the step it covered most.
+func level(v []float64, most bool) float64 {
+	switch {
+	case len(v) >= 3:
+		return median(v[1 : len(v)-1])
+	case most:
+		return slices.Max(v)
+	}
+	return slices.Min(v)
+}
+
+// saturated: at step i the origin had more work than it did: a queue of
+// more than QueueShare of the step's attempts, not shrinking, or more
+// attempts than answers by a tenth. A smaller queue is the ordinary
+// burst of a busy origin (Poisson arrivals queue now and then at any
+// load), not a shortage.
+func (m *Measured) saturated(i int) bool {
+	if m.Queue != nil && m.Queue[i] > QueueShare*m.Attempts[i]*m.Step && (i == 0 || m.Queue[i] >= m.Queue[i-1]) {
+		return true
+	}
+	return m.Attempts[i] > 1.1*m.Served[i]
 }

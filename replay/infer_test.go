@@ -84,3 +84,91 @@ func TestRecovery(t *testing.T) {
 		t.Error("recovered with fewer than ten steps left")
 	}
 }
+
+// TestInferEdges: what the labelled set (labelled_test.go) taught the
+// inference, each in a steady window of 50 intents/s on an origin of
+// 60/s: an error blip whose retries saturate the origin is a blip, not a
+// capacity drop; a one-step latency burst behind a queue is no incident;
+// a stall that begins within a step, whose first step still answered
+// some, is a stall.
+func TestInferEdges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(m *Measured)
+		kind string // "" for no incident
+		mode string
+	}{
+		{"blip saturating", func(m *Measured) {
+			for i := 10; i < 15; i++ {
+				// Retries push the attempts past the capacity: a queue,
+				// latency up, all 60/s served, 30% of them errors.
+				m.Attempts[i], m.Served[i], m.Errors[i], m.ErrorRate[i] = 75, 60, 18, 18.0/75
+				m.Latency[i], m.Queue[i] = 0.5, float64(15*(i-9))
+			}
+		}, scenario.TriggerErrors, ""},
+		{"queue burst", func(m *Measured) {
+			m.Latency[10], m.Queue[10] = 0.3, 20 // 20 queued wait 0.4s at 50/s
+		}, "", ""},
+		{"stall within a step", func(m *Measured) {
+			m.Served[10], m.Latency[10], m.Queue[10] = 20, 0.4, 30
+			for i := 11; i < 14; i++ {
+				m.Served[i], m.Latency[i], m.Queue[i] = 0, 0, float64(30+50*(i-10))
+			}
+			m.Served[14], m.Queue[14] = 60, 170
+		}, scenario.TriggerOutage, scenario.OutageStall},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := steady(40)
+			c.edit(m)
+			b := baselineOf(m)
+			on := onset(m, b)
+			if c.kind == "" {
+				if on >= 0 {
+					t.Fatalf("an incident at step %d, want none", on)
+				}
+				return
+			}
+			if on != 10 {
+				t.Fatalf("onset at step %d, want 10", on)
+			}
+			if tr := infer(m, b, on, 60); tr.Kind != c.kind || tr.Mode != c.mode {
+				t.Errorf("inferred %s %s (%s), want %s %s", tr.Kind, tr.Mode, tr.How, c.kind, c.mode)
+			}
+		})
+	}
+}
+
+// TestInferOutageWithinAStep: an outage that begins within a step shows
+// first as a drop of the answers, and is read as one (the capacity
+// case, then an outage for its silent steps); it ends when answers come
+// back, as an outage read from its first silent step does, not when the
+// origin serves its capacity again: a retry storm after it keeps the
+// origin saturated with few answers in time, and the outage was taken to
+// last to the window's end, the loop after it not read. The series are
+// api's in a real window (TestRealPrometheusLayers: the lab's chain, a
+// 4 s blackhole, api's resil metrics): a partial step 8, steps 9 to 11
+// silent, answers from step 12 on, fewer as the retries fill the queue.
+func TestInferOutageWithinAStep(t *testing.T) {
+	m := &Measured{
+		Step:     1,
+		Attempts: []float64{85, 85, 85, 85, 85, 85, 85, 85, 85, 147, 233, 312, 336, 240, 237, 246, 256, 263, 284, 290, 309, 324, 328, 334, 283},
+		Served:   []float64{85, 85, 85, 85, 85, 85, 85, 85, 28, 0, 0, 0, 64, 72, 34, 31, 28, 22, 17, 14, 8, 2, 0, 0, 0},
+		Latency:  []float64{0.081, 0.081, 0.081, 0.081, 0.081, 0.081, 0.081, 0.081, 0.081, 0, 0, 0, 0.28, 0.77, 0.98, 0.98, 0.98, 0.98, 0.99, 0.99, 0.99, 0.99, 0, 0, 0},
+	}
+	for i := range m.Attempts {
+		m.T = append(m.T, float64(i+1))
+		m.Intents = append(m.Intents, 85)
+		errs := m.Attempts[i] - m.Served[i]
+		m.Errors = append(m.Errors, errs)
+		m.ErrorRate = append(m.ErrorRate, errs/m.Attempts[i])
+	}
+	b := baselineOf(m)
+	on := onset(m, b)
+	if on != 8 {
+		t.Fatalf("onset %d, want 8 (the partial step)", on)
+	}
+	tr := infer(m, b, on, 111)
+	if tr.Kind != scenario.TriggerOutage || tr.start != 8 || tr.end != 12 || !tr.Ended {
+		t.Errorf("inferred %s from step %d to %d (ended %v), want an outage from 8 to 12, ended", tr.Kind, tr.start, tr.end, tr.Ended)
+	}
+}

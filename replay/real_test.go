@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -22,9 +21,10 @@ import (
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
-var capture = flag.Bool("capture", false, "TestRealPrometheus: save the window it read as testdata/storm.json")
+var capture = flag.Bool("capture", false, "TestRealPrometheus and TestRealPrometheusLayers: save the window each read as testdata/storm.json and testdata/chain.json")
 
 // stormYAML is a storm the naive fleet does not survive: 70 intents/s on
 // 8 workers serving 100/s (80ms each), the capacity dipping to 30/s for
@@ -53,16 +53,7 @@ fleets:
 // and the replay's (recovered or never) must agree with what the lab
 // measured, and the inferred trigger must be the dip.
 func TestRealPrometheus(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not on the PATH; CI must install it")
-		}
-		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus replay test")
-	}
-	if testing.Short() {
-		t.Skip("-short: the real-Prometheus replay test takes about 45 s")
-	}
+	bin := prometheusBin(t, "the real-Prometheus replay test takes about 45 s")
 	// The lock is TestMain's.
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
 	if err != nil {
@@ -78,18 +69,13 @@ func TestRealPrometheus(t *testing.T) {
 	promURL := promtest.Start(t, ctx, bin, promtest.FileSD(targets))
 
 	var begin time.Time
-	// Measure runs the scenario's fleet and then, when the scenario has
-	// one, its counterfactual: the window and the scrape are the first
-	// run's.
-	m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{Tick: time.Second, Log: io.Discard, Ready: func(_ string, o, g *url.URL) {
+	// The scenario's fleet alone (FleetsOnly): the window and the scrape
+	// are its run's.
+	m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{Tick: time.Second, Log: io.Discard, FleetsOnly: true, Ready: func(_ string, o, g *url.URL) {
 		if !begin.IsZero() {
 			return
 		}
-		b, _ := json.Marshal([]map[string]any{{"targets": []string{o.Host, g.Host}}})
-		tmp := targets + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o644); err == nil {
-			_ = os.Rename(tmp, targets)
-		}
+		_ = promtest.WriteTargets(targets, o.Host, g.Host) // a failure shows as no scrape
 		begin = time.Now()
 	}})
 	if err != nil {
@@ -109,7 +95,7 @@ func TestRealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if *capture {
-		saveWindow(t, ctx, promURL, from, to, "testdata/storm.json")
+		saveWindow(t, ctx, promURL, from, to, "lab", "testdata/storm.json")
 	}
 	r, err := replay.Replay(ctx, w, replay.Options{})
 	if err != nil {
@@ -134,15 +120,37 @@ func TestRealPrometheus(t *testing.T) {
 	}
 }
 
+// prometheusBin returns the prometheus binary's path, or skips t without
+// one (fails it when CI=true, where it must be installed) and under
+// -short (long says how long the test takes).
+func prometheusBin(t *testing.T, long string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("prometheus is not on the PATH; CI must install it")
+		}
+		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus replay tests")
+	}
+	if testing.Short() {
+		t.Skip("-short: " + long)
+	}
+	return bin
+}
+
 // saveWindow saves, as one query_range answer, the raw series replay
-// reads of the lab: how testdata/storm.json was made (go test ./replay
-// -run TestRealPrometheus -capture).
-func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time, file string) {
+// reads of source's metrics: how testdata/storm.json (go test ./replay
+// -run 'TestRealPrometheus$' -capture) and testdata/chain.json (-run
+// TestRealPrometheusLayers -capture) were made.
+func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time, source, file string) {
 	client, err := api.NewClient(api.Config{Address: u})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, _ := calibrate.SourceNamed("lab")
+	src, err := calibrate.SourceNamed(source)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var all model.Matrix
 	for _, m := range src.Metrics() {
 		v, _, _, err := v1.NewAPI(client).QueryRange(ctx, m, v1.Range{Start: from, End: to, Step: time.Second})
@@ -164,65 +172,94 @@ func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time,
 }
 
 // TestCounterfactualsInTheLab plays the replay of the captured storm in
-// the lab, over real HTTP: as it was, with the breaker and with an origin
-// that drops expired requests. Each must end in the lab as the replay
-// predicts (recovered or never). The stretch goal; it needs no
-// Prometheus, only the lab (about 90 s here: three fleets of half-second
-// ticks, each after the lab's own settling).
+// the lab, over real HTTP: as it was, and each counterfactual the replay
+// ran (the retry budget, the breaker, the throttle, advise's pick, and an
+// origin that drops expired requests). Each must end in the lab as the
+// replay predicts: both never recover, or both recover within ±20% of the
+// lab's recovery or a tick (replay.Agree), the target; the intents
+// lost are logged beside the replay's. It needs no Prometheus, only the
+// lab: two runs of half-second ticks (the fleets, then the origin that
+// drops expired requests), about 95 s here, each fleet after the lab's
+// own settling. Skipped with -short, and when the lab says it measured its
+// machine rather than the storm.
 func TestCounterfactualsInTheLab(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the lab runs three fleets for about 50 s")
+		t.Skip("-short: the lab runs seven fleets for about 95 s")
 	}
 	// The lock is TestMain's.
 	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := replay.Replay(context.Background(), w, replay.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	r, err := replay.Replay(ctx, w, replay.Options{Advise: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"as-is": r.AsIs.Verdict.Recovered}
-	sc := *r.Scenario
-	sc.Fleets = []scenario.Fleet{r.AsIs.Fleet}
-	sc.Fleets[0].Name = "as-is"
+	if r.AdviseNote != "" {
+		t.Fatalf("advise's pick was not replayed: %s", r.AdviseNote)
+	}
+	const dropName = "drop expired"
+	predicted := map[string]*replay.Run{"as-is": r.AsIs}
+	fleets := *r.Scenario
+	fleets.Fleets = []scenario.Fleet{r.AsIs.Fleet}
+	fleets.Fleets[0].Name = "as-is"
 	for _, o := range r.Others {
-		want[o.Name] = o.Verdict.Recovered
-		if o.Name == "breaker" {
-			f := o.Fleet
-			f.Name = o.Name
-			sc.Fleets = append(sc.Fleets, f)
+		predicted[o.Name] = o
+		if o.Name == dropName {
+			continue // the origin's change, not a fleet's: played below
 		}
+		f := o.Fleet
+		f.Name = o.Name
+		fleets.Fleets = append(fleets.Fleets, f)
+	}
+	if _, ok := predicted[dropName]; !ok {
+		t.Fatalf("the replay ran no %q counterfactual", dropName)
 	}
 	drop := *r.Scenario
 	drop.Origin.DropExpired = true
 	drop.Fleets = []scenario.Fleet{r.AsIs.Fleet}
-	drop.Fleets[0].Name = "drop expired"
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	for _, s := range []*scenario.Scenario{&sc, &drop} {
-		m, err := lab.Measure(ctx, s, lab.ExperimentOptions{Tick: 500 * time.Millisecond, Log: io.Discard})
+	drop.Fleets[0].Name = dropName
+
+	tick := r.Scenario.Tick.Seconds()
+	measured := map[string]sim.Summary{}
+	wall := map[string]float64{} // seconds
+	for _, s := range []*scenario.Scenario{&fleets, &drop} {
+		m, err := lab.Measure(ctx, s, lab.ExperimentOptions{Tick: 500 * time.Millisecond, Log: io.Discard, FleetsOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := m.Result
-		if in := res.Lab.Inconclusive; in != nil {
+		if in := m.Result.Lab.Inconclusive; in != nil {
 			t.Skipf("inconclusive: the lab measured its machine: %+v", in)
 		}
-		for _, f := range res.Fleets {
-			predicted, ok := want[f.Name]
-			if !ok {
-				continue // Measure's own counterfactual (deadline shedding), which replay does not predict
+		for i, f := range m.Result.Fleets {
+			if _, ok := predicted[f.Name]; ok { // not Measure's own counterfactual (deadline shedding), which replay does not predict
+				measured[f.Name] = f.Summary
+				wall[f.Name] = m.Result.Lab.Fleets[i].WallSeconds
 			}
-			got := f.Summary.Recovered
-			ticks := "never"
-			if k := f.Summary.RecoveryTicks; k != nil {
-				ticks = fmt.Sprintf("after %d ticks", *k)
-			}
-			t.Logf("%s: the lab recovered %s, %d intents lost; the replay predicted recovered %v", f.Name, ticks, f.Summary.IntentsLost, predicted)
-			if got != predicted {
-				t.Errorf("%s: the lab recovered %v, the replay predicted %v", f.Name, got, predicted)
-			}
+		}
+	}
+	var names []string
+	for _, o := range append([]*replay.Run{r.AsIs}, r.Others...) {
+		names = append(names, o.Name)
+	}
+	t.Logf("%-13s %-10s %-10s %9s %9s %6s", "replay", "lab", "replayed", "lab lost", "replayed", "wall")
+	for _, name := range names {
+		p := predicted[name]
+		s, ok := measured[name]
+		if !ok {
+			t.Errorf("%s: the lab did not play it", name)
+			continue
+		}
+		got := replay.Verdict{Recovered: s.Recovered}
+		if k := s.RecoveryTicks; s.Recovered && k != nil {
+			sec := float64(*k) * tick
+			got.Seconds = &sec
+		}
+		t.Logf("%-13s %-10s %-10s %9d %9d %5.1fs", name, got, p.Verdict, s.IntentsLost, p.IntentsLost, wall[name])
+		if !replay.Agree(got, p.Verdict, tick) {
+			t.Errorf("%s: the lab recovered %s, the replay predicted %s (want both never, or within ±20%% or a tick of the lab's)", name, got, p.Verdict)
 		}
 	}
 }

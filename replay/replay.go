@@ -37,9 +37,12 @@ func inputf(format string, args ...any) error {
 // times the baseline's, it has no answers, or its intents are LoadJump
 // times the base rate.
 const (
-	ErrorJump   = 0.05
-	LatencyJump = 2.0
+	ErrorJump   = 0.03
+	LatencyJump = 1.5
 	LoadJump    = 1.5
+	// Noise: a step is abnormal only beyond this many robust standard
+	// deviations of the quiet steps too (baseline).
+	Noise = 6.0
 	// CapacityDrop: a saturated step serving less than this share of the
 	// calibrated capacity is a capacity drop; the drop ends at the first
 	// step serving CapacityBack of it again.
@@ -48,6 +51,9 @@ const (
 	// Backlog: a step answering less than this share of its attempts,
 	// its queue growing, is saturated.
 	Backlog = 0.7
+	// QueueShare: a queue, not shrinking, of more than this share of a
+	// step's attempts is a saturated origin's; less is a burst.
+	QueueShare = 0.1
 	// MinBefore is the fewest steps before the incident to calibrate the
 	// origin from; MinSteps the fewest of a window.
 	MinBefore = 5
@@ -75,11 +81,56 @@ type Measured struct {
 	// Latency is the mean latency of the step's answers; 0 where none.
 	Latency []float64 `json:"latency_seconds"`
 	Queue   []float64 `json:"queue,omitempty"`
+	// timeouts are the errors that were timeouts, where the source counts
+	// them apart (Envoy's upstream_rq_timeout): the rest were answers.
+	timeouts []float64
 	// start is the time of step 0's start.
 	start time.Time
 }
 
 func (m *Measured) n() int { return len(m.T) }
+
+// wait is the mean time step i's answers waited in the queue, by Little's
+// law (the queue at the step's end over the answers per second); 0
+// without a queue gauge.
+func (m *Measured) wait(i int) float64 {
+	if m.Queue == nil || m.Served[i] <= 0 {
+		return 0
+	}
+	return m.Queue[i] / m.Served[i]
+}
+
+// answeredErrors is the share of step i's answers that were errors, where
+// the source counts timeouts apart: the errors less the timeouts, over
+// the answers (a blip fails a share of what the origin answers, and
+// under the overload its retries bring many attempts get no answer);
+// else the error share of the attempts. An error blip shows in it; an
+// overload shows as timeouts first.
+func (m *Measured) answeredErrors(i int) float64 {
+	if m.timeouts == nil {
+		return m.ErrorRate[i]
+	}
+	return share(max(0, m.Errors[i]-m.timeouts[i]), m.Served[i])
+}
+
+// answerStatus names, per source, the series of its latency histogram's
+// count that were answers, where its latency filter keeps fewer (the
+// latency is a success's, the service time calibrate fits). gRPC's
+// server counts its calls by status (grpc_server_call_duration_seconds,
+// grpc.status: grpc-go v1.85.0 stats/opentelemetry/server_metrics.go)
+// and its latency is the OK calls'; but an error the server answered is
+// an answer all the same: counting only OK calls as answers made an
+// error blip look like a shortage (more attempts than answers: a
+// capacity drop). A call that ran out of time (DEADLINE_EXCEEDED) or
+// whose caller left (CANCELLED) got no answer. resil's latency is its
+// successes' and its attempt duration has the outcome (resil/outcome.go):
+// a failure is an answer; a timeout, an attempt ignored (the caller
+// cancelled) and a throttled one (an overload rejection: a shortage that
+// says so) are not.
+var answerStatus = map[string]calibrate.Ref{
+	"grpc":  {Label: "grpc_status", Values: []string{"DEADLINE_EXCEEDED", "CANCELLED"}, Not: true},
+	"resil": {Label: "outcome", Values: []string{"timeout", "ignored", "throttled"}, Not: true},
+}
 
 // measure reads the per-step series of w, from src's metrics, dropping
 // the steps at either end with no attempts (before the load began or
@@ -113,12 +164,17 @@ func measure(w *calibrate.Window, src *calibrate.Source) (*Measured, error) {
 	intents := counter(src.Intents)
 	retries := counter(src.Retries)
 	errs := counter(src.Errors)
+	timeouts := counter(src.Timeouts)
 	wasted := counter(src.Wasted)
 	queue := gauge(src.Queue)
-	var count, sum map[int64]float64
+	var count, sum, answers map[int64]float64
 	if src.Latency.Base != "" && w.Has(src.Latency.Base+"_count") {
 		count = counter(calibrate.Ref{Metric: src.Latency.Base + "_count", Label: src.Latency.Filter.Label, Values: src.Latency.Filter.Values, Not: src.Latency.Filter.Not})
 		sum = counter(calibrate.Ref{Metric: src.Latency.Base + "_sum", Label: src.Latency.Filter.Label, Values: src.Latency.Filter.Values, Not: src.Latency.Filter.Not})
+		answers = count
+		if a, ok := answerStatus[src.Name]; ok {
+			answers = counter(calibrate.Ref{Metric: src.Latency.Base + "_count", Label: a.Label, Values: a.Values, Not: a.Not})
+		}
 	}
 	step := w.Step.Seconds()
 	first, last := -1, -1
@@ -148,7 +204,7 @@ func measure(w *calibrate.Window, src *calibrate.Source) (*Measured, error) {
 		served := a - e
 		lat := 0.0
 		if count != nil {
-			served = count[k]
+			served = answers[k]
 			if count[k] > 0 {
 				lat = sum[k] * src.Latency.Scale / count[k]
 			}
@@ -166,6 +222,9 @@ func measure(w *calibrate.Window, src *calibrate.Source) (*Measured, error) {
 		m.Latency = append(m.Latency, lat)
 		if queue != nil {
 			m.Queue = append(m.Queue, queue[k])
+		}
+		if timeouts != nil {
+			m.timeouts = append(m.timeouts, min(e, timeouts[k])/step)
 		}
 	}
 	if m.n() < MinSteps {
@@ -211,9 +270,21 @@ func mean(v []float64) float64 {
 
 // baseline is the window's normal: the medians over its first quarter
 // (at least MinBefore steps), where an incident window should start
-// quiet.
+// quiet, and the thresholds a step must pass to be abnormal.
 type baseline struct {
 	rate, errShare, latency, served float64
+	// answered is the share of answers that were errors
+	// (Measured.answeredErrors).
+	answered float64
+	// errHi, ansHi, latHi and rateHi are the error share, answered-error
+	// share, mean latency and intents a step must pass to be abnormal:
+	// the baseline's by the fixed jump (ErrorJump, LatencyJump,
+	// LoadJump), or by Noise times the quiet steps' own spread, whichever
+	// is more: a busy origin's latency varies by more than twice its
+	// median from step to step without anything wrong (M/M/c near
+	// saturation), and a threshold inside the noise finds incidents in
+	// every window.
+	errHi, ansHi, latHi, rateHi float64
 }
 
 func baselineOf(m *Measured) baseline {
@@ -225,38 +296,73 @@ func baselineOf(m *Measured) baseline {
 		}
 	}
 	b := baseline{rate: median(m.Intents[:k]), errShare: median(m.ErrorRate[:k]), served: median(m.Served[:k])}
+	ans := make([]float64, k)
+	for i := range ans {
+		ans[i] = m.answeredErrors(i)
+	}
+	b.answered = median(ans)
+	b.errHi = b.errShare + max(ErrorJump, Noise*spread(m.ErrorRate[:k], b.errShare))
+	b.ansHi = b.answered + max(ErrorJump, Noise*spread(ans, b.answered))
+	b.rateHi = max(LoadJump*b.rate, b.rate+Noise*spread(m.Intents[:k], b.rate))
 	if len(lat) > 0 {
 		b.latency = median(lat)
+		b.latHi = max(LatencyJump*b.latency, b.latency+Noise*spread(lat, b.latency))
 	}
 	return b
 }
 
-// onset is the first abnormal step, or -1.
+// spread is v's robust standard deviation about its median med: 1.4826
+// times the median absolute deviation, which a single wild step does not
+// move.
+func spread(v []float64, med float64) float64 {
+	d := make([]float64, len(v))
+	for i, x := range v {
+		d[i] = math.Abs(x - med)
+	}
+	return 1.4826 * median(d)
+}
+
+// onset is the first abnormal step, or -1. A step abnormal only by its
+// latency (or its backlog) counts when the next step is abnormal too: a
+// busy origin's queue has bursts of a step that harm nobody (no errors,
+// answers on), and a window's first such burst is not its incident.
 func onset(m *Measured, b baseline) int {
 	for i := range m.n() {
-		if abnormal(m, b, i) {
+		ab, strong := abnormal(m, b, i)
+		if !ab {
+			continue
+		}
+		if strong || i+1 == m.n() {
+			return i
+		}
+		if next, _ := abnormal(m, b, i+1); next {
 			return i
 		}
 	}
 	return -1
 }
 
-func abnormal(m *Measured, b baseline, i int) bool {
+// abnormal says whether step i is abnormal and, if so, whether by a
+// strong sign (errors, no answers, a load spike) or only by its latency
+// or backlog.
+func abnormal(m *Measured, b baseline, i int) (ab, strong bool) {
 	switch {
-	case m.ErrorRate[i] > b.errShare+ErrorJump:
-		return true
-	case b.latency > 0 && m.Latency[i] > LatencyJump*b.latency:
-		return true
+	case m.ErrorRate[i] > b.errHi:
+		return true, true
 	case m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9)):
-		return true
-	case b.rate > 0 && m.Intents[i] > LoadJump*b.rate:
-		return true
+		return true, true
+	case b.rate > 0 && m.Intents[i] > b.rateHi:
+		return true, true
+	case b.latency > 0 && m.Latency[i] > b.latHi:
+		// Latency beyond what the queue explains is added latency, a
+		// strong sign; latency from waiting in a queue may be a burst.
+		return true, m.Queue != nil && m.Latency[i]-m.wait(i) > b.latHi
 	case m.Served[i] < Backlog*m.Attempts[i] && (m.Queue == nil || (i > 0 && m.Queue[i] > m.Queue[i-1])):
 		// Saturated: answers fall behind the attempts while the queue
 		// grows, before any latency or error shows it.
-		return true
+		return true, false
 	}
-	return false
+	return false, false
 }
 
 // errorBaseline is the error share over steps [0, k), attempts-weighted

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/internal/configcmd"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -73,6 +75,31 @@ func TestGolden(t *testing.T) {
 			}
 			if r.Calibration.Timeout < 5 {
 				t.Errorf("timeout %gs: the window's callers waited 5.7s on average in one step", r.Calibration.Timeout)
+			}
+		}},
+		{"layers", "testdata/layers.json", func(t *testing.T, r *replay.Result) {
+			// A two-layer incident from a simulator run (gen_test.go,
+			// layersYAML): the origin's capacity dipped from 100/s to
+			// 30/s for 15s; the front proxy (front-envoy, cluster api)
+			// does not retry, api's sidecar (api-sidecar, cluster db)
+			// retries three times on a 1s timeout, and the loop lives
+			// there.
+			if !r.Incident || r.Trigger.Kind != scenario.TriggerCapacity || r.Layer != "api-sidecar/db" {
+				t.Fatalf("trigger %+v at layer %q, want a capacity drop inferred at api-sidecar/db", r.Trigger, r.Layer)
+			}
+			if r.Trigger.Size < 25 || r.Trigger.Size > 40 || r.Trigger.For < 10 || r.Trigger.For > 20 {
+				t.Errorf("the dip: to %.4g/s for %gs; the simulator's was to 30/s for 15s", r.Trigger.Size, r.Trigger.For)
+			}
+			if len(r.Loops) != 2 || r.LoopLayer != "api-sidecar/db" {
+				t.Fatalf("loops %+v, loop layer %q: want two layers, the loop in api-sidecar/db", r.Loops, r.LoopLayer)
+			}
+			for _, l := range r.Loops {
+				if !l.Sustained {
+					t.Errorf("layer %s recovered: %s", l.Layer, l.Evidence)
+				}
+				if amp := l.Layer == "api-sidecar/db"; l.Retries != amp || l.Lives != amp {
+					t.Errorf("layer %s: retry amplification %v (%.3g attempts/intent after, %.3g before), loop here %v", l.Layer, l.Retries, l.AmplificationAfter, l.AmplificationBefore, l.Lives)
+				}
 			}
 		}},
 		{"steady", "../calibrate/testdata/haproxy.json", func(t *testing.T, r *replay.Result) {
@@ -176,4 +203,67 @@ func TestAdvise(t *testing.T) {
 		t.Fatalf("no advise run: %s", r.AdviseNote)
 	}
 	t.Logf("%s: %s, %d lost", got.Change, got.Verdict, got.IntentsLost)
+}
+
+// TestConfig replays the captured storm with the policy of a config
+// (replay --config), read as calibrate --config reads it: the scenario
+// file that made the storm gives the as-is fleet whole, and the replay
+// still agrees with the window; one that allows a single retry disagrees
+// with the window's retries per intent (a warning, the config's policy
+// replayed); an Envoy config cannot describe the lab's layer (ErrInput).
+func TestConfig(t *testing.T) {
+	w := readWindow(t, "testdata/storm.json")
+	read := func(file string) *calibrate.Config {
+		p, err := configcmd.ReadPolicy(configcmd.IO{}, []string{file}, "", importer.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &calibrate.Config{Fleet: p.Fleet, Sources: p.Sources}
+	}
+	naive := read("../calibrate/testdata/config/lab-naive.yaml")
+	r, err := replay.Replay(context.Background(), w, replay.Options{Config: naive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := naive.Fleet.Fleet
+	want.Name = "as-is"
+	if g, _, _ := importer.Export(r.AsIs.Fleet, importer.ScenarioFleet); g != mustExport(t, want) {
+		t.Errorf("the as-is fleet is not the config's:\n%s", g)
+	}
+	if !r.Agrees || r.Calibration.Timeout != 1 || r.Calibration.MaxRetries != 3 || len(r.Disagreements) != 0 || r.Config != naive.Fleet.Origin {
+		t.Errorf("agrees %v, calibration %+v, disagreements %+v, config %q", r.Agrees, r.Calibration, r.Disagreements, r.Config)
+	}
+
+	one := read("../calibrate/testdata/config/lab-one-retry.yaml")
+	r, err = replay.Replay(context.Background(), w, replay.Options{Config: one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Disagreements) != 1 || r.Disagreements[0].Setting != "retry" || r.Calibration.MaxRetries != 1 {
+		t.Errorf("disagreements %+v, max_retries %d: want one on retry, and the config's 1 replayed", r.Disagreements, r.Calibration.MaxRetries)
+	}
+
+	// A window without an incident replays nothing, but its config is
+	// still compared with it: resil's budget refused retries.
+	r, err = replay.Replay(context.Background(), readWindow(t, "../calibrate/testdata/resil.json"), replay.Options{Config: read("../calibrate/testdata/config/resil-no-budget.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Incident || len(r.Disagreements) == 0 || r.Disagreements[0].Setting != "budget" {
+		t.Errorf("a quiet window: incident %v, disagreements %+v; want none and one on the budget", r.Incident, r.Disagreements)
+	}
+
+	_, err = replay.Replay(context.Background(), w, replay.Options{Config: read("../importer/testdata/envoy/route.yaml")})
+	if !errors.Is(err, replay.ErrInput) || !strings.Contains(err.Error(), "cannot describe the layer lab's metrics count") {
+		t.Errorf("an Envoy config for the lab's metrics: error %v, want ErrInput", err)
+	}
+}
+
+func mustExport(t *testing.T, f scenario.Fleet) string {
+	t.Helper()
+	s, _, err := importer.Export(f, importer.ScenarioFleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -18,11 +18,21 @@ func (r *Result) Outcome() *experiment.Outcome {
 	s.Intro = []string{r.Conclusion}
 	o := &experiment.Outcome{Name: "replay", JSON: r, Findings: []string{r.Conclusion}}
 	if !r.Incident {
+		s.Notes = append(s.Notes, r.Notes...)
 		o.Section = s
 		return o
 	}
 	c := r.Calibration
 	t := r.Trigger
+	loop := r.Loops[0].short()
+	if len(r.Loops) > 1 {
+		loop = "in no layer"
+		for _, l := range r.Loops {
+			if l.Lives {
+				loop = "in " + l.Layer + ": " + l.short()
+			}
+		}
+	}
 	s.Tables = append(s.Tables, report.Table{
 		Title:   "The incident, from " + r.Source + "'s metrics",
 		Columns: []report.Column{{Name: "what"}, {Name: "value"}},
@@ -32,11 +42,14 @@ func (r *Result) Outcome() *experiment.Outcome {
 			{"confidence", t.Confidence},
 			{"origin before it", fmt.Sprintf("%.4g requests/s: %d workers, %s, mean %.3gs", c.Capacity, c.Workers, c.Dist, c.Service)},
 			{"traffic before it", fmt.Sprintf("%.4g intents/s, %d clients, %.3g retries/intent", c.Rate, c.Clients, c.RetryShare)},
-			{"client policy", fmt.Sprintf("timeout %gs, %d retries, budget %s, breaker %s", c.Timeout, c.MaxRetries, yes(c.Budget), yes(c.Breaker))},
+			{"client policy", r.policy()},
 			{"measured end", r.Verdict.String()},
-			{"sustaining loop", r.Loops[0].short()},
+			{"sustaining loop", loop},
 		},
 	})
+	if len(r.Loops) > 1 {
+		s.Tables = append(s.Tables, r.layerTable())
+	}
 	runs := report.Table{
 		Title: "The incident replayed, as it was and with one change",
 		Columns: []report.Column{{Name: "replay"}, {Name: "recovers", Align: report.Right}, {Name: "intents lost", Align: report.Right},
@@ -54,17 +67,71 @@ func (r *Result) Outcome() *experiment.Outcome {
 	s.Claims = []report.Claim{report.Check("replayed as it was, the incident ends as the window shows (both never recover, or both recover within ±20%)",
 		r.Agrees, map[string]any{"measured": r.Verdict, "replayed": r.AsIs.Verdict},
 		"the window: %s; the replay: %s", r.Verdict, r.AsIs.Verdict)}
-	s.Notes = append(s.Notes, "How the trigger was inferred: "+t.How+".",
-		"The client policy's timeout and retries are calibrate's defaults where the metrics are silent: "+c.TimeoutNte+".")
+	s.Notes = append(s.Notes, "How the trigger was inferred: "+t.How+".")
+	if r.Config != "" {
+		s.Notes = append(s.Notes, "The client policy is the config's, "+r.Config+" (the timeout: "+c.TimeoutNte+").")
+		for _, d := range r.Disagreements {
+			s.Notes = append(s.Notes, fmt.Sprintf("Warning: the config and the metrics disagree on %s: %s.", d.Setting, d.Text))
+		}
+	} else {
+		s.Notes = append(s.Notes, "The client policy's timeout and retries are calibrate's defaults where the metrics are silent: "+c.TimeoutNte+".")
+	}
 	for _, x := range r.Others {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s.", x.Name, x.Change))
 	}
 	if r.AdviseNote != "" {
 		s.Notes = append(s.Notes, r.AdviseNote)
 	}
+	s.Notes = append(s.Notes, r.Notes...)
 	s.Charts = r.charts()
 	o.Section, o.Claims = s, s.Claims
 	return o
+}
+
+// policy is the client policy's row: the config's, or what the metrics
+// showed of it.
+func (r *Result) policy() string {
+	c := r.Calibration
+	if r.Config != "" {
+		retries := strconv.Itoa(c.MaxRetries)
+		if c.MaxRetries < 0 {
+			retries = "unlimited"
+		}
+		return fmt.Sprintf("the config's: timeout %gs, %s retries, budget %s, breaker %s", c.Timeout, retries, has(c.Budget), has(c.Breaker))
+	}
+	return fmt.Sprintf("timeout %gs, %d retries, budget %s, breaker %s", c.Timeout, c.MaxRetries, yes(c.Budget), yes(c.Breaker))
+}
+
+func has(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "none"
+}
+
+// layerTable is the loop at each layer: its attempts per intent before
+// the trigger and after it ended, its proxy's queue, its own end, and
+// where the loop lives.
+func (r *Result) layerTable() report.Table {
+	tb := report.Table{
+		Title: "The loop, per layer, outermost first (the trigger inferred at " + r.Layer + ", the origin's callers)",
+		Columns: []report.Column{{Name: "layer"}, {Name: "attempts/intent before", Align: report.Right}, {Name: "after", Align: report.Right},
+			{Name: "queue before", Align: report.Right}, {Name: "after", Align: report.Right}, {Name: "recovers", Align: report.Right}, {Name: "loop"}},
+		Emphasis: map[[2]int]bool{},
+	}
+	for i, l := range r.Loops {
+		after, qa, end := "", "", "(the window ends first)"
+		if l.Verdict != nil && r.Trigger.Ended {
+			after, qa, end = fmt.Sprintf("%.3g", l.AmplificationAfter), fmt.Sprintf("%.0f", l.BacklogAfter), l.Verdict.String()
+		}
+		lives := ""
+		if l.Lives {
+			lives = "lives here"
+			tb.Emphasis[[2]int{i, 6}] = true
+		}
+		tb.Rows = append(tb.Rows, []string{l.Layer, fmt.Sprintf("%.3g", l.AmplificationBefore), after, fmt.Sprintf("%.0f", l.BacklogBefore), qa, end, lives})
+	}
+	return tb
 }
 
 func yes(b bool) string {

@@ -27,6 +27,10 @@ type Options struct {
 	AdviseSpace []scenario.Fleet
 	// Seed seeds the simulator; zero means 1.
 	Seed uint64
+	// Config, when set, is the user's own retry policy (replay
+	// --config): the replay runs it in place of calibrate's defaults,
+	// cross-checked with the whole window.
+	Config *calibrate.Config
 }
 
 // Calibration is the origin and traffic fitted from the steps before the
@@ -82,6 +86,13 @@ type Loop struct {
 	Wasted      bool    `json:"work_for_callers_gone"`
 	WastedShare float64 `json:"wasted_share"`
 	Evidence    string  `json:"evidence"`
+	// Where the window has layers: the layer's own verdict, its mean
+	// queue (its proxy's pending requests) before the trigger and after
+	// it ended, and whether the loop lives here (where retries amplify).
+	Verdict       *Verdict `json:"verdict,omitempty"`
+	BacklogBefore float64  `json:"backlog_before,omitempty"`
+	BacklogAfter  float64  `json:"backlog_after,omitempty"`
+	Lives         bool     `json:"loop_lives_here,omitempty"`
 }
 
 // Run is one replay of the incident: as it was, or with one change.
@@ -112,7 +123,13 @@ type Result struct {
 	Trigger     *Trigger     `json:"trigger,omitempty"`
 	Measured    *Measured    `json:"measured"`
 	Verdict     *Verdict     `json:"measured_verdict,omitempty"`
-	Loops       []Loop       `json:"loops,omitempty"`
+	// Loops are the loop at each layer, one where the metrics give no
+	// layers. With layers, Layer is the one the trigger was inferred at
+	// and replayed (the origin's callers), LoopLayer the one the loop
+	// lives in (empty: none).
+	Loops     []Loop `json:"loops,omitempty"`
+	Layer     string `json:"layer,omitempty"`
+	LoopLayer string `json:"loop_layer,omitempty"`
 	// AsIs is the incident replayed as it was; Agrees whether its verdict
 	// is the window's (both never, or both recovered, within ±20% or a
 	// tick of each other).
@@ -124,8 +141,15 @@ type Result struct {
 	Prevents   string `json:"prevents"`
 	Conclusion string `json:"conclusion"`
 	AdviseNote string `json:"advise_note,omitempty"`
+	// Config names the config the client policy came from (--config);
+	// Disagreements are where it and the window differ (warnings).
+	Config        string                   `json:"config,omitempty"`
+	Disagreements []calibrate.Disagreement `json:"config_disagreements,omitempty"`
 	// Scenario is the replay's scenario (its fleets replaced per run).
 	Scenario *scenario.Scenario `json:"-"`
+	// Notes say what the replay left out or could not measure (a layer
+	// without enough traffic, a layer's steps before the trigger).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Replay reconstructs the incident in w and replays it.
@@ -137,45 +161,63 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 			return nil, inputf("%v", err)
 		}
 	}
-	m, err := measure(w, src)
-	if err != nil {
-		return nil, err
+	if opts.Config != nil {
+		if err := opts.Config.Describes(src); err != nil {
+			return nil, inputf("%v", err)
+		}
 	}
-	res := &Result{Window: w.Describe(), Source: src.Name, Measured: m}
-	b := baselineOf(m)
-	on := onset(m, b)
-	if on < 0 {
-		res.Message = fmt.Sprintf("no incident in the window: no step's error share passed the baseline's (%.1f%%) by %.0f points, no mean latency doubled, answers never stopped and the intents never rose %.0f%% above the base rate (%.4g/s)",
-			100*b.errShare, 100*ErrorJump, 100*(LoadJump-1), b.rate)
+	whole := w
+	ls, notes := measurable(layersOf(w, src), src)
+	var at *layer
+	var d *diagnosis
+	if ls != nil {
+		order(ls)
+		var more []string
+		var err error
+		if at, more, err = pick(ls, src, opts.Config); err != nil {
+			return nil, err
+		}
+		notes = append(notes, more...)
+		w, d = at.w, at.d
+	} else {
+		var err error
+		if d, err = diagnose(w, src, opts.Config); err != nil {
+			return nil, err
+		}
+	}
+	m, b, fit := d.m, d.b, d.fit
+	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: notes}
+	if at != nil {
+		res.Layer = at.name
+	}
+	if opts.Config != nil {
+		res.Config = opts.Config.Fleet.Origin
+		if fit != nil {
+			res.Disagreements = fit.Disagreements
+		}
+	}
+	if d.on < 0 {
+		lat := "no latency in the window's metrics"
+		if b.latency > 0 {
+			lat = fmt.Sprintf("no mean latency rose past %.3gs (%.0f%% above the baseline's, or %g times its spread)", b.latHi, 100*(LatencyJump-1), Noise)
+		}
+		res.Message = fmt.Sprintf("no incident in the window: no step's error share passed %.1f%% (the baseline's %.1f%% by %.0f points, or %g times its spread), %s, answers never stopped and the intents never rose past %.4g/s (%.0f%% above the base rate %.4g/s)",
+			100*b.errHi, 100*b.errShare, 100*ErrorJump, Noise, lat, b.rateHi, 100*(LoadJump-1), b.rate)
 		res.Conclusion = res.Message + "."
+		if opts.Config != nil {
+			// Nothing is replayed, but the config is still compared with
+			// the window, as calibrate --config compares it.
+			if fit, err := calibrate.Fit(w, src); err == nil && fit.UseConfig(opts.Config, w) == nil {
+				res.Disagreements = fit.Disagreements
+			}
+		}
 		return res, nil
 	}
 	res.Incident = true
-	if on < MinBefore {
-		return nil, inputf("the incident begins %d step(s) into the window (at %s): calibrating the origin needs %d steps before it; start the window earlier", on, m.time(on).Format(time.RFC3339), MinBefore)
-	}
-	pre := w.Sub(m.start.Add(-w.Step), m.time(on-1))
-	fit, err := calibrate.Fit(pre, src)
-	if err != nil {
-		return nil, inputf("calibrating the origin from the %d steps before the incident: %v", on, err)
-	}
-	if !fit.Workers.Known {
-		// Before an incident an origin is rarely saturated, so its
-		// workers show only as a lower bound; the incident saturates it,
-		// and the whole window shows them.
-		if full, err := calibrate.Fit(w, src); err == nil && full.Workers.Known {
-			fit.Workers = full.Workers
-			fit.Workers.Note = "from the whole window (the steps before the incident never saturated the origin): " + full.Workers.Note
-			fit.Capacity = calibrate.Value{V: fit.Workers.V / fit.Scale, Known: true,
-				Note: fmt.Sprintf("requests/s = workers / the mean service time (%.0f / %.4gs); the service time from before the incident", fit.Workers.V, fit.Scale)}
-		}
-	}
-	if !fit.Timeout.Known {
-		waited(m, fit)
-	}
-	capacity := fit.Capacity.V
-	trig := infer(m, b, on, capacity)
+	trig := d.trig
 	res.Trigger = &trig
+	pre := d.pre
+	capacity := fit.Capacity.V
 	res.Calibration = &Calibration{Window: pre.Describe(), Rate: fit.Rate.V, Capacity: capacity, Workers: int(fit.Workers.V),
 		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), RetryShare: fit.RetryShare.V,
 		Timeout: fit.Timeout.V, MaxRetries: int(fit.MaxRetries.V), Budget: fit.HasBudget, Breaker: fit.Breaker,
@@ -195,6 +237,11 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	}
 	res.Verdict = &v
 	res.Loops = []Loop{loopOf(m, trig, v, fit, src)}
+	if ls != nil {
+		var more []string
+		res.Loops, res.LoopLayer, more = layerLoops(ls, trig, m, fit, src)
+		res.Notes = append(res.Notes, more...)
+	}
 
 	sc, err := build(fit, m, trig, opts.Seed)
 	if err != nil {
@@ -246,13 +293,80 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	res.AsIs = runs[0]
 	res.Others = append(runs[1:2:2], drop)
 	res.Others = append(res.Others, runs[2:]...)
-	res.Agrees = agree(v, res.AsIs.Verdict, m.Step)
+	res.Agrees = Agree(v, res.AsIs.Verdict, m.Step)
 	res.conclude()
 	return res, nil
 }
 
-// agree: both never recovered, or both did within ±20% or a step.
-func agree(measured, replayed Verdict, step float64) bool {
+// diagnosis is the part of a replay that reads the window: its series,
+// baseline and onset and, where there is an incident, the origin fitted
+// from the steps before it (pre) and the trigger inferred.
+type diagnosis struct {
+	m    *Measured
+	b    baseline
+	on   int
+	pre  *calibrate.Window
+	fit  *calibrate.Result
+	trig Trigger
+}
+
+// diagnose reads w as src's metrics; without an incident, on is -1 and
+// only m and b are set. With cfg, the fit takes the config's policy,
+// cross-checked with the whole window: the incident is where retries and
+// refusals show the policy best.
+func diagnose(w *calibrate.Window, src *calibrate.Source, cfg *calibrate.Config) (*diagnosis, error) {
+	m, err := measure(w, src)
+	if err != nil {
+		return nil, err
+	}
+	return diagnoseMeasured(w, m, src, cfg)
+}
+
+// diagnoseMeasured is diagnose with w's series already measured (m).
+func diagnoseMeasured(w *calibrate.Window, m *Measured, src *calibrate.Source, cfg *calibrate.Config) (*diagnosis, error) {
+	d := &diagnosis{m: m, b: baselineOf(m)}
+	d.on = onset(m, d.b)
+	if d.on < 0 {
+		return d, nil
+	}
+	on := d.on
+	if on < MinBefore {
+		return nil, inputf("the incident begins %d step(s) into the window (at %s): calibrating the origin needs %d steps before it; start the window earlier", on, m.time(on).Format(time.RFC3339), MinBefore)
+	}
+	pre := w.Sub(m.start.Add(-w.Step), m.time(on-1))
+	fit, err := calibrate.Fit(pre, src)
+	if err != nil {
+		return nil, inputf("calibrating the origin from the %d steps before the incident: %v", on, err)
+	}
+	if !fit.Workers.Known {
+		// Before an incident an origin is rarely saturated, so its
+		// workers show only as a lower bound; the incident saturates it,
+		// and the whole window shows them.
+		if full, err := calibrate.Fit(w, src); err == nil && full.Workers.Known {
+			fit.Workers = full.Workers
+			fit.Workers.Note = "from the whole window (the steps before the incident never saturated the origin): " + full.Workers.Note
+			fit.Capacity = calibrate.Value{V: fit.Workers.V / fit.Scale, Known: true,
+				Note: fmt.Sprintf("requests/s = workers / the mean service time (%.0f / %.4gs); the service time from before the incident", fit.Workers.V, fit.Scale)}
+		}
+	}
+	if cfg != nil {
+		if err := fit.UseConfig(cfg, w); err != nil {
+			return nil, inputf("%v", err)
+		}
+	}
+	if !fit.Timeout.Known {
+		waited(m, fit)
+	}
+	d.pre, d.fit = pre, fit
+	d.trig = infer(m, d.b, on, fit.Capacity.V)
+	return d, nil
+}
+
+// Agree reports whether a replayed verdict agrees with a measured one
+// (the window's, or the lab's): both never recovered, or both did within
+// ±20% of the measured time or one step (step seconds, the resolution
+// both are measured at), whichever is more.
+func Agree(measured, replayed Verdict, step float64) bool {
 	if measured.Recovered != replayed.Recovered {
 		return false
 	}
@@ -461,6 +575,9 @@ func (r *Result) conclude() {
 		ended = fmt.Sprintf(" The service recovered %gs after the trigger ended.", *r.Verdict.Seconds)
 	default:
 		ended = " The service never recovered after the trigger ended: " + r.Loops[0].Evidence + "."
+		if len(r.Loops) > 1 {
+			ended = " The service never recovered after the trigger ended." + layerNote(r.Loops, r.LoopLayer)
+		}
 	}
 	rep := fmt.Sprintf(" Replayed as it was, the simulator's verdict is %s (the window's: %s)", r.AsIs.Verdict, r.Verdict)
 	if r.Agrees {
