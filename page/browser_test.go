@@ -157,6 +157,20 @@ func TestBrowser(t *testing.T) {
 	if errs := evaluate[[]string](t, ctx, `[...document.querySelectorAll('.error')].map(e => e.textContent)`); len(errs) > 0 {
 		t.Errorf("panels show errors: %q", errs)
 	}
+	// Every panel says which engine answered it: the sweep's map is the
+	// analytic model's (the simulator for the adaptive limit), every
+	// other panel the simulator's (issue 29).
+	engines := evaluate[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('section.panel')].map(s =>
+		[s.id, s.querySelector('.engine').textContent]))`)
+	for _, e := range experiment.All() {
+		want := "answered by the simulator"
+		if e.Grid {
+			want = "answered by the model + simulator"
+		}
+		if engines[e.Name] != want {
+			t.Errorf("the %s panel says %q, want %q", e.Name, engines[e.Name], want)
+		}
+	}
 	score := evaluate[string](t, ctx, `document.getElementById('score').textContent.replace(/\s+/g, ' ').trim()`)
 	t.Logf("%d claims in %d panels; the page says %q", len(claims), len(perPanel), score)
 

@@ -10,6 +10,7 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,6 +53,28 @@ const GridKnob = "grid"
 // takes seconds in a browser rather than a minute.
 const DefaultGrid = 8
 
+// EngineKnob is the sweep's engine (sweep --engine): not a scenario
+// setting, but what answers the map's cells.
+const EngineKnob = "engine"
+
+// DefaultEngine is what answers the sweep panel's cells when the page
+// names no engine: the analytic model's map for every policy it
+// describes, the simulator in every cell of the others (the adaptive
+// limit). On the page's 8 × 8 grid its claims and counts are the
+// simulator's (TestSweepEngine, TestSweepPanelDefaultEngine), in a third
+// of the simulator's time in WebAssembly; "both", which runs the
+// simulator near the model's boundary too, takes twice the model's
+// (BENCHMARKS.md, issue 29). The engine select offers both, and the
+// simulator in every cell as before.
+const DefaultEngine = experiment.EngineModel
+
+// Engine names, as View.Engine and Source.Engine say them.
+const (
+	bySimulator = "simulator"
+	byModel     = "model"
+	byBoth      = "model + simulator"
+)
+
 // Panels describes every panel of the page, with its knobs set as in the
 // experiment's default scenario.
 func Panels() ([]Panel, error) {
@@ -89,6 +112,14 @@ func Panels() ([]Panel, error) {
 				Hint: "runs per policy grow with its square: 16 takes a while",
 			}}, p.Knobs...)
 		}
+		if e.Grid {
+			p.Knobs = append([]Knob{{
+				Key: EngineKnob, Label: "engine", Kind: "select",
+				Options: []string{experiment.EngineModel, experiment.EngineBoth, experiment.EngineSim},
+				Value:   DefaultEngine,
+				Hint:    "what answers the cells: model, the analytic model where it describes the policy; both, the model with the simulator near its boundary; sim, the simulator in every cell (slower)",
+			}}, p.Knobs...)
+		}
 		out = append(out, p)
 	}
 	return out, nil
@@ -100,9 +131,10 @@ type Request struct {
 	Seed   *uint64           `json:"seed,omitempty"`
 	Values map[string]string `json:"values,omitempty"`
 	// Engine, for the sweep, is what answers its cells (sweep --engine):
-	// "model" draws a first map from the analytic model in a fraction
-	// of the simulator's time, "both" refines it with the simulator near
-	// the model's boundary; empty is the simulator in every cell.
+	// "model" draws the map from the analytic model in a fraction of the
+	// simulator's time, "both" refines it with the simulator near the
+	// model's boundary, "sim" is the simulator in every cell. Empty is
+	// the engine knob's value (Values["engine"]), else DefaultEngine.
 	Engine string `json:"engine,omitempty"`
 }
 
@@ -129,8 +161,23 @@ type View struct {
 	// Inactive lists the panel's knobs that do nothing to the scenario
 	// run (drop_expired without a queue).
 	Inactive []string `json:"inactive,omitempty"`
+	// Engine says what answered the panel: "simulator", "model", or
+	// "model + simulator" (the sweep on the model's engines). Sources
+	// says it per policy, for the sweep.
+	Engine  string   `json:"engine,omitempty"`
+	Sources []Source `json:"sources,omitempty"`
 	// Error is why the panel could not be computed; the rest is empty.
 	Error string `json:"error,omitempty"`
+}
+
+// Source is what answered one policy of the sweep's map.
+type Source struct {
+	Policy string `json:"policy"`
+	// Engine is "simulator" (every cell), "model" (every cell), or
+	// "model + simulator" (the model's map, and the simulator in the
+	// Simulated cells near the model's boundary).
+	Engine    string `json:"engine"`
+	Simulated int    `json:"simulated,omitempty"`
 }
 
 // Claim is a report.Claim with its evidence in words.
@@ -165,7 +212,7 @@ func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
 		return nil, nil, err
 	}
 	for _, key := range slices.Sorted(maps.Keys(req.Values)) {
-		if !slices.Contains(e.Page.Knobs, key) {
+		if !slices.Contains(e.Page.Knobs, key) && !(key == EngineKnob && e.Grid) {
 			return nil, nil, fmt.Errorf("%s takes no knob %q", name, key)
 		}
 	}
@@ -220,11 +267,18 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 		return v
 	}
 	v.Inactive = inactive
-	if req.Engine != "" && !e.Grid {
+	engine := req.Engine
+	if engine == "" {
+		engine = req.Values[EngineKnob]
+	}
+	switch {
+	case engine != "" && !e.Grid:
 		v.Error = fmt.Sprintf("%s takes no engine: only the sweep does", name)
 		return v
+	case engine == "" && e.Grid:
+		engine = DefaultEngine
 	}
-	opts := experiment.Options{Seed: req.Seed, Scenario: sc, Progress: progress, Grid: DefaultGrid, Engine: req.Engine}
+	opts := experiment.Options{Seed: req.Seed, Scenario: sc, Progress: progress, Grid: DefaultGrid, Engine: engine}
 	if g, ok := req.Values[GridKnob]; ok {
 		if opts.Grid, err = strconv.Atoi(g); err != nil {
 			v.Error = fmt.Sprintf("grid: want a whole number, got %q", g)
@@ -256,7 +310,66 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 	for _, f := range s.Figures {
 		v.Figures = append(v.Figures, string(f))
 	}
+	v.Engine = bySimulator
+	if e.Grid {
+		if v.Sources, err = sources(out.JSON); err != nil {
+			return View{Name: name, Error: err.Error()}
+		}
+		v.Engine = engineOf(v.Sources)
+	}
 	return v
+}
+
+// sources reads what answered each policy from the sweep's JSON (its
+// policies' source and simulated cells, as sweep --engine writes them).
+func sources(js any) ([]Source, error) {
+	b, err := json.Marshal(js)
+	if err != nil {
+		return nil, fmt.Errorf("live: the sweep's result: %w", err)
+	}
+	var m struct {
+		Policies []struct {
+			Policy    string   `json:"policy"`
+			Source    string   `json:"source"`
+			Simulated [][]bool `json:"simulated"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("live: the sweep's result: %w", err)
+	}
+	out := make([]Source, len(m.Policies))
+	for i, p := range m.Policies {
+		s := Source{Policy: p.Policy, Engine: bySimulator}
+		switch p.Source {
+		case "model":
+			s.Engine = byModel
+		case "model+simulator":
+			s.Engine = byBoth
+			for _, row := range p.Simulated {
+				for _, sim := range row {
+					if sim {
+						s.Simulated++
+					}
+				}
+			}
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// engineOf sums the policies' sources up in one: the simulator when it
+// answered every cell, the model when it did, else both.
+func engineOf(src []Source) string {
+	sim := slices.ContainsFunc(src, func(s Source) bool { return s.Engine == bySimulator || s.Simulated > 0 })
+	model := slices.ContainsFunc(src, func(s Source) bool { return s.Engine != bySimulator })
+	switch {
+	case !model:
+		return bySimulator
+	case !sim:
+		return byModel
+	}
+	return byBoth
 }
 
 // lookup returns the experiment of panel name: every experiment has one

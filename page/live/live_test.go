@@ -2,6 +2,7 @@ package live
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -60,7 +61,7 @@ func TestPanels(t *testing.T) {
 		"outage":  {"max_retries", "budget_ratio", "budget_floor"},
 		"hedge":   {"rate", "budget_ratio"},
 		"layers":  {"rate", "capacity", "dip", "dip_for"},
-		"sweep":   {GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
+		"sweep":   {EngineKnob, GridKnob, "dip_for", "max_retries", "jitter", "budget_ratio", "budget_floor", "breaker_threshold"},
 		"shed":    {"rate", "capacity", "dip", "dip_for", "max_retries", "budget_ratio", "breaker_threshold", "limit", "throttle_k"},
 	} {
 		if got := keys(by[name]); !slices.Equal(got, want) {
@@ -368,14 +369,23 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestSweepEngine: the sweep panel takes an engine, as sweep --engine: the
-// model's map is the page's first, quick one, and says where it came
-// from; its claims hold as the simulator's do; another panel refuses an
-// engine, and the sweep a made-up one (issue 29).
+// TestSweepEngine: the sweep panel takes an engine, as sweep --engine,
+// from Request.Engine or the engine knob: the model's map says where it
+// came from, and its claims hold as the simulator's do; another panel
+// refuses an engine, and the sweep a made-up one (issue 29).
 func TestSweepEngine(t *testing.T) {
-	sim := Run(context.Background(), "sweep", Request{}, nil)
-	for _, engine := range []string{experiment.EngineModel, experiment.EngineBoth} {
-		v := Run(context.Background(), "sweep", Request{Engine: engine}, nil)
+	sim := Run(context.Background(), "sweep", Request{Engine: experiment.EngineSim}, nil)
+	if sim.Error != "" || sim.Engine != "simulator" {
+		t.Fatalf("the simulator's sweep: engine %q, error %q", sim.Engine, sim.Error)
+	}
+	for _, req := range []Request{
+		{Engine: experiment.EngineModel},
+		{Engine: experiment.EngineBoth},
+		{Values: map[string]string{EngineKnob: experiment.EngineModel}},
+		{}, // DefaultEngine
+	} {
+		v := Run(context.Background(), "sweep", req, nil)
+		engine := cmp.Or(req.Engine, req.Values[EngineKnob], "default")
 		if v.Error != "" {
 			t.Fatalf("%s: %s", engine, v.Error)
 		}
@@ -383,20 +393,120 @@ func TestSweepEngine(t *testing.T) {
 			t.Fatalf("%s: %d maps and %d claims, the simulator's %d and %d", engine, len(v.Figures), len(v.Claims), len(sim.Figures), len(sim.Claims))
 		}
 		for i, c := range v.Claims {
-			if c.Holds != sim.Claims[i].Holds {
-				t.Errorf("%s: claim %q holds %v, with the simulator %v", engine, c.Text, c.Holds, sim.Claims[i].Holds)
+			if c.Text != sim.Claims[i].Text || c.Holds != sim.Claims[i].Holds {
+				t.Errorf("%s: claim %q holds %v, with the simulator %q %v", engine, c.Text, c.Holds, sim.Claims[i].Text, sim.Claims[i].Holds)
 			}
 		}
 		if !strings.Contains(strings.Join(v.Notes, " "), "analytic model") {
 			t.Errorf("%s: the notes do not say the model answered: %q", engine, v.Notes)
 		}
+		if v.Engine != "model + simulator" {
+			t.Errorf("%s: the panel says it was answered by %q", engine, v.Engine)
+		}
 	}
-	for _, c := range []struct{ panel, engine, want string }{
-		{"storm", experiment.EngineModel, "storm takes no engine"},
-		{"sweep", "guess", `engine "guess"`},
+	for _, c := range []struct {
+		panel string
+		req   Request
+		want  string
+	}{
+		{"storm", Request{Engine: experiment.EngineModel}, "storm takes no engine"},
+		{"storm", Request{Values: map[string]string{EngineKnob: experiment.EngineModel}}, `storm takes no knob "engine"`},
+		{"sweep", Request{Engine: "guess"}, `engine "guess"`},
+		{"sweep", Request{Values: map[string]string{EngineKnob: "guess"}}, `engine "guess"`},
 	} {
-		if v := Run(context.Background(), c.panel, Request{Engine: c.engine}, nil); !strings.Contains(v.Error, c.want) {
-			t.Errorf("%s --engine %s: error %q, want %q", c.panel, c.engine, v.Error, c.want)
+		if v := Run(context.Background(), c.panel, c.req, nil); !strings.Contains(v.Error, c.want) {
+			t.Errorf("%s %+v: error %q, want %q", c.panel, c.req, v.Error, c.want)
+		}
+	}
+}
+
+// TestSweepPanelDefaultEngine: the page's sweep panel, on its defaults,
+// answers from the analytic model every policy the model describes, and
+// from the simulator the one it does not (the adaptive limit); its verdicts, cell by cell, are the
+// simulator's in at least 95% of the cells of every policy (issue 29's
+// agreement), and every other panel says the simulator answered it.
+func TestSweepPanelDefaultEngine(t *testing.T) {
+	if DefaultEngine == experiment.EngineSim {
+		t.Fatal("the sweep panel's default engine is the simulator: the page would not use the model")
+	}
+	v := Run(context.Background(), "sweep", Request{}, nil)
+	if v.Error != "" {
+		t.Fatal(v.Error)
+	}
+	want := map[string]string{
+		"naive": "model", "budget": "model", "budget + breaker": "model",
+		"naive, drop_expired": "model", "naive, adaptive limit": "simulator", "budget + throttle": "model",
+	}
+	if len(v.Sources) != len(want) {
+		t.Fatalf("sources %+v, want one per policy: %v", v.Sources, want)
+	}
+	for _, s := range v.Sources {
+		if s.Engine != want[s.Policy] || s.Simulated != 0 {
+			t.Errorf("%s was answered by %q (%d cells simulated), want %q", s.Policy, s.Engine, s.Simulated, want[s.Policy])
+		}
+	}
+	if v.Engine != "model + simulator" {
+		t.Errorf("the sweep panel says it was answered by %q", v.Engine)
+	}
+	both := Run(context.Background(), "sweep", Request{Values: map[string]string{EngineKnob: experiment.EngineBoth}}, nil)
+	simulated := 0
+	for _, s := range both.Sources {
+		simulated += s.Simulated
+	}
+	if simulated == 0 {
+		t.Errorf("with both, the simulator ran no cell near the model's boundary: %+v", both.Sources)
+	}
+
+	// The verdicts, cell by cell, against the simulator's in every cell.
+	verdicts := func(engine string) map[string][][]bool {
+		t.Helper()
+		e, _ := experiment.Lookup("sweep")
+		sc, _, err := Scenario("sweep", Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Run(context.Background(), experiment.Options{Scenario: sc, Grid: DefaultGrid, Engine: engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(out.JSON)
+		var m struct {
+			Policies []experiment.SweepPolicy `json:"policies"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][][]bool{}
+		for _, p := range m.Policies {
+			for _, row := range p.Recovery {
+				var r []bool
+				for _, ticks := range row {
+					r = append(r, ticks >= 0)
+				}
+				got[p.Policy] = append(got[p.Policy], r)
+			}
+		}
+		return got
+	}
+	page, simulator := verdicts(DefaultEngine), verdicts(experiment.EngineSim)
+	for policy, rows := range simulator {
+		agree, cells := 0, 0
+		for y, row := range rows {
+			for x, recovered := range row {
+				cells++
+				if page[policy][y][x] == recovered {
+					agree++
+				}
+			}
+		}
+		if agree*100 < 95*cells {
+			t.Errorf("%s: the page's verdict is the simulator's in %d of %d cells, want at least 95%%", policy, agree, cells)
+		}
+	}
+
+	for _, name := range []string{"fleets", "storm"} {
+		if v := Run(context.Background(), name, Request{}, nil); v.Engine != "simulator" || v.Sources != nil {
+			t.Errorf("%s says it was answered by %q (%v), want the simulator", name, v.Engine, v.Sources)
 		}
 	}
 }

@@ -72,8 +72,10 @@ function buildPanel(p) {
   return el('section', { class: 'panel', id: p.name, 'data-panel': p.name },
     el('header', { class: 'panel-head' },
       el('div', {}, el('h2', { text: p.title }), el('p', { class: 'summary', text: p.summary })),
-      el('div', { class: 'badge', 'data-state': 'pending' }, el('span', { class: 'dot' }),
-        el('span', { class: 'badge-text', text: 'computing' }), el('span', { class: 'ms' }))),
+      el('div', { class: 'head-side' },
+        el('div', { class: 'badge', 'data-state': 'pending' }, el('span', { class: 'dot' }),
+          el('span', { class: 'badge-text', text: 'computing' }), el('span', { class: 'ms' })),
+        el('p', { class: 'engine' }))),
     el('div', { class: 'panel-body' }, controls, results));
 }
 
@@ -172,18 +174,25 @@ function buildYAML(p) {
 
 // ---- Computing -------------------------------------------------------
 
+// cores is how many panels the page computes at once: one per core the
+// browser reports, two to four.
+const cores = Math.max(2, Math.min(4, navigator.hardwareConcurrency || 2));
+
 // Pool runs the Go module in a few workers, one panel per worker at a
 // time. A panel asked for again while it waits is asked once, with its
 // latest knobs; a panel is never computed twice at once; a knob's job
-// goes before the checks of precomputed panels; and heavy panels never
-// take the last worker, so that the other panels' knobs stay quick.
+// goes before the checks of precomputed panels; the checks take at most
+// one worker per core; and heavy panels never take the last worker. The
+// pool has one worker more than cores, which the checks leave idle, so
+// that a knob moved while every core checks a panel starts at once
+// rather than after the seconds a heavy panel takes.
 class Pool {
-  constructor(url) {
+  constructor(url, size) {
     this.url = url;
     this.queue = new Map(); // panel → job, in the order first asked
     this.slots = [];
     this.module = null;
-    this.grow(1);
+    this.grow(size);
   }
 
   // grow starts workers up to size. Each worker gets the module as soon
@@ -214,10 +223,12 @@ class Pool {
       if (!slot.ready || slot.job) continue;
       const busy = this.slots.filter((s) => s.job);
       const heavy = busy.filter((s) => byName.get(s.job.panel).heavy).length;
+      const checks = busy.filter((s) => s.job.verify).length;
       // What a person asked for first; the checks of the precomputed
       // panels wait (they change nothing on screen).
       const ready = [...this.queue.values()].filter((job) =>
-        !busy.some((s) => s.job.panel === job.panel) && !(byName.get(job.panel).heavy && heavy >= this.slots.length - 1));
+        !busy.some((s) => s.job.panel === job.panel) && !(byName.get(job.panel).heavy && heavy >= this.slots.length - 1) &&
+        !(job.verify && checks >= cores));
       const next = ready.find((job) => !job.verify) || ready[0];
       if (!next) return;
       this.queue.delete(next.panel);
@@ -320,21 +331,29 @@ async function boot() {
   try {
     const src = document.getElementById('wasm-exec').textContent + '\n;\n' + document.getElementById('worker-src').textContent;
     const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
-    // One worker until the first panel is drawn: while the module's code
-    // is cold, the browser needs a free core to optimise it.
-    pool = new Pool(url);
+    // One worker until the first panel is computed: while the module's
+    // code is cold, the browser needs a free core to optimise it.
+    pool = new Pool(url, 1);
     if (document.readyState === 'loading') await new Promise((ok) => document.addEventListener('DOMContentLoaded', ok, { once: true }));
     pool.start(await loadModule());
     status(`Simulator loaded: ${mb(timings.boot.moduleBytes)} of WebAssembly (${mb(timings.boot.gzipBytes)} in this page), ` +
       `compiled in ${Math.round(timings.boot.compiled - timings.boot.script)} ms. Computing every panel again here…`);
-    // The fast panels first, cheapest first; the heavy ones wait for the
-    // first computation. A panel whose knobs moved meanwhile is computed
-    // for them instead.
-    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (!p.heavy) schedule(p.name, isDefault(p.name));
+    // A panel whose knobs moved meanwhile is computed for them instead.
+    for (const p of firstRound(false)) schedule(p.name, isDefault(p.name));
   } catch (err) {
     console.error('retrystorm: cannot load the simulator: ' + err);
     status('This browser cannot run the simulator: ' + err);
   }
+}
+
+// firstRound lists the panels the page computes on load, cheapest first:
+// the fast ones, or the heavy ones, which wait for the first computation.
+// (Heaviest first, which would finish the round sooner on paper, or a
+// worker per core from the start, both finished it later in Chromium on
+// two cores: cold code runs slower still without a core left over for V8
+// to optimise it; BENCHMARKS.md, issue 29.)
+function firstRound(heavy) {
+  return [...panels].sort((a, b) => a.cost - b.cost).filter((p) => p.heavy === heavy);
 }
 
 function wireSeed() {
@@ -405,6 +424,12 @@ function draw(name, view, job, computeMs) {
   const held = (view.claims || []).filter((c) => c.holds).length;
   const total = (view.claims || []).length;
   const verdict = view.error ? 'bad' : held === total ? 'ok' : 'bad';
+  // Which engine answered: the simulator, or for the sweep the analytic
+  // model, with the simulator where the model does not answer.
+  const engine = $('.engine', section);
+  engine.textContent = view.engine ? `answered by the ${view.engine}` : '';
+  engine.title = (view.sources || []).map((s) =>
+    `${s.policy}: the ${s.engine}${s.simulated ? ` (the simulator in the ${s.simulated} cells near the model's boundary)` : ''}`).join('\n');
   const badge = $('.badge', section);
   badge.dataset.state = verdict;
   $('.badge-text', badge).textContent = view.error ? 'error' : `${held} of ${total} claims hold`;
@@ -511,10 +536,10 @@ function computedMilestones() {
   const b = timings.boot;
   if (b.firstComputed == null) {
     b.firstComputed = performance.now();
-    // One worker until then: while the module's code is cold, the
-    // browser needs a free core to optimise it.
-    pool.grow(Math.max(2, Math.min(4, navigator.hardwareConcurrency || 2)));
-    for (const p of [...panels].sort((a, b) => a.cost - b.cost)) if (p.heavy) schedule(p.name, isDefault(p.name));
+    // Then a worker per core for the checks, heavy panels included, and
+    // one more for the knobs.
+    pool.grow(cores + 1);
+    for (const p of firstRound(true)) schedule(p.name, isDefault(p.name));
   }
   const light = panels.filter((p) => !p.heavy).every((p) => state.computed.has(p.name));
   if (light && b.lightComputed == null) b.lightComputed = performance.now();
