@@ -150,7 +150,12 @@ Unix seconds or a duration ago; the last hour by default), --step D,
 -o FILE (and the rate series beside it when the rate varied) and --timeout
 D. It refuses a window of more than 11,000 steps and a selector matching
 more than 500 series of a metric; a window it cannot fit (an unreachable
-server, no samples, missing metrics, absurd values) is exit 2.
+server, no samples, missing metrics, absurd values) is exit 2. With
+--config FILE (repeated; --route NAME picks one fleet of several) the
+client's retry policy is taken from your Envoy, Istio or gRPC config, or a
+scenario file, as check reads it, each value commented with its file and
+line; where the metrics disagree with it, a warning says both. replay
+takes the same window flags, --config and --route.
 
 Where a command will write (--out, --findings, -o) is checked before it
 runs: a file where a directory is wanted, a dangling symbolic link, a

@@ -111,7 +111,10 @@ func verdict(inv *Invocation, err error) (int, string) {
 			// about the list of commands.
 			return exitUsage, fmt.Sprintf("retrystorm: %v\nRun 'retrystorm help' for usage.", err)
 		}
-		return exitUsage, fmt.Sprintf("retrystorm %s: %v\nRun 'retrystorm help %s' for its flags.", cmd, err, cmd)
+		// A package named as its command prefixes its own errors (calibrate:
+		// ...): say the command's name once.
+		msg := strings.TrimPrefix(err.Error(), cmd+": ")
+		return exitUsage, fmt.Sprintf("retrystorm %s: %s\nRun 'retrystorm help %s' for its flags.", cmd, msg, cmd)
 	case errors.As(err, &se):
 		return exitUsage, fmt.Sprintf("retrystorm: %v", err)
 	case errors.Is(err, context.Canceled):

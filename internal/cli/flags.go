@@ -420,17 +420,38 @@ type CalibrateFlags struct {
 	Source     string // envoy, grpc, haproxy, resil, lab or auto
 	Out        string // -o FILE; empty: standard output
 	Timeout    time.Duration
+	// Configs are --config, repeated: the user's own config files, whose
+	// retry policy replaces the defaults; Route (--route) picks one of
+	// their fleets.
+	Configs []string
+	Route   string
 }
 
 // calibrateFlags are the window's flags and the file to write.
 func calibrateFlags(fs *flag.FlagSet, inv *Invocation) {
 	windowFlags(fs, inv)
+	policyFlags(fs, inv)
 	fileVar(fs, &inv.Calibrate.Out, "o", "write the scenario to `FILE` (and a varying rate beside it, as FILE's name.rates.csv) instead of standard output", "")
 }
 
 // replayFlags are replay's own.
 func replayFlags(fs *flag.FlagSet, inv *Invocation) {
+	policyFlags(fs, inv)
 	fs.BoolVar(&inv.ReplayNoAdvise, "no-advise", false, "leave out advise's recommendation (its search takes seconds, more on a long window)")
+}
+
+// policyFlags take the client's retry policy from the user's own
+// config (calibrate and replay), read as check and advise read it.
+func policyFlags(fs *flag.FlagSet, inv *Invocation) {
+	c := &inv.Calibrate
+	funcVar(fs, "config", "take the retry policy (timeouts, retries, backoff, budget, breaker, hedging) from your config `FILE` (Envoy, Istio, gRPC service config, or a scenario file), as check reads it, instead of defaults; repeat it for a route and its cluster in two files", func(s string) error {
+		if s == "" {
+			return errors.New("needs a file name")
+		}
+		c.Configs = append(c.Configs, s)
+		return nil
+	})
+	fs.StringVar(&c.Route, "route", "", "with --config, the route or fleet `NAME` the metrics are from, when the config holds several")
 }
 
 // windowFlags say which window of metrics to read, live or saved

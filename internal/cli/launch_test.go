@@ -93,3 +93,18 @@ func TestChildVerdictPassesInconclusive(t *testing.T) {
 		t.Errorf("ErrInconclusive: exit %d, want %d", code, exitInconclusive)
 	}
 }
+
+// A package named as its command prefixes its errors with that name;
+// the message says it once ("retrystorm calibrate: calibrate: ..." before).
+func TestUsageErrorNamesTheCommandOnce(t *testing.T) {
+	for _, c := range []struct{ cmd, msg, want string }{
+		{"calibrate", "calibrate: no requests in the window", "retrystorm calibrate: no requests in the window\n"},
+		{"replay", "replay: calibrate: x", "retrystorm replay: calibrate: x\n"},
+		{"check", "calibrate: x", "retrystorm check: calibrate: x\n"},
+	} {
+		code, msg := verdict(nil, &usageError{cmd: c.cmd, msg: c.msg})
+		if code != exitUsage || !strings.HasPrefix(msg, c.want) {
+			t.Errorf("%s %q: exit %d, %q; want %d, %q", c.cmd, c.msg, code, msg, exitUsage, c.want)
+		}
+	}
+}

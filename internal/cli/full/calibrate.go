@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/cli"
+	"github.com/retrystorm/retrystorm/internal/configcmd"
 )
 
 // runCalibrate is retrystorm calibrate: a window of metrics, live or
@@ -21,6 +23,10 @@ func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
 	if len(inv.Args) > 0 {
 		return cli.Usagef("calibrate takes no arguments (saved answers are --file FILE), got %q", inv.Args[0])
 	}
+	cfg, err := readConfig(inv)
+	if err != nil {
+		return err
+	}
 	w, src, err := readWindow(ctx, inv)
 	if err != nil {
 		return err
@@ -28,6 +34,12 @@ func runCalibrate(ctx context.Context, inv *cli.Invocation) error {
 	r, err := calibrate.Fit(w, src)
 	if err != nil {
 		return cli.Usagef("%v", err)
+	}
+	if cfg != nil {
+		if err := r.UseConfig(cfg, nil); err != nil {
+			return cli.Usagef("%v", err)
+		}
+		warn(inv, cfg, r.Disagreements)
 	}
 	out, err := calibrate.Write(r, c.Out)
 	if err != nil {
@@ -101,4 +113,34 @@ func readWindow(ctx context.Context, inv *cli.Invocation) (*calibrate.Window, *c
 		return nil, nil, cli.Usagef("%v", err)
 	}
 	return w, src, nil
+}
+
+// readConfig reads --config (nil without it) as check and advise read
+// their files, and picks the fleet --route names: every mistake is a
+// usage error naming the file.
+func readConfig(inv *cli.Invocation) (*calibrate.Config, error) {
+	c := inv.Calibrate
+	if len(c.Configs) == 0 {
+		if c.Route != "" {
+			return nil, cli.Usagef("--route picks a fleet of --config FILE: give --config too")
+		}
+		return nil, nil
+	}
+	p, err := configcmd.ReadPolicy(configcmd.IO{Stdout: inv.Stdout, Stderr: inv.Stderr}, c.Configs, c.Route, importer.Options{})
+	if ue, ok := errors.AsType[*configcmd.UsageError](err); ok {
+		return nil, cli.Usagef("%s", ue.Msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &calibrate.Config{Fleet: p.Fleet, Sources: p.Sources}, nil
+}
+
+// warn prints each disagreement between the config and the metrics on
+// standard error: a warning, not an error (the written file says them
+// too).
+func warn(inv *cli.Invocation, cfg *calibrate.Config, ds []calibrate.Disagreement) {
+	for _, d := range ds {
+		fmt.Fprintf(inv.Stderr, "%s: warning: %s and the metrics disagree on %s: %s\n", inv.Name, cfg.Fleet.Origin, d.Setting, d.Text)
+	}
 }

@@ -19,11 +19,15 @@ func runReplay(ctx context.Context, inv *cli.Invocation) error {
 	if len(inv.Args) > 0 {
 		return cli.Usagef("replay takes no arguments (saved answers are --file FILE), got %q", inv.Args[0])
 	}
+	cfg, err := readConfig(inv)
+	if err != nil {
+		return err
+	}
 	w, src, err := readWindow(ctx, inv)
 	if err != nil {
 		return err
 	}
-	opts := replay.Options{Source: src, Advise: !inv.ReplayNoAdvise}
+	opts := replay.Options{Source: src, Advise: !inv.ReplayNoAdvise, Config: cfg}
 	if inv.Seed != nil {
 		opts.Seed = *inv.Seed
 	}
@@ -33,6 +37,9 @@ func runReplay(ctx context.Context, inv *cli.Invocation) error {
 		return cli.Usagef("%v", err)
 	case err != nil:
 		return err
+	}
+	if cfg != nil {
+		warn(inv, cfg, r.Disagreements)
 	}
 	o := r.Outcome()
 	return inv.Emit([]*experiment.Outcome{o}, r, "retrystorm replay")
