@@ -359,7 +359,7 @@ func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.
 
 func cellOf(s sim.Summary) CheckCell {
 	c := CheckCell{Ran: true, Source: sourceSimulator, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
-		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered}
+		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered, NeverHealthy: s.NeverHealthy}
 	if s.Recovered {
 		c.RecoveryTicks = *s.RecoveryTicks
 	}

@@ -108,6 +108,10 @@ type CheckCell struct {
 	// boundary, outside the realistic region). Empty in results from
 	// before it was said: the simulator.
 	Source string `json:"source,omitempty"`
+	// NeverHealthy: the fleet failed most of its tries before the fault
+	// (sim.Summary.NeverHealthy), so the cell is never recovered whatever
+	// the retries do; left out of the JSON when false.
+	NeverHealthy bool `json:"never_healthy,omitempty"`
 }
 
 // CheckFleet is one fleet's results: Cells[fault][load], the worst seed
@@ -477,7 +481,35 @@ func (r *CheckResult) finish() {
 		f := &r.Fleets[i]
 		f.Cells, f.Collapsing = worstOfSeeds(f.Runs[0])
 	}
+	r.Notes = append(r.Notes, r.neverHealthyNotes()...)
 	r.Claims = r.claims()
+}
+
+// neverHealthyNotes say, for each fleet that failed most of its tries
+// before a fault began in some run, at which loads: its NEVER there is
+// not a storm its retries kept going but a fleet that never worked (an
+// origin slower than its timeout, say), and no retry policy mends it.
+func (r *CheckResult) neverHealthyNotes() []string {
+	var notes []string
+	for _, f := range r.Fleets {
+		var loads []string
+		for li := range r.Loads {
+			bad := false
+			for _, seed := range f.Runs[0] {
+				for fi := range seed {
+					bad = bad || seed[fi][li].NeverHealthy
+				}
+			}
+			if bad {
+				loads = append(loads, report.Percent(r.Loads[li], 0))
+			}
+		}
+		if loads != nil {
+			notes = append(notes, fmt.Sprintf("fleet %q was never healthy at load %s: before the fault it already failed more than half of its tries, so those cells are NEVER whatever it retries; compare its timeout with the origin's service time at that load",
+				f.Name, strings.Join(loads, ", ")))
+		}
+	}
+	return notes
 }
 
 // worstOfSeeds is a map of the worst seed per cell: never recovered if

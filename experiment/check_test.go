@@ -403,3 +403,38 @@ func TestCheckStackEjects(t *testing.T) {
 		t.Errorf("at the origin, the ejecting edge sent %d attempts, the other %d: want fewer", e.Attempts, a.Attempts)
 	}
 }
+
+// TestCheckNeverHealthy: a fleet whose timeout (50ms) is shorter than the
+// origin's service time (the storm's queue: 12 workers at 120/s, 100ms)
+// fails at every load before any fault. It used to pass every cell: it
+// "recovered" to the baseline it failed at. It is unsafe now, and a note
+// says why at each load; the storm's guarded fleet gets no such note.
+func TestCheckNeverHealthy(t *testing.T) {
+	sc := stormScenario(t)
+	short := sc.Fleets[1]
+	short.Name, short.Timeout = "short timeout", 50*time.Millisecond
+	r, err := Check(context.Background(), []CheckInput{{Fleet: short}, {Fleet: sc.Fleets[1]}}, CheckOptions{Base: sc, Seeds: 1}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Unsafe(0) {
+		t.Errorf("a fleet that never works: %v, want UNSAFE", r.judge(0, 0))
+	}
+	if r.Unsafe(1) {
+		t.Errorf("guarded: %v, want safe", r.judge(1, 0))
+	}
+	var notes []string
+	for _, n := range r.Notes {
+		if strings.Contains(n, "never healthy") {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], `"short timeout"`) {
+		t.Fatalf("never-healthy notes %q: want one, for the short timeout", notes)
+	}
+	for _, l := range r.Loads {
+		if !strings.Contains(notes[0], report.Percent(l, 0)) {
+			t.Errorf("the note %q does not name load %s", notes[0], report.Percent(l, 0))
+		}
+	}
+}

@@ -18,9 +18,12 @@ type runJSON struct {
 }
 
 // recoveryText says how long a fleet took to recover: "+3 ticks", "+0",
-// or "never".
+// "never", or "never healthy" for a fleet failing most of its tries
+// before the trigger.
 func recoveryText(s sim.Summary) string {
 	switch {
+	case s.NeverHealthy:
+		return "never healthy"
 	case !s.Recovered:
 		return "never"
 	case *s.RecoveryTicks == 0:

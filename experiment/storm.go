@@ -218,6 +218,8 @@ func stormFinding(sc *scenario.Scenario, res *sim.Result, naive, guarded sim.Fle
 
 func recoveredPhrase(s sim.Summary) string {
 	switch {
+	case s.NeverHealthy:
+		return fmt.Sprintf("was never healthy (%s of its tries failed before the trigger)", report.Percent(s.BaselineErrorRate, 0))
 	case !s.Recovered:
 		return "never recovered"
 	case *s.RecoveryTicks == 0:

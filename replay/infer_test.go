@@ -172,3 +172,34 @@ func TestInferOutageWithinAStep(t *testing.T) {
 		t.Errorf("inferred %s from step %d to %d (ended %v), want an outage from 8 to 12, ended", tr.Kind, tr.start, tr.end, tr.Ended)
 	}
 }
+
+// TestJudgeWindowNeverHealthy: a window that failed most of its attempts
+// before the trigger had no health to recover to, and is never
+// recovered, as the simulator judges its runs (sim.UnhealthyBaseline);
+// one failing a tenth before and after recovers, as before.
+func TestJudgeWindowNeverHealthy(t *testing.T) {
+	for _, c := range []struct {
+		rate          float64 // the error share at every step but the trigger's
+		wantRecovered bool
+		wantText      string
+	}{
+		{0.1, true, "after 0s"},
+		{0.5, true, "after 0s"},
+		{0.8, false, "never healthy"},
+	} {
+		const n = 40
+		m := &Measured{Step: 1, Attempts: make([]float64, n), Errors: make([]float64, n), ErrorRate: make([]float64, n)}
+		for k := range n {
+			m.Attempts[k] = 100
+			m.ErrorRate[k] = c.rate
+			if k >= 10 && k < 15 {
+				m.ErrorRate[k] = 1
+			}
+			m.Errors[k] = m.ErrorRate[k] * m.Attempts[k]
+		}
+		v := judgeWindow(m, Trigger{Ended: true, start: 10, end: 15})
+		if v.Recovered != c.wantRecovered || v.NeverHealthy == c.wantRecovered || v.String() != c.wantText {
+			t.Errorf("error share %g at rest: recovered %v, never healthy %v, %q; want recovered %v, %q", c.rate, v.Recovered, v.NeverHealthy, v.String(), c.wantRecovered, c.wantText)
+		}
+	}
+}

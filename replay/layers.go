@@ -256,13 +256,7 @@ func layerLoops(ls []*layer, t Trigger, tm *Measured, fit *calibrate.Result, src
 		}
 		lt := Trigger{Ended: t.Ended, start: m.step(first), end: m.step(last) + 1}
 		lt.end = min(max(lt.end, lt.start+1), m.n())
-		v := Verdict{Baseline: errorBaseline(m, lt.start)}
-		if lt.Ended {
-			if k, ok := recovery(m.ErrorRate, lt.end, v.Baseline); ok {
-				s := float64(k) * m.Step
-				v.Recovered, v.Seconds = true, &s
-			}
-		}
+		v := judgeWindow(m, lt)
 		lp := loopOf(m, lt, v, fit, src)
 		lp.Layer = l.name
 		lp.Verdict = &v

@@ -376,6 +376,22 @@ func errorBaseline(m *Measured, k int) float64 {
 	return share(e, a)
 }
 
+// judgeWindow is the measured verdict of the window m for the trigger t,
+// judged as the simulator judges a run: the baseline before t, and the
+// recovery after it, if t ended; never for a window failing past
+// sim.UnhealthyBaseline before t, which had no health to recover to.
+func judgeWindow(m *Measured, t Trigger) Verdict {
+	v := Verdict{Baseline: errorBaseline(m, t.start)}
+	v.NeverHealthy = v.Baseline > sim.UnhealthyBaseline
+	if t.Ended && !v.NeverHealthy {
+		if k, ok := recovery(m.ErrorRate, t.end, v.Baseline); ok {
+			s := float64(k) * m.Step
+			v.Recovered, v.Seconds = true, &s
+		}
+	}
+	return v
+}
+
 // recovery judges, as the simulator does (sim's recovery), the first step
 // from end on from which every step's error share stays within Tolerance
 // of the baseline to the window's end, with at least sim.RecoveryTail

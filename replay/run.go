@@ -59,9 +59,16 @@ type Verdict struct {
 	Seconds   *float64 `json:"recovery_seconds"`
 	// Baseline is the error share before the trigger.
 	Baseline float64 `json:"baseline_error_rate"`
+	// NeverHealthy: the baseline is past sim.UnhealthyBaseline, so there
+	// was no health to recover to (the simulator's rule); left out of the
+	// JSON when false.
+	NeverHealthy bool `json:"never_healthy,omitempty"`
 }
 
 func (v Verdict) String() string {
+	if v.NeverHealthy {
+		return "never healthy"
+	}
 	if !v.Recovered {
 		return "never"
 	}
@@ -227,14 +234,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	}
 
 	// The measured verdict, judged as the simulator judges a run.
-	base := errorBaseline(m, trig.start)
-	v := Verdict{Baseline: base}
-	if trig.Ended {
-		if k, ok := recovery(m.ErrorRate, trig.end, base); ok {
-			s := float64(k) * m.Step
-			v.Recovered, v.Seconds = true, &s
-		}
-	}
+	v := judgeWindow(m, trig)
 	res.Verdict = &v
 	res.Loops = []Loop{loopOf(m, trig, v, fit, src)}
 	if ls != nil {
@@ -379,7 +379,7 @@ func Agree(measured, replayed Verdict, step float64) bool {
 
 func (r *Run) fill(f sim.FleetResult, tick time.Duration) {
 	s := f.Summary
-	r.Verdict = Verdict{Recovered: s.Recovered, Baseline: s.BaselineErrorRate}
+	r.Verdict = Verdict{Recovered: s.Recovered, Baseline: s.BaselineErrorRate, NeverHealthy: s.NeverHealthy}
 	if s.Recovered && s.RecoveryTicks != nil {
 		sec := float64(*s.RecoveryTicks) * tick.Seconds()
 		r.Verdict.Seconds = &sec

@@ -122,10 +122,18 @@ type Summary struct {
 	FailuresAfterClear int64 `json:"failures_after_clear"`
 	// Victims are intents that arrived after the trigger ended and still
 	// saw a failure.
-	Victims   int64 `json:"victims"`
-	Recovered bool  `json:"recovered"`
+	Victims int64 `json:"victims"`
+	// Recovered: from some tick after the trigger to the end of the run
+	// (RecoveryTail ticks at least), every tick's failure share stayed
+	// within a point of the baseline. Never for a fleet that was never
+	// healthy (NeverHealthy).
+	Recovered bool `json:"recovered"`
 	// RecoveryTicks is nil when Recovered is false.
 	RecoveryTicks *int `json:"recovery_ticks"`
+	// NeverHealthy: the fleet failed more than UnhealthyBaseline of its
+	// tries before the trigger, so it never was healthy and does not
+	// recover; left out of the JSON when false.
+	NeverHealthy bool `json:"never_healthy,omitempty"`
 	// IntentsLost never succeeded; LostBy says why.
 	IntentsLost int64  `json:"intents_lost"`
 	LostBy      LostBy `json:"lost_by"`

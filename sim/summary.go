@@ -10,6 +10,13 @@ import (
 // share may be for a tick to count as recovered: one percentage point.
 const recoveryTolerance = 0.01
 
+// UnhealthyBaseline is the failure share before the trigger past which a
+// fleet was never healthy: failing more than half its tries at rest (an
+// origin slower than the fleet's timeout, say), it has no health to
+// recover to, and staying within a point of that baseline is not a
+// recovery. Such a fleet has Recovered false and NeverHealthy true.
+const UnhealthyBaseline = 0.5
+
 // RecoveryTail is how many ticks of run must remain, from the first
 // recovered tick on, for the recovery to count.
 const RecoveryTail = 10
@@ -73,7 +80,8 @@ func Summarize(s *Series, sum *Summary, start, end int) {
 	for k := end; k < len(s.Tick); k++ {
 		sum.FailuresAfterClear += s.Failures[k]
 	}
-	if r, ok := recovery(s, end, sum.BaselineErrorRate); ok {
+	sum.NeverHealthy = sum.BaselineErrorRate > UnhealthyBaseline
+	if r, ok := recovery(s, end, sum.BaselineErrorRate); ok && !sum.NeverHealthy {
 		sum.Recovered, sum.RecoveryTicks = true, &r
 	}
 }
