@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/internal/promtest"
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -41,7 +40,6 @@ func TestRealHAProxy(t *testing.T) {
 	defer cancel()
 
 	dir := t.TempDir()
-	front, service, stats := freePort(t), freePort(t), freePort(t)
 	lua := filepath.Join(dir, "slow.lua")
 	if err := os.WriteFile(lua, []byte(`core.register_service("slow", "http", function(applet)
   core.msleep(20)
@@ -53,7 +51,12 @@ end)
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`global
+	addrs := servertest.Start(t, ctx, servertest.Program{
+		Name:  "haproxy",
+		Bin:   hap,
+		Ports: 3, // the frontend, the Lua service, the exporter
+		Args: func(addrs []string) ([]string, error) {
+			cfg := fmt.Sprintf(`global
   maxconn 4000
   lua-load %s
 defaults
@@ -73,23 +76,13 @@ listen service
 frontend stats
   bind %s
   http-request use-service prometheus-exporter if { path /metrics }
-`, lua, front, service, service, stats)
-	if err := os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, hap, "-db", "-f", filepath.Join(dir, "haproxy.cfg"))
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy's log:\n%s", logs.String())
-		}
+`, lua, addrs[0], addrs[1], addrs[1], addrs[2])
+			file := filepath.Join(dir, "haproxy.cfg")
+			return []string{"-db", "-f", file}, os.WriteFile(file, []byte(cfg), 0o644)
+		},
+		Ready: servertest.HTTPReady(2, "/metrics"),
 	})
+	front, stats := addrs[0], addrs[2]
 	promURL := promtest.Start(t, ctx, prom, promtest.Static(stats))
 
 	sc, err := scenario.Parse("haproxy.yaml", []byte(`
@@ -143,15 +136,4 @@ fleets: [{name: f, timeout: 5s, budget: {use: none}}]
 	}
 	t.Logf("service: %s", r.ServiceNte)
 	t.Logf("workers: %s", r.Workers.Note)
-}
-
-// freePort returns a free address on 127.0.0.1.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -1,11 +1,8 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -49,54 +47,6 @@ func isExec(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// freePort returns a port of 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startProgram runs a server in the foreground until the test ends, and
-// waits until url answers.
-func startProgram(t *testing.T, url string, name string, args ...string) {
-	t.Helper()
-	var out bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			t.Fatalf("%s exited: %v\n%s", name, err, out.String())
-		default:
-		}
-		if resp, err := c.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer at %s within 10 s\n%s", name, url, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // startHAProxy runs HAProxy as a finite queueing origin on 127.0.0.1 and
 // returns its URL: a frontend whose backend server takes maxconn requests
 // at once, each for service (a Lua service that sleeps, inside the same
@@ -107,7 +57,6 @@ func startHAProxy(t *testing.T, maxconn int, service, queue time.Duration) strin
 	t.Helper()
 	haproxy := need(t, "haproxy", "haproxy")
 	dir := t.TempDir()
-	front, back := freePort(t), freePort(t)
 	lua := fmt.Sprintf(`core.register_service("slow", "http", function(applet)
   core.msleep(%d)
   applet:set_status(200)
@@ -117,7 +66,15 @@ func startHAProxy(t *testing.T, maxconn int, service, queue time.Duration) strin
   applet:send("ok\n")
 end)
 `, service.Milliseconds())
-	cfg := fmt.Sprintf(`global
+	if err := os.WriteFile(filepath.Join(dir, "slow.lua"), []byte(lua), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addrs := servertest.Start(t, context.Background(), servertest.Program{
+		Name:  "haproxy",
+		Bin:   haproxy,
+		Ports: 2, // the frontend, and the Lua service behind it
+		Args: func(addrs []string) ([]string, error) {
+			cfg := fmt.Sprintf(`global
   maxconn 4000
   lua-load %s
 defaults
@@ -127,22 +84,20 @@ defaults
   timeout server 30s
   timeout queue %dms
 frontend storm
-  bind 127.0.0.1:%d
+  bind %s
   default_backend origin
 backend origin
-  server worker 127.0.0.1:%d maxconn %d
+  server worker %s maxconn %d
 listen service
-  bind 127.0.0.1:%d
+  bind %s
   http-request use-service lua.slow
-`, filepath.Join(dir, "slow.lua"), queue.Milliseconds(), front, back, maxconn, back)
-	for name, text := range map[string]string{"slow.lua": lua, "haproxy.cfg": cfg} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	u := fmt.Sprintf("http://127.0.0.1:%d/", front)
-	startProgram(t, u, haproxy, "-db", "-f", filepath.Join(dir, "haproxy.cfg"))
-	return u
+`, filepath.Join(dir, "slow.lua"), queue.Milliseconds(), addrs[0], addrs[1], maxconn, addrs[1])
+			file := filepath.Join(dir, "haproxy.cfg")
+			return []string{"-db", "-f", file}, os.WriteFile(file, []byte(cfg), 0o600)
+		},
+		Ready: servertest.HTTPReady(0, "/"),
+	})
+	return "http://" + addrs[0] + "/"
 }
 
 // startNginx runs nginx on 127.0.0.1 serving a small file, and returns its
@@ -151,11 +106,15 @@ func startNginx(t *testing.T) string {
 	t.Helper()
 	nginx := need(t, "nginx", "nginx")
 	dir := t.TempDir()
-	port := freePort(t)
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`daemon off;
+	addrs := servertest.Start(t, context.Background(), servertest.Program{
+		Name:  "nginx",
+		Bin:   nginx,
+		Ports: 1,
+		Args: func(addrs []string) ([]string, error) {
+			cfg := fmt.Sprintf(`daemon off;
 master_process off;
 worker_processes 1;
 pid %[1]s/nginx.pid;
@@ -170,17 +129,17 @@ http {
   scgi_temp_path %[1]s/scgi;
   keepalive_requests 100000;
   server {
-    listen 127.0.0.1:%[2]d;
+    listen %[2]s;
     root %[1]s;
   }
 }
-`, dir, port)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u := fmt.Sprintf("http://127.0.0.1:%d/", port)
-	startProgram(t, u, nginx, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
-	return u
+`, dir, addrs[0])
+			file := filepath.Join(dir, "nginx.conf")
+			return []string{"-c", file, "-e", filepath.Join(dir, "error.log")}, os.WriteFile(file, []byte(cfg), 0o600)
+		},
+		Ready: servertest.HTTPReady(0, "/"),
+	})
+	return "http://" + addrs[0] + "/"
 }
 
 // realStorm is the storm experiment's scenario, shortened to 45 ticks (the
