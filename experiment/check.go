@@ -505,8 +505,12 @@ func (r *CheckResult) neverHealthyNotes() []string {
 			}
 		}
 		if loads != nil {
-			notes = append(notes, fmt.Sprintf("fleet %q was never healthy at load %s: before the fault it already failed more than half of its tries, so those cells are NEVER whatever it retries; compare its timeout with the origin's service time at that load",
-				f.Name, strings.Join(loads, ", ")))
+			at := "load " + loads[0]
+			if len(loads) > 1 {
+				at = "loads " + strings.Join(loads, ", ")
+			}
+			notes = append(notes, fmt.Sprintf("fleet %q was never healthy at %s: before the fault it already failed more than half of its tries, so those cells are NEVER whatever it retries; compare its timeout with the origin's service time there",
+				f.Name, at))
 		}
 	}
 	return notes
