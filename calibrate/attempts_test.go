@@ -34,15 +34,7 @@ func TestGRPCAttemptsBounded(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var m matrix
-			l := map[string]string{"job": "frontend", "instance": "10.0.0.1:9464", "grpc_method": "shop.Cart/Get", "grpc_target": "dns:///cart:443"}
-			with := func(status string) map[string]string {
-				out := map[string]string{"grpc_status": status}
-				for k, v := range l {
-					out[k] = v
-				}
-				return out
-			}
-			server := map[string]string{"job": "cart", "instance": "10.0.1.1:9464", "grpc_method": "shop.Cart/Get", "grpc_status": "OK"}
+			l, with, server := oneGRPCClient()
 			const steps = 10
 			calls, attempts := c.calls/steps, c.calls*c.perCall/steps
 			for s := range steps {

@@ -1,6 +1,7 @@
 package calibrate_test
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -45,15 +46,7 @@ func TestGRPCRetryPolicy(t *testing.T) {
 				failed += math.Pow(c.p, float64(k+1))
 			}
 			exhausted := math.Pow(c.p, float64(m2))
-			l := map[string]string{"job": "frontend", "instance": "10.0.0.1:9464", "grpc_method": "shop.Cart/Get", "grpc_target": "dns:///cart:443"}
-			with := func(status string) map[string]string {
-				out := map[string]string{"grpc_status": status}
-				for k, v := range l {
-					out[k] = v
-				}
-				return out
-			}
-			server := map[string]string{"job": "cart", "instance": "10.0.1.1:9464", "grpc_method": "shop.Cart/Get", "grpc_status": "OK"}
+			l, with, server := oneGRPCClient()
 			for s := range 10 {
 				m.add("grpc_client_attempt_started_total", l, s, calls*(attempts+c.internal), true)
 				m.add("grpc_client_attempt_duration_seconds_count", with("OK"), s, calls*(1-exhausted-c.internal), true)
@@ -73,4 +66,18 @@ func TestGRPCRetryPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneGRPCClient are the labels of one gRPC client instance's series, a
+// function adding a grpc_status to them, and the server's labels: the
+// window the retry-policy tests write.
+func oneGRPCClient() (client map[string]string, with func(status string) map[string]string, server map[string]string) {
+	client = map[string]string{"job": "frontend", "instance": "10.0.0.1:9464", "grpc_method": "shop.Cart/Get", "grpc_target": "dns:///cart:443"}
+	with = func(status string) map[string]string {
+		out := map[string]string{"grpc_status": status}
+		maps.Copy(out, client)
+		return out
+	}
+	server = map[string]string{"job": "cart", "instance": "10.0.1.1:9464", "grpc_method": "shop.Cart/Get", "grpc_status": "OK"}
+	return client, with, server
 }

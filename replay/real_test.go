@@ -61,12 +61,7 @@ func TestRealPrometheus(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	targets := filepath.Join(dir, "targets.json")
-	if err := os.WriteFile(targets, []byte("[]"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	promURL := promtest.Start(t, ctx, bin, promtest.FileSD(targets))
+	promURL, targets := promtest.StartDiscovering(t, ctx, bin)
 
 	var begin time.Time
 	// The scenario's fleet alone (FleetsOnly): the window and the scrape

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -78,11 +76,7 @@ func TestRealPrometheusLayers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	targets := filepath.Join(t.TempDir(), "targets.json")
-	if err := os.WriteFile(targets, []byte("[]"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	promURL := promtest.Start(t, ctx, bin, promtest.FileSD(targets))
+	promURL, targets := promtest.StartDiscovering(t, ctx, bin)
 
 	// Ready and ReadyTiers are called one after the other, before the
 	// first tick; the targets are written once both have been.

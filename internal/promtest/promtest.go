@@ -51,6 +51,19 @@ func WriteTargets(file string, hosts ...string) error {
 	return os.Rename(tmp, file)
 }
 
+// StartDiscovering runs Start with file discovery (FileSD) over an empty
+// list of targets in the test's own directory, for servers that come up
+// after Prometheus does, and returns its URL and the list's file, for
+// WriteTargets.
+func StartDiscovering(t testing.TB, ctx context.Context, bin string) (url, targets string) {
+	t.Helper()
+	targets = filepath.Join(t.TempDir(), "targets.json")
+	if err := os.WriteFile(targets, []byte("[]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Start(t, ctx, bin, FileSD(targets)), targets
+}
+
 // Start runs the prometheus binary bin, scraping the job "lab" of the
 // scrape configuration scrape (Static or FileSD) every second, and
 // returns its URL once it answers. It is killed when t ends; its log is
