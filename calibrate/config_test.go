@@ -12,15 +12,15 @@ import (
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/importer"
-	"github.com/retrystorm/retrystorm/internal/configcmd"
 	"github.com/retrystorm/retrystorm/internal/golden"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/userconfig"
 )
 
 // readConfig reads configs as calibrate --config does (check's path:
 // configcmd, then the importer or the scenario loader).
 func readConfig(files []string, route string) (*calibrate.Config, error) {
-	p, err := configcmd.ReadPolicy(configcmd.IO{}, files, route, importer.Options{})
+	p, err := userconfig.Reader{}.Policy(files, route, importer.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func TestConfigRefused(t *testing.T) {
 				if !errors.Is(err, calibrate.ErrFit) {
 					t.Errorf("error %v is not ErrFit (bad input)", err)
 				}
-			} else if _, ok := errors.AsType[*configcmd.UsageError](err); !ok {
+			} else if _, ok := errors.AsType[*userconfig.Error](err); !ok {
 				t.Errorf("error %v is not a usage error", err)
 			}
 			if msg := strings.Join(strings.Fields(err.Error()), " "); !strings.Contains(msg, c.want) {

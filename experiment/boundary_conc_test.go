@@ -31,7 +31,7 @@ func TestModelAgreesOnConcurrency(t *testing.T) {
 		} {
 			for _, shed := range []bool{false, true} {
 				for _, f := range base.Fleets {
-					sc := clone(base)
+					sc := base.Clone()
 					sc.Origin = scenario.Origin{Model: scenario.ModelConcurrency, Base: 50 * time.Millisecond, PerInflight: per, Replicas: 1}
 					sc.Origin.Shed.Deadline = shed
 					sc.Triggers = []scenario.Trigger{tr}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/grid"
+
 	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/model"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -182,7 +184,7 @@ func TestModelAgreesOnScenarios(t *testing.T) {
 		}
 		variants := []*scenario.Scenario{base}
 		if base.Origin.Model == scenario.ModelQueue && !base.Origin.DropExpired && len(base.Tiers) == 0 {
-			fix := clone(base) // the server fix, as storm and sweep run it
+			fix := base.Clone() // the server fix, as storm and sweep run it
 			fix.Origin.DropExpired = true
 			fix.Origin.Limit, fix.Origin.Shed = scenario.Limit{}, scenario.Shed{}
 			fix.Name += ", drop_expired"
@@ -200,7 +202,7 @@ func TestModelAgreesOnScenarios(t *testing.T) {
 				} else if err != nil {
 					t.Fatalf("%s, %s: %v", sc.Name, f.Name, err)
 				}
-				one := clone(sc)
+				one := sc.Clone()
 				one.Fleets = []scenario.Fleet{f}
 				res, err := sim.Run(context.Background(), one)
 				if err != nil {
@@ -287,7 +289,7 @@ func TestModelAgreesOnFaults(t *testing.T) {
 	for _, fault := range faults {
 		for _, limit := range []int{0, 50} {
 			for _, f := range base.Fleets {
-				sc := clone(base)
+				sc := base.Clone()
 				sc.Triggers = []scenario.Trigger{fault.tr}
 				sc.Origin.QueueLimit = limit
 				sc.Fleets = []scenario.Fleet{f}
@@ -313,14 +315,14 @@ func TestSweepEngines(t *testing.T) {
 	if race.Enabled {
 		t.Skip("simulator runs compared: numbers, not concurrency; the plain pass runs it")
 	}
-	const grid = 12
-	sim, err := Sweep.Run(context.Background(), Options{Grid: grid})
+	const side = 12
+	sim, err := Sweep.Run(context.Background(), Options{Grid: side})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sim.JSON.(sweepJSON)
 	for _, engine := range []string{EngineModel, EngineBoth} {
-		o, err := Sweep.Run(context.Background(), Options{Grid: grid, Engine: engine})
+		o, err := Sweep.Run(context.Background(), Options{Grid: side, Engine: engine})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,23 +345,23 @@ func TestSweepEngines(t *testing.T) {
 			}
 			switch {
 			case p.Policy == "naive, adaptive limit":
-				if p.Source != sourceSimulator {
+				if p.Source != SourceSimulator {
 					t.Errorf("%s %s: source %q, want the simulator (the model does not describe an adaptive limit)", engine, p.Policy, p.Source)
 				}
-			case engine == EngineModel && p.Source != sourceModel, engine == EngineBoth && p.Source != "model+simulator":
+			case engine == EngineModel && p.Source != SourceModel, engine == EngineBoth && p.Source != "model+simulator":
 				t.Errorf("%s %s: source %q", engine, p.Policy, p.Source)
 			}
-			if engine == EngineBoth && float64(agree) < 0.99*grid*grid {
-				t.Errorf("%s %s: %d of %d cells agree with the simulator", engine, p.Policy, agree, grid*grid)
+			if engine == EngineBoth && float64(agree) < 0.99*side*side {
+				t.Errorf("%s %s: %d of %d cells agree with the simulator", engine, p.Policy, agree, side*side)
 			}
-			t.Logf("%s %s (%s): %d of %d agree, %d simulated", engine, p.Policy, p.Source, agree, grid*grid, simulated)
+			t.Logf("%s %s (%s): %d of %d agree, %d simulated", engine, p.Policy, p.Source, agree, side*side, simulated)
 		}
 		for i, c := range o.Claims {
 			if c.Holds != sim.Claims[i].Holds {
 				t.Errorf("%s: claim %q holds %v, with the simulator %v", engine, c.Text, c.Holds, sim.Claims[i].Holds)
 			}
 		}
-		if _, err := Sweep.Run(context.Background(), Options{Grid: grid, Engine: engine, Shard: Shard{Index: 0, Count: 2}}); err == nil {
+		if _, err := Sweep.Run(context.Background(), Options{Grid: side, Engine: engine, Shard: grid.Shard{Index: 0, Count: 2}}); err == nil {
 			t.Errorf("%s: a shard ran", engine)
 		}
 	}

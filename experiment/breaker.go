@@ -124,7 +124,7 @@ func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breake
 		out[i].Breaker = f.Name
 	}
 	for _, p := range breakerErrorRates {
-		run := clone(sc)
+		run := sc.Clone()
 		run.Fleets = breakers
 		run.Origin.ErrorRate = 1 - (1-sc.Origin.ErrorRate)*(1-p)
 		res, err := opts.run(ctx, run)
@@ -152,7 +152,7 @@ func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breake
 func partialFailure(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]PartialFailure, error) {
 	var out []PartialFailure
 	for _, b := range breakerBroken {
-		run := clone(sc)
+		run := sc.Clone()
 		run.Duration = min(run.Duration, 120*time.Second)
 		run.Origin.Broken = b
 		run.Fleets = fleets

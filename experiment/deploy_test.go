@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/retrystorm/retrystorm/grid"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -46,7 +48,7 @@ func TestKubernetesIndexedJob(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n != job.Spec.Completions {
 		t.Errorf("--shard i/%d with %d completions: shards would be missing or run twice", n, job.Spec.Completions)
 	}
-	if _, err := ParseShard(strconv.Itoa(job.Spec.Completions) + "/" + m[1]); err != nil {
+	if _, err := grid.ParseShard(strconv.Itoa(job.Spec.Completions) + "/" + m[1]); err != nil {
 		t.Errorf("the last shard: %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func runEject(ctx context.Context, opts Options) (*Outcome, error) {
 	js := ejectJSON{Scenario: base.Name, Seed: base.Seed}
 	var charts []report.Chart
 	for k, c := range cases {
-		sc := clone(base)
+		sc := base.Clone()
 		sc.Triggers = nil
 		if c.origin != nil {
 			sc.Origin = *c.origin

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/retrystorm/retrystorm/grid"
+
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -42,13 +44,20 @@ type Options struct {
 	Limits sim.Limits
 	// Shard, when its Count is above 1, runs only the shard's cells of
 	// the sweep: its Outcome has the JSON alone, for Merge.
-	Shard Shard
+	Shard grid.Shard
 	// Engine is what answers the sweep's cells: EngineSim (or empty),
 	// the simulator in every cell; EngineModel, the analytic model where
 	// it describes the policy; EngineBoth, the model's map first, then
 	// the simulator in the cells near the model's boundary.
 	Engine string
 }
+
+// Where a cell's numbers came from, as the JSON says it ("source"):
+// the simulator, or the analytic model.
+const (
+	SourceSimulator = "simulator"
+	SourceModel     = "model"
+)
 
 // The sweep's engines (Options.Engine, sweep --engine).
 const (
@@ -57,9 +66,14 @@ const (
 	EngineBoth  = "both"
 )
 
+// GridOptions are what a grid of runs takes from the options.
+func (o Options) GridOptions() grid.Options {
+	return grid.Options{Workers: o.Workers, Progress: o.Progress, Limits: o.Limits}
+}
+
 // run plays sc in the simulator within the options' limits.
 func (o Options) run(ctx context.Context, sc *scenario.Scenario) (*sim.Result, error) {
-	return sim.RunWith(ctx, sc, sim.Options{Limits: o.Limits})
+	return o.GridOptions().Simulate(ctx, sc)
 }
 
 // Outcome is what an experiment produces.
@@ -148,13 +162,19 @@ func Lookup(name string) (*Experiment, bool) {
 	return nil, false
 }
 
+// DefaultScenario returns experiment name's embedded default scenario,
+// for the caller to change.
+func DefaultScenario(name string) (*scenario.Scenario, error) {
+	return scenarioFor(name, Options{})
+}
+
 // scenarioFor returns the scenario experiment name runs: the user's, or
 // the embedded default, with the seed override applied. The result is the
 // caller's to change.
 func scenarioFor(name string, opts Options) (*scenario.Scenario, error) {
 	var sc *scenario.Scenario
 	if opts.Scenario != nil {
-		sc = clone(opts.Scenario)
+		sc = opts.Scenario.Clone()
 	} else {
 		file := "scenarios/" + name + ".yaml"
 		data, err := scenarios.ReadFile(file)
@@ -171,13 +191,4 @@ func scenarioFor(name string, opts Options) (*scenario.Scenario, error) {
 		sc.Seed = *opts.Seed
 	}
 	return sc, nil
-}
-
-// clone copies a scenario deeply enough to change it: its slices are its
-// own.
-func clone(s *scenario.Scenario) *scenario.Scenario {
-	c := *s
-	c.Triggers = slices.Clone(s.Triggers)
-	c.Fleets = slices.Clone(s.Fleets)
-	return &c
 }

@@ -53,7 +53,7 @@ func runHedge(ctx context.Context, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	broad := clone(sc)
+	broad := sc.Clone()
 	widened := false
 	for i, t := range broad.Triggers {
 		if t.Kind == scenario.TriggerLatency && t.Replicas != 0 {

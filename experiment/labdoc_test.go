@@ -10,11 +10,15 @@ import (
 // called it "naive, drop_expired" where the tables say "naive, deadline
 // shedding" (issue 27).
 func TestLabDocNamesTheCounterfactual(t *testing.T) {
+	storm, err := DefaultScenario("storm")
+	if err != nil {
+		t.Fatal(err)
+	}
 	doc, err := os.ReadFile("../docs/lab.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, name := ShedCounterfactual(stormScenario(t))
+	_, name := ShedCounterfactual(storm)
 	if name == "" {
 		t.Fatal("the storm has no counterfactual for the lab")
 	}

@@ -52,18 +52,18 @@ fleets:
 		}
 		return data
 	}
-	m, err := Merge([][]byte{shard(2, "r1", ""), shard(1, "r1", "")})
+	m, err := MergeLab([][]byte{shard(2, "r1", ""), shard(1, "r1", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := m.Lab.JSON.(*MergedLabJSON)
+	js := m.JSON.(*MergedLabJSON)
 	got, want := js.Result.Fleets[0].Summary, res.Fleets[0].Summary
 	if got.Intents != 2*want.Intents || got.Attempts != 2*want.Attempts || got.IntentsLost != 2*want.IntentsLost || got.Recovered != want.Recovered {
 		t.Errorf("merged: %d intents, %d attempts, %d lost, recovered %v; want twice %d, %d, %d and %v",
 			got.Intents, got.Attempts, got.IntentsLost, got.Recovered, want.Intents, want.Attempts, want.IntentsLost, want.Recovered)
 	}
-	if js.Inconclusive() || len(m.Lab.Claims) == 0 {
-		t.Errorf("two measured shards: inconclusive %v, %d claims", js.Inconclusive(), len(m.Lab.Claims))
+	if js.Inconclusive() || len(m.Claims) == 0 {
+		t.Errorf("two measured shards: inconclusive %v, %d claims", js.Inconclusive(), len(m.Claims))
 	}
 	for _, c := range []struct {
 		parts [][]byte
@@ -74,16 +74,16 @@ fleets:
 		{[][]byte{shard(2, "r1", "")}, "lab shards missing: 1/2"},
 		{[][]byte{shard(1, "r1", ""), []byte(`{"lab_shard": {"index": 2, "count": 2, "run": "r1"}}`)}, "result 2 is not a lab shard's JSON"},
 	} {
-		if _, err := Merge(c.parts); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := MergeLab(c.parts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("merge: %v, want %q", err, c.want)
 		}
 	}
-	m, err = Merge([][]byte{shard(1, "r1", "inconclusive"), shard(2, "r1", "")})
+	m, err = MergeLab([][]byte{shard(1, "r1", "inconclusive"), shard(2, "r1", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if js := m.Lab.JSON.(*MergedLabJSON); !js.Inconclusive() || len(m.Lab.Claims) != 0 || len(js.NotJudged) == 0 {
-		t.Errorf("a shard that could not measure: inconclusive %v, %d claims judged", js.Inconclusive(), len(m.Lab.Claims))
+	if js := m.JSON.(*MergedLabJSON); !js.Inconclusive() || len(m.Claims) != 0 || len(js.NotJudged) == 0 {
+		t.Errorf("a shard that could not measure: inconclusive %v, %d claims judged", js.Inconclusive(), len(m.Claims))
 	}
 }
 
@@ -151,24 +151,24 @@ fleets:
 		{"histograms", [][]byte{shard(1, 2, 1, 1, fast), shard(2, 2, 3, 9, slow)}, 1, 9},
 		{"one histogram only", [][]byte{shard(1, 2, 1, 1, fast), shard(2, 1, 3, 9)}, 3, 9},
 	} {
-		m, err := Merge(c.parts)
+		m, err := MergeLab(c.parts)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		s := m.Lab.JSON.(*MergedLabJSON).Result.Fleets[0].Summary
+		s := m.JSON.(*MergedLabJSON).Result.Fleets[0].Summary
 		if !near(s.LatencyP50, c.p50) || !near(s.LatencyP99, c.p99) {
 			t.Errorf("%s: merged p50 %g s, p99 %g s; want %g and %g", c.name, s.LatencyP50, s.LatencyP99, c.p50, c.p99)
 		}
 	}
 	// Three quarters fast: the median moves to the fast shard's.
-	m, err := Merge([][]byte{shard(1, 2, 1, 1, hist(3000, 100*time.Millisecond)), shard(2, 2, 3, 3, hist(1000, 300*time.Millisecond))})
+	m, err := MergeLab([][]byte{shard(1, 2, 1, 1, hist(3000, 100*time.Millisecond)), shard(2, 2, 3, 3, hist(1000, 300*time.Millisecond))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := m.Lab.JSON.(*MergedLabJSON).Result.Fleets[0].Summary; !near(s.LatencyP50, 1) || !near(s.LatencyP99, 3) {
+	if s := m.JSON.(*MergedLabJSON).Result.Fleets[0].Summary; !near(s.LatencyP50, 1) || !near(s.LatencyP99, 3) {
 		t.Errorf("three quarters fast: p50 %g s, p99 %g s; want 1 and 3", s.LatencyP50, s.LatencyP99)
 	}
-	if _, err := Merge([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
+	if _, err := MergeLab([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
 		t.Errorf("a shard with histograms for other fleets merged: %v", err)
 	}
 }

@@ -248,7 +248,7 @@ func runLayers(ctx context.Context, opts Options) (*Outcome, error) {
 // layersChain is sc with the variant's tiers (the innermost v.tiers, or
 // all) and their clients changed.
 func layersChain(sc *scenario.Scenario, v layersVariant) *scenario.Scenario {
-	c := clone(sc)
+	c := sc.Clone()
 	c.Tiers = slices.Clone(sc.Tiers)
 	if v.tiers > 0 {
 		c.Tiers = c.Tiers[len(c.Tiers)-v.tiers:]

@@ -125,7 +125,7 @@ func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, o
 	for k, p := range outageProbabilities {
 		var measured [2][]float64
 		for mode := range 2 {
-			sc := clone(base)
+			sc := base.Clone()
 			// Arrivals stop five seconds before the end, so every retry
 			// of every call falls inside the run and is counted.
 			sc.Duration = 60e9

@@ -153,7 +153,7 @@ func runShed(ctx context.Context, opts Options) (*Outcome, error) {
 	step := progressSteps(opts, len(jobs)+len(shedBroken))
 	start, end := sim.TriggerTicks(sc)
 	for _, j := range jobs {
-		run := clone(sc)
+		run := sc.Clone()
 		run.Origin = j.origin.apply(sc.Origin)
 		run.Fleets = []scenario.Fleet{j.fleet}
 		res, err := opts.run(ctx, run)
@@ -195,7 +195,7 @@ func runShed(ctx context.Context, opts Options) (*Outcome, error) {
 func shedPartial(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]ShedPartial, error) {
 	var out []ShedPartial
 	for _, b := range shedBroken {
-		run := clone(sc)
+		run := sc.Clone()
 		run.Duration = min(run.Duration, 120*time.Second)
 		run.Triggers = nil
 		run.Traffic.Clients = 1

@@ -92,7 +92,7 @@ func StormCounterfactual(sc *scenario.Scenario) (*scenario.Scenario, string) {
 	if sc.Origin.Model != scenario.ModelQueue || sc.Origin.DropExpired || len(sc.Fleets) == 0 {
 		return nil, ""
 	}
-	cf := clone(sc)
+	cf := sc.Clone()
 	cf.Origin.DropExpired = true
 	cf.Fleets = cf.Fleets[:1]
 	return cf, sc.Fleets[0].Name + ", drop_expired"
@@ -110,7 +110,7 @@ func ShedCounterfactual(sc *scenario.Scenario) (*scenario.Scenario, string) {
 	if (o.Model != scenario.ModelQueue && o.Model != scenario.ModelConcurrency) || o.Shed.Deadline || o.DropExpired || len(sc.Fleets) == 0 {
 		return nil, ""
 	}
-	cf := clone(sc)
+	cf := sc.Clone()
 	cf.Origin.Shed = scenario.Shed{Deadline: true}
 	cf.Fleets = cf.Fleets[:1]
 	return cf, sc.Fleets[0].Name + shedSuffix

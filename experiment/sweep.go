@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/grid"
+
 	"github.com/retrystorm/retrystorm/model"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -128,8 +130,8 @@ func sweepVariants(sc *scenario.Scenario) ([]sweepPolicy, error) {
 // rate / capacity) and dip (the share of capacity the trigger takes away),
 // run with policy p alone.
 func sweepCell(base *scenario.Scenario, p sweepPolicy, load, dip float64) *scenario.Scenario {
-	sc := clone(base)
-	setCapacity(&sc.Origin, base.Traffic.Rate/load)
+	sc := base.Clone()
+	sc.Origin.SetCapacity(base.Traffic.Rate / load)
 	sc.Triggers[0].Capacity = sc.Origin.Capacity * (1 - dip)
 	sc.Origin.DropExpired = p.fix
 	if p.limit.Use != "" {
@@ -232,7 +234,7 @@ func sweepOutcome(js sweepJSON, rate float64, dipFor time.Duration) *Outcome {
 func sweepSource(js sweepJSON) string {
 	var model []string
 	for _, p := range js.Policies {
-		if p.Source == "" || p.Source == sourceSimulator {
+		if p.Source == "" || p.Source == SourceSimulator {
 			continue
 		}
 		what := "every cell"
@@ -322,7 +324,7 @@ func sweepRuns(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 // policy, row and column in one number) on all cores.
 func sweepJobs(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy, js *sweepJSON, opts Options, cells int, at func(i int) int) error {
 	n := len(js.Load)
-	g := Grid{
+	g := grid.Grid{
 		Cells: cells,
 		Shard: opts.Shard,
 		Cell: func(i int) (*scenario.Scenario, error) {
@@ -331,7 +333,7 @@ func sweepJobs(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 			return sweepCell(base, pols[p], js.Load[x], js.Dip[y]), nil
 		},
 	}
-	return RunGrid(ctx, g, opts, func(i int, s sim.Summary) {
+	return grid.Run(ctx, g, opts.GridOptions(), func(i int, s sim.Summary) {
 		job := at(i)
 		p, y, x := job/(n*n), job/n%n, job%n
 		r := -1
@@ -529,7 +531,7 @@ func sweepModel(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy
 		sp := &js.Policies[pi]
 		rec, err := model.Map(n, n, func(x, y int) (*model.Model, error) { return cellModel(base, p, js.Load[x], js.Dip[y]) })
 		if errors.Is(err, model.ErrUnsupported) {
-			sp.Source = sourceSimulator
+			sp.Source = SourceSimulator
 			for c := range n * n {
 				jobs = append(jobs, pi*n*n+c)
 			}
@@ -538,11 +540,11 @@ func sweepModel(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy
 		if err != nil {
 			return fmt.Errorf("sweep: %s: %w", p.name, err)
 		}
-		sp.Recovery, sp.Source = rec, sourceModel
+		sp.Recovery, sp.Source = rec, SourceModel
 		if opts.Engine != EngineBoth {
 			continue
 		}
-		sp.Source, sp.Simulated = sourceModel+"+"+sourceSimulator, nearEdge(rec, sweepBand)
+		sp.Source, sp.Simulated = SourceModel+"+"+SourceSimulator, nearEdge(rec, sweepBand)
 		for y, row := range sp.Simulated {
 			for x, near := range row {
 				if near {

@@ -60,7 +60,7 @@ func TestModelAgreesOnTiers(t *testing.T) {
 // load × the origin's capacity, and a dip that takes dip of the capacity
 // for ten seconds.
 func twoTiers(base *scenario.Scenario, retries int, load, dip float64) *scenario.Scenario {
-	sc := clone(base)
+	sc := base.Clone()
 	sc.Tiers = []scenario.Tier{base.Tiers[0], base.Tiers[2]}
 	for i := range sc.Tiers {
 		sc.Tiers[i].Client.Retry.MaxRetries = retries

@@ -15,6 +15,7 @@ import (
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
+	"github.com/retrystorm/retrystorm/verdict"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -204,15 +205,15 @@ func TestImportErrors(t *testing.T) {
 // an Istio route with 3 retries on 5xx and no retry budget collapses in
 // the storm's dip; a Linkerd route with its retry budget does not.
 func TestCheckImported(t *testing.T) {
-	var in []experiment.CheckInput
+	var in []verdict.CheckInput
 	for _, file := range []string{"istio/naive.yaml", "linkerd/books.yaml"} {
 		fl, err := Import(sources(t, file), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		in = append(in, experiment.CheckInput{Fleet: fl[0].Fleet, Origin: fl[0].Origin})
+		in = append(in, verdict.CheckInput{Fleet: fl[0].Fleet, Origin: fl[0].Origin})
 	}
-	r, err := experiment.Check(context.Background(), in, experiment.CheckOptions{Base: storm(t)}, experiment.Options{})
+	r, err := verdict.Check(context.Background(), in, verdict.CheckOptions{Base: storm(t)}, experiment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

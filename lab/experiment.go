@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -44,7 +45,7 @@ type ExperimentOptions struct {
 	// proxy with its share of the origin), from StartAt (see ShardStart),
 	// against Target; its JSON says which, for merge. The
 	// storm's counterfactual is not run.
-	Shard   experiment.Shard
+	Shard   grid.Shard
 	StartAt time.Time
 	// FleetsOnly plays the scenario's fleets and not the counterfactual
 	// of deadline shedding: for a caller that watches the servers of one

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -69,7 +69,7 @@ type LoadConfig struct {
 	// clients it owns (client c when c mod Count is Index), on the same
 	// schedule as the whole: the shards of a run together send what one
 	// generator would.
-	Shard experiment.Shard
+	Shard grid.Shard
 }
 
 // LoadStats is what the generator did.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -59,7 +59,7 @@ type runOptions struct {
 	startAt time.Time
 	// Shard, when its Count is more than 1, runs shard Index of a run
 	// split over Count load processes (see StartAt).
-	Shard experiment.Shard
+	Shard grid.Shard
 	// StartAt, when set, is when the first fleet's first tick starts on
 	// the wall clock, and each next fleet starts FleetGap after the one
 	// before it ends, instead of when the servers are up and the target

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -36,7 +36,7 @@ func ShardStart(now time.Time) time.Time {
 // shardOf is the scenario shard s of n plays in the lab: sc with
 // the origin's capacity, workers and queue limit, and every capacity
 // trigger's capacity, divided among the shards.
-func shardOf(sc *scenario.Scenario, s experiment.Shard) *scenario.Scenario {
+func shardOf(sc *scenario.Scenario, s grid.Shard) *scenario.Scenario {
 	if s.Count <= 1 {
 		return sc
 	}

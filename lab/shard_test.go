@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
+	"github.com/retrystorm/retrystorm/verdict"
 )
 
 // shardHelperEnv, when set ("i/n target start out"), makes this test
@@ -60,7 +62,7 @@ func TestShardProcess(t *testing.T) {
 		t.Skip("run by TestShardsAgainstNginx as a load process of its own")
 	}
 	f := strings.Fields(v)
-	shard, err := experiment.ParseShard(f[0])
+	shard, err := grid.ParseShard(f[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func TestShardsAgainstNginx(t *testing.T) {
 			t.Skipf("a shard was inconclusive: %s", p[:min(len(p), 2000)])
 		}
 	}
-	merged, err := experiment.Merge(parts)
+	merged, err := verdict.Merge(parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,13 +159,13 @@ func TestShardsAgainstNginx(t *testing.T) {
 
 	// Shards of different runs, or one shard twice: exit 2's errors.
 	other := strings.Replace(string(parts[1]), `"run":"`, `"run":"x`, 1)
-	if _, err := experiment.Merge([][]byte{parts[0], []byte(other)}); err == nil || !strings.Contains(err.Error(), "is of another run") {
+	if _, err := verdict.Merge([][]byte{parts[0], []byte(other)}); err == nil || !strings.Contains(err.Error(), "is of another run") {
 		t.Errorf("shards of different runs merged: %v", err)
 	}
-	if _, err := experiment.Merge([][]byte{parts[0], parts[0]}); err == nil || !strings.Contains(err.Error(), "given twice") {
+	if _, err := verdict.Merge([][]byte{parts[0], parts[0]}); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("a shard given twice merged: %v", err)
 	}
-	if _, err := experiment.Merge([][]byte{parts[0]}); err == nil || !strings.Contains(err.Error(), "missing: 2/2") {
+	if _, err := verdict.Merge([][]byte{parts[0]}); err == nil || !strings.Contains(err.Error(), "missing: 2/2") {
 		t.Errorf("a shard missing merged: %v", err)
 	}
 }

@@ -14,10 +14,10 @@ import (
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/importer"
-	"github.com/retrystorm/retrystorm/internal/configcmd"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/userconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -214,7 +214,7 @@ func TestAdvise(t *testing.T) {
 func TestConfig(t *testing.T) {
 	w := readWindow(t, "testdata/storm.json")
 	read := func(file string) *calibrate.Config {
-		p, err := configcmd.ReadPolicy(configcmd.IO{}, []string{file}, "", importer.Options{})
+		p, err := userconfig.Reader{}.Policy([]string{file}, "", importer.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
+	"github.com/retrystorm/retrystorm/verdict"
 )
 
 // Options say how to replay.
@@ -543,9 +544,9 @@ func advise(ctx context.Context, sc *scenario.Scenario, user scenario.Fleet, spa
 	// Advise's envelope is check's: two minutes of one-second ticks, its
 	// faults from 30s on, whatever the window's length and step.
 	b.Tick, b.Duration = time.Second, 2*time.Minute
-	r, err := experiment.Advise(ctx, experiment.CheckInput{Fleet: user, Origin: "the replay's calibrated origin"}, experiment.AdviseOptions{Base: &b, Seeds: 1, Space: space}, experiment.Options{})
+	r, err := verdict.Advise(ctx, verdict.CheckInput{Fleet: user, Origin: "the replay's calibrated origin"}, verdict.AdviseOptions{Base: &b, Seeds: 1, Space: space}, experiment.Options{})
 	if err != nil {
-		if errors.Is(err, experiment.ErrInput) {
+		if errors.Is(err, verdict.ErrInput) {
 			return scenario.Fleet{}, "", fmt.Errorf("advise refused the calibrated base: %v", err)
 		}
 		return scenario.Fleet{}, "", err

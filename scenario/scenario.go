@@ -518,3 +518,23 @@ func (c Client) Fleet(name string) Fleet {
 	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge,
 		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection}
 }
+
+// Clone copies the scenario deeply enough to change it: its triggers and
+// fleets are its own (a fleet's own slices are shared: replace them,
+// never change them in place).
+func (s *Scenario) Clone() *Scenario {
+	c := *s
+	c.Triggers = slices.Clone(s.Triggers)
+	c.Fleets = slices.Clone(s.Fleets)
+	return &c
+}
+
+// SetCapacity gives o capacity c. The queue model's mean service time is
+// workers / capacity, so a service time that states its own scale (a
+// calibrated one) is scaled with it, as the file's validation requires.
+func (o *Origin) SetCapacity(c float64) {
+	if o.Model == ModelQueue && o.Capacity > 0 {
+		o.ServiceTime = o.ServiceTime.Scaled(o.Capacity / c)
+	}
+	o.Capacity = c
+}

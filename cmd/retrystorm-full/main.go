@@ -6,8 +6,8 @@ package main
 import (
 	"os"
 
-	"github.com/retrystorm/retrystorm/internal/cli"
-	"github.com/retrystorm/retrystorm/internal/cli/full"
+	"github.com/retrystorm/retrystorm/cmd/internal/cli"
+	"github.com/retrystorm/retrystorm/cmd/internal/cli/full"
 )
 
 func main() {

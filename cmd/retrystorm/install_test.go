@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystorm/retrystorm/internal/cli"
+	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 	"github.com/retrystorm/retrystorm/page"
 )
 

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/retrystorm/retrystorm/internal/cli"
+	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 )
 
 func main() {

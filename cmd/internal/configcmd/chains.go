@@ -1,0 +1,156 @@
+package configcmd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
+	"github.com/retrystorm/retrystorm/verdict"
+)
+
+// defaultMaxRuns is --max-runs' default: the most simulations a check of
+// a stack or of manifests, or an advise search, makes.
+const defaultMaxRuns = 20_000
+
+// chainSet is what check --stack or --manifests checks: its chains, in
+// order, and what could not be matched.
+type chainSet struct {
+	source    string // "--stack a,b,c" or "--manifests DIR"
+	single    bool   // --stack: one chain, printed as a stack
+	chains    [][]verdict.StackLayer
+	unmatched []string
+}
+
+// runChains checks the chains of set: identical ones (the same policies
+// layer by layer, and instances) once, the work counted before it starts
+// and refused past --max-runs. With --shard it runs the shard's part of
+// every distinct chain and prints it for merge; else it prints each
+// chain's verdict and gates.
+func (c *CheckOptions) runChains(ctx context.Context, o IO, set chainSet, co verdict.CheckOptions, opts experiment.Options, sh grid.Shard) error {
+	head := o.Stdout
+	if c.JSON {
+		head = o.Stderr // the JSON has it too
+	}
+	index := map[string]int{}
+	var distinct [][]verdict.StackLayer
+	of := make([]int, len(set.chains))
+	for i, ch := range set.chains {
+		key := chainKey(ch)
+		k, ok := index[key]
+		if !ok {
+			k = len(distinct)
+			index[key] = k
+			distinct = append(distinct, ch)
+		}
+		of[i] = k
+	}
+	per, err := verdict.StackRuns(co)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	most := cmp.Or(c.MaxRuns, defaultMaxRuns)
+	if runs := per * len(distinct); runs > most {
+		return usagef("%s: %d distinct chains (of %d) × %d simulations each = %d simulations, more than --max-runs %d: give fewer --seeds, raise --max-runs, split the work with --shard, or split the directory", set.source, len(distinct), len(set.chains), per, runs, most)
+	}
+	if !set.single {
+		fmt.Fprintf(head, "%d distinct chains of %d, %d simulations each (%d in all).\n\n", len(distinct), len(set.chains), per, per*len(distinct))
+	}
+	m := &verdict.StackShard{Shard: sh.String(), Source: set.source, Unmatched: set.unmatched}
+	if m.Unmatched == nil {
+		m.Unmatched = []string{}
+	}
+	for k, ch := range distinct {
+		cs := co
+		cs.Shard = sh
+		// Each distinct chain's outage run is made by one shard, in turn.
+		r, err := verdict.CheckStackShard(ctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
+		if err != nil {
+			return costly(err)
+		}
+		m.Results = append(m.Results, r)
+	}
+	for i, ch := range set.chains {
+		r := m.Results[of[i]]
+		sc := verdict.StackShardChain{Chain: chainName(ch), Distinct: of[i]}
+		for k, l := range ch {
+			lr := r.Layers[k]
+			lr.Name, lr.File, lr.Line, lr.Via, lr.Origin = l.Name, l.File, l.Line, l.Via, l.Input.Origin
+			// Every setting that would be blamed, at this chain's own
+			// files: kept when the verdict is unsafe.
+			lr.Blame = verdict.BlameAt(l.Name, l.File, l.Settings, blameWhys(r.Layers[k].Blame))
+			sc.Layers = append(sc.Layers, lr)
+		}
+		m.Chains = append(m.Chains, sc)
+	}
+	if sh.Count > 1 {
+		return writeJSON(o.Stdout, m) // the verdicts wait for merge
+	}
+	return c.printChains(o, m, set.single)
+}
+
+// printChains prints the chains of a whole (or merged) stack shard and
+// gates on their verdicts: a --stack as its one chain, manifests chain
+// by chain.
+func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) error {
+	var vs []verdict.Finding
+	var results []*verdict.StackResult
+	seen := map[int]bool{}
+	for i := range m.Chains {
+		own := m.StackRun(i)
+		results = append(results, own)
+		v := verdict.StackFindings(own)
+		v[0].Name = own.Chain
+		vs = append(vs, v...)
+		if c.JSON {
+			continue
+		}
+		if !single {
+			fmt.Fprintf(o.Stdout, "Chain: %s\n", own.Chain)
+			for _, l := range own.Layers {
+				if l.Via != "" {
+					fmt.Fprintf(o.Stdout, "    via %s\n", l.Via)
+				}
+				fmt.Fprintf(o.Stdout, "  %s (%s), %s\n", l.Name, fileLine(l.File, l.Line), instances(l.Instances))
+			}
+			if seen[m.Chains[i].Distinct] {
+				fmt.Fprintln(o.Stdout, "  (the same policies as a chain above: simulated once)")
+			}
+		}
+		seen[m.Chains[i].Distinct] = true
+		if err := own.Render(o.Stdout, o.Style); err != nil {
+			return err
+		}
+		if single {
+			if err := writeReport(o, c.Out, own.Check.Section(), "retrystorm check "+m.Source); err != nil {
+				return err
+			}
+		}
+	}
+	if c.JSON {
+		var err error
+		if single {
+			err = writeJSON(o.Stdout, results[0])
+		} else {
+			err = writeJSON(o.Stdout, struct {
+				Chains    []*verdict.StackResult `json:"chains"`
+				Unmatched []string               `json:"unmatched"`
+				Simulated int                    `json:"chains_simulated"`
+			}{results, m.Unmatched, len(m.Results)})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return c.gate(o, vs)
+}
+
+func chainName(ch []verdict.StackLayer) string {
+	var names []string
+	for _, l := range ch {
+		names = append(names, l.Name)
+	}
+	return strings.Join(names, " → ")
+}

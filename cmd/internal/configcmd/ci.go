@@ -1,0 +1,108 @@
+package configcmd
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/userconfig"
+	"github.com/retrystorm/retrystorm/verdict"
+)
+
+// checkVerdicts are check's fleets as verdicts; u (the files imported)
+// locates the settings to blame.
+func checkVerdicts(r *verdict.CheckResult, in []verdict.CheckInput, u *userconfig.Files) []verdict.Finding {
+	return verdict.CheckFindings(r, func(i int) []verdict.Blame {
+		f := r.Fleets[i]
+		{
+			file := f.Origin
+			var at []verdict.SettingAt
+			fl, ok := importer.Fleet{}, false
+			if i < len(in) {
+				if fl, ok = u.Imported(in[i]); ok {
+					file, _, _ = strings.Cut(fl.Origin, ": ")
+					at = importerSettings(u, fl)
+				}
+			}
+			blame := verdict.BlameAt(f.Name, file, at, f.Risks)
+			if ok {
+				// The objects with the same settings, imported as this
+				// one fleet, are to blame as much: each at its own line.
+				for k, set := range importer.CoveredSettings(u.Sources, fl) {
+					var at []verdict.SettingAt
+					for _, s := range set {
+						at = append(at, verdict.SettingAt{Name: s.Name, File: s.File, Line: s.Line})
+					}
+					blame = append(blame, verdict.BlameAt(fl.Covers[k], file, at, f.Risks)...)
+				}
+			}
+			return blame
+		}
+	})
+}
+
+// gate compares the verdicts with the baseline, writes the CI outputs,
+// and returns ErrUnsafe when a verdict fails.
+func (c *CheckOptions) gate(o IO, vs []verdict.Finding) error {
+	var base map[string]int
+	if c.Baseline != "" {
+		var err error
+		data, err := o.read(c.Baseline, maxShardSize)
+		if err != nil {
+			return usagef("--baseline %v", err)
+		}
+		if base, err = verdict.ReadBaseline(c.Baseline, data); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	fails := 0
+	for i := range vs {
+		v := &vs[i]
+		v.Fails = v.Unsafe
+		if base != nil {
+			was, ok := base[v.Name]
+			switch {
+			case !ok:
+			case was == 0:
+				v.Was = "safe"
+			default:
+				v.Was = fmt.Sprintf("UNSAFE (%d realistic cells)", was)
+			}
+			// Worse: unsafe where it was safe or absent, or in more cells.
+			v.Fails = v.Unsafe && (!ok || v.Cells > was)
+			if v.Unsafe && !v.Fails {
+				fmt.Fprintf(o.Stderr, "baseline: %s is unsafe as it was (%s; now %d realistic cells): not a failure\n", v.Name, v.Was, v.Cells)
+			}
+		}
+		if v.Fails {
+			fails++
+		}
+	}
+	if c.SARIF != "" {
+		if err := writeFile(c.SARIF, func(b *bytes.Buffer) error { return verdict.WriteSARIF(b, vs) }); err != nil {
+			return err
+		}
+	}
+	if c.JUnit != "" {
+		if err := writeFile(c.JUnit, func(b *bytes.Buffer) error { return verdict.WriteJUnit(b, vs) }); err != nil {
+			return err
+		}
+	}
+	if fails > 0 {
+		return ErrUnsafe
+	}
+	return nil
+}
+
+func writeFile(name string, write func(*bytes.Buffer) error) error {
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+// Package grid runs sets of independent simulator runs, the cells of a
+// map (a sweep, a check's envelope, an advise search), on every core, and
+// splits them into shards that other machines run: the same cells go to
+// the same shard everywhere, so a merged result is the one a single run
+// gives. It also holds the checks a shard's JSON passes before it is
+// merged, since a shard comes from anywhere.
+package grid
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// Grid is a set of independent runs, each one fleet on a scenario of its
+// own: the cells of a vulnerability map (sweep, check, advise). Each
+// cell's result depends on its scenario alone, so the grid's does not
+// depend on scheduling, on the number of workers, or on how it is split
+// into shards.
+type Grid struct {
+	// Cells is the number of cells, numbered from 0.
+	Cells int
+	// Cell builds cell i's scenario, with the one fleet it runs. It is
+	// called from several goroutines at once and must not share what it
+	// returns.
+	Cell func(i int) (*scenario.Scenario, error)
+	// Shard, when its Count is above 1, runs only the cells the shard
+	// owns.
+	Shard Shard
+	// Summary, when set, makes the summary kept of a run's fleet (a
+	// chain's, judged at the origin); nil keeps the fleet's own.
+	Summary func(sim.FleetResult) sim.Summary
+}
+
+// Shard is one part of a grid split for several machines: shard Index
+// (from 0) of Count owns the cells whose number is Index modulo Count, so
+// the same cells go to the same shard on any machine. The zero Shard is
+// the whole grid.
+type Shard struct {
+	Index, Count int
+}
+
+// Owns reports whether the shard runs cell i.
+func (s Shard) Owns(i int) bool { return s.Count <= 1 || i%s.Count == s.Index }
+
+// String returns "i/n" as --shard takes it, with i from 1.
+func (s Shard) String() string {
+	if s.Count <= 1 {
+		return "1/1"
+	}
+	return fmt.Sprintf("%d/%d", s.Index+1, s.Count)
+}
+
+// ParseShard reads --shard's "i/n" (i from 1 to n).
+func ParseShard(v string) (Shard, error) {
+	var i, n int
+	if _, err := fmt.Sscanf(v, "%d/%d", &i, &n); err != nil || fmt.Sprintf("%d/%d", i, n) != v {
+		return Shard{}, fmt.Errorf("--shard %q: want i/n, such as 2/8", v)
+	}
+	if n < 1 || n > 10000 || i < 1 || i > n {
+		return Shard{}, fmt.Errorf("--shard %q: i must be in [1, n] and n in [1, 10000]", v)
+	}
+	return Shard{Index: i - 1, Count: n}, nil
+}
+
+// cells returns the cells the shard owns.
+func (g Grid) cells() []int {
+	var out []int
+	for i := range g.Cells {
+		if g.Shard.Owns(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Options say how a grid runs.
+type Options struct {
+	// Workers bounds the parallel runs; zero means GOMAXPROCS.
+	Workers int
+	// Progress, when set, is told how far the grid has come, one call at
+	// a time and never with less done than before.
+	Progress func(done, total int)
+	// Limits bounds each simulator run (see sim.Estimate); zero fields
+	// mean sim.DefaultLimits'.
+	Limits sim.Limits
+}
+
+// Simulate plays sc in the simulator within the options' limits.
+func (o Options) Simulate(ctx context.Context, sc *scenario.Scenario) (*sim.Result, error) {
+	return sim.RunWith(ctx, sc, sim.Options{Limits: o.Limits})
+}
+
+// Run runs the grid's cells (the shard's) on opts.Workers goroutines
+// (all cores by default) and hands each cell's summary to keep, from the
+// goroutine that ran it: keep must write only what belongs to cell i. It
+// reports progress through opts.Progress, and stops at the first error.
+func Run(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.Summary)) error {
+	todo := g.cells()
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var (
+		progressMu sync.Mutex
+		done       int
+	)
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for job := range jobs {
+				sc, err := g.Cell(job)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				res, err := opts.Simulate(ctx, sc)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				s := res.Fleets[0].Summary
+				if g.Summary != nil {
+					s = g.Summary(res.Fleets[0])
+				}
+				keep(job, s)
+				if opts.Progress != nil {
+					// Under the lock, so that progress never goes back.
+					progressMu.Lock()
+					done++
+					opts.Progress(done, len(todo))
+					progressMu.Unlock()
+				}
+			}
+		})
+	}
+	for _, job := range todo {
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,676 @@
+package kube
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// This file follows a call from one Service to the next through what the
+// manifests name explicitly, so that a chain goes on past a pod's client
+// config (docs/stack.md, "--manifests"):
+//
+//   - a route's destination: a VirtualService's http route
+//     destination.host (and its subset, the DestinationRule's labels), an
+//     HTTPRoute's backendRefs;
+//   - a pod's own calls: a container's env values, args and command that
+//     hold a URL or host:port naming a Service of the manifests
+//     (http://payments.shop.svc.cluster.local:8080, payments:8080,
+//     dns:///payments:50051);
+//   - a client config's target: a value beside the config in its
+//     ConfigMap (a gRPC channel's target, a base URL) naming a Service.
+//
+// Nothing else is matched: a gRPC service config names a gRPC service
+// (shop.Payments), not the Kubernetes Service that serves it, so it
+// names no hop by itself.
+
+// ref is a Service named somewhere in the manifests, and where.
+type ref struct {
+	name, ns string // ns is empty when the name does not say it
+	subset   string // a VirtualService destination's subset
+	at       string // file:line, and what names it ("env PAYMENTS_URL")
+}
+
+// routeInfo is what the chains need of a route object that the importer
+// does not keep: the hosts callers use, whether it applies to the mesh's
+// own calls (a sidecar's route) or only at a gateway, its destinations and
+// its line.
+type routeInfo struct {
+	kind, name, ns, file string
+	line                 int
+	into                 []string // the short names of the Services whose callers it applies to
+	mesh                 bool
+	dests                [][]ref // per http route (VirtualService) or for the whole route
+	lines                []int   // the line of each http route
+}
+
+// subsetKey is a DestinationRule subset: host's short name and subset.
+type subsetKey struct{ host, subset string }
+
+// kubeIndex is the routes, subsets and named targets of the manifests.
+type kubeIndex struct {
+	routes  []routeInfo
+	subsets map[subsetKey]map[string]string // labels
+	// cmTargets are the Services a ConfigMap's other values name:
+	// "namespace/name" → refs.
+	cmTargets map[string][]ref
+	// lines are the objects' lines: file, kind and name → line.
+	lines map[[3]string]int
+}
+
+// describe completes route layer l (the importer's fleet from obj, "Kind
+// name", in file) with what the chains need: the Services its callers
+// call, whether the mesh's own calls take it, its destinations and its
+// line. A route the index does not know (a ServiceProfile, a Service's
+// annotations) applies to calls into its host and sends them there.
+func (ix *kubeIndex) describe(l *manifestLayer, file, obj, origin string) {
+	kind, name, _ := strings.Cut(obj, " ")
+	l.layer.Line = ix.lines[[3]string{file, kind, name}]
+	for _, r := range ix.routes {
+		if r.file != file || r.kind != kind || r.name != name {
+			continue
+		}
+		l.into, l.mesh = r.into, r.mesh
+		k := 0
+		if _, rest, ok := strings.Cut(origin, "spec.http["); ok {
+			idx, _, _ := strings.Cut(rest, "]")
+			if n, err := strconv.Atoi(idx); err == nil {
+				k = n
+			}
+		}
+		if k < len(r.dests) {
+			l.dests = r.dests[k]
+		}
+		if k < len(r.lines) && r.kind == "VirtualService" {
+			l.layer.Line = r.lines[k]
+		}
+		if kind == "HTTPRoute" {
+			l.host = ""
+			if len(r.into) > 0 {
+				l.host = r.into[0]
+			} else if len(l.dests) > 0 {
+				l.host = l.dests[0].name // a gateway's route: into its backends
+			}
+		}
+		return
+	}
+	if l.host != "" {
+		l.into, l.mesh = []string{l.host}, true
+		l.dests = []ref{{name: l.host, at: fmt.Sprintf("%s:%d: %s", file, l.layer.Line, obj)}}
+	}
+}
+
+// indexObjects reads the routes, DestinationRule subsets and ConfigMap
+// targets of one manifest file into ix.
+func (ix *kubeIndex) indexObjects(name string, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		root := doc.Content[0]
+		kind := scalar(field(root, "kind"))
+		md := field(root, "metadata")
+		objName, ns := scalar(field(md, "name")), cmp.Or(scalar(field(md, "namespace")), "default")
+		spec := field(root, "spec")
+		if ix.lines == nil {
+			ix.lines = map[[3]string]int{}
+		}
+		if _, ok := ix.lines[[3]string{name, kind, objName}]; !ok {
+			ix.lines[[3]string{name, kind, objName}] = root.Line
+		}
+		switch kind {
+		case "VirtualService":
+			r := routeInfo{kind: kind, name: objName, ns: ns, file: name, line: root.Line}
+			gws := seq(field(spec, "gateways"))
+			r.mesh = len(gws) == 0
+			for _, g := range gws {
+				r.mesh = r.mesh || scalar(g) == "mesh"
+			}
+			for _, h := range seq(field(spec, "hosts")) {
+				r.into = append(r.into, shortHost(scalar(h)))
+			}
+			for _, h := range seq(field(spec, "http")) {
+				var ds []ref
+				for _, rt := range seq(field(h, "route")) {
+					d := field(rt, "destination")
+					if host := scalar(field(d, "host")); host != "" {
+						rf := hostRef(host, ns)
+						rf.subset = scalar(field(d, "subset"))
+						rf.at = fmt.Sprintf("%s:%d: destination.host", name, d.Line)
+						ds = append(ds, rf)
+					}
+				}
+				r.dests = append(r.dests, ds)
+				r.lines = append(r.lines, h.Line)
+			}
+			ix.routes = append(ix.routes, r)
+		case "HTTPRoute":
+			r := routeInfo{kind: kind, name: objName, ns: ns, file: name, line: root.Line}
+			for _, p := range seq(field(spec, "parentRefs")) {
+				switch scalar(field(p, "kind")) {
+				case "Service":
+					r.mesh = true // GAMMA: the route applies to calls into this Service
+					r.into = append(r.into, scalar(field(p, "name")))
+				}
+			}
+			var ds []ref
+			for _, rule := range seq(field(spec, "rules")) {
+				for _, b := range seq(field(rule, "backendRefs")) {
+					if k := scalar(field(b, "kind")); k != "" && k != "Service" {
+						continue
+					}
+					ds = append(ds, ref{name: scalar(field(b, "name")), ns: cmp.Or(scalar(field(b, "namespace")), ns), at: fmt.Sprintf("%s:%d: backendRefs", name, b.Line)})
+				}
+			}
+			if len(ds) == 0 { // no backendRefs: the parent Service serves it
+				for _, s := range r.into {
+					ds = append(ds, ref{name: s, ns: ns, at: fmt.Sprintf("%s:%d: parentRefs", name, root.Line)})
+				}
+			}
+			r.dests = [][]ref{ds}
+			ix.routes = append(ix.routes, r)
+		case "DestinationRule":
+			host := shortHost(scalar(field(spec, "host")))
+			for _, s := range seq(field(spec, "subsets")) {
+				labels := map[string]string{}
+				if l := field(s, "labels"); l != nil && l.Kind == yaml.MappingNode {
+					for i := 0; i+1 < len(l.Content); i += 2 {
+						labels[l.Content[i].Value] = l.Content[i+1].Value
+					}
+				}
+				if ix.subsets == nil {
+					ix.subsets = map[subsetKey]map[string]string{}
+				}
+				ix.subsets[subsetKey{host, scalar(field(s, "name"))}] = labels
+			}
+		case "ConfigMap":
+			d := field(root, "data")
+			if d == nil || d.Kind != yaml.MappingNode {
+				continue
+			}
+			for i := 0; i+1 < len(d.Content); i += 2 {
+				v := d.Content[i+1]
+				if rf, ok := targetRef(v.Value, ns); ok {
+					rf.at = fmt.Sprintf("%s:%d: ConfigMap %s data.%s", name, v.Line, objName, d.Content[i].Value)
+					if ix.cmTargets == nil {
+						ix.cmTargets = map[string][]ref{}
+					}
+					ix.cmTargets[ns+"/"+objName] = append(ix.cmTargets[ns+"/"+objName], rf)
+				}
+			}
+		}
+	}
+}
+
+// podTargets are the Services a pod template's containers name in their
+// env values, args and command.
+func podTargets(file string, tmplSpec *yaml.Node, ns string) []ref {
+	var out []ref
+	for _, group := range []string{"initContainers", "containers"} {
+		for _, c := range seq(field(tmplSpec, group)) {
+			for _, e := range seq(field(c, "env")) {
+				v := field(e, "value")
+				if rf, ok := targetRef(scalar(v), ns); ok {
+					rf.at = fmt.Sprintf("%s:%d: env %s", file, v.Line, scalar(field(e, "name")))
+					out = append(out, rf)
+				}
+			}
+			for _, key := range []string{"command", "args"} {
+				for _, a := range seq(field(c, key)) {
+					// --target=payments:8080 as well as a bare value.
+					v := a.Value
+					if _, after, ok := strings.Cut(v, "="); ok && strings.HasPrefix(v, "-") {
+						v = after
+					}
+					if rf, ok := targetRef(v, ns); ok {
+						rf.at = fmt.Sprintf("%s:%d: %s", file, a.Line, key)
+						out = append(out, rf)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// targetRef reads a value as a call to a Kubernetes Service: a URL
+// (http, https, grpc, h2c) or a gRPC target (dns:///host:port) whose host
+// is a cluster name, or host:port. A cluster name is a bare DNS label
+// (the Service in the pod's namespace) or name.namespace[.svc[.domain]].
+// Anything else (an external host, a path, a word) is not one.
+func targetRef(v, ns string) (ref, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.ContainsAny(v, " \t\n") {
+		return ref{}, false
+	}
+	hostport := ""
+	switch {
+	case strings.HasPrefix(v, "dns:///"):
+		hostport = strings.TrimPrefix(v, "dns:///")
+	case strings.Contains(v, "://"):
+		u, err := url.Parse(v)
+		if err != nil || !slices.Contains([]string{"http", "https", "grpc", "grpcs", "h2c"}, u.Scheme) {
+			return ref{}, false
+		}
+		hostport = u.Host
+		if u.Port() == "" {
+			hostport = net.JoinHostPort(u.Hostname(), "0")
+		}
+	default:
+		hostport = v
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return ref{}, false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return ref{}, false
+	}
+	labels := strings.Split(host, ".")
+	for _, l := range labels {
+		if !dnsLabel(l) {
+			return ref{}, false
+		}
+	}
+	switch {
+	case len(labels) == 1:
+		return ref{name: labels[0], ns: ns}, true
+	case len(labels) == 2, len(labels) >= 3 && labels[2] == "svc":
+		return ref{name: labels[0], ns: labels[1]}, true
+	}
+	return ref{}, false // an external host: not a Service of the cluster
+}
+
+// dnsLabel reports whether s is an RFC 1123 label, as a Service's name is.
+func dnsLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// hostRef is a route destination's host as a Service: its first label,
+// and its namespace when the host says it (else the route's).
+func hostRef(host, ns string) ref {
+	labels := strings.Split(host, ".")
+	if len(labels) >= 2 {
+		return ref{name: labels[0], ns: labels[1]}
+	}
+	return ref{name: labels[0], ns: ns}
+}
+
+func scalar(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+func seq(n *yaml.Node) []*yaml.Node {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return n.Content
+}
+
+// chainer builds the chains of any depth from the layers and the hops.
+type chainer struct {
+	layers   []manifestLayer
+	loads    []workload
+	services []service
+	ix       *kubeIndex
+
+	chains    [][]Layer
+	unmatched []string
+	used      map[string]bool // the layers in a chain: file and origin
+	noted     map[string]bool
+	// maxChains bounds the chains (paths through a graph of many
+	// branches grow fast): past it the check is refused.
+	maxChains int
+}
+
+func (c *chainer) note(s string) {
+	if !c.noted[s] {
+		c.noted[s] = true
+		c.unmatched = append(c.unmatched, s)
+	}
+}
+
+// buildChains finds every chain: from each route no pod of the manifests
+// calls (a gateway's, or a route whose callers are elsewhere), and from
+// each workload no route or pod leads to, through every hop named
+// explicitly, to where the manifests name no further hop. A chain that
+// comes back to a Service it passed is refused with the loop.
+func buildChains(layers []manifestLayer, loads []workload, services []service, ix *kubeIndex) ([][]Layer, []string, error) {
+	c := &chainer{layers: layers, loads: loads, services: services, ix: ix, used: map[string]bool{}, noted: map[string]bool{}, maxChains: 100_000}
+	// The Services something in the manifests calls: a pod's own call
+	// enters through the mesh's routes into that Service.
+	called := map[string]bool{}
+	for _, w := range loads {
+		for _, e := range c.edges(w, false) {
+			if e.next != nil {
+				called[e.next.name] = true
+			}
+		}
+	}
+	for i := range layers {
+		r := &layers[i]
+		if r.host == "" || (r.mesh && anyCalled(r.into, called)) {
+			continue // not a route, or one the chains reach from their callers
+		}
+		if err := c.fromRoute(nil, i, nil, ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Workloads nothing in the manifests calls are where calls start.
+	for _, w := range loads {
+		if c.reached(w, called, layers) {
+			continue
+		}
+		if err := c.fromWorkload(nil, w, nil, ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, l := range layers {
+		if l.cm == "" || c.used[l.layer.File+"\x00"+l.layer.Origin] || c.mounted(l.cm) {
+			continue // in a chain, or listed with the pods that mount it
+		}
+		c.note(fmt.Sprintf("%s (%s): no pod in the manifests mounts it", l.layer.Name, fileLine(l.layer.File, l.layer.Line)))
+	}
+	return c.chains, c.unmatched, nil
+}
+
+func anyCalled(into []string, called map[string]bool) bool {
+	for _, s := range into {
+		if called[s] {
+			return true
+		}
+	}
+	return false
+}
+
+// mounted reports whether a workload mounts ConfigMap cm.
+func (c *chainer) mounted(cm string) bool {
+	for _, w := range c.loads {
+		if slices.Contains(w.configMaps, cm) {
+			return true
+		}
+	}
+	return false
+}
+
+// reached reports whether a route or another pod leads into w.
+func (c *chainer) reached(w workload, called map[string]bool, layers []manifestLayer) bool {
+	for _, s := range c.services {
+		if s.ns != w.ns || len(s.selector) == 0 || !selects(s.selector, w.labels) {
+			continue
+		}
+		if called[s.name] {
+			return true
+		}
+		for _, l := range layers {
+			if l.host == s.name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// edge is one call out of a workload: through its client config (nil:
+// the pod calls with no retries of its own) to the next Service (nil: the
+// manifests name none).
+type edge struct {
+	cfg  int // index in c.layers; -1: none
+	next *ref
+}
+
+// edges are w's calls out. A client config names its next Service in its
+// ConfigMap, or through the pod's own targets when it is the pod's only
+// client config; with several configs and no ConfigMap target, which
+// config calls which Service is not said, and is listed.
+func (c *chainer) edges(w workload, report bool) []edge {
+	var cfgs []int
+	for i, l := range c.layers {
+		if l.cm != "" && slices.Contains(w.configMaps, l.cm) {
+			cfgs = append(cfgs, i)
+		}
+	}
+	var out []edge
+	if len(cfgs) == 0 {
+		for k := range w.targets {
+			out = append(out, edge{cfg: -1, next: &w.targets[k]})
+		}
+		return out
+	}
+	for _, i := range cfgs {
+		ts := c.ix.cmTargets[c.layers[i].cm]
+		if len(ts) == 0 && len(cfgs) == 1 {
+			ts = w.targets
+		}
+		if len(ts) == 0 && len(cfgs) > 1 && len(w.targets) > 0 && report {
+			c.note(fmt.Sprintf("%s %s (%s:%d): %d client configs and %d Services named in its containers: which config calls which is not said (name the target in the config's ConfigMap)", w.kind, w.name, w.file, w.line, len(cfgs), len(w.targets)))
+		}
+		if len(ts) == 0 {
+			out = append(out, edge{cfg: i})
+			continue
+		}
+		for k := range ts {
+			out = append(out, edge{cfg: i, next: &ts[k]})
+		}
+	}
+	return out
+}
+
+// step is one Service on the way, for a loop's message.
+type step struct{ svc, at string }
+
+func loopError(path []step, s ref) error {
+	var names []string
+	start := 0
+	for i, p := range path {
+		if p.svc == s.ns+"/"+s.name {
+			start = i
+			break
+		}
+	}
+	for _, p := range path[start:] {
+		names = append(names, p.svc+" ("+p.at+")")
+	}
+	names = append(names, s.ns+"/"+s.name+" ("+s.at+")")
+	return fmt.Errorf("--manifests: the chain loops: %s: a Service cannot call itself through the others", strings.Join(names, " → "))
+}
+
+// emit adds a chain of two layers or more; a shorter one is listed.
+func (c *chainer) emit(chain []Layer, why string) error {
+	switch {
+	case len(chain) >= 2 && len(chain) <= scenario.MaxTiers+1:
+		if len(c.chains) >= c.maxChains {
+			return fmt.Errorf("--manifests: more than %d chains: split the directory", c.maxChains)
+		}
+		c.chains = append(c.chains, slices.Clone(chain))
+		for _, l := range chain {
+			c.used[l.File+"\x00"+l.Origin] = true
+		}
+	case len(chain) > scenario.MaxTiers+1:
+		c.note(fmt.Sprintf("%s: %d layers, more than the %d a chain may have: not checked", chainName(chain), len(chain), scenario.MaxTiers+1))
+	case len(chain) == 1:
+		c.note(why)
+	}
+	return nil
+}
+
+// fromRoute follows route i: into each Service it names as destination.
+func (c *chainer) fromRoute(chain []Layer, i int, path []step, via string) error {
+	r := c.layers[i]
+	l := r.layer
+	l.Via = via
+	chain = append(slices.Clone(chain), l)
+	dests := r.dests
+	if len(dests) == 0 {
+		dests = []ref{{name: r.host, at: r.layer.File}}
+	}
+	for _, d := range dests {
+		if err := c.intoService(chain, d, path, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// intoService follows a call into Service s: to the workloads it selects
+// (a subset's labels too), then each one's calls out.
+func (c *chainer) intoService(chain []Layer, s ref, path []step, via manifestLayer) error {
+	key := s.ns + "/" + s.name
+	for _, p := range path {
+		if p.svc == key || (s.ns == "" && strings.HasSuffix(p.svc, "/"+s.name)) {
+			return loopError(path, s)
+		}
+	}
+	var sel []service
+	for _, sv := range c.services {
+		if sv.name == s.name && (s.ns == "" || sv.ns == s.ns) {
+			sel = append(sel, sv)
+		}
+	}
+	if len(sel) == 0 {
+		if len(chain) == 1 && via.layer.Name != "" {
+			return c.emit(chain, fmt.Sprintf("%s (%s): no Service %q in the manifests", via.layer.Name, via.layer.File, s.name))
+		}
+		c.note(fmt.Sprintf("%s: calls %s, no Service in the manifests: the chain ends there", s.at, s.name))
+		return c.emit(chain, "")
+	}
+	var extra map[string]string
+	if s.subset != "" {
+		var ok bool
+		if extra, ok = c.ix.subsets[subsetKey{s.name, s.subset}]; !ok {
+			c.note(fmt.Sprintf("%s: subset %q of %s: no DestinationRule in the manifests defines it", s.at, s.subset, s.name))
+			return c.emit(chain, "")
+		}
+	}
+	found := false
+	for _, sv := range sel {
+		for _, w := range c.loads {
+			if w.ns != sv.ns || len(sv.selector) == 0 || !selects(sv.selector, w.labels) || !selects(extra, w.labels) {
+				continue
+			}
+			found = true
+			next := append(slices.Clone(path), step{svc: sv.ns + "/" + sv.name, at: s.at})
+			sub := ""
+			if s.subset != "" {
+				sub = fmt.Sprintf(" (subset %s)", s.subset)
+			}
+			into := fmt.Sprintf("%s → Service %s%s selects %s %s (%s:%d)", s.at, sv.name, sub, w.kind, w.name, w.file, w.line)
+			if err := c.fromWorkload(chain, w, next, into); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		if len(chain) == 1 {
+			return c.emit(chain, fmt.Sprintf("%s (%s): the pods of Service %q mount no client config: nothing below it to multiply", via.layer.Name, via.layer.File, s.name))
+		}
+		return c.emit(chain, "")
+	}
+	return nil
+}
+
+// fromWorkload follows w's calls out: its client config as the next
+// layer, then the mesh's routes into the Service it calls, then on.
+func (c *chainer) fromWorkload(chain []Layer, w workload, path []step, via string) error {
+	es := c.edges(w, true)
+	if len(es) == 0 {
+		if len(chain) == 1 {
+			return c.emit(chain, fmt.Sprintf("%s (%s): the pods of Service %q mount no client config: nothing below it to multiply", chain[0].Name, chain[0].File, shortSvc(path)))
+		}
+		return c.emit(chain, "")
+	}
+	for _, e := range es {
+		ch := chain
+		if e.cfg >= 0 {
+			below := c.layers[e.cfg].layer
+			below.Instances = w.replicas
+			below.Name = fmt.Sprintf("%s of %s %s", below.Name, w.kind, w.name)
+			below.Via = via
+			ch = append(slices.Clone(chain), below)
+		}
+		if e.next == nil {
+			why := ""
+			if len(ch) == 1 {
+				why = fmt.Sprintf("%s (%s): no route or pod in the manifests leads to the pods that mount it", ch[0].Name, ch[0].File)
+			}
+			if err := c.emit(ch, why); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(path) == 0 {
+			// A workload where calls start: its own Services are on
+			// the path, so that a call back into it is a loop.
+			for _, s := range c.services {
+				if s.ns == w.ns && len(s.selector) > 0 && selects(s.selector, w.labels) {
+					path = append(path, step{svc: s.ns + "/" + s.name, at: fmt.Sprintf("%s:%d: %s %s", w.file, w.line, w.kind, w.name)})
+				}
+			}
+		}
+		// The mesh's routes into the Service called: a sidecar's layer.
+		routed := false
+		for i, l := range c.layers {
+			if l.host == "" || !l.mesh || !slices.Contains(l.into, e.next.name) {
+				continue
+			}
+			routed = true
+			if err := c.fromRoute(ch, i, path, e.next.at); err != nil {
+				return err
+			}
+		}
+		if !routed {
+			if err := c.intoService(ch, *e.next, path, manifestLayer{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func shortSvc(path []step) string {
+	if len(path) == 0 {
+		return ""
+	}
+	_, n, _ := strings.Cut(path[len(path)-1].svc, "/")
+	return n
+}
+
+// chainName names a chain by its layers, outermost first.
+func chainName(ch []Layer) string {
+	var names []string
+	for _, l := range ch {
+		names = append(names, l.Name)
+	}
+	return strings.Join(names, " → ")
+}

@@ -1,0 +1,136 @@
+package kube
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRouteHosts: the Service each kind of route calls into, as the
+// chains match it: a VirtualService's destination host, a
+// ServiceProfile's name, a Linkerd-annotated Service, an HTTPRoute's
+// parent Service.
+func TestRouteHosts(t *testing.T) {
+	for origin, want := range map[string]string{
+		"a.yaml: VirtualService orders: spec.http[0] (host orders.shop.svc.cluster.local)": "orders",
+		"b.yaml: ServiceProfile authors.booksapp.svc.cluster.local: spec.routes[0]":        "authors",
+		"c.yaml: Service books": "books",
+	} {
+		if got := shortHost(routeHost(origin)); got != want {
+			t.Errorf("%s: %q, want %q", origin, got, want)
+		}
+	}
+	data, err := os.ReadFile("../testdata/linkerd/httproute-retries.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	l := manifestLayer{}
+	ix.describe(&l, "r.yaml", "HTTPRoute schlep-default", "r.yaml: HTTPRoute schlep-default")
+	if l.host != "schlep" || !l.mesh || len(l.dests) != 1 || l.dests[0].name != "schlep" || l.layer.Line != 4 {
+		t.Errorf("HTTPRoute schlep-default: host %q, mesh %v, destinations %+v, line %d: want schlep (its parent Service, no backendRefs), mesh, line 4", l.host, l.mesh, l.dests, l.layer.Line)
+	}
+}
+
+// TestHTTPRouteBackends: an HTTPRoute sends its calls to its backendRefs
+// (Services only; a namespace given there wins), applies to the calls
+// into its parent Service (GAMMA, as Linkerd reads it), and, attached to
+// a Gateway only, applies at the gateway: a route into its first backend.
+func TestHTTPRouteBackends(t *testing.T) {
+	data := []byte(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: split, namespace: shop}
+spec:
+  parentRefs: [{name: orders, kind: Service, group: core}]
+  rules:
+  - backendRefs:
+    - {name: orders-v1, port: 80, weight: 90}
+    - {name: orders-v2, namespace: canary, port: 80, weight: 10}
+    - {name: bucket, kind: S3Bucket}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: edge, namespace: shop}
+spec:
+  parentRefs: [{name: public, kind: Gateway}]
+  rules:
+  - backendRefs: [{name: frontend, port: 8080}]
+`)
+	ix := &kubeIndex{}
+	if err := ix.indexObjects("r.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, host string
+		mesh       bool
+		dests      []string
+	}{
+		{"split", "orders", true, []string{"shop/orders-v1", "canary/orders-v2"}},
+		{"edge", "frontend", false, []string{"shop/frontend"}},
+	} {
+		l := manifestLayer{}
+		ix.describe(&l, "r.yaml", "HTTPRoute "+c.name, "r.yaml: HTTPRoute "+c.name)
+		var got []string
+		for _, d := range l.dests {
+			got = append(got, d.ns+"/"+d.name)
+		}
+		if l.host != c.host || l.mesh != c.mesh || !slices.Equal(got, c.dests) {
+			t.Errorf("HTTPRoute %s: host %q, mesh %v, destinations %q; want %q, %v, %q", c.name, l.host, l.mesh, got, c.host, c.mesh, c.dests)
+		}
+	}
+}
+
+// TestTargetRef: what names a Service of the cluster, and what does not
+// (an external host, a word, a path, a port out of range).
+func TestTargetRef(t *testing.T) {
+	for _, c := range []struct {
+		v        string
+		name, ns string
+	}{
+		{"http://payments.default.svc.cluster.local:8080", "payments", "default"},
+		{"payments:8080", "payments", "pod"},
+		{"https://payments.shop/v1/charge", "payments", "shop"},
+		{"dns:///ledger.shop.svc.cluster.local:50051", "ledger", "shop"},
+		{"ledger.shop.svc:50051", "ledger", "shop"},
+		{"grpc://orders:9090", "orders", "pod"},
+		{"https://api.stripe.com:443", "", ""},
+		{"postgres://db:5432/x", "", ""},
+		{"payments", "", ""},
+		{"payments:http", "", ""},
+		{"payments:70000", "", ""},
+		{"/etc/grpc/config.json", "", ""},
+		{"Payments:80", "", ""},
+		{"a b:80", "", ""},
+	} {
+		r, ok := targetRef(c.v, "pod")
+		if ok != (c.name != "") || r.name != c.name || r.ns != c.ns {
+			t.Errorf("%q: %+v %v, want %q in %q", c.v, r, ok, c.name, c.ns)
+		}
+	}
+}
+
+// TestChainsAreNotGuessed: a pod with two client configs that names a
+// Service in its env, with no target in either ConfigMap, makes no chain:
+// which config calls it is not said, and the list says so; a ConfigMap
+// no pod mounts is listed too.
+func TestChainsAreNotGuessed(t *testing.T) {
+	cfg := func(name string) manifestLayer {
+		return manifestLayer{cm: "shop/" + name, ns: "shop", layer: Layer{Name: "ConfigMap " + name, File: "x.yaml", Line: 3, Origin: "x.yaml#" + name}}
+	}
+	layers := []manifestLayer{cfg("a"), cfg("b"), cfg("orphan")}
+	loads := []workload{{kind: "Deployment", name: "w", ns: "shop", file: "x.yaml", line: 1, replicas: 1, labels: map[string]string{"app": "w"},
+		configMaps: []string{"shop/a", "shop/b"}, targets: []ref{{name: "p", ns: "shop", at: "x.yaml:9: env P"}}}}
+	chains, unmatched, err := buildChains(layers, loads, nil, &kubeIndex{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(unmatched, "\n")
+	if len(chains) != 0 || !strings.Contains(all, "2 client configs and 1 Services named in its containers: which config calls which is not said") ||
+		!strings.Contains(all, "ConfigMap orphan (x.yaml:3): no pod in the manifests mounts it") {
+		t.Errorf("%d chains, unmatched:\n%s", len(chains), all)
+	}
+}

@@ -1,0 +1,224 @@
+package verdict
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/grid"
+
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// An unsharded advise screens its candidates before it simulates them at
+// every seed (issue 29): a candidate the analytic model describes is
+// screened by the model (one run per cell, about a millisecond for the
+// whole envelope), any other by one seed of the simulator. Then every
+// candidate that can still win runs at every seed, and the ranking and
+// the recommendation rest on those runs only. The screen decides what
+// is simulated, never what is recommended.
+const (
+	// adviseConfirm is how many candidates, besides yours, go on to
+	// every seed at least: the screen's best.
+	adviseConfirm = 4
+	// screenSlack: a candidate whose screen has no more bad cells than
+	// the screen's best and loses at most this share more intents goes
+	// on too. One seed is one draw (its intents lost move by well under
+	// a per cent from seed to seed on the storm's envelope) and the
+	// model's intents lost are an estimate, so the screen cannot tell
+	// apart candidates this close; the simulator at every seed does.
+	screenSlack      = 0.02
+	modelScreenSlack = 0.05
+	// modelMargin: a cell of the model amplifies, for the screen, only
+	// this far past check's thresholds. Near them the model's peak is
+	// too close to call, and the candidate stays in the running.
+	modelMargin = 0.1
+)
+
+// screenKey is a candidate's screen in the ranking's order: cells that
+// never recover or amplify, cells that never recover, intents lost, extra
+// attempts, the slowest recovery.
+type screenKey struct {
+	bad, never   int
+	lost, extra  int64
+	slowest      int
+	fromTheModel bool
+}
+
+func (a screenKey) compare(b screenKey) int {
+	return cmp.Or(cmp.Compare(a.bad, b.bad), cmp.Compare(a.never, b.never), cmp.Compare(a.lost, b.lost),
+		cmp.Compare(a.extra, b.extra), cmp.Compare(a.slowest, b.slowest))
+}
+
+// screenOf totals a candidate's screen. A model cell counts as amplifying
+// only past the thresholds with modelMargin to spare.
+func (r *AdviseResult) screenOf(c *AdviseCandidate) screenKey {
+	k := screenKey{fromTheModel: c.ScreenSource == sourceModel}
+	margin := 1.0
+	if k.fromTheModel {
+		margin += modelMargin
+	}
+	for _, row := range c.Screen {
+		for li, cell := range row {
+			p, a := cellAmplification(cell, r.Rate, r.Tick, r.Loads[li])
+			amp := p > maxPeakOverCapacity*margin || a > maxAttemptsPerIntent*margin
+			if !cell.Recovered {
+				k.never++
+			}
+			if !cell.Recovered || amp {
+				k.bad++
+			}
+			k.lost += cell.IntentsLost
+			k.extra += cell.Retries
+			k.slowest = max(k.slowest, cell.RecoveryTicks)
+		}
+	}
+	return k
+}
+
+// screened is Advise's search with a screen: it screens every candidate,
+// runs the ones that can still win at every seed, ranks, and, when the
+// best of those still fails or amplifies in some cell (so that a
+// candidate left out could rank above it), runs every other candidate at
+// every seed too.
+func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scenario.Fleet, name func(int) string, opts experiment.Options) error {
+	nS, nF, nL := len(e.seeds), len(e.faults), len(e.loads)
+	var first []job
+	for i := range r.Candidates {
+		c := &r.Candidates[i]
+		c.Screen, c.ScreenSource, c.Cells = newCells(nF, nL), sourceModel, nil
+	cells:
+		for fi := range nF {
+			for li := range nL {
+				sc, err := e.cell(fleets[i], 0, 0, fi, li)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name(i), err)
+				}
+				cell, err := modelCell(sc)
+				if err != nil {
+					// Unsupported, or settings the simulator will name:
+					// either way the simulator answers.
+					c.ScreenSource = sourceScreen
+					break cells
+				}
+				c.Screen[fi][li] = cell
+			}
+		}
+		if c.ScreenSource == sourceScreen {
+			for fi := range nF {
+				for li := range nL {
+					first = append(first, job{fleet: i, fault: fi, load: li})
+				}
+			}
+		}
+	}
+	var runs atomic.Int64 // keep runs on every worker
+	err := e.runJobs(ctx, first, fleets, nil, name, grid.Shard{}, opts, func(j job, c CheckCell) {
+		r.Candidates[j.fleet].Screen[j.fault][j.load] = c
+		runs.Add(1)
+	})
+	r.Runs += int(runs.Load())
+	if err != nil {
+		return err
+	}
+
+	keys := make([]screenKey, len(r.Candidates))
+	order := make([]int, len(r.Candidates))
+	for i := range r.Candidates {
+		keys[i], order[i] = r.screenOf(&r.Candidates[i]), i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return keys[a].compare(keys[b]) })
+	best := keys[order[0]]
+	confirm := make([]bool, len(r.Candidates))
+	confirm[0] = true // yours: the claims compare with it
+	for pos, i := range order {
+		k := keys[i]
+		slack := screenSlack
+		if k.fromTheModel {
+			slack = modelScreenSlack
+		}
+		if pos < adviseConfirm || k.bad <= best.bad && k.never <= best.never && float64(k.lost) <= float64(best.lost)*(1+slack) {
+			confirm[i] = true
+		}
+	}
+
+	for {
+		var jobs []job
+		for i, ok := range confirm {
+			c := &r.Candidates[i]
+			if !ok || c.Cells != nil {
+				continue
+			}
+			c.Cells = newSeedCells(nS, nF, nL)
+			from := 0
+			if c.ScreenSource == sourceScreen {
+				// The screen's runs are this candidate's first seed.
+				for fi := range nF {
+					copy(c.Cells[0][fi], c.Screen[fi])
+				}
+				from = 1
+			}
+			for si := from; si < nS; si++ {
+				for fi := range nF {
+					for li := range nL {
+						jobs = append(jobs, job{fleet: i, seed: si, fault: fi, load: li})
+					}
+				}
+			}
+		}
+		var runs atomic.Int64 // keep runs on every worker
+		err := e.runJobs(ctx, jobs, fleets, nil, name, grid.Shard{}, opts, func(j job, c CheckCell) {
+			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
+			runs.Add(1)
+		})
+		r.Runs += int(runs.Load())
+		if err != nil {
+			return err
+		}
+		all := true
+		for i := range r.Candidates {
+			c := &r.Candidates[i]
+			if c.Cells != nil {
+				c.Source = sourceSimulator
+			} else {
+				c.Source, all = c.ScreenSource, false
+			}
+		}
+		r.rank()
+		if b := r.Best(); b.Never+b.Amplified == 0 || all {
+			return nil
+		}
+		for i := range confirm {
+			confirm[i] = true
+		}
+	}
+}
+
+// screenNote says, for the report, how the search spent its runs: which
+// candidates the model or one seed screened out, and how many runs that
+// saved. Empty for an exhaustive search.
+func (r *AdviseResult) screenNote() string {
+	var model, oneSeed, sim int
+	for _, c := range r.Candidates {
+		switch {
+		case c.simulated():
+			sim++
+		case c.Source == sourceModel:
+			model++
+		default:
+			oneSeed++
+		}
+	}
+	if model+oneSeed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Screened first: the analytic model (docs/model.md) answered for the candidates it describes, one seed of the simulator for the others; "+
+		"the %d that could still win ran in the simulator at every seed, and the ranking rests on those runs (\"from\": simulator). "+
+		"%d candidates were left out after the model's screen and %d after one seed: their numbers are over one pass of the cells. "+
+		"%s simulator runs of the %s an exhaustive search makes (--exhaustive).",
+		sim, model, oneSeed, report.Int(int64(r.Runs)), report.Int(int64(r.Exhaustive)))
+}
