@@ -14,7 +14,9 @@ import (
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
-func testdata(name string) string { return filepath.Join("..", "..", "..", "importer", "testdata", name) }
+func testdata(name string) string {
+	return filepath.Join("..", "..", "..", "importer", "testdata", name)
+}
 
 // TestPickFleet: advise starts from the route named with --route, else
 // the first that retries (it once took the first route of the file, one
