@@ -16,9 +16,9 @@ import (
 
 const boundaryTitle = "Boundary: where the system tips, from the analytic model"
 
-// BoundaryPolicy is one policy's map from the fluid model (package
+// boundaryPolicyRow is one policy's map from the fluid model (package
 // model).
-type BoundaryPolicy struct {
+type boundaryPolicyRow struct {
 	Policy string `json:"policy"`
 	// Recovery[y][x] is recovery ticks, or -1 for never, as the sweep's.
 	Recovery  [][]int `json:"recovery_ticks,omitempty"`
@@ -42,8 +42,8 @@ type BoundaryPolicy struct {
 	Stuck   *model.Equilibrium `json:"stuck,omitempty"`
 }
 
-// BoundaryJSON is what `retrystorm boundary --json` prints.
-type BoundaryJSON struct {
+// boundaryJSON is what `retrystorm boundary --json` prints.
+type boundaryJSON struct {
 	Scenario string  `json:"scenario"`
 	Source   string  `json:"source"` // "model": no simulator run made these numbers
 	Rate     float64 `json:"rate"`
@@ -54,15 +54,15 @@ type BoundaryJSON struct {
 	ForSeconds float64          `json:"for_seconds"`
 	Load       []float64        `json:"load"` // x: intent rate / capacity
 	Dip        []float64        `json:"dip"`  // y: share of capacity the trigger removes
-	Policies   []BoundaryPolicy `json:"policies"`
+	Policies   []boundaryPolicyRow `json:"policies"`
 	// Unsupported lists the policies the model does not describe, and
 	// why: the simulator (sweep) answers for them.
-	Unsupported []Unsupported  `json:"unsupported"`
+	Unsupported []unsupportedRow  `json:"unsupported"`
 	Claims      []report.Claim `json:"claims"` // none: see BoundaryMap
 }
 
-// Unsupported is a policy the model gives no answer for.
-type Unsupported struct {
+// unsupportedRow is a policy the model gives no answer for.
+type unsupportedRow struct {
 	Policy string `json:"policy"`
 	Reason string `json:"reason"`
 }
@@ -87,7 +87,7 @@ func Boundary(ctx context.Context, opts Options) (*Outcome, error) {
 }
 
 // BoundaryMap computes what Boundary reports.
-func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
+func BoundaryMap(ctx context.Context, opts Options) (*boundaryJSON, error) {
 	sc, err := scenarioFor("sweep", opts)
 	if err != nil {
 		return nil, err
@@ -104,8 +104,8 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 		return nil, fmt.Errorf("boundary: grid %d out of [2, 200]", n)
 	}
 	trig := sc.Triggers[0]
-	js := &BoundaryJSON{
-		Unsupported: []Unsupported{},
+	js := &boundaryJSON{
+		Unsupported: []unsupportedRow{},
 		Scenario:    sc.Name, Source: "model", Rate: sc.Traffic.Rate,
 		OwnLoad: sc.Traffic.Rate / sc.Origin.Capacity, OwnDip: 1 - trig.Capacity/sc.Origin.Capacity,
 		ForSeconds: trig.For.Seconds(),
@@ -123,7 +123,7 @@ func BoundaryMap(ctx context.Context, opts Options) (*BoundaryJSON, error) {
 			if firstUnsupported == nil {
 				firstUnsupported = err
 			}
-			js.Unsupported = append(js.Unsupported, Unsupported{Policy: p.name, Reason: u.Feature + ": " + u.Reason})
+			js.Unsupported = append(js.Unsupported, unsupportedRow{Policy: p.name, Reason: u.Feature + ": " + u.Reason})
 			continue
 		} else if err != nil {
 			return nil, err
@@ -173,8 +173,8 @@ func cellModel(sc *scenario.Scenario, p sweepPolicy, load, dip float64) (*model.
 	return model.New(c, c.Fleets[0])
 }
 
-func boundaryPolicy(sc *scenario.Scenario, p sweepPolicy, js *BoundaryJSON) (BoundaryPolicy, error) {
-	bp := BoundaryPolicy{Policy: p.name}
+func boundaryPolicy(sc *scenario.Scenario, p sweepPolicy, js *boundaryJSON) (boundaryPolicyRow, error) {
+	bp := boundaryPolicyRow{Policy: p.name}
 	// Whether the model describes the policy at all: the scenario as it
 	// is, with this policy.
 	own, err := cellModel(sc, p, js.OwnLoad, js.OwnDip)
@@ -247,7 +247,7 @@ func edgeValue(e float64, ok bool) *float64 {
 	return &e
 }
 
-func boundaryOutcome(js *BoundaryJSON) *Outcome {
+func boundaryOutcome(js *boundaryJSON) *Outcome {
 	sec := report.Section{
 		ID:    "boundary",
 		Title: boundaryTitle,
@@ -281,7 +281,7 @@ func survived(e *float64) string {
 	return report.Percent(*e, 1)
 }
 
-func boundaryTable(js *BoundaryJSON) report.Table {
+func boundaryTable(js *boundaryJSON) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("At the scenario's own load (%s) and dip (%s, %gs)", report.Percent(js.OwnLoad, 1), report.Percent(js.OwnDip, 0), js.ForSeconds),
 		Columns: []report.Column{{Name: "policy"}, {Name: "largest dip", Align: report.Right}, {Name: "longest", Align: report.Right},
@@ -309,7 +309,7 @@ func boundaryTable(js *BoundaryJSON) report.Table {
 }
 
 // boundaryMapTable draws p's map in characters, the largest dip on top.
-func boundaryMapTable(js *BoundaryJSON, p BoundaryPolicy) report.Table {
+func boundaryMapTable(js *boundaryJSON, p boundaryPolicyRow) report.Table {
 	t := report.Table{
 		Title:   p.Policy,
 		Columns: []report.Column{{Name: "dip", Align: report.Right}, {Name: fmt.Sprintf("load %s → %s", report.Percent(js.Load[0], 0), report.Percent(js.Load[len(js.Load)-1], 1))}},
@@ -331,7 +331,7 @@ func boundaryMapTable(js *BoundaryJSON, p BoundaryPolicy) report.Table {
 	return t
 }
 
-func boundaryHeatmap(js *BoundaryJSON, p BoundaryPolicy) template.HTML {
+func boundaryHeatmap(js *boundaryJSON, p boundaryPolicyRow) template.HTML {
 	top := 0
 	cells := make([][]float64, len(p.Recovery))
 	for y, row := range p.Recovery {

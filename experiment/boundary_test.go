@@ -36,7 +36,7 @@ const (
 // policy: the share of cells whose verdict agrees, the columns whose edge
 // agrees, of the columns where either has one, and the cells and columns
 // that disagree, described.
-func agreement(load, dip []float64, p BoundaryPolicy, s SweepPolicy) (cells float64, edges, edgeCols int, worst float64, bad []string) {
+func agreement(load, dip []float64, p boundaryPolicyRow, s SweepPolicy) (cells float64, edges, edgeCols int, worst float64, bad []string) {
 	agree := 0
 	for y := range dip {
 		for x := range load {
@@ -235,7 +235,7 @@ func TestBoundaryOwnEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]BoundaryPolicy{}
+	byName := map[string]boundaryPolicyRow{}
 	for _, p := range js.Policies {
 		byName[p.Policy] = p
 	}

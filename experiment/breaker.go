@@ -33,8 +33,8 @@ var (
 	breakerBroken     = []float64{0.1, 0.2, 0.3, 0.4, 0.5}
 )
 
-// FalseTrips is one breaker's trips at each background error rate.
-type FalseTrips struct {
+// falseTripsRow is one breaker's trips at each background error rate.
+type falseTripsRow struct {
 	Breaker string    `json:"breaker"`
 	Trips   []int64   `json:"trips"`
 	Calls   []int64   `json:"calls"`
@@ -44,8 +44,8 @@ type FalseTrips struct {
 	FirstRate *float64 `json:"first_error_rate"`
 }
 
-// PartialFailure is one policy at one broken share.
-type PartialFailure struct {
+// partialFailureRow is one policy at one broken share.
+type partialFailureRow struct {
 	Broken            float64 `json:"broken"`
 	Policy            string  `json:"policy"`
 	Intents           int64   `json:"intents"`
@@ -59,8 +59,8 @@ type breakerJSON struct {
 	Scenario   string           `json:"scenario"`
 	Seed       uint64           `json:"seed"`
 	ErrorRates []float64        `json:"error_rates"`
-	FalseTrips []FalseTrips     `json:"false_trips"`
-	Partial    []PartialFailure `json:"partial_failure"`
+	FalseTrips []falseTripsRow     `json:"false_trips"`
+	Partial    []partialFailureRow `json:"partial_failure"`
 	Claims     []report.Claim   `json:"claims"`
 }
 
@@ -118,8 +118,8 @@ func progressSteps(opts Options, total int) func() {
 
 // falseTrips runs the breakers against the healthy origin at each
 // background error rate and counts how often each opened.
-func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breakers []scenario.Fleet, step func()) ([]FalseTrips, error) {
-	out := make([]FalseTrips, len(breakers))
+func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breakers []scenario.Fleet, step func()) ([]falseTripsRow, error) {
+	out := make([]falseTripsRow, len(breakers))
 	for i, f := range breakers {
 		out[i].Breaker = f.Name
 	}
@@ -149,8 +149,8 @@ func falseTrips(ctx context.Context, opts Options, sc *scenario.Scenario, breake
 
 // partialFailure runs the partial-failure fleets against the origin with
 // each share of its keys broken, and counts what they shed.
-func partialFailure(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]PartialFailure, error) {
-	var out []PartialFailure
+func partialFailure(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]partialFailureRow, error) {
+	var out []partialFailureRow
 	for _, b := range breakerBroken {
 		run := sc.Clone()
 		run.Duration = min(run.Duration, 120*time.Second)
@@ -162,7 +162,7 @@ func partialFailure(ctx context.Context, opts Options, sc *scenario.Scenario, fl
 		}
 		for _, f := range res.Fleets {
 			s := f.Summary
-			out = append(out, PartialFailure{
+			out = append(out, partialFailureRow{
 				Broken: b, Policy: f.Name, Intents: s.Intents, Refused: s.BreakerRefusals,
 				Shed:              round3(float64(s.BreakerRefusals) / float64(max(s.Intents, 1))),
 				AnswersThrownAway: s.AnswersThrownAway, IntentsLost: s.IntentsLost,
@@ -279,7 +279,7 @@ func breakerCharts(js breakerJSON) []report.Chart {
 		shed.X = append(shed.X, 100*b)
 		thrown.X = append(thrown.X, 100*b)
 	}
-	byPolicy := map[string][]PartialFailure{}
+	byPolicy := map[string][]partialFailureRow{}
 	var names []string
 	for _, p := range js.Partial {
 		if _, ok := byPolicy[p.Policy]; !ok {
@@ -339,13 +339,13 @@ func breakerClaims(js breakerJSON, partial []scenario.Fleet) []report.Claim {
 				"%d trips against %d", ft.Trips[hi], ft.Trips[lo]))
 		}
 	}
-	at := func(b float64, policy string) PartialFailure {
+	at := func(b float64, policy string) partialFailureRow {
 		for _, p := range js.Partial {
 			if p.Broken == b && p.Policy == policy {
 				return p
 			}
 		}
-		return PartialFailure{}
+		return partialFailureRow{}
 	}
 	mid := breakerBroken[len(breakerBroken)/2]
 	full, ret, alone := at(mid, partial[1].Name), at(mid, partial[2].Name), at(mid, partial[0].Name)

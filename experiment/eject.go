@@ -32,9 +32,9 @@ var Eject = register(&Experiment{
 	Run: runEject,
 })
 
-// EjectFleet is one fleet of one case: what its clients got, and what its
+// ejectFleet is one fleet of one case: what its clients got, and what its
 // replicas carried.
-type EjectFleet struct {
+type ejectFleet struct {
 	Name string `json:"name"`
 	// SuccessShare is the share of intents that succeeded; IntentsLost
 	// the others.
@@ -54,18 +54,18 @@ type EjectFleet struct {
 	P99Seconds float64 `json:"p99_seconds"`
 }
 
-// EjectCase is one origin: its replicas, the bad ones, and the fleets.
-type EjectCase struct {
+// ejectCaseRow is one origin: its replicas, the bad ones, and the fleets.
+type ejectCaseRow struct {
 	Case     string       `json:"case"`
 	Replicas int          `json:"replicas"`
 	Bad      []int        `json:"bad"`
-	Fleets   []EjectFleet `json:"fleets"`
+	Fleets   []ejectFleet `json:"fleets"`
 }
 
 type ejectJSON struct {
 	Scenario string         `json:"scenario"`
 	Seed     uint64         `json:"seed"`
-	Cases    []EjectCase    `json:"cases"`
+	Cases    []ejectCaseRow    `json:"cases"`
 	Claims   []report.Claim `json:"claims"`
 }
 
@@ -256,8 +256,8 @@ const (
 )
 
 // ejectSummary turns one run into its case's rows.
-func ejectSummary(sc *scenario.Scenario, c ejectCase, res *sim.Result) EjectCase {
-	ec := EjectCase{Case: c.name, Replicas: c.replicas}
+func ejectSummary(sc *scenario.Scenario, c ejectCase, res *sim.Result) ejectCaseRow {
+	ec := ejectCaseRow{Case: c.name, Replicas: c.replicas}
 	for _, f := range c.faults {
 		if !slices.Contains(ec.Bad, f.Replica) {
 			ec.Bad = append(ec.Bad, f.Replica)
@@ -266,7 +266,7 @@ func ejectSummary(sc *scenario.Scenario, c ejectCase, res *sim.Result) EjectCase
 	secs := sc.Duration.Seconds()
 	for _, f := range res.Fleets {
 		s := f.Summary
-		row := EjectFleet{
+		row := ejectFleet{
 			Name: f.Name, IntentsLost: s.IntentsLost, Goodput: s.Goodput,
 			SuccessShare: round3(1 - float64(s.IntentsLost)/float64(max(s.Intents, 1))),
 			FairLoad:     round3(float64(s.Intents) / secs / float64(c.replicas)),
@@ -343,7 +343,7 @@ func ejectChart(res *sim.Result, name string) report.Chart {
 
 func ejectClaims(js ejectJSON) []report.Claim {
 	var cs []report.Claim
-	caseOf := func(name string) *EjectCase {
+	caseOf := func(name string) *ejectCaseRow {
 		for i := range js.Cases {
 			if js.Cases[i].Case == name {
 				return &js.Cases[i]

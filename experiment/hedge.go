@@ -25,8 +25,8 @@ var Hedge = register(&Experiment{
 	Run: runHedge,
 })
 
-// HedgeFleet is one fleet in one case.
-type HedgeFleet struct {
+// hedgeFleet is one fleet in one case.
+type hedgeFleet struct {
 	Name       string  `json:"name"`
 	P50Seconds float64 `json:"p50_seconds"`
 	P99Seconds float64 `json:"p99_seconds"`
@@ -35,16 +35,16 @@ type HedgeFleet struct {
 	Lost       int64   `json:"intents_lost"`
 }
 
-// HedgeCase is one origin condition.
-type HedgeCase struct {
+// hedgeCase is one origin condition.
+type hedgeCase struct {
 	Case   string       `json:"case"`
-	Fleets []HedgeFleet `json:"fleets"`
+	Fleets []hedgeFleet `json:"fleets"`
 }
 
 type hedgeJSON struct {
 	Scenario string         `json:"scenario"`
 	Seed     uint64         `json:"seed"`
-	Cases    []HedgeCase    `json:"cases"`
+	Cases    []hedgeCase    `json:"cases"`
 	Claims   []report.Claim `json:"claims"`
 }
 
@@ -73,10 +73,10 @@ func runHedge(ctx context.Context, opts Options) (*Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		hc := HedgeCase{Case: c.name}
+		hc := hedgeCase{Case: c.name}
 		for _, f := range res.Fleets {
 			s := f.Summary
-			hc.Fleets = append(hc.Fleets, HedgeFleet{
+			hc.Fleets = append(hc.Fleets, hedgeFleet{
 				Name: f.Name, P50Seconds: round3(s.LatencyP50), P99Seconds: round3(s.LatencyP99),
 				Load: round3(float64(s.Attempts) / float64(max(s.Intents, 1))), Hedges: s.Hedges, Lost: s.IntentsLost,
 			})

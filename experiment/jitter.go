@@ -67,8 +67,8 @@ var jitterKinds = []jitterKind{
 	}},
 }
 
-// HerdResult is one jitter kind's herd.
-type HerdResult struct {
+// herdResult is one jitter kind's herd.
+type herdResult struct {
 	Jitter       string  `json:"jitter"`
 	Peak         int     `json:"peak"`
 	Refail       int     `json:"refail"`
@@ -77,8 +77,8 @@ type HerdResult struct {
 	Arrivals     []int   `json:"arrivals"`
 }
 
-// ContentionResult is one jitter kind's contention curve.
-type ContentionResult struct {
+// contentionResult is one jitter kind's contention curve.
+type contentionResult struct {
 	Jitter  string    `json:"jitter"`
 	Clients []int     `json:"clients"`
 	Work    []int     `json:"work"`
@@ -91,8 +91,8 @@ type jitterJSON struct {
 	SpareCapacity int                `json:"spare_capacity"`
 	TickSeconds   float64            `json:"tick_seconds"`
 	BaseSeconds   float64            `json:"base_seconds"`
-	Herd          []HerdResult       `json:"herd"`
-	Contention    []ContentionResult `json:"contention"`
+	Herd          []herdResult       `json:"herd"`
+	Contention    []contentionResult `json:"contention"`
 	Claims        []report.Claim     `json:"claims"`
 }
 
@@ -106,7 +106,7 @@ func runJitter(ctx context.Context, opts Options) (*Outcome, error) {
 		src := rand.NewPCG(seed, uint64(i))
 		js.Herd = append(js.Herd, herd(k.backoff(herdBase, herdCap), src))
 		js.Herd[i].Jitter = k.Name
-		c := ContentionResult{Jitter: k.Name, Clients: contendClients}
+		c := contentionResult{Jitter: k.Name, Clients: contendClients}
 		for _, n := range contendClients {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -138,8 +138,8 @@ func runJitter(ctx context.Context, opts Options) (*Outcome, error) {
 // herd plays the synchronised herd: every client failed at time zero and
 // makes its first retry after one backoff; an arrival in a tick that
 // already took herdSpare answers fails and retries.
-func herd(b resil.Backoff, src rand.Source) HerdResult {
-	r := HerdResult{Arrivals: make([]int, 0, 64)}
+func herd(b resil.Backoff, src rand.Source) herdResult {
+	r := herdResult{Arrivals: make([]int, 0, 64)}
 	served := map[int]int{}
 	r.Attempts = untilServed(herdClients, b, src, true, func(at time.Duration) (bool, bool) {
 		tick := int(at / herdTick)
@@ -242,7 +242,7 @@ func (h *clientHeap) Pop() any {
 	return x
 }
 
-func herdTable(hs []HerdResult) report.Table {
+func herdTable(hs []herdResult) report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("The herd: %d clients, %d spare answers per tick", herdClients, herdSpare),
 		Columns: []report.Column{
@@ -261,7 +261,7 @@ func herdTable(hs []HerdResult) report.Table {
 	return t
 }
 
-func contentionTable(cs []ContentionResult) report.Table {
+func contentionTable(cs []contentionResult) report.Table {
 	t := report.Table{Title: "Contention: calls until every client succeeded", Columns: []report.Column{{Name: "jitter"}}}
 	show := []int{10, 50, 100, 200}
 	for _, n := range show {
@@ -319,7 +319,7 @@ func jitterCharts(js jitterJSON) []report.Chart {
 }
 
 func jitterClaims(js jitterJSON) []report.Claim {
-	by := map[string]HerdResult{}
+	by := map[string]herdResult{}
 	for _, h := range js.Herd {
 		by[h.Jitter] = h
 	}
@@ -339,7 +339,7 @@ func jitterClaims(js jitterJSON) []report.Claim {
 		report.Check("decorrelated jitter has the lowest peak and re-fails fewer arrivals than full jitter",
 			d.Peak < f.Peak && d.Peak < e.Peak && d.Refail < f.Refail, map[string]any{"peak": d.Peak, "refail": d.Refail, "full_refail": f.Refail},
 			"peak %d, %d re-fail against %d", d.Peak, d.Refail, f.Refail))
-	var none, full ContentionResult
+	var none, full contentionResult
 	for _, c := range js.Contention {
 		switch c.Jitter {
 		case "exponential":

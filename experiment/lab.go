@@ -10,17 +10,17 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// Tolerance is how closely the lab's measurements must agree with the
+// toleranceRow is how closely the lab's measurements must agree with the
 // simulator's for the same scenario: a difference is within tolerance when
 // it is at most Rel of the simulator's value or Abs, whichever is larger.
 // docs/lab.md explains where the figures come from.
-type Tolerance struct {
+type toleranceRow struct {
 	Rel float64 `json:"rel"`
 	Abs float64 `json:"abs"`
 }
 
 // Allows reports whether lab agrees with sim, and the difference allowed.
-func (t Tolerance) Allows(sim, lab float64) (bool, float64) {
+func (t toleranceRow) Allows(sim, lab float64) (bool, float64) {
 	allowed := math.Max(t.Rel*math.Abs(sim), t.Abs)
 	return math.Abs(lab-sim) <= allowed, allowed
 }
@@ -31,17 +31,17 @@ func (t Tolerance) Allows(sim, lab float64) (bool, float64) {
 // more or less before a queue fills or a breaker opens moves the mean), and
 // retries/requests over the run.
 var LabTolerances = struct {
-	Offered           Tolerance `json:"offered"`
-	OfferedDuring     Tolerance `json:"offered_during"`
-	RetriesPerRequest Tolerance `json:"retries_per_request"`
+	Offered           toleranceRow `json:"offered"`
+	OfferedDuring     toleranceRow `json:"offered_during"`
+	RetriesPerRequest toleranceRow `json:"retries_per_request"`
 }{
-	Offered:           Tolerance{Rel: 0.10, Abs: 5},
-	OfferedDuring:     Tolerance{Rel: 0.20, Abs: 5},
-	RetriesPerRequest: Tolerance{Rel: 0.15, Abs: 0.05},
+	Offered:           toleranceRow{Rel: 0.10, Abs: 5},
+	OfferedDuring:     toleranceRow{Rel: 0.20, Abs: 5},
+	RetriesPerRequest: toleranceRow{Rel: 0.15, Abs: 0.05},
 }
 
-// Agreement is one comparison of the lab with the simulator.
-type Agreement struct {
+// agreementRow is one comparison of the lab with the simulator.
+type agreementRow struct {
 	Fleet  string  `json:"fleet"`
 	Metric string  `json:"metric"`
 	Sim    float64 `json:"sim"`
@@ -89,7 +89,7 @@ func labWire(protocol string) (name, gateway string) {
 type labJSON struct {
 	*sim.Result
 	Simulator *sim.Result    `json:"simulator"`
-	Agreement []Agreement    `json:"agreement"`
+	Agreement []agreementRow    `json:"agreement"`
 	Tolerance any            `json:"tolerance"`
 	Lab       any            `json:"lab,omitempty"`
 	Claims    []report.Claim `json:"claims"`
@@ -178,9 +178,9 @@ func phases(res *sim.Result, n int) [3][2]int {
 var phaseNames = [3]string{"before", "during", "after"}
 
 // compareLab compares every fleet the two runs share.
-func compareLab(sc *scenario.Scenario, simRes, labRes *sim.Result) ([]Agreement, []report.Claim) {
+func compareLab(sc *scenario.Scenario, simRes, labRes *sim.Result) ([]agreementRow, []report.Claim) {
 	var (
-		out                      []Agreement
+		out                      []agreementRow
 		claims                   []report.Claim
 		offeredOK, rprOK         = true, true
 		worstOffered, worstRetry float64
@@ -258,12 +258,12 @@ func compareLab(sc *scenario.Scenario, simRes, labRes *sim.Result) ([]Agreement,
 	return out, claims
 }
 
-func agree(fleet, metric string, s, l float64, t Tolerance) Agreement {
+func agree(fleet, metric string, s, l float64, t toleranceRow) agreementRow {
 	ok, allowed := t.Allows(s, l)
-	return Agreement{Fleet: fleet, Metric: metric, Sim: round3(s), Lab: round3(l), Allowed: round3(allowed), Agrees: ok}
+	return agreementRow{Fleet: fleet, Metric: metric, Sim: round3(s), Lab: round3(l), Allowed: round3(allowed), Agrees: ok}
 }
 
-func relDiff(a Agreement) float64 {
+func relDiff(a agreementRow) float64 {
 	if a.Sim == 0 {
 		return 0
 	}
@@ -279,7 +279,7 @@ func fleetNamed(res *sim.Result, name string) (sim.FleetResult, bool) {
 	return sim.FleetResult{}, false
 }
 
-func agreementTable(as []Agreement) report.Table {
+func agreementTable(as []agreementRow) report.Table {
 	t := report.Table{
 		Title: "lab against simulator",
 		Columns: []report.Column{

@@ -47,15 +47,15 @@ const (
 	layersAtOnce   = 5
 )
 
-// LayerLoad is the load that reached one layer of a chain, per intent.
-type LayerLoad struct {
+// layerLoad is the load that reached one layer of a chain, per intent.
+type layerLoad struct {
 	Layer         string  `json:"layer"`
 	Attempts      int64   `json:"attempts"`
 	Amplification float64 `json:"amplification"`
 }
 
-// LayersOutageRow is one chain in a total outage of the origin.
-type LayersOutageRow struct {
+// layersOutageRow is one chain in a total outage of the origin.
+type layersOutageRow struct {
 	Config string `json:"config"`
 	// Retries is each tier's max_retries, outermost first.
 	Retries []int `json:"retries"`
@@ -67,14 +67,14 @@ type LayersOutageRow struct {
 	// Amplification is the attempts that reached the origin per intent.
 	Amplification float64     `json:"amplification"`
 	Intents       int64       `json:"intents"`
-	Layers        []LayerLoad `json:"layers"`
+	Layers        []layerLoad `json:"layers"`
 	// WastedWork is the answers the tiers gave after their callers had
 	// left, over every tier.
 	WastedWork int64 `json:"wasted_work"`
 }
 
-// LayersDipRow is one chain through a dip in the origin's capacity.
-type LayersDipRow struct {
+// layersDip is one chain through a dip in the origin's capacity.
+type layersDip struct {
 	Config        string      `json:"config"`
 	Recovered     bool        `json:"recovered"`
 	RecoveryTicks *int        `json:"recovery_ticks"`
@@ -84,15 +84,15 @@ type LayersDipRow struct {
 	AfterClear    int64       `json:"failures_after_clear"`
 	PeakOffered   int64       `json:"peak_offered_at_origin"`
 	Amplification float64     `json:"amplification"`
-	Layers        []LayerLoad `json:"layers"`
+	Layers        []layerLoad `json:"layers"`
 	WastedWork    int64       `json:"wasted_work"`
 }
 
 type layersJSON struct {
 	Scenario string            `json:"scenario"`
 	Seed     uint64            `json:"seed"`
-	Outage   []LayersOutageRow `json:"outage"`
-	Dip      []LayersDipRow    `json:"dip"`
+	Outage   []layersOutageRow `json:"outage"`
+	Dip      []layersDip    `json:"dip"`
 	Claims   []report.Claim    `json:"claims"`
 }
 
@@ -267,7 +267,7 @@ func layersChain(sc *scenario.Scenario, v layersVariant) *scenario.Scenario {
 // request vanishes), intents arriving for the first 10 s and the run long
 // enough for every retry of every layer to fall within it. flat gives
 // every layer, the users' too, a 1 s timeout.
-func layersOutage(ctx context.Context, base *scenario.Scenario, v layersVariant, flat bool, opts Options) (LayersOutageRow, error) {
+func layersOutage(ctx context.Context, base *scenario.Scenario, v layersVariant, flat bool, opts Options) (layersOutageRow, error) {
 	sc := layersChain(base, v)
 	longest := sc.Fleets[0].Timeout
 	if flat {
@@ -285,10 +285,10 @@ func layersOutage(ctx context.Context, base *scenario.Scenario, v layersVariant,
 	}
 	res, err := opts.run(ctx, sc)
 	if err != nil {
-		return LayersOutageRow{}, err
+		return layersOutageRow{}, err
 	}
 	f := res.Fleets[0]
-	row := LayersOutageRow{Config: v.name, ClosedForm: 1, Intents: f.Summary.Intents}
+	row := layersOutageRow{Config: v.name, ClosedForm: 1, Intents: f.Summary.Intents}
 	for l, t := range sc.Tiers {
 		row.Retries = append(row.Retries, t.Client.Retry.MaxRetries)
 		row.ClosedForm *= v.closed(l, len(sc.Tiers), t.Client)
@@ -300,10 +300,10 @@ func layersOutage(ctx context.Context, base *scenario.Scenario, v layersVariant,
 	return row, nil
 }
 
-func layerLoads(f sim.FleetResult) []LayerLoad {
-	out := make([]LayerLoad, len(f.Tiers))
+func layerLoads(f sim.FleetResult) []layerLoad {
+	out := make([]layerLoad, len(f.Tiers))
 	for i, t := range f.Tiers {
-		out[i] = LayerLoad{Layer: t.Name, Attempts: t.Summary.Attempts, Amplification: round3(t.Amplification)}
+		out[i] = layerLoad{Layer: t.Name, Attempts: t.Summary.Attempts, Amplification: round3(t.Amplification)}
 	}
 	return out
 }
@@ -318,10 +318,10 @@ func tierWaste(f sim.FleetResult) int64 {
 	return w
 }
 
-func layersDipRow(name string, f sim.FleetResult) LayersDipRow {
+func layersDipRow(name string, f sim.FleetResult) layersDip {
 	s := f.Summary
 	org := f.Tiers[len(f.Tiers)-1]
-	return LayersDipRow{
+	return layersDip{
 		Config: name, Recovered: s.Recovered, RecoveryTicks: s.RecoveryTicks,
 		Intents: s.Intents, IntentsLost: s.IntentsLost, Failures: s.Failures, AfterClear: s.FailuresAfterClear,
 		PeakOffered: org.Summary.PeakOffered, Amplification: round3(org.Amplification),
@@ -442,13 +442,13 @@ func layersCharts(js layersJSON, dip *sim.Result) []report.Chart {
 
 func layersClaims(js layersJSON) []report.Claim {
 	var cs []report.Claim
-	row := func(name string) LayersOutageRow {
+	row := func(name string) layersOutageRow {
 		for _, r := range js.Outage {
 			if r.Config == name {
 				return r
 			}
 		}
-		return LayersOutageRow{}
+		return layersOutageRow{}
 	}
 	for _, r := range js.Outage[:3] {
 		err := math.Abs(r.Amplification-r.ClosedForm) / r.ClosedForm
@@ -487,18 +487,18 @@ func layersClaims(js layersJSON) []report.Claim {
 				yes.Amplification <= 1+layersAmpError && yes.WastedWork == 0,
 				map[string]any{"amplification": yes.Amplification, "wasted_work": yes.WastedWork}, "%.2f attempts per intent, %d wasted", yes.Amplification, yes.WastedWork))
 	}
-	dip := func(name string) LayersDipRow {
+	dip := func(name string) layersDip {
 		for _, r := range js.Dip {
 			if r.Config == name {
 				return r
 			}
 		}
-		return LayersDipRow{}
+		return layersDip{}
 	}
 	every, budget := dip("every tier"), dip("10% budget each")
 	outerDip, innerDip := dip("outermost only"), dip("innermost only")
 	prop, drop, both := dip("propagated"), dip("origin drops"), dip("propagated + drops")
-	rec := func(r LayersDipRow) string {
+	rec := func(r layersDip) string {
 		return recoveryText(sim.Summary{Recovered: r.Recovered, RecoveryTicks: r.RecoveryTicks})
 	}
 	cs = append(cs,

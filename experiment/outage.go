@@ -31,22 +31,22 @@ var Outage = register(&Experiment{
 // amplification curves.
 var outageProbabilities = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1}
 
-// AmplificationPoint is attempts per intent at one failure probability.
-type AmplificationPoint struct {
+// amplificationPoint is attempts per intent at one failure probability.
+type amplificationPoint struct {
 	P           float64 `json:"p"`
 	ClosedForm  float64 `json:"closed_form"`
 	Independent float64 `json:"independent"`
 	Correlated  float64 `json:"correlated"`
 }
 
-// AmplificationCurve is one policy's amplification.
-type AmplificationCurve struct {
+// amplificationCurve is one policy's amplification.
+type amplificationCurve struct {
 	Fleet  string               `json:"fleet"`
-	Points []AmplificationPoint `json:"points"`
+	Points []amplificationPoint `json:"points"`
 }
 
-// OutageFleet is what one policy permitted in the outage.
-type OutageFleet struct {
+// outageFleet is what one policy permitted in the outage.
+type outageFleet struct {
 	Name     string `json:"name"`
 	Budget   string `json:"budget"`
 	Intents  int64  `json:"intents"`
@@ -57,8 +57,8 @@ type OutageFleet struct {
 type outageJSON struct {
 	Scenario      string               `json:"scenario"`
 	Seed          uint64               `json:"seed"`
-	Outage        []OutageFleet        `json:"outage"`
-	Amplification []AmplificationCurve `json:"amplification"`
+	Outage        []outageFleet        `json:"outage"`
+	Amplification []amplificationCurve `json:"amplification"`
 	Claims        []report.Claim       `json:"claims"`
 	Notes         []string             `json:"notes,omitempty"`
 }
@@ -75,7 +75,7 @@ func runOutage(ctx context.Context, opts Options) (*Outcome, error) {
 	js := outageJSON{Scenario: sc.Name, Seed: sc.Seed}
 	for i, f := range res.Fleets {
 		s := f.Summary
-		js.Outage = append(js.Outage, OutageFleet{Name: f.Name, Budget: sc.Fleets[i].Budget.Use, Intents: s.Intents, Retries: s.Retries, Attempts: s.Attempts})
+		js.Outage = append(js.Outage, outageFleet{Name: f.Name, Budget: sc.Fleets[i].Budget.Use, Intents: s.Intents, Retries: s.Retries, Attempts: s.Attempts})
 	}
 	count, bucket := -1, -1
 	for i, f := range sc.Fleets {
@@ -115,9 +115,9 @@ func runOutage(ctx context.Context, opts Options) (*Outcome, error) {
 
 // amplification runs the chosen fleets with failure probability p, first
 // drawn per attempt, then as a broken share of the keys.
-func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, opts Options) ([]AmplificationCurve, error) {
+func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, opts Options) ([]amplificationCurve, error) {
 	progress := opts.Progress
-	curves := make([]AmplificationCurve, len(fleets))
+	curves := make([]amplificationCurve, len(fleets))
 	for j, i := range fleets {
 		curves[j].Fleet = base.Fleets[i].Name
 	}
@@ -153,7 +153,7 @@ func amplification(ctx context.Context, base *scenario.Scenario, fleets []int, o
 			}
 		}
 		for j, i := range fleets {
-			curves[j].Points = append(curves[j].Points, AmplificationPoint{
+			curves[j].Points = append(curves[j].Points, amplificationPoint{
 				P:           p,
 				ClosedForm:  round3(closedForm(p, base.Fleets[i].Retry.MaxRetries)),
 				Independent: round3(measured[0][j]),
@@ -207,7 +207,7 @@ func outageCharts(js outageJSON) []report.Chart {
 	}
 	c, b := js.Amplification[0], js.Amplification[1]
 	x := make([]float64, len(c.Points))
-	pick := func(pts []AmplificationPoint, f func(AmplificationPoint) float64) []float64 {
+	pick := func(pts []amplificationPoint, f func(amplificationPoint) float64) []float64 {
 		out := make([]float64, len(pts))
 		for i, p := range pts {
 			out[i] = f(p)
@@ -220,11 +220,11 @@ func outageCharts(js outageJSON) []report.Chart {
 	return []report.Chart{{
 		Title: "Amplification: attempts per call against failure probability", XLabel: "failure probability p", YLabel: "attempts per call", X: x,
 		Lines: []report.Line{
-			{Name: "closed form", Y: pick(c.Points, func(p AmplificationPoint) float64 { return p.ClosedForm }), Dashed: true},
-			{Name: c.Fleet + ", independent", Y: pick(c.Points, func(p AmplificationPoint) float64 { return p.Independent })},
-			{Name: c.Fleet + ", correlated", Y: pick(c.Points, func(p AmplificationPoint) float64 { return p.Correlated })},
-			{Name: b.Fleet + ", independent", Y: pick(b.Points, func(p AmplificationPoint) float64 { return p.Independent })},
-			{Name: b.Fleet + ", correlated", Y: pick(b.Points, func(p AmplificationPoint) float64 { return p.Correlated })},
+			{Name: "closed form", Y: pick(c.Points, func(p amplificationPoint) float64 { return p.ClosedForm }), Dashed: true},
+			{Name: c.Fleet + ", independent", Y: pick(c.Points, func(p amplificationPoint) float64 { return p.Independent })},
+			{Name: c.Fleet + ", correlated", Y: pick(c.Points, func(p amplificationPoint) float64 { return p.Correlated })},
+			{Name: b.Fleet + ", independent", Y: pick(b.Points, func(p amplificationPoint) float64 { return p.Independent })},
+			{Name: b.Fleet + ", correlated", Y: pick(b.Points, func(p amplificationPoint) float64 { return p.Correlated })},
 		},
 	}}
 }
@@ -290,7 +290,7 @@ func outageClaims(sc *scenario.Scenario, js outageJSON, count, bucket int) []rep
 	return cs
 }
 
-func maxCorrelated(c AmplificationCurve) float64 {
+func maxCorrelated(c amplificationCurve) float64 {
 	m := 0.0
 	for _, p := range c.Points {
 		m = max(m, p.Correlated)

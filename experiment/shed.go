@@ -43,9 +43,9 @@ var (
 	shedBrokenShown = 0.3
 )
 
-// ShedRun is one row of the storm part: a fleet against one origin. Its
+// shedRun is one row of the storm part: a fleet against one origin. Its
 // summary and series are the run's fleet of the same name.
-type ShedRun struct {
+type shedRun struct {
 	Name   string `json:"name"`
 	Fleet  string `json:"fleet"`
 	Origin string `json:"origin"`
@@ -57,8 +57,8 @@ type ShedRun struct {
 	phrase        string      // the origin, in a sentence
 }
 
-// ShedPartial is one policy against the partly broken origin.
-type ShedPartial struct {
+// shedPartialRow is one policy against the partly broken origin.
+type shedPartialRow struct {
 	Broken            float64 `json:"broken"`
 	Policy            string  `json:"policy"`
 	Intents           int64   `json:"intents"`
@@ -74,8 +74,8 @@ type ShedPartial struct {
 // the claims.
 type shedJSON struct {
 	*sim.Result
-	Storm   []ShedRun      `json:"storm"`
-	Partial []ShedPartial  `json:"partial_failure"`
+	Storm   []shedRun      `json:"storm"`
+	Partial []shedPartialRow  `json:"partial_failure"`
 	Claims  []report.Claim `json:"claims"`
 }
 
@@ -168,7 +168,7 @@ func runShed(ctx context.Context, opts Options) (*Outcome, error) {
 		}
 		js.Fleets = append(js.Fleets, f)
 		n := len(f.Series.Tick)
-		js.Storm = append(js.Storm, ShedRun{
+		js.Storm = append(js.Storm, shedRun{
 			Name: f.Name, Fleet: j.fleet.Name, Origin: j.origin.label, phrase: j.origin.phrase,
 			GoodputDuring: round1(mean(f.Series.Goodput, start, end)), GoodputAfter: round1(mean(f.Series.Goodput, end, n)),
 			Summary: f.Summary,
@@ -192,8 +192,8 @@ func runShed(ctx context.Context, opts Options) (*Outcome, error) {
 // with each share of its keys broken: the scenario's rate from one client,
 // as in the breaker experiment, so that each policy sees all the traffic;
 // a capacity origin with room to spare; no trigger.
-func shedPartial(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]ShedPartial, error) {
-	var out []ShedPartial
+func shedPartial(ctx context.Context, opts Options, sc *scenario.Scenario, fleets []scenario.Fleet, step func()) ([]shedPartialRow, error) {
+	var out []shedPartialRow
 	for _, b := range shedBroken {
 		run := sc.Clone()
 		run.Duration = min(run.Duration, 120*time.Second)
@@ -210,7 +210,7 @@ func shedPartial(ctx context.Context, opts Options, sc *scenario.Scenario, fleet
 		}
 		for _, f := range res.Fleets {
 			s := f.Summary
-			out = append(out, ShedPartial{
+			out = append(out, shedPartialRow{
 				Broken: b, Policy: f.Name, Intents: s.Intents,
 				BreakerRefusals: s.BreakerRefusals, ThrottleRefusals: s.ThrottleRefusals,
 				Shed:              round3(float64(s.BreakerRefusals+s.ThrottleRefusals) / float64(max(s.Intents, 1))),
@@ -222,16 +222,16 @@ func shedPartial(ctx context.Context, opts Options, sc *scenario.Scenario, fleet
 	return out, nil
 }
 
-func shedRow(js shedJSON, i int) ShedRun { return js.Storm[i] }
+func shedRow(js shedJSON, i int) shedRun { return js.Storm[i] }
 
 // shedAt returns the partial-failure row of policy at broken share b.
-func shedAt(js shedJSON, b float64, policy string) ShedPartial {
+func shedAt(js shedJSON, b float64, policy string) shedPartialRow {
 	for _, p := range js.Partial {
 		if p.Broken == b && p.Policy == policy {
 			return p
 		}
 	}
-	return ShedPartial{}
+	return shedPartialRow{}
 }
 
 // dipCapacity returns the capacity per tick during the scenario's first
@@ -248,14 +248,14 @@ func dipCapacity(sc *scenario.Scenario, res *sim.Result) (float64, bool) {
 func shedClaims(sc *scenario.Scenario, js shedJSON, partial []scenario.Fleet) []report.Claim {
 	plain, shed, limited, both := shedRow(js, 0), shedRow(js, 1), shedRow(js, 2), shedRow(js, 3)
 	breaker, throttle := shedRow(js, 4), shedRow(js, 5)
-	recovered := func(r ShedRun) map[string]any {
+	recovered := func(r shedRun) map[string]any {
 		return map[string]any{"recovered": r.Summary.Recovered, "recovery_ticks": r.Summary.RecoveryTicks}
 	}
 	cs := []report.Claim{
 		report.Check(fmt.Sprintf("the %s fleet stays collapsed against the %s", plain.Fleet, plain.Origin),
 			!plain.Summary.Recovered, recovered(plain), "%s", recoveryText(plain.Summary)),
 	}
-	for _, r := range []ShedRun{shed, limited, both} {
+	for _, r := range []shedRun{shed, limited, both} {
 		cs = append(cs, report.Check(fmt.Sprintf("the same %s fleet recovers against the origin with %s", r.Fleet, r.phrase),
 			r.Summary.Recovered, recovered(r), "%s", recoveryText(r.Summary)))
 	}
@@ -390,7 +390,7 @@ func shedPartialCharts(js shedJSON) []report.Chart {
 		thrown.X = append(thrown.X, 100*b)
 	}
 	var names []string
-	by := map[string][]ShedPartial{}
+	by := map[string][]shedPartialRow{}
 	for _, p := range js.Partial {
 		if _, ok := by[p.Policy]; !ok {
 			names = append(names, p.Policy)
