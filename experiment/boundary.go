@@ -49,16 +49,16 @@ type boundaryJSON struct {
 	Rate     float64 `json:"rate"`
 	// OwnLoad and OwnDip are the scenario's own load (rate / capacity)
 	// and dip, where LargestDip and LargestFor are measured.
-	OwnLoad    float64          `json:"own_load"`
-	OwnDip     float64          `json:"own_dip"`
-	ForSeconds float64          `json:"for_seconds"`
-	Load       []float64        `json:"load"` // x: intent rate / capacity
-	Dip        []float64        `json:"dip"`  // y: share of capacity the trigger removes
+	OwnLoad    float64             `json:"own_load"`
+	OwnDip     float64             `json:"own_dip"`
+	ForSeconds float64             `json:"for_seconds"`
+	Load       []float64           `json:"load"` // x: intent rate / capacity
+	Dip        []float64           `json:"dip"`  // y: share of capacity the trigger removes
 	Policies   []boundaryPolicyRow `json:"policies"`
 	// Unsupported lists the policies the model does not describe, and
 	// why: the simulator (sweep) answers for them.
-	Unsupported []unsupportedRow  `json:"unsupported"`
-	Claims      []report.Claim `json:"claims"` // none: see BoundaryMap
+	Unsupported []unsupportedRow `json:"unsupported"`
+	Claims      []report.Claim   `json:"claims"` // none: see BoundaryMap
 }
 
 // unsupportedRow is a policy the model gives no answer for.

@@ -56,12 +56,12 @@ type partialFailureRow struct {
 }
 
 type breakerJSON struct {
-	Scenario   string           `json:"scenario"`
-	Seed       uint64           `json:"seed"`
-	ErrorRates []float64        `json:"error_rates"`
+	Scenario   string              `json:"scenario"`
+	Seed       uint64              `json:"seed"`
+	ErrorRates []float64           `json:"error_rates"`
 	FalseTrips []falseTripsRow     `json:"false_trips"`
 	Partial    []partialFailureRow `json:"partial_failure"`
-	Claims     []report.Claim   `json:"claims"`
+	Claims     []report.Claim      `json:"claims"`
 }
 
 // runBreaker runs both parts of the experiment, false trips then partial

@@ -65,7 +65,7 @@ type ejectCaseRow struct {
 type ejectJSON struct {
 	Scenario string         `json:"scenario"`
 	Seed     uint64         `json:"seed"`
-	Cases    []ejectCaseRow    `json:"cases"`
+	Cases    []ejectCaseRow `json:"cases"`
 	Claims   []report.Claim `json:"claims"`
 }
 

@@ -89,7 +89,7 @@ func labWire(protocol string) (name, gateway string) {
 type labJSON struct {
 	*sim.Result
 	Simulator *sim.Result    `json:"simulator"`
-	Agreement []agreementRow    `json:"agreement"`
+	Agreement []agreementRow `json:"agreement"`
 	Tolerance any            `json:"tolerance"`
 	Lab       any            `json:"lab,omitempty"`
 	Claims    []report.Claim `json:"claims"`

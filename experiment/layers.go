@@ -92,7 +92,7 @@ type layersJSON struct {
 	Scenario string            `json:"scenario"`
 	Seed     uint64            `json:"seed"`
 	Outage   []layersOutageRow `json:"outage"`
-	Dip      []layersDip    `json:"dip"`
+	Dip      []layersDip       `json:"dip"`
 	Claims   []report.Claim    `json:"claims"`
 }
 

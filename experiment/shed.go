@@ -74,9 +74,9 @@ type shedPartialRow struct {
 // the claims.
 type shedJSON struct {
 	*sim.Result
-	Storm   []shedRun      `json:"storm"`
-	Partial []shedPartialRow  `json:"partial_failure"`
-	Claims  []report.Claim `json:"claims"`
+	Storm   []shedRun        `json:"storm"`
+	Partial []shedPartialRow `json:"partial_failure"`
+	Claims  []report.Claim   `json:"claims"`
 }
 
 // shedRoles are the scenario's fleets by what the experiment does with

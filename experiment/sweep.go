@@ -333,7 +333,8 @@ func sweepJobs(ctx context.Context, base *scenario.Scenario, pols []sweepPolicy,
 			return sweepCell(base, pols[p], js.Load[x], js.Dip[y]), nil
 		},
 	}
-	return grid.Run(ctx, g, opts.GridOptions(), func(i int, s sim.Summary) {
+	return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
+		s := f.Summary
 		job := at(i)
 		p, y, x := job/(n*n), job/n%n, job%n
 		r := -1

@@ -31,9 +31,6 @@ type Grid struct {
 	// Shard, when its Count is above 1, runs only the cells the shard
 	// owns.
 	Shard Shard
-	// Summary, when set, makes the summary kept of a run's fleet (a
-	// chain's, judged at the origin); nil keeps the fleet's own.
-	Summary func(sim.FleetResult) sim.Summary
 }
 
 // Shard is one part of a grid split for several machines: shard Index
@@ -96,10 +93,11 @@ func (o Options) Simulate(ctx context.Context, sc *scenario.Scenario) (*sim.Resu
 }
 
 // Run runs the grid's cells (the shard's) on opts.Workers goroutines
-// (all cores by default) and hands each cell's summary to keep, from the
-// goroutine that ran it: keep must write only what belongs to cell i. It
-// reports progress through opts.Progress, and stops at the first error.
-func Run(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.Summary)) error {
+// (all cores by default) and hands each cell's fleet result to keep, from
+// the goroutine that ran it: keep must write only what belongs to cell i,
+// and keep no more of the result than it needs (its series are the run's).
+// It reports progress through opts.Progress, and stops at the first error.
+func Run(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) error {
 	todo := g.cells()
 	workers := opts.Workers
 	if workers <= 0 {
@@ -136,11 +134,7 @@ func Run(ctx context.Context, g Grid, opts Options, keep func(i int, s sim.Summa
 					fail(err)
 					continue
 				}
-				s := res.Fleets[0].Summary
-				if g.Summary != nil {
-					s = g.Summary(res.Fleets[0])
-				}
-				keep(job, s)
+				keep(job, &res.Fleets[0])
 				if opts.Progress != nil {
 					// Under the lock, so that progress never goes back.
 					progressMu.Lock()

@@ -34,7 +34,7 @@ func TestRunProgress(t *testing.T) {
 		last = done
 		calls++
 	}}
-	if err := Run(context.Background(), g, opts, func(int, sim.Summary) {}); err != nil {
+	if err := Run(context.Background(), g, opts, func(int, *sim.FleetResult) {}); err != nil {
 		t.Fatal(err)
 	}
 	if last != cells || calls != cells {

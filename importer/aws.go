@@ -147,9 +147,6 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 		if n += len(withRetry); n > maxItems {
 			return nil, admit(AWS, n, "profiles")
 		}
-		if o.Timeout <= 0 {
-			return nil, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", s.Name)
-		}
 		// The SDKs read a profile's settings only when it is selected: an
 		// invalid profile fails the clients that select it, not the file.
 		// It is left out, and the others say so; only a file with no valid
@@ -231,11 +228,17 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: awsBackoffBase, Cap: awsMaxBackoff, Multiplier: 2, Jitter: "full"}
 	p.note("retry.backoff", "exponential from 2s, full jitter, cap 20s", awsSDK+": rand x 2^n seconds before retry n (n = 1 first), at most 20s")
 	p.lose("from the fifth retry on, %s waits exactly 20s; the simulator draws the wait from [0, 20s)", awsSDK)
-	if o.Timeout <= 0 {
-		return Fleet{}, fmt.Errorf("%s: the AWS SDK settings set no attempt timeout: give one (import's base scenario or --timeout)", file)
+	if o.Timeout > 0 {
+		f.Timeout = o.Timeout
+		p.note("timeout", fmtDur(o.Timeout), "the SDK config sets none: the caller's (--timeout)")
+	} else {
+		// The SDK's default: its HTTP client (aws-sdk-go-v2
+		// aws/transport/http/client.go, BuildableClient) sets a dial and
+		// a TLS handshake timeout but no overall request timeout, so an
+		// attempt waits as long as the caller's context lets it.
+		f.Timeout = maxTimeout
+		p.note("timeout", "none ("+fmtDur(maxTimeout)+", the simulator's longest)", "default: "+awsSDK+"'s HTTP client sets no overall request timeout; an attempt ends only at the caller's deadline")
 	}
-	f.Timeout = o.Timeout
-	p.note("timeout", fmtDur(o.Timeout), "the SDK config sets none: the base scenario's")
 	if attempts == 1 {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 	}

@@ -85,8 +85,10 @@ type Fleet struct {
 type Options struct {
 	// Format forces a format; "" detects it from each file's content.
 	Format Format
-	// Timeout is the attempt timeout for formats whose config sets none
-	// (the AWS SDKs'). Required when such a config is imported.
+	// Timeout is the attempt timeout for formats whose config cannot set
+	// one (the AWS SDKs'), when the caller knows it (import --timeout);
+	// zero takes the product's own default (for the AWS SDKs, none: an
+	// attempt ends only at its caller's deadline).
 	Timeout time.Duration
 	// Protocol is what the imported services speak, "http" or "grpc",
 	// where the config does not say (an Envoy route that matches gRPC, an

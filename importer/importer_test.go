@@ -222,10 +222,10 @@ func TestCheckImported(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", out.String())
-	if !r.Collapsed(0) {
-		t.Error("the Istio config with 3 retries and no budget passes the check")
+	if r.Level(0) != verdict.Unsafe {
+		t.Errorf("the Istio config with 3 retries and no budget: %v, want UNSAFE", r.Level(0))
 	}
-	if r.Collapsed(1) {
-		t.Error("the Linkerd config with a retry budget fails the check")
+	if r.Level(1) == verdict.Unsafe {
+		t.Errorf("the Linkerd config with a retry budget: %v, want it not UNSAFE", r.Level(1))
 	}
 }

@@ -20,6 +20,7 @@ import (
 type env struct {
 	capacity float64 // per second
 	errRate  float64 // background and injected error shares combined
+	rejRate  float64 // answers a rejection trigger turns into 503s (of those errRate leaves)
 	outage   bool    // nothing answers
 	mode     string  // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	factor   float64 // latency multiplier
@@ -35,7 +36,7 @@ func (e env) stalled() bool { return e.outage && e.mode == scenario.OutageStall 
 func envAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration) env {
 	base := scenario.Conditions{Capacity: o.Capacity, ErrorRate: o.ErrorRate, Factor: []float64{1}}
 	c := scenario.At(base, faults, t)
-	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[0]}
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, rejRate: c.RejectRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[0]}
 }
 
 // replicaEnvAt is envAt for replica r of o's replicas (o.Replicas of them,
@@ -48,7 +49,7 @@ func replicaEnvAt(o *scenario.Origin, faults []scenario.Trigger, t time.Duration
 	n := max(o.Replicas, 1)
 	sc := scenario.Scenario{Origin: *o, Triggers: faults}
 	c := scenario.At(sc.Base(n), faults, t)
-	e := env{capacity: c.Capacity / float64(n), errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[r]}
+	e := env{capacity: c.Capacity / float64(n), errRate: c.ErrorRate, rejRate: c.RejectRate, outage: c.Outage, mode: c.Mode, factor: c.Factor[r]}
 	if c.ReplicaErrorRate != nil {
 		e.errRate = c.ReplicaErrorRate[r]
 		if m := c.ReplicaOutage[r]; m != "" && !e.outage {

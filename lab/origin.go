@@ -562,6 +562,8 @@ func (o *Origin) reject(r origin.Request) {
 func (o *Origin) finish(r origin.Request) {
 	q := &o.reqs[r]
 	ok := !q.own.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
+	rejected := ok && o.env.rejRate > 0 && o.rng.Float64() < o.env.rejRate
+	ok = ok && !rejected
 	if o.env.outage && o.env.mode == scenario.OutageRefuse {
 		ok = false // the answer fails, as a reset connection does
 	}
@@ -584,6 +586,8 @@ func (o *Origin) finish(r origin.Request) {
 		// The answer is lost; the handler waits for its client to leave.
 	case ok:
 		o.tell(r, resOK)
+	case rejected && !(o.env.outage && o.env.mode == scenario.OutageRefuse):
+		o.tell(r, resRejected) // a rejection trigger: 503
 	default:
 		o.tell(r, resError)
 	}

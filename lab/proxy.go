@@ -463,6 +463,8 @@ func (p *FaultProxy) deliver(id origin.Request, t time.Duration) {
 		a = ansRefused
 	case p.env.errRate > 0 && a.status < 500 && p.rng.Float64() < p.env.errRate:
 		a = ansInjected
+	case p.env.rejRate > 0 && a.status < 500 && p.rng.Float64() < p.env.rejRate:
+		a = ansInjected // a rejection trigger: the proxy's 503
 	}
 	if a.status != 0 && a.status < 500 {
 		p.tally.add(cSuccesses, q.tick)

@@ -456,7 +456,11 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 			return unsupported("triggers: "+t.Kind+" on one replica", "the model has one server")
 		}
 		switch t.Kind {
-		case scenario.TriggerCapacity, scenario.TriggerErrors, scenario.TriggerOutage, scenario.TriggerLoad:
+		case scenario.TriggerErrors:
+			if t.Answer == scenario.AnswerRejection {
+				return unsupported("triggers: errors answered as rejections", "the model's error answers are errors; it does not follow rejections retried apart")
+			}
+		case scenario.TriggerCapacity, scenario.TriggerOutage, scenario.TriggerLoad:
 		case scenario.TriggerLatency:
 			if t.Replicas != 0 {
 				return unsupported("triggers: latency on some replicas", "the model has one server")

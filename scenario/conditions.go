@@ -10,12 +10,16 @@ import (
 // intent rate. The simulator and the lab both take them from At, so a
 // trigger means the same in both.
 type Conditions struct {
-	Capacity  float64   // per second
-	ErrorRate float64   // background and trigger error rates combined
-	Outage    bool      // nothing answers
-	Mode      string    // the outage's mode, while Outage: OutageRefuse, OutageBlackhole or OutageStall
-	Rate      float64   // intents per second
-	Factor    []float64 // latency multiplier, per replica
+	Capacity  float64 // per second
+	ErrorRate float64 // background and trigger error rates combined
+	// RejectRate is the share of answers that errors triggers with
+	// answer: rejection turn into overload rejections, among those
+	// ErrorRate leaves successful.
+	RejectRate float64
+	Outage     bool      // nothing answers
+	Mode       string    // the outage's mode, while Outage: OutageRefuse, OutageBlackhole or OutageStall
+	Rate       float64   // intents per second
+	Factor     []float64 // latency multiplier, per replica
 	// ReplicaErrorRate is, per replica, the error rate of its answers:
 	// ErrorRate combined with the replica's own faults and triggers. Nil
 	// when no fault or trigger names a replica: ErrorRate is every one's.
@@ -110,7 +114,11 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 		case TriggerCapacity:
 			c.Capacity = min(c.Capacity, tr.Capacity)
 		case TriggerErrors:
-			c.ErrorRate = 1 - (1-c.ErrorRate)*(1-tr.ErrorRate)
+			if tr.Answer == AnswerRejection {
+				c.RejectRate = 1 - (1-c.RejectRate)*(1-tr.ErrorRate)
+			} else {
+				c.ErrorRate = 1 - (1-c.ErrorRate)*(1-tr.ErrorRate)
+			}
 		case TriggerOutage:
 			c.Outage = true
 			if tr.At >= outageFrom {

@@ -297,7 +297,20 @@ type Trigger struct {
 	// Mode is what an outage trigger does to the requests: OutageRefuse,
 	// OutageBlackhole (the default; empty reads as it) or OutageStall.
 	Mode string
+	// Answer is what an errors trigger's failed answers are: AnswerError
+	// (the default; empty reads as it) or AnswerRejection.
+	Answer string
 }
+
+// What an errors trigger answers.
+const (
+	// AnswerError is an error answer: HTTP 500, gRPC INTERNAL. The server
+	// did the request's work.
+	AnswerError = "error"
+	// AnswerRejection is an overload rejection answered at once: HTTP 503
+	// or 429, gRPC UNAVAILABLE or RESOURCE_EXHAUSTED.
+	AnswerRejection = "rejection"
+)
 
 // Outage modes: how nothing answers.
 const (

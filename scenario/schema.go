@@ -22,6 +22,7 @@ var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
 	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
 	outageModes  = []string{OutageRefuse, OutageBlackhole, OutageStall}
+	errorAnswers = []string{AnswerError, AnswerRejection}
 	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS, BudgetConcurrency, BudgetAWSAdaptive}
 	breakerRules = resilWords(resil.ConsecutiveFailures, resil.CountWindow, resil.TimeWindow)
 	breakerKinds = append([]string{BreakerNone}, breakerRules...)
@@ -156,10 +157,14 @@ func triggerObject(t *Trigger) *object {
 			{key: "replicas", kinds: []string{TriggerLatency}, v: integer{&t.Replicas}},
 			{key: "replica", kinds: []string{TriggerErrors, TriggerOutage, TriggerLatency}, unless: "replicas", v: optReplica{&t.Replica}},
 			{key: "mode", kinds: []string{TriggerOutage}, v: word{p: &t.Mode, words: outageModes, unset: OutageBlackhole}},
+			{key: "answer", kinds: []string{TriggerErrors}, v: word{p: &t.Answer, words: errorAnswers, unset: AnswerError}},
 		},
 		preset: func(kind string) {
-			if kind == TriggerOutage {
+			switch kind {
+			case TriggerOutage:
 				t.Mode = OutageBlackhole
+			case TriggerErrors:
+				t.Answer = AnswerError
 			}
 		},
 		check: t.check,

@@ -376,6 +376,9 @@ func (t *Trigger) check(c *checker, path string) {
 		in(c, at("capacity"), t.Capacity, 0, maxCapacity)
 	case TriggerErrors:
 		over(c, at("error_rate"), t.ErrorRate, 0, 1)
+		if t.Answer == AnswerRejection && t.Replica != nil {
+			c.fail(at("answer"), "rejection applies to the whole origin: a replica's errors trigger answers errors")
+		}
 	case TriggerLoad:
 		in(c, at("rate"), t.Rate, 0, maxRate)
 	case TriggerLatency:

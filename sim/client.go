@@ -338,6 +338,9 @@ func (f *fleet) refused(i int32, now int64, why resil.StopReason) {
 	if f.env.errRate > 0 && draw(f.seed, in.id, n, drawError) < f.env.errRate {
 		return
 	}
+	if f.env.rejRate > 0 && draw(f.seed, in.id, n, drawError) < 1-(1-f.env.errRate)*(1-f.env.rejRate) {
+		return
+	}
 	timeout := f.timeout
 	if in.hop > 0 {
 		timeout = f.chain.hops[in.hop].timeout

@@ -12,6 +12,7 @@ import (
 type env struct {
 	capacity float64   // origin capacity per second
 	errRate  float64   // background and trigger error rates combined
+	rejRate  float64   // answers a rejection trigger turns into overload rejections (of those errRate leaves)
 	outage   bool      // nothing answers
 	mode     string    // how, while outage: scenario.OutageRefuse, OutageBlackhole or OutageStall
 	rate     float64   // intents per second
@@ -83,7 +84,7 @@ func envAt(s *scenario.Scenario, replicas int, t time.Duration) env {
 	base := s.Base(replicas)
 	base.Rate = s.Traffic.RateAt(t, s.Tick)
 	c := scenario.At(base, s.Triggers, t)
-	return env{capacity: c.Capacity, errRate: c.ErrorRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor,
+	return env{capacity: c.Capacity, errRate: c.ErrorRate, rejRate: c.RejectRate, outage: c.Outage, mode: c.Mode, rate: c.Rate, factor: c.Factor,
 		repErr: c.ReplicaErrorRate, repOut: c.ReplicaOutage}
 }
 

@@ -138,21 +138,31 @@ func (f *fleet) served(r int32, now int64) {
 	x := f.reqs.at(r)
 	x.serving = false
 	m := f.origin[x.replica]
-	var aux uint8
-	if f.outcome(x) {
-		aux = answerOK
-	}
-	f.answer(r, now, aux)
+	f.answer(r, now, f.outcome(x))
 	m.Done(time.Duration(now), origin.Request(r))
 }
 
-// outcome draws whether the origin's answer to request x is a success.
-func (f *fleet) outcome(x *request) bool {
+// outcome draws the origin's answer to request x: answerOK, an error (0),
+// or, while a rejection trigger is in force, answerThrottled.
+func (f *fleet) outcome(x *request) uint8 {
 	rate := f.env.errRate
 	if f.env.repErr != nil {
 		rate = f.env.repErr[x.replica]
 	}
-	return !x.broken && !(rate > 0 && draw(f.seed, x.id, int(x.n), drawError) < rate)
+	if x.broken {
+		return 0
+	}
+	if rate <= 0 && f.env.rejRate <= 0 {
+		return answerOK
+	}
+	d := draw(f.seed, x.id, int(x.n), drawError)
+	switch {
+	case rate > 0 && d < rate:
+		return 0
+	case f.env.rejRate > 0 && d < 1-(1-rate)*(1-f.env.rejRate):
+		return answerThrottled
+	}
+	return answerOK
 }
 
 // known notes, for the attempt waiting for request x (if any), whether its
@@ -194,11 +204,7 @@ func (d *originDriver) Answer(r origin.Request, at time.Duration) {
 	f := (*fleet)(d)
 	x := f.reqs.at(int32(r))
 	f.known(x, int64(at))
-	var aux uint8
-	if f.outcome(x) {
-		aux = answerOK
-	}
-	f.q.push(mkEvent(int64(at), int32(r), x.gen, evAnswer, aux), laneAnswer)
+	f.q.push(mkEvent(int64(at), int32(r), x.gen, evAnswer, f.outcome(x)), laneAnswer)
 }
 
 // Serve schedules the end of the request's service.

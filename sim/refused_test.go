@@ -38,3 +38,47 @@ fleets:
 		}
 	}
 }
+
+// TestRejectionAnswers: an errors trigger with answer: rejection answers
+// overload rejections (503, UNAVAILABLE), which only fleets that retry
+// "rejection" retry; answer: error answers errors (500), which only those
+// that retry "error" retry. Every attempt of a whole-origin burst fails
+// either way.
+func TestRejectionAnswers(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		want   map[string]bool
+	}{
+		{"rejection", map[string]bool{"rejection": true, "error": false}},
+		{"error", map[string]bool{"rejection": false, "error": true}},
+	} {
+		sc, err := scenario.Parse("burst.yaml", []byte(`
+name: burst
+duration: 20s
+traffic: {rate: 50, clients: 1}
+origin: {model: capacity, capacity: 1000, latency: 10ms}
+triggers:
+  - {kind: errors, at: 5s, for: 5s, error_rate: 1, answer: `+c.answer+`}
+fleets:
+  - {name: rejection, timeout: 1s, retry: {max_retries: 2, on: [rejection]}, budget: {use: none}}
+  - {name: error, timeout: 1s, retry: {max_retries: 2, on: [error]}, budget: {use: none}}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := RunWith(context.Background(), sc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range res.Fleets {
+			s := f.Summary
+			if got := s.Retries > 0; got != c.want[f.Name] {
+				t.Errorf("answer %s, fleet %s: %d retries, want retries = %v", c.answer, f.Name, s.Retries, c.want[f.Name])
+			}
+			// Five seconds at 50 intents a second, every attempt failed.
+			if s.FailedAttempts < 250 {
+				t.Errorf("answer %s, fleet %s: %d failed attempts, want every attempt of the burst", c.answer, f.Name, s.FailedAttempts)
+			}
+		}
+	}
+}

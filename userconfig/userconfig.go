@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
@@ -154,15 +155,14 @@ func (o Reader) Files(files []string, format, baseFile string, assume importer.O
 			}
 			opts.Format = f
 		}
-		if len(b.Fleets) > 0 {
-			opts.Timeout = b.Fleets[0].Timeout
-		}
 		fl, err := importer.Import(srcs, opts)
 		if err != nil {
 			return nil, nil, "", nil, usagef("%v", err)
 		}
 		for _, f := range fl {
-			in = append(in, verdict.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: FromBase(f.From)})
+			ci := verdict.CheckInput{Fleet: f.Fleet, Origin: f.Origin, FromBase: FromBase(f.From)}
+			ci.Assume = AssumeTimeout(ci.Fleet, b)
+			in = append(in, ci)
 		}
 		fmtIn = fl[0].Format
 		return in, b, fmtIn, &Files{Sources: srcs, Fleets: fl}, nil
@@ -234,4 +234,23 @@ func Pick(in []verdict.CheckInput, route string) (verdict.CheckInput, error) {
 		}
 	}
 	return in[0], nil
+}
+
+// noTimeout is how long an attempt of a fleet without a timeout may take
+// (the importers' and the simulator's longest).
+const noTimeout = 24 * time.Hour
+
+// AssumeTimeout is what a verdict on fleet f rests on when f has no
+// attempt timeout (its config cannot set one, or sets none, and the
+// product's default is none, as the AWS SDKs' and Linkerd's): the same
+// fleet with the base scenario's timeout, which a caller's deadline might
+// give it. nil when f has a timeout or the base has none to give.
+func AssumeTimeout(f scenario.Fleet, base *scenario.Scenario) *verdict.Assume {
+	if f.Timeout < noTimeout || base == nil || len(base.Fleets) == 0 || base.Fleets[0].Timeout >= noTimeout {
+		return nil
+	}
+	g := f
+	g.Timeout = base.Fleets[0].Timeout
+	return &verdict.Assume{Setting: "the attempt timeout", Value: "none (the product's default; your file sets none)",
+		Other: fmt.Sprintf("%v (the base scenario's)", g.Timeout), Fleet: g}
 }

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,9 +62,21 @@ type AdviseCandidate struct {
 	Fleet scenario.Fleet `json:"fleet"`
 	// Cells[seed][fault][load].
 	Cells [][][]CheckCell `json:"cells"`
-	// Totals over every cell and seed (filled once all cells are in).
+	// Judged[fault]: whether the candidate is judged on the fault (it,
+	// or your policy, retries some failure the fault makes).
+	Judged []bool `json:"judged"`
+	// Bare indexes AdviseResult.Bare: the candidate with retries off, what
+	// its collapses are compared with; -1 for a candidate that does not
+	// retry.
+	Bare int `json:"retries_off"`
+	// Totals over every cell and seed (filled once all cells are in): the
+	// runs that never recovered; the verdict check gives these runs, with
+	// its count of realistic cells that stay collapsed where retries off
+	// recover and of findings past the thresholds or outside the region.
 	Never       int   `json:"never_recovered"`
-	Amplified   int   `json:"amplified"` // runs past check's amplification thresholds
+	Level       Level `json:"verdict"`
+	Collapsed   int   `json:"collapsed"`
+	AtRisk      int   `json:"at_risk"`
 	IntentsLost int64 `json:"intents_lost"`
 	Extra       int64 `json:"extra_attempts"` // retries and hedges: the load beyond one attempt per intent
 	Slowest     int   `json:"slowest_recovery_ticks"`
@@ -78,7 +90,7 @@ type AdviseCandidate struct {
 	// screened (see AdviseOptions.Exhaustive); Cells is then empty unless
 	// the candidate was simulated at every seed after it.
 	Screen       [][]CheckCell `json:"screen,omitempty"`
-	ScreenSource string        `json:"screen_source,omitempty"` // "model" or "simulator, 1 seed"
+	ScreenSource string        `json:"screen_source,omitempty"` // "model", "simulator, 1 seed", or both (sourceMixed)
 }
 
 // simulated reports whether c's totals rest on the simulator at every
@@ -100,14 +112,28 @@ type AdviseResult struct {
 	RealDip    float64           `json:"realistic_dip"`
 	Shard      string            `json:"shard"`
 	Candidates []AdviseCandidate `json:"candidates"`
-	// Runs is the simulator runs the search made, and Exhaustive how
-	// many it would have made without its screen.
+	// Bare are the candidates with retries off, each once: their runs in
+	// the cells where a candidate that has it collapsed.
+	Bare []AdviseBare `json:"retries_off"`
+	// Runs is the simulator runs of candidates the search made, and
+	// Exhaustive how many it would have made without its screen; BareRuns
+	// the runs with retries off kept beside them (a shard makes them all,
+	// and the merge keeps those one run makes).
 	Runs       int `json:"simulator_runs"`
 	Exhaustive int `json:"exhaustive_runs"`
+	BareRuns   int `json:"retries_off_runs"`
 	// Ranking lists candidate indexes, best first (filled once all cells
 	// are in).
 	Ranking []int          `json:"ranking"`
 	Claims  []report.Claim `json:"claims"`
+}
+
+// AdviseBare is a fleet with retries off and its runs,
+// Cells[seed][fault][load], in the cells where some candidate with it
+// never recovered.
+type AdviseBare struct {
+	Fleet scenario.Fleet  `json:"fleet"`
+	Cells [][][]CheckCell `json:"cells"`
 }
 
 // adviseCandidates builds the policies to try around the user's fleet:
@@ -253,137 +279,223 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts experim
 			return nil, err
 		}
 	}
-	for i := range r.Candidates {
-		r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
-	}
-	fleets := make([]scenario.Fleet, len(cands))
-	for i, c := range cands {
-		fleets[i] = c.Fleet
-	}
+	r.prepare(user.Fleet)
 	name := func(i int) string { return fmt.Sprintf("advise: candidate %q", cands[i].Name) }
-	r.Exhaustive = len(cands) * nS * nF * nL
+	for i := range r.Candidates {
+		r.Exhaustive += len(r.candidateJobs(i, 0))
+	}
 	if ao.Shard.Count > 1 || ao.Exhaustive || len(cands) <= adviseConfirm+1 {
-		var runs atomic.Int64 // keep runs on every worker
-		err = e.run(ctx, fleets, name, ao.Shard, opts, func(j job, c CheckCell) {
-			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
-			runs.Add(1)
-		})
-		r.Runs += int(runs.Load())
-		if err != nil {
-			return nil, err
-		}
 		for i := range r.Candidates {
+			r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
 			r.Candidates[i].Source = sourceSimulator
 		}
-		if ao.Shard.Count <= 1 {
-			r.rank()
+		var jobs []job
+		for i := range r.Candidates {
+			jobs = append(jobs, r.candidateJobs(i, 0)...)
 		}
+		if ao.Shard.Count > 1 {
+			// A shard cannot know where the others collapse: it runs its
+			// share of every retries-off cell, and the merge keeps what
+			// one run keeps.
+			return r, r.run(ctx, e, append(jobs, r.bareJobs(true)...), name, ao.Shard, opts)
+		}
+		if err := r.run(ctx, e, jobs, name, grid.Shard{}, opts); err != nil {
+			return nil, err
+		}
+		if err := r.run(ctx, e, r.bareJobs(false), name, grid.Shard{}, opts); err != nil {
+			return nil, err
+		}
+		r.rank()
 		return r, nil
 	}
-	if err := r.screened(ctx, e, fleets, name, opts); err != nil {
+	if err := r.screened(ctx, e, name, opts); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func newSeedCells(seeds, faults, loads int) [][][]CheckCell {
-	c := make([][][]CheckCell, seeds)
-	for s := range c {
-		c[s] = newCells(faults, loads)
-	}
-	return c
-}
-
-// realistic is the region the user calls realistic: the given load and
-// dip, or the base scenario's.
-func realistic(base *scenario.Scenario, load, dip float64) (float64, float64, error) {
-	if load == 0 {
-		load = roundTo(base.Traffic.Rate/base.Origin.Capacity, 1000)
-	}
-	if dip == 0 {
-		dip = 1.0 / 3
-		for _, t := range base.Triggers {
-			if t.Kind == scenario.TriggerCapacity {
-				dip = 1 - t.Capacity/base.Origin.Capacity
-				break
-			}
-		}
-		dip = roundTo(dip, 1000)
-	}
-	if !(load > 0 && load <= 0.975) {
-		return 0, 0, inputErrorf("realistic load %g must be in (0, 0.975] of capacity (--load sets it)", load)
-	}
-	if !(dip > 0 && dip <= 1) {
-		return 0, 0, inputErrorf("realistic dip %g must be in (0, 1] (--dip sets it)", dip)
-	}
-	return load, dip, nil
-}
-
-func roundTo(x, k float64) float64 { return float64(int64(x*k+0.5)) / k }
-
-// envelopeCell is the base scenario at one load with one fault, without
-// fleets.
-func envelopeCell(base *scenario.Scenario, load float64, ft checkFault, at time.Duration) *scenario.Scenario {
-	sc := base.Clone()
-	sc.Origin.SetCapacity(base.Traffic.Rate / load)
-	t := scenario.Trigger{Kind: ft.Kind, At: at, For: time.Duration(ft.For * float64(time.Second))}
-	switch ft.Kind {
-	case scenario.TriggerCapacity:
-		t.Capacity = sc.Origin.Capacity * (1 - ft.Dip)
-	case scenario.TriggerErrors:
-		t.ErrorRate = ft.Rate
-	case scenario.TriggerOutage:
-		t.Mode = ft.Mode
-	case scenario.TriggerLatency:
-		t.Factor = ft.Factor
-	}
-	if ft.Replica != nil {
-		r := *ft.Replica
-		t.Replica = &r
-	}
-	if ft.Bounded && sc.Origin.Model == scenario.ModelQueue {
-		// Half a second of work waits at most: past it the origin
-		// rejects at once, as a bounded queue or load shedding does.
-		sc.Origin.QueueLimit = max(int(math.Ceil(sc.Origin.Capacity/2)), 1)
-	}
-	sc.Triggers = []scenario.Trigger{t}
-	return sc
-}
-
-func cellOf(s sim.Summary) CheckCell {
-	c := CheckCell{Ran: true, Source: sourceSimulator, Recovered: s.Recovered, RecoveryTicks: -1, Intents: s.Intents, Attempts: s.Attempts,
-		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered, NeverHealthy: s.NeverHealthy}
-	if s.Recovered {
-		c.RecoveryTicks = *s.RecoveryTicks
-	}
-	return c
-}
-
-// rank totals every candidate's cells and orders them: the fewest runs
-// that never recover or amplify past check's thresholds first (so a
-// policy without a budget is not ranked first because a fault failed to
-// punish it), then the fewest intents lost, then the least extra load,
-// then the fastest recovery; ties keep the order they were built in.
-//
-// A candidate the screen left out ranks after every simulated one, by its
-// screen's totals: the recommendation always rests on the simulator.
-func (r *AdviseResult) rank() {
-	r.Ranking = r.Ranking[:0]
+// prepare sets what every candidate is judged on (the faults it, or your
+// policy, retries on: so that every comparison is over the same cells
+// and seeds as your policy's, and over its own) and its retries-off
+// fleet.
+func (r *AdviseResult) prepare(user scenario.Fleet) {
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
-		c.Never, c.Amplified, c.IntentsLost, c.Extra, c.Slowest = 0, 0, 0, 0, 0
-		runs := c.Cells
-		if !c.simulated() {
-			runs = [][][]CheckCell{c.Screen}
+		c.Judged = c.Judged[:0]
+		for _, ft := range r.Faults {
+			c.Judged = append(c.Judged, judges(c.Fleet, ft) || judges(user, ft))
 		}
-		for _, seed := range runs {
+		c.Bare = -1
+		if !retries(c.Fleet) {
+			continue
+		}
+		bare := withoutRetries(c.Fleet)
+		bare.Name = "retries off"
+		c.Bare = slices.IndexFunc(r.Bare, func(b AdviseBare) bool { return reflect.DeepEqual(b.Fleet, bare) })
+		if c.Bare < 0 {
+			c.Bare = len(r.Bare)
+			r.Bare = append(r.Bare, AdviseBare{Fleet: bare, Cells: newSeedCells(len(r.Seeds), len(r.Faults), len(r.Loads))})
+		}
+	}
+}
+
+// candidateJobs are candidate i's runs of the cells it is judged on, from
+// seed from on.
+func (r *AdviseResult) candidateJobs(i, from int) []job {
+	var out []job
+	c := &r.Candidates[i]
+	for si := from; si < len(r.Seeds); si++ {
+		for fi := range r.Faults {
+			if !c.Judged[fi] {
+				continue
+			}
+			for li := range r.Loads {
+				out = append(out, job{fleet: i, seed: si, fault: fi, load: li})
+			}
+		}
+	}
+	return out
+}
+
+// bareJobs are the retries-off runs not made yet of the cells where a
+// candidate simulated at every seed never recovered, or of every cell
+// when all is set.
+func (r *AdviseResult) bareJobs(all bool) []job {
+	need := make([][][]bool, len(r.Bare))
+	for b := range need {
+		need[b] = make([][]bool, len(r.Faults))
+		for fi := range need[b] {
+			need[b][fi] = make([]bool, len(r.Loads))
+		}
+	}
+	for _, c := range r.Candidates {
+		if c.Bare < 0 {
+			continue
+		}
+		for fi := range r.Faults {
+			for li := range r.Loads {
+				need[c.Bare][fi][li] = need[c.Bare][fi][li] || c.Judged[fi] && (all || c.collapsesIn(fi, li))
+			}
+		}
+	}
+	var out []job
+	for b, cells := range need {
+		for fi, row := range cells {
+			for li, ok := range row {
+				for si := range r.Seeds {
+					if ok && !r.Bare[b].Cells[si][fi][li].Ran {
+						out = append(out, job{fleet: b, variant: retriesOff, seed: si, fault: fi, load: li})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// collapsesIn reports whether some seed of the candidate's runs never
+// recovered in cell (fi, li).
+func (c *AdviseCandidate) collapsesIn(fi, li int) bool {
+	return slices.ContainsFunc(c.Cells, func(s [][]CheckCell) bool { x := s[fi][li]; return x.Ran && !x.Recovered })
+}
+
+// keepBare clears the retries-off cells one run would not have made, so
+// that merged shards, which ran them all, give what one run gives.
+func (r *AdviseResult) keepBare() {
+	keep := map[job]bool{}
+	for _, j := range r.bareJobs(false) {
+		keep[job{fleet: j.fleet, fault: j.fault, load: j.load}] = true
+	}
+	for b := range r.Bare {
+		for _, seed := range r.Bare[b].Cells {
+			for fi := range seed {
+				for li := range seed[fi] {
+					if !keep[job{fleet: b, fault: fi, load: li}] && !r.bareNeeded(b, fi, li) {
+						seed[fi][li] = CheckCell{}
+					}
+				}
+			}
+		}
+	}
+}
+
+// bareNeeded reports whether retries-off fleet b's cell (fi, li) is one a
+// candidate's collapse is compared with.
+func (r *AdviseResult) bareNeeded(b, fi, li int) bool {
+	return slices.ContainsFunc(r.Candidates, func(c AdviseCandidate) bool { return c.Bare == b && c.Judged[fi] && c.collapsesIn(fi, li) })
+}
+
+// run runs jobs (candidates, and retries-off fleets) and files each cell.
+func (r *AdviseResult) run(ctx context.Context, e *envelope, jobs []job, name func(int) string, sh grid.Shard, opts experiment.Options) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	spec := func(i, v int) (scenario.Fleet, []scenario.Tier) {
+		if v == retriesOff {
+			return r.Bare[i].Fleet, nil
+		}
+		return r.Candidates[i].Fleet, nil
+	}
+	var runs atomic.Int64 // keep runs on every worker
+	err := e.runJobs(ctx, jobs, spec, name, sh, opts, func(j job, c CheckCell) {
+		if j.variant == retriesOff {
+			r.Bare[j.fleet].Cells[j.seed][j.fault][j.load] = c
+			return
+		}
+		runs.Add(1)
+		cand := &r.Candidates[j.fleet]
+		if cand.Cells == nil {
+			cand.Screen[j.fault][j.load] = c
+			return
+		}
+		cand.Cells[j.seed][j.fault][j.load] = c
+	})
+	r.Runs += int(runs.Load())
+	return err
+}
+
+// rank judges every candidate's runs as check judges a fleet's and
+// orders them: the fewest realistic cells that stay collapsed (where
+// retries off recover), then the fewest findings past the thresholds or
+// outside the realistic region, then the fewest intents lost, then the
+// least extra load, then the fastest recovery; ties keep the order they
+// were built in.
+//
+// A candidate the screen left out ranks after every simulated one, by its
+// screen's totals (every collapse counted): the recommendation always
+// rests on the simulator.
+func (r *AdviseResult) rank() {
+	a := assessment{loads: r.Loads, faults: r.Faults, realLoad: r.RealLoad}
+	r.Ranking = r.Ranking[:0]
+	r.BareRuns = 0
+	for _, b := range r.Bare {
+		for _, seed := range b.Cells {
 			for _, row := range seed {
-				for li, cell := range row {
+				for _, c := range row {
+					if c.Ran {
+						r.BareRuns++
+					}
+				}
+			}
+		}
+	}
+	for i := range r.Candidates {
+		c := &r.Candidates[i]
+		c.Never, c.IntentsLost, c.Extra, c.Slowest = 0, 0, 0, 0
+		runs, bare := c.Cells, r.bareOf(c)
+		if !c.simulated() {
+			runs, bare = [][][]CheckCell{c.Screen}, newSeedCells(1, len(r.Faults), len(r.Loads))
+		}
+		j := a.judge(runs, bare, c.Judged)
+		c.Level, c.Collapsed, c.AtRisk = j.Level, j.count(Unsafe), j.count(AtRisk)
+		for _, seed := range runs {
+			for fi, row := range seed {
+				if !c.Judged[fi] {
+					continue
+				}
+				for _, cell := range row {
 					if !cell.Recovered {
 						c.Never++
-					}
-					if amplifies(cell, r.Rate, r.Tick, r.Loads[li]) {
-						c.Amplified++
 					}
 					c.IntentsLost += cell.IntentsLost
 					c.Extra += cell.Retries
@@ -395,21 +507,30 @@ func (r *AdviseResult) rank() {
 	}
 	slices.SortStableFunc(r.Ranking, func(a, b int) int {
 		x, y := &r.Candidates[a], &r.Candidates[b]
-		return cmp.Or(compareBool(!x.simulated(), !y.simulated()), cmp.Compare(x.Never+x.Amplified, y.Never+y.Amplified), cmp.Compare(x.Never, y.Never), cmp.Compare(x.IntentsLost, y.IntentsLost),
-			cmp.Compare(x.Extra, y.Extra), cmp.Compare(x.Slowest, y.Slowest))
+		return cmp.Or(compareBool(!x.simulated(), !y.simulated()), cmp.Compare(x.Collapsed, y.Collapsed), cmp.Compare(x.AtRisk, y.AtRisk),
+			cmp.Compare(x.IntentsLost, y.IntentsLost), cmp.Compare(x.Extra, y.Extra), cmp.Compare(x.Slowest, y.Slowest))
 	})
 	best := r.Candidates[r.Ranking[0]]
 	yours := r.Candidates[0]
-	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
 	r.Claims = []report.Claim{
-		report.Check(fmt.Sprintf("the recommendation (%s) recovers in every cell of the envelope, over %d seeds", best.Name, len(r.Seeds)),
-			best.Never == 0, map[string]any{"never_recovered": best.Never, "cells": cells}, "%d of %d cells never recovered", best.Never, cells),
-		report.Check(fmt.Sprintf("the recommendation amplifies the load past check's thresholds (%g attempts per intent, %g× capacity) in no cell", maxAttemptsPerIntent, maxPeakOverCapacity),
-			best.Amplified == 0, map[string]any{"amplified": best.Amplified, "cells": cells}, "%d of %d cells amplified", best.Amplified, cells),
-		report.Check("the recommendation loses no more intents than your policy",
-			best.IntentsLost <= yours.IntentsLost, map[string]any{"intents_lost": best.IntentsLost, "yours": yours.IntentsLost},
-			"%s against %s", report.Int(best.IntentsLost), report.Int(yours.IntentsLost)),
+		report.Check(fmt.Sprintf("the recommendation (%s) is SAFE over the envelope, in each of %d seeds", best.Name, len(r.Seeds)),
+			best.Level == Safe, map[string]any{"verdict": levelKeys[best.Level], "collapsed": best.Collapsed, "at_risk": best.AtRisk},
+			"%s: %d realistic cells stay collapsed, %d findings past the thresholds or outside the region", best.Level, best.Collapsed, best.AtRisk),
+		report.Check("the recommendation does no worse than your policy: no more realistic cells that stay collapsed, then no more findings, then no more intents lost",
+			cmp.Or(cmp.Compare(best.Collapsed, yours.Collapsed), cmp.Compare(best.AtRisk, yours.AtRisk), cmp.Compare(best.IntentsLost, yours.IntentsLost)) <= 0,
+			map[string]any{"collapsed": best.Collapsed, "at_risk": best.AtRisk, "intents_lost": best.IntentsLost,
+				"yours_collapsed": yours.Collapsed, "yours_at_risk": yours.AtRisk, "yours_intents_lost": yours.IntentsLost},
+			"%d, %d, %s against yours %d, %d, %s", best.Collapsed, best.AtRisk, report.Int(best.IntentsLost), yours.Collapsed, yours.AtRisk, report.Int(yours.IntentsLost)),
 	}
+}
+
+// bareOf is candidate c's runs with retries off, or nil for a candidate
+// that does not retry.
+func (r *AdviseResult) bareOf(c *AdviseCandidate) [][][]CheckCell {
+	if c.Bare < 0 || c.Bare >= len(r.Bare) {
+		return nil
+	}
+	return r.Bare[c.Bare].Cells
 }
 
 // compareBool orders false before true.
@@ -442,29 +563,52 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 	for i := range m.Candidates {
 		m.Candidates[i].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
 	}
+	m.Bare = slices.Clone(parts[0].Bare)
+	for b := range m.Bare {
+		m.Bare[b].Cells = newSeedCells(len(m.Seeds), len(m.Faults), len(m.Loads))
+	}
+	into := func(what string, dst, src [][][]CheckCell) error {
+		if len(src) != len(dst) {
+			return fmt.Errorf("merge: %s has another set of runs", what)
+		}
+		for s := range src {
+			if err := mergeCells(dst[s], src[s]); err != nil {
+				return fmt.Errorf("merge: a cell of %s %v", what, err)
+			}
+		}
+		return nil
+	}
 	for _, p := range parts {
 		if p.Scenario != m.Scenario || p.Clients != m.Clients || p.Conditions != m.Conditions || !slices.Equal(p.Seeds, m.Seeds) || !slices.Equal(p.Loads, m.Loads) || !slices.EqualFunc(p.Faults, m.Faults, checkFault.same) ||
-			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Candidates) != len(m.Candidates) {
+			p.RealLoad != m.RealLoad || p.RealDip != m.RealDip || len(p.Candidates) != len(m.Candidates) || len(p.Bare) != len(m.Bare) {
 			return nil, fmt.Errorf("merge: shard %s searched another scenario, envelope or set of candidates", p.Shard)
 		}
 		for i, c := range p.Candidates {
-			if c.Name != m.Candidates[i].Name || !reflect.DeepEqual(c.Fleet, m.Candidates[i].Fleet) || len(c.Cells) != len(m.Seeds) {
-				return nil, fmt.Errorf("merge: shard %s's candidate %d is %q, not %q", p.Shard, i, c.Name, m.Candidates[i].Name)
+			mc := m.Candidates[i]
+			if c.Name != mc.Name || !reflect.DeepEqual(c.Fleet, mc.Fleet) || !slices.Equal(c.Judged, mc.Judged) || c.Bare != mc.Bare {
+				return nil, fmt.Errorf("merge: shard %s's candidate %d is %q, not %q", p.Shard, i, c.Name, mc.Name)
 			}
-			for s := range c.Cells {
-				if err := mergeCells(m.Candidates[i].Cells[s], c.Cells[s]); err != nil {
-					return nil, fmt.Errorf("merge: a cell of %q %v", c.Name, err)
-				}
+			if err := into(strconv.Quote(c.Name), mc.Cells, c.Cells); err != nil {
+				return nil, err
+			}
+		}
+		for b, x := range p.Bare {
+			if !reflect.DeepEqual(x.Fleet, m.Bare[b].Fleet) {
+				return nil, fmt.Errorf("merge: shard %s's retries-off fleet %d is another", p.Shard, b)
+			}
+			if err := into("retries off", m.Bare[b].Cells, x.Cells); err != nil {
+				return nil, err
 			}
 		}
 	}
 	for _, c := range m.Candidates {
 		for _, seed := range c.Cells {
-			if !complete(seed) {
+			if !complete(seed, c.Judged) {
 				return nil, fmt.Errorf("merge: %q has cells no shard ran: give every shard's result", c.Name)
 			}
 		}
 	}
+	m.keepBare()
 	m.rank()
 	return &m, nil
 }
@@ -474,8 +618,8 @@ func (r *AdviseResult) Table(top int) report.Table {
 	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
 	t := report.Table{
 		Title: fmt.Sprintf("Policies ranked over %d cells (%d faults × %d loads × %d seeds)", cells, len(r.Faults), len(r.Loads), len(r.Seeds)),
-		Columns: []report.Column{{Name: "#", Align: report.Right}, {Name: "policy"}, {Name: "recovered", Align: report.Right},
-			{Name: "amplified", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right},
+		Columns: []report.Column{{Name: "#", Align: report.Right}, {Name: "policy"}, {Name: "verdict"}, {Name: "collapsed", Align: report.Right},
+			{Name: "at risk", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right},
 			{Name: "from"}},
 		Emphasis: map[[2]int]bool{},
 	}
@@ -489,12 +633,16 @@ func (r *AdviseResult) Table(top int) report.Table {
 			// One pass of the cells: the model's, or one seed's.
 			n, from = len(r.Faults)*len(r.Loads), c.Source
 		}
-		row := []string{fmt.Sprint(pos + 1), c.Name, fmt.Sprintf("%d/%d", n-c.Never, n), fmt.Sprint(c.Amplified), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest), from}
-		if c.Never > 0 {
+		_ = n
+		row := []string{fmt.Sprint(pos + 1), c.Name, c.Level.String(), fmt.Sprint(c.Collapsed), fmt.Sprint(c.AtRisk), report.Int(c.IntentsLost), report.Int(c.Extra), fmt.Sprintf("+%d ticks", c.Slowest), from}
+		if c.Level != Safe {
 			t.Emphasis[[2]int{len(t.Rows), 2}] = true
 		}
-		if c.Amplified > 0 {
+		if c.Collapsed > 0 {
 			t.Emphasis[[2]int{len(t.Rows), 3}] = true
+		}
+		if c.AtRisk > 0 {
+			t.Emphasis[[2]int{len(t.Rows), 4}] = true
 		}
 		t.Rows = append(t.Rows, row)
 	}

@@ -130,12 +130,14 @@ func TestAdviseScreenFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := r.Best(); b.Never+b.Amplified == 0 {
+	if b := r.Best(); b.Level == Safe {
 		t.Fatalf("%s recovers everywhere: the test needs a space that fails", b.Name)
 	}
 	for _, c := range r.Candidates {
-		if c.Source != sourceSimulator || c.ScreenSource != sourceModel {
-			t.Errorf("%s: source %q, screened by %q; want every candidate simulated after the model's screen", c.Name, c.Source, c.ScreenSource)
+		// The model screens every cell it describes; the burst of
+		// rejections it does not, and one seed of the simulator does.
+		if c.Source != sourceSimulator || c.ScreenSource != sourceMixed {
+			t.Errorf("%s: source %q, screened by %q; want every candidate simulated after the model's screen (and one seed's where it does not apply)", c.Name, c.Source, c.ScreenSource)
 		}
 	}
 	if r.Runs != r.Exhaustive {

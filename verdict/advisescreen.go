@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
 
 	"github.com/retrystorm/retrystorm/report"
-	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // An unsharded advise screens its candidates before it simulates them at
@@ -57,15 +55,17 @@ func (a screenKey) compare(b screenKey) int {
 // screenOf totals a candidate's screen. A model cell counts as amplifying
 // only past the thresholds with modelMargin to spare.
 func (r *AdviseResult) screenOf(c *AdviseCandidate) screenKey {
-	k := screenKey{fromTheModel: c.ScreenSource == sourceModel}
-	margin := 1.0
-	if k.fromTheModel {
-		margin += modelMargin
-	}
-	for _, row := range c.Screen {
-		for li, cell := range row {
-			p, a := cellAmplification(cell, r.Rate, r.Tick, r.Loads[li])
-			amp := p > maxPeakOverCapacity*margin || a > maxAttemptsPerIntent*margin
+	k := screenKey{fromTheModel: c.ScreenSource != sourceScreen}
+	for fi, row := range c.Screen {
+		if !c.Judged[fi] {
+			continue
+		}
+		for _, cell := range row {
+			margin := 1.0
+			if cell.Source == sourceModel {
+				margin += modelMargin
+			}
+			amp := !under(cell, r.Faults[fi], margin)
 			if !cell.Recovered {
 				k.never++
 			}
@@ -85,44 +85,44 @@ func (r *AdviseResult) screenOf(c *AdviseCandidate) screenKey {
 // best of those still fails or amplifies in some cell (so that a
 // candidate left out could rank above it), runs every other candidate at
 // every seed too.
-func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scenario.Fleet, name func(int) string, opts experiment.Options) error {
+func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int) string, opts experiment.Options) error {
 	nS, nF, nL := len(e.seeds), len(e.faults), len(e.loads)
 	var first []job
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
-		c.Screen, c.ScreenSource, c.Cells = newCells(nF, nL), sourceModel, nil
-	cells:
+		c.Screen, c.Cells = newCells(nF, nL), nil
+		var model, simulated int
 		for fi := range nF {
+			if !c.Judged[fi] {
+				continue
+			}
 			for li := range nL {
-				sc, err := e.cell(fleets[i], 0, 0, fi, li)
+				sc, err := e.cell(c.Fleet, 0, 0, fi, li)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name(i), err)
 				}
 				cell, err := modelCell(sc)
 				if err != nil {
 					// Unsupported, or settings the simulator will name:
-					// either way the simulator answers.
-					c.ScreenSource = sourceScreen
-					break cells
+					// either way the simulator answers this cell.
+					first = append(first, job{fleet: i, fault: fi, load: li})
+					simulated++
+					continue
 				}
 				c.Screen[fi][li] = cell
+				model++
 			}
 		}
-		if c.ScreenSource == sourceScreen {
-			for fi := range nF {
-				for li := range nL {
-					first = append(first, job{fleet: i, fault: fi, load: li})
-				}
-			}
+		switch {
+		case simulated == 0:
+			c.ScreenSource = sourceModel
+		case model == 0:
+			c.ScreenSource = sourceScreen
+		default:
+			c.ScreenSource = sourceMixed
 		}
 	}
-	var runs atomic.Int64 // keep runs on every worker
-	err := e.runJobs(ctx, first, fleets, nil, name, grid.Shard{}, opts, func(j job, c CheckCell) {
-		r.Candidates[j.fleet].Screen[j.fault][j.load] = c
-		runs.Add(1)
-	})
-	r.Runs += int(runs.Load())
-	if err != nil {
+	if err := r.run(ctx, e, first, name, grid.Shard{}, opts); err != nil {
 		return err
 	}
 
@@ -154,29 +154,16 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scena
 				continue
 			}
 			c.Cells = newSeedCells(nS, nF, nL)
-			from := 0
-			if c.ScreenSource == sourceScreen {
-				// The screen's runs are this candidate's first seed.
-				for fi := range nF {
-					copy(c.Cells[0][fi], c.Screen[fi])
+			for _, j := range r.candidateJobs(i, 0) {
+				if sc := c.Screen[j.fault][j.load]; j.seed == 0 && sc.Source == sourceSimulator {
+					// The screen's run of the cell is its first seed.
+					c.Cells[0][j.fault][j.load] = sc
+					continue
 				}
-				from = 1
-			}
-			for si := from; si < nS; si++ {
-				for fi := range nF {
-					for li := range nL {
-						jobs = append(jobs, job{fleet: i, seed: si, fault: fi, load: li})
-					}
-				}
+				jobs = append(jobs, j)
 			}
 		}
-		var runs atomic.Int64 // keep runs on every worker
-		err := e.runJobs(ctx, jobs, fleets, nil, name, grid.Shard{}, opts, func(j job, c CheckCell) {
-			r.Candidates[j.fleet].Cells[j.seed][j.fault][j.load] = c
-			runs.Add(1)
-		})
-		r.Runs += int(runs.Load())
-		if err != nil {
+		if err := r.run(ctx, e, jobs, name, grid.Shard{}, opts); err != nil {
 			return err
 		}
 		all := true
@@ -188,8 +175,11 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, fleets []scena
 				c.Source, all = c.ScreenSource, false
 			}
 		}
+		if err := r.run(ctx, e, r.bareJobs(false), name, grid.Shard{}, opts); err != nil {
+			return err
+		}
 		r.rank()
-		if b := r.Best(); b.Never+b.Amplified == 0 || all {
+		if b := r.Best(); b.Level == Safe || all {
 			return nil
 		}
 		for i := range confirm {

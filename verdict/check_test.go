@@ -45,11 +45,11 @@ func TestCheckStorm(t *testing.T) {
 	if r.RealLoad != 0.833 || r.RealDip != 0.333 {
 		t.Errorf("realistic region from the storm: load %v, dip %v; want 0.833 and 0.333", r.RealLoad, r.RealDip)
 	}
-	if !r.Collapsed(0) {
-		t.Errorf("naive (3 retries, no budget) passes the check")
+	if r.Level(0) != Unsafe {
+		t.Errorf("naive (3 retries, no budget): %v, want UNSAFE", r.judge(0, 0).summary())
 	}
-	if r.Collapsed(1) {
-		t.Errorf("guarded (budget and breaker) fails the check")
+	if r.Level(1) != Safe {
+		t.Errorf("guarded (budget and breaker): %v, want SAFE", r.judge(1, 0).summary())
 	}
 	if report.AllHold(r.Claims) {
 		t.Error("every claim holds though naive collapses")
@@ -113,11 +113,11 @@ func TestCheckAmplification(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := r.judge(0, 0)
-	if !r.Unsafe(0) || j.Amplified == 0 {
-		t.Errorf("attempts 40 on rejections: %v, want UNSAFE for amplification", j)
+	if r.Level(0) == Safe || !slices.ContainsFunc(j.Findings, func(f Finding) bool { return f.What == findInstant }) {
+		t.Errorf("attempts 40 on rejections: %v, want AT RISK or worse for amplification", j.summary())
 	}
-	if r.Unsafe(1) {
-		t.Errorf("guarded: %v, want safe", r.judge(1, 0))
+	if r.Level(1) != Safe {
+		t.Errorf("guarded: %v, want SAFE", r.judge(1, 0).summary())
 	}
 	if report.AllHold(r.Claims) {
 		t.Error("every claim holds though attempts 40 floods the origin")
@@ -161,7 +161,7 @@ func TestCheckClients(t *testing.T) {
 		t.Fatalf("clients %v from %q, want [8 2 32] from --clients", r.Clients, r.ClientsFrom)
 	}
 	v := strings.Join(r.Verdicts()[0], "\n")
-	for _, want := range []string{"at 8 clients (--clients)", "2: ", "32: "} {
+	for _, want := range []string{"at 8 clients (--clients)", "8, 2, 32 client instances"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("the verdict does not say %q:\n%s", want, v)
 		}
@@ -222,7 +222,7 @@ func TestCheckModelKeepsTheVerdict(t *testing.T) {
 	answered := 0
 	for i := range sim.Fleets {
 		for k := range sim.Clients {
-			if a, b := sim.judge(i, k), mod.judge(i, k); a != b {
+			if a, b := sim.judge(i, k), mod.judge(i, k); !reflect.DeepEqual(a, b) {
 				t.Errorf("%s at %d clients: %v with --model, %v without", sim.Fleets[i].Name, sim.Clients[k], b, a)
 			}
 		}
@@ -419,11 +419,11 @@ func TestCheckNeverHealthy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Unsafe(0) {
-		t.Errorf("a fleet that never works: %v, want UNSAFE", r.judge(0, 0))
+	if r.Level(0) != Unsafe {
+		t.Errorf("a fleet that never works: %v, want UNSAFE", r.judge(0, 0).summary())
 	}
-	if r.Unsafe(1) {
-		t.Errorf("guarded: %v, want safe", r.judge(1, 0))
+	if r.Level(1) != Safe {
+		t.Errorf("guarded: %v, want SAFE", r.judge(1, 0).summary())
 	}
 	var notes []string
 	for _, n := range r.Notes {

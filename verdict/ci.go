@@ -7,56 +7,65 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// Finding is one checked fleet or chain as a CI sees it: a test case, and
+// CIResult is one checked fleet or chain as a CI sees it: a test case, and
 // the settings to blame as annotations at their file and line.
-type Finding struct {
+type CIResult struct {
 	Name   string
 	Origin string
-	Unsafe bool
-	// Cells is how many realistic cells fail: a baseline compares it.
+	Level  Level
+	// Cells is how many cells count against it (FailingCells): a
+	// baseline compares it.
 	Cells int
 	// Text is the verdict in words (check's verdict line).
-	Text  string
-	Blame []Blame
-	// Fails: unsafe, and (with a baseline) worse than it was.
+	Text string
+	// Margin is the fleet's margin in words, when searched.
+	Margin string
+	Blame  []Blame
+	// Fails: at or past the level the gate fails on, and (with a
+	// baseline) worse than it was.
 	Fails bool
-	// Was is the baseline's verdict: "" (no baseline, or not in it),
-	// "safe", or "UNSAFE (N cells)".
-	Was string
+	// Was is the baseline's verdict: "" (no baseline, or not in it), or
+	// "SAFE", "AT RISK (N cells)"...; BaselineState is SARIF's: "new",
+	// "unchanged" or "updated" with a baseline, "" without.
+	Was           string
+	BaselineState string
 }
 
 // VerdictLine is check's verdict line for fleet i.
-func VerdictLine(r *CheckResult, i int) string {
-	for _, l := range r.Verdicts()[i] {
-		if strings.HasPrefix(l, "verdict: ") {
-			return strings.TrimPrefix(l, "verdict: ")
-		}
+func VerdictLine(r *CheckResult, i int) string { return r.verdictLine(i) }
+
+// marginText is fleet i's margin in words, or "" when not searched.
+func (r *CheckResult) marginText(i int) string {
+	if m := r.Fleets[i].Margin; m != nil {
+		return m.text(r.RealLoad, r.RealDip)
 	}
 	return ""
 }
 
-// StackFindings is a checked stack as a CI sees it: one finding, the
+// StackFindings is a checked stack as a CI sees it: one result, the
 // chain, with every layer's settings to blame.
-func StackFindings(r *StackResult) []Finding {
-	v := Finding{Name: r.Check.Fleets[0].Name, Origin: r.Chain, Unsafe: r.Unsafe, Cells: r.Check.UnsafeCells(0), Text: VerdictLine(r.Check, 0)}
-	if r.Unsafe {
+func StackFindings(r *StackResult) []CIResult {
+	v := CIResult{Name: r.Check.Fleets[0].Name, Origin: r.Chain, Level: r.Level, Cells: r.Check.FailingCells(0), Text: VerdictLine(r.Check, 0), Margin: r.Check.marginText(0)}
+	if r.Level != Safe {
 		for _, l := range r.Layers {
 			v.Blame = append(v.Blame, l.Blame...)
 		}
 	}
-	return []Finding{v}
+	return []CIResult{v}
 }
 
 // CheckFindings are check's fleets as a CI sees them; blame(i) gives
-// the settings to blame of unsafe fleet i, located in the user's files.
-func CheckFindings(r *CheckResult, blame func(i int) []Blame) []Finding {
-	var out []Finding
+// the settings to blame of fleet i, located in the user's files, for a
+// fleet that is not SAFE.
+func CheckFindings(r *CheckResult, blame func(i int) []Blame) []CIResult {
+	var out []CIResult
 	for i, f := range r.Fleets {
-		v := Finding{Name: f.Name, Origin: f.Origin, Unsafe: r.Unsafe(i), Cells: r.UnsafeCells(i), Text: VerdictLine(r, i)}
-		if v.Unsafe {
+		v := CIResult{Name: f.Name, Origin: f.Origin, Level: f.Verdict, Cells: r.FailingCells(i), Text: VerdictLine(r, i), Margin: r.marginText(i)}
+		if v.Level != Safe {
 			v.Blame = blame(i)
 		}
 		out = append(out, v)
@@ -64,32 +73,162 @@ func CheckFindings(r *CheckResult, blame func(i int) []Blame) []Finding {
 	return out
 }
 
-// ReadBaseline reads a previous check --json (of files or of a stack),
-// from the file called name, and returns each fleet's (or chain's)
-// failing realistic cells by name.
-func ReadBaseline(name string, data []byte) (map[string]int, error) {
+// Gate marks each result that fails: at failOn or worse, and, with a
+// baseline (nil for none), worse than the baseline had it: a level above
+// the baseline's, or the same level in more cells. It returns how many
+// fail, and says on w each one a baseline forgives.
+func Gate(vs []CIResult, failOn Level, base *Baseline, w io.Writer) int {
+	fails := 0
+	for i := range vs {
+		v := &vs[i]
+		v.Fails = v.Level >= failOn
+		if base != nil {
+			was, ok := base.Verdicts[v.Name]
+			switch {
+			case !ok:
+				v.BaselineState = "new"
+			case was.Level == v.Level && was.Cells == v.Cells:
+				v.BaselineState, v.Was = "unchanged", was.String()
+			default:
+				v.BaselineState, v.Was = "updated", was.String()
+			}
+			worse := !ok || v.Level > was.Level || v.Level == was.Level && v.Cells > was.Cells
+			if v.Fails && !worse {
+				fmt.Fprintf(w, "baseline: %s is %s as it was (%s; now %d cells): not a failure\n", v.Name, v.Level, v.Was, v.Cells)
+			}
+			v.Fails = v.Fails && worse
+		}
+		if v.Fails {
+			fails++
+		}
+	}
+	return fails
+}
+
+// BaselineSchema is the version of a baseline check writes (its JSON's
+// schema): 2 since the graded verdicts.
+const BaselineSchema = CheckSchema
+
+// Baseline is a previous check's verdicts, by fleet or chain name, and
+// the settings it ran with, which a comparison must share.
+type Baseline struct {
+	Settings Settings
+	Verdicts map[string]Was
+}
+
+// Was is one verdict of a baseline.
+type Was struct {
+	Level Level
+	Cells int
+}
+
+func (w Was) String() string {
+	if w.Level == Safe {
+		return w.Level.String()
+	}
+	return fmt.Sprintf("%s (%d cells)", w.Level, w.Cells)
+}
+
+// Settings are what a check ran with that changes its verdicts: a
+// baseline made with other settings cannot be compared with.
+type Settings struct {
+	Scenario  string
+	Seed      uint64
+	Seeds     int
+	Clients   []int
+	Load, Dip float64
+	Loads     []float64
+	Faults    []string
+}
+
+// SettingsOf are r's settings.
+func SettingsOf(r *CheckResult) Settings {
+	s := Settings{Scenario: r.Scenario, Seed: r.Seed, Seeds: len(r.Seeds), Clients: r.Clients, Load: r.RealLoad, Dip: r.RealDip, Loads: r.Loads}
+	for _, f := range r.Faults {
+		s.Faults = append(s.Faults, f.Name)
+	}
+	return s
+}
+
+// Differs says how s differs from t, or "" when they are the same.
+func (s Settings) Differs(t Settings) string {
+	var out []string
+	if s.Scenario != t.Scenario || s.Seed != t.Seed {
+		out = append(out, fmt.Sprintf("base scenario %q seed %d, not %q seed %d", s.Scenario, s.Seed, t.Scenario, t.Seed))
+	}
+	if s.Seeds != t.Seeds {
+		out = append(out, fmt.Sprintf("--seeds %d, not %d", s.Seeds, t.Seeds))
+	}
+	if !slices.Equal(s.Clients, t.Clients) {
+		out = append(out, fmt.Sprintf("--clients %d, not %d", first(s.Clients), first(t.Clients)))
+	}
+	if s.Load != t.Load {
+		out = append(out, fmt.Sprintf("--load %g, not %g", s.Load, t.Load))
+	}
+	if s.Dip != t.Dip {
+		out = append(out, fmt.Sprintf("--dip %g, not %g", s.Dip, t.Dip))
+	}
+	if !slices.Equal(s.Loads, t.Loads) || !slices.Equal(s.Faults, t.Faults) {
+		out = append(out, "another envelope of loads and faults")
+	}
+	return strings.Join(out, "; ")
+}
+
+func first(v []int) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// ReadBaseline reads a previous check --json (of files, of a stack, or of
+// --manifests), from the file called name. A baseline written before
+// graded verdicts (no schema) or by another schema is refused with how to
+// make one again.
+func ReadBaseline(name string, data []byte) (*Baseline, error) {
 	var doc struct {
-		Check *CheckResult `json:"check"`
+		Check  *CheckResult   `json:"check"`
+		Chains []*StackResult `json:"chains"`
 		CheckResult
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json: %v", name, err)
 	}
-	r := doc.Check
-	if r == nil {
-		r = &doc.CheckResult
-	}
-	if len(r.Fleets) == 0 || len(r.Clients) == 0 || len(r.Faults) == 0 {
-		return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json (no fleets, faults or client counts)", name)
-	}
-	out := map[string]int{}
-	for i, f := range r.Fleets {
-		if len(f.Runs) != len(r.Clients) {
-			return nil, fmt.Errorf("--baseline %s: fleet %q has no runs: give a whole check's JSON, not a shard's", name, f.Name)
+	var results []*CheckResult
+	switch {
+	case doc.Check != nil:
+		results = append(results, doc.Check)
+	case doc.Chains != nil:
+		for _, c := range doc.Chains {
+			if c != nil && c.Check != nil {
+				results = append(results, c.Check)
+			}
 		}
-		out[f.Name] = r.UnsafeCells(i)
+	default:
+		results = append(results, &doc.CheckResult)
 	}
-	return out, nil
+	if len(results) == 0 {
+		return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json (no fleets)", name)
+	}
+	b := &Baseline{Verdicts: map[string]Was{}}
+	for k, r := range results {
+		if r.Schema != BaselineSchema {
+			return nil, fmt.Errorf("--baseline %s: written by another version of retrystorm (schema %d; this one reads %d, whose verdicts are graded SAFE, AT RISK and UNSAFE): make it again with this version's check --json, with the same flags", name, r.Schema, BaselineSchema)
+		}
+		if len(r.Fleets) == 0 || len(r.Clients) == 0 || len(r.Faults) == 0 {
+			return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json (no fleets, faults or client counts)", name)
+		}
+		if k == 0 {
+			b.Settings = SettingsOf(r)
+		}
+		for i, f := range r.Fleets {
+			if len(f.Runs) != len(r.Clients) {
+				return nil, fmt.Errorf("--baseline %s: fleet %q has no runs: give a whole check's JSON, not a shard's", name, f.Name)
+			}
+			b.Verdicts[f.Name] = Was{Level: f.Verdict, Cells: r.FailingCells(i)}
+		}
+	}
+	return b, nil
 }
 
 // SARIF 2.1.0 (OASIS, sarif-schema-2.1.0.json): the parts check writes.
@@ -125,10 +264,11 @@ type sarifMessage struct {
 }
 
 type sarifResult struct {
-	RuleID    string          `json:"ruleId"`
-	Level     string          `json:"level"`
-	Message   sarifMessage    `json:"message"`
-	Locations []sarifLocation `json:"locations,omitempty"`
+	RuleID        string          `json:"ruleId"`
+	Level         string          `json:"level"`
+	BaselineState string          `json:"baselineState,omitempty"`
+	Message       sarifMessage    `json:"message"`
+	Locations     []sarifLocation `json:"locations,omitempty"`
 }
 
 type sarifLocation struct {
@@ -150,24 +290,29 @@ type sarifRegion struct {
 
 const sarifRuleID = "retry-storm"
 
-// WriteSARIF writes one result per setting to blame of each unsafe
-// verdict, at its file and line: an error where the verdict fails, a
-// warning where a baseline forgives it.
-func WriteSARIF(w io.Writer, vs []Finding) error {
+// WriteSARIF writes one result per setting to blame of each verdict that
+// is not SAFE, at its file and line: an error for UNSAFE, a warning for
+// AT RISK, and, with a baseline, SARIF's baselineState (new, unchanged,
+// updated) rather than another level for what the baseline forgives.
+func WriteSARIF(w io.Writer, vs []CIResult) error {
 	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "retrystorm", InformationURI: "https://github.com/retrystorm/retrystorm",
 		Rules: []sarifRule{{ID: sarifRuleID, ShortDescription: sarifMessage{Text: "a retry policy that turns a dip into a storm: it stays collapsed, or amplifies the load past the thresholds, in the realistic region"},
 			HelpURI: "https://github.com/retrystorm/retrystorm/blob/main/docs/check.md"}}}}, Results: []sarifResult{}}
 	for _, v := range vs {
-		if !v.Unsafe {
+		if v.Level == Safe {
 			continue
 		}
-		level := "error"
-		if !v.Fails {
-			level = "warning"
+		level := "warning" // AT RISK
+		if v.Level == Unsafe {
+			level = "error"
+		}
+		text := v.Name + ": " + v.Text
+		if v.Margin != "" {
+			text += ". Margin: " + v.Margin
 		}
 		for _, bl := range v.Blame {
-			res := sarifResult{RuleID: sarifRuleID, Level: level,
-				Message: sarifMessage{Text: fmt.Sprintf("%s: %s. To blame, in layer %s, %s: %s", v.Name, v.Text, bl.Layer, bl.Setting, bl.Why)}}
+			res := sarifResult{RuleID: sarifRuleID, Level: level, BaselineState: v.BaselineState,
+				Message: sarifMessage{Text: fmt.Sprintf("%s. To blame, in layer %s, %s: %s", text, bl.Layer, bl.Setting, bl.Why)}}
 			if bl.File != "" {
 				loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(bl.File)}}}
 				if bl.Line > 0 {
@@ -215,7 +360,7 @@ type junitFailure struct {
 
 // WriteJUnit writes one test case per fleet or chain: a failure where the
 // verdict fails.
-func WriteJUnit(w io.Writer, vs []Finding) error {
+func WriteJUnit(w io.Writer, vs []CIResult) error {
 	var b bytes.Buffer
 	s := junitSuite{Name: "retrystorm check", Tests: len(vs)}
 	for _, v := range vs {
@@ -230,7 +375,7 @@ func WriteJUnit(w io.Writer, vs []Finding) error {
 				}
 				lines = append(lines, fmt.Sprintf("%s: %s (%s): %s", at, bl.Setting, bl.Layer, bl.Why))
 			}
-			c.Failure = &junitFailure{Message: v.Text, Type: "unsafe", Text: strings.Join(lines, "\n")}
+			c.Failure = &junitFailure{Message: v.Text, Type: levelKeys[v.Level], Text: strings.Join(lines, "\n")}
 		}
 		s.Cases = append(s.Cases, c)
 	}

@@ -18,6 +18,9 @@ const (
 	// sourceScreen is one seed of the simulator: what a candidate the
 	// model does not describe was screened with.
 	sourceScreen = "simulator, 1 seed"
+	// sourceMixed is a screen of the model where it applies and of one
+	// seed of the simulator in the other cells.
+	sourceMixed = "model, and simulator (1 seed) where it does not apply"
 )
 
 // modelCell answers one cell of an envelope (sc, with its one fleet) with
@@ -47,8 +50,16 @@ func modelCell(sc *scenario.Scenario) (CheckCell, error) {
 		peak = max(peak, s.Offered[k])
 	}
 	round := func(x float64) int64 { return int64(math.Round(x)) }
-	return CheckCell{Ran: true, Source: sourceModel, Recovered: r.Recovered, RecoveryTicks: r.RecoveryTicks, Intents: round(intents), Attempts: round(attempts),
-		Retries: round(retries), IntentsLost: max(0, round(intents-successes)), PeakOffered: round(peak)}, nil
+	c := CheckCell{Ran: true, Source: sourceModel, Recovered: r.Recovered, RecoveryTicks: r.RecoveryTicks, Intents: round(intents), Attempts: round(attempts),
+		Retries: round(retries), IntentsLost: max(0, round(intents-successes)), PeakOffered: round(peak)}
+	if !c.Recovered {
+		c.RecoveryTicks = -1
+	}
+	if len(sc.Triggers) > 0 {
+		t := sc.Triggers[0]
+		window(&c, sc.Tick, t.At, checkFault{For: t.For.Seconds()}, sc.Origin.Capacity, s.Offered, s.Intents)
+	}
+	return c, nil
 }
 
 // deadlineNeverBinds reports whether fleet f's per-intent deadline is
@@ -103,7 +114,7 @@ const (
 // farCell answers cell (fault fi, load li) of fleet f, at the verdict's
 // client count, with the model, when the model places it far from the
 // boundary; ok is false otherwise, and the simulator must run it.
-func (e *envelope) farCell(f scenario.Fleet, fi, li int, rate, tick float64) (c CheckCell, ok bool) {
+func (e *envelope) farCell(f scenario.Fleet, fi, li int) (c CheckCell, ok bool) {
 	at := func(load, longer float64) (CheckCell, bool) {
 		ft := e.faults[fi]
 		ft.For *= longer
@@ -120,14 +131,13 @@ func (e *envelope) farCell(f scenario.Fleet, fi, li int, rate, tick float64) (c 
 	if !ok {
 		return c, false
 	}
+	ft := e.faults[fi]
 	if c.Recovered {
-		peak, per := cellAmplification(c, rate, tick, load)
-		if c.RecoveryTicks > farRecovery || peak > farAmplification*maxPeakOverCapacity || per > farAmplification*maxAttemptsPerIntent {
+		if c.RecoveryTicks > farRecovery || !under(c, ft, farAmplification) {
 			return c, false
 		}
 		h, ok := at(min(load+farLoad, 0.975), farLonger)
-		hp, hper := cellAmplification(h, rate, tick, min(load+farLoad, 0.975))
-		return c, ok && h.Recovered && h.RecoveryTicks <= farRecovery && hp <= maxPeakOverCapacity && hper <= maxAttemptsPerIntent
+		return c, ok && h.Recovered && h.RecoveryTicks <= farRecovery && under(h, ft, 1)
 	}
 	easy, ok := at(max(load-farLoad, 0.05), 1/farLonger)
 	return c, ok && !easy.Recovered
@@ -143,10 +153,10 @@ func (r *CheckResult) modelFar(e *envelope, fleets []scenario.Fleet, jobs []job)
 	for i, f := range fleets {
 		for fi := range e.faults {
 			for li := range e.loads {
-				if realisticCell(e.loads, e.faults, e.realLoad, e.realDip, fi, li) {
+				if realisticCell(e.loads, e.faults, e.realLoad, fi, li) || !judges(f, e.faults[fi]) {
 					continue
 				}
-				if c, ok := e.farCell(f, fi, li, r.Rate, r.Tick); ok {
+				if c, ok := e.farCell(f, fi, li); ok {
 					far[key{i, fi, li}] = &c
 				}
 			}

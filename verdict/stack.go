@@ -14,7 +14,6 @@ import (
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
-	"github.com/retrystorm/retrystorm/sim"
 )
 
 // SettingAt is one setting of a layer and where the user wrote it: the
@@ -90,9 +89,9 @@ type StackResult struct {
 	// Agree is whether the simulated amplification at the origin is
 	// within 5% of the closed form, when every layer's is exact; else
 	// whether it is no more than the bound.
-	Agree  bool         `json:"closed_form_agrees"`
-	Check  *CheckResult `json:"check"`
-	Unsafe bool         `json:"unsafe"`
+	Agree bool         `json:"closed_form_agrees"`
+	Check *CheckResult `json:"check"`
+	Level Level        `json:"verdict"`
 	// Outage, in a shard's part, says that this shard made the outage
 	// run (the layers' simulated amplification); merged results omit it.
 	Outage bool `json:"outage_run,omitempty"`
@@ -142,20 +141,6 @@ func perClient(tiers []scenario.Tier, clients int) []scenario.Tier {
 
 // maxTierReplicas is the most replicas a scenario's tier takes.
 const maxTierReplicas = 10_000
-
-// atOrigin is a run's summary judged at the origin: the fleet's intents
-// and recovery (what its users see), and the attempts and peak offered
-// load that reached the origin through the tiers.
-func atOrigin(f sim.FleetResult) sim.Summary {
-	s := f.Summary
-	if len(f.Tiers) == 0 {
-		return s
-	}
-	org := f.Tiers[len(f.Tiers)-1].Summary
-	s.Attempts, s.PeakOffered = org.Attempts, org.PeakOffered
-	s.Retries, s.Hedges = max(org.Attempts-s.Intents, 0), 0
-	return s
-}
 
 // CheckStack checks layers as one call chain, outermost first: layer 0 is
 // the fleet, each next layer a tier it calls through, the last calling
@@ -245,7 +230,7 @@ func CheckStackShard(ctx context.Context, layers []StackLayer, co CheckOptions, 
 // the claim that the closed form agrees.
 func (r *StackResult) finish() {
 	c := r.Check
-	r.Unsafe = c.Unsafe(0)
+	r.Level = c.Level(0)
 	last := r.Layers[len(r.Layers)-1]
 	switch {
 	case last.Exact:
@@ -423,12 +408,8 @@ func (r *StackResult) Render(w io.Writer, st report.Style) error {
 	}
 	fmt.Fprintf(w, "\nAt the origin: %.3g attempts per intent simulated; it %s the closed form (%s).\n", last.Simulated, agree,
 		map[bool]string{true: "exact: the product over the layers of 1 + max_retries", false: "a bound: a budget, a breaker or a rule cuts the retries below it"}[last.Exact])
-	verdict := "safe"
-	if r.Unsafe {
-		verdict = "UNSAFE"
-	}
-	fmt.Fprintf(w, "Verdict for the chain: %s\n", verdict)
-	if r.Unsafe {
+	fmt.Fprintf(w, "Verdict for the chain: %s\n", r.Level)
+	if r.Level != Safe {
 		for _, l := range r.Layers {
 			for _, b := range l.Blame {
 				at := b.File
@@ -443,14 +424,6 @@ func (r *StackResult) Render(w io.Writer, st report.Style) error {
 	return r.Check.Render(w, st)
 }
 
-// UnsafeCells is how many realistic cells fleet i fails in (stays
-// collapsed or amplifies past the thresholds, in some seed) at the
-// verdict's client count: what a baseline compares.
-func (r *CheckResult) UnsafeCells(i int) int {
-	j := r.judge(i, 0)
-	return j.Collapsed + j.Amplified
-}
-
 // BlameAt turns risks (a fleet's Risks) into settings to blame with their
 // file and line, from the fleet's settings as the importer located them:
 // for check on files, as CheckStack does per layer.
@@ -463,15 +436,23 @@ func BlameAt(layer, file string, settings []SettingAt, risks []string) []Blame {
 	return out
 }
 
-// StackRuns is how many simulations CheckStack makes for one chain with
-// these options: check's envelope (every client count and seed) and the
-// outage run. Counted before a run starts, to refuse one too large.
+// StackRuns bounds the simulations CheckStack makes for one chain with
+// these options: check's envelope (every client count and seed, every
+// fault), every cell again with retries off, the margin's searches and
+// the outage run. Counted before a run starts, to refuse one too large.
 func StackRuns(co CheckOptions) (int, error) {
 	e, err := newEnvelope(co.Base, co.Load, co.Dip, co.Seeds, co.Clients, true)
 	if err != nil {
 		return 0, err
 	}
-	return len(e.jobs(1)) + 1, nil
+	// At most: a fleet judged on every fault, every cell again with
+	// retries off, and the margin's four searches.
+	all := []scenario.Fleet{{Retry: scenario.Retry{MaxRetries: 1}}}
+	n := len(e.jobs(all, nil)) + 1
+	if !co.NoMargin {
+		n += marginRuns(len(e.seeds))
+	}
+	return n, nil
 }
 
 // round3 rounds x to three decimals, as the JSON gives amplifications.

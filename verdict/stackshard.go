@@ -176,7 +176,7 @@ func (m *StackShard) StackRun(i int) *StackResult {
 		own.Layers[k].Name, own.Layers[k].File, own.Layers[k].Line, own.Layers[k].Via = l.Name, l.File, l.Line, l.Via
 		own.Layers[k].Origin, own.Layers[k].Instances = l.Origin, l.Instances
 		own.Layers[k].Blame = nil
-		if r.Unsafe {
+		if r.Level != Safe {
 			own.Layers[k].Blame = l.Blame
 		}
 	}

@@ -248,6 +248,11 @@ type ConfigFlags struct {
 	Stack                  []string
 	SARIF, JUnit, Baseline string
 	Manifests              string // check --manifests DIR
+	// FailOnUnsafe is check --fail-on unsafe: exit 1 on UNSAFE only, AT
+	// RISK is 0 (the default fails on at-risk too).
+	FailOnUnsafe bool
+	// EmitWorst is check --emit-worst FILE: the worst cell as a scenario.
+	EmitWorst string
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -357,6 +362,18 @@ func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 	fileVar(fs, &inv.Configs.JUnit, "junit", "write the verdicts as JUnit XML to `FILE`: a test case per fleet or chain", "")
 	fileVar(fs, &inv.Configs.Manifests, "manifests", "find the call chains in the Kubernetes manifests under `DIR` (routes, the Services they call, the client configs their pods mount) and check each", "")
 	fileVar(fs, &inv.Configs.Baseline, "baseline", "compare with `FILE`, a previous check --json, and fail only on what got worse", "")
+	fileVar(fs, &inv.Configs.EmitWorst, "emit-worst", "write the worst cell of a verdict that is not SAFE to `FILE` as a scenario that run and lab reproduce", "")
+	funcVar(fs, "fail-on", "exit 1 on verdicts of `LEVEL` or worse: at-risk (the default) or unsafe (AT RISK exits 0)", func(s string) error {
+		switch s {
+		case "at-risk":
+			inv.Configs.FailOnUnsafe = false
+		case "unsafe":
+			inv.Configs.FailOnUnsafe = true
+		default:
+			return errors.New("want at-risk or unsafe")
+		}
+		return nil
+	})
 }
 
 // whole defines a flag taking a whole number from lo to hi.

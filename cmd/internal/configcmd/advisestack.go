@@ -27,14 +27,14 @@ type stackCandidate struct {
 	// Writable is whether each changed layer's format can say its new
 	// policy (importer.Expressible): no config format here has a breaker
 	// on the whole dependency, so a placement with one is not.
-	Writable    bool                 `json:"writable"`
-	Unsafe      bool                 `json:"unsafe"`
-	UnsafeCells int                  `json:"unsafe_cells"`
-	IntentsLost int64                `json:"intents_lost"`
-	Origin      float64              `json:"attempts_per_intent_at_origin_in_outage"`
-	Result      *verdict.StackResult `json:"-"`
-	fleets      []scenario.Fleet     // each layer's policy in this candidate
-	changed     int                  // how many settings it changes: fewer wins a tie
+	Writable     bool                 `json:"writable"`
+	Verdict      verdict.Level        `json:"verdict"`
+	FailingCells int                  `json:"failing_cells"`
+	IntentsLost  int64                `json:"intents_lost"`
+	Origin       float64              `json:"attempts_per_intent_at_origin_in_outage"`
+	Result       *verdict.StackResult `json:"-"`
+	fleets       []scenario.Fleet     // each layer's policy in this candidate
+	changed      int                  // how many settings it changes: fewer wins a tie
 }
 
 // formatBudget is the retry budget a layer's own format writes, the one
@@ -162,7 +162,7 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 		names = append(names, f.layer.Name)
 	}
 	chain := strings.Join(names, " → ")
-	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, NoMargin: true}
 	cands := stackCandidates(st.files)
 	per, err := verdict.StackRuns(co)
 	if err != nil {
@@ -187,7 +187,7 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 		if err != nil {
 			return costly(err)
 		}
-		cand.Unsafe, cand.UnsafeCells, cand.Result = r.Unsafe, r.Check.UnsafeCells(0), r
+		cand.Verdict, cand.FailingCells, cand.Result = r.Level, r.Check.FailingCells(0), r
 		cand.Writable = true
 		for i, f := range st.files {
 			if cand.Changes[i] != "as it is" && !importer.Expressible(cand.fleets[i], f.from.Format) {
@@ -201,12 +201,12 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 			}
 		}
 	}
-	// The fewest unsafe cells, then the fewest intents lost, then the
-	// least amplification, then the fewest changes; ties keep the stack
-	// as it is first.
+	// The best verdict, then the fewest cells against it, then the
+	// fewest intents lost, then the least amplification, then the fewest
+	// changes; ties keep the stack as it is first.
 	ranked := slices.Clone(cands)
 	slices.SortStableFunc(ranked, func(a, b stackCandidate) int {
-		return cmp.Or(cmp.Compare(a.UnsafeCells, b.UnsafeCells), cmp.Compare(a.IntentsLost, b.IntentsLost), cmp.Compare(a.Origin, b.Origin), cmp.Compare(a.changed, b.changed))
+		return cmp.Or(cmp.Compare(a.Verdict, b.Verdict), cmp.Compare(a.FailingCells, b.FailingCells), cmp.Compare(a.IntentsLost, b.IntentsLost), cmp.Compare(a.Origin, b.Origin), cmp.Compare(a.changed, b.changed))
 	})
 	// The recommendation is the best placement the files can say; one
 	// ranked above it needs what no format writes (resil's breaker in
@@ -226,13 +226,9 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 		}{chain, ranked, best.Name})
 	}
 	t := report.Table{Title: fmt.Sprintf("Where to retry, and with what, in %s (check's faults, loads and seeds; ranked)", chain),
-		Columns: []report.Column{{Name: "placement"}, {Name: "verdict"}, {Name: "unsafe realistic cells", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "attempts per intent at the origin, total outage", Align: report.Right}}}
+		Columns: []report.Column{{Name: "placement"}, {Name: "verdict"}, {Name: "cells against it", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "attempts per intent at the origin, total outage", Align: report.Right}}}
 	for _, cd := range ranked {
-		v := "safe"
-		if cd.Unsafe {
-			v = "UNSAFE"
-		}
-		t.Rows = append(t.Rows, []string{cd.Name, v, fmt.Sprint(cd.UnsafeCells), report.Int(cd.IntentsLost), fmt.Sprintf("%.3g", cd.Origin)})
+		t.Rows = append(t.Rows, []string{cd.Name, cd.Verdict.String(), fmt.Sprint(cd.FailingCells), report.Int(cd.IntentsLost), fmt.Sprintf("%.3g", cd.Origin)})
 	}
 	if err := t.Render(o.Stdout, o.Style); err != nil {
 		return err

@@ -95,7 +95,7 @@ func (c *CheckOptions) runChains(ctx context.Context, o IO, set chainSet, co ver
 // gates on their verdicts: a --stack as its one chain, manifests chain
 // by chain.
 func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) error {
-	var vs []verdict.Finding
+	var vs []verdict.CIResult
 	var results []*verdict.StackResult
 	seen := map[int]bool{}
 	for i := range m.Chains {
@@ -144,7 +144,11 @@ func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) err
 			return err
 		}
 	}
-	return c.gate(o, vs)
+	var settings verdict.Settings
+	if len(results) > 0 {
+		settings = verdict.SettingsOf(results[0].Check)
+	}
+	return c.gate(o, vs, settings)
 }
 
 func chainName(ch []verdict.StackLayer) string {

@@ -3,12 +3,17 @@ package configcmd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/importer"
+	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
 )
@@ -27,7 +32,7 @@ func checkOptions(inv *cli.Invocation) CheckOptions {
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Model: c.Model, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
-		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns}}
+		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst}}
 }
 
 // CheckOptions are the flags check and advise share, as internal/cli
@@ -107,14 +112,22 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if err != nil {
 		return costly(err)
 	}
-	err = printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "))
+	if c.Base == "" && !fromScenario(in, files) {
+		r.Assumptions = verdict.BaseAssumptions(r, b, "the storm scenario's")
+	}
+	if c.EmitWorst != "" && sh.Count <= 1 {
+		if err := emitWorst(o, r, in, b, c.EmitWorst, files); err != nil {
+			return err
+		}
+	}
+	err = printCheck(o, r, c.JSON, c.Out, "retrystorm check "+strings.Join(files, " "), c.failOn())
 	if c.gated() && r.Shard == (grid.Shard{}).String() && (err == nil || errors.Is(err, ErrUnsafe)) {
-		return c.gate(o, checkVerdicts(r, in, u)) // ci.go: SARIF, JUnit, --baseline
+		return c.gate(o, checkVerdicts(r, in, u), verdict.SettingsOf(r)) // ci.go: SARIF, JUnit, --baseline
 	}
 	return err
 }
 
-func printCheck(o IO, r *verdict.CheckResult, asJSON bool, out, command string) error {
+func printCheck(o IO, r *verdict.CheckResult, asJSON bool, out, command string, failOn verdict.Level) error {
 	if asJSON {
 		if err := writeJSON(o.Stdout, r); err != nil {
 			return err
@@ -131,9 +144,57 @@ func printCheck(o IO, r *verdict.CheckResult, asJSON bool, out, command string) 
 		return nil // a shard's verdict waits for merge
 	}
 	for i := range r.Fleets {
-		if r.Unsafe(i) {
+		if r.Level(i) >= failOn {
 			return ErrUnsafe
 		}
 	}
 	return nil
+}
+
+// fromScenario reports whether the base of a check came from the user's
+// own scenario files: then its numbers are the user's, not assumed.
+func fromScenario(in []verdict.CheckInput, files []string) bool {
+	for _, ci := range in {
+		if slices.Contains(files, ci.Origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// emitWorst writes the worst cell of the check to file (--emit-worst), or
+// says on standard error that every fleet is SAFE. The file must not be
+// one of the inputs.
+func emitWorst(o IO, r *verdict.CheckResult, in []verdict.CheckInput, base *scenario.Scenario, file string, inputs []string) error {
+	for _, f := range inputs {
+		if same, _ := sameFile(f, file); same {
+			return usagef("--emit-worst %s is one of the files checked: give another file", file)
+		}
+	}
+	sc, notes, ok, err := r.WorstScenario(in, base)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		fmt.Fprintf(o.Stderr, "--emit-worst: every fleet is SAFE: %s not written\n", file)
+		return nil
+	}
+	if err := report.WriteFileAtomic(file, scenario.MarshalNotes(sc, notes)); err != nil {
+		return usagef("--emit-worst: %v", err)
+	}
+	fmt.Fprintf(o.Stderr, "worst cell: %s (retrystorm run %s reproduces it)\n", file, file)
+	return nil
+}
+
+// sameFile reports whether a and b name the same file, links resolved.
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
 }

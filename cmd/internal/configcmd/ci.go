@@ -2,7 +2,6 @@ package configcmd
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"strings"
 
@@ -13,7 +12,7 @@ import (
 
 // checkVerdicts are check's fleets as verdicts; u (the files imported)
 // locates the settings to blame.
-func checkVerdicts(r *verdict.CheckResult, in []verdict.CheckInput, u *userconfig.Files) []verdict.Finding {
+func checkVerdicts(r *verdict.CheckResult, in []verdict.CheckInput, u *userconfig.Files) []verdict.CIResult {
 	return verdict.CheckFindings(r, func(i int) []verdict.Blame {
 		f := r.Fleets[i]
 		{
@@ -44,11 +43,11 @@ func checkVerdicts(r *verdict.CheckResult, in []verdict.CheckInput, u *userconfi
 }
 
 // gate compares the verdicts with the baseline, writes the CI outputs,
-// and returns ErrUnsafe when a verdict fails.
-func (c *CheckOptions) gate(o IO, vs []verdict.Finding) error {
-	var base map[string]int
+// and returns ErrUnsafe when a verdict fails. settings are the check's,
+// which the baseline's must be.
+func (c *CheckOptions) gate(o IO, vs []verdict.CIResult, settings verdict.Settings) error {
+	var base *verdict.Baseline
 	if c.Baseline != "" {
-		var err error
 		data, err := o.read(c.Baseline, maxShardSize)
 		if err != nil {
 			return usagef("--baseline %v", err)
@@ -56,30 +55,11 @@ func (c *CheckOptions) gate(o IO, vs []verdict.Finding) error {
 		if base, err = verdict.ReadBaseline(c.Baseline, data); err != nil {
 			return usagef("%v", err)
 		}
-	}
-	fails := 0
-	for i := range vs {
-		v := &vs[i]
-		v.Fails = v.Unsafe
-		if base != nil {
-			was, ok := base[v.Name]
-			switch {
-			case !ok:
-			case was == 0:
-				v.Was = "safe"
-			default:
-				v.Was = fmt.Sprintf("UNSAFE (%d realistic cells)", was)
-			}
-			// Worse: unsafe where it was safe or absent, or in more cells.
-			v.Fails = v.Unsafe && (!ok || v.Cells > was)
-			if v.Unsafe && !v.Fails {
-				fmt.Fprintf(o.Stderr, "baseline: %s is unsafe as it was (%s; now %d realistic cells): not a failure\n", v.Name, v.Was, v.Cells)
-			}
-		}
-		if v.Fails {
-			fails++
+		if d := base.Settings.Differs(settings); d != "" {
+			return usagef("--baseline %s was made with other settings (%s): compare runs of the same settings, or make the baseline again with these", c.Baseline, d)
 		}
 	}
+	fails := verdict.Gate(vs, c.failOn(), base, o.Stderr)
 	if c.SARIF != "" {
 		if err := writeFile(c.SARIF, func(b *bytes.Buffer) error { return verdict.WriteSARIF(b, vs) }); err != nil {
 			return err

@@ -45,9 +45,6 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 			return usagef("--format: %v", err)
 		}
 	}
-	if opts.Timeout == 0 && len(b.Fleets) > 0 {
-		opts.Timeout = b.Fleets[0].Timeout
-	}
 	var srcs []importer.Source
 	for _, f := range files {
 		data, err := o.read(f, maxConfigSize)

@@ -32,9 +32,6 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 		b.Seed = *c.Seed
 	}
 	assume := importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
-	if len(b.Fleets) > 0 {
-		assume.Timeout = b.Fleets[0].Timeout // for configs that set none (the AWS SDKs'): the base's
-	}
 	found, err := kube.Find(c.Manifests, kube.Options{Read: func(name string) ([]byte, error) { return o.read(name, maxConfigSize) }, Import: assume})
 	if err != nil {
 		return usagef("--manifests: %v", err)

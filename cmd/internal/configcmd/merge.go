@@ -79,7 +79,7 @@ func RunMerge(ctx context.Context, files []string, m MergeOptions, o IO) (*exper
 	case merged.Lab != nil:
 		return merged.Lab, m.JSON, nil
 	case merged.Check != nil:
-		return nil, false, printCheck(o, merged.Check, m.JSON, m.Out, command)
+		return nil, false, printCheck(o, merged.Check, m.JSON, m.Out, command, verdict.AtRisk)
 	case merged.Stack != nil:
 		// A --stack is one chain, printed as a stack; manifests chain by
 		// chain. The verdicts gate as check's do (exit 1 when unsafe).

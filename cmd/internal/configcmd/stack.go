@@ -31,6 +31,20 @@ type CI struct {
 	// MaxRuns refuses a check of a stack or of manifests that would make
 	// more simulations (--max-runs); zero means 20,000.
 	MaxRuns int
+	// FailOnUnsafe: exit 1 on UNSAFE only (--fail-on unsafe); AT RISK
+	// then exits 0.
+	FailOnUnsafe bool
+	// EmitWorst is a file to write the worst cell to, as a scenario
+	// (--emit-worst).
+	EmitWorst string
+}
+
+// failOn is the level from which a verdict fails the command.
+func (c CI) failOn() verdict.Level {
+	if c.FailOnUnsafe {
+		return verdict.Unsafe
+	}
+	return verdict.AtRisk
 }
 
 // SplitStack splits --stack values ("a,b", given once or more) into the
@@ -175,9 +189,6 @@ func stackLayer(o IO, name string, baseFleets []scenario.Fleet, c CheckOptions) 
 			return stackFile{}, usagef("--format: %v", err)
 		}
 		opts.Format = f
-	}
-	if len(baseFleets) > 0 {
-		opts.Timeout = baseFleets[0].Timeout
 	}
 	fl, err := importer.Import(srcs, opts)
 	if err != nil {

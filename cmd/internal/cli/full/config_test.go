@@ -1,6 +1,7 @@
 package full
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,10 +90,25 @@ func TestCheckCommand(t *testing.T) {
 	if r := runCLI(t, "check", "--load", "2", importerData("linkerd/books.yaml")); r.code != 2 {
 		t.Errorf("--load 2: exit %d, want 2", r.code)
 	}
-	// --load and --dip move the realistic region: at 50% load the naive
-	// config recovers from a third of capacity gone.
-	if r := runCLI(t, checkSeeds("check", "--json", "--load", "0.5", importerData("istio/naive.yaml"))...); r.code != 0 {
-		t.Errorf("check at 50%% load: exit %d, want 0\n%s", r.code, r.stderr)
+	// --load and --dip move the realistic region; --fail-on unsafe
+	// passes a config that is AT RISK, not one that is UNSAFE.
+	r = runCLI(t, checkSeeds("check", "--json", "--load", "0.5", "--dip", "0.25", importerData("istio/naive.yaml"))...)
+	var js struct {
+		RealLoad float64 `json:"realistic_load"`
+		RealDip  float64 `json:"realistic_dip"`
+		Fleets   []struct {
+			Verdict string `json:"verdict"`
+		} `json:"fleets"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || js.RealLoad != 0.5 || js.RealDip != 0.25 || len(js.Fleets) == 0 {
+		t.Fatalf("check --load 0.5 --dip 0.25: %v, realistic load %v and dip %v\n%s", err, js.RealLoad, js.RealDip, r.stderr)
+	}
+	want := map[string]int{"unsafe": 1, "at_risk": 0, "safe": 0}[js.Fleets[0].Verdict]
+	if r := runCLI(t, checkSeeds("check", "--json", "--load", "0.5", "--dip", "0.25", "--fail-on", "unsafe", importerData("istio/naive.yaml"))...); r.code != want {
+		t.Errorf("check --fail-on unsafe of a %s config: exit %d, want %d\n%s", js.Fleets[0].Verdict, r.code, want, r.stderr)
+	}
+	if r := runCLI(t, checkSeeds("check", "--json", "--load", "0.5", "--dip", "0.25", importerData("istio/naive.yaml"))...); (r.code == 0) != (js.Fleets[0].Verdict == "safe") {
+		t.Errorf("check of a %s config: exit %d\n%s", js.Fleets[0].Verdict, r.code, r.stderr)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("duration: 60s\nfleets:\n  - {name: a, timeout: 1s, budget: {use: token_bukket}}\n"), 0o644); err != nil {
