@@ -167,13 +167,23 @@ func (r *CheckResult) verdictLine(i int) string {
 	if slices.ContainsFunc(r.Faults, func(f checkFault) bool { return f.Replica != nil }) {
 		region += ", and one bad replica"
 	}
-	what := map[Level]string{
-		Safe:   "it recovers without amplifying past the thresholds in the region you call realistic",
-		AtRisk: "it recovers in the region you call realistic, but amplifies past the thresholds there or collapses outside it where retries off recover",
-		Unsafe: "it stays collapsed in the region you call realistic where retries off recover",
-	}[f.Verdict]
-	if f.Verdict == Unsafe && slices.ContainsFunc(f.Findings, func(x Finding) bool { return x.What == findNeverHealthy }) {
+	has := func(whats ...string) bool {
+		return slices.ContainsFunc(f.Findings, func(x Finding) bool { return slices.Contains(whats, x.What) })
+	}
+	var what string
+	switch {
+	case f.Verdict == Unsafe && has(findNeverHealthy):
 		what = "it was never healthy: it failed most of its tries before the faults"
+	case f.Verdict == Unsafe:
+		what = "it stays collapsed in the region you call realistic where retries off recover"
+	case f.Verdict == AtRisk && has(findWork, findLoad, findInstant, findHerd) && has(findOutside):
+		what = "it recovers in the region you call realistic, but amplifies past the thresholds there, and collapses outside it where retries off recover"
+	case f.Verdict == AtRisk && has(findOutside):
+		what = "it recovers in the region you call realistic, but collapses outside it where retries off recover"
+	case f.Verdict == AtRisk:
+		what = "it recovers in the region you call realistic, but amplifies past the thresholds there"
+	default:
+		what = "it recovers without amplifying past the thresholds in the region you call realistic"
 	}
 	seeds := fmt.Sprintf("in each of %d seeds", len(r.Seeds))
 	if f.Verdict != Safe {
@@ -204,7 +214,7 @@ func (r *CheckResult) dependsOn(i int) []string {
 		if a.Verdict != f.Verdict {
 			out = append(out, fmt.Sprintf("depends on %s (not in your file): %s with %s; %s with %s", a.Setting, f.Verdict, a.Value, a.Verdict, a.Other))
 		} else {
-			out = append(out, fmt.Sprintf("the same with %s %s as with %s (not in your file)", a.Setting, a.Other, a.Value))
+			out = append(out, fmt.Sprintf("the same with %s %s as with %s", a.Setting, a.Other, a.Value))
 		}
 	}
 	return out

@@ -29,6 +29,11 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 	retriesMine := mine("retry.max_retries") || mine("budget")
 	switch {
 	case n == 0 || !retriesMine:
+	case n > 0 && f.Budget.Use != scenario.BudgetNone && mine("retry.max_retries") &&
+		(!mine("budget") || f.Budget.Use == scenario.BudgetConcurrency && f.Budget.Percent == 0 && !mine("budget.min_retry_concurrency")):
+		// The budget is the product's default, not the file's: blame the
+		// retries the file asks for.
+		out = append(out, fmt.Sprintf("max_retries %d with no budget of your own: a failed intent sends up to %d attempts, held back only by the product's default (%s)", n, n+1, f.Budget.Use))
 	case f.Budget.Use == scenario.BudgetNone && n < 0:
 		out = append(out, "unlimited retries with no budget: nothing bounds the retries but the deadline")
 	case f.Budget.Use == scenario.BudgetNone:

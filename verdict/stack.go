@@ -383,7 +383,7 @@ func stackOutage(ctx context.Context, base *scenario.Scenario, fleet scenario.Fl
 func (r *StackResult) Render(w io.Writer, st report.Style) error {
 	fmt.Fprintf(w, "Stack: %s (outermost first; the last calls the origin)\n\n", r.Chain)
 	t := report.Table{Title: "Worst-case amplification per layer: attempts per intent leaving each layer in a total outage (connections refused)",
-		Columns: []report.Column{{Name: "layer"}, {Name: "file"}, {Name: "max retries", Align: report.Right}, {Name: "closed form", Align: report.Right}, {Name: "simulated", Align: report.Right}}}
+		Columns: []report.Column{{Name: "layer"}, {Name: "file"}, {Name: "instances", Align: report.Right}, {Name: "max retries", Align: report.Right}, {Name: "closed form", Align: report.Right}, {Name: "simulated", Align: report.Right}}}
 	for _, l := range r.Layers {
 		n := fmt.Sprint(l.MaxRetries)
 		if l.MaxRetries < 0 {
@@ -396,7 +396,11 @@ func (r *StackResult) Render(w io.Writer, st report.Style) error {
 				cf = "≤ " + cf
 			}
 		}
-		t.Rows = append(t.Rows, []string{l.Name, l.File, n, cf, fmt.Sprintf("%.3g", l.Simulated)})
+		inst := "per client"
+		if l.Instances > 0 {
+			inst = fmt.Sprint(l.Instances)
+		}
+		t.Rows = append(t.Rows, []string{l.Name, l.File, inst, n, cf, fmt.Sprintf("%.3g", l.Simulated)})
 	}
 	if err := t.Render(w, st); err != nil {
 		return err

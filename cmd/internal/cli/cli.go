@@ -48,6 +48,10 @@ func Usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // when a claim does not hold (exit status 1).
 var ErrClaims = errors.New("a claim does not hold")
 
+// ErrVerdict is what check returns, after printing everything, when a
+// verdict is at or past the level it fails on (exit status 1).
+var ErrVerdict = errors.New("a verdict fails")
+
 // ErrInconclusive is what a lab run returns, after printing everything,
 // when it could not measure (exit status 3): no claim was judged.
 var ErrInconclusive = errors.New("the lab could not measure: inconclusive")
@@ -97,6 +101,8 @@ func verdict(inv *Invocation, err error) (int, string) {
 		return exitOK, ""
 	case errors.As(err, &es):
 		return int(es), ""
+	case errors.Is(err, ErrVerdict):
+		return exitFailed, "retrystorm: a verdict is AT RISK or UNSAFE (see above; --fail-on unsafe lets AT RISK pass)"
 	case errors.Is(err, ErrClaims):
 		return exitFailed, "retrystorm: at least one claim does not hold (see above)"
 	case errors.Is(err, ErrInconclusive):

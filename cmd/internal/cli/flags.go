@@ -253,6 +253,9 @@ type ConfigFlags struct {
 	FailOnUnsafe bool
 	// EmitWorst is check --emit-worst FILE: the worst cell as a scenario.
 	EmitWorst string
+	// Instances is check --instances: each --stack layer's instances
+	// (replicas), outermost first; 0 for one per client instance.
+	Instances []int
 }
 
 func formatFlag(fs *flag.FlagSet, inv *Invocation, also string) {
@@ -356,6 +359,17 @@ func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 			return errors.New("needs files separated by commas, outermost first")
 		}
 		inv.Configs.Stack = append(inv.Configs.Stack, s)
+		return nil
+	})
+	funcVar(fs, "instances", "give each --stack layer `N,N,...` instances (a gateway's few replicas, a sidecar per pod), outermost first; 0 for one per client instance (the default)", func(s string) error {
+		inv.Configs.Instances = inv.Configs.Instances[:0]
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 || n > 10_000 {
+				return fmt.Errorf("%q: want whole numbers from 0 to 10000, separated by commas", f)
+			}
+			inv.Configs.Instances = append(inv.Configs.Instances, n)
+		}
 		return nil
 	})
 	fileVar(fs, &inv.Configs.SARIF, "sarif", "write the verdicts as SARIF 2.1.0 to `FILE`: a result at the file and line of each setting to blame", "")

@@ -32,7 +32,7 @@ func checkOptions(inv *cli.Invocation) CheckOptions {
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Model: c.Model, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
-		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst}}
+		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst, Instances: c.Instances}}
 }
 
 // CheckOptions are the flags check and advise share, as internal/cli

@@ -59,10 +59,10 @@ func (o IO) read(name string, limit int64) ([]byte, error) { return o.reader().R
 // reader reads the user's files as o says.
 func (o IO) reader() userconfig.Reader { return userconfig.Reader{ReadFile: o.ReadFile} }
 
-// ErrUnsafe is returned by Check when a fleet stays collapsed in the
-// region the user calls realistic: exit status 1, after everything is
-// printed.
-var ErrUnsafe = errors.New("a fleet stays collapsed, or amplifies the load past the thresholds, in the realistic region")
+// ErrUnsafe is returned by Check when a verdict is at or past the level
+// the check fails on (AT RISK by default, UNSAFE with --fail-on unsafe):
+// exit status 1, after everything is printed.
+var ErrUnsafe = errors.New("a verdict is at or past the level the check fails on (AT RISK, or UNSAFE with --fail-on unsafe)")
 
 // costly turns a run refused for its cost (sim.CostError: one cell of the
 // envelope would need more memory than --max-memory, or more work than a
@@ -114,7 +114,7 @@ func configErr(err error) error {
 	case errors.As(err, &ue):
 		return cli.Usagef("%s", ue.Msg)
 	case errors.Is(err, ErrUnsafe):
-		return cli.ErrClaims
+		return cli.ErrVerdict
 	}
 	return err
 }

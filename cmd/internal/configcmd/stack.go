@@ -37,6 +37,9 @@ type CI struct {
 	// EmitWorst is a file to write the worst cell to, as a scenario
 	// (--emit-worst).
 	EmitWorst string
+	// Instances gives each --stack layer its instances, outermost first
+	// (--instances); 0 or none: one per client instance.
+	Instances []int
 }
 
 // failOn is the level from which a verdict fails the command.
@@ -91,6 +94,14 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 		layers = append(layers, l.layer)
 	}
 	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	if len(c.Instances) > 0 && c.Instances[0] > 0 {
+		// The outermost layer's instances are the clients: each runs
+		// the fleet's policy with its own budget and breaker.
+		if c.Clients != 0 && c.Clients != c.Instances[0] {
+			return usagef("--instances gives the outermost layer %d instances and --clients %d: they are the same count (the outermost layer's instances are the client instances); give one", c.Instances[0], c.Clients)
+		}
+		co.Clients = c.Instances[0]
+	}
 	set := chainSet{source: "--stack " + strings.Join(st.names, ","), single: true, chains: [][]verdict.StackLayer{layers}}
 	return c.runChains(ctx, o, set, co, st.opts, st.shard)
 }
@@ -136,11 +147,17 @@ func readStack(o IO, command string, files []string, c CheckOptions) (*stack, er
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
+	if len(c.Instances) > 0 && len(c.Instances) != len(names) {
+		return nil, usagef("--instances gives %d counts for the %d layers of --stack %s: give one per layer, outermost first (0 for one per client instance)", len(c.Instances), len(names), strings.Join(names, ","))
+	}
 	st := &stack{names: names, base: b, opts: opts, shard: sh}
-	for _, name := range names {
+	for k, name := range names {
 		l, err := stackLayer(o, name, b.Fleets, c)
 		if err != nil {
 			return nil, err
+		}
+		if k < len(c.Instances) {
+			l.layer.Instances = c.Instances[k]
 		}
 		st.files = append(st.files, l)
 	}

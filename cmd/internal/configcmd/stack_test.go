@@ -378,9 +378,13 @@ func TestCheckSARIFAtTheLine(t *testing.T) {
 // check.
 func TestActionAndHook(t *testing.T) {
 	var action struct {
-		Runs struct {
+		Inputs map[string]struct{ Default string }
+		Runs   struct {
 			Using string
-			Steps []struct{ Run string }
+			Steps []struct {
+				Run string
+				Env map[string]string
+			}
 		}
 	}
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "action.yml"))
@@ -396,6 +400,11 @@ func TestActionAndHook(t *testing.T) {
 	}
 	if action.Runs.Using != "composite" || !strings.Contains(all, "go install") || !strings.Contains(all, "retrystorm-full check --sarif") || !strings.Contains(all, "--junit") {
 		t.Errorf("action.yml: using %q, steps:\n%s", action.Runs.Using, all)
+	}
+	// fail-on reaches check as --fail-on, through the environment (never
+	// as shell code), and defaults to check's own default.
+	if in, ok := action.Inputs["fail-on"]; !ok || in.Default != "at-risk" || !strings.Contains(all, `--fail-on "$FAIL_ON"`) {
+		t.Errorf("action.yml: the fail-on input %+v (present %v) does not reach check as --fail-on", in, ok)
 	}
 	var hooks []struct{ ID, Entry, Language string }
 	data, err = os.ReadFile(filepath.Join("..", "..", "..", ".pre-commit-hooks.yaml"))
