@@ -37,6 +37,11 @@ type AdviseOptions struct {
 	// Space, when set, is the policies to try instead of advise's own
 	// search space; the user's fleet is always tried first.
 	Space []scenario.Fleet
+	// Writable are the policies the user's format can write, each as the
+	// product reads its edited file (importer.Writable): the search ranks
+	// them with the others, and the recommendation is the best of them
+	// (BestWritable); the others are what a code change would add.
+	Writable []scenario.Fleet
 	// Clients is the number of client instances, as check's; zero means
 	// the base scenario's.
 	Clients int
@@ -60,6 +65,9 @@ type AdviseOptions struct {
 type AdviseCandidate struct {
 	Name  string         `json:"name"`
 	Fleet scenario.Fleet `json:"fleet"`
+	// Writable: the user's format writes it (AdviseOptions.Writable, and
+	// the user's own policy).
+	Writable bool `json:"writable,omitempty"`
 	// Cells[seed][fault][load].
 	Cells [][][]CheckCell `json:"cells"`
 	// Judged[fault]: whether the candidate is judged on the fault (it,
@@ -262,6 +270,12 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts experim
 		cands = cands[:1]
 		for _, f := range ao.Space {
 			cands = append(cands, AdviseCandidate{Name: f.Name, Fleet: f})
+		}
+	}
+	if ao.Writable != nil {
+		cands[0].Writable = true
+		for _, f := range ao.Writable {
+			cands = append(cands, AdviseCandidate{Name: f.Name, Fleet: f, Writable: true})
 		}
 	}
 	base := e.base
@@ -544,8 +558,28 @@ func compareBool(a, b bool) int {
 	return -1
 }
 
-// Best returns the recommended candidate.
+// Best returns the best candidate of all.
 func (r *AdviseResult) Best() AdviseCandidate { return r.Candidates[r.Ranking[0]] }
+
+// BestWritable returns the best candidate the user's format can write (the
+// user's own policy among them), and whether the search had any: the
+// recommendation when it did.
+func (r *AdviseResult) BestWritable() (AdviseCandidate, bool) {
+	for _, i := range r.Ranking {
+		if r.Candidates[i].Writable {
+			return r.Candidates[i], true
+		}
+	}
+	return AdviseCandidate{}, false
+}
+
+// Better reports whether candidate a does better than b over the same
+// cells and seeds: fewer realistic cells that stay collapsed, then fewer
+// findings past the thresholds or outside the region, then fewer intents
+// lost.
+func Better(a, b AdviseCandidate) bool {
+	return cmp.Or(cmp.Compare(a.Collapsed, b.Collapsed), cmp.Compare(a.AtRisk, b.AtRisk), cmp.Compare(a.IntentsLost, b.IntentsLost)) < 0
+}
 
 // MergeAdvise puts the shards of one search together and ranks it, as
 // one run does.

@@ -135,6 +135,7 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 	best := keys[order[0]]
 	confirm := make([]bool, len(r.Candidates))
 	confirm[0] = true // yours: the claims compare with it
+	writable := 0
 	for pos, i := range order {
 		k := keys[i]
 		slack := screenSlack
@@ -143,6 +144,14 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 		}
 		if pos < adviseConfirm || k.bad <= best.bad && k.never <= best.never && float64(k.lost) <= float64(best.lost)*(1+slack) {
 			confirm[i] = true
+		}
+		// The screen never drops the best the user's format can write:
+		// its top candidates go on to every seed too, whatever the others.
+		if r.Candidates[i].Writable {
+			if writable < adviseConfirm {
+				confirm[i] = true
+			}
+			writable++
 		}
 	}
 

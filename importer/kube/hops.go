@@ -368,6 +368,12 @@ func (c *chainer) note(s string) {
 // comes back to a Service it passed is refused with the loop.
 func buildChains(layers []manifestLayer, loads []workload, services []service, ix *kubeIndex) ([][]Layer, []string, error) {
 	c := &chainer{layers: layers, loads: loads, services: services, ix: ix, used: map[string]bool{}, noted: map[string]bool{}, maxChains: 100_000}
+	// A loop anywhere is refused, with the loop: one the chains would
+	// meet from their starts, and a ring of Services nothing enters
+	// (each called by another), which no chain starts in.
+	if err := c.anyLoop(); err != nil {
+		return nil, nil, err
+	}
 	// The Services something in the manifests calls: a pod's own call
 	// enters through the mesh's routes into that Service.
 	called := map[string]bool{}
@@ -518,7 +524,7 @@ func (c *chainer) emit(chain []Layer, why string) error {
 			c.used[l.File+"\x00"+l.Origin] = true
 		}
 	case len(chain) > scenario.MaxTiers+1:
-		c.note(fmt.Sprintf("%s: %d layers, more than the %d a chain may have: not checked", chainName(chain), len(chain), scenario.MaxTiers+1))
+		return fmt.Errorf("--manifests: the chain %s has %d layers, more than the %d a chain may have (nine layers retrying three times each send 262,144 attempts per intent): check it in parts with --stack", chainName(chain), len(chain), scenario.MaxTiers+1)
 	case len(chain) == 1:
 		c.note(why)
 	}
@@ -673,4 +679,98 @@ func chainName(ch []Layer) string {
 		names = append(names, l.Name)
 	}
 	return strings.Join(names, " → ")
+}
+
+// anyLoop looks for a loop in the graph of Services the manifests name:
+// Service S calls Service T when a workload S selects calls T (in its
+// containers or its client config's ConfigMap), or calls a Service whose
+// mesh route sends to T. It returns the first loop found as loopError's
+// message, or nil.
+func (c *chainer) anyLoop() error {
+	calls := map[string][]ref{}
+	keyOf := func(s service) string { return s.ns + "/" + s.name }
+	resolve := func(r ref) []string {
+		var out []string
+		for _, sv := range c.services {
+			if sv.name == r.name && (r.ns == "" || sv.ns == r.ns) {
+				out = append(out, keyOf(sv))
+			}
+		}
+		return out
+	}
+	for _, w := range c.loads {
+		for _, sv := range c.services {
+			if sv.ns != w.ns || len(sv.selector) == 0 || !selects(sv.selector, w.labels) {
+				continue
+			}
+			for _, e := range c.edges(w, false) {
+				if e.next != nil {
+					calls[keyOf(sv)] = append(calls[keyOf(sv)], *e.next)
+				}
+			}
+		}
+	}
+	// A mesh route into a Service sends its calls on to its
+	// destinations: a call into it is a call to them (a route into
+	// payments that sends to payments is no call of its own).
+	routed := map[string][]ref{}
+	for _, l := range c.layers {
+		if l.host == "" || !l.mesh {
+			continue
+		}
+		for _, into := range l.into {
+			routed[into] = append(routed[into], l.dests...)
+		}
+	}
+	targets := func(r ref) []string {
+		dests, ok := routed[r.name]
+		if !ok {
+			return resolve(r)
+		}
+		var out []string
+		for _, d := range dests {
+			if d.at == "" {
+				d.at = r.at
+			}
+			out = append(out, resolve(d)...)
+		}
+		return out
+	}
+	// Depth-first, in a fixed order: white, grey (on the path), black.
+	keys := make([]string, 0, len(calls))
+	for k := range calls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	state := map[string]int{}
+	var path []step
+	var visit func(svc, at string) error
+	visit = func(svc, at string) error {
+		state[svc] = 1
+		path = append(path, step{svc: svc, at: at})
+		for _, r := range calls[svc] {
+			for _, next := range targets(r) {
+				switch state[next] {
+				case 1:
+					ns, name, _ := strings.Cut(next, "/")
+					return loopError(path, ref{name: name, ns: ns, at: r.at})
+				case 0:
+					if err := visit(next, r.at); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[svc] = 2
+		return nil
+	}
+	for _, k := range keys {
+		if state[k] == 0 {
+			if err := visit(k, "the manifests"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

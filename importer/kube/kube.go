@@ -85,10 +85,10 @@ func Find(dir string, o Options) (*Result, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--manifests: %w", err)
 	}
 	if len(paths) > MaxFiles {
-		return nil, fmt.Errorf("%s: %d files, more than the %d it reads", dir, len(paths), MaxFiles)
+		return nil, fmt.Errorf("--manifests %s: %d files, more than the %d it reads", dir, len(paths), MaxFiles)
 	}
 	var (
 		loads    []workload

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -132,5 +133,52 @@ func TestChainsAreNotGuessed(t *testing.T) {
 	if len(chains) != 0 || !strings.Contains(all, "2 client configs and 1 Services named in its containers: which config calls which is not said") ||
 		!strings.Contains(all, "ConfigMap orphan (x.yaml:3): no pod in the manifests mounts it") {
 		t.Errorf("%d chains, unmatched:\n%s", len(chains), all)
+	}
+}
+
+// TestLoopsAnywhere is issue 37's third defect: three Services calling
+// each other in a ring with no route into them, or one calling itself,
+// found "0 chains" and passed; a loop anywhere is refused, with the loop.
+func TestLoopsAnywhere(t *testing.T) {
+	service := func(name, calls string) string {
+		return `apiVersion: v1
+kind: Service
+metadata: {name: ` + name + `, namespace: shop}
+spec: {selector: {app: ` + name + `}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ` + name + `, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ` + name + `}}
+  template:
+    metadata: {labels: {app: ` + name + `}}
+    spec:
+      containers:
+      - name: app
+        image: x
+        env:
+        - {name: NEXT, value: "http://` + calls + `.shop.svc.cluster.local:8080"}
+---
+`
+	}
+	for _, c := range []struct {
+		name, manifests, want string
+	}{
+		{"a ring with no entry", service("a", "b") + service("b", "c") + service("c", "a"), "shop/a"},
+		{"a Service calling itself", service("solo", "solo"), "shop/solo"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte(c.manifests), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Find(dir, Options{Read: os.ReadFile})
+			if err == nil || !strings.Contains(err.Error(), "the chain loops") || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v (%+v), want the loop through %s", err, r, c.want)
+			}
+			t.Log(err)
+		})
 	}
 }

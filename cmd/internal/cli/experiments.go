@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/retrystorm/retrystorm/internal/outfile"
+
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/internal/safetext"
@@ -182,8 +184,8 @@ func runAll(ctx context.Context, inv *Invocation) error {
 		}
 	}
 	if inv.Findings != "" {
-		if err := report.WriteFileAtomic(inv.Findings, md); err != nil {
-			return err
+		if err := outfile.Write(inv.Findings, outfile.Findings, md, inv.Inputs()); err != nil {
+			return Usagef("--findings %v", err)
 		}
 	}
 	return inv.Emit(outs, js, "retrystorm: every experiment")

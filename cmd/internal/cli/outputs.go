@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"slices"
+	"strings"
+
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/retrystorm/retrystorm/internal/outfile"
 )
 
 // checkOutputs makes sure, before a command runs, that what it will write
@@ -28,17 +33,76 @@ func (inv *Invocation) checkOutputs() error {
 			}
 		}
 	}
-	if inv.Findings != "" {
-		if err := checkFile(inv.Findings); err != nil {
-			return Usagef("--findings %s: %v", inv.Findings, err)
+	inputs := inv.Inputs()
+	for _, o := range inv.outputs() {
+		if o.path == "" || o.path == "-" {
+			continue
 		}
-	}
-	if inv.flags.Lookup("o") != nil {
-		if err := checkFile(inv.Output); err != nil {
-			return Usagef("-o %s: %v", inv.Output, err)
+		if err := outfile.Check(o.path, o.kind, inputs); err != nil {
+			return Usagef("%s %s %v", o.flag, o.path, err)
+		}
+		if err := checkFile(o.path); err != nil {
+			return Usagef("%s %s: %v", o.flag, o.path, err)
 		}
 	}
 	return nil
+}
+
+// output is a file a command writes, from its flag.
+type output struct {
+	flag, path string
+	kind       outfile.Kind
+}
+
+// outputs are the files the invocation's flags say it writes (not the
+// report's directory).
+func (inv *Invocation) outputs() []output {
+	var out []output
+	add := func(flag, path string, k outfile.Kind) {
+		if path != "" && inv.flags.Lookup(strings.TrimLeft(flag, "-")) != nil {
+			out = append(out, output{flag, path, k})
+		}
+	}
+	add("--findings", inv.Findings, outfile.Findings)
+	add("--sarif", inv.Configs.SARIF, outfile.SARIF)
+	add("--junit", inv.Configs.JUnit, outfile.JUnit)
+	add("--emit-worst", inv.Configs.EmitWorst, outfile.Scenario)
+	switch {
+	case inv.Calibrate.Out != "":
+		add("-o", inv.Calibrate.Out, outfile.Scenario)
+	case inv.Configs.Output != "":
+		add("-o", inv.Configs.Output, outfile.Scenario)
+	case inv.flags.Lookup("o") != nil:
+		add("-o", cmpOr(inv.Output, "retrystorm.html"), outfile.Page)
+	}
+	return out
+}
+
+// Inputs are the files the invocation reads: its arguments and the files
+// its flags name (the scenario, the base, the baseline, a stack's layers,
+// saved answers, configs), for the outputs to keep clear of.
+func (inv *Invocation) Inputs() []string {
+	in := slices.Clone(inv.Args)
+	for _, f := range []string{inv.Config, inv.Configs.Base, inv.Configs.Baseline} {
+		if f != "" {
+			in = append(in, f)
+		}
+	}
+	for _, s := range inv.Configs.Stack {
+		for _, layer := range strings.Split(s, ",") {
+			in = append(in, strings.Split(strings.TrimSpace(layer), "+")...)
+		}
+	}
+	in = append(in, inv.Calibrate.Files...)
+	in = append(in, inv.Calibrate.Configs...)
+	return in
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // checkDir says why the report's directory dir cannot be written, or nil:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/importer"
-	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/internal/outfile"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -32,7 +31,7 @@ func checkOptions(inv *cli.Invocation) CheckOptions {
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
 		JSON: inv.JSON, Model: c.Model, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
-		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst, Instances: c.Instances}}
+		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst, Instances: c.Instances, Inputs: inv.Inputs()}}
 }
 
 // CheckOptions are the flags check and advise share, as internal/cli
@@ -116,7 +115,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 		r.Assumptions = verdict.BaseAssumptions(r, b, "the storm scenario's")
 	}
 	if c.EmitWorst != "" && sh.Count <= 1 {
-		if err := emitWorst(o, r, in, b, c.EmitWorst, files); err != nil {
+		if err := emitWorst(o, r, in, b, c.EmitWorst, append(slices.Clone(files), c.Inputs...)); err != nil {
 			return err
 		}
 	}
@@ -166,11 +165,6 @@ func fromScenario(in []verdict.CheckInput, files []string) bool {
 // says on standard error that every fleet is SAFE. The file must not be
 // one of the inputs.
 func emitWorst(o IO, r *verdict.CheckResult, in []verdict.CheckInput, base *scenario.Scenario, file string, inputs []string) error {
-	for _, f := range inputs {
-		if same, _ := sameFile(f, file); same {
-			return usagef("--emit-worst %s is one of the files checked: give another file", file)
-		}
-	}
 	sc, notes, ok, err := r.WorstScenario(in, base)
 	if err != nil {
 		return err
@@ -179,22 +173,9 @@ func emitWorst(o IO, r *verdict.CheckResult, in []verdict.CheckInput, base *scen
 		fmt.Fprintf(o.Stderr, "--emit-worst: every fleet is SAFE: %s not written\n", file)
 		return nil
 	}
-	if err := report.WriteFileAtomic(file, scenario.MarshalNotes(sc, notes)); err != nil {
-		return usagef("--emit-worst: %v", err)
+	if err := outfile.Write(file, outfile.Scenario, scenario.MarshalNotes(sc, notes), inputs); err != nil {
+		return usagef("--emit-worst %v", err)
 	}
 	fmt.Fprintf(o.Stderr, "worst cell: %s (retrystorm run %s reproduces it)\n", file, file)
 	return nil
-}
-
-// sameFile reports whether a and b name the same file, links resolved.
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }

@@ -2,8 +2,9 @@ package configcmd
 
 import (
 	"bytes"
-	"os"
 	"strings"
+
+	"github.com/retrystorm/retrystorm/internal/outfile"
 
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/userconfig"
@@ -61,12 +62,12 @@ func (c *CheckOptions) gate(o IO, vs []verdict.CIResult, settings verdict.Settin
 	}
 	fails := verdict.Gate(vs, c.failOn(), base, o.Stderr)
 	if c.SARIF != "" {
-		if err := writeFile(c.SARIF, func(b *bytes.Buffer) error { return verdict.WriteSARIF(b, vs) }); err != nil {
+		if err := c.writeFile(c.SARIF, outfile.SARIF, func(b *bytes.Buffer) error { return verdict.WriteSARIF(b, vs) }); err != nil {
 			return err
 		}
 	}
 	if c.JUnit != "" {
-		if err := writeFile(c.JUnit, func(b *bytes.Buffer) error { return verdict.WriteJUnit(b, vs) }); err != nil {
+		if err := c.writeFile(c.JUnit, outfile.JUnit, func(b *bytes.Buffer) error { return verdict.WriteJUnit(b, vs) }); err != nil {
 			return err
 		}
 	}
@@ -76,12 +77,14 @@ func (c *CheckOptions) gate(o IO, vs []verdict.CIResult, settings verdict.Settin
 	return nil
 }
 
-func writeFile(name string, write func(*bytes.Buffer) error) error {
+// writeFile writes a CI output of kind k: never over one of the check's
+// inputs or a file of another kind, never through a link (outfile).
+func (c *CheckOptions) writeFile(name string, k outfile.Kind, write func(*bytes.Buffer) error) error {
 	var b bytes.Buffer
 	if err := write(&b); err != nil {
 		return err
 	}
-	if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+	if err := outfile.Write(name, k, b.Bytes(), c.Inputs); err != nil {
 		return usagef("%v", err)
 	}
 	return nil

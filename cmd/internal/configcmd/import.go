@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/outfile"
+
 	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 	"github.com/retrystorm/retrystorm/importer"
-	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/userconfig"
 )
 
@@ -61,12 +62,12 @@ func RunImport(ctx context.Context, files []string, in ImportOptions, o IO) erro
 	if err != nil {
 		return err
 	}
-	if in.Output == "" {
+	if in.Output == "" || in.Output == "-" {
 		_, err := o.Stdout.Write(text)
 		return err
 	}
-	if err := report.WriteFileAtomicMkdir(in.Output, text); err != nil {
-		return err
+	if err := outfile.Write(in.Output, outfile.Scenario, text, files); err != nil {
+		return usagef("-o %v", err)
 	}
 	fmt.Fprintf(o.Stderr, "wrote %d fleet%s to %s\n", len(fl), plural(len(fl)), in.Output)
 	return nil

@@ -34,7 +34,7 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	assume := importer.Options{Protocol: c.Protocol, IstioVersion: c.Istio}
 	found, err := kube.Find(c.Manifests, kube.Options{Read: func(name string) ([]byte, error) { return o.read(name, maxConfigSize) }, Import: assume})
 	if err != nil {
-		return usagef("--manifests: %v", err)
+		return usagef("%v", err)
 	}
 	var chains [][]verdict.StackLayer
 	for _, ch := range found.Chains {

@@ -40,6 +40,9 @@ type CI struct {
 	// Instances gives each --stack layer its instances, outermost first
 	// (--instances); 0 or none: one per client instance.
 	Instances []int
+	// Inputs are every file the command reads (its arguments, --base,
+	// --baseline, the stack's layers): no output is written over one.
+	Inputs []string
 }
 
 // failOn is the level from which a verdict fails the command.
