@@ -102,7 +102,7 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge: lab shards missing: %s", strings.Join(missing, ", "))
 	}
-	sc, err := scenario.Parse("lab_shard.scenario_yaml", []byte(first.Scenario))
+	sc, err := scenario.ParseContained("lab_shard.scenario_yaml", []byte(first.Scenario))
 	if err != nil {
 		return nil, fmt.Errorf("merge: lab shard 1: %v", err)
 	}

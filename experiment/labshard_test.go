@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -170,5 +172,41 @@ fleets:
 	}
 	if _, err := MergeLab([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
 		t.Errorf("a shard with histograms for other fleets merged: %v", err)
+	}
+}
+
+// TestMergeLabReadsNoLocalFile is issue 37's: a lab shard's scenario
+// names a rate series' CSV; merge must not open a file a shard names (a
+// shard comes from anywhere), and refuses it with the field.
+func TestMergeLabReadsNoLocalFile(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "rates.csv")
+	if err := os.WriteFile(csv, []byte("seconds,rate\n0,20\n30,20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "name: tiny\nseed: 3\nduration: 20s\ntraffic: {series: {file: " + csv + "}, clients: 4}\norigin: {model: queue, capacity: 24, workers: 2}\n" +
+		"triggers:\n  - {kind: capacity, at: 3s, for: 3s, capacity: 8}\nfleets:\n  - {name: naive, timeout: 1s, budget: {use: none}}\n"
+	sc, err := scenario.Parse(filepath.Join(dir, "tiny.yaml"), []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := func(i int) []byte {
+		data, err := json.Marshal(map[string]any{
+			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
+			"fleets": res.Fleets, "simulator": res, "verdict": "",
+			"lab_shard": LabShard{Index: i, Count: 2, Run: "r1", Scenario: yaml, Target: "the service", WallTickSeconds: 0.1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	_, err = MergeLab([][]byte{shard(1), shard(2)})
+	if err == nil || !strings.Contains(err.Error(), "traffic.series.file") {
+		t.Fatalf("merge of shards naming a local file: %v, want an error naming traffic.series.file", err)
 	}
 }

@@ -52,6 +52,13 @@ func Parse(filename string, data []byte) (*Scenario, error) {
 	return parse(filename, data, readSeriesFile)
 }
 
+// ParseContained is Parse for a scenario that came from elsewhere (a lab
+// shard's JSON, a page's link): it reads no file, and refuses a scenario
+// that names one (a rate series' CSV), with an error naming the field.
+func ParseContained(filename string, data []byte) (*Scenario, error) {
+	return parse(filename, data, nil)
+}
+
 // parse is Parse reading the files a scenario names with read: nil reads
 // none, and refuses a scenario that names one.
 func parse(filename string, data []byte, read func(path string) ([]byte, error)) (*Scenario, error) {

@@ -20,8 +20,13 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// MaxFiles bounds the manifest files Find reads.
-const MaxFiles = 5000
+// MaxFiles and MaxBytes bound the manifest files Find reads, in number and
+// together (each file is bounded by the caller's Read): parsing and
+// importing a few MiB of ConfigMaps takes seconds.
+const (
+	MaxFiles = 5000
+	MaxBytes = 64 << 20
+)
 
 // Layer is one retry config of a chain: the policy it calls the next
 // layer (or the origin) with, and where it is in the manifests.
@@ -97,10 +102,14 @@ func Find(dir string, o Options) (*Result, error) {
 		routeSrc []importer.Source
 		ix       = &kubeIndex{}
 	)
+	total := 0
 	for _, p := range paths {
 		data, err := o.Read(p)
 		if err != nil {
 			return nil, err
+		}
+		if total += len(data); total > MaxBytes {
+			return nil, fmt.Errorf("--manifests %s: more than %d MiB of manifests (at %s): check a part of the directory at a time", dir, MaxBytes>>20, p)
 		}
 		ws, ss, err := kubeObjects(p, data)
 		if err != nil {

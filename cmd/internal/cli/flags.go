@@ -253,6 +253,10 @@ type ConfigFlags struct {
 	FailOnUnsafe bool
 	// EmitWorst is check --emit-worst FILE: the worst cell as a scenario.
 	EmitWorst string
+	// Write and InPlace are advise --write DIR and --in-place: where the
+	// edited files go.
+	Write   string
+	InPlace bool
 	// Instances is check --instances: each --stack layer's instances
 	// (replicas), outermost first; 0 for one per client instance.
 	Instances []int
@@ -348,11 +352,10 @@ func checkFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "clients", "judge at `N` client instances, each with its own budget (default: the scenario's)", &inv.Configs.Clients, 1, 100_000)
 	memoryFlag(fs, inv)
 	assumeFlags(fs, inv)
-	stackFlags(fs, inv)
 }
 
-// stackFlags are check's flags for a stack of files and for a CI gate
-// (docs/stack.md).
+// stackFlags are check's and advise's flags for a stack of files and for
+// the chains of Kubernetes manifests (docs/stack.md).
 func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 	funcVar(fs, "stack", "check `FILES` (comma-separated, outermost first; or the flag repeated) as one call chain, each file a layer in its own format", func(s string) error {
 		if strings.TrimSpace(s) == "" {
@@ -372,9 +375,14 @@ func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 		}
 		return nil
 	})
+	fileVar(fs, &inv.Configs.Manifests, "manifests", "find the call chains in the Kubernetes manifests under `DIR` (routes, the Services they call, the client configs their pods mount) and check each", "")
+}
+
+// gateFlags are check's flags for a CI gate: its outputs, its baseline
+// and the level it fails on (docs/stack.md).
+func gateFlags(fs *flag.FlagSet, inv *Invocation) {
 	fileVar(fs, &inv.Configs.SARIF, "sarif", "write the verdicts as SARIF 2.1.0 to `FILE`: a result at the file and line of each setting to blame", "")
 	fileVar(fs, &inv.Configs.JUnit, "junit", "write the verdicts as JUnit XML to `FILE`: a test case per fleet or chain", "")
-	fileVar(fs, &inv.Configs.Manifests, "manifests", "find the call chains in the Kubernetes manifests under `DIR` (routes, the Services they call, the client configs their pods mount) and check each", "")
 	fileVar(fs, &inv.Configs.Baseline, "baseline", "compare with `FILE`, a previous check --json, and fail only on what got worse", "")
 	fileVar(fs, &inv.Configs.EmitWorst, "emit-worst", "write the worst cell of a verdict that is not SAFE to `FILE` as a scenario that run and lab reproduce", "")
 	funcVar(fs, "fail-on", "exit 1 on verdicts of `LEVEL` or worse: at-risk (the default) or unsafe (AT RISK exits 0)", func(s string) error {
@@ -388,6 +396,14 @@ func stackFlags(fs *flag.FlagSet, inv *Invocation) {
 		}
 		return nil
 	})
+}
+
+// adviseWriteFlags are advise's: where its edits go (docs/check.md,
+// "advise").
+func adviseWriteFlags(fs *flag.FlagSet, inv *Invocation) {
+	fileVar(fs, &inv.Configs.Write, "write", "write each edited file into `DIR` under its own name (DIR is made if missing; never one of the inputs)", "")
+	fs.BoolVar(&inv.Configs.InPlace, "in-place", false, "edit your files themselves (refused for a file that changed since it was read)")
+	fileVar(fs, &inv.Configs.SARIF, "sarif", "write each edit as a SARIF 2.1.0 fix, on the result it answers, to `FILE`", "")
 }
 
 // whole defines a flag taking a whole number from lo to hi.

@@ -38,11 +38,11 @@ func (inv *Invocation) checkOutputs() error {
 		if o.path == "" || o.path == "-" {
 			continue
 		}
-		if err := outfile.Check(o.path, o.kind, inputs); err != nil {
-			return Usagef("%s %s %v", o.flag, o.path, err)
-		}
 		if err := checkFile(o.path); err != nil {
 			return Usagef("%s %s: %v", o.flag, o.path, err)
+		}
+		if err := outfile.Check(o.path, o.kind, inputs); err != nil {
+			return Usagef("%s %s %v", o.flag, o.path, err)
 		}
 	}
 	return nil

@@ -74,7 +74,14 @@ func stackLoop(layers []string) []string {
 	seen := map[string]int{}
 	for i, l := range layers {
 		for _, f := range strings.Split(l, "+") {
-			k := filepath.Clean(f)
+			// A file and a link to it are the same layer.
+			k, err := filepath.EvalSymlinks(f)
+			if err != nil {
+				k = f
+			}
+			if abs, err := filepath.Abs(k); err == nil {
+				k = abs
+			}
 			if j, ok := seen[k]; ok && j != i {
 				return append(append([]string(nil), layers[j:i]...), layers[i])
 			}

@@ -134,6 +134,15 @@ func TestStackRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	app, mesh, gw := stackdata("app-grpc.json"), stackdata("mesh.yaml"), stackdata("gateway.yaml")
+	// A link to a layer is that layer (issue 37): the chain loops.
+	abs, err := filepath.Abs(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := filepath.Join(dir, "alias.json")
+	if err := os.Symlink(abs, alias); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		stack []string
@@ -141,6 +150,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 		want  string
 	}{
 		{"loop", []string{app + "," + mesh + "," + app}, nil, app + " → " + mesh + " → " + app},
+		{"loop through a link", []string{app + "," + mesh + "," + alias}, nil, "the chain loops"},
 		{"loop through a joined layer", []string{mesh + "," + gw + "+" + mesh}, nil, "the chain loops"},
 		{"one layer", []string{app}, nil, "two layers or more"},
 		{"ten layers", []string{strings.Repeat(app+",", 9) + app}, nil, "at most 9"},
@@ -159,7 +169,7 @@ func TestStackRefusesBadInput(t *testing.T) {
 		})
 	}
 	// The parse error names the line.
-	err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: []string{app, broken}}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	if err == nil || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a YAML mistake: %v, want its line", err)
 	}
