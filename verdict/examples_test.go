@@ -68,3 +68,23 @@ func TestIssue34Examples(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCheck is check of one config, margin and all, as the command
+// runs it on every core: the issue's "under a second on two cores" (see
+// BENCHMARKS.md for the command and the figures).
+func BenchmarkCheck(b *testing.B) {
+	for _, file := range []string{"envoy-500-ten.yaml", "envoy-5xx-unbounded.yaml", "istio-attempts-40.yaml", "linkerd-emojivoto.yaml", "aws-standard", "grpc-throttle.json"} {
+		b.Run(file, func(b *testing.B) {
+			in, base, _, _, err := userconfig.Reader{}.Files([]string{filepath.Join("testdata", "examples", file)}, "", "", importer.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := verdict.Check(context.Background(), in, verdict.CheckOptions{Base: base}, experiment.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
