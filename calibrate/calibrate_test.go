@@ -163,8 +163,8 @@ func TestEveryValueHasAComment(t *testing.T) {
 	}
 }
 
-// TestBadInput: each mistake is an error that says what is wrong, and
-// never a number.
+// TestBadInput: each mistake is an error that says what is wrong and in
+// which file, and never a number.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -210,6 +210,11 @@ func TestBadInput(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q, want it to say %q", err, c.want)
+			}
+			// Issue 37: "no known source" and "every series has one
+			// sample" did not say which file.
+			if !strings.Contains(err.Error(), c.name) {
+				t.Errorf("error %q does not name the file %s", err, c.name)
 			}
 		})
 	}

@@ -86,15 +86,40 @@ func fail(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFit, fmt.Sprintf(format, args...))
 }
 
-// Fit fits a scenario to w, from src's metrics (nil: detected).
+// Fit fits a scenario to w, from src's metrics (nil: detected). Its
+// errors wrap ErrFit and name where the window came from (its files, or
+// the server), as w.Where says it.
 func Fit(w *Window, src *Source) (*Result, error) {
+	r, err := fit(w, src)
+	if err != nil {
+		return nil, NameWindow(err, ErrFit, w)
+	}
+	return r, nil
+}
+
+// NameWindow returns err, which wraps sentinel (its text "sentinel: ..."),
+// with w's Where after the sentinel's text when err does not say it: an
+// error about a window names its files or its server. Replay names its
+// errors with it too.
+func NameWindow(err, sentinel error, w *Window) error {
+	if w == nil || w.Where == "" || strings.Contains(err.Error(), w.Where) {
+		return err
+	}
+	msg, ok := strings.CutPrefix(err.Error(), sentinel.Error()+": ")
+	if !ok || !errors.Is(err, sentinel) {
+		return fmt.Errorf("%s: %w", w.Where, err)
+	}
+	return fmt.Errorf("%w: %s: %s", sentinel, w.Where, msg)
+}
+
+func fit(w *Window, src *Source) (*Result, error) {
 	if src == nil {
 		var err error
 		if src, err = Detect(w); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrFit, err)
 		}
 	}
-	r := &Result{Source: src, Window: w}
+	r := &Result{Source: src, Window: w, Notes: slices.Clone(w.Notes)}
 	win := w.Describe()
 	q := func(x Ref) string {
 		if x.Label == "" {

@@ -63,12 +63,12 @@ func ReadAnswers(paths []string, sel Selector) (*Window, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", f, err)
 		}
-		if err := w.add(m, sel, "", ""); err != nil {
+		if err := w.add(m, sel, "", "", f); err != nil {
 			return nil, fmt.Errorf("%s: %v", f, err)
 		}
 	}
 	if err := w.finish(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %v", strings.Join(files, ", "), err)
 	}
 	return w, nil
 }
@@ -168,7 +168,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
 		}
-		if err := w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), m); err != nil {
+		if err := w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), m, query); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
@@ -159,8 +160,18 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Replay reconstructs the incident in w and replays it.
+// Replay reconstructs the incident in w and replays it. An error that
+// says the window cannot be replayed wraps ErrInput and names where the
+// window came from (its files, or the server).
 func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, error) {
+	r, err := replayWindow(ctx, w, opts)
+	if errors.Is(err, ErrInput) {
+		return nil, calibrate.NameWindow(err, ErrInput, w)
+	}
+	return r, err
+}
+
+func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Result, error) {
 	src := opts.Source
 	if src == nil {
 		var err error
@@ -193,7 +204,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 		}
 	}
 	m, b, fit := d.m, d.b, d.fit
-	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: notes}
+	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: append(slices.Clone(whole.Notes), notes...)}
 	if at != nil {
 		res.Layer = at.name
 	}
