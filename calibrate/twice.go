@@ -79,7 +79,7 @@ func join(name string, a, b Series) (Series, bool, error) {
 // (identical copies, or parts joined), for Window.Notes.
 type twice struct {
 	of, in string // where the series came first, and again
-	joined     bool
+	joined bool
 }
 
 // addSeries adds s of metric name, read from where, to w: once, whatever
