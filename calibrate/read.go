@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/internal/boundedfile"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // maxAnswer is the largest answer calibrate reads, from a file or a
@@ -76,7 +77,7 @@ func ReadAnswers(paths []string, sel Selector) (*Window, error) {
 func shortNames(files []string) []string {
 	out := make([]string, len(files))
 	for i, f := range files {
-		out[i] = filepath.Base(f)
+		out[i] = safetext.Name(filepath.Base(f))
 	}
 	if len(out) > 4 {
 		out = append(out[:3], fmt.Sprintf("and %d more", len(files)-3))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -170,5 +171,66 @@ fleets:
 	}
 	if _, err := Merge([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
 		t.Errorf("a shard with histograms for other fleets merged: %v", err)
+	}
+}
+
+// TestMergeLabEscapes: a shard's target, run and fleet names come from
+// outside; merged, they are printed with their escapes shown, never raw
+// (issue 37: an ESC, a BEL or a U+202E in a shard's target reached the
+// terminal through merge's intro).
+func TestMergeLabEscapes(t *testing.T) {
+	const yaml = `name: tiny
+duration: 20s
+traffic: {rate: 20, arrivals: constant, clients: 2}
+origin: {model: queue, capacity: 24, workers: 2}
+triggers:
+  - {kind: capacity, at: 3s, for: 3s, capacity: 8}
+fleets:
+  - {name: naive, timeout: 1s, budget: {use: none}}
+`
+	sc, err := scenario.Parse("tiny.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const evil = "\x1b[2J\x07\u202e"
+	var parts [][]byte
+	for i := 1; i <= 2; i++ {
+		data, err := json.Marshal(map[string]any{
+			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
+			"fleets": res.Fleets, "simulator": res,
+			"lab_shard": LabShard{Index: i, Count: 2, Run: "r" + evil, Scenario: yaml, Target: "http://svc" + evil + "/", WallTickSeconds: 0.1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, data)
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.Lab
+	var text strings.Builder
+	text.WriteString(strings.Join(o.Section.Intro, "\n") + strings.Join(o.Section.Notes, "\n") + strings.Join(o.Findings, "\n"))
+	for _, tb := range o.Section.Tables {
+		if err := tb.Render(&text, report.Style{Width: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := json.Marshal(o.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"text": text.String(), "JSON": string(js)} {
+		if i := strings.IndexAny(s, "\x1b\x07\u202e"); i >= 0 {
+			t.Errorf("the %s carries a control or direction character raw: %q", what, s[max(0, i-40):min(len(s), i+10)])
+		}
+	}
+	if !strings.Contains(text.String(), `http://svc\x1b[2J\a\u202e/`) {
+		t.Errorf("the text does not name the target escaped:\n%s", text.String())
 	}
 }

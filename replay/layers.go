@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // layerLabels are, per source, the labels whose values name a layer: the
@@ -90,7 +91,9 @@ func layersOf(w *calibrate.Window, src *calibrate.Source) []*layer {
 	}
 	out := make([]*layer, len(names))
 	for i, n := range names {
-		out[i] = &layer{name: n, job: job[n], w: &calibrate.Window{Start: w.Start, End: w.End, Step: w.Step, Where: w.Where, Queries: w.Queries, Series: map[string][]calibrate.Series{}}}
+		// The name is the labels' values: printed, it must not carry an
+		// escape sequence to the terminal.
+		out[i] = &layer{name: safetext.Escape(n), job: job[n], w: &calibrate.Window{Start: w.Start, End: w.End, Step: w.Step, Where: w.Where, Queries: w.Queries, Series: map[string][]calibrate.Series{}}}
 	}
 	for metric, ss := range w.Series {
 		for _, s := range ss {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 )
 
@@ -14,6 +15,41 @@ import (
 // window, the plots of the measured series beside the replayed ones, and
 // r itself as the JSON.
 func (r *Result) Outcome() *experiment.Outcome {
+	o := r.outcome()
+	escape(&o.Section)
+	for i := range o.Findings {
+		o.Findings[i] = safetext.Escape(o.Findings[i])
+	}
+	o.Claims = o.Section.Claims
+	return o
+}
+
+// escape makes every text of s safe to print: label values, file names
+// and config names come from outside, and the layers' names and the
+// window's files are escaped where they are read, but a note or a
+// disagreement may quote more (safetext, as calibrate's comments).
+func escape(s *report.Section) {
+	s.Title = safetext.Escape(s.Title)
+	for _, l := range [][]string{s.Intro, s.Notes} {
+		for i := range l {
+			l[i] = safetext.Escape(l[i])
+		}
+	}
+	for t := range s.Tables {
+		tb := &s.Tables[t]
+		tb.Title = safetext.Escape(tb.Title)
+		for _, row := range tb.Rows {
+			for i := range row {
+				row[i] = safetext.Escape(row[i])
+			}
+		}
+	}
+	for i := range s.Claims {
+		s.Claims[i].Text, s.Claims[i].Detail = safetext.Escape(s.Claims[i].Text), safetext.Escape(s.Claims[i].Detail)
+	}
+}
+
+func (r *Result) outcome() *experiment.Outcome {
 	s := report.Section{ID: "replay", Title: "Replay: " + r.Window}
 	s.Intro = []string{r.Conclusion}
 	o := &experiment.Outcome{Name: "replay", JSON: r, Findings: []string{r.Conclusion}}
