@@ -32,6 +32,9 @@ type Result struct {
 	Rate       Value
 	Steady     bool
 	RateSeries []Sample
+	// Missing is the share of the window's steps without a sample of the
+	// attempts (Notes say it): unknown, in no rate.
+	Missing    float64
 	Attempts   Value // attempts per second at the origin (mean)
 	Service    ServiceFit
 	ServiceOK  bool
@@ -136,6 +139,11 @@ func fit(w *Window, src *Source) (*Result, error) {
 	att := Counter(w, src.Attempts)
 	if len(att.V) < 2 {
 		return nil, fail("%s has %d step(s) in the window: at least 2 are needed (a longer window, or a shorter step)", src.Attempts.Metric, len(att.V))
+	}
+	if n := att.Missing(); n > 0 {
+		all := len(att.T) + n
+		r.Missing = float64(n) / float64(all)
+		r.Notes = append(r.Notes, fmt.Sprintf("%d of the window's %d steps (%.0f%%) are unknown: they, or the step before them, have no sample of %s (failed scrapes, or a gap in the saved answers); they are left out of every rate and fit, never taken as 0 nor as one step's increase", n, all, 100*r.Missing, src.Attempts.Metric))
 	}
 	intents, retries, retryQuery := retrySteps(w, src, att, q)
 	if retryQuery == "" {
@@ -500,13 +508,20 @@ func countAt(w *Window, r Ref, t time.Time) int {
 	return n
 }
 
-// minus is a − b per step, at a's times.
+// minus is a − b per step, at a's times where b is not Unknown (a time b
+// has no value at because b has none there is 0).
 func minus(a, b steps) steps {
-	out := steps{T: a.T, V: make([]float64, len(a.V))}
+	out := steps{Unknown: slices.Clone(a.Unknown)}
 	for i, t := range a.T {
+		if _, gap := slices.BinarySearchFunc(b.Unknown, t, time.Time.Compare); gap {
+			out.Unknown = append(out.Unknown, t)
+			continue
+		}
 		v, _ := b.at(t)
-		out.V[i] = max(0, a.V[i]-v)
+		out.T = append(out.T, t)
+		out.V = append(out.V, max(0, a.V[i]-v))
 	}
+	slices.SortFunc(out.Unknown, time.Time.Compare)
 	return out
 }
 

@@ -274,9 +274,9 @@ func layerLoops(ls []*layer, t Trigger, tm *Measured, fit *calibrate.Result, src
 			notes = append(notes, fmt.Sprintf("Layer %s has no steps before the trigger (its traffic begins with it): its error share, attempts per intent and queue before the trigger are not measured, and its end is judged against no errors.", l.name))
 		}
 		if m.Queue != nil && lt.start > 0 {
-			lp.BacklogBefore = mean(m.Queue[:lt.start])
+			lp.BacklogBefore = meanOr0(m.knownOf(m.Queue, 0, lt.start))
 			if lt.Ended && lt.end < m.n() {
-				lp.BacklogAfter = mean(m.Queue[lt.end:])
+				lp.BacklogAfter = meanOr0(m.knownOf(m.Queue, lt.end, m.n()))
 			}
 		}
 		if lp.Sustained && lp.Retries && lp.AmplificationBefore > 0 {

@@ -187,17 +187,17 @@ func (r *Result) charts() []report.Chart {
 	}
 	shade := []report.Span{{From: r.Trigger.At, To: r.Trigger.At + r.Trigger.For, Label: "trigger (inferred)"}}
 	errs := report.Chart{Title: "Error rate: measured and replayed", XLabel: "time (s)", YLabel: "error rate", X: x, Shade: shade, YMax: 1, Percent: true,
-		Lines: []report.Line{{Name: "measured", Y: m.ErrorRate}, {Name: "replayed as-is", Y: fit(r.AsIs.ErrorRate, len(x))}}}
+		Lines: []report.Line{{Name: "measured", Y: m.plotted(m.ErrorRate)}, {Name: "replayed as-is", Y: fit(r.AsIs.ErrorRate, len(x))}}}
 	load := report.Chart{Title: "Offered load: measured and replayed", XLabel: "time (s)", YLabel: "attempts / s", X: x, Shade: shade,
-		Lines: []report.Line{{Name: "measured", Y: m.Attempts}, {Name: "replayed as-is", Y: fit(r.AsIs.Offered, len(x))}}}
+		Lines: []report.Line{{Name: "measured", Y: m.plotted(m.Attempts)}, {Name: "replayed as-is", Y: fit(r.AsIs.Offered, len(x))}}}
 	for _, o := range r.Others {
 		errs.Lines = append(errs.Lines, report.Line{Name: o.Name, Y: fit(o.ErrorRate, len(x)), Dashed: true})
 		load.Lines = append(load.Lines, report.Line{Name: o.Name, Y: fit(o.Offered, len(x)), Dashed: true})
 	}
 	served := report.Chart{Title: "What the window shows: intents, answers and the capacity", XLabel: "time (s)", YLabel: "per second", X: x, Shade: shade,
-		Lines: []report.Line{{Name: "intents", Y: m.Intents}, {Name: "answers", Y: m.Served}}}
+		Lines: []report.Line{{Name: "intents", Y: m.plotted(m.Intents)}, {Name: "answers", Y: m.plotted(m.Served)}}}
 	if m.Wasted != nil {
-		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.Wasted})
+		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.plotted(m.Wasted)})
 	}
 	cap := make([]float64, len(x))
 	for i := range cap {

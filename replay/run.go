@@ -205,6 +205,12 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	}
 	m, b, fit := d.m, d.b, d.fit
 	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: append(slices.Clone(whole.Notes), notes...)}
+	gap := ""
+	if m.Unknown > 0 {
+		gap = fmt.Sprintf("%d of the window's %d steps (%.0f%%) have no value: a metric replay reads has no sample there or in the step before (failed scrapes, which an overloaded target produces, or a gap in the saved answers); they are unknown, never a rate nor a sign of an incident",
+			m.Unknown, m.n(), 100*m.MissingShare())
+		res.Notes = append(res.Notes, gap+"; the replay runs them at the intent rate interpolated between the known steps around them.")
+	}
 	if at != nil {
 		res.Layer = at.name
 	}
@@ -221,6 +227,9 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		}
 		res.Message = fmt.Sprintf("no incident in the window: no step's error share passed %.1f%% (the baseline's %.1f%% by %.0f points, or %g times its spread), %s, answers never stopped and the intents never rose past %.4g/s (%.0f%% above the base rate %.4g/s)",
 			100*b.errHi, 100*b.errShare, 100*ErrorJump, Noise, lat, b.rateHi, 100*(LoadJump-1), b.rate)
+		if gap != "" {
+			res.Message += " in its known steps; " + gap
+		}
 		res.Conclusion = res.Message + "."
 		if opts.Config != nil {
 			// Nothing is replayed, but the config is still compared with
@@ -488,7 +497,7 @@ func build(fit *calibrate.Result, m *Measured, t Trigger, seed uint64) (*scenari
 	sc.Tick = tick
 	sc.Duration = time.Duration(m.n()) * tick
 	pts := make([]scenario.Point, m.n())
-	for i, r := range m.Intents {
+	for i, r := range m.filled(m.Intents) {
 		pts[i] = scenario.Point{At: time.Duration(i) * tick, Rate: r}
 	}
 	sc.Traffic.Series = &scenario.Series{Scale: 1, Points: pts}
