@@ -32,6 +32,9 @@ type Result struct {
 	Rate       Value
 	Steady     bool
 	RateSeries []Sample
+	// SeriesNote says how RateSeries was smoothed for writing (empty:
+	// not smoothed).
+	SeriesNote string
 	// Missing is the share of the window's steps without a sample of the
 	// attempts (Notes say it): unknown, in no rate.
 	Missing    float64
@@ -161,16 +164,15 @@ func fit(w *Window, src *Source) (*Result, error) {
 	case base > maxRate:
 		return nil, fail("the intent rate is %.0f per second: more than a scenario takes (%d); is the selector summing unrelated services?", base, maxRate)
 	}
-	in := 0
-	for _, x := range rates {
-		if math.Abs(x-base) <= SteadyBand*base {
-			in++
-		}
-	}
-	share := float64(in) / float64(len(rates))
-	r.Steady = share >= SteadyShare
+	share := bandShare(rates, base)
+	poisson, z := poissonSteady(intents.V)
+	r.Steady = share >= SteadyShare || poisson
 	r.Rate = Value{V: base, Known: true, Note: fmt.Sprintf("intents/s, the median of %d steps of %s; %.0f%% of the steps within ±%.0f%% of it (from %.4g to %.4g)",
 		len(rates), orQuery(retryQuery, q(src.Attempts), src.Intents, w), 100*share, 100*SteadyBand, quantile(rates, 0), quantile(rates, 1))}
+	if poisson && share < SteadyShare {
+		r.Rate.Note += fmt.Sprintf("; steady all the same: the intents per step vary as Poisson arrivals at a steady rate would (their index of dispersion is %.1f standard deviations from Poisson's, within %g)", z, PoissonZ)
+	}
+	r.SeriesNote = smooth(r, w.Step)
 	r.Attempts = Value{V: att.total() / att.span(w.Step).Seconds(), Known: true, Note: "attempts/s, " + q(src.Attempts)}
 
 	// Retries per intent, over the window.
@@ -201,6 +203,9 @@ func fit(w *Window, src *Source) (*Result, error) {
 		}
 		r.ServiceNte = fmt.Sprintf("from %s_bucket/_sum/_count, %s; %s; %s", src.Latency.Base, where, keepNote, f.Describe())
 	case src.Mean.ok() && w.Has(src.Mean.Metric):
+		if src.MeanWithoutQueue != "" {
+			keep, keepNote = nil, "every step counted: "+src.MeanWithoutQueue
+		}
 		g := Gauge(w, src.Mean)
 		var vs []float64
 		for _, t := range g.T {
