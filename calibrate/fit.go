@@ -76,6 +76,15 @@ const (
 	maxRate     = 1_000_000
 )
 
+// MinServiceTime is the shortest mean service time a fit takes: a mean
+// gauge below it (HAProxy's is in whole milliseconds) is not a latency,
+// and would make a capacity of millions. maxCapacity is the scenario's
+// bound on the capacity (scenario/validate.go).
+const (
+	MinServiceTime = 1e-6 // seconds
+	maxCapacity    = 1e9
+)
+
 // CoarseBuckets is how far (a factor) an empirical service time's mean,
 // from its buckets, may be from the histogram's exact mean; MaxWorkers
 // the most workers a fit may give (the scenario's limit).
@@ -215,8 +224,8 @@ func fit(w *Window, src *Source) (*Result, error) {
 			}
 		}
 		m := median(vs)
-		if !(m > 0) || m > 3600 {
-			return nil, fail("the mean response time from %s is %v s: not a service time", src.Mean.Metric, m)
+		if !(m >= MinServiceTime) || m > 3600 {
+			return nil, fail("the mean response time from %s is %v s: not a service time (at least 1µs, at most an hour)", src.Mean.Metric, m)
 		}
 		r.Service = ServiceFit{Dist: "fixed", Mean: m, Median: m, Distance: math.NaN()}
 		r.ServiceOK = true
@@ -241,9 +250,17 @@ func fit(w *Window, src *Source) (*Result, error) {
 
 	// Workers: the configured limit, else what was busy while requests
 	// queued (saturation), else a lower bound.
+	if err := countsNotNegative(w, src); err != nil {
+		return nil, err
+	}
 	r.fitWorkers(w, src, svc, q)
-	if r.Workers.V > MaxWorkers {
+	switch {
+	case r.Workers.V > MaxWorkers:
 		return nil, fail("the fit gives %.0f workers (%s): more than a scenario takes (%d); is the selector summing unrelated services, or the latency in another unit?", r.Workers.V, r.Workers.Note, MaxWorkers)
+	case !(r.Workers.V >= 1):
+		return nil, fail("the fit gives %g workers (%s): fewer than one; a gauge of a fraction of a request is not a count (a broken exporter, or another metric under its name)", r.Workers.V, r.Workers.Note)
+	case !(r.Capacity.V > 0 && r.Capacity.V <= maxCapacity):
+		return nil, fail("the fit gives a capacity of %g requests/s (%s): not one a scenario takes (more than 0, at most %g); is the latency in another unit?", r.Capacity.V, r.Capacity.Note, float64(maxCapacity))
 	}
 
 	// Client instances.

@@ -122,7 +122,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	if rt == nil {
 		rt = api.DefaultRoundTripper
 	}
-	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout}})
+	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout, CheckRedirect: sameHost}})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus %q: %v", l.URL, err)
 	}
@@ -198,6 +198,22 @@ func countSeries(ctx context.Context, prom v1.API, l Live, metrics ...string) (i
 		total += len(sets)
 	}
 	return total, nil
+}
+
+// sameHost follows a redirect only to the server asked (its scheme, host
+// and port): a Prometheus that redirects elsewhere would have calibrate
+// send its queries, and read its window, from a server nobody named (a
+// compromised or misconfigured proxy, an internal address). At most 10,
+// as net/http.
+func sameHost(r *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) >= 10:
+		return fmt.Errorf("%s: stopped after 10 redirects", first.Redacted())
+	case r.URL.Scheme != first.Scheme || r.URL.Host != first.Host:
+		return fmt.Errorf("%s redirected to %s: calibrate follows a redirect only on the server it was given (the same scheme, host and port); give --prometheus that address if you trust it", first.Redacted(), r.URL.Redacted())
+	}
+	return nil
 }
 
 // limited refuses an answer larger than maxAnswer: a body that goes on

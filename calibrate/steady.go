@@ -112,3 +112,26 @@ func smooth(r *Result, step time.Duration) string {
 	r.RateSeries = out
 	return fmt.Sprintf("each step's rate is the mean over the %d steps around it of those within %g times Poisson's noise of their median (%.3g intents a step on average: a step's noise, ±%.0f%%, is not written as the rate's); a step further from it is kept as it was", k, PoissonZ, perStep, 100/math.Sqrt(max(perStep, 1e-9)))
 }
+
+// countsNotNegative refuses a window whose gauges of requests (in
+// service, queued, the configured limit, healthy replicas) go below 0: no
+// count of requests does, and a fit of one gave a negative replica count,
+// or workers of 0 and a scenario calibrate could not read back.
+func countsNotNegative(w *Window, src *Source) error {
+	for _, r := range []Ref{src.Busy, src.Queue, src.Limit, src.Healthy, src.Capacity} {
+		if !r.ok() {
+			continue
+		}
+		for _, s := range w.Series[r.Metric] {
+			if !r.keeps(s.Labels) {
+				continue
+			}
+			for _, p := range s.Samples {
+				if p.V < 0 {
+					return fail("%s%s is %g at %s: a gauge of requests is never negative (a broken exporter, or another metric under its name)", r.Metric, s.Labels, p.V, p.T.Format(time.RFC3339))
+				}
+			}
+		}
+	}
+	return nil
+}
