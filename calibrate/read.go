@@ -133,16 +133,35 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	}
 	w := &Window{Where: "Prometheus at " + l.URL, Start: l.Start.UTC(), End: l.End.UTC(), Step: l.Step}
 	// Which sources are there: one series query for their detecting
-	// metrics.
-	var metrics []string
+	// metrics; of several, the first whose requests counted some in the
+	// window (an idle HAProxy job beside a busy service is no calibration).
+	var found []*Source
 	for _, s := range sources {
 		n, err := countSeries(ctx, prom, l, s.Detect...)
 		if err != nil {
 			return nil, err
 		}
 		if n > 0 {
-			metrics = s.Metrics()
-			break
+			found = append(found, s)
+		}
+	}
+	var metrics []string
+	if len(found) > 0 {
+		metrics = found[0].Metrics()
+	}
+	if len(found) > 1 {
+		for _, s := range found {
+			busy, err := counted(ctx, prom, l, s)
+			if err != nil {
+				return nil, err
+			}
+			if busy {
+				metrics = s.Metrics()
+				if s != found[0] {
+					w.Notes = append(w.Notes, fmt.Sprintf("%s's metrics are there too, but %s's requests are the ones that counted some in the window: calibrating %s", found[0].Name, s.Name, s.Name))
+				}
+				break
+			}
 		}
 	}
 	if metrics == nil {
@@ -177,6 +196,29 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		return nil, fmt.Errorf("%s: %v", l.URL, err)
 	}
 	return w, nil
+}
+
+// counted reports whether s's request counter counted requests in the
+// window, from its raw samples as Fit reads them.
+func counted(ctx context.Context, prom v1.API, l Live, s *Source) (bool, error) {
+	n, err := countSeries(ctx, prom, l, s.Attempts.Metric)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	query := l.Selector.For(s.Attempts.Metric)
+	val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
+	if err != nil {
+		return false, fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
+	}
+	mat, ok := val.(model.Matrix)
+	if !ok {
+		return false, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
+	}
+	w := &Window{Start: l.Start, End: l.End, Step: l.Step}
+	if err := w.add(mat, l.Selector, "", s.Attempts.Metric, query); err != nil || len(w.Series) == 0 {
+		return false, err
+	}
+	return Counter(w, s.Attempts).total() > 0, nil
 }
 
 // countSeries counts the series of the metrics the selector matches in

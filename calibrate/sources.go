@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -330,14 +331,24 @@ func SourceNamed(name string) (*Source, error) {
 	return nil, fmt.Errorf("unknown source %q: want %s or auto", name, strings.Join(names, ", "))
 }
 
-// Detect returns the first source whose metrics w holds.
+// Detect returns the source whose metrics w holds: of those present, the
+// first whose request counter counted requests in the window, else the
+// first (an idle job's metrics, an HAProxy that serves nothing, are
+// beside the busy service's more often than not: issue 37).
 func Detect(w *Window) (*Source, error) {
+	var found []*Source
 	for _, s := range Sources {
-		for _, m := range s.Detect {
-			if w.Has(m) {
-				return s, nil
-			}
+		if slices.ContainsFunc(s.Detect, w.Has) {
+			found = append(found, s)
 		}
+	}
+	for _, s := range found {
+		if w.Has(s.Attempts.Metric) && Counter(w, s.Attempts).total() > 0 {
+			return s, nil
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
 	}
 	var want []string
 	for _, s := range Sources {
