@@ -28,7 +28,11 @@ type Trigger struct {
 	Size float64 `json:"size"`
 	// Ended says whether the window shows the trigger's end; a window
 	// that ends within it cannot show what followed.
-	Ended      bool   `json:"ended"`
+	Ended bool `json:"ended"`
+	// Requests says a load trigger's size is requests, not intents: the
+	// source counts its clients' retries as requests
+	// (calibrate.Source.RetriesUnseen), and the rise may be retries.
+	Requests   bool   `json:"size_is_requests,omitempty"`
 	Confidence string `json:"confidence"` // high, medium or low
 	How        string `json:"how"`
 	start, end int    // steps
@@ -51,6 +55,9 @@ func (t Trigger) What() string {
 	case scenario.TriggerOutage:
 		return fmt.Sprintf("an outage (%s: no answers)", t.Mode)
 	case scenario.TriggerLoad:
+		if t.Requests {
+			return fmt.Sprintf("a rise of requests to %.4g/s (new calls or retries: the metrics cannot tell)", t.Size)
+		}
 		return fmt.Sprintf("a load spike to %.4g intents/s", t.Size)
 	}
 	return t.Kind
@@ -128,9 +135,20 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	case b.rate > 0 && m.Intents[on] > b.rateHi:
 		t.Kind = scenario.TriggerLoad
 		t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 })
-		t.Size = mean(of(m.Intents, t.end))
 		t.Confidence = "high"
+		if m.retriesUnseen != "" {
+			// Once calls fail, the requests are retries too: the spike
+			// is the steps before the errors, its rise perhaps the
+			// retries of a failure upstream, which the source cannot
+			// see.
+			t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 && (i == on || m.ErrorRate[i] <= b.errHi) })
+			t.Confidence, t.Requests = "medium", true
+		}
+		t.Size = mean(of(m.Intents, t.end))
 		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
+		if m.retriesUnseen != "" {
+			t.How = fmt.Sprintf("the requests rose from a base of %.4g/s to %.4g/s until calls failed; %s, so the rise may be its clients' retries after a failure it did not see (upstream of it), and the intents after it are not known", b.rate, t.Size, m.retriesUnseen)
+		}
 	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
 		t.Kind = scenario.TriggerCapacity
 		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })

@@ -90,7 +90,7 @@ func measure(w *calibrate.Window, src *calibrate.Source) (*Measured, error) {
 		}
 	}
 	step := w.Step.Seconds()
-	m := &Measured{Step: step, start: times[first].Add(-w.Step)}
+	m := &Measured{Step: step, start: times[first].Add(-w.Step), retriesUnseen: src.RetriesUnseen}
 	for _, t := range times[first : last+1] {
 		k := t.UnixMilli()
 		a, ok := attAt[k]

@@ -87,9 +87,18 @@ type Measured struct {
 	// abnormal, never a rate. Unknown counts them.
 	Missing []bool `json:"missing,omitempty"`
 	Unknown int    `json:"unknown_steps,omitempty"`
+	// Replayed, where it is set, is the intents per second the replay
+	// runs, where they are not Intents: a source that counts its clients'
+	// retries as requests (calibrate.Source.RetriesUnseen) shows intents
+	// only until calls fail; from ReplayedFrom on they are unknown, and
+	// taken as the rate before the incident.
+	Replayed     []float64 `json:"intents_replayed,omitempty"`
+	ReplayedFrom int       `json:"intents_replayed_from,omitempty"`
 	// timeouts are the errors that were timeouts, where the source counts
 	// them apart (Envoy's upstream_rq_timeout): the rest were answers.
 	timeouts []float64
+	// retriesUnseen is calibrate.Source.RetriesUnseen of the source.
+	retriesUnseen string
 	// start is the time of step 0's start.
 	start time.Time
 }
@@ -254,6 +263,26 @@ func onset(m *Measured, b baseline) int {
 	return -1
 }
 
+// intents is the intents per second the replay runs: Replayed where set,
+// else Intents.
+func (m *Measured) intents() []float64 {
+	if m.Replayed != nil {
+		return m.Replayed
+	}
+	return m.Intents
+}
+
+// assume sets Replayed: Intents to step from, the rate base after it (a
+// source that counts its clients' retries as requests shows no intents
+// once calls fail: the intents are taken to have stayed at the rate
+// before the incident, what it was made of said in the notes).
+func (m *Measured) assume(from int, base float64) {
+	m.Replayed, m.ReplayedFrom = slices.Clone(m.Intents), from
+	for i := from; i < m.n(); i++ {
+		m.Replayed[i] = base
+	}
+}
+
 // prevKnown is the last known step at or before i, or 0.
 func (m *Measured) prevKnown(i int) int {
 	for i > 0 && !m.known(i) {
@@ -316,7 +345,10 @@ func judgeWindow(m *Measured, t Trigger) Verdict {
 	v := Verdict{Baseline: errorBaseline(m, t.start)}
 	v.NeverHealthy = v.Baseline > sim.UnhealthyBaseline
 	if t.Ended && !v.NeverHealthy {
-		if k, ok := recovery(m.ErrorRate, m.known, t.end, v.Baseline); ok {
+		// A step without attempts has no error share: no evidence either
+		// way (the lab's pause between two fleets' runs).
+		judged := func(i int) bool { return m.known(i) && m.Attempts[i] > 0 }
+		if k, ok := recovery(m.ErrorRate, judged, t.end, v.Baseline); ok {
 			s := float64(k) * m.Step
 			v.Recovered, v.Seconds = true, &s
 		}

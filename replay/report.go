@@ -77,7 +77,7 @@ func (r *Result) outcome() *experiment.Outcome {
 			{"when", t.When()},
 			{"confidence", t.Confidence},
 			{"origin before it", fmt.Sprintf("%.4g requests/s: %d workers, %s, mean %.3gs", c.Capacity, c.Workers, c.Dist, c.Service)},
-			{"traffic before it", fmt.Sprintf("%.4g intents/s, %d clients, %.3g retries/intent", c.Rate, c.Clients, c.RetryShare)},
+			{"traffic before it", fmt.Sprintf("%.4g intents/s, %s, %.3g retries/intent", c.Rate, c.clients(), c.RetryShare)},
 			{"client policy", r.policy()},
 			{"measured end", r.Verdict.String()},
 			{"sustaining loop", loop},
@@ -122,6 +122,19 @@ func (r *Result) outcome() *experiment.Outcome {
 	s.Charts = r.charts()
 	o.Section, o.Claims = s, s.Claims
 	return o
+}
+
+// clients is the client instances for the traffic's row: how many, and
+// whether that is a default.
+func (c *Calibration) clients() string {
+	n := fmt.Sprintf("%d client instances", c.Clients)
+	if c.Clients == 1 {
+		n = "1 client instance"
+	}
+	if !c.ClientsKnown {
+		n += " (a default: not in the metrics)"
+	}
+	return n
 }
 
 // policy is the client policy's row: the config's, or what the metrics
@@ -196,6 +209,10 @@ func (r *Result) charts() []report.Chart {
 	}
 	served := report.Chart{Title: "What the window shows: intents, answers and the capacity", XLabel: "time (s)", YLabel: "per second", X: x, Shade: shade,
 		Lines: []report.Line{{Name: "intents", Y: m.plotted(m.Intents)}, {Name: "answers", Y: m.plotted(m.Served)}}}
+	if m.Replayed != nil {
+		served.Lines[0].Name = "requests (intents and retries alike)"
+		served.Lines = append(served.Lines, report.Line{Name: "intents replayed", Y: m.plotted(m.Replayed), Dashed: true})
+	}
 	if m.Wasted != nil {
 		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.plotted(m.Wasted)})
 	}

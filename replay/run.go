@@ -37,20 +37,24 @@ type Options struct {
 // Calibration is the origin and traffic fitted from the steps before the
 // incident, each with where it came from.
 type Calibration struct {
-	Window      string  `json:"window"`
-	Rate        float64 `json:"rate"`
-	Capacity    float64 `json:"capacity"`
-	Workers     int     `json:"workers"`
-	Service     float64 `json:"service_seconds"` // mean
-	Dist        string  `json:"service_dist"`
-	Clients     int     `json:"clients"`
-	RetryShare  float64 `json:"retries_per_intent"`
-	Timeout     float64 `json:"timeout_seconds"`
-	MaxRetries  int     `json:"max_retries"`
-	Budget      bool    `json:"budget"`
-	Breaker     bool    `json:"breaker"`
-	CapacityNte string  `json:"capacity_note"`
-	TimeoutNte  string  `json:"timeout_note"`
+	Window   string  `json:"window"`
+	Rate     float64 `json:"rate"`
+	Capacity float64 `json:"capacity"`
+	Workers  int     `json:"workers"`
+	Service  float64 `json:"service_seconds"` // mean
+	Dist     string  `json:"service_dist"`
+	Clients  int     `json:"clients"`
+	// ClientsKnown says whether the metrics showed the client instances
+	// (calibrate's default otherwise: ClientsNote says why).
+	ClientsKnown bool    `json:"clients_known"`
+	ClientsNote  string  `json:"clients_note"`
+	RetryShare   float64 `json:"retries_per_intent"`
+	Timeout      float64 `json:"timeout_seconds"`
+	MaxRetries   int     `json:"max_retries"`
+	Budget       bool    `json:"budget"`
+	Breaker      bool    `json:"breaker"`
+	CapacityNte  string  `json:"capacity_note"`
+	TimeoutNte   string  `json:"timeout_note"`
 }
 
 // Verdict is an incident's end, measured or replayed: recovered, and how
@@ -214,6 +218,9 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	if at != nil {
 		res.Layer = at.name
 	}
+	if m.Replayed != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: from %gs in, once calls failed, the requests are not the intents, which are taken to have stayed at the rate before the incident (%.4g/s) for the replay and for the attempts per intent.", m.retriesUnseen, m.T[m.ReplayedFrom]-m.Step, fit.Rate.V))
+	}
 	if opts.Config != nil {
 		res.Config = opts.Config.Fleet.Origin
 		if fit != nil {
@@ -246,7 +253,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	pre := d.pre
 	capacity := fit.Capacity.V
 	res.Calibration = &Calibration{Window: pre.Describe(), Rate: fit.Rate.V, Capacity: capacity, Workers: int(fit.Workers.V),
-		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), RetryShare: fit.RetryShare.V,
+		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), ClientsKnown: fit.Clients.Known, ClientsNote: fit.Clients.Note, RetryShare: fit.RetryShare.V,
 		Timeout: fit.Timeout.V, MaxRetries: int(fit.MaxRetries.V), Budget: fit.HasBudget, Breaker: fit.Breaker,
 		CapacityNte: fit.Capacity.Note, TimeoutNte: fit.Timeout.Note}
 	if res.Calibration.Dist == "" {
@@ -296,7 +303,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	}
 	out, err := sim.Run(ctx, &fsc)
 	if err != nil {
-		return nil, fmt.Errorf("replaying: %w", err)
+		return nil, tooCostly(err, "replaying")
 	}
 	for i, r := range runs {
 		r.fill(out.Fleets[i], sc.Tick)
@@ -306,7 +313,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	dsc.Fleets = []scenario.Fleet{asIs}
 	dout, err := sim.Run(ctx, &dsc)
 	if err != nil {
-		return nil, fmt.Errorf("replaying with drop_expired: %w", err)
+		return nil, tooCostly(err, "replaying with drop_expired")
 	}
 	drop := &Run{Name: "drop expired", Change: "the origin dropping requests whose caller has left, origin.drop_expired", Fleet: asIs}
 	drop.fill(dout.Fleets[0], sc.Tick)
@@ -316,6 +323,23 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	res.Agrees = Agree(v, res.AsIs.Verdict, m.Step)
 	res.conclude()
 	return res, nil
+}
+
+// tooCostly says what a replay the simulator refused for its cost can do
+// (bad input, ErrInput): replay has no flag that raises the simulator's
+// limit (the commands that run a user's scenario have --max-memory), so
+// the way out is a window of fewer ticks or a lower rate. Other errors
+// are returned as they are, after what.
+func tooCostly(err error, what string) error {
+	ce, ok := errors.AsType[*sim.CostError](err)
+	if !ok {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if ce.Memory {
+		return inputf("%s would need about %s of memory, more than the simulator's limit of %s, which replay has no flag to raise: replay a shorter window (--from and --to, or fewer saved steps), at a longer --step (fewer ticks), or a narrower --selector (fewer intents a second)",
+			what, sim.Bytes(ce.Cost.Memory), sim.Bytes(ce.Limits.Memory))
+	}
+	return inputf("%s would simulate up to %.3g attempts, more than the simulator's limit: replay a shorter window or a narrower --selector", what, ce.Cost.Attempts)
 }
 
 // diagnosis is the part of a replay that reads the window: its series,
@@ -379,6 +403,13 @@ func diagnoseMeasured(w *calibrate.Window, m *Measured, src *calibrate.Source, c
 	}
 	d.pre, d.fit = pre, fit
 	d.trig = infer(m, d.b, on, fit.Capacity.V)
+	if m.retriesUnseen != "" {
+		from := d.trig.start
+		if d.trig.Kind == scenario.TriggerLoad {
+			from = d.trig.end
+		}
+		m.assume(from, fit.Rate.V)
+	}
 	return d, nil
 }
 
@@ -421,7 +452,7 @@ func loopOf(m *Measured, t Trigger, v Verdict, fit *calibrate.Result, src *calib
 		var a, in float64
 		for i := from; i < to; i++ {
 			a += m.Attempts[i]
-			in += m.Intents[i]
+			in += m.intents()[i]
 		}
 		if in <= 0 {
 			return 0
@@ -497,7 +528,7 @@ func build(fit *calibrate.Result, m *Measured, t Trigger, seed uint64) (*scenari
 	sc.Tick = tick
 	sc.Duration = time.Duration(m.n()) * tick
 	pts := make([]scenario.Point, m.n())
-	for i, r := range m.filled(m.Intents) {
+	for i, r := range m.filled(m.intents()) {
 		pts[i] = scenario.Point{At: time.Duration(i) * tick, Rate: r}
 	}
 	sc.Traffic.Series = &scenario.Series{Scale: 1, Points: pts}
