@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 )
 
 // idleBesideBusy is a window of an idle HAProxy job (its request counter
 // flat: haproxy.json's, never moving) beside the lab's busy service
 // (lab.json), in one answer, at lab.json's times.
-func idleBesideBusy(t *testing.T) answerFile {
+func idleBesideBusy(t *testing.T) promtest.Answer {
 	t.Helper()
-	lab := readAnswerFile(t, "testdata/lab.json")
-	hap := readAnswerFile(t, "testdata/haproxy.json")
+	lab := promtest.ReadAnswer(t, "testdata/lab.json")
+	hap := promtest.ReadAnswer(t, "testdata/haproxy.json")
 	times := lab.Data.Result[0].Values
 	for _, s := range hap.Data.Result {
 		vs := make([][2]any, len(times))
@@ -37,7 +38,7 @@ func idleBesideBusy(t *testing.T) answerFile {
 // from files and from a server.
 func TestAutoPicksTheBusySource(t *testing.T) {
 	a := idleBesideBusy(t)
-	file := a.write(t, filepath.Join(t.TempDir(), "both.json"))
+	file := a.Write(t, filepath.Join(t.TempDir(), "both.json"))
 	w, err := calibrate.ReadAnswers([]string{file}, calibrate.Selector{})
 	if err != nil {
 		t.Fatal(err)

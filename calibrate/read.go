@@ -172,23 +172,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		return nil, fmt.Errorf("%s has no series of %s matching %s between %s and %s: a wrong selector, or an empty window", l.URL, strings.Join(want, ", "), l.Selector, l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339))
 	}
 	for _, m := range metrics {
-		n, err := countSeries(ctx, prom, l, m)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			continue
-		}
-		query := l.Selector.For(m)
-		val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
-		if err != nil {
-			return nil, fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
-		}
-		mat, ok := val.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
-		}
-		if err := w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), m, query); err != nil {
+		if err := readMetric(ctx, prom, l, w, m); err != nil {
 			return nil, err
 		}
 	}
@@ -198,24 +182,30 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	return w, nil
 }
 
-// counted reports whether s's request counter counted requests in the
-// window, from its raw samples as Fit reads them.
-func counted(ctx context.Context, prom v1.API, l Live, s *Source) (bool, error) {
-	n, err := countSeries(ctx, prom, l, s.Attempts.Metric)
+// readMetric adds metric's series to w: those the selector matches (none
+// is nothing), with their raw samples (query_range).
+func readMetric(ctx context.Context, prom v1.API, l Live, w *Window, metric string) error {
+	n, err := countSeries(ctx, prom, l, metric)
 	if err != nil || n == 0 {
-		return false, err
+		return err
 	}
-	query := l.Selector.For(s.Attempts.Metric)
+	query := l.Selector.For(metric)
 	val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
 	if err != nil {
-		return false, fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
+		return fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
 	}
 	mat, ok := val.(model.Matrix)
 	if !ok {
-		return false, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
+		return fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
 	}
+	return w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), metric, query)
+}
+
+// counted reports whether s's request counter counted requests in the
+// window, from its raw samples as Fit reads them.
+func counted(ctx context.Context, prom v1.API, l Live, s *Source) (bool, error) {
 	w := &Window{Start: l.Start, End: l.End, Step: l.Step}
-	if err := w.add(mat, l.Selector, "", s.Attempts.Metric, query); err != nil || len(w.Series) == 0 {
+	if err := readMetric(ctx, prom, l, w, s.Attempts.Metric); err != nil || !w.Has(s.Attempts.Metric) {
 		return false, err
 	}
 	return Counter(w, s.Attempts).total() > 0, nil

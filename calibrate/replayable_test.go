@@ -110,13 +110,7 @@ func TestWrittenFilesReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
-			file := filepath.Join(dir, "calibrated.yaml")
-			out, err := calibrate.Write(r, file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			saveOutput(t, file, out)
+			file, _ := writeOut(t, r)
 			data, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)

@@ -14,12 +14,11 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// TestMergeLab: the shards of one lab run add up, tick by tick, into one
-// result whose summary is recomputed; shards of different runs, a shard
-// twice or one missing are refused, naming which; a shard that could not
-// measure makes the merged run inconclusive. (The same against nginx with
-// two load processes: lab's TestShardsAgainstNginx.)
-func TestMergeLab(t *testing.T) {
+// tinyShards runs a tiny storm in the simulator and returns its result and
+// a maker of the JSON of shard i of 2 of a lab run of it, with its run,
+// target and verdict: the simulator's numbers stand for the shard's.
+func tinyShards(t *testing.T) (*sim.Result, func(i int, run, target, verdict string) []byte) {
+	t.Helper()
 	const yaml = `name: tiny
 seed: 3
 duration: 20s
@@ -41,11 +40,11 @@ fleets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	shard := func(i int, run, verdict string) []byte {
+	return res, func(i int, run, target, verdict string) []byte {
 		js := map[string]any{
 			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
 			"fleets": res.Fleets, "simulator": res, "verdict": verdict,
-			"lab_shard": LabShard{Index: i, Count: 2, Run: run, Scenario: yaml, Target: "the service", WallTickSeconds: 0.1},
+			"lab_shard": LabShard{Index: i, Count: 2, Run: run, Scenario: yaml, Target: target, WallTickSeconds: 0.1},
 		}
 		data, err := json.Marshal(js)
 		if err != nil {
@@ -53,6 +52,16 @@ fleets:
 		}
 		return data
 	}
+}
+
+// TestMergeLab: the shards of one lab run add up, tick by tick, into one
+// result whose summary is recomputed; shards of different runs, a shard
+// twice or one missing are refused, naming which; a shard that could not
+// measure makes the merged run inconclusive. (The same against nginx with
+// two load processes: lab's TestShardsAgainstNginx.)
+func TestMergeLab(t *testing.T) {
+	res, shardOf := tinyShards(t)
+	shard := func(i int, run, verdict string) []byte { return shardOf(i, run, "the service", verdict) }
 	m, err := Merge([][]byte{shard(2, "r1", ""), shard(1, "r1", "")})
 	if err != nil {
 		t.Fatal(err)
@@ -179,36 +188,9 @@ fleets:
 // (issue 37: an ESC, a BEL or a U+202E in a shard's target reached the
 // terminal through merge's intro).
 func TestMergeLabEscapes(t *testing.T) {
-	const yaml = `name: tiny
-duration: 20s
-traffic: {rate: 20, arrivals: constant, clients: 2}
-origin: {model: queue, capacity: 24, workers: 2}
-triggers:
-  - {kind: capacity, at: 3s, for: 3s, capacity: 8}
-fleets:
-  - {name: naive, timeout: 1s, budget: {use: none}}
-`
-	sc, err := scenario.Parse("tiny.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sim.Run(context.Background(), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const evil = "\x1b[2J\x07\u202e"
-	var parts [][]byte
-	for i := 1; i <= 2; i++ {
-		data, err := json.Marshal(map[string]any{
-			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
-			"fleets": res.Fleets, "simulator": res,
-			"lab_shard": LabShard{Index: i, Count: 2, Run: "r" + evil, Scenario: yaml, Target: "http://svc" + evil + "/", WallTickSeconds: 0.1},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, data)
-	}
+	_, shard := tinyShards(t)
+	parts := [][]byte{shard(1, "r"+evil, "http://svc"+evil+"/", ""), shard(2, "r"+evil, "http://svc"+evil+"/", "")}
 	m, err := Merge(parts)
 	if err != nil {
 		t.Fatal(err)

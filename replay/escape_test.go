@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/report"
 )
@@ -29,41 +29,21 @@ func TestNoEscapesReachTheTerminal(t *testing.T) {
 		{"label values", "testdata/layers.json"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			data, err := os.ReadFile(c.from)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := promtest.ReadAnswer(t, c.from)
 			file := filepath.Join(dir, "window.json")
 			if c.name == "file name" {
 				file = filepath.Join(dir, "window"+evil+".json")
 			} else {
-				var a struct {
-					Status string `json:"status"`
-					Data   struct {
-						ResultType string `json:"resultType"`
-						Result     []struct {
-							Metric map[string]string `json:"metric"`
-							Values json.RawMessage   `json:"values"`
-						} `json:"result"`
-					} `json:"data"`
-				}
-				if err := json.Unmarshal(data, &a); err != nil {
-					t.Fatal(err)
-				}
-				for _, s := range a.Data.Result {
+				a = a.Edited(func(s promtest.AnswerSeries) promtest.AnswerSeries {
 					for _, k := range []string{"job", "envoy_cluster_name"} {
 						if v, ok := s.Metric[k]; ok {
 							s.Metric[k] = v + evil
 						}
 					}
-				}
-				if data, err = json.Marshal(a); err != nil {
-					t.Fatal(err)
-				}
+					return s
+				})
 			}
-			if err := os.WriteFile(file, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			a.Write(t, file)
 			r, err := replay.Replay(context.Background(), readWindow(t, file), replay.Options{})
 			if err != nil {
 				t.Fatal(err)

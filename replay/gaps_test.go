@@ -2,14 +2,13 @@ package replay_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -20,41 +19,18 @@ import (
 // their series stale, and a range query then has no point there).
 func withGap(t *testing.T, file string, from, to int, only func(metric string) bool) *calibrate.Window {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a struct {
-		Status string `json:"status"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(data, &a); err != nil {
-		t.Fatal(err)
-	}
+	a := promtest.ReadAnswer(t, file)
 	gone := map[float64]bool{}
 	for _, p := range a.Data.Result[0].Values[from:to] {
 		gone[p[0].(float64)] = true
 	}
-	for i := range a.Data.Result {
-		r := &a.Data.Result[i]
-		if only == nil || only(r.Metric["__name__"]) {
-			r.Values = slices.DeleteFunc(r.Values, func(p [2]any) bool { return gone[p[0].(float64)] })
+	a = a.Edited(func(s promtest.AnswerSeries) promtest.AnswerSeries {
+		if only == nil || only(s.Metric["__name__"]) {
+			s.Values = slices.DeleteFunc(s.Values, func(p [2]any) bool { return gone[p[0].(float64)] })
 		}
-	}
-	if data, err = json.Marshal(a); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "gap.json")
-	if err := os.WriteFile(out, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return readWindow(t, out)
+		return s
+	})
+	return readWindow(t, a.Write(t, filepath.Join(t.TempDir(), "gap.json")))
 }
 
 // TestScrapeGaps: steps without samples are unknown, never a rate nor an

@@ -2,12 +2,10 @@ package replay_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +41,7 @@ func TestRealHAProxyStorm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	const tick = 500 * time.Millisecond
-	front, stats := startHAProxy(t, ctx, hap, tick/10, 10*tick)
+	front, stats := servertest.StartHAProxy(t, ctx, servertest.HAProxy{Bin: hap, Service: tick / 10, Maxconn: 12, Queue: 10 * tick, Exporter: true})
 	promURL := promtest.Start(t, ctx, prom, promtest.Static(stats))
 	sc, err := scenario.Load("../experiment/scenarios/storm.yaml")
 	if err != nil {
@@ -141,55 +139,4 @@ func checkHAProxyStorm(t *testing.T, w *calibrate.Window) {
 	if r.Prevents == "" {
 		t.Errorf("no change prevents it, where the lab's guarded fleet recovered: %s", r.Conclusion)
 	}
-}
-
-// startHAProxy runs HAProxy in front of a Lua service that takes service
-// a request, 12 at a time, with a queue timeout of queue and its
-// exporter, and returns the frontend's and the exporter's addresses.
-func startHAProxy(t *testing.T, ctx context.Context, bin string, service, queue time.Duration) (front, stats string) {
-	t.Helper()
-	dir := t.TempDir()
-	lua := filepath.Join(dir, "slow.lua")
-	if err := os.WriteFile(lua, []byte(fmt.Sprintf(`core.register_service("slow", "http", function(applet)
-  core.msleep(%d)
-  applet:set_status(200)
-  applet:add_header("content-length", "3")
-  applet:start_response()
-  applet:send("ok\n")
-end)
-`, service.Milliseconds())), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addrs := servertest.Start(t, ctx, servertest.Program{
-		Name:  "haproxy",
-		Bin:   bin,
-		Ports: 3, // the frontend, the Lua service, the exporter
-		Args: func(addrs []string) ([]string, error) {
-			cfg := fmt.Sprintf(`global
-  maxconn 4000
-  lua-load %s
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 30s
-  timeout server 30s
-  timeout queue %dms
-frontend storm
-  bind %s
-  default_backend origin
-backend origin
-  server worker %s maxconn 12
-listen service
-  bind %s
-  http-request use-service lua.slow
-frontend stats
-  bind %s
-  http-request use-service prometheus-exporter if { path /metrics }
-`, lua, queue.Milliseconds(), addrs[0], addrs[1], addrs[1], addrs[2])
-			file := filepath.Join(dir, "haproxy.cfg")
-			return []string{"-db", "-f", file}, os.WriteFile(file, []byte(cfg), 0o644)
-		},
-		Ready: servertest.HTTPReady(2, "/metrics"),
-	})
-	return addrs[0], addrs[2]
 }
