@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -222,7 +223,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: from %gs in, once calls failed, the requests are not the intents, which are taken to have stayed at the rate before the incident (%.4g/s) for the replay and for the attempts per intent.", m.retriesUnseen, m.T[m.ReplayedFrom]-m.Step, fit.Rate.V))
 	}
 	if opts.Config != nil {
-		res.Config = opts.Config.Fleet.Origin
+		res.Config = safetext.Name(opts.Config.Fleet.Origin)
 		if fit != nil {
 			res.Disagreements = fit.Disagreements
 		}
