@@ -1,14 +1,13 @@
 package calibrate_test
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/promtest"
 )
 
 // TestAbsurdHistogram: a latency histogram that cannot describe the
@@ -19,38 +18,15 @@ import (
 func TestAbsurdHistogram(t *testing.T) {
 	// grpc-real.json with every bucket of every histogram at 0; _count
 	// and _sum as scraped.
-	var a struct {
-		Status string `json:"status"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	data, err := os.ReadFile("testdata/grpc-real.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &a); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range a.Data.Result {
+	a := promtest.ReadAnswer(t, "testdata/grpc-real.json").Edited(func(s promtest.AnswerSeries) promtest.AnswerSeries {
 		if strings.HasSuffix(s.Metric["__name__"], "_bucket") {
 			for i := range s.Values {
 				s.Values[i][1] = "0"
 			}
 		}
-	}
-	noBuckets := filepath.Join(t.TempDir(), "nobuckets.json")
-	out, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(noBuckets, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return s
+	})
+	noBuckets := a.Write(t, filepath.Join(t.TempDir(), "nobuckets.json"))
 
 	// resil's attempts: 90% at 1µs, 10% at 1.2ms, in resilprom's default
 	// buckets, whose first is (0, 1ms]: the buckets' mean (0.63ms, each

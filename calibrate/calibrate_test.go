@@ -90,20 +90,28 @@ func TestGolden(t *testing.T) {
 			if r.Steady != g.truth.steady {
 				t.Errorf("steady %v, want %v (%s)", r.Steady, g.truth.steady, r.Rate.Note)
 			}
-			dir := t.TempDir()
-			file := filepath.Join(dir, "calibrated.yaml")
-			out, err := calibrate.Write(r, file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			file, out := writeOut(t, r)
 			golden.Check(t, filepath.Join("testdata", g.name+".golden.yaml"), out.YAML, "go test ./calibrate -run TestGolden -update")
 			if out.CSV != nil {
 				golden.Check(t, filepath.Join("testdata", g.name+".golden.csv"), out.CSV, "go test ./calibrate -run TestGolden -update")
 			}
-			saveOutput(t, file, out)
 			runBriefly(t, file)
 		})
 	}
+}
+
+// writeOut writes r as the command does, as calibrated.yaml in a
+// temporary directory, its rate series beside it, and returns the file and
+// the output.
+func writeOut(t testing.TB, r *calibrate.Result) (string, *calibrate.Output) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "calibrated.yaml")
+	out, err := calibrate.Write(r, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveOutput(t, file, out)
+	return file, out
 }
 
 // saveOutput writes calibrate's output as the command does: the scenario
@@ -163,8 +171,8 @@ func TestEveryValueHasAComment(t *testing.T) {
 	}
 }
 
-// TestBadInput: each mistake is an error that says what is wrong, and
-// never a number.
+// TestBadInput: each mistake is an error that says what is wrong and in
+// which file, and never a number.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -210,6 +218,11 @@ func TestBadInput(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q, want it to say %q", err, c.want)
+			}
+			// Issue 37: "no known source" and "every series has one
+			// sample" did not say which file.
+			if !strings.Contains(err.Error(), c.name) {
+				t.Errorf("error %q does not name the file %s", err, c.name)
 			}
 		})
 	}

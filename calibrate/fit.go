@@ -32,6 +32,12 @@ type Result struct {
 	Rate       Value
 	Steady     bool
 	RateSeries []Sample
+	// SeriesNote says how RateSeries was smoothed for writing (empty:
+	// not smoothed).
+	SeriesNote string
+	// Missing is the share of the window's steps without a sample of the
+	// attempts (Notes say it): unknown, in no rate.
+	Missing    float64
 	Attempts   Value // attempts per second at the origin (mean)
 	Service    ServiceFit
 	ServiceOK  bool
@@ -70,6 +76,15 @@ const (
 	maxRate     = 1_000_000
 )
 
+// MinServiceTime is the shortest mean service time a fit takes: a mean
+// gauge below it (HAProxy's is in whole milliseconds) is not a latency,
+// and would make a capacity of millions. maxCapacity is the scenario's
+// bound on the capacity (scenario/validate.go).
+const (
+	MinServiceTime = 1e-6 // seconds
+	maxCapacity    = 1e9
+)
+
 // CoarseBuckets is how far (a factor) an empirical service time's mean,
 // from its buckets, may be from the histogram's exact mean; MaxWorkers
 // the most workers a fit may give (the scenario's limit).
@@ -86,15 +101,40 @@ func fail(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFit, fmt.Sprintf(format, args...))
 }
 
-// Fit fits a scenario to w, from src's metrics (nil: detected).
+// Fit fits a scenario to w, from src's metrics (nil: detected). Its
+// errors wrap ErrFit and name where the window came from (its files, or
+// the server), as w.Where says it.
 func Fit(w *Window, src *Source) (*Result, error) {
+	r, err := fit(w, src)
+	if err != nil {
+		return nil, NameWindow(err, ErrFit, w)
+	}
+	return r, nil
+}
+
+// NameWindow returns err, which wraps sentinel (its text "sentinel: ..."),
+// with w's Where after the sentinel's text when err does not say it: an
+// error about a window names its files or its server. Replay names its
+// errors with it too.
+func NameWindow(err, sentinel error, w *Window) error {
+	if w == nil || w.Where == "" || strings.Contains(err.Error(), w.Where) {
+		return err
+	}
+	msg, ok := strings.CutPrefix(err.Error(), sentinel.Error()+": ")
+	if !ok || !errors.Is(err, sentinel) {
+		return fmt.Errorf("%s: %w", w.Where, err)
+	}
+	return fmt.Errorf("%w: %s: %s", sentinel, w.Where, msg)
+}
+
+func fit(w *Window, src *Source) (*Result, error) {
 	if src == nil {
 		var err error
 		if src, err = Detect(w); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrFit, err)
 		}
 	}
-	r := &Result{Source: src, Window: w}
+	r := &Result{Source: src, Window: w, Notes: slices.Clone(w.Notes)}
 	win := w.Describe()
 	q := func(x Ref) string {
 		if x.Label == "" {
@@ -112,6 +152,11 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	if len(att.V) < 2 {
 		return nil, fail("%s has %d step(s) in the window: at least 2 are needed (a longer window, or a shorter step)", src.Attempts.Metric, len(att.V))
 	}
+	if n := att.Missing(); n > 0 {
+		all := len(att.T) + n
+		r.Missing = float64(n) / float64(all)
+		r.Notes = append(r.Notes, fmt.Sprintf("%d of the window's %d steps (%.0f%%) are unknown: they, or the step before them, have no sample of %s (failed scrapes, or a gap in the saved answers); they are left out of every rate and fit, never taken as 0 nor as one step's increase", n, all, 100*r.Missing, src.Attempts.Metric))
+	}
 	intents, retries, retryQuery := retrySteps(w, src, att, q)
 	if retryQuery == "" {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s shows no retries apart from first attempts: every attempt is taken for an intent", src.Name))
@@ -128,16 +173,15 @@ func Fit(w *Window, src *Source) (*Result, error) {
 	case base > maxRate:
 		return nil, fail("the intent rate is %.0f per second: more than a scenario takes (%d); is the selector summing unrelated services?", base, maxRate)
 	}
-	in := 0
-	for _, x := range rates {
-		if math.Abs(x-base) <= SteadyBand*base {
-			in++
-		}
-	}
-	share := float64(in) / float64(len(rates))
-	r.Steady = share >= SteadyShare
+	share := bandShare(rates, base)
+	poisson, z := poissonSteady(intents.V)
+	r.Steady = share >= SteadyShare || poisson
 	r.Rate = Value{V: base, Known: true, Note: fmt.Sprintf("intents/s, the median of %d steps of %s; %.0f%% of the steps within ±%.0f%% of it (from %.4g to %.4g)",
 		len(rates), orQuery(retryQuery, q(src.Attempts), src.Intents, w), 100*share, 100*SteadyBand, quantile(rates, 0), quantile(rates, 1))}
+	if poisson && share < SteadyShare {
+		r.Rate.Note += fmt.Sprintf("; steady all the same: the intents per step vary as Poisson arrivals at a steady rate would (their index of dispersion is %.1f standard deviations from Poisson's, within %g)", z, PoissonZ)
+	}
+	r.SeriesNote = smooth(r, w.Step)
 	r.Attempts = Value{V: att.total() / att.span(w.Step).Seconds(), Known: true, Note: "attempts/s, " + q(src.Attempts)}
 
 	// Retries per intent, over the window.
@@ -168,6 +212,9 @@ func Fit(w *Window, src *Source) (*Result, error) {
 		}
 		r.ServiceNte = fmt.Sprintf("from %s_bucket/_sum/_count, %s; %s; %s", src.Latency.Base, where, keepNote, f.Describe())
 	case src.Mean.ok() && w.Has(src.Mean.Metric):
+		if src.MeanWithoutQueue != "" {
+			keep, keepNote = nil, "every step counted: "+src.MeanWithoutQueue
+		}
 		g := Gauge(w, src.Mean)
 		var vs []float64
 		for _, t := range g.T {
@@ -177,8 +224,8 @@ func Fit(w *Window, src *Source) (*Result, error) {
 			}
 		}
 		m := median(vs)
-		if !(m > 0) || m > 3600 {
-			return nil, fail("the mean response time from %s is %v s: not a service time", src.Mean.Metric, m)
+		if !(m >= MinServiceTime) || m > 3600 {
+			return nil, fail("the mean response time from %s is %v s: not a service time (at least 1µs, at most an hour)", src.Mean.Metric, m)
 		}
 		r.Service = ServiceFit{Dist: "fixed", Mean: m, Median: m, Distance: math.NaN()}
 		r.ServiceOK = true
@@ -203,9 +250,17 @@ func Fit(w *Window, src *Source) (*Result, error) {
 
 	// Workers: the configured limit, else what was busy while requests
 	// queued (saturation), else a lower bound.
+	if err := countsNotNegative(w, src); err != nil {
+		return nil, err
+	}
 	r.fitWorkers(w, src, svc, q)
-	if r.Workers.V > MaxWorkers {
+	switch {
+	case r.Workers.V > MaxWorkers:
 		return nil, fail("the fit gives %.0f workers (%s): more than a scenario takes (%d); is the selector summing unrelated services, or the latency in another unit?", r.Workers.V, r.Workers.Note, MaxWorkers)
+	case !(r.Workers.V >= 1):
+		return nil, fail("the fit gives %g workers (%s): fewer than one; a gauge of a fraction of a request is not a count (a broken exporter, or another metric under its name)", r.Workers.V, r.Workers.Note)
+	case !(r.Capacity.V > 0 && r.Capacity.V <= maxCapacity):
+		return nil, fail("the fit gives a capacity of %g requests/s (%s): not one a scenario takes (more than 0, at most %g); is the latency in another unit?", r.Capacity.V, r.Capacity.Note, float64(maxCapacity))
 	}
 
 	// Client instances.
@@ -475,13 +530,20 @@ func countAt(w *Window, r Ref, t time.Time) int {
 	return n
 }
 
-// minus is a − b per step, at a's times.
+// minus is a − b per step, at a's times where b is not Unknown (a time b
+// has no value at because b has none there is 0).
 func minus(a, b steps) steps {
-	out := steps{T: a.T, V: make([]float64, len(a.V))}
+	out := steps{Unknown: slices.Clone(a.Unknown)}
 	for i, t := range a.T {
+		if _, gap := slices.BinarySearchFunc(b.Unknown, t, time.Time.Compare); gap {
+			out.Unknown = append(out.Unknown, t)
+			continue
+		}
 		v, _ := b.at(t)
-		out.V[i] = max(0, a.V[i]-v)
+		out.T = append(out.T, t)
+		out.V = append(out.V, max(0, a.V[i]-v))
 	}
+	slices.SortFunc(out.Unknown, time.Time.Compare)
 	return out
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -180,13 +179,7 @@ func TestRealGRPC(t *testing.T) {
 		t.Errorf("the workers (%s) or the retries (%s) were not known", r.Workers.Note, r.MaxRetries.Note)
 	}
 	// As the command does: the file, and its rate series, then a run.
-	dir := t.TempDir()
-	file := filepath.Join(dir, "calibrated.yaml")
-	out, err := calibrate.Write(r, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saveOutput(t, file, out)
+	file, _ := writeOut(t, r)
 	runBriefly(t, file)
 	t.Logf("service: %s", r.ServiceNte)
 	t.Logf("workers: %s", r.Workers.Note)

@@ -2,11 +2,9 @@ package calibrate_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,50 +37,7 @@ func TestRealHAProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	dir := t.TempDir()
-	lua := filepath.Join(dir, "slow.lua")
-	if err := os.WriteFile(lua, []byte(`core.register_service("slow", "http", function(applet)
-  core.msleep(20)
-  applet:set_status(200)
-  applet:add_header("content-length", "3")
-  applet:start_response()
-  applet:send("ok\n")
-end)
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addrs := servertest.Start(t, ctx, servertest.Program{
-		Name:  "haproxy",
-		Bin:   hap,
-		Ports: 3, // the frontend, the Lua service, the exporter
-		Args: func(addrs []string) ([]string, error) {
-			cfg := fmt.Sprintf(`global
-  maxconn 4000
-  lua-load %s
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 30s
-  timeout server 30s
-  timeout queue 5s
-frontend storm
-  bind %s
-  default_backend origin
-backend origin
-  server worker %s maxconn 12
-listen service
-  bind %s
-  http-request use-service lua.slow
-frontend stats
-  bind %s
-  http-request use-service prometheus-exporter if { path /metrics }
-`, lua, addrs[0], addrs[1], addrs[1], addrs[2])
-			file := filepath.Join(dir, "haproxy.cfg")
-			return []string{"-db", "-f", file}, os.WriteFile(file, []byte(cfg), 0o644)
-		},
-		Ready: servertest.HTTPReady(2, "/metrics"),
-	})
-	front, stats := addrs[0], addrs[2]
+	front, stats := servertest.StartHAProxy(t, ctx, servertest.HAProxy{Bin: hap, Service: 20 * time.Millisecond, Maxconn: 12, Queue: 5 * time.Second, Exporter: true})
 	promURL := promtest.Start(t, ctx, prom, promtest.Static(stats))
 
 	sc, err := scenario.Parse("haproxy.yaml", []byte(`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,5 +103,55 @@ func TestFetchBounds(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s to stop", d)
+	}
+}
+
+// TestFetchRedirect: a redirect on the server given is followed (a path
+// prefix), one to another host or port is refused, naming both (issue
+// 37: calibrate followed a redirect to any host, and read its window
+// there).
+func TestFetchRedirect(t *testing.T) {
+	answer, err := os.ReadFile("testdata/lab.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fakeProm(t, 1, answer, nil)
+	var same *httptest.Server
+	same = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/prom/api/v1/series" || r.URL.Path == "/prom/api/v1/query_range" {
+			http.Redirect(w, r, other+strings.TrimPrefix(r.URL.Path, "/prom")+"?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+			return
+		}
+		http.Redirect(w, r, same.URL+"/prom"+r.URL.Path+"?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+	}))
+	defer same.Close()
+	start := time.Date(2026, 12, 1, 18, 32, 17, 0, time.UTC)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = calibrate.Fetch(ctx, calibrate.Live{URL: same.URL, Start: start, End: start.Add(17 * time.Second), Step: time.Second, Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "redirected to "+other) || !strings.Contains(err.Error(), "follows a redirect only on the server it was given") {
+		t.Fatalf("a redirect to %s (after one on %s): error %v, want a refusal naming it", other, same.URL, err)
+	}
+	// The same redirect to itself (its path) is followed.
+	direct := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/prom/") {
+			r2, _ := http.NewRequestWithContext(r.Context(), r.Method, other+strings.TrimPrefix(r.URL.Path, "/prom")+"?"+r.URL.RawQuery, r.Body)
+			r2.Header = r.Header
+			res, err := http.DefaultClient.Do(r2)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer res.Body.Close()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(res.StatusCode)
+			io.Copy(w, res.Body)
+			return
+		}
+		http.Redirect(w, r, "/prom"+r.URL.Path+"?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+	}))
+	defer direct.Close()
+	if _, err := calibrate.Fetch(ctx, calibrate.Live{URL: direct.URL, Start: start, End: start.Add(17 * time.Second), Step: time.Second, Timeout: 5 * time.Second}); err != nil {
+		t.Errorf("a redirect on the same server: %v", err)
 	}
 }

@@ -14,7 +14,21 @@ import (
 type steps struct {
 	T []time.Time
 	V []float64
+	// Unknown are the times, in order, at which a series that should have
+	// a sample there (it has samples before and after) has none: a failed
+	// scrape (Prometheus marks a failed target's series stale, and a
+	// range query then has no point), or a gap in saved answers. They
+	// have no value: not 0, and not the sum of the other series; and a
+	// counter's increase across a gap, which covers several steps, is no
+	// step's.
+	Unknown []time.Time
 }
+
+// Steps is the per-step sum Counter and Gauge return.
+type Steps = steps
+
+// Missing is the number of the window's steps s has no value for.
+func (s steps) Missing() int { return len(s.Unknown) }
 
 // at returns the value at t and whether there is one.
 func (s steps) at(t time.Time) (float64, bool) {
@@ -25,9 +39,11 @@ func (s steps) at(t time.Time) (float64, bool) {
 	return s.V[i], true
 }
 
-// sumBy adds, per sample time, f of each series r keeps.
-func sumBy(w *Window, r Ref, f func(s Series) []Sample) steps {
+// sumBy adds, per sample time, f of each series r keeps; a time at which
+// one of them has a gap (see gaps) is Unknown, and has no value.
+func sumBy(w *Window, r Ref, counter bool, f func(s Series) []Sample) steps {
 	acc := map[int64]float64{}
+	unknown := map[int64]bool{}
 	for _, s := range w.Series[r.Metric] {
 		if !r.keeps(s.Labels) {
 			continue
@@ -35,16 +51,50 @@ func sumBy(w *Window, r Ref, f func(s Series) []Sample) steps {
 		for _, p := range f(s) {
 			acc[p.T.UnixMilli()] += p.V
 		}
+		for _, t := range gaps(s, w.Step, counter) {
+			unknown[t.UnixMilli()] = true
+		}
 	}
 	var out steps
 	keys := make([]int64, 0, len(acc))
 	for k := range acc {
-		keys = append(keys, k)
+		if !unknown[k] {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		out.T = append(out.T, time.UnixMilli(k).UTC())
 		out.V = append(out.V, acc[k])
+	}
+	for k := range unknown {
+		out.Unknown = append(out.Unknown, time.UnixMilli(k).UTC())
+	}
+	slices.SortFunc(out.Unknown, time.Time.Compare)
+	return out
+}
+
+// gapped reports whether two samples dt apart have a gap between them: more
+// than a step and a half, so at least one step's sample is missing.
+func gapped(dt, step time.Duration) bool { return step > 0 && dt > step*3/2 }
+
+// gaps are the times s has no sample at, between two it has: the window's
+// steps between samples more than a step apart and, for a counter, the
+// later sample's (its increase since the one before covers the gap too).
+func gaps(s Series, step time.Duration, counter bool) []time.Time {
+	var out []time.Time
+	for i := 1; i < len(s.Samples); i++ {
+		a, b := s.Samples[i-1].T, s.Samples[i].T
+		if !gapped(b.Sub(a), step) {
+			continue
+		}
+		n := int(math.Round(float64(b.Sub(a)) / float64(step)))
+		for k := 1; k < n; k++ {
+			out = append(out, a.Add(time.Duration(k)*step))
+		}
+		if counter {
+			out = append(out, b)
+		}
 	}
 	return out
 }
@@ -53,13 +103,18 @@ func sumBy(w *Window, r Ref, f func(s Series) []Sample) steps {
 // later sample's time; a decrease is a reset (the process restarted), and
 // the value after it is the increase, as Prometheus's increase() takes it.
 // A series born in the window (w.born) counts its first value too: the
-// increase from the 0 it began at.
-func increments(s Series, born bool) []Sample {
+// increase from the 0 it began at. An increase across a gap (samples more
+// than a step and a half apart) is left out: it is several steps', and
+// which is not known.
+func increments(s Series, born bool, step time.Duration) []Sample {
 	out := make([]Sample, 0, len(s.Samples))
 	if born && len(s.Samples) > 0 {
 		out = append(out, s.Samples[0])
 	}
 	for i := 1; i < len(s.Samples); i++ {
+		if gapped(s.Samples[i].T.Sub(s.Samples[i-1].T), step) {
+			continue
+		}
 		d := s.Samples[i].V - s.Samples[i-1].V
 		if d < 0 {
 			d = s.Samples[i].V
@@ -74,7 +129,7 @@ func values(s Series) []Sample { return s.Samples }
 // Counter is a counter's increase per step, summed over its series.
 func Counter(w *Window, r Ref) steps {
 	born := w.born(r.Metric)
-	return sumBy(w, r, func(s Series) []Sample { return increments(s, born(s)) })
+	return sumBy(w, r, true, func(s Series) []Sample { return increments(s, born(s), w.Step) })
 }
 
 // born returns whether a series of metric began inside the window, from
@@ -104,7 +159,7 @@ func (w *Window) born(metric string) func(Series) bool {
 }
 
 // Gauge is a gauge summed over its series at each sample time.
-func Gauge(w *Window, r Ref) steps { return sumBy(w, r, values) }
+func Gauge(w *Window, r Ref) steps { return sumBy(w, r, false, values) }
 
 // total is the sum of the values.
 func (s steps) total() float64 {
@@ -115,13 +170,10 @@ func (s steps) total() float64 {
 	return t
 }
 
-// span is the time the increments of s cover: one step before the first
-// to the last.
+// span is the time the increments of s cover: a step each (an increase
+// across a gap is none of them).
 func (s steps) span(step time.Duration) time.Duration {
-	if len(s.T) == 0 {
-		return 0
-	}
-	return s.T[len(s.T)-1].Sub(s.T[0]) + step
+	return time.Duration(len(s.T)) * step
 }
 
 // stats of a list of values.
@@ -178,7 +230,7 @@ func Histogram(w *Window, h Hist, keep func(time.Time) bool) Buckets {
 	ok := func(ls model.LabelSet) bool { return h.Filter.keeps(ls) }
 	inc := func(s Series, born func(Series) bool) float64 {
 		t := 0.0
-		for _, p := range increments(s, born(s)) {
+		for _, p := range increments(s, born(s), w.Step) {
 			if keep == nil || keep(p.T) {
 				t += p.V
 			}

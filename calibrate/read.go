@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/internal/boundedfile"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // maxAnswer is the largest answer calibrate reads, from a file or a
@@ -63,12 +64,12 @@ func ReadAnswers(paths []string, sel Selector) (*Window, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", f, err)
 		}
-		if err := w.add(m, sel, "", ""); err != nil {
+		if err := w.add(m, sel, "", "", f); err != nil {
 			return nil, fmt.Errorf("%s: %v", f, err)
 		}
 	}
 	if err := w.finish(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %v", strings.Join(files, ", "), err)
 	}
 	return w, nil
 }
@@ -76,7 +77,7 @@ func ReadAnswers(paths []string, sel Selector) (*Window, error) {
 func shortNames(files []string) []string {
 	out := make([]string, len(files))
 	for i, f := range files {
-		out[i] = filepath.Base(f)
+		out[i] = safetext.Name(filepath.Base(f))
 	}
 	if len(out) > 4 {
 		out = append(out[:3], fmt.Sprintf("and %d more", len(files)-3))
@@ -121,7 +122,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	if rt == nil {
 		rt = api.DefaultRoundTripper
 	}
-	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout}})
+	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout, CheckRedirect: sameHost}})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus %q: %v", l.URL, err)
 	}
@@ -132,16 +133,35 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	}
 	w := &Window{Where: "Prometheus at " + l.URL, Start: l.Start.UTC(), End: l.End.UTC(), Step: l.Step}
 	// Which sources are there: one series query for their detecting
-	// metrics.
-	var metrics []string
+	// metrics; of several, the first whose requests counted some in the
+	// window (an idle HAProxy job beside a busy service is no calibration).
+	var found []*Source
 	for _, s := range sources {
 		n, err := countSeries(ctx, prom, l, s.Detect...)
 		if err != nil {
 			return nil, err
 		}
 		if n > 0 {
-			metrics = s.Metrics()
-			break
+			found = append(found, s)
+		}
+	}
+	var metrics []string
+	if len(found) > 0 {
+		metrics = found[0].Metrics()
+	}
+	if len(found) > 1 {
+		for _, s := range found {
+			busy, err := counted(ctx, prom, l, s)
+			if err != nil {
+				return nil, err
+			}
+			if busy {
+				metrics = s.Metrics()
+				if s != found[0] {
+					w.Notes = append(w.Notes, fmt.Sprintf("%s's metrics are there too, but %s's requests are the ones that counted some in the window: calibrating %s", found[0].Name, s.Name, s.Name))
+				}
+				break
+			}
 		}
 	}
 	if metrics == nil {
@@ -152,23 +172,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		return nil, fmt.Errorf("%s has no series of %s matching %s between %s and %s: a wrong selector, or an empty window", l.URL, strings.Join(want, ", "), l.Selector, l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339))
 	}
 	for _, m := range metrics {
-		n, err := countSeries(ctx, prom, l, m)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			continue
-		}
-		query := l.Selector.For(m)
-		val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
-		if err != nil {
-			return nil, fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
-		}
-		mat, ok := val.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
-		}
-		if err := w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), m); err != nil {
+		if err := readMetric(ctx, prom, l, w, m); err != nil {
 			return nil, err
 		}
 	}
@@ -176,6 +180,35 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		return nil, fmt.Errorf("%s: %v", l.URL, err)
 	}
 	return w, nil
+}
+
+// readMetric adds metric's series to w: those the selector matches (none
+// is nothing), with their raw samples (query_range).
+func readMetric(ctx context.Context, prom v1.API, l Live, w *Window, metric string) error {
+	n, err := countSeries(ctx, prom, l, metric)
+	if err != nil || n == 0 {
+		return err
+	}
+	query := l.Selector.For(metric)
+	val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
+	if err != nil {
+		return fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
+	}
+	mat, ok := val.(model.Matrix)
+	if !ok {
+		return fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
+	}
+	return w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), metric, query)
+}
+
+// counted reports whether s's request counter counted requests in the
+// window, from its raw samples as Fit reads them.
+func counted(ctx context.Context, prom v1.API, l Live, s *Source) (bool, error) {
+	w := &Window{Start: l.Start, End: l.End, Step: l.Step}
+	if err := readMetric(ctx, prom, l, w, s.Attempts.Metric); err != nil || !w.Has(s.Attempts.Metric) {
+		return false, err
+	}
+	return Counter(w, s.Attempts).total() > 0, nil
 }
 
 // countSeries counts the series of the metrics the selector matches in
@@ -197,6 +230,22 @@ func countSeries(ctx context.Context, prom v1.API, l Live, metrics ...string) (i
 		total += len(sets)
 	}
 	return total, nil
+}
+
+// sameHost follows a redirect only to the server asked (its scheme, host
+// and port): a Prometheus that redirects elsewhere would have calibrate
+// send its queries, and read its window, from a server nobody named (a
+// compromised or misconfigured proxy, an internal address). At most 10,
+// as net/http.
+func sameHost(r *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) >= 10:
+		return fmt.Errorf("%s: stopped after 10 redirects", first.Redacted())
+	case r.URL.Scheme != first.Scheme || r.URL.Host != first.Host:
+		return fmt.Errorf("%s redirected to %s: calibrate follows a redirect only on the server it was given (the same scheme, host and port); give --prometheus that address if you trust it", first.Redacted(), r.URL.Redacted())
+	}
+	return nil
 }
 
 // limited refuses an answer larger than maxAnswer: a body that goes on

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/model"
@@ -96,6 +97,10 @@ type Source struct {
 	// configured (HAProxy's maxconn); Mean a gauge of the mean latency,
 	// where there is no histogram (HAProxy), in seconds.
 	Busy, Queue, Limit, Mean Ref
+	// MeanWithoutQueue, where the Mean gauge leaves the time requests
+	// waited in the queue out, says so: the service time is then read from
+	// every step, not only those with an empty queue.
+	MeanWithoutQueue string
 	// Started and Finished count the calls the origin started and
 	// finished, where it exports no Busy gauge (gRPC): their difference at
 	// a sample is the calls in the origin then, in service or waiting for
@@ -111,6 +116,14 @@ type Source struct {
 	// Budget is a gauge exported only when a retry budget is in use;
 	// BreakerRefusals counts calls a breaker refused.
 	Budget, BreakerRefusals Ref
+	// RetriesUnseen, where the product counts its clients' retries as
+	// requests like any other and no metric tells them apart (a proxy
+	// in front of the origin: its own retries are counted, its callers'
+	// are not), says so: before an incident the requests are the intents
+	// (few retries), but once calls fail, a rise of requests may be
+	// retries. Replay then takes the intents from the incident on as
+	// unknown.
+	RetriesUnseen string
 	// Wasted counts requests the origin served after their client had
 	// given up (work nobody waited for), where the product exports it
 	// (the lab): replay's evidence of a backlog that outlives its cause.
@@ -238,19 +251,25 @@ var Sources = []*Source{
 		// HAProxy's built-in exporter (promex, HAProxy 2.x and 3.x): the
 		// proxy is the label proxy, the server the label server; response
 		// times are averages over the last 1024 requests, not histograms.
-		Name:           "haproxy",
-		Detect:         []string{"haproxy_backend_http_requests_total"},
-		Attempts:       Ref{Metric: "haproxy_backend_http_requests_total"},
-		Retries:        Ref{Metric: "haproxy_backend_retry_warnings_total"},
-		Errors:         Ref{Metric: "haproxy_backend_http_responses_total", Label: "code", Values: []string{"5xx"}},
-		Busy:           Ref{Metric: "haproxy_server_current_sessions"},
-		Queue:          Ref{Metric: "haproxy_backend_current_queue"},
-		Limit:          Ref{Metric: "haproxy_server_limit_sessions"},
-		Mean:           Ref{Metric: "haproxy_backend_response_time_average_seconds"},
-		Healthy:        Ref{Metric: "haproxy_backend_active_servers"},
-		Policy:         "HAProxy retries connections (retries, option redispatch), counted by retry_warnings; it does not retry an HTTP answer unless retry-on says so, and exports neither setting",
-		DefaultRetries: 3,
-		DefaultWhy:     "HAProxy's default retries",
+		Name:     "haproxy",
+		Detect:   []string{"haproxy_backend_http_requests_total"},
+		Attempts: Ref{Metric: "haproxy_backend_http_requests_total"},
+		Retries:  Ref{Metric: "haproxy_backend_retry_warnings_total"},
+		Errors:   Ref{Metric: "haproxy_backend_http_responses_total", Label: "code", Values: []string{"5xx"}},
+		Busy:     Ref{Metric: "haproxy_server_current_sessions"},
+		Queue:    Ref{Metric: "haproxy_backend_current_queue"},
+		Limit:    Ref{Metric: "haproxy_server_limit_sessions"},
+		Mean:     Ref{Metric: "haproxy_backend_response_time_average_seconds"},
+		// The stats' rtime, the server's response time; the queue's wait
+		// is qtime, apart (HAProxy's management guide, the statistics'
+		// fields; TestRealHAProxy reads 21ms for the Lua service's 20ms
+		// with a queue of thousands).
+		MeanWithoutQueue: "HAProxy's response time leaves the queue's wait out (its queue time is apart)",
+		Healthy:          Ref{Metric: "haproxy_backend_active_servers"},
+		Policy:           "HAProxy retries connections (retries, option redispatch), counted by retry_warnings; it does not retry an HTTP answer unless retry-on says so, and exports neither setting",
+		RetriesUnseen:    "HAProxy counts the requests its clients send, their retries among them: retry_warnings counts only its own",
+		DefaultRetries:   3,
+		DefaultWhy:       "HAProxy's default retries",
 	},
 	{
 		// The lab's origin and gateway (lab/metrics.go, lab/origin.go,
@@ -312,14 +331,24 @@ func SourceNamed(name string) (*Source, error) {
 	return nil, fmt.Errorf("unknown source %q: want %s or auto", name, strings.Join(names, ", "))
 }
 
-// Detect returns the first source whose metrics w holds.
+// Detect returns the source whose metrics w holds: of those present, the
+// first whose request counter counted requests in the window, else the
+// first (an idle job's metrics, an HAProxy that serves nothing, are
+// beside the busy service's more often than not: issue 37).
 func Detect(w *Window) (*Source, error) {
+	var found []*Source
 	for _, s := range Sources {
-		for _, m := range s.Detect {
-			if w.Has(m) {
-				return s, nil
-			}
+		if slices.ContainsFunc(s.Detect, w.Has) {
+			found = append(found, s)
 		}
+	}
+	for _, s := range found {
+		if w.Has(s.Attempts.Metric) && Counter(w, s.Attempts).total() > 0 {
+			return s, nil
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
 	}
 	var want []string
 	for _, s := range Sources {

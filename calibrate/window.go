@@ -50,6 +50,16 @@ type Window struct {
 	Where string
 	// Queries are the queries each metric was read with, by name.
 	Queries map[string]string
+	// Notes say what reading the window changed: a series that came twice
+	// (a copy of a saved window beside the original) is held once, and
+	// which.
+	Notes []string
+
+	// index is each series' place in Series[metric] and from where it was
+	// read, by its metric and labels; twice counts the repeats (twice.go).
+	index map[string]int
+	from  map[string]string
+	twice map[twice]int
 }
 
 // Series is one series: its labels and its samples in time order.
@@ -67,10 +77,10 @@ type Sample struct {
 // Has reports whether the window holds any series of metric.
 func (w *Window) Has(metric string) bool { return len(w.Series[metric]) > 0 }
 
-// add adds the series of a matrix to w, by their __name__, keeping only
-// those sel matches, and when only is not empty, only those of that metric
-// (the answer to a query for it).
-func (w *Window) add(m model.Matrix, sel Selector, query, only string) error {
+// add adds the series of a matrix read from where (a file, a query) to w,
+// by their __name__, keeping only those sel matches, and when only is not
+// empty, only those of that metric (the answer to a query for it).
+func (w *Window) add(m model.Matrix, sel Selector, query, only, where string) error {
 	if w.Series == nil {
 		w.Series = map[string][]Series{}
 		w.Queries = map[string]string{}
@@ -88,9 +98,6 @@ func (w *Window) add(m model.Matrix, sel Selector, query, only string) error {
 		if !sel.Matches(ls) {
 			continue
 		}
-		if len(w.Series[name]) >= MaxSeries {
-			return fmt.Errorf("%s has more than %d series: narrow the selector (a job, a cluster, a service) so that it matches one service", name, MaxSeries)
-		}
 		if len(ss.Values) > MaxSteps {
 			return fmt.Errorf("%s%s has %d samples: at most %d a series (a longer step, or a shorter window)", name, ls, len(ss.Values), MaxSteps)
 		}
@@ -105,7 +112,9 @@ func (w *Window) add(m model.Matrix, sel Selector, query, only string) error {
 		if len(ss.Histograms) > 0 {
 			return fmt.Errorf("%s%s is a native histogram: calibrate reads classic histograms (_bucket series with le)", name, ls)
 		}
-		w.Series[name] = append(w.Series[name], s)
+		if err := w.addSeries(name, s, where); err != nil {
+			return err
+		}
 		if query != "" {
 			w.Queries[name] = query
 		}
@@ -120,6 +129,7 @@ func (w *Window) finish() error {
 	var n int
 	var lo, hi time.Time
 	var steps []time.Duration
+	w.Notes = append(w.Notes, w.twiceNotes()...)
 	for _, ss := range w.Series {
 		slices.SortFunc(ss, func(a, b Series) int { return cmp.Compare(a.Labels.String(), b.Labels.String()) })
 		for _, s := range ss {

@@ -55,19 +55,16 @@ func Write(r *Result, file string) (*Output, error) {
 	out := &Output{}
 	tick, duration := time.Second, 120*time.Second
 	series := !r.Steady && file != ""
+	var extended bool
 	if series {
 		tick = max(time.Second, w.Step.Round(time.Second))
-		n := min(len(r.RateSeries), 100_000)
-		duration = time.Duration(n) * tick
 		out.SeriesFile = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)) + ".rates.csv"
-		var csv bytes.Buffer
-		fmt.Fprintf(&csv, "# intents per second per step of %s, from %s\n", w.Step, w.Describe())
-		csv.WriteString("seconds,rate\n")
-		for i, p := range r.RateSeries[:n] {
-			fmt.Fprintf(&csv, "%d,%s\n", int64(i)*int64(tick/time.Second), num(roundTo(p.V, 6)))
+		out.CSV, duration, extended = rateCSV(r, tick)
+		what := "the window's steps, one tick each"
+		if extended {
+			what += fmt.Sprintf(", then its median rate to %s: check and advise put their faults from 30s on", dur(duration))
 		}
-		out.CSV = csv.Bytes()
-		b.line(0, "duration", dur(duration), "the window's steps, one tick each")
+		b.line(0, "duration", dur(duration), what)
 		b.line(0, "tick", dur(tick), "the window's step")
 	} else {
 		b.line(0, "duration", dur(duration), "default: two minutes, the storm's, to try faults in (check and advise bring their own)")
@@ -76,13 +73,17 @@ func Write(r *Result, file string) (*Output, error) {
 	if peak := quantile(rateValues(r.RateSeries), 1); series && peak > 0.975*r.Capacity.V {
 		b.comment(0, "The rate peaks at %.4g intents/s, %.0f%% of the capacity: check and advise take the peak for the base load and refuse one past 97.5%%; give them --load SHARE, the share of the capacity you call realistic.", peak, 100*peak/r.Capacity.V)
 	}
-	if series && duration < 2*time.Minute {
-		b.comment(0, "The window is %s long: check and advise put their faults from 30s on, beyond a run this short; run and lab take it as it is.", dur(duration))
+	if extended {
+		b.comment(0, "The window is shorter than two minutes: its series goes on at its median rate (%.4g intents/s) after it, so that check and advise, whose faults begin at 30s, run it as written.", r.Rate.V)
 	}
 	b.open(0, "traffic")
 	if series {
 		b.open(2, "series")
-		b.line(4, "file", out.SeriesFile, fmt.Sprintf("the rate varied: %s", r.Rate.Note))
+		note := "the rate varied: " + r.Rate.Note
+		if r.SeriesNote != "" {
+			note += "; " + r.SeriesNote
+		}
+		b.line(4, "file", out.SeriesFile, note)
 	} else {
 		note := r.Rate.Note
 		if !r.Steady {
@@ -151,6 +152,46 @@ func Write(r *Result, file string) (*Output, error) {
 		b.line(6, "use", "none", r.BreakerNte)
 	}
 	return finish(&b, out, file)
+}
+
+// MinSeriesRun is the shortest run a calibrated rate series is written
+// for: check's and advise's envelope, whose faults begin at 30s.
+const MinSeriesRun = 2 * time.Minute
+
+// rateCSV writes r's rate series, one row per known step at its time from
+// the first (a gap's steps have none: the run interpolates across it), at
+// most 100,000 rows; a window shorter than MinSeriesRun goes on at its
+// median rate to it (extended). It returns the CSV and the run's duration.
+func rateCSV(r *Result, tick time.Duration) (csv []byte, duration time.Duration, extended bool) {
+	var b bytes.Buffer
+	w := r.Window
+	fmt.Fprintf(&b, "# intents per second per step of %s, from %s\n", w.Step, w.Describe())
+	if r.SeriesNote != "" {
+		fmt.Fprintf(&b, "# %s\n", r.SeriesNote)
+	}
+	b.WriteString("seconds,rate\n")
+	at := func(k int64) int64 { return k * int64(tick/time.Second) }
+	var last int64
+	for i, p := range r.RateSeries[:min(len(r.RateSeries), 100_000)] {
+		k := int64(math.Round(float64(p.T.Sub(r.RateSeries[0].T)) / float64(w.Step)))
+		if i > 0 && k <= last {
+			continue
+		}
+		last = k
+		fmt.Fprintf(&b, "%d,%s\n", at(k), num(roundTo(p.V, 6)))
+	}
+	duration = time.Duration(last+1) * tick
+	if duration < MinSeriesRun {
+		med := num(roundTo(r.Rate.V, 6))
+		fmt.Fprintf(&b, "# the window ends: its median rate from here on, to %s\n", dur(MinSeriesRun))
+		fmt.Fprintf(&b, "%d,%s\n", at(last+1), med)
+		duration = MinSeriesRun.Round(tick)
+		if end := int64((duration - tick) / time.Second); end > at(last+1) {
+			fmt.Fprintf(&b, "%d,%s\n", end, med)
+		}
+		extended = true
+	}
+	return b.Bytes(), duration, extended
 }
 
 // finish sets out's YAML to b's and parses it back.

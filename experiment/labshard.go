@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -50,6 +51,22 @@ type labShardJSON struct {
 	Verdict   string      `json:"verdict"`
 }
 
+// escape makes the shard's texts safe to print: a shard's JSON comes from
+// outside, and its target, run, protocol, scenario and fleet names are
+// printed in the merged tables and errors (issue 37: an ESC, a BEL or a
+// U+202E in a target reached the terminal). A printable text stays as it
+// is; another is quoted with its escapes shown (safetext.Name).
+func (js *labShardJSON) escape() {
+	sh := js.Shard
+	sh.Target, sh.Run, sh.Protocol = safetext.Name(sh.Target), safetext.Name(sh.Run), safetext.Name(sh.Protocol)
+	for _, r := range []*sim.Result{&js.Result, js.Simulator} {
+		r.Scenario = safetext.Name(r.Scenario)
+		for i := range r.Fleets {
+			r.Fleets[i].Name = safetext.Name(r.Fleets[i].Name)
+		}
+	}
+}
+
 // maxLabShardFleets bounds the fleets and ticks a lab shard may bring,
 // before anything is allocated for them.
 const (
@@ -72,6 +89,7 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 		if js.Shard == nil || js.Simulator == nil {
 			return nil, fmt.Errorf("merge: result %d is not a lab shard's JSON (lab --target URL --shard i/n --json)", i+1)
 		}
+		js.escape()
 		shards = append(shards, js)
 	}
 	first := shards[0].Shard

@@ -11,16 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// TestMergeLab: the shards of one lab run add up, tick by tick, into one
-// result whose summary is recomputed; shards of different runs, a shard
-// twice or one missing are refused, naming which; a shard that could not
-// measure makes the merged run inconclusive. (The same against nginx with
-// two load processes: lab's TestShardsAgainstNginx.)
-func TestMergeLab(t *testing.T) {
+// tinyShards runs a tiny storm in the simulator and returns its result and
+// a maker of the JSON of shard i of 2 of a lab run of it, with its run,
+// target and verdict: the simulator's numbers stand for the shard's.
+func tinyShards(t *testing.T) (*sim.Result, func(i int, run, target, verdict string) []byte) {
+	t.Helper()
 	const yaml = `name: tiny
 seed: 3
 duration: 20s
@@ -42,11 +42,11 @@ fleets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	shard := func(i int, run, verdict string) []byte {
+	return res, func(i int, run, target, verdict string) []byte {
 		js := map[string]any{
 			"scenario": res.Scenario, "seed": res.Seed, "tick_seconds": res.TickSeconds, "trigger": res.Trigger,
 			"fleets": res.Fleets, "simulator": res, "verdict": verdict,
-			"lab_shard": LabShard{Index: i, Count: 2, Run: run, Scenario: yaml, Target: "the service", WallTickSeconds: 0.1},
+			"lab_shard": LabShard{Index: i, Count: 2, Run: run, Scenario: yaml, Target: target, WallTickSeconds: 0.1},
 		}
 		data, err := json.Marshal(js)
 		if err != nil {
@@ -54,6 +54,16 @@ fleets:
 		}
 		return data
 	}
+}
+
+// TestMergeLab: the shards of one lab run add up, tick by tick, into one
+// result whose summary is recomputed; shards of different runs, a shard
+// twice or one missing are refused, naming which; a shard that could not
+// measure makes the merged run inconclusive. (The same against nginx with
+// two load processes: lab's TestShardsAgainstNginx.)
+func TestMergeLab(t *testing.T) {
+	res, shardOf := tinyShards(t)
+	shard := func(i int, run, verdict string) []byte { return shardOf(i, run, "the service", verdict) }
 	m, err := MergeLab([][]byte{shard(2, "r1", ""), shard(1, "r1", "")})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +182,40 @@ fleets:
 	}
 	if _, err := MergeLab([][]byte{shard(1, 2, 1, 1, fast, fast), shard(2, 2, 3, 9, slow)}); err == nil || !strings.Contains(err.Error(), "2 histograms for 1 fleets") {
 		t.Errorf("a shard with histograms for other fleets merged: %v", err)
+	}
+}
+
+// TestMergeLabEscapes: a shard's target, run and fleet names come from
+// outside; merged, they are printed with their escapes shown, never raw
+// (issue 37: an ESC, a BEL or a U+202E in a shard's target reached the
+// terminal through merge's intro).
+func TestMergeLabEscapes(t *testing.T) {
+	const evil = "\x1b[2J\x07\u202e"
+	_, shard := tinyShards(t)
+	parts := [][]byte{shard(1, "r"+evil, "http://svc"+evil+"/", ""), shard(2, "r"+evil, "http://svc"+evil+"/", "")}
+	m, err := MergeLab(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m
+	var text strings.Builder
+	text.WriteString(strings.Join(o.Section.Intro, "\n") + strings.Join(o.Section.Notes, "\n") + strings.Join(o.Findings, "\n"))
+	for _, tb := range o.Section.Tables {
+		if err := tb.Render(&text, report.Style{Width: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := json.Marshal(o.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"text": text.String(), "JSON": string(js)} {
+		if i := strings.IndexAny(s, "\x1b\x07\u202e"); i >= 0 {
+			t.Errorf("the %s carries a control or direction character raw: %q", what, s[max(0, i-40):min(len(s), i+10)])
+		}
+	}
+	if !strings.Contains(text.String(), `http://svc\x1b[2J\a\u202e/`) {
+		t.Errorf("the text does not name the target escaped:\n%s", text.String())
 	}
 }
 

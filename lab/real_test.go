@@ -55,49 +55,8 @@ func isExec(p string) bool {
 // client closed its connection: wasted work, as the scenario's origin does.
 func startHAProxy(t *testing.T, maxconn int, service, queue time.Duration) string {
 	t.Helper()
-	haproxy := need(t, "haproxy", "haproxy")
-	dir := t.TempDir()
-	lua := fmt.Sprintf(`core.register_service("slow", "http", function(applet)
-  core.msleep(%d)
-  applet:set_status(200)
-  applet:add_header("content-length", "3")
-  applet:add_header("content-type", "text/plain")
-  applet:start_response()
-  applet:send("ok\n")
-end)
-`, service.Milliseconds())
-	if err := os.WriteFile(filepath.Join(dir, "slow.lua"), []byte(lua), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addrs := servertest.Start(t, context.Background(), servertest.Program{
-		Name:  "haproxy",
-		Bin:   haproxy,
-		Ports: 2, // the frontend, and the Lua service behind it
-		Args: func(addrs []string) ([]string, error) {
-			cfg := fmt.Sprintf(`global
-  maxconn 4000
-  lua-load %s
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 30s
-  timeout server 30s
-  timeout queue %dms
-frontend storm
-  bind %s
-  default_backend origin
-backend origin
-  server worker %s maxconn %d
-listen service
-  bind %s
-  http-request use-service lua.slow
-`, filepath.Join(dir, "slow.lua"), queue.Milliseconds(), addrs[0], addrs[1], maxconn, addrs[1])
-			file := filepath.Join(dir, "haproxy.cfg")
-			return []string{"-db", "-f", file}, os.WriteFile(file, []byte(cfg), 0o600)
-		},
-		Ready: servertest.HTTPReady(0, "/"),
-	})
-	return "http://" + addrs[0] + "/"
+	front, _ := servertest.StartHAProxy(t, context.Background(), servertest.HAProxy{Bin: need(t, "haproxy", "haproxy"), Service: service, Maxconn: maxconn, Queue: queue})
+	return "http://" + front + "/"
 }
 
 // startNginx runs nginx on 127.0.0.1 serving a small file, and returns its

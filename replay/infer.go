@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
@@ -27,7 +28,11 @@ type Trigger struct {
 	Size float64 `json:"size"`
 	// Ended says whether the window shows the trigger's end; a window
 	// that ends within it cannot show what followed.
-	Ended      bool   `json:"ended"`
+	Ended bool `json:"ended"`
+	// Requests says a load trigger's size is requests, not intents: the
+	// source counts its clients' retries as requests
+	// (calibrate.Source.RetriesUnseen), and the rise may be retries.
+	Requests   bool   `json:"size_is_requests,omitempty"`
 	Confidence string `json:"confidence"` // high, medium or low
 	How        string `json:"how"`
 	start, end int    // steps
@@ -50,6 +55,9 @@ func (t Trigger) What() string {
 	case scenario.TriggerOutage:
 		return fmt.Sprintf("an outage (%s: no answers)", t.Mode)
 	case scenario.TriggerLoad:
+		if t.Requests {
+			return fmt.Sprintf("a rise of requests to %.4g/s (new calls or retries: the metrics cannot tell)", t.Size)
+		}
 		return fmt.Sprintf("a load spike to %.4g intents/s", t.Size)
 	}
 	return t.Kind
@@ -75,16 +83,41 @@ func (t Trigger) When() string {
 func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	n := m.n()
 	zero := func(i int) bool {
-		return m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9))
+		return m.known(i) && m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9))
 	}
 	saturated := m.saturated
+	// span runs while the trigger's own signal does, through a gap (steps
+	// without a value) when the first known step after it still shows the
+	// signal: a trigger is not cut short by the scrapes its overload
+	// failed. One whose signal is gone after the gap ended within it, when
+	// is not known: it is taken to end in the gap's middle; one that runs
+	// into a gap at the window's end, to last to the end.
 	span := func(while func(int) bool) int {
 		e := on
-		for e < n && while(e) {
+		for e < n {
+			if !m.known(e) {
+				next := m.nextKnown(e)
+				if next == n {
+					// The window ends in the gap: it does not show the
+					// trigger's end.
+					e = n
+					break
+				}
+				if !while(next) {
+					e += (next - e + 1) / 2
+					break
+				}
+				e = next
+			}
+			if !while(e) {
+				break
+			}
 			e++
 		}
 		return max(e, on+1)
 	}
+	// of is v's known values over the trigger's steps.
+	of := func(v []float64, end int) []float64 { return m.knownOf(v, on, end) }
 	t := Trigger{start: on}
 	switch {
 	case zero(on):
@@ -92,7 +125,7 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 		t.end = span(zero)
 		t.Mode = scenario.OutageBlackhole
 		how := "no answers while attempts arrived"
-		if m.Queue != nil && m.Queue[t.end-1] > m.Queue[max(0, on-1)] {
+		if m.Queue != nil && m.Queue[t.end-1] > m.Queue[m.prevKnown(on-1)] {
 			t.Mode = scenario.OutageStall
 			how += ", the queue growing meanwhile (a stall: requests accepted, none served)"
 		} else {
@@ -102,19 +135,30 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	case b.rate > 0 && m.Intents[on] > b.rateHi:
 		t.Kind = scenario.TriggerLoad
 		t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 })
-		t.Size = mean(m.Intents[on:t.end])
 		t.Confidence = "high"
+		if m.retriesUnseen != "" {
+			// Once calls fail, the requests are retries too: the spike
+			// is the steps before the errors, its rise perhaps the
+			// retries of a failure upstream, which the source cannot
+			// see.
+			t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 && (i == on || m.ErrorRate[i] <= b.errHi) })
+			t.Confidence, t.Requests = "medium", true
+		}
+		t.Size = mean(of(m.Intents, t.end))
 		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
+		if m.retriesUnseen != "" {
+			t.How = fmt.Sprintf("the requests rose from a base of %.4g/s to %.4g/s until calls failed; %s, so the rise may be its clients' retries after a failure it did not see (upstream of it), and the intents after it are not known", b.rate, t.Size, m.retriesUnseen)
+		}
 	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
 		t.Kind = scenario.TriggerCapacity
 		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })
-		t.Size = level(m.Served[on:t.end], false)
+		t.Size = level(of(m.Served, t.end), false)
 		t.Confidence = "high"
 		if t.end-on < 2 {
 			t.Confidence = "medium"
 		}
 		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
-		if z := slices.IndexFunc(m.Served[on:t.end], func(v float64) bool { return v < 0.05*max(b.served, 1e-9) }); z >= 0 {
+		if z := slices.IndexFunc(m.Served[on:t.end], func(v float64) bool { return v < 0.05*max(b.served, 1e-9) }); z >= 0 && zero(on+z) {
 			// A stall that begins within a step shows first as a drop:
 			// the step before its first silent one answered for part of
 			// its time. No answers at all in the span make it an outage,
@@ -129,7 +173,7 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 			t.end = max(e, on+z+1)
 			t.Kind, t.Size, t.Mode = scenario.TriggerOutage, 0, scenario.OutageBlackhole
 			t.How = "answers stopped altogether within a drop of the origin's answers"
-			if m.Queue != nil && m.Queue[t.end-1] > m.Queue[max(0, on-1)] {
+			if m.Queue != nil && m.Queue[t.end-1] > m.Queue[m.prevKnown(on-1)] {
 				t.Mode = scenario.OutageStall
 				t.How += ", the queue growing meanwhile (a stall: requests accepted, none served)"
 			} else {
@@ -139,7 +183,7 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	case b.latency > 0 && m.Latency[on]-m.wait(on) > b.latHi && !saturated(on):
 		t.Kind = scenario.TriggerLatency
 		t.end = span(func(i int) bool { return m.Latency[i] > (b.latency+b.latHi)/2 })
-		t.Size = level(m.Latency[on:t.end], true) / b.latency
+		t.Size = level(of(m.Latency, t.end), true) / b.latency
 		t.Confidence = "medium"
 		t.How = fmt.Sprintf("the mean latency rose %.3g× from %.3gs with the origin unsaturated (capacity intact)", t.Size, b.latency)
 	case errorBlip(m, b, on, capacity):
@@ -158,21 +202,65 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 		// latency says.
 		t.Kind = scenario.TriggerErrors
 		t.end = span(func(i int) bool { return m.ErrorRate[i] > b.errHi && !saturated(i) })
-		t.Size = max(0.01, min(1, level(m.ErrorRate[on:t.end], true)-b.errShare))
+		t.Size = max(0.01, min(1, level(of(m.ErrorRate, t.end), true)-b.errShare))
 		t.Confidence = "medium"
 		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the origin keeping up with its attempts", 100*t.Size, 100*b.errShare)
 	default:
 		t.Kind = scenario.TriggerCapacity
 		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
-		t.Size = math.Min(capacity, median(m.Served[on:t.end]))
+		t.Size = math.Min(capacity, median(of(m.Served, t.end)))
 		t.Confidence = "low"
 		t.How = "the origin saturated without a clear cause in the metrics (no drop in answers, latency or load that stands out): taken as a capacity drop to what it served"
 	}
 	t.Ended = t.end < n
+	if g := m.prevKnown(on-1) + 1; on > 0 && g < on && m.known(g-1) {
+		// The step before the first abnormal one has no value: the
+		// trigger began within the gap, when is not known: taken as its
+		// middle, as an end within a gap is.
+		t.start = g + (on-g)/2
+	}
+	t.unsure(m)
 	t.At = float64(t.start) * m.Step
 	t.Time = m.start.Add(time.Duration(t.At * float64(time.Second))).UTC()
 	t.For = float64(t.end-t.start) * m.Step
 	return t
+}
+
+// MissingMuch is the share of a window's steps without a value past which
+// every inference from it is one confidence level less sure.
+const MissingMuch = 0.10
+
+// unsure lowers t's confidence for the steps of m without a value: a level
+// when one is next to the trigger or inside it (when it began or ended is
+// then less sure, and a failed scrape is what an overloaded target
+// produces), another when more than MissingMuch of the window has none;
+// How says so.
+func (t *Trigger) unsure(m *Measured) {
+	if m.Unknown == 0 {
+		return
+	}
+	near := 0
+	for i := max(0, t.start-1); i <= min(t.end, m.n()-1); i++ {
+		if !m.known(i) {
+			near++
+		}
+	}
+	levels := []string{"low", "medium", "high"}
+	l := slices.Index(levels, t.Confidence)
+	var why []string
+	if near > 0 {
+		l--
+		why = append(why, fmt.Sprintf("%d step(s) in it or next to it have no value (failed scrapes, or a gap in the saved answers), so when it began and ended is less sure", near))
+	}
+	if share := m.MissingShare(); share > MissingMuch {
+		l--
+		why = append(why, fmt.Sprintf("%.0f%% of the window's steps have no value", 100*share))
+	}
+	if len(why) == 0 {
+		return
+	}
+	t.Confidence = levels[max(0, l)]
+	t.How += "; " + strings.Join(why, ", and ") + ": the confidence is lowered"
 }
 
 // errorBlip: step i's answered errors (Measured.answeredErrors) are
@@ -181,7 +269,7 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 // normal, or the origin served at least CapacityDrop of its capacity (it
 // was not short of capacity: an error blip whose retries saturate it).
 func errorBlip(m *Measured, b baseline, i int, capacity float64) bool {
-	if m.answeredErrors(i) <= b.ansHi {
+	if !m.known(i) || m.answeredErrors(i) <= b.ansHi {
 		return false
 	}
 	return m.timeouts != nil || b.latency == 0 || m.Latency[i] < b.latHi || m.Served[i] >= CapacityDrop*capacity
@@ -191,7 +279,9 @@ func errorBlip(m *Measured, b baseline, i int, capacity float64) bool {
 func answered(m *Measured, from, to int) []float64 {
 	out := make([]float64, 0, to-from)
 	for i := from; i < to; i++ {
-		out = append(out, m.answeredErrors(i))
+		if m.known(i) {
+			out = append(out, m.answeredErrors(i))
+		}
 	}
 	return out
 }
@@ -217,7 +307,10 @@ func level(v []float64, most bool) float64 {
 // burst of a busy origin (Poisson arrivals queue now and then at any
 // load), not a shortage.
 func (m *Measured) saturated(i int) bool {
-	if m.Queue != nil && m.Queue[i] > QueueShare*m.Attempts[i]*m.Step && (i == 0 || m.Queue[i] >= m.Queue[i-1]) {
+	if !m.known(i) {
+		return false
+	}
+	if m.Queue != nil && m.Queue[i] > QueueShare*m.Attempts[i]*m.Step && (i == 0 || m.Queue[i] >= m.Queue[m.prevKnown(i-1)]) {
 		return true
 	}
 	return m.Attempts[i] > 1.1*m.Served[i]

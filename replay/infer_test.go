@@ -76,11 +76,19 @@ func TestRecovery(t *testing.T) {
 	for i := 10; i < 18; i++ {
 		rate[i] = 0.5
 	}
-	if k, ok := recovery(rate, 15, 0); !ok || k != 3 {
+	all := func(int) bool { return true }
+	if k, ok := recovery(rate, all, 15, 0); !ok || k != 3 {
 		t.Errorf("recovery %d, %v; want 3 steps after the trigger", k, ok)
 	}
+	// Steps without a value (a failed scrape) count toward no tail.
+	if _, ok := recovery(rate, func(i int) bool { return i < 22 }, 15, 0); ok {
+		t.Error("recovered on 4 known steps and 8 unknown ones")
+	}
+	if k, ok := recovery(rate, func(i int) bool { return i != 18 }, 15, 0); !ok || k != 4 {
+		t.Errorf("recovery %d, %v; want 4 steps: the first known step under the tolerance", k, ok)
+	}
 	rate[25] = 0.02 // a blip past the tolerance: only 4 steps are left after it
-	if _, ok := recovery(rate, 15, 0); ok {
+	if _, ok := recovery(rate, all, 15, 0); ok {
 		t.Error("recovered with fewer than ten steps left")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrystorm/retrystorm/calibrate"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // layerLabels are, per source, the labels whose values name a layer: the
@@ -90,7 +91,9 @@ func layersOf(w *calibrate.Window, src *calibrate.Source) []*layer {
 	}
 	out := make([]*layer, len(names))
 	for i, n := range names {
-		out[i] = &layer{name: n, job: job[n], w: &calibrate.Window{Start: w.Start, End: w.End, Step: w.Step, Where: w.Where, Queries: w.Queries, Series: map[string][]calibrate.Series{}}}
+		// The name is the labels' values: printed, it must not carry an
+		// escape sequence to the terminal.
+		out[i] = &layer{name: safetext.Escape(n), job: job[n], w: &calibrate.Window{Start: w.Start, End: w.End, Step: w.Step, Where: w.Where, Queries: w.Queries, Series: map[string][]calibrate.Series{}}}
 	}
 	for metric, ss := range w.Series {
 		for _, s := range ss {
@@ -271,9 +274,9 @@ func layerLoops(ls []*layer, t Trigger, tm *Measured, fit *calibrate.Result, src
 			notes = append(notes, fmt.Sprintf("Layer %s has no steps before the trigger (its traffic begins with it): its error share, attempts per intent and queue before the trigger are not measured, and its end is judged against no errors.", l.name))
 		}
 		if m.Queue != nil && lt.start > 0 {
-			lp.BacklogBefore = mean(m.Queue[:lt.start])
+			lp.BacklogBefore = meanOr0(m.knownOf(m.Queue, 0, lt.start))
 			if lt.Ended && lt.end < m.n() {
-				lp.BacklogAfter = mean(m.Queue[lt.end:])
+				lp.BacklogAfter = meanOr0(m.knownOf(m.Queue, lt.end, m.n()))
 			}
 		}
 		if lp.Sustained && lp.Retries && lp.AmplificationBefore > 0 {

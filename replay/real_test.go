@@ -2,13 +2,11 @@ package replay_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"io"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -154,16 +152,7 @@ func saveWindow(t *testing.T, ctx context.Context, u string, from, to time.Time,
 		}
 		all = append(all, v.(model.Matrix)...)
 	}
-	b, err := json.Marshal(map[string]any{"status": "success", "data": map[string]any{"resultType": "matrix", "result": all}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	promtest.WriteAnswer(t, file, all)
 }
 
 // TestCounterfactualsInTheLab plays the replay of the captured storm in

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
@@ -81,9 +80,25 @@ type Measured struct {
 	// Latency is the mean latency of the step's answers; 0 where none.
 	Latency []float64 `json:"latency_seconds"`
 	Queue   []float64 `json:"queue,omitempty"`
+	// Missing marks the steps with no value (nil when none is): a metric
+	// replay reads has no sample there, or none before it to count an
+	// increase from (a failed scrape, a gap in saved answers). Their
+	// values above are 0 and mean nothing: such a step is unknown, never
+	// abnormal, never a rate. Unknown counts them.
+	Missing []bool `json:"missing,omitempty"`
+	Unknown int    `json:"unknown_steps,omitempty"`
+	// Replayed, where it is set, is the intents per second the replay
+	// runs, where they are not Intents: a source that counts its clients'
+	// retries as requests (calibrate.Source.RetriesUnseen) shows intents
+	// only until calls fail; from ReplayedFrom on they are unknown, and
+	// taken as the rate before the incident.
+	Replayed     []float64 `json:"intents_replayed,omitempty"`
+	ReplayedFrom int       `json:"intents_replayed_from,omitempty"`
 	// timeouts are the errors that were timeouts, where the source counts
 	// them apart (Envoy's upstream_rq_timeout): the rest were answers.
 	timeouts []float64
+	// retriesUnseen is calibrate.Source.RetriesUnseen of the source.
+	retriesUnseen string
 	// start is the time of step 0's start.
 	start time.Time
 }
@@ -113,126 +128,6 @@ func (m *Measured) answeredErrors(i int) float64 {
 	return share(max(0, m.Errors[i]-m.timeouts[i]), m.Served[i])
 }
 
-// answerStatus names, per source, the series of its latency histogram's
-// count that were answers, where its latency filter keeps fewer (the
-// latency is a success's, the service time calibrate fits). gRPC's
-// server counts its calls by status (grpc_server_call_duration_seconds,
-// grpc.status: grpc-go v1.85.0 stats/opentelemetry/server_metrics.go)
-// and its latency is the OK calls'; but an error the server answered is
-// an answer all the same: counting only OK calls as answers made an
-// error blip look like a shortage (more attempts than answers: a
-// capacity drop). A call that ran out of time (DEADLINE_EXCEEDED) or
-// whose caller left (CANCELLED) got no answer. resil's latency is its
-// successes' and its attempt duration has the outcome (resil/outcome.go):
-// a failure is an answer; a timeout, an attempt ignored (the caller
-// cancelled) and a throttled one (an overload rejection: a shortage that
-// says so) are not.
-var answerStatus = map[string]calibrate.Ref{
-	"grpc":  {Label: "grpc_status", Values: []string{"DEADLINE_EXCEEDED", "CANCELLED"}, Not: true},
-	"resil": {Label: "outcome", Values: []string{"timeout", "ignored", "throttled"}, Not: true},
-}
-
-// measure reads the per-step series of w, from src's metrics, dropping
-// the steps at either end with no attempts (before the load began or
-// after it ended).
-func measure(w *calibrate.Window, src *calibrate.Source) (*Measured, error) {
-	if !w.Has(src.Attempts.Metric) {
-		return nil, inputf("no %s in the window: it is how %s counts requests", src.Attempts.Metric, src.Name)
-	}
-	att := calibrate.Counter(w, src.Attempts)
-	at := func(s []time.Time, v []float64) map[int64]float64 {
-		out := make(map[int64]float64, len(s))
-		for i, t := range s {
-			out[t.UnixMilli()] = v[i]
-		}
-		return out
-	}
-	counter := func(r calibrate.Ref) map[int64]float64 {
-		if r.Metric == "" || !w.Has(r.Metric) {
-			return nil
-		}
-		c := calibrate.Counter(w, r)
-		return at(c.T, c.V)
-	}
-	gauge := func(r calibrate.Ref) map[int64]float64 {
-		if r.Metric == "" || !w.Has(r.Metric) {
-			return nil
-		}
-		g := calibrate.Gauge(w, r)
-		return at(g.T, g.V)
-	}
-	intents := counter(src.Intents)
-	retries := counter(src.Retries)
-	errs := counter(src.Errors)
-	timeouts := counter(src.Timeouts)
-	wasted := counter(src.Wasted)
-	queue := gauge(src.Queue)
-	var count, sum, answers map[int64]float64
-	if src.Latency.Base != "" && w.Has(src.Latency.Base+"_count") {
-		count = counter(calibrate.Ref{Metric: src.Latency.Base + "_count", Label: src.Latency.Filter.Label, Values: src.Latency.Filter.Values, Not: src.Latency.Filter.Not})
-		sum = counter(calibrate.Ref{Metric: src.Latency.Base + "_sum", Label: src.Latency.Filter.Label, Values: src.Latency.Filter.Values, Not: src.Latency.Filter.Not})
-		answers = count
-		if a, ok := answerStatus[src.Name]; ok {
-			answers = counter(calibrate.Ref{Metric: src.Latency.Base + "_count", Label: a.Label, Values: a.Values, Not: a.Not})
-		}
-	}
-	step := w.Step.Seconds()
-	first, last := -1, -1
-	for i, v := range att.V {
-		if v > 0 {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	if first < 0 {
-		return nil, inputf("%s counted no attempt in the window: an empty window, or the wrong selector", src.Attempts.Metric)
-	}
-	m := &Measured{Step: step, start: att.T[first].Add(-w.Step)}
-	for i := first; i <= last; i++ {
-		k := att.T[i].UnixMilli()
-		a := att.V[i]
-		in := a
-		switch {
-		case intents != nil:
-			in = intents[k]
-		case retries != nil:
-			in = max(0, a-retries[k])
-		}
-		e := errs[k]
-		served := a - e
-		lat := 0.0
-		if count != nil {
-			served = answers[k]
-			if count[k] > 0 {
-				lat = sum[k] * src.Latency.Scale / count[k]
-			}
-		}
-		if wasted != nil {
-			served += wasted[k]
-			m.Wasted = append(m.Wasted, wasted[k]/step)
-		}
-		m.T = append(m.T, att.T[i].Sub(m.start).Seconds())
-		m.Intents = append(m.Intents, in/step)
-		m.Attempts = append(m.Attempts, a/step)
-		m.Errors = append(m.Errors, e/step)
-		m.ErrorRate = append(m.ErrorRate, share(e, a))
-		m.Served = append(m.Served, served/step)
-		m.Latency = append(m.Latency, lat)
-		if queue != nil {
-			m.Queue = append(m.Queue, queue[k])
-		}
-		if timeouts != nil {
-			m.timeouts = append(m.timeouts, min(e, timeouts[k])/step)
-		}
-	}
-	if m.n() < MinSteps {
-		return nil, inputf("the window has %d steps with traffic: at least %d are needed to tell the time before an incident, the incident and after (a longer window, or a shorter --step)", m.n(), MinSteps)
-	}
-	return m, nil
-}
-
 // time is the wall-clock time at which step i ends.
 func (m *Measured) time(i int) time.Time {
 	return m.start.Add(time.Duration(m.T[i] * float64(time.Second)))
@@ -255,6 +150,15 @@ func median(v []float64) float64 {
 		return c[len(c)/2]
 	}
 	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}
+
+// meanOr0 is v's mean, 0 for no value (a span of unknown steps): JSON
+// carries no NaN.
+func meanOr0(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return mean(v)
 }
 
 func mean(v []float64) float64 {
@@ -288,22 +192,38 @@ type baseline struct {
 }
 
 func baselineOf(m *Measured) baseline {
-	k := max(MinBefore, m.n()/4)
+	// The first quarter of the known steps, at least MinBefore: a step
+	// without a value says nothing of the normal.
+	var idx []int
+	for i := range m.n() {
+		if m.known(i) {
+			idx = append(idx, i)
+		}
+	}
+	idx = idx[:min(len(idx), max(MinBefore, len(idx)/4))]
+	pick := func(v []float64) []float64 {
+		out := make([]float64, len(idx))
+		for j, i := range idx {
+			out[j] = v[i]
+		}
+		return out
+	}
 	var lat []float64
-	for _, l := range m.Latency[:k] {
+	for _, l := range pick(m.Latency) {
 		if l > 0 {
 			lat = append(lat, l)
 		}
 	}
-	b := baseline{rate: median(m.Intents[:k]), errShare: median(m.ErrorRate[:k]), served: median(m.Served[:k])}
-	ans := make([]float64, k)
-	for i := range ans {
-		ans[i] = m.answeredErrors(i)
+	intents, errShare := pick(m.Intents), pick(m.ErrorRate)
+	b := baseline{rate: median(intents), errShare: median(errShare), served: median(pick(m.Served))}
+	ans := make([]float64, len(idx))
+	for j, i := range idx {
+		ans[j] = m.answeredErrors(i)
 	}
 	b.answered = median(ans)
-	b.errHi = b.errShare + max(ErrorJump, Noise*spread(m.ErrorRate[:k], b.errShare))
+	b.errHi = b.errShare + max(ErrorJump, Noise*spread(errShare, b.errShare))
 	b.ansHi = b.answered + max(ErrorJump, Noise*spread(ans, b.answered))
-	b.rateHi = max(LoadJump*b.rate, b.rate+Noise*spread(m.Intents[:k], b.rate))
+	b.rateHi = max(LoadJump*b.rate, b.rate+Noise*spread(intents, b.rate))
 	if len(lat) > 0 {
 		b.latency = median(lat)
 		b.latHi = max(LatencyJump*b.latency, b.latency+Noise*spread(lat, b.latency))
@@ -332,14 +252,51 @@ func onset(m *Measured, b baseline) int {
 		if !ab {
 			continue
 		}
-		if strong || i+1 == m.n() {
+		next := m.nextKnown(i + 1)
+		if strong || next == m.n() {
 			return i
 		}
-		if next, _ := abnormal(m, b, i+1); next {
+		if ab, _ := abnormal(m, b, next); ab {
 			return i
 		}
 	}
 	return -1
+}
+
+// intents is the intents per second the replay runs: Replayed where set,
+// else Intents.
+func (m *Measured) intents() []float64 {
+	if m.Replayed != nil {
+		return m.Replayed
+	}
+	return m.Intents
+}
+
+// assume sets Replayed: Intents to step from, the rate base after it (a
+// source that counts its clients' retries as requests shows no intents
+// once calls fail: the intents are taken to have stayed at the rate
+// before the incident, what it was made of said in the notes).
+func (m *Measured) assume(from int, base float64) {
+	m.Replayed, m.ReplayedFrom = slices.Clone(m.Intents), from
+	for i := from; i < m.n(); i++ {
+		m.Replayed[i] = base
+	}
+}
+
+// prevKnown is the last known step at or before i, or 0.
+func (m *Measured) prevKnown(i int) int {
+	for i > 0 && !m.known(i) {
+		i--
+	}
+	return max(i, 0)
+}
+
+// nextKnown is the first known step from i on, or m.n().
+func (m *Measured) nextKnown(i int) int {
+	for i < m.n() && !m.known(i) {
+		i++
+	}
+	return i
 }
 
 // abnormal says whether step i is abnormal and, if so, whether by a
@@ -347,6 +304,10 @@ func onset(m *Measured, b baseline) int {
 // or backlog.
 func abnormal(m *Measured, b baseline, i int) (ab, strong bool) {
 	switch {
+	case !m.known(i):
+		// A step without a value is unknown: a failed scrape is what an
+		// overloaded target produces, but it is no sign of which load.
+		return false, false
 	case m.ErrorRate[i] > b.errHi:
 		return true, true
 	case m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9)):
@@ -384,7 +345,10 @@ func judgeWindow(m *Measured, t Trigger) Verdict {
 	v := Verdict{Baseline: errorBaseline(m, t.start)}
 	v.NeverHealthy = v.Baseline > sim.UnhealthyBaseline
 	if t.Ended && !v.NeverHealthy {
-		if k, ok := recovery(m.ErrorRate, t.end, v.Baseline); ok {
+		// A step without attempts has no error share: no evidence either
+		// way (the lab's pause between two fleets' runs).
+		judged := func(i int) bool { return m.known(i) && m.Attempts[i] > 0 }
+		if k, ok := recovery(m.ErrorRate, judged, t.end, v.Baseline); ok {
 			s := float64(k) * m.Step
 			v.Recovered, v.Seconds = true, &s
 		}
@@ -396,16 +360,24 @@ func judgeWindow(m *Measured, t Trigger) Verdict {
 // from end on from which every step's error share stays within Tolerance
 // of the baseline to the window's end, with at least sim.RecoveryTail
 // steps left: steps from end to it, and whether there is one.
-func recovery(rate []float64, end int, base float64) (int, bool) {
+//
+// A step without a value (known false) neither ends the recovery nor
+// counts toward its tail: the tail needs sim.RecoveryTail known steps, and
+// the recovery begins at a known one.
+func recovery(rate []float64, known func(int) bool, end int, base float64) (int, bool) {
 	n := len(rate)
-	first := n
+	first, tail := n, 0
 	for k := n - 1; k >= end; k-- {
+		if !known(k) {
+			continue
+		}
 		if rate[k] > base+Tolerance {
 			break
 		}
 		first = k
+		tail++
 	}
-	if n-first < sim.RecoveryTail {
+	if tail < sim.RecoveryTail {
 		return 0, false
 	}
 	return first - end, true

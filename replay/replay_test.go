@@ -161,7 +161,7 @@ func golden(t *testing.T, file string, got []byte) {
 }
 
 // TestBadInput: windows that cannot be replayed are ErrInput (exit 2),
-// never a made-up incident.
+// naming the file, never a made-up incident.
 func TestBadInput(t *testing.T) {
 	storm := readWindow(t, "testdata/storm.json")
 	for _, c := range []struct {
@@ -177,6 +177,10 @@ func TestBadInput(t *testing.T) {
 			_, err := replay.Replay(context.Background(), c.w, replay.Options{})
 			if !errors.Is(err, replay.ErrInput) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want ErrInput saying %q", err, c.want)
+			}
+			// Issue 37: the errors did not say which file.
+			if !strings.Contains(err.Error(), "saved answers ") || !strings.Contains(err.Error(), ".json") {
+				t.Errorf("error %v does not name the file", err)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/report"
 )
 
@@ -14,6 +15,41 @@ import (
 // window, the plots of the measured series beside the replayed ones, and
 // r itself as the JSON.
 func (r *Result) Outcome() *experiment.Outcome {
+	o := r.outcome()
+	escape(&o.Section)
+	for i := range o.Findings {
+		o.Findings[i] = safetext.Escape(o.Findings[i])
+	}
+	o.Claims = o.Section.Claims
+	return o
+}
+
+// escape makes every text of s safe to print: label values, file names
+// and config names come from outside, and the layers' names and the
+// window's files are escaped where they are read, but a note or a
+// disagreement may quote more (safetext, as calibrate's comments).
+func escape(s *report.Section) {
+	s.Title = safetext.Escape(s.Title)
+	for _, l := range [][]string{s.Intro, s.Notes} {
+		for i := range l {
+			l[i] = safetext.Escape(l[i])
+		}
+	}
+	for t := range s.Tables {
+		tb := &s.Tables[t]
+		tb.Title = safetext.Escape(tb.Title)
+		for _, row := range tb.Rows {
+			for i := range row {
+				row[i] = safetext.Escape(row[i])
+			}
+		}
+	}
+	for i := range s.Claims {
+		s.Claims[i].Text, s.Claims[i].Detail = safetext.Escape(s.Claims[i].Text), safetext.Escape(s.Claims[i].Detail)
+	}
+}
+
+func (r *Result) outcome() *experiment.Outcome {
 	s := report.Section{ID: "replay", Title: "Replay: " + r.Window}
 	s.Intro = []string{r.Conclusion}
 	o := &experiment.Outcome{Name: "replay", JSON: r, Findings: []string{r.Conclusion}}
@@ -41,7 +77,7 @@ func (r *Result) Outcome() *experiment.Outcome {
 			{"when", t.When()},
 			{"confidence", t.Confidence},
 			{"origin before it", fmt.Sprintf("%.4g requests/s: %d workers, %s, mean %.3gs", c.Capacity, c.Workers, c.Dist, c.Service)},
-			{"traffic before it", fmt.Sprintf("%.4g intents/s, %d clients, %.3g retries/intent", c.Rate, c.Clients, c.RetryShare)},
+			{"traffic before it", fmt.Sprintf("%.4g intents/s, %s, %.3g retries/intent", c.Rate, c.clients(), c.RetryShare)},
 			{"client policy", r.policy()},
 			{"measured end", r.Verdict.String()},
 			{"sustaining loop", loop},
@@ -86,6 +122,19 @@ func (r *Result) Outcome() *experiment.Outcome {
 	s.Charts = r.charts()
 	o.Section, o.Claims = s, s.Claims
 	return o
+}
+
+// clients is the client instances for the traffic's row: how many, and
+// whether that is a default.
+func (c *Calibration) clients() string {
+	n := fmt.Sprintf("%d client instances", c.Clients)
+	if c.Clients == 1 {
+		n = "1 client instance"
+	}
+	if !c.ClientsKnown {
+		n += " (a default: not in the metrics)"
+	}
+	return n
 }
 
 // policy is the client policy's row: the config's, or what the metrics
@@ -151,17 +200,21 @@ func (r *Result) charts() []report.Chart {
 	}
 	shade := []report.Span{{From: r.Trigger.At, To: r.Trigger.At + r.Trigger.For, Label: "trigger (inferred)"}}
 	errs := report.Chart{Title: "Error rate: measured and replayed", XLabel: "time (s)", YLabel: "error rate", X: x, Shade: shade, YMax: 1, Percent: true,
-		Lines: []report.Line{{Name: "measured", Y: m.ErrorRate}, {Name: "replayed as-is", Y: fit(r.AsIs.ErrorRate, len(x))}}}
+		Lines: []report.Line{{Name: "measured", Y: m.plotted(m.ErrorRate)}, {Name: "replayed as-is", Y: fit(r.AsIs.ErrorRate, len(x))}}}
 	load := report.Chart{Title: "Offered load: measured and replayed", XLabel: "time (s)", YLabel: "attempts / s", X: x, Shade: shade,
-		Lines: []report.Line{{Name: "measured", Y: m.Attempts}, {Name: "replayed as-is", Y: fit(r.AsIs.Offered, len(x))}}}
+		Lines: []report.Line{{Name: "measured", Y: m.plotted(m.Attempts)}, {Name: "replayed as-is", Y: fit(r.AsIs.Offered, len(x))}}}
 	for _, o := range r.Others {
 		errs.Lines = append(errs.Lines, report.Line{Name: o.Name, Y: fit(o.ErrorRate, len(x)), Dashed: true})
 		load.Lines = append(load.Lines, report.Line{Name: o.Name, Y: fit(o.Offered, len(x)), Dashed: true})
 	}
 	served := report.Chart{Title: "What the window shows: intents, answers and the capacity", XLabel: "time (s)", YLabel: "per second", X: x, Shade: shade,
-		Lines: []report.Line{{Name: "intents", Y: m.Intents}, {Name: "answers", Y: m.Served}}}
+		Lines: []report.Line{{Name: "intents", Y: m.plotted(m.Intents)}, {Name: "answers", Y: m.plotted(m.Served)}}}
+	if m.Replayed != nil {
+		served.Lines[0].Name = "requests (intents and retries alike)"
+		served.Lines = append(served.Lines, report.Line{Name: "intents replayed", Y: m.plotted(m.Replayed), Dashed: true})
+	}
 	if m.Wasted != nil {
-		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.Wasted})
+		served.Lines = append(served.Lines, report.Line{Name: "answers for callers gone", Y: m.plotted(m.Wasted)})
 	}
 	cap := make([]float64, len(x))
 	for i := range cap {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -37,20 +39,24 @@ type Options struct {
 // Calibration is the origin and traffic fitted from the steps before the
 // incident, each with where it came from.
 type Calibration struct {
-	Window      string  `json:"window"`
-	Rate        float64 `json:"rate"`
-	Capacity    float64 `json:"capacity"`
-	Workers     int     `json:"workers"`
-	Service     float64 `json:"service_seconds"` // mean
-	Dist        string  `json:"service_dist"`
-	Clients     int     `json:"clients"`
-	RetryShare  float64 `json:"retries_per_intent"`
-	Timeout     float64 `json:"timeout_seconds"`
-	MaxRetries  int     `json:"max_retries"`
-	Budget      bool    `json:"budget"`
-	Breaker     bool    `json:"breaker"`
-	CapacityNte string  `json:"capacity_note"`
-	TimeoutNte  string  `json:"timeout_note"`
+	Window   string  `json:"window"`
+	Rate     float64 `json:"rate"`
+	Capacity float64 `json:"capacity"`
+	Workers  int     `json:"workers"`
+	Service  float64 `json:"service_seconds"` // mean
+	Dist     string  `json:"service_dist"`
+	Clients  int     `json:"clients"`
+	// ClientsKnown says whether the metrics showed the client instances
+	// (calibrate's default otherwise: ClientsNote says why).
+	ClientsKnown bool    `json:"clients_known"`
+	ClientsNote  string  `json:"clients_note"`
+	RetryShare   float64 `json:"retries_per_intent"`
+	Timeout      float64 `json:"timeout_seconds"`
+	MaxRetries   int     `json:"max_retries"`
+	Budget       bool    `json:"budget"`
+	Breaker      bool    `json:"breaker"`
+	CapacityNte  string  `json:"capacity_note"`
+	TimeoutNte   string  `json:"timeout_note"`
 }
 
 // Verdict is an incident's end, measured or replayed: recovered, and how
@@ -160,8 +166,18 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Replay reconstructs the incident in w and replays it.
+// Replay reconstructs the incident in w and replays it. An error that
+// says the window cannot be replayed wraps ErrInput and names where the
+// window came from (its files, or the server).
 func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, error) {
+	r, err := replayWindow(ctx, w, opts)
+	if errors.Is(err, ErrInput) {
+		return nil, calibrate.NameWindow(err, ErrInput, w)
+	}
+	return r, err
+}
+
+func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Result, error) {
 	src := opts.Source
 	if src == nil {
 		var err error
@@ -194,12 +210,21 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 		}
 	}
 	m, b, fit := d.m, d.b, d.fit
-	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: notes}
+	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: append(slices.Clone(whole.Notes), notes...)}
+	gap := ""
+	if m.Unknown > 0 {
+		gap = fmt.Sprintf("%d of the window's %d steps (%.0f%%) have no value: a metric replay reads has no sample there or in the step before (failed scrapes, which an overloaded target produces, or a gap in the saved answers); they are unknown, never a rate nor a sign of an incident",
+			m.Unknown, m.n(), 100*m.MissingShare())
+		res.Notes = append(res.Notes, gap+"; the replay runs them at the intent rate interpolated between the known steps around them.")
+	}
 	if at != nil {
 		res.Layer = at.name
 	}
+	if m.Replayed != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: from %gs in, once calls failed, the requests are not the intents, which are taken to have stayed at the rate before the incident (%.4g/s) for the replay and for the attempts per intent.", m.retriesUnseen, m.T[m.ReplayedFrom]-m.Step, fit.Rate.V))
+	}
 	if opts.Config != nil {
-		res.Config = opts.Config.Fleet.Origin
+		res.Config = safetext.Name(opts.Config.Fleet.Origin)
 		if fit != nil {
 			res.Disagreements = fit.Disagreements
 		}
@@ -211,6 +236,9 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 		}
 		res.Message = fmt.Sprintf("no incident in the window: no step's error share passed %.1f%% (the baseline's %.1f%% by %.0f points, or %g times its spread), %s, answers never stopped and the intents never rose past %.4g/s (%.0f%% above the base rate %.4g/s)",
 			100*b.errHi, 100*b.errShare, 100*ErrorJump, Noise, lat, b.rateHi, 100*(LoadJump-1), b.rate)
+		if gap != "" {
+			res.Message += " in its known steps; " + gap
+		}
 		res.Conclusion = res.Message + "."
 		if opts.Config != nil {
 			// Nothing is replayed, but the config is still compared with
@@ -227,7 +255,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	pre := d.pre
 	capacity := fit.Capacity.V
 	res.Calibration = &Calibration{Window: pre.Describe(), Rate: fit.Rate.V, Capacity: capacity, Workers: int(fit.Workers.V),
-		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), RetryShare: fit.RetryShare.V,
+		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), ClientsKnown: fit.Clients.Known, ClientsNote: fit.Clients.Note, RetryShare: fit.RetryShare.V,
 		Timeout: fit.Timeout.V, MaxRetries: int(fit.MaxRetries.V), Budget: fit.HasBudget, Breaker: fit.Breaker,
 		CapacityNte: fit.Capacity.Note, TimeoutNte: fit.Timeout.Note}
 	if res.Calibration.Dist == "" {
@@ -277,7 +305,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	}
 	out, err := sim.Run(ctx, &fsc)
 	if err != nil {
-		return nil, fmt.Errorf("replaying: %w", err)
+		return nil, tooCostly(err, "replaying")
 	}
 	for i, r := range runs {
 		r.fill(out.Fleets[i], sc.Tick)
@@ -287,7 +315,7 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	dsc.Fleets = []scenario.Fleet{asIs}
 	dout, err := sim.Run(ctx, &dsc)
 	if err != nil {
-		return nil, fmt.Errorf("replaying with drop_expired: %w", err)
+		return nil, tooCostly(err, "replaying with drop_expired")
 	}
 	drop := &Run{Name: "drop expired", Change: "the origin dropping requests whose caller has left, origin.drop_expired", Fleet: asIs}
 	drop.fill(dout.Fleets[0], sc.Tick)
@@ -297,6 +325,23 @@ func Replay(ctx context.Context, w *calibrate.Window, opts Options) (*Result, er
 	res.Agrees = Agree(v, res.AsIs.Verdict, m.Step)
 	res.conclude()
 	return res, nil
+}
+
+// tooCostly says what a replay the simulator refused for its cost can do
+// (bad input, ErrInput): replay has no flag that raises the simulator's
+// limit (the commands that run a user's scenario have --max-memory), so
+// the way out is a window of fewer ticks or a lower rate. Other errors
+// are returned as they are, after what.
+func tooCostly(err error, what string) error {
+	ce, ok := errors.AsType[*sim.CostError](err)
+	if !ok {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if ce.Memory {
+		return inputf("%s would need about %s of memory, more than the simulator's limit of %s, which replay has no flag to raise: replay a shorter window (--from and --to, or fewer saved steps), at a longer --step (fewer ticks), or a narrower --selector (fewer intents a second)",
+			what, sim.Bytes(ce.Cost.Memory), sim.Bytes(ce.Limits.Memory))
+	}
+	return inputf("%s would simulate up to %.3g attempts, more than the simulator's limit: replay a shorter window or a narrower --selector", what, ce.Cost.Attempts)
 }
 
 // diagnosis is the part of a replay that reads the window: its series,
@@ -360,6 +405,13 @@ func diagnoseMeasured(w *calibrate.Window, m *Measured, src *calibrate.Source, c
 	}
 	d.pre, d.fit = pre, fit
 	d.trig = infer(m, d.b, on, fit.Capacity.V)
+	if m.retriesUnseen != "" {
+		from := d.trig.start
+		if d.trig.Kind == scenario.TriggerLoad {
+			from = d.trig.end
+		}
+		m.assume(from, fit.Rate.V)
+	}
 	return d, nil
 }
 
@@ -402,7 +454,7 @@ func loopOf(m *Measured, t Trigger, v Verdict, fit *calibrate.Result, src *calib
 		var a, in float64
 		for i := from; i < to; i++ {
 			a += m.Attempts[i]
-			in += m.Intents[i]
+			in += m.intents()[i]
 		}
 		if in <= 0 {
 			return 0
@@ -478,7 +530,7 @@ func build(fit *calibrate.Result, m *Measured, t Trigger, seed uint64) (*scenari
 	sc.Tick = tick
 	sc.Duration = time.Duration(m.n()) * tick
 	pts := make([]scenario.Point, m.n())
-	for i, r := range m.Intents {
+	for i, r := range m.filled(m.intents()) {
 		pts[i] = scenario.Point{At: time.Duration(i) * tick, Rate: r}
 	}
 	sc.Traffic.Series = &scenario.Series{Scale: 1, Points: pts}

@@ -80,8 +80,11 @@ type Policy struct {
 	Throttle *Throttler
 	// Hedge configures hedged requests. The zero value means none.
 	Hedge HedgeSettings
-	// MaxPushback clamps the wait a server asks for (Retry-After,
-	// pushback). Zero means Backoff.Cap, or one minute without a cap.
+	// MaxPushback is the longest wait a server may ask for (Retry-After,
+	// gRPC's pushback) that is honoured as asked; a longer one is clamped
+	// to it. Zero means DefaultMaxPushback, one minute: a server's wait is
+	// honoured whatever the backoff's cap (a Retry-After of 1 s is a
+	// second, not a 100 ms cap), as HTTP clients that read Retry-After do.
 	MaxPushback time.Duration
 	// PushbackRestarts makes the backoff start again from its first delay
 	// after a retry that waited a server's pushback, as gRFC A6 specifies
@@ -417,14 +420,17 @@ func (p *Policy) Retry(now time.Time, in *Intent, o Outcome, pushback time.Durat
 	return d, nil
 }
 
+// DefaultMaxPushback is Policy.MaxPushback's zero value: the longest wait
+// a server may ask for that is honoured as asked. It bounds a wait that
+// would outlast any caller (a Retry-After of a day); a deadline bounds it
+// more (ErrNoTimeLeft).
+const DefaultMaxPushback = time.Minute
+
 func (p *Policy) maxPushback() time.Duration {
-	switch {
-	case p.MaxPushback > 0:
+	if p.MaxPushback > 0 {
 		return p.MaxPushback
-	case p.Backoff.Cap > 0:
-		return p.Backoff.Cap
 	}
-	return time.Minute
+	return DefaultMaxPushback
 }
 
 // Resume sends the retry that Retry scheduled, once its wait is over: the

@@ -126,7 +126,9 @@ func TestPolicyPushback(t *testing.T) {
 	}{
 		{"clamped to MaxPushback", Policy{MaxPushback: 2 * time.Second}, 10 * time.Second, 2 * time.Second},
 		{"below the clamp", Policy{MaxPushback: 2 * time.Second}, time.Second, time.Second},
-		{"clamped to Backoff.Cap", Policy{Backoff: Backoff{Schedule: Fixed, Base: ms, Cap: 3 * time.Second}}, time.Hour, 3 * time.Second},
+		// Issue 37: a server's wait was clamped to the backoff's cap.
+		{"not clamped to Backoff.Cap", Policy{Backoff: Backoff{Schedule: Fixed, Base: ms, Cap: 100 * ms}}, time.Second, time.Second},
+		{"clamped to DefaultMaxPushback", Policy{Backoff: Backoff{Schedule: Fixed, Base: ms, Cap: 3 * time.Second}}, time.Hour, DefaultMaxPushback},
 		{"clamped to a minute", Policy{}, time.Hour, time.Minute},
 		{"replaces the backoff", Policy{Backoff: Backoff{Schedule: Fixed, Base: 5 * time.Second}}, time.Second, time.Second},
 		{"zero is none", Policy{Backoff: Backoff{Schedule: Fixed, Base: 5 * time.Second}}, 0, 5 * time.Second},

@@ -316,9 +316,25 @@ func (od *OutlierDetection) check(c *checker, path string) {
 	if s := od.Settings; s.Hosts != 0 || s.Flavor != 0 || s.Rand != nil {
 		c.fail(path, "settings' Hosts, Flavor and Rand must be left zero: the run supplies the origin's replicas, use's rules and the seed")
 	}
-	if od.Detects() && od.Settings.MaxEjectionRule == outlier.RuleOfFlavor {
+	if !od.Detects() {
+		return
+	}
+	if od.Settings.MaxEjectionRule == outlier.RuleOfFlavor {
 		// Every word spelled out, as Parse leaves it.
 		c.fail(join(path, "settings.max_ejection_rule"), "must be %s", oneOf(ejectionRules))
+	}
+	// resil reads a zero as the product's default, but a file that gives
+	// 0 must not get 10s (issue 37), and code spells them out as Parse
+	// leaves them. Envoy refuses 0 for all three (outlier_detection.proto:
+	// duration gt 0); gRPC's 0 (grpc-go's ParseConfig takes it: a timer
+	// that never waits) is not one the detector runs.
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"interval", od.Settings.Interval}, {"base_ejection_time", od.Settings.BaseEjectionTime}, {"max_ejection_time", od.Settings.MaxEjectionTime}} {
+		if d.v == 0 {
+			c.fail(join(path, "settings."+d.key), "must be more than 0 (at least 1ms): leave the key out for the default")
+		}
 	}
 }
 

@@ -116,6 +116,11 @@ func TestReplicaErrors(t *testing.T) {
 		{"grpc consecutive", start + origin("2") + "\n" + fl("outlier_detection: {use: grpc, settings: {consecutive_5xx: 5}}"), "6:91", "fleets[0].outlier_detection.settings.consecutive_5xx", "does not apply to use: grpc"},
 		{"max below base", start + origin("2") + "\n" + fl("outlier_detection: {use: envoy, settings: {base_ejection_time: 60s, max_ejection_time: 30s}}"), "", "fleets[0].outlier_detection.settings.max_ejection_time", "cannot be smaller than BaseEjectionTime"},
 		{"unknown rule", start + origin("2") + "\n" + fl("outlier_detection: {use: envoy, settings: {max_ejection_rule: sometimes}}"), "", "fleets[0].outlier_detection.settings.max_ejection_rule", `unknown value "sometimes"`},
+		// Issue 37: a key given as 0 became the default (10s, 30s, 300s).
+		{"interval 0", start + origin("2") + "\n" + fl("outlier_detection: {use: envoy, settings: {interval: 0s}}"), "6:102", "fleets[0].outlier_detection.settings.interval", "must be more than 0"},
+		{"grpc interval 0", start + origin("2") + "\n" + fl("outlier_detection: {use: grpc, settings: {interval: 0ms}}"), "6:101", "fleets[0].outlier_detection.settings.interval", "must be more than 0"},
+		{"base ejection time 0", start + origin("2") + "\n" + fl("outlier_detection: {use: envoy, settings: {base_ejection_time: 0s}}"), "", "fleets[0].outlier_detection.settings.base_ejection_time", "must be more than 0"},
+		{"max ejection time 0", start + origin("2") + "\n" + fl("outlier_detection: {use: grpc, settings: {max_ejection_time: 0s}}"), "", "fleets[0].outlier_detection.settings.max_ejection_time", "must be more than 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := Parse("t.yaml", []byte(tt.in))
@@ -195,7 +200,8 @@ func TestReplicaPolicyInCode(t *testing.T) {
 
 // TestOutlierRuleSpelledOut: in code, as in a parsed file, the max
 // ejection rule is spelled out (the fuzzer found a scenario whose rule
-// Marshal could not write).
+// Marshal could not write), and so are the interval and the ejection
+// times (a file's 0 is refused, not read as the default).
 func TestOutlierRuleSpelledOut(t *testing.T) {
 	s, err := Parse("r.yaml", []byte("duration: 60s\ntraffic: {rate: 100}\norigin: {model: capacity, capacity: 100, replicas: 3}\n"+fleet))
 	if err != nil {
@@ -206,5 +212,10 @@ func TestOutlierRuleSpelledOut(t *testing.T) {
 		t.Errorf("Validate = %v", s.Validate())
 	}
 	s.Fleets[0].OutlierDetection.Settings.MaxEjectionRule = outlier.CheckBefore
+	if e, ok := s.Validate().(*Error); !ok || e.Field != "fleets[0].outlier_detection.settings.interval" {
+		t.Errorf("Validate = %v, want the zero interval refused", s.Validate())
+	}
+	g := outlier.GRPCDefaults(0)
+	s.Fleets[0].OutlierDetection.Settings.Interval, s.Fleets[0].OutlierDetection.Settings.BaseEjectionTime, s.Fleets[0].OutlierDetection.Settings.MaxEjectionTime = g.Interval, g.BaseEjectionTime, g.MaxEjectionTime
 	checkValid(t, s)
 }

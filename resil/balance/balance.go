@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,10 +176,12 @@ func (c *core) below(n int) int {
 }
 
 // view is which hosts a pick may choose from: all of them (no detector,
-// none ejected, or panic mode), or the healthy ones.
+// none ejected, or panic mode), or the healthy ones; ver is the
+// detector's Version it was read at.
 type view struct {
 	all     bool
 	healthy int
+	ver     uint64
 }
 
 func (c *core) view() (view, error) {
@@ -188,25 +191,57 @@ func (c *core) view() (view, error) {
 	if c.det == nil {
 		return view{all: true, healthy: c.n}, nil
 	}
+	ver := c.det.Version()
 	e := c.det.EjectedCount()
 	if e == 0 {
-		return view{all: true, healthy: c.n}, nil
+		return view{all: true, healthy: c.n, ver: ver}, nil
 	}
 	h := c.n - e
 	if outlier.Panic(h, c.n, c.panic) {
-		return view{all: true, healthy: c.n}, nil
+		return view{all: true, healthy: c.n, ver: ver}, nil
 	}
 	if h <= 0 {
-		return view{}, ErrNoHost
+		return view{ver: ver}, ErrNoHost
 	}
-	return view{healthy: h}, nil
+	return view{healthy: h, ver: ver}, nil
+}
+
+// pick returns the host choose finds in a view of the ejections, -1 for
+// none. A pick that finds none while the ejections changed under it
+// (the detector's version moved, or a change was under way) looks again:
+// it counted the healthy hosts at one moment and walked them at others,
+// and may have seen each healthy host ejected without any moment having
+// none (issue 37). Only a pick that found no host in one unchanged state
+// fails with ErrNoHost. It loops only while ejections keep changing, one
+// finished change for each loop, and picks in one pass otherwise.
+func (c *core) pick(choose func(v view) int) (int, error) {
+	for {
+		v, err := c.view()
+		if err == nil {
+			if i := choose(v); i >= 0 {
+				c.start(i)
+				return i, nil
+			}
+			err = ErrNoHost
+		}
+		if c.det == nil || err == resil.ErrNotBuilt {
+			return 0, err
+		}
+		now := c.det.Version()
+		switch {
+		case now == v.ver && now%2 == 0:
+			return 0, err // the state was one, and had no host
+		case now == v.ver:
+			runtime.Gosched() // a change under way: let it finish
+		}
+	}
 }
 
 // ok reports whether host i may be picked in v.
 func (c *core) ok(v view, i int) bool { return v.all || !c.det.Ejected(i) }
 
 // nth returns the k-th host (from 0) that may be picked in v, or -1 when
-// the ejections changed under the caller.
+// there are fewer: the ejections changed under the caller.
 func (c *core) nth(v view, k int) int {
 	if v.all {
 		return k
@@ -222,22 +257,20 @@ func (c *core) nth(v view, k int) int {
 	return -1
 }
 
-// random returns a host of v drawn uniformly.
-func (c *core) random(v view) (int, error) {
+// random returns a host of v drawn uniformly, or -1 when the ejections
+// changed under the caller.
+func (c *core) random(v view) int {
 	if v.all {
-		return c.below(c.n), nil
+		return c.below(c.n)
 	}
 	// Draw among all hosts and retry on an ejected one, which is unbiased;
 	// after a few misses, count to the k-th healthy host instead.
 	for try := 0; try < 4; try++ {
 		if i := c.below(c.n); !c.det.Ejected(i) {
-			return i, nil
+			return i
 		}
 	}
-	if i := c.nth(v, c.below(v.healthy)); i >= 0 {
-		return i, nil
-	}
-	return 0, ErrNoHost
+	return c.nth(v, c.below(v.healthy))
 }
 
 func (c *core) start(i int) { c.slots[i].inflight.Add(1) }
@@ -275,18 +308,11 @@ func NewRoundRobin(s Settings) (*RoundRobin, error) {
 }
 
 // Pick returns the next host in turn among those that may be picked.
-func (p *RoundRobin) Pick(now time.Time) (int, error) {
-	v, err := p.view()
-	if err != nil {
-		return 0, err
-	}
+func (p *RoundRobin) Pick(now time.Time) (int, error) { return p.pick(p.choose) }
+
+func (p *RoundRobin) choose(v view) int {
 	t := p.turn.Add(1) - 1
-	i := p.nth(v, int(t%uint64(v.healthy)))
-	if i < 0 {
-		return 0, ErrNoHost
-	}
-	p.start(i)
-	return i, nil
+	return p.nth(v, int(t%uint64(v.healthy)))
 }
 
 // Done reports the end of a request picked on host.
@@ -309,18 +335,7 @@ func NewRandom(s Settings) (*Random, error) {
 }
 
 // Pick returns a random host among those that may be picked.
-func (p *Random) Pick(now time.Time) (int, error) {
-	v, err := p.view()
-	if err != nil {
-		return 0, err
-	}
-	i, err := p.random(v)
-	if err != nil {
-		return 0, err
-	}
-	p.start(i)
-	return i, nil
-}
+func (p *Random) Pick(now time.Time) (int, error) { return p.pick(p.random) }
 
 // Done reports the end of a request picked on host.
 func (p *Random) Done(now time.Time, host int, latency time.Duration, o resil.Outcome) {
@@ -345,24 +360,17 @@ func NewP2C(s Settings) (*P2C, error) {
 }
 
 // Pick returns the less loaded of two random hosts.
-func (p *P2C) Pick(now time.Time) (int, error) {
-	v, err := p.view()
-	if err != nil {
-		return 0, err
-	}
-	a, err := p.random(v)
-	if err != nil {
-		return 0, err
-	}
-	b, err := p.random(v)
-	if err != nil {
-		return 0, err
+func (p *P2C) Pick(now time.Time) (int, error) { return p.pick(p.choose) }
+
+func (p *P2C) choose(v view) int {
+	a, b := p.random(v), p.random(v)
+	if a < 0 || b < 0 {
+		return -1
 	}
 	if p.slots[b].inflight.Load() < p.slots[a].inflight.Load() {
 		a = b
 	}
-	p.start(a)
-	return a, nil
+	return a
 }
 
 // Done reports the end of a request picked on host.
@@ -388,11 +396,9 @@ func NewLeastRequest(s Settings) (*LeastRequest, error) {
 }
 
 // Pick returns a host with the fewest requests in flight.
-func (p *LeastRequest) Pick(now time.Time) (int, error) {
-	v, err := p.view()
-	if err != nil {
-		return 0, err
-	}
+func (p *LeastRequest) Pick(now time.Time) (int, error) { return p.pick(p.choose) }
+
+func (p *LeastRequest) choose(v view) int {
 	best, least := -1, int64(math.MaxInt64)
 	from := p.below(p.n)
 	for k := 0; k < p.n; k++ {
@@ -407,11 +413,7 @@ func (p *LeastRequest) Pick(now time.Time) (int, error) {
 			best, least = i, f
 		}
 	}
-	if best < 0 {
-		return 0, ErrNoHost
-	}
-	p.start(best)
-	return best, nil
+	return best
 }
 
 // Done reports the end of a request picked on host.
@@ -496,23 +498,16 @@ func (p *PeakEWMA) cost(now time.Time, i int) float64 {
 
 // Pick returns the cheaper of two random hosts.
 func (p *PeakEWMA) Pick(now time.Time) (int, error) {
-	v, err := p.view()
-	if err != nil {
-		return 0, err
-	}
-	a, err := p.random(v)
-	if err != nil {
-		return 0, err
-	}
-	b, err := p.random(v)
-	if err != nil {
-		return 0, err
-	}
-	if a != b && p.cost(now, b) < p.cost(now, a) {
-		a = b
-	}
-	p.start(a)
-	return a, nil
+	return p.pick(func(v view) int {
+		a, b := p.random(v), p.random(v)
+		if a < 0 || b < 0 {
+			return -1
+		}
+		if a != b && p.cost(now, b) < p.cost(now, a) {
+			a = b
+		}
+		return a
+	})
 }
 
 // Done reports the end of a request picked on host and feeds its latency

@@ -46,6 +46,16 @@
 // cache line per host; PeakEWMA keeps each host's estimate under a lock of
 // its own. Pick plus Done allocates nothing.
 //
+// A pick reads the detector without a lock while ejections change under
+// it: it counts the ejected hosts, then walks them, and between the two
+// hosts may be ejected and returned. A pick that finds no host checks the
+// detector's version (outlier.Detector.Version, a sequence lock) and picks
+// again if the ejections changed meanwhile, so that Pick fails with
+// ErrNoHost only when one state of the detector had no host to pick,
+// never because healthy hosts were each seen at a moment they were out
+// (TestPicksWhileEjectionsChange). A pick that found a host returns it,
+// even if that host was ejected an instant later.
+//
 // # Zero values
 //
 // The zero [Settings] is invalid (Hosts is required); PanicThreshold's zero

@@ -421,8 +421,11 @@ type Detector struct {
 	s     Settings
 	hosts []host
 	n     atomic.Int64 // hosts ejected
-	next  time.Time    // the next evaluation
-	begun bool         // next is set
+	// ver grows by one before and one after each ejection and return
+	// (under mu): odd while one is under way. See Version.
+	ver   atomic.Uint64
+	next  time.Time // the next evaluation
+	begun bool      // next is set
 	built bool
 
 	src  rand.Source // s.Rand, under mu
@@ -461,6 +464,15 @@ func (d *Detector) Ejected(i int) bool {
 
 // EjectedCount returns how many hosts are ejected now.
 func (d *Detector) EjectedCount() int { return int(d.n.Load()) }
+
+// Version returns the detector's version of its ejections: it grows by two
+// with every ejection and every return, and is odd while one is under way.
+// EjectedCount and Ejected, read one after the other, may each see a
+// different moment; a reader that gets the same even Version before and
+// after reading them read one state of the detector, in which the count
+// is the number of hosts Ejected reports (a sequence lock, without a
+// lock: pickers read it on every pick). 0 for the zero Detector.
+func (d *Detector) Version() uint64 { return d.ver.Load() }
 
 // Record records how a request to host i ended, at now. A consecutive rule
 // (Envoy) may eject the host at once. It returns ErrNoSuchHost for a host
@@ -601,8 +613,10 @@ func (d *Detector) eject(now time.Time, i int, why Reason) bool {
 		return false
 	}
 	h := &d.hosts[i]
+	d.ver.Add(1)
 	h.ejected.Store(true)
 	d.n.Add(1)
+	d.ver.Add(1)
 	d.ejections++
 	h.ejections++
 	h.since = now
@@ -724,8 +738,10 @@ func (d *Detector) evaluate(now time.Time) {
 // release returns host i to service. Caller holds mu.
 func (d *Detector) release(now time.Time, i int) {
 	h := &d.hosts[i]
+	d.ver.Add(1)
 	h.ejected.Store(false)
 	d.n.Add(-1)
+	d.ver.Add(1)
 	h.back, h.returned = now, true
 	h.reason = NotEjected
 	// Envoy resets the consecutive counters, so that a host does not come

@@ -499,3 +499,50 @@ func TestZeroDetectorFailsClosed(t *testing.T) {
 		t.Errorf("Record(host 2 of 2): %v", err)
 	}
 }
+
+// TestVersion: the version grows by two with each ejection and each
+// return, and not with what changes no ejection (a success, an error
+// short of the threshold, an evaluation that returns nobody); the zero
+// Detector's is 0.
+func TestVersion(t *testing.T) {
+	if v := (&Detector{}).Version(); v != 0 {
+		t.Fatalf("the zero Detector's version is %d, want 0", v)
+	}
+	s := EnvoyDefaults(4)
+	s.MaxEjectionPercent = 50
+	d, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what string
+		do   func()
+		want uint64
+	}{
+		{"a success", func() { d.Record(t0, 0, Success) }, 0},
+		{"four 5xx on host 0", func() {
+			for range 4 {
+				d.Record(t0, 0, Error5xx)
+			}
+		}, 0},
+		{"the fifth ejects it", func() { d.Record(t0, 0, Error5xx) }, 2},
+		{"five on host 1 eject it", func() {
+			for range 5 {
+				d.Record(t0, 1, Error5xx)
+			}
+		}, 4},
+		{"five on host 2: past 50%, refused", func() {
+			for range 5 {
+				d.Record(t0, 2, Error5xx)
+			}
+		}, 4},
+		{"an evaluation before their time", func() { d.Evaluate(at(10)) }, 4},
+		{"an evaluation after it returns both", func() { d.Evaluate(at(31)) }, 8},
+	}
+	for _, st := range steps {
+		st.do()
+		if v := d.Version(); v != st.want {
+			t.Fatalf("after %s: version %d, want %d", st.what, v, st.want)
+		}
+	}
+}

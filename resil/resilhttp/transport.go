@@ -27,8 +27,10 @@
 //     it for the usual body types). A request whose body cannot be replayed
 //     is sent once.
 //   - Statuses 429, 502, 503 and 504 are retried by default (RetryStatus);
-//     Retry-After, in seconds or as an HTTP date, replaces the backoff,
-//     clamped by Policy.MaxPushback, and is still paid from the budget.
+//     Retry-After, in seconds or as an HTTP date, replaces the backoff
+//     and is honoured as the server asks, up to Policy.MaxPushback (zero:
+//     resil.DefaultMaxPushback, a minute; not the backoff's cap), and is
+//     still paid from the budget.
 //   - What is retried is what counts as a failure, for the breaker and the
 //     budget: by default a status the Transport does not retry (a 500, a
 //     501) is an answer that says nothing about the server's health, as

@@ -681,3 +681,31 @@ func TestTransportIdempotencyRule(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportHonoursRetryAfter: a Retry-After of one second is waited
+// for as asked under the default Policy.MaxPushback, whatever the
+// backoff's cap (issue 37: it was clamped to the cap, 100 ms, and the
+// client came back ten times too soon); one past resil.DefaultMaxPushback
+// is clamped to it.
+func TestTransportHonoursRetryAfter(t *testing.T) {
+	o := &origin{script: []func(http.ResponseWriter){
+		status(503, "Retry-After", "1"),
+		status(429, "Retry-After", "86400"),
+	}}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	clk := &skipClock{now: epoch}
+	g := newGuard(t, clk, resil.Policy{MaxRetries: 2,
+		Backoff: resil.Backoff{Schedule: resil.Exponential, Base: 25 * time.Millisecond, Cap: 100 * time.Millisecond}})
+	c := &http.Client{Transport: &Transport{Guard: g, Base: srv.Client().Transport}}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []time.Duration{time.Second, resil.DefaultMaxPushback}
+	if got := clk.Waits(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("waits = %v, want %v: Retry-After as asked, up to a minute", got, want)
+	}
+}
