@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,5 +88,18 @@ func TestMemoryFlagOnce(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--max-memory", "1GiB"}); err != nil || inv.Limits().Memory != 1<<30 {
 		t.Errorf("--max-memory 1GiB: %v, limit %d", err, inv.Limits().Memory)
+	}
+}
+
+// TestLogWholeWhenPiped: the log's lines reach a pipe whole, so that
+// docs/lab.md's `while read` recipe finds the gateway's address on one
+// line (issue 37: they were wrapped at 80 columns).
+func TestLogWholeWhenPiped(t *testing.T) {
+	var errb bytes.Buffer
+	inv := &Invocation{Stderr: &errb}
+	long := "gateway http://127.0.0.1:40000/ " + strings.Repeat("and a very long tail of words ", 5)
+	fmt.Fprintln(inv.Log(), long)
+	if got := strings.TrimSuffix(errb.String(), "\n"); got != long {
+		t.Errorf("piped log line:\n%q\nwant it whole:\n%q", got, long)
 	}
 }

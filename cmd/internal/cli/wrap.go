@@ -45,10 +45,16 @@ func (f *lineFitter) Write(p []byte) (int, error) {
 }
 
 // Log is where a command says what it is doing: standard error, with
-// lines wrapped to its width; nowhere with --json.
+// lines wrapped to its width on a terminal and whole when piped; nowhere
+// with --json.
 func (inv *Invocation) Log() io.Writer {
 	if inv.JSON {
 		return io.Discard
+	}
+	if !isTerminal(inv.Stderr) {
+		// Piped: a line whole, for grep and while-read (docs/lab.md's
+		// recipe); only a terminal's width is worth fitting to.
+		return inv.Stderr
 	}
 	return &lineFitter{w: inv.Stderr, width: textWidth(inv.Stderr)}
 }
