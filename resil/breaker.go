@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
 // State is a circuit breaker's state. The zero value is StateClosed. A State is
@@ -192,7 +194,7 @@ type Breaker struct {
 	ring  []uint8 // CountWindow: bit 0 failed, bit 1 slow
 	pos   int
 	count int // calls in the ring
-	win   sliding
+	win   window.Sliding
 	// calls, failures and slow calls in the window (the count window's
 	// totals, or the time window's sums)
 	tot [3]int64
@@ -226,7 +228,7 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 	case CountWindow:
 		b.ring = make([]uint8, s.WindowSize)
 	case TimeWindow:
-		b.win = newSliding(s.WindowPeriod)
+		b.win = window.New(s.WindowPeriod)
 	}
 	return b, nil
 }
@@ -549,7 +551,7 @@ func (b *Breaker) clearWindow() {
 		clear(b.ring)
 		b.pos, b.count = 0, 0
 	case TimeWindow:
-		b.win.reset()
+		b.win.Reset()
 	}
 	b.tot = [3]int64{}
 }
@@ -587,15 +589,15 @@ func (b *Breaker) judge(now *instant, failed, slow bool) bool {
 		b.tot[kFails] += int64(bits & bitFail)
 		b.tot[kSlows] += int64(bits&bitSlow) >> 1
 	case TimeWindow:
-		b.win.advance(now.get())
-		b.win.add(kCalls, 1)
+		b.win.Advance(now.get())
+		b.win.Add(kCalls, 1)
 		if failed {
-			b.win.add(kFails, 1)
+			b.win.Add(kFails, 1)
 		}
 		if slow {
-			b.win.add(kSlows, 1)
+			b.win.Add(kSlows, 1)
 		}
-		b.tot = b.win.sum
+		b.tot = b.win.Sum
 	}
 	calls := b.tot[kCalls]
 	if calls < int64(b.s.MinCalls) {

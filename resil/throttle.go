@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
 // ThrottlerSettings configures a [Throttler]. Every field has a default, so
@@ -76,7 +78,7 @@ type Throttler struct {
 	k       float64
 	padding float64
 	maxP    float64
-	win     sliding // requests and accepts
+	win     window.Sliding // requests and accepts
 	window  time.Duration
 	src     rand.Source
 	built   bool
@@ -123,7 +125,7 @@ func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
 	if !finite(s.MaxProbability) || s.MaxProbability <= 0 || s.MaxProbability > 1 {
 		return nil, badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
 	}
-	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: newSliding(s.Window), window: s.Window, src: s.Rand, built: true}
+	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: window.New(s.Window), window: s.Window, src: s.Rand, built: true}
 	if t.src == nil {
 		var seed [32]byte
 		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
@@ -147,9 +149,9 @@ func (t *Throttler) Allow(now time.Time) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	if p := t.probability(); p > 0 && uniform(t.src) < p {
-		t.win.add(thRequests, 1)
+		t.win.Add(thRequests, 1)
 		t.refresh()
 		return ErrThrottled
 	}
@@ -165,10 +167,10 @@ func (t *Throttler) Record(now time.Time, o Outcome) {
 		return
 	}
 	t.mu.Lock()
-	t.win.advance(now)
-	t.win.add(thRequests, 1)
+	t.win.Advance(now)
+	t.win.Add(thRequests, 1)
 	if o == OutcomeSuccess {
-		t.win.add(thAccepts, 1)
+		t.win.Add(thAccepts, 1)
 	}
 	t.refresh()
 	t.mu.Unlock()
@@ -185,7 +187,7 @@ func (t *Throttler) Probability(now time.Time) float64 {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	return t.probability()
 }
 
@@ -196,13 +198,13 @@ func (t *Throttler) Counts(now time.Time) (requests, accepts int64) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
-	return t.win.sum[thRequests], t.win.sum[thAccepts]
+	t.win.Advance(now)
+	return t.win.Sum[thRequests], t.win.Sum[thAccepts]
 }
 
 // probability is the formula on the window's counts. Called with mu held.
 func (t *Throttler) probability() float64 {
-	req, acc := float64(t.win.sum[thRequests]), float64(t.win.sum[thAccepts])
+	req, acc := float64(t.win.Sum[thRequests]), float64(t.win.Sum[thAccepts])
 	excess := req - t.k*acc
 	if excess <= 0 {
 		return 0
@@ -214,7 +216,7 @@ func (t *Throttler) probability() float64 {
 // after the window has moved to the newest time seen.
 func (t *Throttler) refresh() {
 	if t.probability() == 0 {
-		t.clear.Store((t.win.head + 1) * t.win.width)
+		t.clear.Store(t.win.NewestEnd())
 	} else {
 		t.clear.Store(math.MinInt64)
 	}

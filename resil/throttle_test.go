@@ -41,8 +41,8 @@ func TestThrottlerSettings(t *testing.T) {
 		wantSettingError(t, err, c.field)
 	}
 	th := mustThrottler(t, ThrottlerSettings{})
-	if th.k != 2 || th.padding != 1 || th.maxP != 1 || th.win.width != int64(12*time.Second) {
-		t.Errorf("defaults: k %v padding %v max %v slot %v", th.k, th.padding, th.maxP, time.Duration(th.win.width))
+	if th.k != 2 || th.padding != 1 || th.maxP != 1 || th.window != 2*time.Minute {
+		t.Errorf("defaults: k %v padding %v max %v window %v", th.k, th.padding, th.maxP, th.window)
 	}
 }
 

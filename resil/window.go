@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
 // WindowBudgetSettings configures a [WindowBudget]. The zero value is
@@ -62,7 +64,7 @@ type WindowBudget struct {
 	funding Funding
 	tower   bool                       // the floor adds to the ratio's allowance
 	retried [OutcomeThrottled + 1]bool // by outcome: retried failures, which FundedByAnswer does not deposit for
-	win     sliding                    // deposits (count) and retries (fixed point)
+	win     window.Sliding             // deposits (count) and retries (fixed point)
 }
 
 const (
@@ -113,7 +115,7 @@ func NewWindowBudget(s WindowBudgetSettings) (*WindowBudget, error) {
 		timeout: toFixed(s.TimeoutCost),
 		funding: s.Funding,
 		tower:   s.Tower,
-		win:     newSliding(s.TTL),
+		win:     window.New(s.TTL),
 	}
 	for _, o := range s.Retried {
 		if !o.failed() {
@@ -139,17 +141,17 @@ func (w *WindowBudget) built() bool { return w != nil && w.funding != FundingUns
 
 func (w *WindowBudget) deposit(now time.Time) {
 	w.mu.Lock()
-	w.win.advance(now)
-	w.win.add(winDeposits, 1)
+	w.win.Advance(now)
+	w.win.Add(winDeposits, 1)
 	w.mu.Unlock()
 }
 
 // allowance is what the window permits now. Called with mu held.
 func (w *WindowBudget) allowance() fixed {
 	if w.tower {
-		return w.ratio*w.win.sum[winDeposits] + w.floor
+		return w.ratio*w.win.Sum[winDeposits] + w.floor
 	}
-	return max(w.ratio*w.win.sum[winDeposits], w.floor)
+	return max(w.ratio*w.win.Sum[winDeposits], w.floor)
 }
 
 // Begin deposits when the budget is funded by requests.
@@ -188,10 +190,10 @@ func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
 		c = w.timeout
 	}
 	w.mu.Lock()
-	w.win.advance(now)
-	ok := w.win.sum[winRetries]+c <= w.allowance()
+	w.win.Advance(now)
+	ok := w.win.Sum[winRetries]+c <= w.allowance()
 	if ok {
-		w.win.add(winRetries, c)
+		w.win.Add(winRetries, c)
 	}
 	w.mu.Unlock()
 	if !ok {
@@ -205,8 +207,8 @@ func (w *WindowBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
 func (w *WindowBudget) Refund(now time.Time, cost float64) {
 	if c := toFixed(cost); c > 0 && w.built() {
 		w.mu.Lock()
-		w.win.advance(now)
-		w.win.take(winRetries, c)
+		w.win.Advance(now)
+		w.win.Take(winRetries, c)
 		w.mu.Unlock()
 	}
 }
@@ -219,6 +221,6 @@ func (w *WindowBudget) Tokens(now time.Time) float64 {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.win.advance(now)
-	return math.Max(0, fromFixed(w.allowance()-w.win.sum[winRetries]))
+	w.win.Advance(now)
+	return math.Max(0, fromFixed(w.allowance()-w.win.Sum[winRetries]))
 }
