@@ -402,18 +402,18 @@ func exportGo(f scenario.Fleet) (string, []string) {
 	funding := func(s string) string {
 		switch s {
 		case "request":
-			return "resil.FundedByRequest"
+			return "budget.FundedByRequest"
 		case "answer":
-			return "resil.FundedByAnswer"
+			return "budget.FundedByAnswer"
 		}
-		return "resil.FundedBySuccess"
+		return "budget.FundedBySuccess"
 	}
 	budget := "nil"
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetTokenBucket:
-		fmt.Fprintf(&b, "budget, err := resil.NewTokenBucket(resil.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewTokenBucket(budget.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
 			num(bu.Ratio), funding(bu.Funding), num(bu.MinTokens), num(bu.MaxTokens))
-		budget = "budget"
+		budget = "retryBudget"
 	case scenario.BudgetWindow:
 		tower := ""
 		if bu.Tower {
@@ -429,23 +429,23 @@ func exportGo(f scenario.Fleet) (string, []string) {
 			}
 			tower += " Retried: []resil.Outcome{" + strings.Join(r, ", ") + "},"
 		}
-		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewWindow(budget.WindowSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
 			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL), tower)
-		budget = "budget"
+		budget = "retryBudget"
 	case scenario.BudgetConcurrency:
-		fmt.Fprintf(&b, "budget, err := resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Percent), bu.MinConcurrency)
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewConcurrency(budget.ConcurrencySettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Percent), bu.MinConcurrency)
+		budget = "retryBudget"
 	case scenario.BudgetGRPC:
-		fmt.Fprintf(&b, "budget, err := resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", num(bu.MaxTokens), num(bu.TokenRatio))
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewGRPCThrottle(budget.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", num(bu.MaxTokens), num(bu.TokenRatio))
+		budget = "retryBudget"
 	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
-		fmt.Fprintf(&b, "budget, err := resil.NewAWSQuota(resil.AWSQuotaSettings{Capacity: %d, RetryCost: %s, TimeoutCost: %s, NoRetryIncrement: %d})\nif err != nil {\n\treturn err\n}\n",
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewAWSQuota(budget.AWSQuotaSettings{Capacity: %d, RetryCost: %s, TimeoutCost: %s, NoRetryIncrement: %d})\nif err != nil {\n\treturn err\n}\n",
 			bu.Capacity, num(bu.RetryCost), num(bu.TimeoutCost), bu.NoRetryIncrement)
-		budget = "budget"
+		budget = "retryBudget"
 	}
 	pacer := ""
 	if f.Budget.Use == scenario.BudgetAWSAdaptive {
-		b.WriteString("pacer, err := resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
+		b.WriteString("pacer, err := budget.NewClientRateLimiter(budget.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
 		pacer = "\n\t\tPacer:      pacer,"
 	}
 	breaker := "nil"

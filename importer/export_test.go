@@ -141,7 +141,7 @@ func TestExportOthersRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := "package p\nimport (\"time\"; \"github.com/retrystorm/retrystorm/resil\")\nfunc f() error {\n" + text + "_ = settings\nreturn nil\n}\nvar _ = time.Second\n"
+		src := "package p\nimport (\"time\"; \"github.com/retrystorm/retrystorm/resil\"; \"github.com/retrystorm/retrystorm/resil/budget\")\nfunc f() error {\n" + text + "_ = settings\nreturn nil\n}\nvar _ = time.Second\nvar _ budget.None\n"
 		file, err := parser.ParseFile(fset, "x.go", src, 0)
 		if err != nil {
 			t.Fatalf("%s: the Go code does not parse: %v\n%s", f.Name, err, text)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -102,7 +103,7 @@ type Model struct {
 	delay [][]point
 
 	budget  bool
-	funding resil.Funding
+	funding budget.Funding
 	ratio   float64
 	minTok  float64 // per client
 	maxTok  float64
@@ -248,7 +249,7 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.tiers = append(m.tiers, hop)
 	}
 
-	if b, ok := pol.Budget.(*resil.TokenBucket); ok {
+	if b, ok := pol.Budget.(*budget.TokenBucket); ok {
 		m.budget = true
 		m.ratio = f.Budget.Ratio
 		if m.funding, err = funding(f.Budget.Funding); err != nil {
@@ -265,7 +266,7 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		b.Refund(now, math.MaxFloat64)
 		m.costTO, _ = b.Withdraw(now, resil.OutcomeTimeout)
 	}
-	if g, ok := pol.Budget.(*resil.GRPCThrottle); ok {
+	if g, ok := pol.Budget.(*budget.GRPCThrottle); ok {
 		m.grpc = true
 		m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
 		m.grpcRatio = g.RetryShare()
@@ -278,7 +279,7 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 			if err != nil {
 				return nil, err
 			}
-			fresh := p.Budget.(*resil.GRPCThrottle)
+			fresh := p.Budget.(*budget.GRPCThrottle)
 			fresh.Record(time.Time{}, o, 0)
 			m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
 		}
@@ -326,8 +327,8 @@ func (m *Model) delays(b resil.Backoff, retries int) [][]point {
 }
 
 // funding reads a token bucket's funded_by with resil's words.
-func funding(word string) (resil.Funding, error) {
-	f := resil.FundedBySuccess
+func funding(word string) (budget.Funding, error) {
+	f := budget.FundedBySuccess
 	if word == "" {
 		return f, nil
 	}

@@ -451,7 +451,7 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 	var change StateChange
 	changed := false
 	if o != OutcomeIgnored {
-		failed := o.failed()
+		failed := o.Failed()
 		slow := b.s.SlowCall > 0 && took >= b.s.SlowCall
 		switch b.state {
 		case StateClosed:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // NewPolicy builds the resil.Policy one client of the fleet runs. Every
@@ -53,7 +54,7 @@ func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 		return resil.Policy{}, err
 	}
 	if f.Budget.Use == BudgetAWSAdaptive {
-		if p.Pacer, err = resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{
+		if p.Pacer, err = budget.NewClientRateLimiter(budget.ClientRateLimiterSettings{
 			Beta: f.Budget.Beta, ScaleConstant: f.Budget.ScaleConstant,
 			Smoothing: f.Budget.Smoothing, MinFillRate: f.Budget.MinFillRate,
 			FailOnNoTokens: f.Budget.FailOnNoTokens,
@@ -100,8 +101,8 @@ func (b Backoff) resil() (resil.Backoff, error) {
 }
 
 // funding is the budget's funded_by.
-func (b Budget) funding() (resil.Funding, error) {
-	var f resil.Funding
+func (b Budget) funding() (budget.Funding, error) {
+	var f budget.Funding
 	err := readWord(&f, "funded_by", b.Funding)
 	return f, err
 }
@@ -153,7 +154,7 @@ func (b Budget) resil(f Fleet) (resil.Budget, error) {
 		if err != nil {
 			return nil, err
 		}
-		return resil.NewTokenBucket(resil.TokenBucketSettings{
+		return budget.NewTokenBucket(budget.TokenBucketSettings{
 			Ratio: b.Ratio, Funding: funding,
 			MinTokens: b.MinTokens, MaxTokens: b.MaxTokens,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
@@ -163,20 +164,20 @@ func (b Budget) resil(f Fleet) (resil.Budget, error) {
 		if err != nil {
 			return nil, err
 		}
-		return resil.NewWindowBudget(resil.WindowBudgetSettings{
+		return budget.NewWindow(budget.WindowSettings{
 			Ratio: b.Ratio, Funding: funding,
 			MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: b.TTL,
 			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
 			Retried: f.retried(), Tower: b.Tower,
 		})
 	case BudgetGRPC:
-		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: f.uncounted()})
+		return budget.NewGRPCThrottle(budget.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: f.uncounted()})
 	case BudgetConcurrency:
-		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
+		return budget.NewConcurrency(budget.ConcurrencySettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
 	case BudgetAWS, BudgetAWSAdaptive:
 		// aws_adaptive is the standard mode's quota plus a rate limiter,
 		// which NewPolicy adds as the policy's Pacer.
-		return resil.NewAWSQuota(resil.AWSQuotaSettings{
+		return budget.NewAWSQuota(budget.AWSQuotaSettings{
 			Capacity: b.Capacity, RetryCost: int(b.RetryCost),
 			TimeoutCost: int(b.TimeoutCost), NoRetryIncrement: b.NoRetryIncrement,
 			NoIncrement: b.NoRetryIncrement == 0,

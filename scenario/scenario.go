@@ -405,7 +405,7 @@ type Budget struct {
 	TTL                    time.Duration // window length; default 10s
 	// Tower gives a window budget the arithmetic of tower's TpsBudget
 	// (Linkerd's): the floor adds to the ratio's allowance (see
-	// resil.WindowBudgetSettings.Tower). Default false.
+	// budget.WindowSettings.Tower). Default false.
 	Tower bool
 
 	TokenRatio float64 // grpc: what a success adds; required there

@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // The file's shape: one table per YAML map, bound to the struct it fills,
@@ -32,7 +33,7 @@ var (
 	limitAlgos   = resilWords(admission.LimitFixed, admission.LimitAIMD, admission.LimitGradient, admission.LimitVegas)
 	limitKinds   = append([]string{LimitNone}, limitAlgos...)
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
-	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest, resil.FundedByAnswer)
+	fundings     = resilWords(budget.FundedBySuccess, budget.FundedByRequest, budget.FundedByAnswer)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
 	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout, RetryOnRefused}
 )
@@ -286,9 +287,9 @@ func budgetObject(b *Budget) *object {
 		preset: func(use string) {
 			switch use {
 			case BudgetTokenBucket:
-				b.Funding, b.MaxTokens, b.RetryCost = resilWord(resil.FundedBySuccess), 100, 1
+				b.Funding, b.MaxTokens, b.RetryCost = resilWord(budget.FundedBySuccess), 100, 1
 			case BudgetWindow:
-				b.Funding, b.TTL, b.RetryCost = resilWord(resil.FundedBySuccess), 10*time.Second, 1
+				b.Funding, b.TTL, b.RetryCost = resilWord(budget.FundedBySuccess), 10*time.Second, 1
 			case BudgetAWS:
 				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
 			case BudgetAWSAdaptive:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // Bounds that the design leaves open. They keep a typo ("120h" for "120s",
@@ -473,7 +474,7 @@ func (b *Budget) check(c *checker, path string) {
 	switch b.Use {
 	case BudgetTokenBucket:
 		ratio(c, at("budget_ratio"), b.Ratio)
-		if b.Funding == resil.FundedByAnswer.String() {
+		if b.Funding == budget.FundedByAnswer.String() {
 			c.fail(at("funded_by"), "answer funds a window budget only: want success or request")
 		}
 		over(c, at("max_tokens"), b.MaxTokens, 0, 1e9)

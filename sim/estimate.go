@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -154,7 +155,7 @@ const (
 // window), with their allocation headers; a count window adds its window
 // size, and a throttle throttleBytes (its window and its random source).
 var (
-	policyBytes   = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(resil.WindowBudget)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
+	policyBytes   = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(budget.Window)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
 	throttleBytes = int64(unsafe.Sizeof(*new(resil.Throttler)) + unsafe.Sizeof(rand.PCG{}) + 2*16)
 )
 
