@@ -16,6 +16,8 @@ import (
 // the zero value is valid: K = 2 over a two-minute window, as the Google SRE
 // book suggests. A plain value: copying it is safe (Rand is shared by the
 // copies, and must then be used by one Throttler only).
+// [ThrottlerSettings.WithDefaults] fills in the defaults and
+// [ThrottlerSettings.Validate] checks the settings as NewThrottler will.
 type ThrottlerSettings struct {
 	// K is how many requests per accepted one the client may send before it
 	// starts refusing locally: the throttle refuses nothing while requests
@@ -100,7 +102,23 @@ const (
 // NewThrottler returns a throttler with the given settings, or an error
 // naming the invalid field.
 func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
-	const p = "ThrottlerSettings."
+	s = s.WithDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: window.New(s.Window), window: s.Window, src: s.Rand, built: true}
+	if t.src == nil {
+		var seed [32]byte
+		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
+		t.src = rand.NewChaCha8(seed)
+	}
+	t.clear.Store(math.MinInt64)
+	return t, nil
+}
+
+// WithDefaults returns s with the defaults in its zero fields: K 2, Window
+// 2 minutes, Padding 1, MaxProbability 1 (Rand stays as it is).
+func (s ThrottlerSettings) WithDefaults() ThrottlerSettings {
 	if s.K == 0 {
 		s.K = 2
 	}
@@ -113,26 +131,28 @@ func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
 	if s.MaxProbability == 0 {
 		s.MaxProbability = 1
 	}
+	return s
+}
+
+// Validate reports the first field of s that NewThrottler would refuse
+// (its zero fields taken as their defaults), as a [*SettingError], or nil.
+func (s ThrottlerSettings) Validate() error { return s.WithDefaults().validate() }
+
+func (s ThrottlerSettings) validate() error {
+	const p = "ThrottlerSettings."
 	if !finite(s.K) || s.K < 1 || s.K > 1000 {
-		return nil, badSetting(p+"K", s.K, "must be in [1, 1000]")
+		return badSetting(p+"K", s.K, "must be in [1, 1000]")
 	}
 	if s.Window < time.Millisecond || s.Window > 24*time.Hour {
-		return nil, badSetting(p+"Window", s.Window, "must be in [1ms, 24h]")
+		return badSetting(p+"Window", s.Window, "must be in [1ms, 24h]")
 	}
 	if !finite(s.Padding) || s.Padding < 1 || s.Padding > 1e6 {
-		return nil, badSetting(p+"Padding", s.Padding, "must be in [1, 1e6]")
+		return badSetting(p+"Padding", s.Padding, "must be in [1, 1e6]")
 	}
 	if !finite(s.MaxProbability) || s.MaxProbability <= 0 || s.MaxProbability > 1 {
-		return nil, badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
+		return badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
 	}
-	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: window.New(s.Window), window: s.Window, src: s.Rand, built: true}
-	if t.src == nil {
-		var seed [32]byte
-		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
-		t.src = rand.NewChaCha8(seed)
-	}
-	t.clear.Store(math.MinInt64)
-	return t, nil
+	return nil
 }
 
 // Allow asks to send one attempt at now. It returns nil, or ErrThrottled

@@ -172,7 +172,7 @@ func TestNewPolicyRefuses(t *testing.T) {
 		f    Fleet
 		want string
 	}{
-		{"bucket without ratio", Fleet{Name: "x", Budget: Budget{Use: BudgetTokenBucket, Funding: "success"}}, "Ratio"},
+		{"bucket without ratio", Fleet{Name: "x", Budget: Budget{Use: BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Funding: budget.FundedBySuccess}}}, "Ratio"},
 		{"unknown budget", Fleet{Name: "x", Budget: Budget{Use: "leaky"}}, `unknown budget use "leaky"`},
 		{"unknown jitter", Fleet{Name: "x", Retry: Retry{Backoff: Backoff{Jitter: "wobbly"}}}, `unknown jitter "wobbly"`},
 		{"breaker without threshold", Fleet{Name: "x", Breaker: Breaker{Use: BreakerConsecutive}}, "Threshold"},
@@ -207,7 +207,7 @@ func TestThrottlePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Fleets[1].Throttle != (Throttle{Use: ThrottleAdaptive, K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}) {
+	if s.Fleets[1].Throttle != (Throttle{Use: ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}}) {
 		t.Errorf("defaults %+v", s.Fleets[1].Throttle)
 	}
 	refusals := func(f Fleet, seed uint64) []bool {
@@ -336,7 +336,7 @@ func TestBackoffWithoutDelayInResilWords(t *testing.T) {
 // csAttempt.shouldRetry: the status must be retryable; a finished call
 // returns before the throttle is asked).
 func TestGRPCBudgetCountsRetryableOnly(t *testing.T) {
-	throttle := Budget{Use: BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}
+	throttle := Budget{Use: BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}}
 	for _, c := range []struct {
 		name  string
 		fleet Fleet

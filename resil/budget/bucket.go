@@ -182,15 +182,9 @@ func NewTokenBucket(s TokenBucketSettings) (*TokenBucket, error) {
 // WithDefaults returns s with the defaults in its zero fields: MaxTokens
 // 100, RetryCost 1, TimeoutCost RetryCost.
 func (s TokenBucketSettings) WithDefaults() TokenBucketSettings {
-	if s.MaxTokens == 0 {
-		s.MaxTokens = 100
-	}
-	if s.RetryCost == 0 {
-		s.RetryCost = 1
-	}
-	if s.TimeoutCost == 0 {
-		s.TimeoutCost = s.RetryCost
-	}
+	def(&s.MaxTokens, 100)
+	def(&s.RetryCost, 1)
+	def(&s.TimeoutCost, s.RetryCost)
 	return s
 }
 

@@ -190,11 +190,6 @@ func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
 // WithDefaults returns s with the AWS SDKs' standard mode in its zero
 // fields: Capacity 500, RetryCost 5, TimeoutCost 10, NoRetryIncrement 1.
 func (s AWSQuotaSettings) WithDefaults() AWSQuotaSettings {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	def(&s.Capacity, 500)
 	def(&s.RetryCost, 5)
 	def(&s.TimeoutCost, 10)

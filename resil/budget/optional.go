@@ -80,3 +80,10 @@ func badSetting(field string, value any, reason string) error {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// def sets *v to d when it is zero: a setting's default.
+func def[T int | float64 | time.Duration](v *T, d T) {
+	if *v == 0 {
+		*v = d
+	}
+}

@@ -102,11 +102,6 @@ func NewClientRateLimiter(s ClientRateLimiterSettings) (*ClientRateLimiter, erro
 // Beta 0.7, ScaleConstant 0.4, Smoothing 0.8, MinFillRate 0.5,
 // RequestCost 1.
 func (s ClientRateLimiterSettings) WithDefaults() ClientRateLimiterSettings {
-	def := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	def(&s.Beta, 0.7)
 	def(&s.ScaleConstant, 0.4)
 	def(&s.Smoothing, 0.8)

@@ -109,15 +109,9 @@ func NewWindow(s WindowSettings) (*Window, error) {
 // WithDefaults returns s with the defaults in its zero fields: TTL 10s,
 // RetryCost 1, TimeoutCost RetryCost.
 func (s WindowSettings) WithDefaults() WindowSettings {
-	if s.TTL == 0 {
-		s.TTL = 10 * time.Second
-	}
-	if s.RetryCost == 0 {
-		s.RetryCost = 1
-	}
-	if s.TimeoutCost == 0 {
-		s.TimeoutCost = s.RetryCost
-	}
+	def(&s.TTL, 10*time.Second)
+	def(&s.RetryCost, 1)
+	def(&s.TimeoutCost, s.RetryCost)
 	return s
 }
 
