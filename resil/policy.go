@@ -113,7 +113,12 @@ type Policy struct {
 	Pacer Pacer
 }
 
-// Validate reports the first invalid field, or nil.
+// Validate reports the first invalid field, or nil. A part the policy holds
+// that was never built is invalid, so that it cannot turn retries off
+// unnoticed: a Budget or a Pacer that says so (a Built method that answers
+// false: see [Budget]) or holds a nil pointer, and a Breaker that
+// [NewBreaker] did not make; the error wraps [ErrNotBuilt] and names the
+// constructor.
 func (p *Policy) Validate() error {
 	if p.MaxRetries < Unlimited || p.MaxRetries > 1_000_000 {
 		return badSetting("Policy.MaxRetries", p.MaxRetries, "must be in [0, 1e6], or Unlimited")
