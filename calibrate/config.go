@@ -75,7 +75,7 @@ func (r *Result) UseConfig(c *Config, w *Window) error {
 	r.Timeout = Value{V: fl.Timeout.Seconds(), Known: true, Note: c.note("timeout")}
 	r.MaxRetries = Value{V: float64(fl.Retry.MaxRetries), Known: true, Note: c.note("retry")}
 	r.HasBudget = fl.Budget.Use != scenario.BudgetNone && fl.Budget.Use != ""
-	r.Budget = Value{V: fl.Budget.Ratio, Known: true, Note: c.note("budget")}
+	r.Budget = Value{V: fl.Budget.Ratio(), Known: true, Note: c.note("budget")}
 	r.Breaker = fl.Breaker.Use != scenario.BreakerNone && fl.Breaker.Use != ""
 	r.BreakerNte = c.note("breaker")
 	r.Disagreements = crossCheck(r.Source, w, c)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/model"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -23,8 +24,8 @@ func TestModelAgreesOnGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range []scenario.Budget{
-		{Use: scenario.BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1},
-		{Use: scenario.BudgetGRPC, MaxTokens: 100, TokenRatio: 1},
+		{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}},
+		{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 100, TokenRatio: 1}},
 	} {
 		f := base.Fleets[0]
 		f.Budget = b
@@ -54,11 +55,11 @@ func TestModelAgreesOnGRPC(t *testing.T) {
 					row += map[bool]string{true: " m", false: " s"}[got.Recovered]
 				}
 			}
-			t.Logf("max %g ratio %g, dip %.2f:%s", b.MaxTokens, b.TokenRatio, dip[y], row)
+			t.Logf("max %g ratio %g, dip %.2f:%s", b.GRPC.MaxTokens, b.GRPC.TokenRatio, dip[y], row)
 		}
-		t.Logf("max %g ratio %g: verdicts agree in %d of %d cells ('m': only the model recovers, 's': only the simulator)", b.MaxTokens, b.TokenRatio, agree, n*n)
+		t.Logf("max %g ratio %g: verdicts agree in %d of %d cells ('m': only the model recovers, 's': only the simulator)", b.GRPC.MaxTokens, b.GRPC.TokenRatio, agree, n*n)
 		if agree < 95 {
-			t.Errorf("max %g ratio %g: the verdicts agree in %d of %d cells", b.MaxTokens, b.TokenRatio, agree, n*n)
+			t.Errorf("max %g ratio %g: the verdicts agree in %d of %d cells", b.GRPC.MaxTokens, b.GRPC.TokenRatio, agree, n*n)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -187,7 +188,7 @@ func breakerSection(sc *scenario.Scenario, js breakerJSON, partialFleets []scena
 			fmt.Sprintf("False trips: %s calls over %s from one client, no retries, against a healthy origin that fails a background share of calls at random. How often does each breaker open?",
 				report.Int(calls), sc.Duration),
 			fmt.Sprintf("Partial failure: a share of the keys always fails (a broken shard). Three policies with 3 retries and a %g retry budget: the budget alone, with a breaker that opens after %d failures in a row, and with that breaker guarding retries only. Answers thrown away are refused calls whose ground-truth outcome was success.",
-				partialFleets[0].Budget.Ratio, partialFleets[1].Breaker.Threshold),
+				partialFleets[0].Budget.Ratio(), partialFleets[1].Breaker.Threshold),
 		},
 		Tables: []report.Table{falseTripTable(js), partialTable(js)},
 		Claims: js.Claims,
@@ -205,7 +206,7 @@ func partialPolicies(timeout time.Duration) []scenario.Fleet {
 		Timeout: timeout,
 		Retry: scenario.Retry{MaxRetries: 3, Backoff: scenario.Backoff{
 			Use: "exponential", Base: 100 * time.Millisecond, Cap: 10 * time.Second, Multiplier: 2, Jitter: "full"}},
-		Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1},
+		Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
 	}
 	all := base
 	all.Name = "budget + breaker"

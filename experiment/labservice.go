@@ -57,7 +57,7 @@ func aboutService(out *Outcome, sc *scenario.Scenario, res *sim.Result) ([]repor
 		// The ceiling per intent, with the budget's floor spread over
 		// the run's intents and 5% for what a short run's steady state
 		// does not reach.
-		ceiling := p.Ceiling(1) + fl.Budget.MinTokens/float64(max(s.Intents, 1))
+		ceiling := p.Ceiling(1) + fl.Budget.TokenBucket.MinTokens/float64(max(s.Intents, 1))
 		if allowed := ceiling * 1.05; allowed < 1e9 {
 			claims = append(claims, report.Check(
 				fmt.Sprintf("%s sent the target at most %.2f attempts per intent, as its policy bounds it", f.Name, ceiling),

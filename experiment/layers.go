@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -130,8 +131,7 @@ func innermost(l, n int) bool { return l == n-1 }
 // form is (1 + ratio) per tier), with a floor.
 func budgeted(l, n int, c *scenario.Client) {
 	retrying(every)(l, n, c)
-	c.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: layersRatio, Funding: "request",
-		MinTokens: layersFloor, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}
+	c.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: layersRatio, Funding: budget.FundedByRequest, MinTokens: layersFloor, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
 }
 
 // propagating is every tier retrying, with deadline propagation.
@@ -146,7 +146,7 @@ func propagating(l, n int, c *scenario.Client) {
 func dropExpired(o *scenario.Origin) { o.DropExpired = true }
 
 func closedRetries(_, _ int, c scenario.Client) float64 { return float64(1 + c.Retry.MaxRetries) }
-func closedBudget(_, _ int, c scenario.Client) float64  { return 1 + c.Budget.Ratio }
+func closedBudget(_, _ int, c scenario.Client) float64  { return 1 + c.Budget.Ratio() }
 
 func runLayers(ctx context.Context, opts Options) (*Outcome, error) {
 	sc, err := scenarioFor("layers", opts)

@@ -245,15 +245,15 @@ func outageClaims(sc *scenario.Scenario, js outageJSON, count, bucket int) []rep
 			cs = append(cs, report.Check(fmt.Sprintf("%s permits exactly max_retries × calls = %d retries", f.Name, want),
 				f.Retries == want, map[string]any{"retries": f.Retries, "expected": want}, "%d", f.Retries))
 		case fl.Budget.Use == scenario.BudgetTokenBucket && sc.Traffic.Clients == 1:
-			want := int64(fl.Budget.MinTokens)
+			want := int64(fl.Budget.TokenBucket.MinTokens)
 			cs = append(cs, report.Check(fmt.Sprintf("%s permits its floor alone: min_tokens = %d retries", f.Name, want),
-				f.Retries == want, map[string]any{"retries": f.Retries, "min_tokens": fl.Budget.MinTokens}, "%d", f.Retries))
+				f.Retries == want, map[string]any{"retries": f.Retries, "min_tokens": fl.Budget.TokenBucket.MinTokens}, "%d", f.Retries))
 		case fl.Budget.Use == scenario.BudgetGRPC && sc.Traffic.Clients == 1:
-			limit := int64(fl.Budget.MaxTokens / 2)
+			limit := int64(fl.Budget.GRPC.MaxTokens / 2)
 			cs = append(cs, report.Check(fmt.Sprintf("%s stops retrying once its tokens fall to half: at most max_tokens/2 = %d retries", f.Name, limit),
 				f.Retries <= limit, map[string]any{"retries": f.Retries, "limit": limit}, "%d", f.Retries))
 		case fl.Budget.Use == scenario.BudgetAWS && sc.Traffic.Clients == 1:
-			capacity, cost := fl.Budget.Capacity, fl.Budget.RetryCost
+			capacity, cost := fl.Budget.AWS.Capacity, fl.Budget.AWS.RetryCost
 			if capacity == 0 {
 				capacity = 500
 			}
@@ -279,7 +279,7 @@ func outageClaims(sc *scenario.Scenario, js outageJSON, count, bucket int) []rep
 			worst <= 0.02, map[string]any{"worst_relative_error": round3(worst)}, "worst %.2f%%", 100*worst))
 		last := len(c.Points) - 1
 		r := float64(sc.Fleets[count].Retry.MaxRetries)
-		ratio := sc.Fleets[bucket].Budget.Ratio
+		ratio := sc.Fleets[bucket].Budget.Ratio()
 		cc := c.Points[last].Correlated
 		cs = append(cs,
 			report.Check(fmt.Sprintf("under correlated failure at p = 1, %s multiplies the load by 1 + R = %g", c.Fleet, 1+r),

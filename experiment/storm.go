@@ -198,7 +198,7 @@ func stormClaims(sc *scenario.Scenario, res *sim.Result, cfName string) []report
 func budgetRatio(f scenario.Fleet) (float64, bool) {
 	switch f.Budget.Use {
 	case scenario.BudgetTokenBucket, scenario.BudgetWindow:
-		return f.Budget.Ratio, true
+		return f.Budget.Ratio(), true
 	}
 	return 0, false
 }

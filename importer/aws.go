@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -199,19 +200,18 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	}
 	switch mode {
 	case "standard":
-		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}
 	case "adaptive":
-		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 0,
-			Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinFillRate: 0.5}
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoIncrement: true}, Pacer: budget.ClientRateLimiterSettings{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinFillRate: 0.5}}
 		p.note("budget (rate limiter)", "beta 0.7, scale_constant 0.4, smoothing 0.8, min_fill_rate 0.5", "the adaptive mode's constants")
 		p.note("budget.no_retry_increment", "0", awsSDK+"'s adaptive mode never pays the increment for a first attempt that succeeds (aws/retry/adaptive.go; aws-sdk-go-v2 issue 3550): after about 100 net retries a client retries no more")
 	case "legacy":
-		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
+		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}
 		p.lose("retry_mode legacy is specific to each SDK: imported as standard")
 	default:
 		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, where("retry_mode"), mode)
 	}
-	p.note("budget.settings", fmt.Sprintf("capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment %d", f.Budget.NoRetryIncrement), "the standard mode's retry quota")
+	p.note("budget.settings", fmt.Sprintf("capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment %d", f.Budget.AWS.NoRetryIncrement), "the standard mode's retry quota")
 	p.note("sdk", awsSDK, "assumed: the SDKs differ in backoff and in the adaptive mode's quota; botocore and the Java SDK wait about half as long and refill the adaptive quota")
 	attempts := awsMaxAttempts
 	if v, ok := pr.settings["max_attempts"]; ok {

@@ -586,11 +586,11 @@ func Differences(got, want scenario.Fleet, format Format) []string {
 	same := gb.Use == wb.Use
 	switch wb.Use {
 	case scenario.BudgetConcurrency:
-		same = same && gb.Percent == wb.Percent && gb.MinConcurrency == wb.MinConcurrency
+		same = same && gb.Concurrency == wb.Concurrency
 	case scenario.BudgetGRPC:
-		same = same && gb.MaxTokens == wb.MaxTokens && gb.TokenRatio == wb.TokenRatio
+		same = same && gb.GRPC.MaxTokens == wb.GRPC.MaxTokens && gb.GRPC.TokenRatio == wb.GRPC.TokenRatio
 	case scenario.BudgetWindow:
-		same = same && gb.Ratio == wb.Ratio && gb.MinRetriesPerSecond == wb.MinRetriesPerSecond && gb.TTL == wb.TTL
+		same = same && gb.Window.Ratio == wb.Window.Ratio && gb.Window.MinRetriesPerSecond == wb.Window.MinRetriesPerSecond && gb.Window.TTL == wb.Window.TTL
 	}
 	if !same && want.Retry.MaxRetries != 0 {
 		d = append(d, fmt.Sprintf("budget %s, not %s", describeBudget(gb), describeBudget(wb)))
@@ -601,11 +601,13 @@ func Differences(got, want scenario.Fleet, format Format) []string {
 func describeBudget(b scenario.Budget) string {
 	switch b.Use {
 	case scenario.BudgetConcurrency:
-		return fmt.Sprintf("concurrency %g%%/%d", b.Percent, b.MinConcurrency)
+		return fmt.Sprintf("concurrency %g%%/%d", b.Concurrency.Percent, b.Concurrency.MinConcurrency)
 	case scenario.BudgetGRPC:
-		return fmt.Sprintf("gRPC throttling %g/%g", b.MaxTokens, b.TokenRatio)
-	case scenario.BudgetWindow, scenario.BudgetTokenBucket:
-		return fmt.Sprintf("%s of ratio %g", b.Use, b.Ratio)
+		return fmt.Sprintf("gRPC throttling %g/%g", b.GRPC.MaxTokens, b.GRPC.TokenRatio)
+	case scenario.BudgetWindow:
+		return fmt.Sprintf("%s of ratio %g", b.Use, b.Window.Ratio)
+	case scenario.BudgetTokenBucket:
+		return fmt.Sprintf("%s of ratio %g", b.Use, b.TokenBucket.Ratio)
 	}
 	return cmpOr(b.Use, "none")
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -87,7 +88,7 @@ func untouched(t *testing.T, e Edited) {
 // the scope (names, routes, hosts, profiles) and the retry conditions are
 // the user's.
 func TestEditKeepsTheUsersDocument(t *testing.T) {
-	concurrency := scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 10, MinConcurrency: 1}
+	concurrency := scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 10, MinConcurrency: 1}}
 	for _, tc := range []struct {
 		files  []string
 		budget func(user scenario.Budget) scenario.Budget
@@ -96,7 +97,7 @@ func TestEditKeepsTheUsersDocument(t *testing.T) {
 	}{
 		{files: []string{"grpc/service-config.json"},
 			budget: func(scenario.Budget) scenario.Budget {
-				return scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 20, TokenRatio: 0.2}
+				return scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 20, TokenRatio: 0.2}}
 			},
 			keep: []string{`"name": [{"service": "grpc.examples.echo.Echo"}]`, `"retryableStatusCodes": ["UNAVAILABLE"]`, `"timeout": "2s"`}},
 		{files: []string{"envoy/route.yaml", "envoy/cluster.yaml"},
@@ -113,13 +114,13 @@ func TestEditKeepsTheUsersDocument(t *testing.T) {
 			keep:   []string{"timeout: 10s", "hosts: [checkout]"}},
 		{files: []string{"linkerd/books.yaml"},
 			budget: func(scenario.Budget) scenario.Budget {
-				return scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1, Funding: "request", MinRetriesPerSecond: 5, TTL: 10 * time.Second}
+				return scenario.Budget{Use: scenario.BudgetWindow, Window: budget.WindowSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinRetriesPerSecond: 5, TTL: 10 * time.Second}}
 			},
 			keep:  []string{"pathRegex: /authors/[^/]*\\.json", "timeout: 25ms"},
 			notes: []string{"scope: the retry budget is the ServiceProfile's"}},
 		{files: []string{"aws/config"},
 			budget: func(scenario.Budget) scenario.Budget {
-				return scenario.Budget{Use: scenario.BudgetAWSAdaptive, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}
+				return scenario.Budget{Use: scenario.BudgetAWSAdaptive, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}
 			},
 			keep: []string{"region = us-east-1", "[profile batch]"}},
 	} {
@@ -204,7 +205,7 @@ func TestEditValidatesInTheProductsParser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := advised(fl[0].Fleet, 3, scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3})
+	rec := advised(fl[0].Fleet, 3, scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}})
 	edited, _, err := Edit(srcs, fl[0], rec)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestEditValidatesInTheProductsParser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited, _, err = Edit(srcs, fl[0], advised(fl[0].Fleet, 2, scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}))
+	edited, _, err = Edit(srcs, fl[0], advised(fl[0].Fleet, 2, scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestEditValidatesInTheProductsParser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rec := range []scenario.Fleet{
-		advised(fl[0].Fleet, 2, scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 20, TokenRatio: 0.2}),
+		advised(fl[0].Fleet, 2, scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 20, TokenRatio: 0.2}}),
 		advised(fl[0].Fleet, 9, fl[0].Fleet.Budget), // past gRPC's cap of 5 attempts
 	} {
 		edited, _, err := Edit(srcs, fl[0], rec)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	_ "google.golang.org/protobuf/types/known/emptypb" // the stand-in for typed configs not read
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -610,7 +611,7 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 			p.note("retry.max_retries", "0", "a retry budget of 0% with min_retry_concurrency 0 allows no retry")
 			return
 		}
-		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Percent: pct, MinConcurrency: min}
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: pct, MinConcurrency: min}}
 		return
 	}
 	mr := uint32(envoyMaxRetries)
@@ -629,6 +630,6 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", fmt.Sprintf("max_retries %d: no limit in practice", mr))
 	default:
-		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 0, MinConcurrency: int(mr)}
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 0, MinConcurrency: int(mr)}}
 	}
 }

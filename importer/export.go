@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
 )
@@ -60,23 +61,23 @@ func Export(f scenario.Fleet, format Format) (text string, cannot []string, err 
 func Expressible(f scenario.Fleet, format Format) bool {
 	noBreaker := f.Breaker.Use == "" || f.Breaker.Use == scenario.BreakerNone
 	fullJitter := f.Retry.MaxRetries == 0 || (f.Retry.Backoff.Use == "exponential" && f.Retry.Backoff.Jitter == "full")
-	budget := f.Budget.Use
+	use := f.Budget.Use
 	switch format {
 	case Envoy:
 		// Envoy always has a retry limit per cluster: no budget is not
 		// something it can write.
-		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && budget == scenario.BudgetConcurrency
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && use == scenario.BudgetConcurrency
 	case Istio:
-		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (budget == scenario.BudgetNone || budget == scenario.BudgetConcurrency)
+		return noBreaker && fullJitter && f.Retry.MaxRetries >= 0 && (use == scenario.BudgetNone || use == scenario.BudgetConcurrency)
 	case GRPC:
 		bo := f.Retry.Backoff
 		grpcJitter := f.Retry.MaxRetries == 0 || (bo.Use == "exponential" && bo.Jitter == "factor" && bo.Factor == 0.2)
-		return noBreaker && grpcJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (budget == scenario.BudgetNone || budget == scenario.BudgetGRPC) &&
+		return noBreaker && grpcJitter && f.Retry.MaxRetries >= 0 && f.Retry.MaxRetries <= 4 && (use == scenario.BudgetNone || use == scenario.BudgetGRPC) &&
 			!slices.Contains(f.Retry.On, scenario.RetryOnTimeout) && len(f.Retry.On) > 0
 	case Linkerd:
-		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "answer" && f.Budget.Tower && f.Retry.Backoff.Use == "none"
+		return noBreaker && f.Retry.MaxRetries < 0 && use == scenario.BudgetWindow && f.Budget.Window.Funding == budget.FundedByAnswer && f.Budget.Window.Tower && f.Retry.Backoff.Use == "none"
 	case AWS:
-		return noBreaker && (budget == scenario.BudgetAWS || budget == scenario.BudgetAWSAdaptive)
+		return noBreaker && (use == scenario.BudgetAWS || use == scenario.BudgetAWSAdaptive)
 	}
 	return true
 }
@@ -185,10 +186,10 @@ func envoyCluster(b *strings.Builder, f scenario.Fleet, lost []string) (string, 
 	b.WriteString("# The cluster (clusters[]):\ncircuit_breakers:\n  thresholds:\n  - priority: DEFAULT\n")
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetConcurrency:
-		if bu.Percent == 0 {
-			fmt.Fprintf(b, "    max_retries: %d\n", bu.MinConcurrency)
+		if c := bu.Concurrency; c.Percent == 0 {
+			fmt.Fprintf(b, "    max_retries: %d\n", c.MinConcurrency)
 		} else {
-			fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: %d}\n", strconv.FormatFloat(bu.Percent, 'g', -1, 64), bu.MinConcurrency)
+			fmt.Fprintf(b, "    retry_budget: {budget_percent: {value: %s}, min_retry_concurrency: %d}\n", strconv.FormatFloat(c.Percent, 'g', -1, 64), c.MinConcurrency)
 		}
 	case scenario.BudgetNone, "":
 		// Never written as max_retries 4294967295: that removes the
@@ -196,7 +197,7 @@ func envoyCluster(b *strings.Builder, f scenario.Fleet, lost []string) (string, 
 		b.WriteString("    # no retry budget: Envoy's default max_retries (3 retries in flight per cluster) applies\n")
 		lost = append(lost, "no budget: Envoy always bounds retries in flight per cluster (max_retries 3 by default); that default is kept, and the recommendation was simulated without it")
 	default:
-		pct := 100 * bu.Ratio
+		pct := 100 * bu.Ratio()
 		if pct == 0 {
 			pct = 20
 		}
@@ -235,16 +236,16 @@ func exportIstio(f scenario.Fleet) (string, []string) {
 	b.WriteString("# DestinationRule spec.trafficPolicy:\n")
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetConcurrency:
-		if bu.Percent == 0 {
-			fmt.Fprintf(&b, "connectionPool: {http: {maxRetries: %d}}\n", bu.MinConcurrency)
+		if c := bu.Concurrency; c.Percent == 0 {
+			fmt.Fprintf(&b, "connectionPool: {http: {maxRetries: %d}}\n", c.MinConcurrency)
 		} else {
-			fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: %d}\n", strconv.FormatFloat(bu.Percent, 'g', -1, 64), bu.MinConcurrency)
+			fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: %d}\n", strconv.FormatFloat(c.Percent, 'g', -1, 64), c.MinConcurrency)
 		}
 	case scenario.BudgetNone, "":
 		b.WriteString("# no retryBudget: Istio puts no limit on retries\n")
 	default:
-		fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: 3}\n", strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64))
-		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written as %s%% with minRetryConcurrency 3, another mechanism that was not simulated as written: check it with retrystorm check", bu.Use, strconv.FormatFloat(100*bu.Ratio, 'g', 3, 64)))
+		fmt.Fprintf(&b, "retryBudget: {percent: %s, minRetryConcurrency: 3}\n", strconv.FormatFloat(100*bu.Ratio(), 'g', 3, 64))
+		lost = append(lost, fmt.Sprintf("the %s budget: Istio's retryBudget caps retries in flight, not a share of requests over time; written as %s%% with minRetryConcurrency 3, another mechanism that was not simulated as written: check it with retrystorm check", bu.Use, strconv.FormatFloat(100*bu.Ratio(), 'g', 3, 64)))
 	}
 	lost = append(lost, breakerLost(f, "Istio")...)
 	lost = append(lost, jitterLost(f, "Istio", "Envoy's fully jittered exponential back-off")...)
@@ -272,13 +273,14 @@ func exportLinkerd(f scenario.Fleet) (string, []string) {
 	}
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetWindow:
-		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64), strconv.FormatFloat(bu.MinRetriesPerSecond, 'g', -1, 64), bu.TTL)
-		if bu.Funding != "answer" || !bu.Tower {
+		w := bu.Window
+		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: %s\n  ttl: %v\n", strconv.FormatFloat(w.Ratio, 'g', -1, 64), strconv.FormatFloat(w.MinRetriesPerSecond, 'g', -1, 64), w.TTL)
+		if w.Funding != budget.FundedByAnswer || !w.Tower {
 			lost = append(lost, "the window budget's arithmetic: Linkerd's budget is paid by every answer not retried and adds its floor to the ratio's allowance (funded_by: answer, tower: true)")
 		}
 	case scenario.BudgetTokenBucket:
-		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.Ratio, 'g', -1, 64))
-		lost = append(lost, fmt.Sprintf("the token bucket: written as Linkerd's window budget of ratio %s (10s window, 1 retry a second per proxy), another mechanism that forgets instead of saving up and was not simulated as written: check it with retrystorm check", strconv.FormatFloat(bu.Ratio, 'g', -1, 64)))
+		fmt.Fprintf(&b, "retryBudget:\n  retryRatio: %s\n  minRetriesPerSecond: 1\n  ttl: 10s\n", strconv.FormatFloat(bu.TokenBucket.Ratio, 'g', -1, 64))
+		lost = append(lost, fmt.Sprintf("the token bucket: written as Linkerd's window budget of ratio %s (10s window, 1 retry a second per proxy), another mechanism that forgets instead of saving up and was not simulated as written: check it with retrystorm check", strconv.FormatFloat(bu.TokenBucket.Ratio, 'g', -1, 64)))
 	default:
 		b.WriteString("retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 10, ttl: 10s}\n")
 		lost = append(lost, fmt.Sprintf("the %s budget: Linkerd has only its window budget; written with Linkerd's defaults", cmpOr(bu.Use, "none")))
@@ -339,10 +341,10 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	b.WriteString("  }]")
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetGRPC:
-		fmt.Fprintf(&b, ",\n  \"retryThrottling\": {\"maxTokens\": %s, \"tokenRatio\": %s}", strconv.FormatFloat(bu.MaxTokens, 'g', -1, 64), strconv.FormatFloat(bu.TokenRatio, 'g', -1, 64))
+		fmt.Fprintf(&b, ",\n  \"retryThrottling\": {\"maxTokens\": %s, \"tokenRatio\": %s}", strconv.FormatFloat(bu.GRPC.MaxTokens, 'g', -1, 64), strconv.FormatFloat(bu.GRPC.TokenRatio, 'g', -1, 64))
 	case scenario.BudgetNone, "":
 	default:
-		ratio := bu.Ratio
+		ratio := bu.Ratio()
 		if ratio == 0 {
 			ratio = 0.1
 		}
@@ -399,27 +401,28 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		return fmt.Sprintf("%d", int64(d))
 	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	funding := func(s string) string {
-		switch s {
-		case "request":
-			return "resil.FundedByRequest"
-		case "answer":
-			return "resil.FundedByAnswer"
+	funding := func(f budget.Funding) string {
+		switch f {
+		case budget.FundedByRequest:
+			return "budget.FundedByRequest"
+		case budget.FundedByAnswer:
+			return "budget.FundedByAnswer"
 		}
-		return "resil.FundedBySuccess"
+		return "budget.FundedBySuccess"
 	}
-	budget := "nil"
+	retryBudget := "nil"
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetTokenBucket:
-		fmt.Fprintf(&b, "budget, err := resil.NewTokenBucket(resil.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
-			num(bu.Ratio), funding(bu.Funding), num(bu.MinTokens), num(bu.MaxTokens))
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewTokenBucket(budget.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
+			num(bu.TokenBucket.Ratio), funding(bu.TokenBucket.Funding), num(bu.TokenBucket.MinTokens), num(bu.TokenBucket.MaxTokens))
+		retryBudget = "retryBudget"
 	case scenario.BudgetWindow:
 		tower := ""
-		if bu.Tower {
+		w := bu.Window
+		if w.Tower {
 			tower = " Tower: true,"
 		}
-		if bu.Funding == "answer" {
+		if w.Funding == budget.FundedByAnswer {
 			// The failures the fleet retries pay nothing in.
 			var r []string
 			for _, o := range []struct{ kind, outcome string }{{scenario.RetryOnError, "resil.OutcomeFailure"}, {scenario.RetryOnRejection, "resil.OutcomeThrottled"}, {scenario.RetryOnTimeout, "resil.OutcomeTimeout"}} {
@@ -429,23 +432,28 @@ func exportGo(f scenario.Fleet) (string, []string) {
 			}
 			tower += " Retried: []resil.Outcome{" + strings.Join(r, ", ") + "},"
 		}
-		fmt.Fprintf(&b, "budget, err := resil.NewWindowBudget(resil.WindowBudgetSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
-			num(bu.Ratio), funding(bu.Funding), num(bu.MinRetriesPerSecond), goDur(bu.TTL), tower)
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewWindow(budget.WindowSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
+			num(w.Ratio), funding(w.Funding), num(w.MinRetriesPerSecond), goDur(w.TTL), tower)
+		retryBudget = "retryBudget"
 	case scenario.BudgetConcurrency:
-		fmt.Fprintf(&b, "budget, err := resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Percent), bu.MinConcurrency)
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewConcurrency(budget.ConcurrencySettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Concurrency.Percent), bu.Concurrency.MinConcurrency)
+		retryBudget = "retryBudget"
 	case scenario.BudgetGRPC:
-		fmt.Fprintf(&b, "budget, err := resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", num(bu.MaxTokens), num(bu.TokenRatio))
-		budget = "budget"
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewGRPCThrottle(budget.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", num(bu.GRPC.MaxTokens), num(bu.GRPC.TokenRatio))
+		retryBudget = "retryBudget"
 	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
-		fmt.Fprintf(&b, "budget, err := resil.NewAWSQuota(resil.AWSQuotaSettings{Capacity: %d, RetryCost: %s, TimeoutCost: %s, NoRetryIncrement: %d})\nif err != nil {\n\treturn err\n}\n",
-			bu.Capacity, num(bu.RetryCost), num(bu.TimeoutCost), bu.NoRetryIncrement)
-		budget = "budget"
+		q := bu.AWS
+		increment := fmt.Sprintf("NoRetryIncrement: %d", q.NoRetryIncrement)
+		if q.NoIncrement {
+			increment = "NoIncrement: true"
+		}
+		fmt.Fprintf(&b, "retryBudget, err := budget.NewAWSQuota(budget.AWSQuotaSettings{Capacity: %d, RetryCost: %d, TimeoutCost: %d, %s})\nif err != nil {\n\treturn err\n}\n",
+			q.Capacity, q.RetryCost, q.TimeoutCost, increment)
+		retryBudget = "retryBudget"
 	}
 	pacer := ""
 	if f.Budget.Use == scenario.BudgetAWSAdaptive {
-		b.WriteString("pacer, err := resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
+		b.WriteString("pacer, err := budget.NewClientRateLimiter(budget.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
 		pacer = "\n\t\tPacer:      pacer,"
 	}
 	breaker := "nil"
@@ -459,7 +467,7 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		}
 		add("Threshold", strconv.Itoa(br.Threshold), br.Threshold == 0)
 		add("WindowSize", strconv.Itoa(br.WindowSize), br.WindowSize == 0)
-		add("WindowPeriod", goDur(br.Window), br.Window == 0)
+		add("WindowPeriod", goDur(br.WindowPeriod), br.WindowPeriod == 0)
 		add("MinCalls", strconv.Itoa(br.MinCalls), br.MinCalls == 0)
 		add("FailureRate", num(br.FailureRate), br.FailureRate == 0)
 		add("SlowCall", goDur(br.SlowCall), br.SlowCall == 0)
@@ -485,7 +493,7 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		factor = ", Factor: " + num(bo.Factor)
 	}
 	fmt.Fprintf(&b, "settings := resil.GuardSettings{\n\tIdempotency:    resil.Idempotent, // say NotIdempotent if the calls may not run twice\n\tAttemptTimeout: %s,\n\tPolicy: resil.Policy{\n\t\tMaxRetries: %s,\n\t\tBudget:     %s,\n\t\tBreaker:    %s,%s\n\t\tBackoff: resil.Backoff{Schedule: %s, Base: %s, Cap: %s, Multiplier: %s, Jitter: %s%s},\n\t},\n}\n",
-		goDur(f.Timeout), maxRetries, budget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), num(bo.Multiplier), jit, factor)
+		goDur(f.Timeout), maxRetries, retryBudget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), num(bo.Multiplier), jit, factor)
 	if f.Deadline > 0 {
 		fmt.Fprintf(&b, "// The deadline (%v) is the caller's: call g.Do with a context.WithTimeout of it.\n", f.Deadline)
 	}
@@ -585,8 +593,8 @@ func editGRPC(open func(string) (*yamlFile, error), loc location, user, rec scen
 	if rec.Retry.MaxRetries != 0 {
 		switch bu := rec.Budget; {
 		case bu.Use == scenario.BudgetGRPC:
-			if user.Budget != bu {
-				if err := f.set(f.docs[0], []kv{{Key: "retryThrottling", Map: []kv{{Key: "maxTokens", Value: num(bu.MaxTokens)}, {Key: "tokenRatio", Value: num(bu.TokenRatio)}}}}); err != nil {
+			if !user.Budget.Equal(bu) {
+				if err := f.set(f.docs[0], []kv{{Key: "retryThrottling", Map: []kv{{Key: "maxTokens", Value: num(bu.GRPC.MaxTokens)}, {Key: "tokenRatio", Value: num(bu.GRPC.TokenRatio)}}}}); err != nil {
 					return nil, err
 				}
 			}
@@ -594,7 +602,7 @@ func editGRPC(open func(string) (*yamlFile, error), loc location, user, rec scen
 			if child(f.docs[0], "retryThrottling") != nil {
 				notes = append(notes, "no budget: your retryThrottling is kept (advise never removes a limit)")
 			}
-		case user.Budget.Use != bu.Use || user.Budget != bu:
+		case !user.Budget.Equal(bu):
 			notes = append(notes, fmt.Sprintf("the %s budget: a service config has only retryThrottling; your file's budget is kept", bu.Use))
 		}
 	}
@@ -608,11 +616,12 @@ func editGRPC(open func(string) (*yamlFile, error), loc location, user, rec scen
 // envoyBudget is the DEFAULT thresholds' settings for a concurrency
 // budget.
 func envoyBudget(bu scenario.Budget) []kv {
-	if bu.Percent == 0 {
-		return []kv{{Key: "max_retries", Value: strconv.Itoa(bu.MinConcurrency)}}
+	c := bu.Concurrency
+	if c.Percent == 0 {
+		return []kv{{Key: "max_retries", Value: strconv.Itoa(c.MinConcurrency)}}
 	}
-	return []kv{{Key: "retry_budget", Map: []kv{{Key: "budget_percent", Map: []kv{{Key: "value", Value: num(bu.Percent)}}},
-		{Key: "min_retry_concurrency", Value: strconv.Itoa(bu.MinConcurrency)}}}}
+	return []kv{{Key: "retry_budget", Map: []kv{{Key: "budget_percent", Map: []kv{{Key: "value", Value: num(c.Percent)}}},
+		{Key: "min_retry_concurrency", Value: strconv.Itoa(c.MinConcurrency)}}}}
 }
 
 // walk returns the first mapping under n (n included) for which match
@@ -737,7 +746,7 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 		}
 	}
 	// The budget: the DEFAULT thresholds of the route's cluster.
-	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && bu != user.Budget {
+	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && !bu.Equal(user.Budget) {
 		cf, cl, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
 			return walk(d, func(m *yaml.Node) bool { return str(m, "name") == loc.cluster && isCluster(m) }) != nil
 		})
@@ -763,18 +772,18 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 				notes = append(notes, fmt.Sprintf("the budget: cluster %q has no DEFAULT thresholds; add one with %s", loc.cluster, describeBudget(bu)))
 				break
 			}
-			if bu.Percent == 0 && child(entry, "retry_budget") != nil {
+			if bu.Concurrency.Percent == 0 && child(entry, "retry_budget") != nil {
 				notes = append(notes, "the budget: your retry_budget is kept (Envoy ignores max_retries beside one)")
 				break
 			}
 			if err := cf.set(entry, envoyBudget(bu)); err != nil {
 				return nil, err
 			}
-			if bu.Percent > 0 && child(entry, "max_retries") != nil {
+			if bu.Concurrency.Percent > 0 && child(entry, "max_retries") != nil {
 				notes = append(notes, "the budget: your max_retries stays as it is; Envoy ignores it beside a retry_budget")
 			}
 		}
-	} else if n > 0 && rec.Budget != user.Budget {
+	} else if n > 0 && !rec.Budget.Equal(user.Budget) {
 		notes = append(notes, budgetNotes(user, rec, "Envoy", "its circuit breaker's max_retries and retry_budget")...)
 	}
 	notes = append(notes, breakerLost(rec, "Envoy")...)
@@ -835,24 +844,24 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 			return nil, err
 		}
 	}
-	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && bu != user.Budget {
+	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && !bu.Equal(user.Budget) {
 		short := func(s string) string { return strings.SplitN(s, ".", 2)[0] }
 		df, dr, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
 			host := str(get(d, "spec"), "host")
 			return str(d, "kind") == "DestinationRule" && host != "" && (host == loc.host || short(host) == short(loc.host))
 		})
 		var set []kv
-		if bu.Percent == 0 {
-			set = []kv{{Key: "connectionPool", Map: []kv{{Key: "http", Map: []kv{{Key: "maxRetries", Value: strconv.Itoa(bu.MinConcurrency)}}}}}}
+		if bu.Concurrency.Percent == 0 {
+			set = []kv{{Key: "connectionPool", Map: []kv{{Key: "http", Map: []kv{{Key: "maxRetries", Value: strconv.Itoa(bu.Concurrency.MinConcurrency)}}}}}}
 		} else {
-			set = []kv{{Key: "retryBudget", Map: []kv{{Key: "percent", Value: num(bu.Percent)}, {Key: "minRetryConcurrency", Value: strconv.Itoa(bu.MinConcurrency)}}}}
+			set = []kv{{Key: "retryBudget", Map: []kv{{Key: "percent", Value: num(bu.Concurrency.Percent)}, {Key: "minRetryConcurrency", Value: strconv.Itoa(bu.Concurrency.MinConcurrency)}}}}
 		}
 		if dr == nil {
 			notes = append(notes, fmt.Sprintf("the budget: no DestinationRule for host %s in the files given; give one a trafficPolicy with %s", loc.host, describeBudget(bu)))
 		} else if err := df.set(get(dr, "spec"), []kv{{Key: "trafficPolicy", Map: set}}); err != nil {
 			return nil, err
 		}
-	} else if n > 0 && rec.Budget != user.Budget {
+	} else if n > 0 && !rec.Budget.Equal(user.Budget) {
 		notes = append(notes, budgetNotes(user, rec, "Istio", "a DestinationRule's retryBudget and connectionPool.http.maxRetries")...)
 	}
 	notes = append(notes, breakerLost(rec, "Istio")...)
@@ -884,13 +893,13 @@ func editLinkerd(open func(string) (*yamlFile, error), srcs []Source, loc locati
 	if rec.Retry.MaxRetries > 0 {
 		notes = append(notes, fmt.Sprintf("max_retries %d: Linkerd bounds retries by the budget alone", rec.Retry.MaxRetries))
 	}
-	if bu := rec.Budget; bu.Use == scenario.BudgetWindow && rec.Retry.MaxRetries != 0 && bu != user.Budget {
-		if err := f.set(get(sp, "spec"), []kv{{Key: "retryBudget", Map: []kv{{Key: "retryRatio", Value: num(bu.Ratio)},
-			{Key: "minRetriesPerSecond", Value: num(bu.MinRetriesPerSecond)}, {Key: "ttl", Value: fmtDur(bu.TTL), Quoted: true}}}}); err != nil {
+	if bu := rec.Budget; bu.Use == scenario.BudgetWindow && rec.Retry.MaxRetries != 0 && !bu.Equal(user.Budget) {
+		if err := f.set(get(sp, "spec"), []kv{{Key: "retryBudget", Map: []kv{{Key: "retryRatio", Value: num(bu.Window.Ratio)},
+			{Key: "minRetriesPerSecond", Value: num(bu.Window.MinRetriesPerSecond)}, {Key: "ttl", Value: fmtDur(bu.Window.TTL), Quoted: true}}}}); err != nil {
 			return nil, err
 		}
 		notes = append(notes, "scope: the retry budget is the ServiceProfile's, shared by every route of "+name)
-	} else if rec.Retry.MaxRetries != 0 && rec.Budget != user.Budget {
+	} else if rec.Retry.MaxRetries != 0 && !rec.Budget.Equal(user.Budget) {
 		notes = append(notes, budgetNotes(user, rec, "Linkerd", "its window retryBudget")...)
 	}
 	if rec.Retry.MaxRetries != 0 && rec.Retry.Backoff.Use != "none" {
@@ -951,7 +960,7 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 			want["retry_mode"] = "adaptive"
 		}
 	default:
-		if rec.Budget != user.Budget {
+		if !rec.Budget.Equal(user.Budget) {
 			notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -27,12 +28,12 @@ func exportFleets() []scenario.Fleet {
 	bo := scenario.Backoff{Use: "exponential", Base: 100 * time.Millisecond, Cap: time.Second, Multiplier: 2, Jitter: "full"}
 	return []scenario.Fleet{
 		{Name: "concurrency", Timeout: time.Second, Deadline: 5 * time.Second, Retry: scenario.Retry{MaxRetries: 2, Backoff: bo},
-			Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}},
+			Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}}},
 		{Name: "breaker", Timeout: 250 * time.Millisecond, Deadline: 2 * time.Second, Retry: scenario.Retry{MaxRetries: 1, On: []string{"rejection"}, Backoff: bo},
-			Budget:  scenario.Budget{Use: scenario.BudgetConcurrency, MinConcurrency: 5},
+			Budget:  scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: 5}},
 			Breaker: scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all"}},
 		{Name: "bucket", Timeout: time.Second, Retry: scenario.Retry{MaxRetries: 3, Backoff: bo},
-			Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
+			Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}},
 	}
 }
 
@@ -63,7 +64,7 @@ func TestExportEnvoyRoundTrip(t *testing.T) {
 		if strings.Join(g.Retry.On, ",") != strings.Join(f.Retry.On, ",") {
 			t.Errorf("%s: retry.on %v read back as %v", f.Name, f.Retry.On, g.Retry.On)
 		}
-		if f.Budget.Use == scenario.BudgetConcurrency && (g.Budget.Use != f.Budget.Use || g.Budget.Percent != f.Budget.Percent || g.Budget.MinConcurrency != f.Budget.MinConcurrency) {
+		if f.Budget.Use == scenario.BudgetConcurrency && (g.Budget.Use != f.Budget.Use || g.Budget.Concurrency != f.Budget.Concurrency) {
 			t.Errorf("%s: budget %+v read back as %+v", f.Name, f.Budget, g.Budget)
 		}
 		said := strings.Join(cannot, "\n")
@@ -141,7 +142,7 @@ func TestExportOthersRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := "package p\nimport (\"time\"; \"github.com/retrystorm/retrystorm/resil\")\nfunc f() error {\n" + text + "_ = settings\nreturn nil\n}\nvar _ = time.Second\n"
+		src := "package p\nimport (\"time\"; \"github.com/retrystorm/retrystorm/resil\"; \"github.com/retrystorm/retrystorm/resil/budget\")\nfunc f() error {\n" + text + "_ = settings\nreturn nil\n}\nvar _ = time.Second\nvar _ budget.None\n"
 		file, err := parser.ParseFile(fset, "x.go", src, 0)
 		if err != nil {
 			t.Fatalf("%s: the Go code does not parse: %v\n%s", f.Name, err, text)

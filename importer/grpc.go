@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -134,12 +135,12 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	t := cfg.Throttling
 	switch {
 	case t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0):
-		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
+		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}}
 		p.set("budget", fmt.Sprintf("grpc, max_tokens %g, token_ratio %g", t.MaxTokens, t.TokenRatio), "retryThrottling")
 		if t.TokenRatio < 0.001 {
 			// resil counts tokens in thousandths, as gRFC A6 does, and
 			// rounds a ratio from 0.0005 up: what it runs is 0.001.
-			f.Budget.TokenRatio = 0.001
+			f.Budget.GRPC.TokenRatio = 0.001
 			p.lose("tokenRatio %g counts as token_ratio 0.001: tokens are counted in thousandths (gRFC A6)", t.TokenRatio)
 		}
 	case t != nil:

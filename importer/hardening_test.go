@@ -179,8 +179,8 @@ func TestImportEdges(t *testing.T) {
 			data:     `{"methodConfig": [{"name": [{"service": "s"}], "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}], "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.0007}}`,
 			wantNote: "token_ratio 0.001",
 			check: func(t *testing.T, f scenario.Fleet) {
-				if f.Budget.TokenRatio != 0.001 {
-					t.Errorf("token ratio %v, want 0.001", f.Budget.TokenRatio)
+				if f.Budget.GRPC.TokenRatio != 0.001 {
+					t.Errorf("token ratio %v, want 0.001", f.Budget.GRPC.TokenRatio)
 				}
 			}},
 
@@ -210,8 +210,8 @@ func TestImportEdges(t *testing.T) {
 			data:     envoyRoute("", "{retry_on: 5xx}", "retry_budget: {min_retry_concurrency: 4000000000}"),
 			wantNote: "min_retry_concurrency 4000000000: the simulator's largest is 1000000",
 			check: func(t *testing.T, f scenario.Fleet) {
-				if f.Budget.MinConcurrency != 1_000_000 {
-					t.Errorf("min concurrency %d, want 1000000", f.Budget.MinConcurrency)
+				if f.Budget.Concurrency.MinConcurrency != 1_000_000 {
+					t.Errorf("min concurrency %d, want 1000000", f.Budget.Concurrency.MinConcurrency)
 				}
 			}},
 		{name: "envoy route name with an escape", file: "e.yaml",
@@ -253,8 +253,8 @@ func TestImportEdges(t *testing.T) {
 			data:     linkerdProfile("    retryRatio: 5\n    minRetriesPerSecond: 10\n    ttl: 10s\n"),
 			wantNote: "retryRatio 5: the simulator's budget_ratio is at most 1",
 			check: func(t *testing.T, f scenario.Fleet) {
-				if f.Budget.Ratio != 1 {
-					t.Errorf("ratio %v, want 1", f.Budget.Ratio)
+				if f.Budget.Ratio() != 1 {
+					t.Errorf("ratio %v, want 1", f.Budget.Ratio())
 				}
 			}},
 		{name: "linkerd retryRatio NaN", file: "sp.yaml",

@@ -110,7 +110,7 @@ func TestEnvoyBudgetRuleInTheSimulator(t *testing.T) {
 		t.Fatalf("%d fleets, want the one route", len(fl))
 	}
 	b := fl[0].Fleet.Budget
-	if b.Use != scenario.BudgetConcurrency || b.Percent != 20 || b.MinConcurrency != 3 {
+	if b.Use != scenario.BudgetConcurrency || b.Concurrency.Percent != 20 || b.Concurrency.MinConcurrency != 3 {
 		t.Fatalf("budget %+v, want concurrency 20%% / 3", b)
 	}
 	for _, dip := range []float64{80, 20} {

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -355,12 +356,12 @@ func istioTraffic(p *prov, f *scenario.Fleet, dr *istioObject, retries bool) {
 		if rb.GetBudgetInterval() != nil && rb.GetBudgetInterval().AsDuration() > 0 {
 			p.lose("retryBudget.budgetInterval: requests that ended within it still count; the simulator counts only those in flight")
 		}
-		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Percent: pct, MinConcurrency: mc}
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: pct, MinConcurrency: mc}}
 		return
 	}
 	if mr := tp.GetConnectionPool().GetHttp().GetMaxRetries(); mr > 0 {
 		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), path+".connectionPool.http.maxRetries (at most this many retries active at once)")
-		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, MinConcurrency: int(min(mr, 1_000_000))}
+		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: int(min(mr, 1_000_000))}}
 		return
 	}
 	f.Budget = scenario.Budget{Use: scenario.BudgetNone}

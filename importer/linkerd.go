@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -182,34 +183,33 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
 		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
 		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
-		b := scenario.Budget{Use: scenario.BudgetWindow, Funding: "answer", Tower: true, RetryCost: 1, TimeoutCost: 1,
-			Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
+		w := budget.WindowSettings{Funding: budget.FundedByAnswer, Tower: true, RetryCost: 1, TimeoutCost: 1, Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
 		bp := fmt.Sprintf("ServiceProfile %s: spec.retryBudget", name)
 		rb := sp.Spec.RetryBudget
 		if rb != nil && rb.RetryRatio != nil {
-			b.Ratio = *rb.RetryRatio
-			p.set("budget.budget_ratio", strconv.FormatFloat(b.Ratio, 'g', -1, 64), bp+".retryRatio")
-			switch r := b.Ratio; {
+			w.Ratio = *rb.RetryRatio
+			p.set("budget.budget_ratio", strconv.FormatFloat(w.Ratio, 'g', -1, 64), bp+".retryRatio")
+			switch r := w.Ratio; {
 			case r > 0 && float32(r) == 0:
 				p.lose("retryRatio %g is 0 as the float32 Linkerd holds it", r)
-				b.Ratio = 0
-			case b.Ratio > 1:
+				w.Ratio = 0
+			case w.Ratio > 1:
 				p.lose("retryRatio %g: the simulator's budget_ratio is at most 1 (a retry for every request), and imports it as that", r)
-				b.Ratio = 1
-			case b.Ratio > 0 && b.Ratio < 1e-6:
+				w.Ratio = 1
+			case w.Ratio > 0 && w.Ratio < 1e-6:
 				p.lose("retryRatio %g: the simulator's budget_ratio is at least 0.000001, and imports it as that", r)
-				b.Ratio = 1e-6
+				w.Ratio = 1e-6
 			}
-			if eff := 1 / math.Floor(1/b.Ratio); b.Ratio > 0 && eff != b.Ratio {
-				p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", b.Ratio, math.Floor(1/b.Ratio)))
+			if eff := 1 / math.Floor(1/w.Ratio); w.Ratio > 0 && eff != w.Ratio {
+				p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", w.Ratio, math.Floor(1/w.Ratio)))
 			}
 		} else {
 			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
 		}
 		if rb != nil && rb.MinRetriesPerSecond != nil {
 			// A uint32 in Linkerd's API: whole retries per second.
-			b.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
-			p.set("budget.min_retries_per_second", strconv.FormatFloat(b.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
+			w.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
+			p.set("budget.min_retries_per_second", strconv.FormatFloat(w.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
 		} else {
 			p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
 		}
@@ -227,17 +227,17 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 				out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
 				continue
 			}
-			b.TTL = d
+			w.TTL = d
 			p.set("budget.ttl", fmtDur(d), bp+".ttl")
 		} else {
 			p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
 		}
-		if b.Ratio <= 0 {
+		if w.Ratio <= 0 {
 			f.Retry.MaxRetries, f.Retry.On = 0, nil
 			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 			p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
 		} else {
-			f.Budget = b
+			f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Window: w}
 			p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
 		}
 		out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -39,7 +40,7 @@ func TestLinkerdSemantics(t *testing.T) {
 		t.Errorf("timeout %v, deadline %v: want none (no default route timeout)", f.Timeout, f.Deadline)
 	}
 	b := f.Budget
-	if b.Use != scenario.BudgetWindow || b.Funding != "answer" || !b.Tower || b.Ratio != 0.2 || b.MinRetriesPerSecond != 10 || b.TTL != 10*time.Second {
+	if w := b.Window; b.Use != scenario.BudgetWindow || w.Funding != budget.FundedByAnswer || !w.Tower || w.Ratio != 0.2 || w.MinRetriesPerSecond != 10 || w.TTL != 10*time.Second {
 		t.Fatalf("budget %+v: want Linkerd's default TpsBudget", b)
 	}
 
@@ -272,7 +273,7 @@ func TestGRPCHedgingImported(t *testing.T) {
 	if f.Retry.MaxRetries != 0 {
 		t.Errorf("%d retries: a hedging policy retries nothing after a failure", f.Retry.MaxRetries)
 	}
-	if f.Budget.Use != scenario.BudgetGRPC || f.Budget.MaxTokens != 10 || f.Budget.TokenRatio != 0.1 {
+	if f.Budget.Use != scenario.BudgetGRPC || f.Budget.GRPC.MaxTokens != 10 || f.Budget.GRPC.TokenRatio != 0.1 {
 		t.Errorf("budget %+v, want the retryThrottling beside the hedging policy", f.Budget)
 	}
 }
@@ -284,7 +285,7 @@ func TestGRPCHedgingImported(t *testing.T) {
 // that names no enum value in any case is still refused.
 func TestEnvoyEnumsAnyCase(t *testing.T) {
 	f := importOne(t, Options{}, "envoy/lowercase-enums.yaml").Fleet
-	if f.Budget.Use != scenario.BudgetConcurrency || f.Budget.MinConcurrency != 5 {
+	if f.Budget.Use != scenario.BudgetConcurrency || f.Budget.Concurrency.MinConcurrency != 5 {
 		t.Errorf("budget %+v: want the DEFAULT priority's max_retries 5", f.Budget)
 	}
 	_, err := Import([]Source{{Name: "c.yaml", Data: []byte("name: c\nconnect_timeout: 1s\ntype: strict_dnz\n")}}, Options{})

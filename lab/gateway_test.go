@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -27,8 +29,7 @@ func guardedFleet(timeout time.Duration, minTokens float64, threshold int) scena
 	f.Name = "guarded"
 	f.Retry.IdempotentOnly = true
 	f.Retry.Backoff.Jitter = "full"
-	f.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success",
-		MinTokens: minTokens, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}
+	f.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: minTokens, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
 	if threshold > 0 {
 		f.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: threshold,
 			Cooldown: 10 * time.Second, Probes: 1, Scope: "all"}
@@ -227,7 +228,7 @@ func TestGatewayThrottle(t *testing.T) {
 	}
 	f := guardedFleet(time.Second, 10, 0)
 	f.Name = "throttled"
-	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}
+	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}}
 	tally := NewTally(time.Now(), time.Minute, 1)
 	g, err := NewGateway(GatewayConfig{Fleet: f, Clients: 1, Origin: u, Seed: 1, Tally: tally})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -350,7 +351,7 @@ func TestGRPCGatewayThrottle(t *testing.T) {
 	_, origin, _ := startGRPCOrigin(t, OriginConfig{Origin: failingOrigin()})
 	f := guardedFleet(time.Second, 10, 0)
 	f.Name = "throttled"
-	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}
+	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{K: 2, Window: 10 * time.Second, Padding: 1, MaxProbability: 1}}
 	tally := NewTally(time.Now(), time.Minute, 1)
 	g, gw := startGRPCGateway(t, origin, f, tally)
 	c := grpcClient(t, gw)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -341,7 +342,7 @@ func (r *ProbeResult) Scenario() []byte {
 			{
 				Name: "guarded", Timeout: timeout,
 				Retry:   scenario.Retry{MaxRetries: probeRetries, IdempotentOnly: true, Backoff: scenario.Backoff{Use: "exponential", Base: timeout / 10, Cap: 10 * timeout, Multiplier: 2, Jitter: "full"}},
-				Budget:  scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1},
+				Budget:  scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
 				Breaker: scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * timeout, Probes: 1, Scope: "all"},
 			},
 		},

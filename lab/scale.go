@@ -100,22 +100,24 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 	fl.Timeout, fl.Deadline = d(fl.Timeout), d(fl.Deadline)
 	b := &fl.Retry.Backoff
 	b.Base, b.Cap = d(b.Base), d(b.Cap)
-	if fl.Budget.Use == scenario.BudgetWindow && fl.Budget.TTL == 0 {
-		fl.Budget.TTL = defaultTTL // resil's default is in real seconds
+	w := &fl.Budget.Window
+	if fl.Budget.Use == scenario.BudgetWindow && w.TTL == 0 {
+		w.TTL = defaultTTL // resil's default is in real seconds
 	}
-	fl.Budget.TTL = d(fl.Budget.TTL)
-	fl.Budget.MinRetriesPerSecond = r(fl.Budget.MinRetriesPerSecond)
+	w.TTL = d(w.TTL)
+	w.MinRetriesPerSecond = r(w.MinRetriesPerSecond)
 	// The AWS adaptive mode's rate limiter: its floor is a rate, and
 	// CUBIC's C a rate per second cubed. Its send-rate measurement
 	// keeps the SDKs' half-second buckets, which are not scaled: in a
 	// scaled lab it is an approximation.
-	fl.Budget.MinFillRate = r(fl.Budget.MinFillRate)
-	fl.Budget.ScaleConstant /= f * f * f * f
+	p := &fl.Budget.Pacer
+	p.MinFillRate = r(p.MinFillRate)
+	p.ScaleConstant /= f * f * f * f
 	br := &fl.Breaker
 	if br.Use != "" && br.Use != scenario.BreakerNone && br.Cooldown == 0 {
 		br.Cooldown = defaultCooldown // resil's default is in real seconds
 	}
-	br.Window, br.SlowCall = d(br.Window), d(br.SlowCall)
+	br.WindowPeriod, br.SlowCall = d(br.WindowPeriod), d(br.SlowCall)
 	br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
 	fl.Hedge.Delay = d(fl.Hedge.Delay)
 	if fl.Throttle.Use == scenario.ThrottleAdaptive && fl.Throttle.Window == 0 {

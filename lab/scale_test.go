@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -14,14 +15,14 @@ import (
 var rates = map[string]bool{
 	"Traffic.Rate": true, "Origin.Capacity": true,
 	"Triggers.Capacity": true, "Triggers.Rate": true,
-	"Fleets.Budget.MinRetriesPerSecond": true, "Fleets.Budget.MinFillRate": true,
-	"Tiers.Server.Capacity":                   true,
-	"Tiers.Client.Budget.MinRetriesPerSecond": true, "Tiers.Client.Budget.MinFillRate": true,
+	"Fleets.Budget.Window.MinRetriesPerSecond": true, "Fleets.Budget.Pacer.MinFillRate": true,
+	"Tiers.Server.Capacity":                          true,
+	"Tiers.Client.Budget.Window.MinRetriesPerSecond": true, "Tiers.Client.Budget.Pacer.MinFillRate": true,
 }
 
 // perSecond4 are the float fields in rate per second cubed (CUBIC's C:
 // a rate that grows with the cube of time): Scale divides them by f⁴.
-var perSecond4 = map[string]bool{"Fleets.Budget.ScaleConstant": true, "Tiers.Client.Budget.ScaleConstant": true}
+var perSecond4 = map[string]bool{"Fleets.Budget.Pacer.ScaleConstant": true, "Tiers.Client.Budget.Pacer.ScaleConstant": true}
 
 // notRates are the float fields Scale must leave alone. A float field in
 // neither list fails the test: decide which it is.
@@ -30,19 +31,23 @@ var notRates = map[string]bool{
 	"Origin.RejectionCost": true, "Origin.ErrorRate": true, "Origin.Broken": true,
 	"Triggers.ErrorRate": true, "Triggers.Factor": true,
 	"Fleets.Retry.Backoff.Multiplier": true, "Fleets.Retry.Backoff.Factor": true,
-	"Fleets.Budget.Ratio": true, "Fleets.Budget.MinTokens": true, "Fleets.Budget.MaxTokens": true,
-	"Fleets.Budget.RetryCost": true, "Fleets.Budget.TimeoutCost": true, "Fleets.Budget.TokenRatio": true,
+	"Fleets.Budget.TokenBucket.Ratio": true, "Fleets.Budget.TokenBucket.MinTokens": true, "Fleets.Budget.TokenBucket.MaxTokens": true,
+	"Fleets.Budget.TokenBucket.RetryCost": true, "Fleets.Budget.TokenBucket.TimeoutCost": true, "Fleets.Budget.Window.Ratio": true,
+	"Fleets.Budget.Window.RetryCost": true, "Fleets.Budget.Window.TimeoutCost": true, "Fleets.Budget.GRPC.MaxTokens": true,
+	"Fleets.Budget.GRPC.TokenRatio": true, "Fleets.Budget.Pacer.RequestCost": true,
 	"Fleets.Breaker.FailureRate": true, "Fleets.Breaker.SlowCallRate": true,
-	"Fleets.Budget.Percent": true, "Fleets.Budget.Beta": true, "Fleets.Budget.Smoothing": true,
+	"Fleets.Budget.Concurrency.Percent": true, "Fleets.Budget.Pacer.Beta": true, "Fleets.Budget.Pacer.Smoothing": true,
 	// A limit's factors and its headroom (requests) have no unit of time.
 	"Origin.Limit.Backoff": true, "Origin.Limit.Smoothing": true, "Origin.Limit.Tolerance": true, "Origin.Limit.Headroom": true,
-	"Fleets.Throttle.K": true, "Fleets.Throttle.Padding": true, "Fleets.Throttle.MaxProbability": true,
+	"Fleets.Throttle.ThrottlerSettings.K": true, "Fleets.Throttle.ThrottlerSettings.Padding": true, "Fleets.Throttle.ThrottlerSettings.MaxProbability": true,
 	"Tiers.Server.RejectionCost": true, "Tiers.Server.ErrorRate": true, "Tiers.Server.Broken": true,
 	"Tiers.Client.Retry.Backoff.Multiplier": true, "Tiers.Client.Retry.Backoff.Factor": true,
-	"Tiers.Client.Budget.Ratio": true, "Tiers.Client.Budget.MinTokens": true, "Tiers.Client.Budget.MaxTokens": true,
-	"Tiers.Client.Budget.RetryCost": true, "Tiers.Client.Budget.TimeoutCost": true, "Tiers.Client.Budget.TokenRatio": true,
+	"Tiers.Client.Budget.TokenBucket.Ratio": true, "Tiers.Client.Budget.TokenBucket.MinTokens": true, "Tiers.Client.Budget.TokenBucket.MaxTokens": true,
+	"Tiers.Client.Budget.TokenBucket.RetryCost": true, "Tiers.Client.Budget.TokenBucket.TimeoutCost": true, "Tiers.Client.Budget.Window.Ratio": true,
+	"Tiers.Client.Budget.Window.RetryCost": true, "Tiers.Client.Budget.Window.TimeoutCost": true, "Tiers.Client.Budget.GRPC.MaxTokens": true,
+	"Tiers.Client.Budget.GRPC.TokenRatio": true, "Tiers.Client.Budget.Pacer.RequestCost": true,
 	"Tiers.Client.Breaker.FailureRate": true, "Tiers.Client.Breaker.SlowCallRate": true,
-	"Tiers.Client.Budget.Percent": true, "Tiers.Client.Budget.Beta": true, "Tiers.Client.Budget.Smoothing": true,
+	"Tiers.Client.Budget.Concurrency.Percent": true, "Tiers.Client.Budget.Pacer.Beta": true, "Tiers.Client.Budget.Pacer.Smoothing": true,
 	// A service time's shape: its spread and its buckets' shares.
 	"Origin.ServiceTime.Sigma": true, "Origin.ServiceTime.Buckets.Fraction": true,
 	"Tiers.Server.ServiceTime.Sigma": true, "Tiers.Server.ServiceTime.Buckets.Fraction": true,
@@ -134,13 +139,13 @@ func TestScaleEveryField(t *testing.T) {
 func TestScaleDefaults(t *testing.T) {
 	sc := &scenario.Scenario{Tick: time.Second, Duration: time.Minute, Fleets: []scenario.Fleet{{
 		Breaker: scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 3},
-		Budget:  scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1},
+		Budget:  scenario.Budget{Use: scenario.BudgetWindow, Window: budget.WindowSettings{Ratio: 0.1}},
 	}}}
 	got := Scale(sc, 0.1)
 	if c := got.Fleets[0].Breaker.Cooldown; c != 500*time.Millisecond {
 		t.Errorf("cooldown = %v, want 500ms (5s scaled)", c)
 	}
-	if ttl := got.Fleets[0].Budget.TTL; ttl != time.Second {
+	if ttl := got.Fleets[0].Budget.Window.TTL; ttl != time.Second {
 		t.Errorf("ttl = %v, want 1s (10s scaled)", ttl)
 	}
 	if sc.Fleets[0].Breaker.Cooldown != 0 {

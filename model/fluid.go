@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -279,7 +280,7 @@ func (m *Model) run(st *state) Result {
 			brkOK += x
 			thrA += x
 			st.thrAcc[t%W] += x
-			if m.budget && m.funding == resil.FundedBySuccess {
+			if m.budget && m.funding == budget.FundedBySuccess {
 				tokens = min(maxTokens, tokens+m.ratio*x)
 			}
 			if m.grpc {
@@ -345,7 +346,7 @@ func (m *Model) run(st *state) Result {
 			refB = (in - refT) * open
 		}
 		send[0] = in - refT - refB
-		if m.budget && m.funding == resil.FundedByRequest {
+		if m.budget && m.funding == budget.FundedByRequest {
 			tokens = min(maxTokens, tokens+m.ratio*send[0])
 		}
 		totalRefT, totalRefB := refT, refB

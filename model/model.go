@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -102,7 +103,7 @@ type Model struct {
 	delay [][]point
 
 	budget  bool
-	funding resil.Funding
+	funding budget.Funding
 	ratio   float64
 	minTok  float64 // per client
 	maxTok  float64
@@ -248,24 +249,15 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.tiers = append(m.tiers, hop)
 	}
 
-	if b, ok := pol.Budget.(*resil.TokenBucket); ok {
-		m.budget = true
-		m.ratio = f.Budget.Ratio
-		if m.funding, err = funding(f.Budget.Funding); err != nil {
-			return nil, err
-		}
-		// The bucket's defaults, read from a fresh bucket of resil's: it
-		// starts at MinTokens, fills to MaxTokens, and Withdraw says what
-		// a retry costs after a failure and after a timeout.
-		now := time.Time{}
-		m.minTok = b.Tokens(now)
-		b.Refund(now, math.MaxFloat64)
-		m.maxTok = b.Tokens(now)
-		m.cost, _ = b.Withdraw(now, resil.OutcomeFailure)
-		b.Refund(now, math.MaxFloat64)
-		m.costTO, _ = b.Withdraw(now, resil.OutcomeTimeout)
+	if f.Budget.Use == scenario.BudgetTokenBucket {
+		// The bucket's settings, with resil's defaults filled in: it
+		// starts at MinTokens, fills to MaxTokens, and a retry costs
+		// RetryCost after a failure and TimeoutCost after a timeout.
+		s := f.Budget.TokenBucket.WithDefaults()
+		m.budget, m.ratio, m.funding = true, s.Ratio, s.Funding
+		m.minTok, m.maxTok, m.cost, m.costTO = s.MinTokens, s.MaxTokens, s.RetryCost, s.TimeoutCost
 	}
-	if g, ok := pol.Budget.(*resil.GRPCThrottle); ok {
+	if g, ok := pol.Budget.(*budget.GRPCThrottle); ok {
 		m.grpc = true
 		m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
 		m.grpcRatio = g.RetryShare()
@@ -278,7 +270,7 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 			if err != nil {
 				return nil, err
 			}
-			fresh := p.Budget.(*resil.GRPCThrottle)
+			fresh := p.Budget.(*budget.GRPCThrottle)
 			fresh.Record(time.Time{}, o, 0)
 			m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
 		}
@@ -323,16 +315,6 @@ func (m *Model) delays(b resil.Backoff, retries int) [][]point {
 		out = append(out, merge(pts))
 	}
 	return out
-}
-
-// funding reads a token bucket's funded_by with resil's words.
-func funding(word string) (resil.Funding, error) {
-	f := resil.FundedBySuccess
-	if word == "" {
-		return f, nil
-	}
-	err := f.UnmarshalText([]byte(word))
-	return f, err
 }
 
 // merge adds up the weights of points on the same step.
@@ -435,7 +417,7 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 		return unsupported("deadline", "a per-intent deadline is not modelled")
 	case f.Budget.Use != "" && f.Budget.Use != scenario.BudgetNone && f.Budget.Use != scenario.BudgetTokenBucket && f.Budget.Use != scenario.BudgetGRPC:
 		return unsupported("budget: "+f.Budget.Use, "only the token bucket and gRPC's throttle are modelled")
-	case f.Budget.Use == scenario.BudgetTokenBucket && f.Budget.Funding == "answer":
+	case f.Budget.Use == scenario.BudgetTokenBucket && f.Budget.TokenBucket.Funding == budget.FundedByAnswer:
 		return unsupported("budget.funded_by: answer", "only success and request funding are modelled")
 	case f.Breaker.Use == scenario.BreakerTimeWindow || f.Breaker.Use == scenario.BreakerCountWindow:
 		if f.Breaker.SlowCallRate > 0 {

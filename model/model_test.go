@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -40,7 +42,7 @@ func TestUnsupported(t *testing.T) {
 		}},
 		{"tiers[0] (mid): client.budget: token_bucket", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Tiers = []scenario.Tier{tier()}
-			sc.Tiers[0].Client.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1}
+			sc.Tiers[0].Client.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1}}
 		}},
 		{"tiers[0] (mid): client.breaker: consecutive", func(sc *scenario.Scenario, f *scenario.Fleet) {
 			sc.Tiers = []scenario.Tier{tier()}
@@ -65,7 +67,7 @@ func TestUnsupported(t *testing.T) {
 		{"hedge", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Hedge.Delay = 50 * time.Millisecond }},
 		{"deadline", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Deadline = 5 * time.Second }},
 		{"budget: window", func(sc *scenario.Scenario, f *scenario.Fleet) {
-			f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1}
+			f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Window: budget.WindowSettings{Ratio: 0.1}}
 		}},
 		{"backoff.jitter: decorrelated", func(sc *scenario.Scenario, f *scenario.Fleet) { f.Retry.Backoff.Jitter = "decorrelated" }},
 		{"origin.replicas.faults", func(sc *scenario.Scenario, f *scenario.Fleet) {
@@ -160,7 +162,7 @@ func TestStuckClosedForm(t *testing.T) {
 func TestReadsResilDefaults(t *testing.T) {
 	sc := sweepScenario(t)
 	f := sc.Fleets[1]
-	f.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.2, MinTokens: 3, Funding: "success"}
+	f.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.2, MinTokens: 3, Funding: budget.FundedBySuccess}}
 	f.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 4}
 	f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive}
 	m, err := New(sc, f)
@@ -297,7 +299,7 @@ func TestExtremes(t *testing.T) {
 			sc.Duration = 5 * time.Second
 		}},
 		{"a day's throttle window", func(sc *scenario.Scenario, f *scenario.Fleet) {
-			f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, Window: 24 * time.Hour}
+			f.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{Window: 24 * time.Hour}}
 		}},
 		{"a bounded queue", func(sc *scenario.Scenario, f *scenario.Fleet) { sc.Origin.QueueLimit = 5 }},
 		{"a stall", func(sc *scenario.Scenario, f *scenario.Fleet) {

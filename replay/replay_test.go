@@ -16,6 +16,7 @@ import (
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/userconfig"
 )
@@ -192,7 +193,7 @@ func TestAdvise(t *testing.T) {
 	w := readWindow(t, "testdata/storm.json")
 	f := scenario.Fleet{Name: "budgeted", Timeout: time.Second,
 		Retry:  scenario.Retry{MaxRetries: 2, Backoff: scenario.Backoff{Use: "exponential", Base: 25 * time.Millisecond, Cap: 250 * time.Millisecond, Multiplier: 2, Jitter: "full"}},
-		Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
+		Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}}
 	r, err := replay.Replay(context.Background(), w, replay.Options{Advise: true, AdviseSpace: []scenario.Fleet{f}})
 	if err != nil {
 		t.Fatal(err)

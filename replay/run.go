@@ -11,6 +11,8 @@ import (
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/safetext"
+	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -563,14 +565,14 @@ type change struct {
 // changes are the counterfactual client policies, each the as-is fleet
 // with one change, set as advise sets its candidates.
 func changes(f scenario.Fleet) []change {
-	budget := f
-	budget.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}
+	bucket := f
+	bucket.Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
 	breaker := f
 	breaker.Breaker = scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all"}
 	throttle := f
-	throttle.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}
+	throttle.Throttle = scenario.Throttle{Use: scenario.ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}}
 	return []change{
-		{"retry budget", "a token-bucket retry budget of 10%, min 10 and max 100 tokens", budget},
+		{"retry budget", "a token-bucket retry budget of 10%, min 10 and max 100 tokens", bucket},
 		{"breaker", "a consecutive-failure breaker: 5 failures, 5s cooldown", breaker},
 		{"throttle", "adaptive client-side throttling: K = 2, a 2m window", throttle},
 	}

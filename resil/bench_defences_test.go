@@ -1,7 +1,6 @@
 package resil
 
 import (
-	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -53,20 +52,4 @@ func BenchmarkThrottler(b *testing.B) {
 		}
 		b.ReportMetric(th.Probability(t0), "p")
 	})
-}
-
-// BenchmarkDoThrottled: a successful guarded call with a throttler beside
-// the budget and the breaker (compare with BenchmarkDo/success): the
-// throttler needs the time, so the Guard reads the clock at both ends.
-func BenchmarkDoThrottled(b *testing.B) {
-	g := benchGuard(b, 0)
-	g.p.Throttle = mustThrottler(b, ThrottlerSettings{})
-	ok := func(context.Context) error { return nil }
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := g.Do(ctx, ok); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

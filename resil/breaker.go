@@ -1,9 +1,12 @@
 package resil
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
 // State is a circuit breaker's state. The zero value is StateClosed. A State is
@@ -74,7 +77,9 @@ type StateChange struct {
 // BreakerSettings configures a [Breaker]. Fields that do not apply to the
 // chosen Rule must be zero. The zero value is invalid: its rule,
 // ConsecutiveFailures, needs a Threshold. A plain value: copying it is safe
-// (OnStateChange is shared by the copies).
+// (OnStateChange is shared by the copies). [BreakerSettings.WithDefaults]
+// fills in the defaults and [BreakerSettings.Validate] checks the settings
+// as NewBreaker will.
 //
 // Under partial failure a consecutive-failure breaker sheds almost
 // everything, the healthy calls with the broken ones (71% of calls shed with
@@ -192,7 +197,7 @@ type Breaker struct {
 	ring  []uint8 // CountWindow: bit 0 failed, bit 1 slow
 	pos   int
 	count int // calls in the ring
-	win   sliding
+	win   window.Sliding
 	// calls, failures and slow calls in the window (the count window's
 	// totals, or the time window's sums)
 	tot [3]int64
@@ -226,44 +231,70 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 	case CountWindow:
 		b.ring = make([]uint8, s.WindowSize)
 	case TimeWindow:
-		b.win = newSliding(s.WindowPeriod)
+		b.win = window.New(s.WindowPeriod)
 	}
 	return b, nil
 }
 
-func (s BreakerSettings) normalize() (BreakerSettings, error) {
-	const p = "BreakerSettings."
+// WithDefaults returns s with the defaults in its zero fields: Cooldown
+// 5s, Probes 1, and for the window rules MinCalls 10 (at most WindowSize).
+func (s BreakerSettings) WithDefaults() BreakerSettings {
 	if s.Cooldown == 0 {
 		s.Cooldown = 5 * time.Second
 	}
 	if s.Probes == 0 {
 		s.Probes = 1
 	}
+	if s.MinCalls == 0 {
+		switch s.Rule {
+		case CountWindow:
+			s.MinCalls = min(10, s.WindowSize)
+		case TimeWindow:
+			s.MinCalls = 10
+		}
+	}
+	return s
+}
+
+// Validate reports the first field of s that NewBreaker would refuse (its
+// zero fields taken as their defaults), as a [*SettingError], or nil.
+func (s BreakerSettings) Validate() error {
+	_, err := s.normalize()
+	return err
+}
+
+func (s BreakerSettings) normalize() (BreakerSettings, error) {
+	s = s.WithDefaults()
+	return s, s.validate()
+}
+
+func (s BreakerSettings) validate() error {
+	const p = "BreakerSettings."
 	if s.Cooldown < 0 || s.Cooldown > 24*time.Hour {
-		return s, badSetting(p+"Cooldown", s.Cooldown, "must be in (0, 24h]")
+		return badSetting(p+"Cooldown", s.Cooldown, "must be in (0, 24h]")
 	}
 	if s.MaxCooldown != 0 && (s.MaxCooldown < s.Cooldown || s.MaxCooldown > 24*time.Hour) {
-		return s, badSetting(p+"MaxCooldown", s.MaxCooldown, "must be zero or in [Cooldown, 24h]")
+		return badSetting(p+"MaxCooldown", s.MaxCooldown, "must be 0s (the cooldown does not grow) or in ["+s.Cooldown.String()+", 24h]: at least Cooldown")
 	}
 	if s.Probes < 0 || s.Probes > 1_000_000 {
-		return s, badSetting(p+"Probes", s.Probes, "must be in [1, 1e6]")
+		return badSetting(p+"Probes", s.Probes, "must be in [1, 1e6]")
 	}
 	window := s.Rule == CountWindow || s.Rule == TimeWindow
 	switch s.Rule {
 	case ConsecutiveFailures:
 		if s.Threshold < 1 || s.Threshold > 1_000_000 {
-			return s, badSetting(p+"Threshold", s.Threshold, "required for ConsecutiveFailures, in [1, 1e6]")
+			return badSetting(p+"Threshold", s.Threshold, "must be in [1, 1e6]: the consecutive rule needs it")
 		}
 	case CountWindow:
 		if s.WindowSize < 1 || s.WindowSize > 1_000_000 {
-			return s, badSetting(p+"WindowSize", s.WindowSize, "required for CountWindow, in [1, 1e6]")
+			return badSetting(p+"WindowSize", s.WindowSize, "must be in [1, 1e6]: the count_window rule needs it")
 		}
 	case TimeWindow:
 		if s.WindowPeriod < time.Millisecond || s.WindowPeriod > 24*time.Hour {
-			return s, badSetting(p+"WindowPeriod", s.WindowPeriod, "required for TimeWindow, in [1ms, 24h]")
+			return badSetting(p+"WindowPeriod", s.WindowPeriod, "must be in [1ms, 24h]: the time_window rule needs it")
 		}
 	default:
-		return s, badSetting(p+"Rule", s.Rule, "unknown rule")
+		return badSetting(p+"Rule", s.Rule, "unknown rule")
 	}
 	if !window {
 		for _, f := range []struct {
@@ -275,45 +306,42 @@ func (s BreakerSettings) normalize() (BreakerSettings, error) {
 			{"SlowCall", s.SlowCall == 0}, {"SlowCallRate", s.SlowCallRate == 0},
 		} {
 			if !f.zero {
-				return s, badSetting(p+f.name, nil, "applies to the window rules only")
+				return badSetting(p+f.name, nil, "applies to the window rules only")
 			}
 		}
-		return s, nil
+		return nil
 	}
 	if s.Threshold != 0 {
-		return s, badSetting(p+"Threshold", s.Threshold, "applies to ConsecutiveFailures only")
+		return badSetting(p+"Threshold", s.Threshold, "applies to ConsecutiveFailures only")
 	}
 	if s.Rule == CountWindow && s.WindowPeriod != 0 {
-		return s, badSetting(p+"WindowPeriod", s.WindowPeriod, "applies to TimeWindow only")
+		return badSetting(p+"WindowPeriod", s.WindowPeriod, "applies to TimeWindow only")
 	}
 	if s.Rule == TimeWindow && s.WindowSize != 0 {
-		return s, badSetting(p+"WindowSize", s.WindowSize, "applies to CountWindow only")
+		return badSetting(p+"WindowSize", s.WindowSize, "applies to CountWindow only")
 	}
-	if s.MinCalls == 0 {
-		s.MinCalls = 10
-		if s.Rule == CountWindow {
-			s.MinCalls = min(10, s.WindowSize)
-		}
+	if s.Rule == CountWindow && (s.MinCalls < 1 || s.MinCalls > s.WindowSize) {
+		return badSetting(p+"MinCalls", s.MinCalls, fmt.Sprintf("must be in [1, %d]: at most WindowSize", s.WindowSize))
 	}
-	if s.MinCalls < 1 || s.MinCalls > 1_000_000 || (s.Rule == CountWindow && s.MinCalls > s.WindowSize) {
-		return s, badSetting(p+"MinCalls", s.MinCalls, "must be in [1, WindowSize]")
+	if s.MinCalls < 1 || s.MinCalls > 1_000_000 {
+		return badSetting(p+"MinCalls", s.MinCalls, "must be in [1, 1e6]")
 	}
 	if !finite(s.FailureRate) || s.FailureRate < 0 || s.FailureRate > 1 {
-		return s, badSetting(p+"FailureRate", s.FailureRate, "must be in (0, 1], or zero for off")
+		return badSetting(p+"FailureRate", s.FailureRate, "must be in (0, 1], or zero for off")
 	}
 	if !finite(s.SlowCallRate) || s.SlowCallRate < 0 || s.SlowCallRate > 1 {
-		return s, badSetting(p+"SlowCallRate", s.SlowCallRate, "must be in (0, 1], or zero for off")
+		return badSetting(p+"SlowCallRate", s.SlowCallRate, "must be in (0, 1], or zero for off")
 	}
-	if s.SlowCall < 0 {
-		return s, badSetting(p+"SlowCall", s.SlowCall, "must not be negative")
+	if s.SlowCall < 0 || s.SlowCall > 24*time.Hour {
+		return badSetting(p+"SlowCall", s.SlowCall, "must be in [0, 24h]")
 	}
 	if s.SlowCallRate > 0 && s.SlowCall == 0 {
-		return s, badSetting(p+"SlowCall", s.SlowCall, "required when SlowCallRate is set")
+		return badSetting(p+"SlowCall", nil, "is required when SlowCallRate is set: how long is slow?")
 	}
 	if s.FailureRate == 0 && s.SlowCallRate == 0 {
-		return s, badSetting(p+"FailureRate", s.FailureRate, "a window rule needs FailureRate or SlowCallRate")
+		return badSetting(p+"FailureRate", nil, "a window rule needs FailureRate or SlowCallRate (or both): nothing would open it")
 	}
-	return s, nil
+	return nil
 }
 
 // Settings returns the breaker's settings, with defaults filled in.
@@ -449,7 +477,7 @@ func (b *Breaker) record(now *instant, p Permit, o Outcome, took time.Duration) 
 	var change StateChange
 	changed := false
 	if o != OutcomeIgnored {
-		failed := o.failed()
+		failed := o.Failed()
 		slow := b.s.SlowCall > 0 && took >= b.s.SlowCall
 		switch b.state {
 		case StateClosed:
@@ -549,7 +577,7 @@ func (b *Breaker) clearWindow() {
 		clear(b.ring)
 		b.pos, b.count = 0, 0
 	case TimeWindow:
-		b.win.reset()
+		b.win.Reset()
 	}
 	b.tot = [3]int64{}
 }
@@ -587,15 +615,15 @@ func (b *Breaker) judge(now *instant, failed, slow bool) bool {
 		b.tot[kFails] += int64(bits & bitFail)
 		b.tot[kSlows] += int64(bits&bitSlow) >> 1
 	case TimeWindow:
-		b.win.advance(now.get())
-		b.win.add(kCalls, 1)
+		b.win.Advance(now.get())
+		b.win.Add(kCalls, 1)
 		if failed {
-			b.win.add(kFails, 1)
+			b.win.Add(kFails, 1)
 		}
 		if slow {
-			b.win.add(kSlows, 1)
+			b.win.Add(kSlows, 1)
 		}
-		b.tot = b.win.sum
+		b.tot = b.win.Sum
 	}
 	calls := b.tot[kCalls]
 	if calls < int64(b.s.MinCalls) {

@@ -418,3 +418,18 @@ func TestBreakerFuncReadsClockOnlyWhenNeeded(t *testing.T) {
 		t.Fatalf("after a failure with threshold 1: %v, want ErrBreakerOpen", err)
 	}
 }
+
+// TestBreakerTimeWindowBeforeEpoch: virtual clocks often start at the zero
+// Time, before 1970; a time window must work there too (negative slot
+// indices). resil/budget's window budget has the same test.
+func TestBreakerTimeWindowBeforeEpoch(t *testing.T) {
+	var zero time.Time
+	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, FailureRate: 0.5, MinCalls: 2})
+	p, _ := b.Allow(zero)
+	b.Record(zero, p, OutcomeFailure, 0)
+	p, _ = b.Allow(zero.Add(time.Millisecond))
+	b.Record(zero.Add(time.Millisecond), p, OutcomeFailure, 0)
+	if s := b.State(zero.Add(time.Millisecond)); s != StateOpen {
+		t.Fatalf("state = %v, want open", s)
+	}
+}

@@ -138,12 +138,8 @@ func PushbackOf(err error) (time.Duration, bool) {
 	return p.RetryAfter(), true
 }
 
-// ErrAttemptTimeout is the cause of an attempt's context when its
-// per-attempt timeout (GuardSettings.AttemptTimeout) expired, and is wrapped in
-// the error of such an attempt. errors.Is(ErrAttemptTimeout,
-// context.DeadlineExceeded) is true, and it reports Timeout() true.
-var ErrAttemptTimeout error = attemptTimeout{}
-
+// attemptTimeout is ErrAttemptTimeout's type: a timeout, and a
+// context.DeadlineExceeded.
 type attemptTimeout struct{}
 
 func (attemptTimeout) Error() string        { return "resil: attempt timed out" }

@@ -5,7 +5,7 @@
 // # One decision core, several drivers
 //
 // Every policy here is a state machine that takes the time as an argument:
-// [TokenBucket.Withdraw], [Breaker.Allow] and [Backoff.Delay] never read a
+// a budget's Withdraw, [Breaker.Allow] and [Backoff.Delay] never read a
 // clock and never draw from a global random source. [Policy] composes them
 // into the decisions of one guarded call (may the first attempt go, may this
 // failure be retried, after how long, may a hedge go), again with the time
@@ -25,15 +25,15 @@
 //
 // A [Guard] runs a function under a Policy:
 //
-//	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
-//		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10,
+//	bucket, _ := budget.NewTokenBucket(budget.TokenBucketSettings{
+//		Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10,
 //	})
 //	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
 //	g, _ := resil.NewGuard(resil.GuardSettings{
 //		Idempotency:    resil.Idempotent,
 //		AttemptTimeout: time.Second,
 //		Policy: resil.Policy{
-//			MaxRetries: 3, Budget: budget, Breaker: breaker,
+//			MaxRetries: 3, Budget: bucket, Breaker: breaker,
 //			Backoff: resil.Backoff{Schedule: resil.Exponential,
 //				Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: resil.FullJitter},
 //		},
@@ -54,18 +54,19 @@
 // # Where things are
 //
 // This package is the client's core: [Guard], [Call] and [CallWith] drive
-// a [Policy] of a [Backoff], a retry budget ([TokenBucket], [WindowBudget]),
-// a [Breaker] (which sheds everything while open), a [Throttler] (which
-// sheds only what the dependency would reject anyway, by the Google SRE
-// book's rule) and hedging ([HedgeSettings]); [Classifier] judges each
-// attempt; [Stats], [Event] and [StopError] report. Other products' rules
-// are budgets and pacers of the same Policy: [GRPCThrottle] (gRPC, gRFC
-// A6), [AWSQuota] and [ClientRateLimiter] (the AWS SDKs' standard and
-// adaptive modes), [ConcurrencyBudget] (Envoy's); [WindowBudget] is
-// Finagle's and Linkerd's form of the budget.
+// a [Policy] of a [Backoff], a retry [Budget], a [Breaker] (which sheds
+// everything while open), a [Throttler] (which sheds only what the
+// dependency would reject anyway, by the Google SRE book's rule), a
+// [Pacer] and hedging ([HedgeSettings]); [Classifier] judges each attempt;
+// [Stats], [Event] and [StopError] report.
 //
 // Beside it, each in a package of its own:
 //
+//   - resil/budget, the retry budgets: the token bucket, its time-window
+//     form (Finagle's, Linkerd's), and other products' rules as budgets of
+//     the same Policy: gRPC's retry throttling (gRFC A6), the AWS SDKs'
+//     retry quota and, as the Pacer of their adaptive mode, their client
+//     rate limiter, and Envoy's concurrency budget;
 //   - resil/admission, the server side: deadline shedding, a concurrency
 //     limit fixed or learned (AIMD, gradient, Vegas), a bounded wait
 //     queue, and the Shedder that drives the three for real servers;

@@ -3,6 +3,7 @@ package resil
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -45,10 +46,16 @@ var (
 	// ErrRateLimited: the policy's Pacer had no token for the attempt and
 	// is set to fail rather than wait.
 	ErrRateLimited = errors.New("resil: client-side rate limit")
+	// ErrAttemptTimeout: an attempt's own timeout
+	// (GuardSettings.AttemptTimeout) expired. It is the cause of the
+	// attempt's context, and is wrapped in the error of such an attempt.
+	// errors.Is(ErrAttemptTimeout, context.DeadlineExceeded) is true, and
+	// it reports Timeout() true.
+	ErrAttemptTimeout error = attemptTimeout{}
 )
 
 // SettingError reports an invalid setting. Field names the setting as it
-// is spelled in the Go struct (for example "TokenBucketSettings.Ratio").
+// is spelled in the Go struct (for example "BreakerSettings.Threshold").
 // The zero value is an empty report. A SettingError is not changed once
 // returned, so it may be shared between goroutines.
 type SettingError struct {
@@ -77,6 +84,10 @@ func (e *SettingError) Error() string {
 	b.WriteString(e.Reason)
 	return b.String()
 }
+
+// finite reports whether f is a number: no setting takes NaN or an
+// infinity.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func badSetting(field string, value any, reason string) error {
 	return &SettingError{Field: field, Value: value, Reason: reason}

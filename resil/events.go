@@ -106,22 +106,14 @@ type Stats struct {
 	ThrottleProbability float64
 	// BudgetTokens is the budget's balance now, when HasBudgetTokens.
 	BudgetTokens float64
-	// HasBudgetTokens reports whether the budget implements
-	// [TokenReporter], and so whether BudgetTokens means anything.
+	// HasBudgetTokens reports whether the budget reports its balance (a
+	// Tokens method: see [Budget]), and so whether BudgetTokens means
+	// anything.
 	HasBudgetTokens bool
 	// RetriesPerRequest is Retries / Intents: the early-warning signal. A
 	// budget of ratio r keeps it near r (floor aside). Zero before the
 	// first intent.
 	RetriesPerRequest float64
-}
-
-// TokenReporter is implemented by budgets that can report their balance:
-// [*TokenBucket], [*WindowBudget], [*GRPCThrottle], [*AWSQuota] and
-// [*ConcurrencyBudget].
-// Implementations must be safe for concurrent use.
-type TokenReporter interface {
-	// Tokens returns the balance at now.
-	Tokens(now time.Time) float64
 }
 
 // counters are the Guard's statistics. Each is bumped once per event, with

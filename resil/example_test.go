@@ -8,35 +8,8 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
-
-// A retry budget funded by requests: each intent adds 0.1 token, a retry
-// costs 1, and the floor of 2 lets a quiet client retry twice.
-func ExampleTokenBucket() {
-	b, err := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio:     0.1,
-		Funding:   resil.FundedByRequest,
-		MinTokens: 2,
-	})
-	if err != nil {
-		panic(err)
-	}
-	now := time.Unix(0, 0)
-	for i := range 3 {
-		_, ok := b.Withdraw(now, resil.OutcomeFailure)
-		fmt.Printf("retry %d allowed: %v\n", i+1, ok)
-	}
-	for range 10 { // ten intents fund one retry
-		b.Begin(now)
-	}
-	_, ok := b.Withdraw(now, resil.OutcomeFailure)
-	fmt.Printf("after 10 intents: %v, tokens left %.1f\n", ok, b.Tokens(now))
-	// Output:
-	// retry 1 allowed: true
-	// retry 2 allowed: true
-	// retry 3 allowed: false
-	// after 10 intents: true, tokens left 0.0
-}
 
 // A breaker that opens after three failures in a row, cools down for five
 // seconds, then lets one trial call through. The time is an argument.
@@ -136,8 +109,8 @@ var errUnavailable = errors.New("unavailable")
 // Do retries a flaky idempotent call under a budget; when it gives up, the
 // error says why and what the last attempt returned.
 func ExampleGuard_Do() {
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1,
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{
+		Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1,
 	})
 	g, err := resil.NewGuard(resil.GuardSettings{
 		Idempotency: resil.Idempotent,

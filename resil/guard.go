@@ -98,7 +98,7 @@ type Guard struct {
 	clock    Clock
 	real     bool // clock is the real one: use time directly, no interface calls
 	src      lockedSource
-	tokens   TokenReporter
+	tokens   tokenReporter
 	newKey   func() string
 	classify Classifier
 
@@ -159,7 +159,7 @@ func NewGuard(s GuardSettings) (*Guard, error) {
 	}
 	g.timed = s.Policy.Breaker != nil && s.Policy.Breaker.s.SlowCall > 0
 	g.budgetTimed = budgetUsesTime(s.Policy.Budget)
-	if tr, ok := s.Policy.Budget.(TokenReporter); ok {
+	if tr, ok := s.Policy.Budget.(tokenReporter); ok {
 		g.tokens = tr
 	}
 	return g, nil
@@ -173,8 +173,7 @@ func checkSpin(p *Policy) error {
 	if p.MaxRetries != Unlimited {
 		return nil
 	}
-	_, none := p.Budget.(NoBudget)
-	budget := p.Budget != nil && !none
+	budget := p.Budget != nil && !unbounded(p.Budget)
 	paced := p.Backoff.Schedule != NoDelay || p.Backoff.Jitter == DecorrelatedJitter
 	if budget || paced {
 		return nil

@@ -2,7 +2,9 @@ package resil
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,13 +41,92 @@ func (s *seqSource) Uint64() uint64 {
 	return v
 }
 
-func mustTB(t testing.TB, s TokenBucketSettings) *TokenBucket {
-	t.Helper()
-	b, err := NewTokenBucket(s)
-	if err != nil {
-		t.Fatal(err)
+// bucket is the retry budget of this package's tests, which cannot import
+// resil/budget (it imports resil): a token bucket, counted in millionths
+// of a token so that ten deposits of 0.1 make one, funded by requests or
+// by successes, starting at its floor, capped at 100, a retry costing 1
+// (timeout after a timeout). With unlimited it allows every retry, charges
+// nothing and caps nothing, as budget.None does.
+type bucket struct {
+	mu        sync.Mutex
+	tokens    int64
+	ratio     int64
+	timeout   int64
+	byRequest bool
+	unlimited bool
+}
+
+// bucketSpec says what bucket to make: ratio, the floor min, the cost of
+// a retry after a timeout (zero: 1), and who funds it.
+type bucketSpec struct {
+	ratio, min, timeout float64
+	byRequest           bool
+}
+
+const micro = 1_000_000
+
+func newBucket(s bucketSpec) *bucket {
+	b := &bucket{tokens: int64(s.min * micro), ratio: int64(math.Round(s.ratio * micro)), timeout: micro, byRequest: s.byRequest}
+	if s.timeout > 0 {
+		b.timeout = int64(s.timeout * micro)
 	}
 	return b
+}
+
+func (b *bucket) add(x int64) {
+	b.mu.Lock()
+	b.tokens = min(100*micro, b.tokens+x)
+	b.mu.Unlock()
+}
+
+func (b *bucket) Begin(time.Time) {
+	if b.byRequest {
+		b.add(b.ratio)
+	}
+}
+
+func (b *bucket) Record(_ time.Time, o Outcome, _ float64) {
+	if !b.byRequest && o == OutcomeSuccess {
+		b.add(b.ratio)
+	}
+}
+
+func (b *bucket) Withdraw(_ time.Time, after Outcome) (float64, bool) {
+	if b.unlimited {
+		return 0, true
+	}
+	c := int64(micro)
+	if after == OutcomeTimeout {
+		c = b.timeout
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < c {
+		return 0, false
+	}
+	b.tokens -= c
+	return float64(c) / micro, true
+}
+
+func (b *bucket) Refund(_ time.Time, cost float64) {
+	if cost > 0 {
+		b.add(int64(math.Round(cost * micro)))
+	}
+}
+
+func (b *bucket) Tokens(time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return float64(b.tokens) / micro
+}
+
+func (b *bucket) UsesTime() bool { return false }
+
+func (b *bucket) RetryShare() float64 {
+	if b.unlimited {
+		return math.Inf(1)
+	}
+	return float64(b.ratio) / micro
 }
 
 func mustBreaker(t testing.TB, s BreakerSettings) *Breaker {

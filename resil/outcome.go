@@ -16,7 +16,7 @@ const (
 	OutcomeIgnored
 	// OutcomeThrottled is an overload rejection that says so (HTTP 429,
 	// AWS's Throttling error codes, gRPC RESOURCE_EXHAUSTED). Budgets and
-	// breakers count it as an OutcomeFailure; a [ClientRateLimiter] slows
+	// breakers count it as an OutcomeFailure; a [Pacer] slows
 	// down on it.
 	OutcomeThrottled
 )
@@ -28,7 +28,9 @@ func (o Outcome) String() string {
 	return enumString("Outcome", outcomeNames[:], uint8(o))
 }
 
-// failed reports whether the outcome counts against the dependency.
-func (o Outcome) failed() bool {
+// Failed reports whether the outcome counts against the dependency, as
+// budgets and breakers count it: OutcomeFailure, OutcomeTimeout and
+// OutcomeThrottled.
+func (o Outcome) Failed() bool {
 	return o == OutcomeFailure || o == OutcomeTimeout || o == OutcomeThrottled
 }

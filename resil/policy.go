@@ -1,10 +1,8 @@
 package resil
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"time"
 )
 
@@ -42,6 +40,26 @@ type HedgeSettings struct {
 	// Max is how many hedges one intent may send. Zero means 1 when Delay
 	// is set.
 	Max int
+}
+
+// Pacer paces attempts on the client side, first attempts included: it
+// delays (or refuses) an attempt rather than retries alone, so it is not a
+// [Budget]. A [Policy] asks it before every first attempt and retry (see
+// [Policy.Pace]) and tells it how every attempt ended. resil/budget's
+// ClientRateLimiter, the AWS SDKs' adaptive mode, is one; a Pacer that its
+// constructor did not make should say so with a Built method (see
+// [Budget]), for [Policy.Validate] to refuse it.
+//
+// Implementations must be safe for concurrent use.
+type Pacer interface {
+	// Pace asks to send one attempt at now. It returns zero when the
+	// attempt may go (and takes what the attempt costs), or the wait after
+	// which to ask again, or an error that ends the intent (such as
+	// ErrRateLimited).
+	Pace(now time.Time) (time.Duration, error)
+	// Update records how an attempt ended: throttled says the server
+	// throttled it (OutcomeThrottled).
+	Update(now time.Time, throttled bool)
 }
 
 // Policy is the decision core of a guarded call: may the first attempt go,
@@ -91,13 +109,19 @@ type Policy struct {
 	// for gRPC ("retry delay will reset to initial backoff"). False, the
 	// zero value, counts every retry of the intent.
 	PushbackRestarts bool
-	// Pacer paces first attempts and retries: the AWS SDKs' adaptive
-	// mode. Drivers ask [Policy.Pace] before each send; hedges, which the
-	// AWS SDKs do not send, are not paced. Nil means none.
-	Pacer *ClientRateLimiter
+	// Pacer paces first attempts and retries, as the AWS SDKs' adaptive
+	// mode does (resil/budget's ClientRateLimiter). Drivers ask
+	// [Policy.Pace] before each send; hedges, which the AWS SDKs do not
+	// send, are not paced. Nil means none.
+	Pacer Pacer
 }
 
-// Validate reports the first invalid field, or nil.
+// Validate reports the first invalid field, or nil. A part the policy holds
+// that was never built is invalid, so that it cannot turn retries off
+// unnoticed: a Budget or a Pacer that says so (a Built method that answers
+// false: see [Budget]) or holds a nil pointer, and a Breaker that
+// [NewBreaker] did not make; the error wraps [ErrNotBuilt] and names the
+// constructor.
 func (p *Policy) Validate() error {
 	if p.MaxRetries < Unlimited || p.MaxRetries > 1_000_000 {
 		return badSetting("Policy.MaxRetries", p.MaxRetries, "must be in [0, 1e6], or Unlimited")
@@ -120,51 +144,13 @@ func (p *Policy) Validate() error {
 	if err := checkBuilt("Policy.Budget", p.Budget); err != nil {
 		return err
 	}
+	if err := checkBuilt("Policy.Pacer", p.Pacer); err != nil {
+		return err
+	}
 	if p.Breaker != nil && !p.Breaker.built() {
 		return notBuilt("Policy.Breaker", "*resil.Breaker", "NewBreaker")
 	}
 	return nil
-}
-
-// checkBuilt refuses a budget that holds a nil pointer, or one of this
-// package's budgets that its constructor did not make: a nil Budget means
-// none, but a non-nil one that grants nothing is a mistake (often an
-// ignored constructor error) that would silently turn retries off.
-func checkBuilt(field string, b Budget) error {
-	if b == nil {
-		return nil
-	}
-	if v, ok := b.(interface{ built() bool }); ok {
-		if !v.built() {
-			return notBuilt(field, fmt.Sprintf("%T", b), constructorOf(b))
-		}
-		return nil
-	}
-	if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer && v.IsNil() {
-		return notBuilt(field, fmt.Sprintf("%T", b), "its constructor")
-	}
-	return nil
-}
-
-func constructorOf(b Budget) string {
-	switch b.(type) {
-	case *TokenBucket:
-		return "NewTokenBucket"
-	case *WindowBudget:
-		return "NewWindowBudget"
-	case *GRPCThrottle:
-		return "NewGRPCThrottle"
-	case *AWSQuota:
-		return "NewAWSQuota"
-	}
-	return "its constructor"
-}
-
-// notBuilt is the SettingError for a part its constructor did not make;
-// it wraps ErrNotBuilt.
-func notBuilt(field, typ, constructor string) error {
-	return &SettingError{Field: field, Value: typ,
-		Reason: "a zero value or nil pointer, not made by " + constructor + " (was its error ignored?)", Err: ErrNotBuilt}
 }
 
 // Intent is one logical call's progress through a [Policy]: how many
@@ -290,8 +276,8 @@ func (p *Policy) begin(now *instant, in *Intent) (Ticket, error) {
 }
 
 // budgetTime is the time to hand the budget: a Guard's instant is read for
-// a budget that uses the time (see [UsesTime]), and handed as it is, read or
-// not, to one that does not.
+// a budget that uses the time (see UsesTime in [Budget]'s doc), and handed
+// as it is, read or not, to one that does not.
 func (p *Policy) budgetTime(now *instant) time.Time {
 	if now.g == nil || !now.g.budgetTimed {
 		return now.t
@@ -325,26 +311,16 @@ func (p *Policy) end(now *instant, t Ticket, o Outcome, took time.Duration) {
 
 // Pace asks the Pacer for the right to send an attempt at now, before
 // Begin for a first attempt and before Resume for a retry. It returns zero
-// when the attempt may go (its token is taken), or the wait after which to
-// ask again; with the Pacer's FailOnNoTokens it returns ErrRateLimited
-// instead of a wait, and with a Pacer its constructor did not make,
-// ErrNotBuilt: the intent is over (Abandon a scheduled retry).
-// Without a Pacer it always returns zero.
+// when the attempt may go (the Pacer took what it costs), or the wait
+// after which to ask again; or the Pacer's error (ErrRateLimited, when it
+// is set to fail rather than wait; ErrNotBuilt, for one its constructor
+// did not make): the intent is over (Abandon a scheduled retry). Without a
+// Pacer it always returns zero.
 func (p *Policy) Pace(now time.Time) (time.Duration, error) {
 	if p.Pacer == nil {
 		return 0, nil
 	}
-	if !p.Pacer.built() {
-		return 0, ErrNotBuilt
-	}
-	d, ok := p.Pacer.Acquire(now)
-	if ok {
-		return 0, nil
-	}
-	if p.Pacer.failFast {
-		return 0, ErrRateLimited
-	}
-	return d, nil
+	return p.Pacer.Pace(now)
 }
 
 // PaceBefore is Pace for an attempt that must start by latest (the zero
@@ -365,7 +341,7 @@ func (p *Policy) PaceBefore(now, latest time.Time) (time.Duration, error) {
 // hedge is sent. The assertion is made here, on the retry path, so that a
 // successful call pays nothing for it.
 func (p *Policy) sent(now time.Time, k Kind) {
-	if b, ok := p.Budget.(InFlightBudget); ok {
+	if b, ok := p.Budget.(inFlight); ok {
 		b.Sent(now, k)
 	}
 }
@@ -517,57 +493,11 @@ func (p *Policy) StartHedge(now time.Time, in *Intent) (Ticket, error) {
 	return t, nil
 }
 
-// RetryShare is implemented by budgets that cap retries at a share of the
-// traffic that funds them, in steady state and floor aside. Implementations
-// must be safe for concurrent use; the budgets of this package are.
-type RetryShare interface {
-	// RetryShare returns the steady-state share of retries per funding
-	// deposit.
-	RetryShare() float64
-}
-
-// RetryShare returns Ratio / RetryCost, or 0 for a bucket NewTokenBucket
-// did not make.
-func (b *TokenBucket) RetryShare() float64 {
-	if !b.built() {
-		return 0
-	}
-	return fromFixed(b.ratio) / fromFixed(b.cost)
-}
-
-// RetryShare returns Ratio / RetryCost, or 0 for a budget NewWindowBudget
-// did not make.
-func (w *WindowBudget) RetryShare() float64 {
-	if !w.built() {
-		return 0
-	}
-	return fromFixed(w.ratio) / fromFixed(w.cost)
-}
-
-// RetryShare returns TokenRatio: in sustained failure, failed attempts (and
-// so retries) cannot outrun TokenRatio per success for long. It is 0 for a
-// throttle NewGRPCThrottle did not make.
-func (g *GRPCThrottle) RetryShare() float64 {
-	if !g.built() {
-		return 0
-	}
-	return float64(g.ratio) / 1000
-}
-
-// RetryShare returns NoRetryIncrement / RetryCost, or 0 for a quota
-// NewAWSQuota did not make.
-func (q *AWSQuota) RetryShare() float64 {
-	if !q.built() {
-		return 0
-	}
-	return float64(q.incr) / float64(q.cost)
-}
-
 // Ceiling returns the most attempts per second the policy permits at a
 // steady rate of intents per second: rate × (1 + max retries + hedges)
-// without a budget, rate × (1 + share) with one that reports a
-// [RetryShare] (floors aside). It is +Inf for Unlimited retries without a
-// budget.
+// without a budget, rate × (1 + share) with one that reports its retry
+// share (a RetryShare method: see [Budget]; floors aside). It is +Inf for
+// Unlimited retries without a budget.
 func (p *Policy) Ceiling(rate float64) float64 {
 	extra := math.Inf(1)
 	if p.MaxRetries != Unlimited {
@@ -576,7 +506,7 @@ func (p *Policy) Ceiling(rate float64) float64 {
 			extra += float64(max(p.Hedge.Max, 1))
 		}
 	}
-	if s, ok := p.Budget.(RetryShare); ok {
+	if s, ok := p.Budget.(retryShare); ok {
 		extra = min(extra, s.RetryShare())
 	}
 	return rate * (1 + extra)

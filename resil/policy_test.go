@@ -30,7 +30,7 @@ func TestPolicyRefusalOrder(t *testing.T) {
 		{"then the budget", true, "", 0, 0, 0, ErrBudgetExhausted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 0.5})
+			b := newBucket(bucketSpec{ratio: 0.1, min: 0.5})
 			p := Policy{MaxRetries: 1, Budget: b, Backoff: Backoff{Schedule: Fixed, Base: 100 * ms}}
 			in := Intent{Idempotent: c.idempotent, Key: c.key}
 			now := ts(1)
@@ -56,7 +56,7 @@ func TestPolicyRefusalOrder(t *testing.T) {
 }
 
 func TestPolicyRetryChargesAndRefunds(t *testing.T) {
-	b := mustTB(t, TokenBucketSettings{Ratio: 0.5, Funding: FundedBySuccess, MinTokens: 3, TimeoutCost: 2})
+	b := newBucket(bucketSpec{ratio: 0.5, min: 3, timeout: 2})
 	p := Policy{MaxRetries: 5, Budget: b, Backoff: Backoff{Schedule: Exponential, Base: 100 * ms, Cap: time.Second}}
 	in := Intent{Idempotent: true}
 	tk, _ := p.Begin(ts(0), &in)
@@ -93,7 +93,7 @@ func TestPolicyRetryChargesAndRefunds(t *testing.T) {
 }
 
 func TestPolicyResumeRefundsWhenBreakerRefuses(t *testing.T) {
-	b := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 5})
+	b := newBucket(bucketSpec{ratio: 0.1, min: 5})
 	br := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Minute})
 	p := Policy{MaxRetries: 3, Budget: b, Breaker: br}
 	in := Intent{Idempotent: true}
@@ -117,7 +117,7 @@ func TestPolicyResumeRefundsWhenBreakerRefuses(t *testing.T) {
 }
 
 func TestPolicyPushback(t *testing.T) {
-	b := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 10})
+	b := newBucket(bucketSpec{ratio: 0.1, min: 10})
 	for _, c := range []struct {
 		name string
 		p    Policy
@@ -194,7 +194,7 @@ func TestPolicyDeadline(t *testing.T) {
 }
 
 func TestPolicyHedging(t *testing.T) {
-	b := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MinTokens: 2})
+	b := newBucket(bucketSpec{ratio: 0.1, min: 2})
 	br := mustBreaker(t, BreakerSettings{Threshold: 1, Cooldown: time.Minute})
 	p := Policy{Budget: b, Breaker: br, Hedge: HedgeSettings{Delay: 50 * ms, Max: 2}}
 	if err := p.Validate(); err != nil {
@@ -324,7 +324,7 @@ func TestPolicyUnlimited(t *testing.T) {
 }
 
 func TestPolicyCeiling(t *testing.T) {
-	tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedByRequest})
+	tb := newBucket(bucketSpec{ratio: 0.1, byRequest: true})
 	for _, c := range []struct {
 		name string
 		p    Policy
@@ -336,7 +336,7 @@ func TestPolicyCeiling(t *testing.T) {
 		{"budget above count", Policy{MaxRetries: 0, Budget: tb}, 100},
 		{"unlimited", Policy{MaxRetries: Unlimited}, math.Inf(1)},
 		{"unlimited with budget", Policy{MaxRetries: Unlimited, Budget: tb}, 110},
-		{"no budget", Policy{MaxRetries: 2, Budget: NoBudget{}}, 300},
+		{"no cap", Policy{MaxRetries: 2, Budget: &bucket{unlimited: true}}, 300},
 	} {
 		if got := c.p.Ceiling(100); !near(got, c.want) && got != c.want {
 			t.Errorf("%s: Ceiling(100) = %v, want %v", c.name, got, c.want)
@@ -364,10 +364,12 @@ func TestPolicyValidate(t *testing.T) {
 // recordingBudget is a Budget that allows everything and remembers the
 // times it was handed.
 type recordingBudget struct {
-	NoBudget
 	mu    sync.Mutex
 	times []time.Time
 }
+
+func (b *recordingBudget) Withdraw(time.Time, Outcome) (float64, bool) { return 0, true }
+func (b *recordingBudget) Refund(time.Time, float64)                   {}
 
 func (b *recordingBudget) Begin(now time.Time) {
 	b.mu.Lock()
@@ -380,8 +382,7 @@ func (b *recordingBudget) Record(now time.Time, o Outcome, paid float64) {
 	b.mu.Unlock()
 }
 
-// UsesTime is recordingBudget's own: it does not answer for its embedded
-// NoBudget's.
+// UsesTime says recordingBudget looks at the time.
 func (b *recordingBudget) UsesTime() bool { return true }
 
 // untimedBudget says it never looks at the time.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // The Go snippets of README.md, docs/*.md and this package's doc.go are
@@ -36,8 +37,8 @@ func ExampleGuard_readme() {
 		return nil
 	}
 	// snippet: README.md
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio: 0.1, Funding: resil.FundedBySuccess, MinTokens: 10,
+	bucket, _ := budget.NewTokenBucket(budget.TokenBucketSettings{
+		Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10,
 	})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5, Cooldown: 5 * time.Second})
 	guard, _ := resil.NewGuard(resil.GuardSettings{
@@ -45,7 +46,7 @@ func ExampleGuard_readme() {
 		Policy: resil.Policy{
 			MaxRetries: 3,
 			Backoff:    resil.Backoff{Schedule: resil.Exponential, Base: 100 * time.Millisecond, Cap: 10 * time.Second, Jitter: resil.FullJitter},
-			Budget:     budget,
+			Budget:     bucket,
 			Breaker:    breaker,
 		},
 		Rand: rand.NewPCG(seed1, seed2),
@@ -53,7 +54,7 @@ func ExampleGuard_readme() {
 	err := guard.Do(ctx, func(ctx context.Context) error { return call(ctx) })
 	// end snippet
 	s := guard.Stats()
-	fmt.Printf("err %v after %d attempts, %d retries, %g tokens left\n", err, s.Attempts, s.Retries, budget.Tokens(time.Now()))
+	fmt.Printf("err %v after %d attempts, %d retries, %g tokens left\n", err, s.Attempts, s.Retries, bucket.Tokens(time.Now()))
 	// Output: err <nil> after 3 attempts, 2 retries, 8.1 tokens left
 }
 
@@ -70,15 +71,15 @@ func ExampleGuard_package() {
 		return nil
 	}
 	// snippet: resil/doc.go
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10,
+	bucket, _ := budget.NewTokenBucket(budget.TokenBucketSettings{
+		Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10,
 	})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
 	g, _ := resil.NewGuard(resil.GuardSettings{
 		Idempotency:    resil.Idempotent,
 		AttemptTimeout: time.Second,
 		Policy: resil.Policy{
-			MaxRetries: 3, Budget: budget, Breaker: breaker,
+			MaxRetries: 3, Budget: bucket, Breaker: breaker,
 			Backoff: resil.Backoff{Schedule: resil.Exponential,
 				Base: 50 * time.Millisecond, Cap: 5 * time.Second, Jitter: resil.FullJitter},
 		},

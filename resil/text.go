@@ -67,21 +67,6 @@ func (j *Jitter) UnmarshalText(text []byte) error {
 	return err
 }
 
-// MarshalText returns the funding's name: "unset", "success" or "request".
-func (f Funding) MarshalText() ([]byte, error) {
-	return enumText("Funding", fundingNames[:], uint8(f))
-}
-
-// UnmarshalText sets f to the funding text names. "unset" reads as
-// FundingUnset, which every budget's settings refuse.
-func (f *Funding) UnmarshalText(text []byte) error {
-	n, err := parseEnum("Funding", fundingNames[:], text)
-	if err == nil {
-		*f = Funding(n)
-	}
-	return err
-}
-
 // MarshalText returns the scope's name: "all" or "retries".
 func (s Scope) MarshalText() ([]byte, error) { return enumText("Scope", scopeNames[:], uint8(s)) }
 

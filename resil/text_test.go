@@ -43,7 +43,6 @@ func TestEnumText(t *testing.T) {
 	}
 	check("Schedule", 3, func(i int) textEnum { return Schedule(i) }, func(b []byte) (textEnum, error) { var v Schedule; err := v.UnmarshalText(b); return v, err })
 	check("Jitter", 5, func(i int) textEnum { return Jitter(i) }, func(b []byte) (textEnum, error) { var v Jitter; err := v.UnmarshalText(b); return v, err })
-	check("Funding", 4, func(i int) textEnum { return Funding(i) }, func(b []byte) (textEnum, error) { var v Funding; err := v.UnmarshalText(b); return v, err })
 	check("Scope", 2, func(i int) textEnum { return Scope(i) }, func(b []byte) (textEnum, error) { var v Scope; err := v.UnmarshalText(b); return v, err })
 	check("TripRule", 3, func(i int) textEnum { return TripRule(i) }, func(b []byte) (textEnum, error) { var v TripRule; err := v.UnmarshalText(b); return v, err })
 	check("State", 3, func(i int) textEnum { return State(i) }, func(b []byte) (textEnum, error) { var v State; err := v.UnmarshalText(b); return v, err })
@@ -115,6 +114,26 @@ func TestReasonOf(t *testing.T) {
 		ErrRetriesExhausted, ErrNoTimeLeft, ErrPushback, ErrNotRetryable, ErrPanicked, ErrThrottled, ErrRateLimited} {
 		if got, want := ReasonOf(s), ReasonOf(fmt.Errorf("wrapped: %w", s)); got != want {
 			t.Errorf("ReasonOf(%v) = %v, wrapped %v", s, got, want)
+		}
+	}
+}
+
+// TestEnumNames pins the words of resil's enums, which configuration
+// files, metric labels and logs spell.
+func TestEnumNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{OutcomeSuccess.String(), "success"}, {OutcomeFailure.String(), "failure"}, {OutcomeTimeout.String(), "timeout"}, {OutcomeIgnored.String(), "ignored"},
+		{Outcome(9).String(), "Outcome(9)"},
+		{StateClosed.String(), "closed"}, {StateOpen.String(), "open"}, {StateHalfOpen.String(), "half-open"}, {State(7).String(), "State(7)"},
+		{ConsecutiveFailures.String(), "consecutive"}, {CountWindow.String(), "count_window"}, {TimeWindow.String(), "time_window"},
+		{NoDelay.String(), "none"}, {Fixed.String(), "fixed"}, {Exponential.String(), "exponential"},
+		{FullJitter.String(), "full"}, {DecorrelatedJitter.String(), "decorrelated"}, {Jitter(9).String(), "Jitter(9)"},
+		{KindFirst.String(), "first"}, {KindRetry.String(), "retry"}, {KindHedge.String(), "hedge"},
+		{GuardAll.String(), "all"}, {GuardRetries.String(), "retries"},
+		{EventAttempt.String(), "attempt"}, {EventDone.String(), "done"}, {EventKind(99).String(), "unknown"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
 }

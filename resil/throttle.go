@@ -8,12 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
 // ThrottlerSettings configures a [Throttler]. Every field has a default, so
 // the zero value is valid: K = 2 over a two-minute window, as the Google SRE
 // book suggests. A plain value: copying it is safe (Rand is shared by the
 // copies, and must then be used by one Throttler only).
+// [ThrottlerSettings.WithDefaults] fills in the defaults and
+// [ThrottlerSettings.Validate] checks the settings as NewThrottler will.
 type ThrottlerSettings struct {
 	// K is how many requests per accepted one the client may send before it
 	// starts refusing locally: the throttle refuses nothing while requests
@@ -76,7 +80,7 @@ type Throttler struct {
 	k       float64
 	padding float64
 	maxP    float64
-	win     sliding // requests and accepts
+	win     window.Sliding // requests and accepts
 	window  time.Duration
 	src     rand.Source
 	built   bool
@@ -98,7 +102,23 @@ const (
 // NewThrottler returns a throttler with the given settings, or an error
 // naming the invalid field.
 func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
-	const p = "ThrottlerSettings."
+	s = s.WithDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: window.New(s.Window), window: s.Window, src: s.Rand, built: true}
+	if t.src == nil {
+		var seed [32]byte
+		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
+		t.src = rand.NewChaCha8(seed)
+	}
+	t.clear.Store(math.MinInt64)
+	return t, nil
+}
+
+// WithDefaults returns s with the defaults in its zero fields: K 2, Window
+// 2 minutes, Padding 1, MaxProbability 1 (Rand stays as it is).
+func (s ThrottlerSettings) WithDefaults() ThrottlerSettings {
 	if s.K == 0 {
 		s.K = 2
 	}
@@ -111,26 +131,28 @@ func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
 	if s.MaxProbability == 0 {
 		s.MaxProbability = 1
 	}
+	return s
+}
+
+// Validate reports the first field of s that NewThrottler would refuse
+// (its zero fields taken as their defaults), as a [*SettingError], or nil.
+func (s ThrottlerSettings) Validate() error { return s.WithDefaults().validate() }
+
+func (s ThrottlerSettings) validate() error {
+	const p = "ThrottlerSettings."
 	if !finite(s.K) || s.K < 1 || s.K > 1000 {
-		return nil, badSetting(p+"K", s.K, "must be in [1, 1000]")
+		return badSetting(p+"K", s.K, "must be in [1, 1000]")
 	}
 	if s.Window < time.Millisecond || s.Window > 24*time.Hour {
-		return nil, badSetting(p+"Window", s.Window, "must be in [1ms, 24h]")
+		return badSetting(p+"Window", s.Window, "must be in [1ms, 24h]")
 	}
 	if !finite(s.Padding) || s.Padding < 1 || s.Padding > 1e6 {
-		return nil, badSetting(p+"Padding", s.Padding, "must be in [1, 1e6]")
+		return badSetting(p+"Padding", s.Padding, "must be in [1, 1e6]")
 	}
 	if !finite(s.MaxProbability) || s.MaxProbability <= 0 || s.MaxProbability > 1 {
-		return nil, badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
+		return badSetting(p+"MaxProbability", s.MaxProbability, "must be in (0, 1]")
 	}
-	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: newSliding(s.Window), window: s.Window, src: s.Rand, built: true}
-	if t.src == nil {
-		var seed [32]byte
-		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
-		t.src = rand.NewChaCha8(seed)
-	}
-	t.clear.Store(math.MinInt64)
-	return t, nil
+	return nil
 }
 
 // Allow asks to send one attempt at now. It returns nil, or ErrThrottled
@@ -147,9 +169,9 @@ func (t *Throttler) Allow(now time.Time) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	if p := t.probability(); p > 0 && uniform(t.src) < p {
-		t.win.add(thRequests, 1)
+		t.win.Add(thRequests, 1)
 		t.refresh()
 		return ErrThrottled
 	}
@@ -165,10 +187,10 @@ func (t *Throttler) Record(now time.Time, o Outcome) {
 		return
 	}
 	t.mu.Lock()
-	t.win.advance(now)
-	t.win.add(thRequests, 1)
+	t.win.Advance(now)
+	t.win.Add(thRequests, 1)
 	if o == OutcomeSuccess {
-		t.win.add(thAccepts, 1)
+		t.win.Add(thAccepts, 1)
 	}
 	t.refresh()
 	t.mu.Unlock()
@@ -185,7 +207,7 @@ func (t *Throttler) Probability(now time.Time) float64 {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	return t.probability()
 }
 
@@ -196,13 +218,13 @@ func (t *Throttler) Counts(now time.Time) (requests, accepts int64) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(now)
-	return t.win.sum[thRequests], t.win.sum[thAccepts]
+	t.win.Advance(now)
+	return t.win.Sum[thRequests], t.win.Sum[thAccepts]
 }
 
 // probability is the formula on the window's counts. Called with mu held.
 func (t *Throttler) probability() float64 {
-	req, acc := float64(t.win.sum[thRequests]), float64(t.win.sum[thAccepts])
+	req, acc := float64(t.win.Sum[thRequests]), float64(t.win.Sum[thAccepts])
 	excess := req - t.k*acc
 	if excess <= 0 {
 		return 0
@@ -214,7 +236,7 @@ func (t *Throttler) probability() float64 {
 // after the window has moved to the newest time seen.
 func (t *Throttler) refresh() {
 	if t.probability() == 0 {
-		t.clear.Store((t.win.head + 1) * t.win.width)
+		t.clear.Store(t.win.NewestEnd())
 	} else {
 		t.clear.Store(math.MinInt64)
 	}

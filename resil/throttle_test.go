@@ -41,8 +41,8 @@ func TestThrottlerSettings(t *testing.T) {
 		wantSettingError(t, err, c.field)
 	}
 	th := mustThrottler(t, ThrottlerSettings{})
-	if th.k != 2 || th.padding != 1 || th.maxP != 1 || th.win.width != int64(12*time.Second) {
-		t.Errorf("defaults: k %v padding %v max %v slot %v", th.k, th.padding, th.maxP, time.Duration(th.win.width))
+	if th.k != 2 || th.padding != 1 || th.maxP != 1 || th.window != 2*time.Minute {
+		t.Errorf("defaults: k %v padding %v max %v window %v", th.k, th.padding, th.maxP, th.window)
 	}
 }
 
@@ -171,9 +171,9 @@ func TestThrottlerFastPath(t *testing.T) {
 func TestPolicyThrottle(t *testing.T) {
 	// A throttler that refuses everything it may (draw 0) once failures
 	// outnumber accepts, beside a budget and a breaker.
-	newPolicy := func() (Policy, *TokenBucket, *Breaker) {
+	newPolicy := func() (Policy, *bucket, *Breaker) {
 		th := mustThrottler(t, ThrottlerSettings{Rand: draw(0)})
-		tb := mustTB(t, TokenBucketSettings{Ratio: 0.5, Funding: FundedByRequest, MinTokens: 5})
+		tb := newBucket(bucketSpec{ratio: 0.5, min: 5, byRequest: true})
 		br := mustBreaker(t, BreakerSettings{Threshold: 100})
 		return Policy{MaxRetries: 3, Budget: tb, Breaker: br, Throttle: th}, tb, br
 	}

@@ -3,106 +3,45 @@ package resil
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
-	"time"
 )
 
-// unbuiltBudgets are the budgets of this package as a caller can get them
-// without their constructor: the zero value, and the nil pointer a failed
-// constructor returns.
-func unbuiltBudgets() map[string]Budget {
-	return map[string]Budget{
-		"nil *TokenBucket":  (*TokenBucket)(nil),
-		"TokenBucket{}":     &TokenBucket{},
-		"nil *WindowBudget": (*WindowBudget)(nil),
-		"WindowBudget{}":    &WindowBudget{},
-		"nil *GRPCThrottle": (*GRPCThrottle)(nil),
-		"GRPCThrottle{}":    &GRPCThrottle{},
-		"nil *AWSQuota":     (*AWSQuota)(nil),
-		"AWSQuota{}":        &AWSQuota{},
-	}
+// madeBudget is a budget that says whether its constructor made it, as
+// resil/budget's do (Built).
+type madeBudget struct {
+	bucket
+	made bool
 }
 
-// A budget that was never built grants no retry and panics on nothing.
-func TestUnbuiltBudgetsGrantNoRetries(t *testing.T) {
-	for name, b := range unbuiltBudgets() {
-		t.Run(name, func(t *testing.T) {
-			now := t0
-			for i := range 100 {
-				now = now.Add(time.Second)
-				b.Begin(now)
-				b.Record(now, OutcomeSuccess, 0)
-				b.Record(now, OutcomeSuccess, 5)
-				b.Record(now, OutcomeFailure, 0)
-				b.Refund(now, float64(i))
-				for _, after := range []Outcome{OutcomeFailure, OutcomeTimeout} {
-					if c, ok := b.Withdraw(now, after); ok || c != 0 {
-						t.Fatalf("Withdraw(%v) = %v, %v: want a refusal", after, c, ok)
-					}
-				}
-			}
-			if tr, ok := b.(TokenReporter); !ok {
-				t.Fatal("not a TokenReporter")
-			} else if got := tr.Tokens(now); got != 0 {
-				t.Errorf("Tokens = %v, want 0", got)
-			}
-			if rs, ok := b.(RetryShare); !ok {
-				t.Fatal("not a RetryShare")
-			} else if got := rs.RetryShare(); got != 0 {
-				t.Errorf("RetryShare = %v, want 0", got)
-			}
-		})
-	}
-}
+func (b *madeBudget) Built() (string, bool) { return "newMadeBudget", b != nil && b.made }
 
-// The README's own pattern, with the error dropped, must fail closed in
-// every driver: the Policy (as the simulator drives it) and the Guard.
-func TestIgnoredConstructorErrorFailsClosed(t *testing.T) {
-	budget, err := NewTokenBucket(TokenBucketSettings{Ratio: 7}) // invalid
-	if err == nil || budget != nil {
-		t.Fatalf("NewTokenBucket = %v, %v: want nil and an error", budget, err)
-	}
-	p := Policy{MaxRetries: 3, Budget: budget}
-	in := Intent{Idempotent: true}
-	if _, err := p.Begin(t0, &in); err != nil {
-		t.Fatal(err)
-	}
-	p.End(t0, &in, Ticket{}, OutcomeFailure, 0)
-	if _, err := p.Retry(t0, &in, OutcomeFailure, 0, time.Time{}, draw(0)); !errors.Is(err, ErrBudgetExhausted) {
-		t.Errorf("Retry = %v, want ErrBudgetExhausted", err)
-	}
-	if c := p.Ceiling(100); c != 100 {
-		t.Errorf("Ceiling(100) = %v, want 100: an unbuilt budget allows no retry", c)
-	}
-
-	_, err = NewGuard(GuardSettings{Idempotency: Idempotent, Policy: p})
-	wantSettingError(t, err, "Policy.Budget")
-}
-
+// TestPolicyValidateRefusesUnbuiltParts: a budget that says its
+// constructor did not make it, a nil pointer of a budget type that does
+// not say, and a zero Breaker are refused by name, wrapping ErrNotBuilt
+// (resil/budget checks each of its budgets); the built ones pass.
 func TestPolicyValidateRefusesUnbuiltParts(t *testing.T) {
-	for name, b := range unbuiltBudgets() {
-		p := Policy{MaxRetries: 1, Budget: b}
-		err := p.Validate()
-		wantSettingError(t, err, "Policy.Budget")
-		if err != nil && !errors.Is(err, ErrNotBuilt) {
-			t.Errorf("%s: %v does not wrap ErrNotBuilt", name, err)
+	for name, c := range map[string]struct {
+		p          Policy
+		field, msg string
+	}{
+		"unbuilt budget":       {Policy{MaxRetries: 1, Budget: &madeBudget{}}, "Policy.Budget", "*resil.madeBudget: a zero value or nil pointer, not made by newMadeBudget"},
+		"nil budget that says": {Policy{MaxRetries: 1, Budget: (*madeBudget)(nil)}, "Policy.Budget", "not made by newMadeBudget"},
+		"nil budget":           {Policy{MaxRetries: 1, Budget: (*bucket)(nil)}, "Policy.Budget", "*resil.bucket: a zero value or nil pointer, not made by its constructor"},
+		"zero breaker":         {Policy{Breaker: &Breaker{}}, "Policy.Breaker", "not made by NewBreaker"},
+	} {
+		err := c.p.Validate()
+		wantSettingError(t, err, c.field)
+		if err == nil || !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v does not wrap ErrNotBuilt or say %q", name, err, c.msg)
 		}
 	}
-	p := Policy{Breaker: &Breaker{}}
-	err := p.Validate()
-	wantSettingError(t, err, "Policy.Breaker")
-	if !errors.Is(err, ErrNotBuilt) {
-		t.Errorf("%v does not wrap ErrNotBuilt", err)
-	}
-	// The built ones, and NoBudget, pass.
-	tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedByRequest})
-	p = Policy{MaxRetries: 1, Budget: tb, Breaker: mustBreaker(t, BreakerSettings{Threshold: 1})}
+	// The built ones, and a budget that does not say, pass.
+	p := Policy{MaxRetries: 1, Budget: &madeBudget{made: true}, Breaker: mustBreaker(t, BreakerSettings{Threshold: 1})}
 	if err := p.Validate(); err != nil {
 		t.Error(err)
 	}
-	p = Policy{MaxRetries: 1, Budget: NoBudget{}}
+	p = Policy{MaxRetries: 1, Budget: newBucket(bucketSpec{ratio: 0.1, byRequest: true})}
 	if err := p.Validate(); err != nil {
 		t.Error(err)
 	}
@@ -156,43 +95,6 @@ func TestZeroGuardFailsClosed(t *testing.T) {
 			remove := g.Observe(func(Event) {})
 			remove()
 		})
-	}
-}
-
-// Extreme refunds and records neither overflow the balance nor push it
-// outside [0, max].
-func TestBudgetArithmeticClamps(t *testing.T) {
-	huge := []float64{1e300, math.MaxFloat64, math.Inf(1), math.NaN(), -1e300, math.Inf(-1), 9.3e12, 1e18}
-	tb := mustTB(t, TokenBucketSettings{Ratio: 0.1, Funding: FundedBySuccess, MaxTokens: 10, MinTokens: 10})
-	q, err := NewAWSQuota(AWSQuotaSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range huge {
-		tb.Refund(t0, x)
-		q.Refund(t0, x)
-		q.Record(t0, OutcomeSuccess, x)
-		w.Refund(t0, x)
-		for _, c := range []struct {
-			name    string
-			got, hi float64
-		}{{"TokenBucket", tb.Tokens(t0), 10}, {"AWSQuota", q.Tokens(t0), 500}, {"WindowBudget", w.Tokens(t0), 10}} {
-			if !(c.got >= 0 && c.got <= c.hi) {
-				t.Fatalf("%s after %v: Tokens = %v, outside [0, %v]", c.name, x, c.got, c.hi)
-			}
-		}
-	}
-	// And the budgets still work: a withdrawal succeeds and costs what it
-	// should.
-	if c, ok := tb.Withdraw(t0, OutcomeFailure); !ok || c != 1 {
-		t.Errorf("TokenBucket.Withdraw = %v, %v", c, ok)
-	}
-	if c, ok := q.Withdraw(t0, OutcomeFailure); !ok || c != 5 {
-		t.Errorf("AWSQuota.Withdraw = %v, %v", c, ok)
 	}
 }
 

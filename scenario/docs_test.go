@@ -45,6 +45,8 @@ func vocabulary() map[string][][]string {
 			switch v := f.v.(type) {
 			case word:
 				out[f.key] = append(out[f.key], v.words)
+			case enumWord:
+				out[f.key] = append(out[f.key], v.words)
 			case *object:
 				walk(v)
 			case unlessUnset:

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -270,6 +271,32 @@ func (o *object) validate(c *checker, path string) {
 			v.validate(c, fp)
 		}
 	}
+}
+
+// keyOf returns the key of the map that o binds to field name of the
+// struct at sp (a pointer), or "" when none does: how the loader names, in
+// the file's words, a field that resil's own settings type names.
+func (o *object) keyOf(sp any, name string) string {
+	v := reflect.ValueOf(sp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return ""
+	}
+	fv := v.Elem().FieldByName(name)
+	if !fv.IsValid() {
+		return ""
+	}
+	addr := fv.Addr().Interface()
+	for _, f := range o.fields {
+		if b, ok := f.v.(binder); ok && b.bound() == addr {
+			return f.key
+		}
+	}
+	return ""
+}
+
+// binder is a value bound to one variable: bound returns its address.
+type binder interface {
+	bound() any
 }
 
 // validator is a value with rules of its own: a nested map, a list, a word.

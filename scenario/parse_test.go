@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // head is the smallest valid start of a file: lines 1 to 3. fleet makes it
@@ -205,7 +207,7 @@ var parseErrorTests = []struct {
 	{"unknown throttle", withFleet("    throttle: {use: adaptve}\n"), "8:21", "fleets[0].throttle.use", `did you mean "adaptive"?`},
 	{"throttle k below 1", withFleet("    throttle: {use: adaptive, settings: {k: 0.5}}\n"), "8:45", "fleets[0].throttle.settings.k", "must be in [1, 1000], got 0.5"},
 	{"throttle settings for use none", withFleet("    throttle: {use: none, settings: {k: 2}}\n"), "8:38", "fleets[0].throttle.settings.k", "does not apply: use: none takes no settings"},
-	{"throttle max_probability zero", withFleet("    throttle: {use: adaptive, settings: {max_probability: 0}}\n"), "8:59", "fleets[0].throttle.settings.max_probability", "must be in (0, 1], got 0"},
+	{"throttle max_probability zero", withFleet("    throttle: {use: adaptive, settings: {max_probability: 0}}\n"), "8:59", "fleets[0].throttle.settings.max_probability", "must not be 0: leave it out for the default, 1"},
 }
 
 // queue is a file's first three lines with a queue origin whose map ends
@@ -300,10 +302,10 @@ var storm = Scenario{
 			Retry: Retry{MaxRetries: 3, IdempotentOnly: true, Backoff: Backoff{
 				Use: "exponential", Base: 100 * time.Millisecond, Cap: 10 * time.Second, Multiplier: 2, Jitter: "full",
 			}},
-			Budget: Budget{
-				Use: BudgetTokenBucket, Ratio: 0.1, Funding: "success",
+			Budget: Budget{Use: BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{
+				Ratio: 0.1, Funding: budget.FundedBySuccess,
 				MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1,
-			},
+			}},
 			Breaker: Breaker{
 				Use: BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
 			},
@@ -355,7 +357,7 @@ fleets:
 			{
 				Name: "a", Timeout: time.Second,
 				Retry:  Retry{Backoff: Backoff{Use: "none", Jitter: "none"}},
-				Budget: Budget{Use: BudgetTokenBucket, Ratio: 0.2, Funding: "success", MaxTokens: 100, RetryCost: 1, TimeoutCost: 1},
+				Budget: Budget{Use: BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.2, Funding: budget.FundedBySuccess, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
 				Breaker: Breaker{
 					Use: BreakerCountWindow, WindowSize: 5, MinCalls: 5, FailureRate: 0.5,
 					Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
@@ -366,9 +368,9 @@ fleets:
 			{
 				Name: "b", Timeout: time.Second,
 				Retry:  Retry{Backoff: Backoff{Use: "exponential", Base: 10 * time.Millisecond, Multiplier: 2, Jitter: "none"}},
-				Budget: Budget{Use: BudgetWindow, Ratio: 0.1, Funding: "success", RetryCost: 2, TimeoutCost: 2, TTL: 10 * time.Second},
+				Budget: Budget{Use: BudgetWindow, Window: budget.WindowSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, RetryCost: 2, TimeoutCost: 2, TTL: 10 * time.Second}},
 				Breaker: Breaker{
-					Use: BreakerTimeWindow, Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5,
+					Use: BreakerTimeWindow, WindowPeriod: 10 * time.Second, MinCalls: 10, FailureRate: 0.5,
 					Cooldown: 5 * time.Second, Probes: 1, Scope: "all",
 				},
 				Throttle: Throttle{Use: ThrottleNone},
@@ -376,7 +378,7 @@ fleets:
 			{
 				Name: "c", Timeout: time.Second,
 				Retry:    Retry{Backoff: Backoff{Use: "none", Jitter: "none"}},
-				Budget:   Budget{Use: BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1},
+				Budget:   Budget{Use: BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}},
 				Breaker:  Breaker{Use: BreakerNone},
 				Throttle: Throttle{Use: ThrottleNone},
 			},

@@ -52,14 +52,8 @@ func (f Fleet) policy(src rand.Source) (resil.Policy, error) {
 	if p.Budget, err = f.Budget.resil(f); err != nil {
 		return resil.Policy{}, err
 	}
-	if f.Budget.Use == BudgetAWSAdaptive {
-		if p.Pacer, err = resil.NewClientRateLimiter(resil.ClientRateLimiterSettings{
-			Beta: f.Budget.Beta, ScaleConstant: f.Budget.ScaleConstant,
-			Smoothing: f.Budget.Smoothing, MinFillRate: f.Budget.MinFillRate,
-			FailOnNoTokens: f.Budget.FailOnNoTokens,
-		}); err != nil {
-			return resil.Policy{}, err
-		}
+	if p.Pacer, err = f.Budget.pacer(); err != nil {
+		return resil.Policy{}, err
 	}
 	if p.Breaker, p.BreakerScope, err = f.Breaker.resil(f.Name); err != nil {
 		return resil.Policy{}, err
@@ -97,130 +91,6 @@ func (b Backoff) resil() (resil.Backoff, error) {
 		return resil.Backoff{}, err
 	}
 	return rb, rb.Validate()
-}
-
-// funding is the budget's funded_by.
-func (b Budget) funding() (resil.Funding, error) {
-	var f resil.Funding
-	err := readWord(&f, "funded_by", b.Funding)
-	return f, err
-}
-
-// retried lists the failed outcomes the fleet retries.
-func (f Fleet) retried() []resil.Outcome {
-	var r []resil.Outcome
-	if f.Retry.Retries(RetryOnError) {
-		r = append(r, resil.OutcomeFailure)
-	}
-	if f.Retry.Retries(RetryOnRejection) {
-		r = append(r, resil.OutcomeThrottled)
-	}
-	if f.Retry.Retries(RetryOnTimeout) {
-		r = append(r, resil.OutcomeTimeout)
-	}
-	return r
-}
-
-// uncounted lists the failures a gRPC throttle takes no token for: those
-// the fleet does not retry, as grpc-go counts only retryable statuses, and
-// timeouts when the attempt's timeout is the call's own deadline (gRPC's
-// only timeout), which ends the call without touching the bucket (grpc-go
-// stream.go, csAttempt.shouldRetry: a finished call returns before the
-// throttle is asked).
-func (f Fleet) uncounted() []resil.Outcome {
-	var u []resil.Outcome
-	if !f.Retry.Retries(RetryOnError) {
-		u = append(u, resil.OutcomeFailure)
-	}
-	if !f.Retry.Retries(RetryOnRejection) {
-		u = append(u, resil.OutcomeThrottled)
-	}
-	if !f.Retry.Retries(RetryOnTimeout) || (f.Deadline > 0 && f.Timeout >= f.Deadline) {
-		u = append(u, resil.OutcomeTimeout)
-	}
-	return u
-}
-
-// resil returns a new budget, or nil for none: a nil Budget is resil's "no
-// budget". f is the fleet it guards: which failures it retries matters to
-// a gRPC throttle and to a budget funded by answers.
-func (b Budget) resil(f Fleet) (resil.Budget, error) {
-	switch b.Use {
-	case BudgetNone, "":
-		return nil, nil
-	case BudgetTokenBucket:
-		funding, err := b.funding()
-		if err != nil {
-			return nil, err
-		}
-		return resil.NewTokenBucket(resil.TokenBucketSettings{
-			Ratio: b.Ratio, Funding: funding,
-			MinTokens: b.MinTokens, MaxTokens: b.MaxTokens,
-			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
-		})
-	case BudgetWindow:
-		funding, err := b.funding()
-		if err != nil {
-			return nil, err
-		}
-		return resil.NewWindowBudget(resil.WindowBudgetSettings{
-			Ratio: b.Ratio, Funding: funding,
-			MinRetriesPerSecond: b.MinRetriesPerSecond, TTL: b.TTL,
-			RetryCost: b.RetryCost, TimeoutCost: b.TimeoutCost,
-			Retried: f.retried(), Tower: b.Tower,
-		})
-	case BudgetGRPC:
-		return resil.NewGRPCThrottle(resil.GRPCThrottleSettings{MaxTokens: b.MaxTokens, TokenRatio: b.TokenRatio, Uncounted: f.uncounted()})
-	case BudgetConcurrency:
-		return resil.NewConcurrencyBudget(resil.ConcurrencyBudgetSettings{Percent: b.Percent, MinConcurrency: b.MinConcurrency})
-	case BudgetAWS, BudgetAWSAdaptive:
-		// aws_adaptive is the standard mode's quota plus a rate limiter,
-		// which NewPolicy adds as the policy's Pacer.
-		return resil.NewAWSQuota(resil.AWSQuotaSettings{
-			Capacity: b.Capacity, RetryCost: int(b.RetryCost),
-			TimeoutCost: int(b.TimeoutCost), NoRetryIncrement: b.NoRetryIncrement,
-			NoIncrement: b.NoRetryIncrement == 0,
-		})
-	}
-	return nil, fmt.Errorf("unknown budget use %q", b.Use)
-}
-
-// resil returns a new breaker, or nil for none, and the attempts it may
-// refuse. name labels its state changes.
-func (b Breaker) resil(name string) (*resil.Breaker, resil.Scope, error) {
-	if b.Use == BreakerNone || b.Use == "" {
-		return nil, resil.GuardAll, nil
-	}
-	var rule resil.TripRule
-	if err := readWord(&rule, "breaker use", b.Use); err != nil {
-		return nil, 0, err
-	}
-	var scope resil.Scope
-	if err := readWord(&scope, "breaker scope", b.Scope); err != nil {
-		return nil, 0, err
-	}
-	br, err := resil.NewBreaker(resil.BreakerSettings{
-		Name: name, Rule: rule,
-		Threshold: b.Threshold, WindowSize: b.WindowSize, WindowPeriod: b.Window,
-		MinCalls: b.MinCalls, FailureRate: b.FailureRate,
-		SlowCall: b.SlowCall, SlowCallRate: b.SlowCallRate,
-		Cooldown: b.Cooldown, MaxCooldown: b.MaxCooldown, Probes: b.Probes,
-	})
-	return br, scope, err
-}
-
-// resil returns a new throttler drawing from src, or nil for none: a nil
-// *Throttler is resil's "no throttle".
-func (t Throttle) resil(src rand.Source) (*resil.Throttler, error) {
-	switch t.Use {
-	case ThrottleNone, "":
-		return nil, nil
-	case ThrottleAdaptive:
-		return resil.NewThrottler(resil.ThrottlerSettings{
-			K: t.K, Window: t.Window, Padding: t.Padding, MaxProbability: t.MaxProbability, Rand: src,
-		})
-	}
-	return nil, fmt.Errorf("unknown throttle use %q", t.Use)
 }
 
 // NewLimiter builds one replica's concurrency limiter, or nil for none:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 func loadKinds(t *testing.T) *Scenario {
@@ -46,9 +47,9 @@ func TestNewPolicyStorm(t *testing.T) {
 	}
 
 	guarded := newPolicy(t, storm.Fleets[1])
-	bucket, ok := guarded.Budget.(*resil.TokenBucket)
+	bucket, ok := guarded.Budget.(*budget.TokenBucket)
 	if !ok {
-		t.Fatalf("guarded budget is %T, want *resil.TokenBucket", guarded.Budget)
+		t.Fatalf("guarded budget is %T, want *budget.TokenBucket", guarded.Budget)
 	}
 	if got := bucket.Tokens(time.Time{}); got != 10 {
 		t.Errorf("bucket starts with %v tokens, want min_tokens, 10", got)
@@ -81,7 +82,7 @@ func TestNewPolicyKinds(t *testing.T) {
 	}
 
 	bucket := byName["bucket by request"]
-	if _, ok := bucket.Budget.(*resil.TokenBucket); !ok {
+	if _, ok := bucket.Budget.(*budget.TokenBucket); !ok {
 		t.Errorf("bucket by request budget is %T", bucket.Budget)
 	}
 	if bucket.BreakerScope != resil.GuardRetries {
@@ -98,7 +99,7 @@ func TestNewPolicyKinds(t *testing.T) {
 	}
 
 	window := byName["window"]
-	if _, ok := window.Budget.(*resil.WindowBudget); !ok {
+	if _, ok := window.Budget.(*budget.Window); !ok {
 		t.Errorf("window budget is %T", window.Budget)
 	}
 	if ws := window.Breaker.Settings(); ws.Rule != resil.TimeWindow || ws.WindowPeriod != 10*time.Second || ws.MinCalls != 5 {
@@ -108,20 +109,20 @@ func TestNewPolicyKinds(t *testing.T) {
 		t.Errorf("window backoff = %+v", window.Backoff)
 	}
 
-	if g, ok := byName["grpc"].Budget.(*resil.GRPCThrottle); !ok || g.Tokens(time.Time{}) != 10 {
-		t.Errorf("grpc budget = %T %v, want a full *resil.GRPCThrottle of 10", byName["grpc"].Budget, byName["grpc"].Budget)
+	if g, ok := byName["grpc"].Budget.(*budget.GRPCThrottle); !ok || g.Tokens(time.Time{}) != 10 {
+		t.Errorf("grpc budget = %T %v, want a full *budget.GRPCThrottle of 10", byName["grpc"].Budget, byName["grpc"].Budget)
 	}
-	if q, ok := byName["true"].Budget.(*resil.AWSQuota); !ok || q.Tokens(time.Time{}) != 50 || q.RetryShare() != 0.2 {
-		t.Errorf("aws budget = %T %v, want a full *resil.AWSQuota of 50 with share 1/5", byName["true"].Budget, byName["true"].Budget)
+	if q, ok := byName["true"].Budget.(*budget.AWSQuota); !ok || q.Tokens(time.Time{}) != 50 || q.RetryShare() != 0.2 {
+		t.Errorf("aws budget = %T %v, want a full *budget.AWSQuota of 50 with share 1/5", byName["true"].Budget, byName["true"].Budget)
 	}
 	if byName["true"].Pacer != nil {
 		t.Error("aws (standard mode) has a pacer")
 	}
 
 	envoy := byName["envoy"]
-	cb, ok := envoy.Budget.(*resil.ConcurrencyBudget)
+	cb, ok := envoy.Budget.(*budget.Concurrency)
 	if !ok {
-		t.Fatalf("envoy budget is %T, want *resil.ConcurrencyBudget", envoy.Budget)
+		t.Fatalf("envoy budget is %T, want *budget.Concurrency", envoy.Budget)
 	}
 	for range 50 {
 		cb.Begin(time.Time{})
@@ -131,10 +132,10 @@ func TestNewPolicyKinds(t *testing.T) {
 	}
 
 	adaptive := byName["aws adaptive"]
-	if q, ok := adaptive.Budget.(*resil.AWSQuota); !ok || q.Tokens(time.Time{}) != 500 {
-		t.Errorf("aws adaptive budget = %T %v, want a full *resil.AWSQuota of 500", adaptive.Budget, adaptive.Budget)
+	if q, ok := adaptive.Budget.(*budget.AWSQuota); !ok || q.Tokens(time.Time{}) != 500 {
+		t.Errorf("aws adaptive budget = %T %v, want a full *budget.AWSQuota of 500", adaptive.Budget, adaptive.Budget)
 	}
-	if adaptive.Pacer == nil || adaptive.Pacer.State().Enabled {
+	if l, ok := adaptive.Pacer.(*budget.ClientRateLimiter); !ok || l.State().Enabled {
 		t.Errorf("aws adaptive pacer = %+v, want one, not yet throttled", adaptive.Pacer)
 	}
 }
@@ -152,7 +153,7 @@ func TestNewPolicyFresh(t *testing.T) {
 		a.Budget.Withdraw(now, resil.OutcomeFailure)
 		a.Breaker.Record(now, mustAllow(t, a.Breaker, now), resil.OutcomeFailure, 0)
 	}
-	if got := b.Budget.(*resil.TokenBucket).Tokens(now); got != 10 {
+	if got := b.Budget.(*budget.TokenBucket).Tokens(now); got != 10 {
 		t.Errorf("spending one bucket left the other with %v tokens, want 10", got)
 	}
 	if a.Breaker.State(now) != resil.StateOpen || b.Breaker.State(now) != resil.StateClosed {
@@ -171,7 +172,7 @@ func TestNewPolicyRefuses(t *testing.T) {
 		f    Fleet
 		want string
 	}{
-		{"bucket without ratio", Fleet{Name: "x", Budget: Budget{Use: BudgetTokenBucket, Funding: "success"}}, "Ratio"},
+		{"bucket without ratio", Fleet{Name: "x", Budget: Budget{Use: BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Funding: budget.FundedBySuccess}}}, "Ratio"},
 		{"unknown budget", Fleet{Name: "x", Budget: Budget{Use: "leaky"}}, `unknown budget use "leaky"`},
 		{"unknown jitter", Fleet{Name: "x", Retry: Retry{Backoff: Backoff{Jitter: "wobbly"}}}, `unknown jitter "wobbly"`},
 		{"breaker without threshold", Fleet{Name: "x", Breaker: Breaker{Use: BreakerConsecutive}}, "Threshold"},
@@ -206,7 +207,7 @@ func TestThrottlePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Fleets[1].Throttle != (Throttle{Use: ThrottleAdaptive, K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}) {
+	if s.Fleets[1].Throttle != (Throttle{Use: ThrottleAdaptive, ThrottlerSettings: resil.ThrottlerSettings{K: 2, Window: 2 * time.Minute, Padding: 1, MaxProbability: 1}}) {
 		t.Errorf("defaults %+v", s.Fleets[1].Throttle)
 	}
 	refusals := func(f Fleet, seed uint64) []bool {
@@ -335,7 +336,7 @@ func TestBackoffWithoutDelayInResilWords(t *testing.T) {
 // csAttempt.shouldRetry: the status must be retryable; a finished call
 // returns before the throttle is asked).
 func TestGRPCBudgetCountsRetryableOnly(t *testing.T) {
-	budget := Budget{Use: BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}
+	throttle := Budget{Use: BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}}
 	for _, c := range []struct {
 		name  string
 		fleet Fleet
@@ -350,14 +351,14 @@ func TestGRPCBudgetCountsRetryableOnly(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.fleet
-			f.Name, f.Budget, f.Retry.MaxRetries = "g", budget, 2
+			f.Name, f.Budget, f.Retry.MaxRetries = "g", throttle, 2
 			p, err := f.NewPolicy()
 			if err != nil {
 				t.Fatal(err)
 			}
 			now := time.Unix(0, 0)
 			p.Budget.Record(now, c.o, 0)
-			took := p.Budget.(*resil.GRPCThrottle).Tokens(now) < 10
+			took := p.Budget.(*budget.GRPCThrottle).Tokens(now) < 10
 			if took != c.taken {
 				t.Fatalf("token taken = %v, want %v", took, c.taken)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // The file's shape: one table per YAML map, bound to the struct it fills,
@@ -33,7 +34,7 @@ var (
 	limitAlgos   = resilWords(admission.LimitFixed, admission.LimitAIMD, admission.LimitGradient, admission.LimitVegas)
 	limitKinds   = append([]string{LimitNone}, limitAlgos...)
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
-	fundings     = resilWords(resil.FundedBySuccess, resil.FundedByRequest, resil.FundedByAnswer)
+	fundings     = resilWords(budget.FundedBySuccess, budget.FundedByRequest, budget.FundedByAnswer)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
 	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout, RetryOnRefused}
 )
@@ -252,114 +253,6 @@ func backoffObject(b *Backoff) *object {
 	}
 }
 
-func budgetObject(b *Budget) *object {
-	var (
-		ratio  = []string{BudgetTokenBucket, BudgetWindow}
-		bucket = []string{BudgetTokenBucket}
-		window = []string{BudgetWindow}
-		grpc   = []string{BudgetGRPC}
-		aws    = []string{BudgetAWS, BudgetAWSAdaptive}
-		conc   = []string{BudgetConcurrency}
-		pacer  = []string{BudgetAWSAdaptive}
-	)
-	settings := &object{
-		kind: &b.Use, what: "%s",
-		fields: []field{
-			{key: "budget_ratio", kinds: ratio, need: true, v: number{&b.Ratio}},
-			{key: "min_tokens", kinds: bucket, v: number{&b.MinTokens}},
-			{key: "max_tokens", kinds: bucket, v: number{&b.MaxTokens}},
-			{key: "max_tokens", kinds: grpc, need: true, v: number{&b.MaxTokens}},
-			{key: "token_ratio", kinds: grpc, need: true, v: number{&b.TokenRatio}},
-			{key: "funded_by", kinds: ratio, v: word{p: &b.Funding, words: fundings}},
-			{key: "capacity", kinds: aws, v: integer{&b.Capacity}},
-			{key: "retry_cost", kinds: ratio, v: number{&b.RetryCost}},
-			{key: "retry_cost", kinds: aws, v: count{&b.RetryCost}},
-			{key: "timeout_cost", kinds: ratio, v: number{&b.TimeoutCost}},
-			{key: "timeout_cost", kinds: aws, v: count{&b.TimeoutCost}},
-			{key: "no_retry_increment", kinds: aws, v: integer{&b.NoRetryIncrement}},
-			{key: "min_retries_per_second", kinds: window, v: number{&b.MinRetriesPerSecond}},
-			{key: "ttl", kinds: window, v: duration{&b.TTL}},
-			{key: "tower", kinds: window, v: boolean{&b.Tower}},
-			{key: "budget_percent", kinds: conc, need: true, v: number{&b.Percent}},
-			{key: "min_retry_concurrency", kinds: conc, need: true, v: integer{&b.MinConcurrency}},
-			{key: "beta", kinds: pacer, v: number{&b.Beta}},
-			{key: "scale_constant", kinds: pacer, v: number{&b.ScaleConstant}},
-			{key: "smoothing", kinds: pacer, v: number{&b.Smoothing}},
-			{key: "min_fill_rate", kinds: pacer, v: number{&b.MinFillRate}},
-			{key: "fail_on_no_tokens", kinds: pacer, v: boolean{&b.FailOnNoTokens}},
-		},
-		preset: func(use string) {
-			switch use {
-			case BudgetTokenBucket:
-				b.Funding, b.MaxTokens, b.RetryCost = resilWord(resil.FundedBySuccess), 100, 1
-			case BudgetWindow:
-				b.Funding, b.TTL, b.RetryCost = resilWord(resil.FundedBySuccess), 10*time.Second, 1
-			case BudgetAWS:
-				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
-			case BudgetAWSAdaptive:
-				b.Capacity, b.RetryCost, b.TimeoutCost, b.NoRetryIncrement = 500, 5, 10, 1
-				b.Beta, b.ScaleConstant, b.Smoothing, b.MinFillRate = 0.7, 0.4, 0.8, 0.5
-			}
-		},
-		finish: func(has func(string) bool) {
-			// A retry after a timeout costs what any retry costs unless
-			// said otherwise, as in resil.
-			if (b.Use == BudgetTokenBucket || b.Use == BudgetWindow) && !has("timeout_cost") {
-				b.TimeoutCost = b.RetryCost
-			}
-		},
-	}
-	return &object{
-		selector: "use", kind: &b.Use, kinds: budgetKinds, what: "%s",
-		fields: []field{{key: "settings", v: settings}},
-		check:  b.check,
-	}
-}
-
-func breakerObject(b *Breaker) *object {
-	var (
-		rules   = breakerRules
-		windows = []string{BreakerCountWindow, BreakerTimeWindow}
-	)
-	settings := &object{
-		kind: &b.Use, absentKind: BreakerNone, what: "%s",
-		fields: []field{
-			{key: "threshold", kinds: []string{BreakerConsecutive}, need: true, v: integer{&b.Threshold}},
-			{key: "window_size", kinds: []string{BreakerCountWindow}, need: true, v: integer{&b.WindowSize}},
-			{key: "window", kinds: []string{BreakerTimeWindow}, need: true, v: duration{&b.Window}},
-			{key: "min_calls", kinds: windows, v: integer{&b.MinCalls}},
-			{key: "failure_rate", kinds: windows, v: number{&b.FailureRate}},
-			{key: "slow_call", kinds: windows, v: duration{&b.SlowCall}},
-			{key: "slow_call_rate", kinds: windows, v: number{&b.SlowCallRate}},
-			{key: "cooldown", kinds: rules, v: duration{&b.Cooldown}},
-			{key: "max_cooldown", kinds: rules, v: duration{&b.MaxCooldown}},
-			{key: "probes", kinds: rules, v: integer{&b.Probes}},
-			{key: "scope", kinds: rules, v: word{p: &b.Scope, words: scopes}},
-		},
-		preset: func(use string) {
-			if use != BreakerNone {
-				b.Cooldown, b.Probes, b.Scope = 5*time.Second, 1, resilWord(resil.GuardAll)
-			}
-		},
-		finish: func(has func(string) bool) {
-			if has("min_calls") {
-				return
-			}
-			switch b.Use {
-			case BreakerCountWindow:
-				b.MinCalls = min(10, b.WindowSize)
-			case BreakerTimeWindow:
-				b.MinCalls = 10
-			}
-		},
-	}
-	return &object{
-		selector: "use", kind: &b.Use, kinds: breakerKinds, absentKind: BreakerNone, what: "%s",
-		fields: []field{{key: "settings", v: settings}},
-		check:  b.check,
-	}
-}
-
 func hedgeObject(h *Hedge) *object {
 	return &object{
 		fields: []field{
@@ -450,30 +343,5 @@ func shedObject(s *Shed) *object {
 			{key: "reserve", v: duration{&s.Reserve}},
 		},
 		check: s.check,
-	}
-}
-
-func throttleObject(t *Throttle) *object {
-	adaptive := []string{ThrottleAdaptive}
-	settings := &object{
-		kind: &t.Use, absentKind: ThrottleNone, what: "%s",
-		fields: []field{
-			{key: "k", kinds: adaptive, v: number{&t.K}},
-			{key: "window", kinds: adaptive, v: duration{&t.Window}},
-			{key: "padding", kinds: adaptive, v: number{&t.Padding}},
-			{key: "max_probability", kinds: adaptive, v: number{&t.MaxProbability}},
-		},
-		preset: func(use string) {
-			if use == ThrottleAdaptive {
-				// resil's defaults (ThrottlerSettings): the SRE book's K
-				// and two-minute history.
-				t.K, t.Window, t.Padding, t.MaxProbability = 2, 2*time.Minute, 1, 1
-			}
-		},
-	}
-	return &object{
-		selector: "use", kind: &t.Use, kinds: throttles, absentKind: ThrottleNone, what: "%s",
-		fields: []field{{key: "settings", v: settings}},
-		check:  t.check,
 	}
 }

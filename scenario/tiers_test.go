@@ -22,7 +22,7 @@ func TestParseTiers(t *testing.T) {
 	if edge.Name != "edge" || edge.Server.Model != ModelQueue || edge.Server.Workers != 200 || edge.Server.Replicas != 2 || edge.Server.Discipline != "fifo" {
 		t.Errorf("edge %+v", edge)
 	}
-	if !edge.Client.PropagateDeadline || edge.Client.Budget.Ratio != 0.1 || edge.Client.Budget.MaxTokens != 100 {
+	if !edge.Client.PropagateDeadline || edge.Client.Budget.TokenBucket.Ratio != 0.1 || edge.Client.Budget.TokenBucket.MaxTokens != 100 {
 		t.Errorf("edge's client %+v", edge.Client)
 	}
 	if api.Server.Model != ModelConcurrency || api.Client.Deadline != 2*time.Second || api.Client.PropagateDeadline || api.Client.Breaker.Threshold != 20 {

@@ -356,17 +356,6 @@ func (s *Shed) check(c *checker, path string) {
 	}
 }
 
-func (t *Throttle) check(c *checker, path string) {
-	at := func(key string) string { return join(path, "settings."+key) }
-	if t.Use != ThrottleAdaptive {
-		return
-	}
-	in(c, at("k"), t.K, 1, 1000)
-	in(c, at("window"), t.Window, time.Millisecond, maxWait)
-	in(c, at("padding"), t.Padding, 1, 1e6)
-	over(c, at("max_probability"), t.MaxProbability, 0, 1)
-}
-
 func (t *Trigger) check(c *checker, path string) {
 	at := func(key string) string { return join(path, key) }
 	in(c, at("at"), t.At, 0, maxRun)
@@ -469,104 +458,6 @@ func (b *Backoff) check(c *checker, path string) {
 	} else if b.Factor != 0 {
 		c.fail(at("factor"), "applies to factor jitter only")
 	}
-}
-
-func (b *Budget) check(c *checker, path string) {
-	at := func(key string) string { return join(path, "settings."+key) }
-	switch b.Use {
-	case BudgetTokenBucket:
-		ratio(c, at("budget_ratio"), b.Ratio)
-		if b.Funding == resil.FundedByAnswer.String() {
-			c.fail(at("funded_by"), "answer funds a window budget only: want success or request")
-		}
-		over(c, at("max_tokens"), b.MaxTokens, 0, 1e9)
-		in(c, at("min_tokens"), b.MinTokens, 0, b.MaxTokens)
-		over(c, at("retry_cost"), b.RetryCost, 0, b.MaxTokens)
-		over(c, at("timeout_cost"), b.TimeoutCost, 0, b.MaxTokens)
-	case BudgetWindow:
-		ratio(c, at("budget_ratio"), b.Ratio)
-		over(c, at("retry_cost"), b.RetryCost, 0, 1e6)
-		over(c, at("timeout_cost"), b.TimeoutCost, 0, 1e6)
-		in(c, at("min_retries_per_second"), b.MinRetriesPerSecond, 0, 1e6)
-		in(c, at("ttl"), b.TTL, time.Millisecond, maxWait)
-		if b.Tower {
-			in(c, at("ttl"), b.TTL, time.Second, time.Minute)
-		}
-	case BudgetGRPC:
-		over(c, at("max_tokens"), b.MaxTokens, 0, 1000)
-		in(c, at("token_ratio"), b.TokenRatio, 0.001, 1000)
-	case BudgetAWS, BudgetAWSAdaptive:
-		in(c, at("capacity"), b.Capacity, 1, maxCount)
-		whole(c, at("retry_cost"), b.RetryCost, float64(b.Capacity))
-		whole(c, at("timeout_cost"), b.TimeoutCost, float64(b.Capacity))
-		in(c, at("no_retry_increment"), b.NoRetryIncrement, 0, maxCount)
-		if b.Use == BudgetAWSAdaptive {
-			if !(b.Beta > 0 && b.Beta < 1) {
-				c.fail(at("beta"), "must be in (0, 1), got %s", show(b.Beta))
-			}
-			over(c, at("scale_constant"), b.ScaleConstant, 0, 1e3)
-			over(c, at("smoothing"), b.Smoothing, 0, 1)
-			over(c, at("min_fill_rate"), b.MinFillRate, 0, 1e9)
-		}
-	case BudgetConcurrency:
-		in(c, at("budget_percent"), b.Percent, 0, 100)
-		in(c, at("min_retry_concurrency"), b.MinConcurrency, 0, maxCount)
-		if b.Percent == 0 && b.MinConcurrency == 0 {
-			c.fail(at("budget_percent"), "budget_percent and min_retry_concurrency are both 0: the budget would allow no retry (write retry: {max_retries: 0} for none)")
-		}
-	}
-}
-
-// ratio checks budget_ratio, which has no default: the share of traffic
-// that may be retried is the one decision a budget cannot make for you.
-func ratio(c *checker, field string, r float64) {
-	switch {
-	case !(r > 0 && r <= 1):
-		c.fail(field, "must be in (0, 1], got %s; it has no default", c.show(field, r))
-	case r < 1e-6:
-		c.fail(field, "%s is below the budget's precision of 0.000001", show(r))
-	}
-}
-
-// whole checks an AWS cost: a whole number of tokens the bucket can hold.
-func whole(c *checker, field string, v, capacity float64) {
-	if v != math.Trunc(v) {
-		c.fail(field, "must be a whole number, got %s", show(v))
-	}
-	in(c, field, v, 1, capacity)
-}
-
-func (b *Breaker) check(c *checker, path string) {
-	at := func(key string) string { return join(path, "settings."+key) }
-	if b.Use == BreakerNone || b.Use == "" {
-		return
-	}
-	switch b.Use {
-	case BreakerConsecutive:
-		in(c, at("threshold"), b.Threshold, 1, maxCount)
-	case BreakerCountWindow:
-		in(c, at("window_size"), b.WindowSize, 1, maxCount)
-		in(c, at("min_calls"), b.MinCalls, 1, b.WindowSize)
-	case BreakerTimeWindow:
-		in(c, at("window"), b.Window, time.Millisecond, maxWait)
-		in(c, at("min_calls"), b.MinCalls, 1, maxCount)
-	}
-	if b.Use != BreakerConsecutive {
-		in(c, at("failure_rate"), b.FailureRate, 0, 1)
-		in(c, at("slow_call"), b.SlowCall, 0, maxWait)
-		in(c, at("slow_call_rate"), b.SlowCallRate, 0, 1)
-		switch {
-		case b.SlowCallRate > 0 && b.SlowCall == 0:
-			c.fail(at("slow_call"), "is required when slow_call_rate is set: how long is slow?")
-		case b.FailureRate == 0 && b.SlowCallRate == 0:
-			c.fail(at("failure_rate"), "a %s breaker needs failure_rate or slow_call_rate (or both): nothing would open it", b.Use)
-		}
-	}
-	over(c, at("cooldown"), b.Cooldown, 0, maxWait)
-	if m := b.MaxCooldown; m != 0 && !(m >= b.Cooldown && m <= maxWait) {
-		c.fail(at("max_cooldown"), "must be 0s (the cooldown does not grow) or in [%s, %s], got %s", show(b.Cooldown), show(maxWait), show(m))
-	}
-	in(c, at("probes"), b.Probes, 1, maxCount)
 }
 
 func (v word) validate(c *checker, path string) {

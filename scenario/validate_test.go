@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // TestValidateInCode checks scenarios built or changed in code: the error
@@ -24,9 +26,9 @@ func TestValidateInCode(t *testing.T) {
 		{"unknown model", func(s *Scenario) { s.Origin.Model = "" }, "origin.model", `must be capacity, queue or concurrency, got ""`},
 		{"setting of another model", func(s *Scenario) { s.Origin.Latency = time.Second }, "origin.latency", "latency does not apply to the queue model; it is a setting of the capacity model"},
 		{"no budget", func(s *Scenario) { s.Fleets[0].Budget.Use = "" }, "fleets[0].budget.use", "must be none, token_bucket, window, grpc, aws, concurrency or aws_adaptive"},
-		{"setting of another budget", func(s *Scenario) { s.Fleets[1].Budget.TTL = time.Second }, "fleets[1].budget.settings.ttl", "ttl does not apply to token_bucket; it is a setting of window"},
+		{"setting of another budget", func(s *Scenario) { s.Fleets[1].Budget.Window.TTL = time.Second }, "fleets[1].budget.settings.ttl", "ttl does not apply to token_bucket; it is a setting of window"},
 		{"setting of no breaker", func(s *Scenario) { s.Fleets[0].Breaker.Cooldown = time.Second }, "fleets[0].breaker.settings.cooldown", "use: none takes no settings"},
-		{"funding unset", func(s *Scenario) { s.Fleets[1].Budget.Funding = "" }, "fleets[1].budget.settings.funded_by", "must be success, request or answer"},
+		{"funding unset", func(s *Scenario) { s.Fleets[1].Budget.TokenBucket.Funding = budget.FundingUnset }, "fleets[1].budget.settings.funded_by", "must be success or request, got unset"},
 		{"jitter unset", func(s *Scenario) { s.Fleets[1].Retry.Backoff.Jitter = "" }, "fleets[1].retry.backoff.jitter", "must be none, full, equal, decorrelated or factor"},
 		{"multiplier unset", func(s *Scenario) { s.Fleets[1].Retry.Backoff.Multiplier = 0 }, "fleets[1].retry.backoff.multiplier", "must be in [1, 1000], got 0"},
 		{"NaN rate", func(s *Scenario) { s.Traffic.Rate = math.NaN() }, "traffic.rate", "got NaN"},

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -58,6 +60,7 @@ func (v number) read(d *decoder, n *yaml.Node, path string) error {
 
 func (v number) write() *yaml.Node { return plain(formatFloat(*v.p)) }
 func (v number) zero() bool        { return *v.p == 0 }
+func (v number) bound() any        { return v.p }
 
 // beyondFloat reports whether n is an unquoted decimal number beyond float64's
 // range (1e400), and returns the largest float64 of its sign.
@@ -87,22 +90,32 @@ func (v integer) read(d *decoder, n *yaml.Node, path string) error {
 
 func (v integer) write() *yaml.Node { return plain(strconv.Itoa(*v.p)) }
 func (v integer) zero() bool        { return *v.p == 0 }
+func (v integer) bound() any        { return v.p }
 
-// count is a whole number kept in a float64 field (the AWS quota's costs,
-// which share their field with the token bucket's fractional ones).
-type count struct{ p *float64 }
+// increment is an AWS quota's no_retry_increment: a whole number, 0
+// meaning that a first attempt's success adds nothing (resil's
+// NoIncrement, as aws-sdk-go-v2's adaptive mode ships), where resil's
+// NoRetryIncrement of 0 would be its default.
+type increment struct{ s *budget.AWSQuotaSettings }
 
-func (v count) read(d *decoder, n *yaml.Node, path string) error {
+func (v increment) read(d *decoder, n *yaml.Node, path string) error {
 	i, err := d.integer(n, path)
 	if err != nil {
 		return err
 	}
-	*v.p = float64(i)
+	v.s.NoRetryIncrement, v.s.NoIncrement = i, i == 0
 	return nil
 }
 
-func (v count) write() *yaml.Node { return plain(formatFloat(*v.p)) }
-func (v count) zero() bool        { return *v.p == 0 }
+func (v increment) write() *yaml.Node {
+	if v.s.NoIncrement {
+		return plain("0")
+	}
+	return plain(strconv.Itoa(v.s.NoRetryIncrement))
+}
+
+func (v increment) zero() bool { return !v.s.NoIncrement && v.s.NoRetryIncrement == 0 }
+func (v increment) bound() any { return &v.s.NoRetryIncrement }
 
 // retries is max_retries: a whole number, or the word unlimited.
 type retries struct{ p *int }
@@ -187,6 +200,7 @@ func (v duration) read(d *decoder, n *yaml.Node, path string) error {
 
 func (v duration) write() *yaml.Node { return str(formatDuration(*v.p)) }
 func (v duration) zero() bool        { return *v.p == 0 }
+func (v duration) bound() any        { return v.p }
 
 // boolean is true or false.
 type boolean struct{ p *bool }
@@ -204,6 +218,7 @@ func (v boolean) read(d *decoder, n *yaml.Node, path string) error {
 
 func (v boolean) write() *yaml.Node { return plain(strconv.FormatBool(*v.p)) }
 func (v boolean) zero() bool        { return !*v.p }
+func (v boolean) bound() any        { return v.p }
 
 // word is one of a fixed set of names. unset, if not empty, is the word an
 // empty value reads as in a scenario built in code (Marshal writes it);
@@ -233,6 +248,35 @@ func (v word) write() *yaml.Node {
 	return plain(*v.p)
 }
 func (v word) zero() bool { return *v.p == "" }
+
+// enumWord is one of resil's enum values, kept as its own type (p points
+// to it) and spelled as its text form, one of words. Its zero value reads
+// as none of them.
+type enumWord struct {
+	p interface {
+		encoding.TextMarshaler
+		encoding.TextUnmarshaler
+	}
+	words []string
+}
+
+func (v enumWord) read(d *decoder, n *yaml.Node, path string) error {
+	var w string
+	if err := (word{p: &w, words: v.words}).read(d, n, path); err != nil {
+		return err
+	}
+	return v.p.UnmarshalText([]byte(w))
+}
+
+func (v enumWord) write() *yaml.Node { return plain(v.word()) }
+func (v enumWord) zero() bool        { return !slices.Contains(v.words, v.word()) }
+func (v enumWord) bound() any        { return v.p }
+
+// word is the value's text form, or "" for a value that has none.
+func (v enumWord) word() string {
+	b, _ := v.p.MarshalText()
+	return string(b)
+}
 
 // wordList is a list of names from a fixed set, each at most once: an empty
 // list is not written.

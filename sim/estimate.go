@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -174,7 +175,7 @@ const (
 // window), with their allocation headers; a count window adds its window
 // size, and a throttle throttleBytes (its window and its random source).
 var (
-	policyBytes   = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(resil.WindowBudget)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
+	policyBytes   = int64(unsafe.Sizeof(resil.Policy{}) + unsafe.Sizeof(*new(budget.Window)) + unsafe.Sizeof(*new(resil.Breaker)) + 2*16)
 	throttleBytes = int64(unsafe.Sizeof(*new(resil.Throttler)) + unsafe.Sizeof(rand.PCG{}) + 2*16)
 )
 
@@ -422,20 +423,24 @@ func attemptsIn(f *scenario.Fleet, quickest, follow time.Duration) float64 {
 // over a run of length d, or false for no budget.
 func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok bool) {
 	b := f.Budget
-	cost := max(b.RetryCost, 1e-6)
 	switch b.Use {
 	case scenario.BudgetTokenBucket:
-		return b.Ratio / cost, b.MinTokens / cost, true
+		tb := b.TokenBucket
+		cost := max(tb.RetryCost, 1e-6)
+		return tb.Ratio / cost, tb.MinTokens / cost, true
 	case scenario.BudgetWindow:
 		// The floor renews as the window moves: over a run it adds up.
-		return b.Ratio / cost, b.MinRetriesPerSecond * (d + time.Duration(drainLimit)).Seconds() / cost, true
+		w := b.Window
+		cost := max(w.RetryCost, 1e-6)
+		return w.Ratio / cost, w.MinRetriesPerSecond * (d + time.Duration(drainLimit)).Seconds() / cost, true
 	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
-		c := max(b.RetryCost, 1)
-		return float64(max(b.NoRetryIncrement, 1)) / c, float64(max(b.Capacity, 0)) / c, true
+		q := b.AWS
+		c := float64(max(q.RetryCost, 1))
+		return float64(max(q.NoRetryIncrement, 1)) / c, float64(max(q.Capacity, 0)) / c, true
 	case scenario.BudgetGRPC:
 		// Retries go while the bucket is over half full; each failure
 		// takes a token and each success gives TokenRatio back.
-		return b.TokenRatio, b.MaxTokens / 2, true
+		return b.GRPC.TokenRatio, b.GRPC.MaxTokens / 2, true
 	}
 	// BudgetConcurrency caps retries in flight, not a share of traffic:
 	// the retry count bounds the work.

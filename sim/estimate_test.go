@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -91,7 +92,7 @@ fleets:
 	// A budget caps the same fleet near its share.
 	capped := *spin
 	capped.Fleets = []scenario.Fleet{spin.Fleets[0]}
-	capped.Fleets[0].Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}
+	capped.Fleets[0].Budget = scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
 	if c := Estimate(&capped); c.Attempts > 103*1.1+10+0.5 {
 		t.Errorf("with a budget of 0.1 and a floor of 10: %.3g attempts, want at most 124 (100 intents and one for each change of rate)", c.Attempts)
 	}

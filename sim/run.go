@@ -36,7 +36,7 @@ type Options struct {
 	// (nil for none) with the fleet's and the client's index, and returns
 	// the budget the client uses. Tools and tests wrap budgets with it to
 	// watch every decision; a wrapper must pass every call through, and
-	// implement resil.InFlightBudget when the budget does, or the run is
+	// implement budget.InFlight when the budget does, or the run is
 	// no longer the policy's.
 	WrapBudget func(fleet, client int, b resil.Budget) resil.Budget
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -100,8 +101,8 @@ func checkInvariants(t *testing.T, sc *scenario.Scenario, r *Result) {
 		// A success-funded token bucket with unit costs: per client,
 		// retries <= ratio × successes + floor.
 		b := sc.Fleets[i].Budget
-		if b.Use == scenario.BudgetTokenBucket && b.Funding == "success" && b.RetryCost == 1 && b.TimeoutCost == 1 {
-			bound := b.Ratio*float64(s.Successes+int64(sc.Traffic.Rate*10)) + b.MinTokens*float64(sc.Traffic.Clients) + float64(sc.Traffic.Clients)
+		if tb := b.TokenBucket; b.Use == scenario.BudgetTokenBucket && tb.Funding == budget.FundedBySuccess && tb.RetryCost == 1 && tb.TimeoutCost == 1 {
+			bound := tb.Ratio*float64(s.Successes+int64(sc.Traffic.Rate*10)) + tb.MinTokens*float64(sc.Traffic.Clients) + float64(sc.Traffic.Clients)
 			if float64(s.Retries+s.Hedges) > bound {
 				t.Errorf("%s: %d retries break the budget bound %.0f", name, s.Retries, bound)
 			}

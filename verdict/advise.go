@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
+	"github.com/retrystorm/retrystorm/resil/budget"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -158,14 +159,14 @@ func adviseCandidates(user scenario.Fleet, conditions bool) []AdviseCandidate {
 		b    scenario.Budget
 	}{
 		{"no budget", scenario.Budget{Use: scenario.BudgetNone}},
-		{"token bucket 5%", scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.05, Funding: "success", MinTokens: 5, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
-		{"token bucket 10%", scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
-		{"token bucket 20%", scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.2, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}},
-		{"window 10%", scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.1, Funding: "request", MinRetriesPerSecond: 1, TTL: 10 * time.Second, RetryCost: 1, TimeoutCost: 1}},
-		{"concurrency 20%/3", scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}},
-		{"concurrency 10%/1", scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 10, MinConcurrency: 1}},
-		{"gRPC throttling 10/0.1", scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}},
-		{"AWS retry quota", scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}},
+		{"token bucket 5%", scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.05, Funding: budget.FundedBySuccess, MinTokens: 5, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}},
+		{"token bucket 10%", scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}},
+		{"token bucket 20%", scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.2, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}},
+		{"window 10%", scenario.Budget{Use: scenario.BudgetWindow, Window: budget.WindowSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinRetriesPerSecond: 1, TTL: 10 * time.Second, RetryCost: 1, TimeoutCost: 1}}},
+		{"concurrency 20%/3", scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}}},
+		{"concurrency 10%/1", scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 10, MinConcurrency: 1}}},
+		{"gRPC throttling 10/0.1", scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}}},
+		{"AWS retry quota", scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}},
 	}
 	if user.Budget.Use != scenario.BudgetNone && user.Budget.Use != "" {
 		budgets[0].name, budgets[0].b = "your budget ("+user.Budget.Use+")", user.Budget

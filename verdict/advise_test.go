@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/resil/budget"
 
 	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -31,7 +32,7 @@ func TestAdviseBound(t *testing.T) {
 func TestAdviseCandidatesKeepTheUsers(t *testing.T) {
 	user := scenario.Fleet{Name: "u", Timeout: time.Second,
 		Retry:  scenario.Retry{MaxRetries: 3, On: []string{scenario.RetryOnRejection}},
-		Budget: scenario.Budget{Use: scenario.BudgetConcurrency, MinConcurrency: 3}}
+		Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: 3}}}
 	for _, c := range adviseCandidates(user, false) {
 		if !slices.Equal(c.Fleet.Retry.On, user.Retry.On) {
 			t.Errorf("%s retries %v, not the user's %v", c.Name, c.Fleet.Retry.On, user.Retry.On)

@@ -30,7 +30,7 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 	switch {
 	case n == 0 || !retriesMine:
 	case n > 0 && f.Budget.Use != scenario.BudgetNone && mine("retry.max_retries") &&
-		(!mine("budget") || f.Budget.Use == scenario.BudgetConcurrency && f.Budget.Percent == 0 && !mine("budget.min_retry_concurrency")):
+		(!mine("budget") || f.Budget.Use == scenario.BudgetConcurrency && f.Budget.Concurrency.Percent == 0 && !mine("budget.min_retry_concurrency")):
 		// The budget is the product's default, not the file's: blame the
 		// retries the file asks for.
 		out = append(out, fmt.Sprintf("max_retries %d with no budget of your own: a failed intent sends up to %d attempts, held back only by the product's default (%s)", n, n+1, f.Budget.Use))
@@ -38,24 +38,27 @@ func risks(f scenario.Fleet, base *scenario.Scenario, fromBase []string) []strin
 		out = append(out, "unlimited retries with no budget: nothing bounds the retries but the deadline")
 	case f.Budget.Use == scenario.BudgetNone:
 		out = append(out, fmt.Sprintf("max_retries %d with no budget: when everything fails, each intent sends up to %d attempts, %d× the load", n, n+1, n+1))
-	case f.Budget.Use == scenario.BudgetConcurrency && f.Budget.Percent == 0:
-		out = append(out, fmt.Sprintf("at most %d retries active at once per client (%d over the fleet's %d clients), whatever the traffic: a cap on concurrency, not a share of requests", f.Budget.MinConcurrency, f.Budget.MinConcurrency*clients, clients))
+	case f.Budget.Use == scenario.BudgetConcurrency && f.Budget.Concurrency.Percent == 0:
+		c := f.Budget.Concurrency
+		out = append(out, fmt.Sprintf("at most %d retries active at once per client (%d over the fleet's %d clients), whatever the traffic: a cap on concurrency, not a share of requests", c.MinConcurrency, c.MinConcurrency*clients, clients))
 	case f.Budget.Use == scenario.BudgetConcurrency:
-		out = append(out, fmt.Sprintf("a concurrency budget of %g%% with min_retry_concurrency %d per client (%d over %d clients): a slow dependency holds more requests in flight, which raises the allowance when it should fall", f.Budget.Percent, f.Budget.MinConcurrency, f.Budget.MinConcurrency*clients, clients))
-	case f.Budget.Use == scenario.BudgetWindow && f.Budget.MinRetriesPerSecond > 0:
+		c := f.Budget.Concurrency
+		out = append(out, fmt.Sprintf("a concurrency budget of %g%% with min_retry_concurrency %d per client (%d over %d clients): a slow dependency holds more requests in flight, which raises the allowance when it should fall", c.Percent, c.MinConcurrency, c.MinConcurrency*clients, clients))
+	case f.Budget.Use == scenario.BudgetWindow && f.Budget.Window.MinRetriesPerSecond > 0:
 		// The floor is per client: many small clients get past it
 		// together, and in an outage it is what gets through.
-		floor := f.Budget.MinRetriesPerSecond * float64(clients)
+		w := f.Budget.Window
+		floor := w.MinRetriesPerSecond * float64(clients)
 		how := "or the floor, whichever is larger"
-		if f.Budget.Tower {
+		if w.Tower {
 			how = "plus the floor (tower's rule)"
 		}
 		out = append(out, fmt.Sprintf("a budget of ratio %g %s, the floor %g retries a second per client (%g over the fleet's %d clients): retries may add %s to the load, and in a total outage the floor still gets through",
-			f.Budget.Ratio, how, f.Budget.MinRetriesPerSecond, floor, clients, report.Percent(f.Budget.Ratio, 0)))
+			w.Ratio, how, w.MinRetriesPerSecond, floor, clients, report.Percent(w.Ratio, 0)))
 	case f.Budget.Use == scenario.BudgetTokenBucket || f.Budget.Use == scenario.BudgetWindow:
-		out = append(out, fmt.Sprintf("a budget of ratio %g: retries may add up to %s to the load", f.Budget.Ratio, report.Percent(f.Budget.Ratio, 0)))
+		out = append(out, fmt.Sprintf("a budget of ratio %g: retries may add up to %s to the load", f.Budget.Ratio(), report.Percent(f.Budget.Ratio(), 0)))
 	case f.Budget.Use == scenario.BudgetAWS || f.Budget.Use == scenario.BudgetAWSAdaptive:
-		out = append(out, fmt.Sprintf("the AWS retry quota: %d tokens per client that refill only on success, spent %g per retry", f.Budget.Capacity, f.Budget.RetryCost))
+		out = append(out, fmt.Sprintf("the AWS retry quota: %d tokens per client that refill only on success, spent %d per retry", f.Budget.AWS.Capacity, f.Budget.AWS.RetryCost))
 	}
 	if n != 0 && f.Retry.Backoff.Jitter == "none" && f.Retry.Backoff.Use != "none" && mine("retry.backoff") {
 		out = append(out, "backoff without jitter: clients that failed together retry together")
@@ -79,16 +82,16 @@ func perClientFloor(f scenario.Fleet) (string, bool) {
 	b := f.Budget
 	switch {
 	case f.Retry.MaxRetries == 0:
-	case b.Use == scenario.BudgetWindow && b.MinRetriesPerSecond > 0:
-		return fmt.Sprintf("%g retries a second per instance", b.MinRetriesPerSecond), true
-	case b.Use == scenario.BudgetTokenBucket && b.MinTokens > 0:
-		return fmt.Sprintf("%g tokens per instance", b.MinTokens), true
-	case b.Use == scenario.BudgetConcurrency && b.MinConcurrency > 0:
-		return fmt.Sprintf("%d retries in flight per instance", b.MinConcurrency), true
+	case b.Use == scenario.BudgetWindow && b.Window.MinRetriesPerSecond > 0:
+		return fmt.Sprintf("%g retries a second per instance", b.Window.MinRetriesPerSecond), true
+	case b.Use == scenario.BudgetTokenBucket && b.TokenBucket.MinTokens > 0:
+		return fmt.Sprintf("%g tokens per instance", b.TokenBucket.MinTokens), true
+	case b.Use == scenario.BudgetConcurrency && b.Concurrency.MinConcurrency > 0:
+		return fmt.Sprintf("%d retries in flight per instance", b.Concurrency.MinConcurrency), true
 	case b.Use == scenario.BudgetGRPC:
-		return fmt.Sprintf("%g tokens per channel", b.MaxTokens), true
+		return fmt.Sprintf("%g tokens per channel", b.GRPC.MaxTokens), true
 	case b.Use == scenario.BudgetAWS || b.Use == scenario.BudgetAWSAdaptive:
-		return fmt.Sprintf("a quota of %d per client", b.Capacity), true
+		return fmt.Sprintf("a quota of %d per client", b.AWS.Capacity), true
 	}
 	return "", false
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -18,11 +19,11 @@ func TestEveryRiskHasASetting(t *testing.T) {
 	fleets := []scenario.Fleet{
 		{Timeout: time.Second, Retry: retry(3, "none"), Budget: scenario.Budget{Use: scenario.BudgetNone}},
 		{Timeout: time.Second, Retry: retry(-1, "full"), Budget: scenario.Budget{Use: scenario.BudgetNone}},
-		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetConcurrency, MinConcurrency: 3}},
-		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}},
-		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetWindow, Ratio: 0.2, MinRetriesPerSecond: 10}},
-		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1}},
-		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5}},
+		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: 3}}},
+		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}}},
+		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetWindow, Window: budget.WindowSettings{Ratio: 0.2, MinRetriesPerSecond: 10}}},
+		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1}}},
+		{Timeout: time.Second, Retry: retry(3, "full"), Budget: scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5}}},
 		{Timeout: time.Second, Retry: scenario.Retry{MaxRetries: 2, Backoff: scenario.Backoff{Use: "none"}}, Budget: scenario.Budget{Use: scenario.BudgetNone}},
 	}
 	seen := 0

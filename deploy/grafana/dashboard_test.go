@@ -22,6 +22,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilotel"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 )
@@ -144,7 +145,7 @@ func TestQueriesParse(t *testing.T) {
 // metric family name with the label names its series carry.
 func registered(t *testing.T) map[string][]string {
 	t.Helper()
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
 	throttle, _ := resil.NewThrottler(resil.ThrottlerSettings{})
 	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // Concurrency checks Envoy's retry budget rule: a retry may be scheduled
@@ -24,7 +25,7 @@ type Concurrency struct {
 	Min     int64
 
 	mu         sync.Mutex
-	inner      resil.InFlightBudget
+	inner      budget.InFlight
 	active     int64
 	held       int64
 	allowed    int64
@@ -34,9 +35,9 @@ type Concurrency struct {
 }
 
 // Wrap returns a checker around b, which must count attempts in flight
-// (resil.InFlightBudget): the checker has to see when retries are sent.
+// (budget.InFlight): the checker has to see when retries are sent.
 func Wrap(b resil.Budget, percent float64, min int64) (*Concurrency, error) {
-	ib, ok := b.(resil.InFlightBudget)
+	ib, ok := b.(budget.InFlight)
 	if !ok {
 		return nil, fmt.Errorf("budgetcheck: %T does not count attempts in flight", b)
 	}

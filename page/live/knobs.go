@@ -199,15 +199,19 @@ var catalogue = []knob{
 		hint:   "retries allowed per request: the budget's one decision",
 		rng:    func(*scenario.Scenario) (float64, float64, float64) { return 0.01, 1, 0.01 },
 		fleets: func(f scenario.Fleet) bool { return hasRatio(f.Budget.Use) },
-		get:    func(_ *scenario.Scenario, f *scenario.Fleet) string { return num(f.Budget.Ratio) },
+		get:    func(_ *scenario.Scenario, f *scenario.Fleet) string { return num(f.Budget.Ratio()) },
 		set: func(_ *scenario.Scenario, f *scenario.Fleet, v string) error {
-			old := f.Budget.Ratio
-			if err := setFloat(&f.Budget.Ratio, v); err != nil {
+			ratio := &f.Budget.TokenBucket.Ratio
+			if f.Budget.Use == scenario.BudgetWindow {
+				ratio = &f.Budget.Window.Ratio
+			}
+			old := *ratio
+			if err := setFloat(ratio, v); err != nil {
 				return err
 			}
 			// A fleet named after its ratio ("budget 0.10") keeps
 			// telling the truth.
-			f.Name = strings.Replace(f.Name, fmt.Sprintf("%.2f", old), fmt.Sprintf("%.2f", f.Budget.Ratio), 1)
+			f.Name = strings.Replace(f.Name, fmt.Sprintf("%.2f", old), fmt.Sprintf("%.2f", *ratio), 1)
 			return nil
 		},
 		control: "budget: use: none",
@@ -220,15 +224,15 @@ var catalogue = []knob{
 			top := math.Inf(1)
 			for _, f := range def.Fleets {
 				if f.Budget.Use == scenario.BudgetTokenBucket {
-					top = math.Min(top, f.Budget.MaxTokens)
+					top = math.Min(top, f.Budget.TokenBucket.MaxTokens)
 				}
 			}
 			return 0, top, 1
 		},
 		fleets: func(f scenario.Fleet) bool { return f.Budget.Use == scenario.BudgetTokenBucket },
-		get:    func(_ *scenario.Scenario, f *scenario.Fleet) string { return num(f.Budget.MinTokens) },
+		get:    func(_ *scenario.Scenario, f *scenario.Fleet) string { return num(f.Budget.TokenBucket.MinTokens) },
 		set: func(_ *scenario.Scenario, f *scenario.Fleet, v string) error {
-			return setFloat(&f.Budget.MinTokens, v)
+			return setFloat(&f.Budget.TokenBucket.MinTokens, v)
 		},
 		control: "budget: use: none",
 	},

@@ -226,8 +226,8 @@ func TestKnobEffects(t *testing.T) {
 		t.Errorf("inactive %v: drop_expired does nothing to a capacity origin", inactive)
 	}
 	f := sc.Fleets
-	if f[2].Name != "budget 0.25" || f[2].Budget.Ratio != 0.25 || f[2].Budget.MinTokens != 3 {
-		t.Errorf("the budget fleet is %q, ratio %g, floor %g", f[2].Name, f[2].Budget.Ratio, f[2].Budget.MinTokens)
+	if f[2].Name != "budget 0.25" || f[2].Budget.Ratio() != 0.25 || f[2].Budget.TokenBucket.MinTokens != 3 {
+		t.Errorf("the budget fleet is %q, ratio %g, floor %g", f[2].Name, f[2].Budget.Ratio(), f[2].Budget.TokenBucket.MinTokens)
 	}
 	if f[1].Retry.Backoff.Jitter != "none" || f[0].Retry.Backoff.Jitter != "decorrelated" {
 		t.Errorf("jitter: control %q, first %q", f[1].Retry.Backoff.Jitter, f[0].Retry.Backoff.Jitter)
@@ -334,8 +334,8 @@ func TestMovedSliderYAMLRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, v.YAML)
 	}
-	if sc.Traffic.Rate != 105 || sc.Fleets[2].Budget.Ratio != 0.2 || sc.Fleets[2].Name != "budget 0.20" {
-		t.Errorf("rate %g, ratio %g, name %q", sc.Traffic.Rate, sc.Fleets[2].Budget.Ratio, sc.Fleets[2].Name)
+	if sc.Traffic.Rate != 105 || sc.Fleets[2].Budget.Ratio() != 0.2 || sc.Fleets[2].Name != "budget 0.20" {
+		t.Errorf("rate %g, ratio %g, name %q", sc.Traffic.Rate, sc.Fleets[2].Budget.Ratio(), sc.Fleets[2].Name)
 	}
 	if !slices.Equal(v.Fleets, []string{"no budget", "no budget, no jitter", "budget 0.20", "budget + breaker"}) {
 		t.Errorf("fleets %q", v.Fleets)

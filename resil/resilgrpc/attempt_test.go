@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // seenAttempts records what an inner interceptor reads with AttemptOf.
@@ -90,7 +91,7 @@ func TestAttemptOf(t *testing.T) {
 			}
 			return resp("hedge"), nil
 		}})
-		budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 3})
+		budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 3})
 		g := mustGuard(t, resil.GuardSettings{Idempotency: resil.Idempotent,
 			Policy: resil.Policy{Budget: budget, Hedge: resil.HedgeSettings{Delay: 20 * time.Millisecond}}})
 		var seen seenAttempts

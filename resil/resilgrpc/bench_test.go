@@ -9,6 +9,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkUnary(b *testing.B) {
 		return mustClient(b, set)
 	}
 	budgeted := func(b *testing.B) *Client {
-		budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 1, Funding: resil.FundedByRequest, MinTokens: 100})
+		budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 1, Funding: budget.FundedByRequest, MinTokens: 100})
 		breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 1000})
 		set, err := FromServiceConfig(cfg, ConfigOptions{Guard: resil.GuardSettings{Policy: resil.Policy{Budget: budget, Breaker: breaker}}})
 		if err != nil {

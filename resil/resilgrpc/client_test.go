@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 var unavailable = status.Error(codes.Unavailable, "try again")
@@ -148,7 +149,7 @@ func TestPushback(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := startServer(t, pushbackServer(1, c.values...))
-			budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 5})
+			budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 5})
 			clk := &waitClock{}
 			g := retrying(t, clk, 3, budget)
 			tc := dial(t, s, mustClient(t, ClientSettings{Default: Method{Guard: g}}))
@@ -398,7 +399,7 @@ func TestBreakerAndFallback(t *testing.T) {
 // status, and errors.Is tells why.
 func TestBudgetExhausted(t *testing.T) {
 	s := startServer(t, &server{unary: failFirst(1000)})
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1})
 	g := retrying(t, &waitClock{}, 3, budget)
 	tc := dial(t, s, mustClient(t, ClientSettings{Default: Method{Guard: g}}))
 	_, err := tc.UnaryCall(context.Background(), req("x"))
@@ -440,7 +441,7 @@ func TestHedge(t *testing.T) {
 		}
 		return &testpb.SimpleResponse{ServerId: "hedge", Hostname: "h"}, nil
 	}})
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 3})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 3})
 	g := mustGuard(t, resil.GuardSettings{Idempotency: resil.Idempotent,
 		Policy: resil.Policy{Budget: budget, Hedge: resil.HedgeSettings{Delay: 30 * time.Millisecond}}})
 	ev := watch(g)

@@ -10,6 +10,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
 
@@ -48,7 +49,7 @@ func TestFromServiceConfig(t *testing.T) {
 	if h.Hedge != (resil.HedgeSettings{Delay: 50 * time.Millisecond, Max: 2}) || h.MaxRetries != 0 {
 		t.Errorf("kv.Store policy %+v", h)
 	}
-	th, ok := p.Budget.(*resil.GRPCThrottle)
+	th, ok := p.Budget.(*budget.GRPCThrottle)
 	if !ok || h.Budget != p.Budget || set.Default.Guard.Policy().Budget != p.Budget {
 		t.Fatalf("the entries must share one throttle: %T %v %v", p.Budget, h.Budget, set.Default.Guard.Policy().Budget)
 	}
@@ -78,7 +79,7 @@ func TestFromServiceConfigOptions(t *testing.T) {
 	c := mustConfig(t, `{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 2, "initialBackoff": "1s",
 	  "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
 	  "retryThrottling": {"maxTokens": 4, "tokenRatio": 1}}`)
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest})
 	br, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 3})
 	set, err := FromServiceConfig(c, ConfigOptions{Guard: resil.GuardSettings{
 		Idempotency: resil.NotIdempotent, AttemptTimeout: time.Second,

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
@@ -63,7 +64,7 @@ func ExampleNewClient() {
 	addr, stop := serve(&flaky{failures: 2})
 	defer stop()
 
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
 	guard, _ := resil.NewGuard(resil.GuardSettings{
 		Idempotency:    resil.Idempotent,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 )
 
@@ -138,7 +139,7 @@ func TestStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, err := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10})
+	budget, err := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 )
 
@@ -26,8 +27,8 @@ func ExampleTransport() {
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
 
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 5,
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{
+		Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 5,
 	})
 	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: resil.Policy{MaxRetries: 2, Budget: budget}})
 	client := &http.Client{Transport: &resilhttp.Transport{Guard: g, Base: srv.Client().Transport}}

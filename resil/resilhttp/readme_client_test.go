@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // TestReadmeClientAgainstHalfFailingServer is the README's client (its
@@ -104,8 +105,8 @@ func TestReadmeClientAgainstHalfFailingServer(t *testing.T) {
 // seeds 1 and 2, and clk.
 func readmeGuard(t *testing.T, breaker *resil.Breaker, clk resil.Clock) *resil.Guard {
 	t.Helper()
-	budget, err := resil.NewTokenBucket(resil.TokenBucketSettings{
-		Ratio: 0.1, Funding: resil.FundedBySuccess, MinTokens: 10,
+	budget, err := budget.NewTokenBucket(budget.TokenBucketSettings{
+		Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10,
 	})
 	if err != nil {
 		t.Fatal(err)

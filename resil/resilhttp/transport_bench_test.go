@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // BenchmarkTransport compares, side by side in one run, GETs on loopback
@@ -59,7 +60,7 @@ func benchBase() *http.Transport {
 // benchGuard is a Guard with a token bucket and a breaker, both closed and
 // full for the whole benchmark.
 func benchGuard(b *testing.B) *resil.Guard {
-	budget, err := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10, MaxTokens: 100})
+	budget, err := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10, MaxTokens: 100})
 	if err != nil {
 		b.Fatal(err)
 	}

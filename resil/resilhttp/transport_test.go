@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -153,7 +154,7 @@ func TestTransportAgainstServer(t *testing.T) {
 	defer srv.Client().CloseIdleConnections()
 
 	clk := &skipClock{now: epoch}
-	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10})
+	tb, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10})
 	g := newGuard(t, clk, resil.Policy{MaxRetries: 5, Budget: tb, MaxPushback: time.Minute,
 		Backoff: resil.Backoff{Schedule: resil.Fixed, Base: 100 * time.Millisecond}})
 	tr := &closeTracker{base: srv.Client().Transport}
@@ -411,7 +412,7 @@ func TestTransportConnectionErrorsAndTimeouts(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedBySuccess, MinTokens: 10, TimeoutCost: 4})
+	tb, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, TimeoutCost: 4})
 	g, _ = resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, AttemptTimeout: 20 * time.Millisecond, OnEvent: record,
 		Policy: resil.Policy{MaxRetries: 1, Budget: tb}})
 	c = &http.Client{Transport: &Transport{Guard: g, Base: base}}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // BenchmarkDo measures a successful guarded call, side by side: no
@@ -17,7 +18,7 @@ func BenchmarkDo(b *testing.B) {
 	fn := func(context.Context) error { return nil }
 	for _, c := range []string{"bare", "metrics", "metrics+span"} {
 		b.Run(c, func(b *testing.B) {
-			budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 10})
+			budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 10})
 			g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: resil.Policy{MaxRetries: 3, Budget: budget}})
 			ctx := context.Background()
 			if c != "bare" {

@@ -13,13 +13,14 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilotel"
 )
 
 // Report a Guard's metrics on a meter provider of your own, and its
 // decisions as events on the caller's span.
 func ExampleInstrument() {
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1})
 	guard, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
 		Policy: resil.Policy{MaxRetries: 3, Budget: budget}})
 

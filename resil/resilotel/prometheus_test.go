@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilprom"
 )
 
@@ -52,7 +53,7 @@ func exported(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider) {
 // Every name resilprom registers must come out of the exporter the same,
 // but retries and hedges, which OpenTelemetry counts as attempts of a kind.
 func TestSameVocabularyAsResilprom(t *testing.T) {
-	budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+	budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1})
 	breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 5})
 	throttle, _ := resil.NewThrottler(resil.ThrottlerSettings{})
 	g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,

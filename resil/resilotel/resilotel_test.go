@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,7 +92,7 @@ func value(t *testing.T, m metricdata.Metrics, kv ...attribute.KeyValue) float64
 // in-memory reader.
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 2})
+		budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 2})
 		breaker, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 3, Cooldown: time.Minute})
 		g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
 			Policy: resil.Policy{MaxRetries: 3, Budget: budget, Breaker: breaker,
@@ -174,7 +175,7 @@ func TestMetrics(t *testing.T) {
 // span, with the attempt number, kind, outcome and why a retry was refused.
 func TestSpanEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.1, Funding: resil.FundedByRequest, MinTokens: 1})
+		budget, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedByRequest, MinTokens: 1})
 		g, _ := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent,
 			Policy: resil.Policy{MaxRetries: 3, Budget: budget, Backoff: resil.Backoff{Schedule: resil.Fixed, Base: 10 * ms}}})
 		rec := tracetest.NewSpanRecorder()

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var errBoom = errors.New("boom")
 
 func TestMetrics(t *testing.T) {
-	tb, _ := resil.NewTokenBucket(resil.TokenBucketSettings{Ratio: 0.5, Funding: resil.FundedByRequest, MinTokens: 1})
+	tb, _ := budget.NewTokenBucket(budget.TokenBucketSettings{Ratio: 0.5, Funding: budget.FundedByRequest, MinTokens: 1})
 	br, _ := resil.NewBreaker(resil.BreakerSettings{Threshold: 3, Cooldown: time.Hour})
 	g, err := resil.NewGuard(resil.GuardSettings{Idempotency: resil.Idempotent, Policy: resil.Policy{MaxRetries: 2, Budget: tb, Breaker: br}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
 )
@@ -44,13 +45,13 @@ type stackCandidate struct {
 func formatBudget(f importer.Format) (b scenario.Budget, name string, ok bool) {
 	switch f {
 	case importer.Envoy, importer.Istio:
-		return scenario.Budget{Use: scenario.BudgetConcurrency, Percent: 20, MinConcurrency: 3}, "a retry budget of 20% in flight, at least 3", true
+		return scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 20, MinConcurrency: 3}}, "a retry budget of 20% in flight, at least 3", true
 	case importer.GRPC:
-		return scenario.Budget{Use: scenario.BudgetGRPC, MaxTokens: 10, TokenRatio: 0.1}, "retryThrottling 10 tokens, ratio 0.1", true
+		return scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}}, "retryThrottling 10 tokens, ratio 0.1", true
 	case importer.AWS:
-		return scenario.Budget{Use: scenario.BudgetAWS, Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}, "the AWS retry quota (standard mode)", true
+		return scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}, "the AWS retry quota (standard mode)", true
 	case importer.ScenarioFleet:
-		return scenario.Budget{Use: scenario.BudgetTokenBucket, Ratio: 0.1, Funding: "success", MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}, "a token bucket of 10%", true
+		return scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}, "a token bucket of 10%", true
 	}
 	return scenario.Budget{}, "", false
 }
@@ -245,7 +246,7 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 		rec := f.from.Fleet
 		user := f.layer.Input.Fleet
 		want := best.fleets[i]
-		if want.Retry.MaxRetries == user.Retry.MaxRetries && want.Budget == user.Budget && want.Breaker == user.Breaker {
+		if want.Retry.MaxRetries == user.Retry.MaxRetries && want.Budget.Equal(user.Budget) && want.Breaker == user.Breaker {
 			what := "keeps its retries"
 			if user.Retry.MaxRetries == 0 {
 				what = "does not retry"

@@ -32,7 +32,7 @@ func ExampleParse() {
 	// Output:
 	// retries: 3 codes: [UNAVAILABLE]
 	// backoff: 100ms × 2 up to 1s jitter ± 0.2
-	// budget: *resil.GRPCThrottle
+	// budget: *budget.GRPCThrottle
 	// other services: true
 }
 

@@ -31,7 +31,7 @@
 //   - retryThrottling is one bucket per channel: it starts at maxTokens; a
 //     failed attempt whose code is retryable (or non-fatal) takes one token,
 //     a successful call adds tokenRatio; retries and hedges go only while the
-//     balance is above maxTokens/2. That is [resil.GRPCThrottle].
+//     balance is above maxTokens/2. That is [budget.GRPCThrottle].
 //   - timeout bounds the whole call, retries included; waitForReady is
 //     passed to every attempt.
 //   - Names match as gRPC matches them: "/service/method" first, then the

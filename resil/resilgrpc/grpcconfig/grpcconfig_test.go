@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 const full = `{
@@ -170,19 +171,19 @@ func TestPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, err := c.NewThrottle()
+	throttle, err := c.NewThrottle()
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, ok := budget.(*resil.GRPCThrottle)
+	th, ok := throttle.(*budget.GRPCThrottle)
 	if !ok || th.Tokens(time.Time{}) != 10 {
-		t.Fatalf("throttle = %T %v", budget, budget)
+		t.Fatalf("throttle = %T %v", throttle, throttle)
 	}
-	p := c.Lookup("/echo.Echo/Say").Policy(budget)
+	p := c.Lookup("/echo.Echo/Say").Policy(throttle)
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if p.MaxRetries != 3 || !p.PushbackRestarts || p.Budget != budget || p.Hedge.Delay != 0 {
+	if p.MaxRetries != 3 || !p.PushbackRestarts || p.Budget != throttle || p.Hedge.Delay != 0 {
 		t.Errorf("retry entry's policy = %+v", p)
 	}
 	wantB := resil.Backoff{Schedule: resil.Exponential, Base: 100 * time.Millisecond, Cap: time.Second,
@@ -190,7 +191,7 @@ func TestPolicy(t *testing.T) {
 	if p.Backoff != wantB {
 		t.Errorf("backoff = %+v, want %+v", p.Backoff, wantB)
 	}
-	h := c.Lookup("/kv.Store/Get").Policy(budget)
+	h := c.Lookup("/kv.Store/Get").Policy(throttle)
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,14 +269,16 @@ func TestDurationForms(t *testing.T) {
 }
 
 // TestOnlyStandardLibraryAndResil keeps the importer free of gRPC: this
-// package may import the standard library and resil, nothing else.
+// package may import the standard library and resil (its budgets and their
+// internal packages included), nothing else.
 func TestOnlyStandardLibraryAndResil(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
+	const resil = "github.com/retrystorm/retrystorm/resil"
 	for _, p := range strings.Fields(string(out)) {
-		if p != "github.com/retrystorm/retrystorm/resil" && p != "github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig" {
+		if p != resil && p != resil+"/budget" && !strings.HasPrefix(p, resil+"/internal/") && p != resil+"/resilgrpc/grpcconfig" {
 			t.Errorf("grpcconfig depends on %s", p)
 		}
 	}

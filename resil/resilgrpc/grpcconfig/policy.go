@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/budget"
 )
 
 // maxPushback is the longest pushback gRFC A6 can express: a signed 32-bit
@@ -12,22 +13,22 @@ import (
 // built here, up to the caller's deadline.
 const maxPushback = math.MaxInt32 * time.Millisecond
 
-// Settings returns the settings of the [resil.GRPCThrottle] that
+// Settings returns the settings of the [budget.GRPCThrottle] that
 // retryThrottling describes. A tokenRatio above 1000 becomes 1000: with
 // maxTokens at most 1000, both refill the bucket on any success.
-func (t *Throttling) Settings() resil.GRPCThrottleSettings {
-	return resil.GRPCThrottleSettings{MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
+func (t *Throttling) Settings() budget.GRPCThrottleSettings {
+	return budget.GRPCThrottleSettings{MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}
 }
 
 // NewThrottle returns a new budget for the config's retryThrottling, a
-// *resil.GRPCThrottle, or nil (no budget) when the config has none. gRPC
+// *budget.GRPCThrottle, or nil (no budget) when the config has none. gRPC
 // keeps one per channel (per server name): share it between the policies of
 // every method called through one connection.
 func (c *Config) NewThrottle() (resil.Budget, error) {
 	if c == nil || c.Throttling == nil {
 		return nil, nil
 	}
-	t, err := resil.NewGRPCThrottle(c.Throttling.Settings())
+	t, err := budget.NewGRPCThrottle(c.Throttling.Settings())
 	if err != nil {
 		return nil, err
 	}

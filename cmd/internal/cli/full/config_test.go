@@ -24,7 +24,7 @@ func TestImportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := sc.Fleets[0].Budget; b.Use != scenario.BudgetConcurrency || b.Percent != 20 || b.MinConcurrency != 3 {
+	if b := sc.Fleets[0].Budget; b.Use != scenario.BudgetConcurrency || b.Concurrency.Percent != 20 || b.Concurrency.MinConcurrency != 3 {
 		t.Errorf("imported budget %+v", b)
 	}
 	// On standard output, each fleet's comment says where its settings

@@ -1,8 +1,10 @@
-package resil
+package budget
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // TestGRPCThrottleA6 checks the throttle against gRFC A6's rule: the token
@@ -29,18 +31,18 @@ func TestGRPCThrottleA6(t *testing.T) {
 		{at: 0, op: "retry", ok: true, tokens: 5.1},
 	})
 	for range 20 {
-		g.Record(t0, OutcomeFailure, 0)
+		g.Record(t0, resil.OutcomeFailure, 0)
 	}
 	if got := g.Tokens(t0); got != 0 {
 		t.Fatalf("tokens = %v, want 0 (never below)", got)
 	}
-	g.Record(t0, OutcomeIgnored, 0)
+	g.Record(t0, resil.OutcomeIgnored, 0)
 	if got := g.Tokens(t0); got != 0 {
 		t.Fatalf("an ignored RPC changed the count: %v", got)
 	}
 	// 51 successes of 0.1 from 0 reach 5.1, exactly (three decimals).
 	for range 51 {
-		g.Record(t0, OutcomeSuccess, 0)
+		g.Record(t0, resil.OutcomeSuccess, 0)
 	}
 	if got := g.Tokens(t0); got != 5.1 {
 		t.Fatalf("tokens = %v, want 5.1", got)
@@ -70,7 +72,7 @@ func TestGRPCThrottleSettings(t *testing.T) {
 		{MaxTokens: 0, TokenRatio: 0.1}, {MaxTokens: 1001, TokenRatio: 0.1},
 		{MaxTokens: 10, TokenRatio: 0}, {MaxTokens: 10, TokenRatio: 0.0001},
 	} {
-		var se *SettingError
+		var se *resil.SettingError
 		if _, err := NewGRPCThrottle(s); !errors.As(err, &se) {
 			t.Errorf("%+v: err = %v, want SettingError", s, err)
 		}
@@ -123,18 +125,18 @@ func TestAWSQuotaStandard(t *testing.T) {
 func TestGRPCThrottleCountsRetryableOnly(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		o     Outcome
+		o     resil.Outcome
 		delta float64 // tokens after, less the 10 before
 	}{
-		{"retryable status", OutcomeThrottled, -1},
-		{"non-retryable status", OutcomeFailure, 0},
-		{"the caller's own deadline", OutcomeTimeout, 0},
-		{"cancelled by the caller", OutcomeIgnored, 0},
-		{"success at full bucket", OutcomeSuccess, 0},
+		{"retryable status", resil.OutcomeThrottled, -1},
+		{"non-retryable status", resil.OutcomeFailure, 0},
+		{"the caller's own deadline", resil.OutcomeTimeout, 0},
+		{"cancelled by the caller", resil.OutcomeIgnored, 0},
+		{"success at full bucket", resil.OutcomeSuccess, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5,
-				Uncounted: []Outcome{OutcomeFailure, OutcomeTimeout}})
+				Uncounted: []resil.Outcome{resil.OutcomeFailure, resil.OutcomeTimeout}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +146,7 @@ func TestGRPCThrottleCountsRetryableOnly(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5, Uncounted: []Outcome{OutcomeSuccess}}); err == nil {
+	if _, err := NewGRPCThrottle(GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.5, Uncounted: []resil.Outcome{resil.OutcomeSuccess}}); err == nil {
 		t.Fatal("Uncounted took a success: want an error naming the field")
 	}
 }
@@ -163,32 +165,32 @@ func TestAWSQuotaAdaptiveNoIncrement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(what string, o Outcome, paid float64, want float64) {
+	step := func(what string, o resil.Outcome, paid float64, want float64) {
 		t.Helper()
 		q.Record(t0, o, paid)
 		if got := q.Tokens(t0); got != want {
 			t.Fatalf("%s: tokens %v, want %v", what, got, want)
 		}
 	}
-	step("a first attempt succeeds", OutcomeSuccess, 0, 500)
-	c, ok := q.Withdraw(t0, OutcomeFailure)
+	step("a first attempt succeeds", resil.OutcomeSuccess, 0, 500)
+	c, ok := q.Withdraw(t0, resil.OutcomeFailure)
 	if !ok || c != 5 {
 		t.Fatalf("a retry: cost %v, %v; want 5, true", c, ok)
 	}
-	step("the retry succeeds: its cost comes back", OutcomeSuccess, c, 500)
+	step("the retry succeeds: its cost comes back", resil.OutcomeSuccess, c, 500)
 	for i := range 100 {
-		if _, ok := q.Withdraw(t0, OutcomeFailure); !ok {
+		if _, ok := q.Withdraw(t0, resil.OutcomeFailure); !ok {
 			t.Fatalf("retry %d refused with a full quota", i+1)
 		}
-		q.Record(t0, OutcomeFailure, 5)
+		q.Record(t0, resil.OutcomeFailure, 5)
 	}
-	if _, ok := q.Withdraw(t0, OutcomeFailure); ok {
+	if _, ok := q.Withdraw(t0, resil.OutcomeFailure); ok {
 		t.Fatal("the 101st net retry was allowed: 500/5 is 100")
 	}
 	for range 1000 {
-		q.Record(t0, OutcomeSuccess, 0)
+		q.Record(t0, resil.OutcomeSuccess, 0)
 	}
-	if _, ok := q.Withdraw(t0, OutcomeFailure); ok {
+	if _, ok := q.Withdraw(t0, resil.OutcomeFailure); ok {
 		t.Fatal("first attempts that succeeded refilled the quota")
 	}
 }

@@ -1,4 +1,4 @@
-package resil
+package budget
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // rl is a point on the rate limiter tests' grid: whole seconds plus
@@ -117,18 +119,18 @@ func TestClientRateLimiterCubic(t *testing.T) {
 
 func TestClientRateLimiterFailFast(t *testing.T) {
 	l := mustRateLimiter(t, ClientRateLimiterSettings{FailOnNoTokens: true})
-	p := Policy{Pacer: l}
+	p := resil.Policy{Pacer: l}
 	if d, err := p.Pace(rl(0)); d != 0 || err != nil {
 		t.Fatalf("before any throttle: Pace = %v, %v", d, err)
 	}
 	l.Update(rl(0), true) // nothing measured: the rate drops to the floor
-	var in Intent
+	var in resil.Intent
 	tk, err := p.Begin(rl(0), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.End(rl(0), &in, tk, OutcomeThrottled, 0)
-	if _, err := p.Pace(rl(0)); !errors.Is(err, ErrRateLimited) {
+	p.End(rl(0), &in, tk, resil.OutcomeThrottled, 0)
+	if _, err := p.Pace(rl(0)); !errors.Is(err, resil.ErrRateLimited) {
 		t.Fatalf("empty bucket: %v, want ErrRateLimited", err)
 	}
 	if d, err := p.Pace(rl(2)); d != 0 || err != nil {
@@ -141,14 +143,14 @@ func TestClientRateLimiterFailFast(t *testing.T) {
 // without a limit, or with a token, Pace's answer stands.
 func TestPolicyPaceBefore(t *testing.T) {
 	l := mustRateLimiter(t, ClientRateLimiterSettings{})
-	p := Policy{Pacer: l}
+	p := resil.Policy{Pacer: l}
 	l.Update(rl(0), true) // the rate drops to the floor, 0.5/s
-	var in Intent
+	var in resil.Intent
 	tk, err := p.Begin(rl(0), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.End(rl(0), &in, tk, OutcomeThrottled, 0)
+	p.End(rl(0), &in, tk, resil.OutcomeThrottled, 0)
 	wait, err := p.Pace(rl(0))
 	if err != nil || wait <= 0 {
 		t.Fatalf("empty bucket: Pace = %v, %v; want a wait", wait, err)
@@ -161,7 +163,7 @@ func TestPolicyPaceBefore(t *testing.T) {
 	}{
 		{"no limit", time.Time{}, wait, nil},
 		{"the wait fits", rl(0).Add(wait), wait, nil},
-		{"the wait passes the limit", rl(0).Add(wait - time.Nanosecond), 0, ErrNoTimeLeft},
+		{"the wait passes the limit", rl(0).Add(wait - time.Nanosecond), 0, resil.ErrNoTimeLeft},
 	} {
 		d, err := p.PaceBefore(rl(0), c.latest)
 		if d != c.want || !errors.Is(err, c.err) || (c.err == nil && err != nil) {
@@ -195,7 +197,7 @@ func TestClientRateLimiterSettings(t *testing.T) {
 func TestGuardPaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustRateLimiter(t, ClientRateLimiterSettings{})
-		g := mustGuard(t, GuardSettings{Policy: Policy{Pacer: l}})
+		g := mustGuard(t, resil.GuardSettings{Policy: resil.Policy{Pacer: l}})
 		l.Update(time.Now(), true) // throttled with nothing measured: 0.5 tokens a second
 		start := time.Now()
 		for range 3 {

@@ -1,27 +1,18 @@
-package resil
+package budget
 
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
-// InFlightBudget is implemented by budgets that count the attempts in
-// flight, such as [*ConcurrencyBudget]. [Budget] alone tells a budget when
-// a first attempt is sent (Begin) and when any attempt ends (Record), but
-// not when a retry leaves its backoff and is sent: Sent fills that gap. A
-// [Policy] calls it from Resume and StartHedge, once the breaker has
-// admitted the attempt; a driver that uses a Budget without a Policy must
-// call it too. Implementations must be safe for concurrent use.
-type InFlightBudget interface {
-	Budget
-	// Sent records that a retry or a hedge, withdrawn before, is sent now.
-	Sent(now time.Time, k Kind)
-}
-
-// ConcurrencyBudgetSettings configures a [ConcurrencyBudget]. The zero
-// value is invalid: a budget that allows no retry at all is better written
-// as MaxRetries 0. A plain value: copying it is safe.
-type ConcurrencyBudgetSettings struct {
+// ConcurrencySettings configures a [Concurrency] budget. The zero value is
+// invalid: a budget that allows no retry at all is better written as
+// MaxRetries 0. A plain value: copying it is safe.
+// [ConcurrencySettings.Validate] checks the settings as NewConcurrency
+// will.
+type ConcurrencySettings struct {
 	// Percent is the share of the attempts in flight that retries may
 	// hold, in percent: in [0, 100]. Envoy's retry_budget.budget_percent.
 	// No default here (Envoy's is 20, which the importers apply).
@@ -33,7 +24,7 @@ type ConcurrencyBudgetSettings struct {
 	MinConcurrency int
 }
 
-// ConcurrencyBudget is Envoy's retry budget (and failsafe-go's): the
+// Concurrency is Envoy's retry budget (and failsafe-go's): the
 // retries active at once may be at most Percent of the requests active,
 // and never fewer than MinConcurrency. A retry is refused when
 //
@@ -57,38 +48,55 @@ type ConcurrencyBudgetSettings struct {
 // against a fleet with many requests in flight may retry many at once, and
 // a slow dependency (more requests in flight) raises the allowance.
 //
-// Make one with [NewConcurrencyBudget]. A ConcurrencyBudget it did not
-// make (the zero value, or the nil pointer a failed constructor returns)
-// fails closed: it grants no retry. It is safe for concurrent use and reads no clock; like Envoy's counters,
-// the check and the increment are not one atomic step, so concurrent
-// callers may exceed the limit by a few for a moment.
-type ConcurrencyBudget struct {
+// It implements [InFlight]: a driver that uses it without a [resil.Policy]
+// must call Sent when a retry or a hedge is sent.
+//
+// Make one with [NewConcurrency]. A Concurrency budget it did not make
+// (the zero value, or the nil pointer a failed constructor returns) fails
+// closed: it grants no retry, and [resil.Policy.Validate] refuses it with
+// [resil.ErrNotBuilt]. It is safe for concurrent use and reads no clock;
+// like Envoy's counters, the check and the increment are not one atomic
+// step, so concurrent callers may exceed the limit by a few for a moment.
+type Concurrency struct {
 	active  atomic.Int64 // attempts in flight
 	retries atomic.Int64 // retries and hedges holding a slot
 	percent float64
 	min     int64
 }
 
-// NewConcurrencyBudget returns a budget, or an error naming the invalid
-// field.
-func NewConcurrencyBudget(s ConcurrencyBudgetSettings) (*ConcurrencyBudget, error) {
-	const p = "ConcurrencyBudgetSettings."
-	if !finite(s.Percent) || s.Percent < 0 || s.Percent > 100 {
-		return nil, badSetting(p+"Percent", s.Percent, "must be in [0, 100]")
+// NewConcurrency returns a budget, or an error naming the invalid field.
+func NewConcurrency(s ConcurrencySettings) (*Concurrency, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
-	if s.MinConcurrency < 0 || s.MinConcurrency > 1_000_000 {
-		return nil, badSetting(p+"MinConcurrency", s.MinConcurrency, "must be in [0, 1e6]")
-	}
-	if s.Percent == 0 && s.MinConcurrency == 0 {
-		return nil, badSetting(p+"Percent", s.Percent, "Percent and MinConcurrency are both zero: the budget would allow no retry")
-	}
-	return &ConcurrencyBudget{percent: s.Percent, min: int64(s.MinConcurrency)}, nil
+	return &Concurrency{percent: s.Percent, min: int64(s.MinConcurrency)}, nil
 }
 
-func (b *ConcurrencyBudget) built() bool { return b != nil && (b.percent > 0 || b.min > 0) }
+// Validate reports the first field of s that NewConcurrency would refuse,
+// as a [*resil.SettingError], or nil. Nothing has a default.
+func (s ConcurrencySettings) Validate() error {
+	const p = "ConcurrencySettings."
+	if !finite(s.Percent) || s.Percent < 0 || s.Percent > 100 {
+		return badSetting(p+"Percent", s.Percent, "must be in [0, 100]")
+	}
+	if s.MinConcurrency < 0 || s.MinConcurrency > 1_000_000 {
+		return badSetting(p+"MinConcurrency", s.MinConcurrency, "must be in [0, 1e6]")
+	}
+	if s.Percent == 0 && s.MinConcurrency == 0 {
+		return badSetting(p+"Percent", nil, "Percent and MinConcurrency are both 0: the budget would allow no retry")
+	}
+	return nil
+}
+
+func (b *Concurrency) built() bool { return b != nil && (b.percent > 0 || b.min > 0) }
+
+// Built names the constructor, and reports whether it made b.
+func (b *Concurrency) Built() (constructor string, ok bool) {
+	return "budget.NewConcurrency", b.built()
+}
 
 // limit is the most retries that may be active now.
-func (b *ConcurrencyBudget) limit() int64 {
+func (b *Concurrency) limit() int64 {
 	a := max(b.active.Load(), 0)
 	// Envoy: std::max<uint64_t>(budget_percent / 100.0 * current_active,
 	// min_retry_concurrency). Go does not fuse a division and a
@@ -97,21 +105,21 @@ func (b *ConcurrencyBudget) limit() int64 {
 }
 
 // Begin counts a first attempt in flight.
-func (b *ConcurrencyBudget) Begin(time.Time) {
+func (b *Concurrency) Begin(time.Time) {
 	if b.built() {
 		b.active.Add(1)
 	}
 }
 
 // Sent counts a retry or a hedge in flight.
-func (b *ConcurrencyBudget) Sent(time.Time, Kind) {
+func (b *Concurrency) Sent(time.Time, resil.Kind) {
 	if b.built() {
 		b.active.Add(1)
 	}
 }
 
 // Record counts an attempt's end, and frees a retry's slot (paid > 0).
-func (b *ConcurrencyBudget) Record(now time.Time, o Outcome, paid float64) {
+func (b *Concurrency) Record(now time.Time, o resil.Outcome, paid float64) {
 	if !b.built() {
 		return
 	}
@@ -123,7 +131,7 @@ func (b *ConcurrencyBudget) Record(now time.Time, o Outcome, paid float64) {
 
 // Withdraw takes a retry slot if fewer than the limit are active. The
 // charge is 1: the slot.
-func (b *ConcurrencyBudget) Withdraw(now time.Time, after Outcome) (float64, bool) {
+func (b *Concurrency) Withdraw(now time.Time, after resil.Outcome) (float64, bool) {
 	if !b.built() {
 		return 0, false
 	}
@@ -139,17 +147,17 @@ func (b *ConcurrencyBudget) Withdraw(now time.Time, after Outcome) (float64, boo
 }
 
 // Refund frees the slot of a retry that was never sent.
-func (b *ConcurrencyBudget) Refund(now time.Time, cost float64) {
+func (b *Concurrency) Refund(now time.Time, cost float64) {
 	if b.built() && cost > 0 {
 		decPositive(&b.retries)
 	}
 }
 
 // UsesTime returns false: the budget counts, it does not age.
-func (b *ConcurrencyBudget) UsesTime() bool { return false }
+func (b *Concurrency) UsesTime() bool { return false }
 
 // Tokens returns how many more retries may start now.
-func (b *ConcurrencyBudget) Tokens(time.Time) float64 {
+func (b *Concurrency) Tokens(time.Time) float64 {
 	if !b.built() {
 		return 0
 	}
@@ -157,7 +165,7 @@ func (b *ConcurrencyBudget) Tokens(time.Time) float64 {
 }
 
 // Active returns the attempts in flight and the retries holding a slot.
-func (b *ConcurrencyBudget) Active() (requests, retries int64) {
+func (b *Concurrency) Active() (requests, retries int64) {
 	if b == nil {
 		return 0, 0
 	}

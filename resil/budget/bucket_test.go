@@ -1,9 +1,12 @@
-package resil
+package budget
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // budgetStep is one step of a budget test on the fixed time grid.
@@ -15,7 +18,7 @@ type budgetStep struct {
 	tokens float64 // balance after the step
 }
 
-func runBudgetSteps(t *testing.T, b Budget, steps []budgetStep) {
+func runBudgetSteps(t *testing.T, b resil.Budget, steps []budgetStep) {
 	t.Helper()
 	tr := b.(TokenReporter)
 	for i, s := range steps {
@@ -24,15 +27,15 @@ func runBudgetSteps(t *testing.T, b Budget, steps []budgetStep) {
 		case "begin":
 			b.Begin(now)
 		case "success":
-			b.Record(now, OutcomeSuccess, s.arg)
+			b.Record(now, resil.OutcomeSuccess, s.arg)
 		case "failure":
-			b.Record(now, OutcomeFailure, 0)
+			b.Record(now, resil.OutcomeFailure, 0)
 		case "timeout":
-			b.Record(now, OutcomeTimeout, 0)
+			b.Record(now, resil.OutcomeTimeout, 0)
 		case "retry", "retry-timeout":
-			after := OutcomeFailure
+			after := resil.OutcomeFailure
 			if s.op == "retry-timeout" {
-				after = OutcomeTimeout
+				after = resil.OutcomeTimeout
 			}
 			_, ok := b.Withdraw(now, after)
 			if ok != s.ok {
@@ -99,7 +102,7 @@ func TestTokenBucketFixedPoint(t *testing.T) {
 	for range 10 {
 		b.Begin(t0)
 	}
-	if _, ok := b.Withdraw(t0, OutcomeFailure); !ok {
+	if _, ok := b.Withdraw(t0, resil.OutcomeFailure); !ok {
 		t.Fatalf("10 × 0.1 did not pay for one retry (tokens %v)", b.Tokens(t0))
 	}
 	if got := b.Tokens(t0); got != 0 {
@@ -141,7 +144,7 @@ func TestTokenBucketSettingErrors(t *testing.T) {
 
 func TestSettingErrorMessage(t *testing.T) {
 	_, err := NewTokenBucket(TokenBucketSettings{Funding: FundedBySuccess})
-	want := "resil: TokenBucketSettings.Ratio = 0: required, in (0, 1]; it has no default"
+	want := "resil: TokenBucketSettings.Ratio = 0: must be in (0, 1]; it has no default"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
@@ -149,7 +152,7 @@ func TestSettingErrorMessage(t *testing.T) {
 
 func TestWindowBudget(t *testing.T) {
 	// TTL 10s in ten 1s slots; floor 0.2/s × 10s = 2 retries per window.
-	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 0.2, TTL: 10 * time.Second})
+	w, err := NewWindow(WindowSettings{Ratio: 0.5, Funding: FundedByRequest, MinRetriesPerSecond: 0.2, TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +191,7 @@ func TestWindowBudget(t *testing.T) {
 }
 
 func TestWindowBudgetFundedBySuccessAndCosts(t *testing.T) {
-	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedBySuccess, TimeoutCost: 2})
+	w, err := NewWindow(WindowSettings{Ratio: 1, Funding: FundedBySuccess, TimeoutCost: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +207,7 @@ func TestWindowBudgetFundedBySuccessAndCosts(t *testing.T) {
 func TestWindowBudgetBeforeEpoch(t *testing.T) {
 	// Virtual clocks often start at the zero Time, before 1970: the window
 	// must work there too (negative slot indices).
-	w, err := NewWindowBudget(WindowBudgetSettings{Ratio: 1, Funding: FundedByRequest, TTL: time.Second})
+	w, err := NewWindow(WindowSettings{Ratio: 1, Funding: FundedByRequest, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,69 +215,65 @@ func TestWindowBudgetBeforeEpoch(t *testing.T) {
 	for i := range 30 {
 		now := zero.Add(time.Duration(i) * 150 * time.Millisecond)
 		w.Begin(now)
-		if _, ok := w.Withdraw(now, OutcomeFailure); !ok {
+		if _, ok := w.Withdraw(now, resil.OutcomeFailure); !ok {
 			t.Fatalf("step %d: refused", i)
 		}
 		w.Refund(now, 1)
 	}
-	b := mustBreaker(t, BreakerSettings{Rule: TimeWindow, WindowPeriod: time.Second, FailureRate: 0.5, MinCalls: 2})
-	p, _ := b.Allow(zero)
-	b.Record(zero, p, OutcomeFailure, 0)
-	p, _ = b.Allow(zero.Add(time.Millisecond))
-	b.Record(zero.Add(time.Millisecond), p, OutcomeFailure, 0)
-	if s := b.State(zero.Add(time.Millisecond)); s != StateOpen {
-		t.Fatalf("state = %v, want open", s)
-	}
 }
 
 func TestWindowBudgetSettingErrors(t *testing.T) {
-	ok := WindowBudgetSettings{Ratio: 0.1, Funding: FundedByRequest}
+	ok := WindowSettings{Ratio: 0.1, Funding: FundedByRequest}
 	for _, c := range []struct {
 		field string
-		edit  func(*WindowBudgetSettings)
+		edit  func(*WindowSettings)
 	}{
-		{"WindowBudgetSettings.Ratio", func(s *WindowBudgetSettings) { s.Ratio = 0 }},
-		{"WindowBudgetSettings.Funding", func(s *WindowBudgetSettings) { s.Funding = 0 }},
-		{"WindowBudgetSettings.TTL", func(s *WindowBudgetSettings) { s.TTL = time.Microsecond }},
-		{"WindowBudgetSettings.MinRetriesPerSecond", func(s *WindowBudgetSettings) { s.MinRetriesPerSecond = -1 }},
-		{"WindowBudgetSettings.RetryCost", func(s *WindowBudgetSettings) { s.RetryCost = -1 }},
-		{"WindowBudgetSettings.TimeoutCost", func(s *WindowBudgetSettings) { s.TimeoutCost = math.NaN() }},
+		{"WindowSettings.Ratio", func(s *WindowSettings) { s.Ratio = 0 }},
+		{"WindowSettings.Funding", func(s *WindowSettings) { s.Funding = 0 }},
+		{"WindowSettings.TTL", func(s *WindowSettings) { s.TTL = time.Microsecond }},
+		{"WindowSettings.MinRetriesPerSecond", func(s *WindowSettings) { s.MinRetriesPerSecond = -1 }},
+		{"WindowSettings.RetryCost", func(s *WindowSettings) { s.RetryCost = -1 }},
+		{"WindowSettings.TimeoutCost", func(s *WindowSettings) { s.TimeoutCost = math.NaN() }},
 	} {
 		s := ok
 		c.edit(&s)
-		_, err := NewWindowBudget(s)
+		_, err := NewWindow(s)
 		wantSettingError(t, err, c.field)
 	}
 }
 
 func TestNoBudget(t *testing.T) {
-	var b NoBudget
+	var b None
 	b.Begin(t0)
-	b.Record(t0, OutcomeFailure, 0)
+	b.Record(t0, resil.OutcomeFailure, 0)
 	for range 1000 {
-		if c, ok := b.Withdraw(t0, OutcomeTimeout); !ok || c != 0 {
-			t.Fatal("NoBudget refused or charged")
+		if c, ok := b.Withdraw(t0, resil.OutcomeTimeout); !ok || c != 0 {
+			t.Fatal("None refused or charged")
 		}
 	}
 	b.Refund(t0, 1)
 }
 
-func TestFundingAndNames(t *testing.T) {
-	for _, c := range []struct{ got, want string }{
-		{FundedBySuccess.String(), "success"}, {FundedByRequest.String(), "request"}, {FundingUnset.String(), "unset"},
-		{OutcomeSuccess.String(), "success"}, {OutcomeFailure.String(), "failure"}, {OutcomeTimeout.String(), "timeout"}, {OutcomeIgnored.String(), "ignored"},
-		{Outcome(9).String(), "Outcome(9)"},
-		{StateClosed.String(), "closed"}, {StateOpen.String(), "open"}, {StateHalfOpen.String(), "half-open"}, {State(7).String(), "State(7)"},
-		{ConsecutiveFailures.String(), "consecutive"}, {CountWindow.String(), "count_window"}, {TimeWindow.String(), "time_window"},
-		{NoDelay.String(), "none"}, {Fixed.String(), "fixed"}, {Exponential.String(), "exponential"},
-		{FullJitter.String(), "full"}, {DecorrelatedJitter.String(), "decorrelated"}, {Jitter(9).String(), "Jitter(9)"},
-		{KindFirst.String(), "first"}, {KindRetry.String(), "retry"}, {KindHedge.String(), "hedge"},
-		{GuardAll.String(), "all"}, {GuardRetries.String(), "retries"},
-		{EventAttempt.String(), "attempt"}, {EventDone.String(), "done"}, {EventKind(99).String(), "unknown"},
-	} {
-		if c.got != c.want {
-			t.Errorf("got %q, want %q", c.got, c.want)
+// TestFunding: Funding's words, read and written as resil's enums are:
+// every value marshals to its String and reads back as itself, the first
+// value past the table has no name, and an unknown word is refused with
+// the list of words and leaves the value as it was.
+func TestFunding(t *testing.T) {
+	for i, want := range []string{"unset", "success", "request", "answer"} {
+		f := Funding(i)
+		b, err := f.MarshalText()
+		var back Funding
+		if f.String() != want || err != nil || string(b) != want || back.UnmarshalText(b) != nil || back != f {
+			t.Errorf("Funding(%d): String %q, MarshalText %q, %v; reads back as %v", i, f.String(), b, err, back)
 		}
+	}
+	if b, err := Funding(4).MarshalText(); err == nil || Funding(4).String() != "Funding(4)" {
+		t.Errorf("Funding(4): MarshalText %q, %v; String %q", b, err, Funding(4).String())
+	}
+	f := FundedByRequest
+	err := f.UnmarshalText([]byte("Nope"))
+	if err == nil || !strings.Contains(err.Error(), "resil: Funding = Nope: want one of unset, success, request, answer") || f != FundedByRequest {
+		t.Errorf("unknown word: %v, %v", f, err)
 	}
 }
 
@@ -295,21 +294,21 @@ func TestWindowBudgetTower(t *testing.T) {
 		min      float64
 		ttl      time.Duration
 		deposits int // answers recorded first
-		outcome  Outcome
+		outcome  resil.Outcome
 		want     int // retries allowed at once
 	}{
-		{"linkerd default, no traffic: the floor", 0.2, 10, 10 * time.Second, 0, OutcomeSuccess, 100},
-		{"linkerd default: floor plus ratio", 0.2, 10, 10 * time.Second, 50, OutcomeSuccess, 110},
-		{"0.4 acts as 0.5", 0.4, 1, 10 * time.Second, 10, OutcomeSuccess, 15},
-		{"0.3 acts as 1/3", 0.3, 0, 10 * time.Second, 9, OutcomeSuccess, 3},
-		{"fractional floor truncated", 0.2, 1.9, 10 * time.Second, 0, OutcomeSuccess, 10},
-		{"ttl truncated to whole seconds", 0.2, 1, 2500 * time.Millisecond, 0, OutcomeSuccess, 2},
-		{"outage: retried failures deposit nothing", 0.2, 10, 10 * time.Second, 500, OutcomeThrottled, 100},
-		{"a failure not retried deposits", 0.2, 10, 10 * time.Second, 50, OutcomeTimeout, 110},
+		{"linkerd default, no traffic: the floor", 0.2, 10, 10 * time.Second, 0, resil.OutcomeSuccess, 100},
+		{"linkerd default: floor plus ratio", 0.2, 10, 10 * time.Second, 50, resil.OutcomeSuccess, 110},
+		{"0.4 acts as 0.5", 0.4, 1, 10 * time.Second, 10, resil.OutcomeSuccess, 15},
+		{"0.3 acts as 1/3", 0.3, 0, 10 * time.Second, 9, resil.OutcomeSuccess, 3},
+		{"fractional floor truncated", 0.2, 1.9, 10 * time.Second, 0, resil.OutcomeSuccess, 10},
+		{"ttl truncated to whole seconds", 0.2, 1, 2500 * time.Millisecond, 0, resil.OutcomeSuccess, 2},
+		{"outage: retried failures deposit nothing", 0.2, 10, 10 * time.Second, 500, resil.OutcomeThrottled, 100},
+		{"a failure not retried deposits", 0.2, 10, 10 * time.Second, 50, resil.OutcomeTimeout, 110},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := NewWindowBudget(WindowBudgetSettings{Ratio: c.ratio, Funding: FundedByAnswer,
-				MinRetriesPerSecond: c.min, TTL: c.ttl, Tower: true, Retried: []Outcome{OutcomeFailure, OutcomeThrottled}})
+			w, err := NewWindow(WindowSettings{Ratio: c.ratio, Funding: FundedByAnswer,
+				MinRetriesPerSecond: c.min, TTL: c.ttl, Tower: true, Retried: []resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +317,7 @@ func TestWindowBudgetTower(t *testing.T) {
 			}
 			got := 0
 			for ; got < 10_000; got++ {
-				if _, ok := w.Withdraw(t0, OutcomeFailure); !ok {
+				if _, ok := w.Withdraw(t0, resil.OutcomeFailure); !ok {
 					break
 				}
 			}
@@ -327,7 +326,7 @@ func TestWindowBudgetTower(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewWindowBudget(WindowBudgetSettings{Ratio: 0.2, Funding: FundedByAnswer, TTL: 500 * time.Millisecond, Tower: true}); err == nil {
+	if _, err := NewWindow(WindowSettings{Ratio: 0.2, Funding: FundedByAnswer, TTL: 500 * time.Millisecond, Tower: true}); err == nil {
 		t.Fatal("Tower took a TTL under 1s: want an error naming it")
 	}
 	if _, err := NewTokenBucket(TokenBucketSettings{Ratio: 0.2, Funding: FundedByAnswer}); err == nil {

@@ -1,4 +1,4 @@
-package resil
+package budget
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // concStep is one step of a concurrency budget test on the fixed time
@@ -23,7 +25,7 @@ type concStep struct {
 	headroom float64 // Tokens after the step
 }
 
-func runConcSteps(t *testing.T, b *ConcurrencyBudget, steps []concStep) {
+func runConcSteps(t *testing.T, b *Concurrency, steps []concStep) {
 	t.Helper()
 	for i, s := range steps {
 		now := ts(s.at)
@@ -32,13 +34,13 @@ func runConcSteps(t *testing.T, b *ConcurrencyBudget, steps []concStep) {
 			case "first":
 				b.Begin(now)
 			case "sent":
-				b.Sent(now, KindRetry)
+				b.Sent(now, resil.KindRetry)
 			case "end":
-				b.Record(now, OutcomeFailure, 0)
+				b.Record(now, resil.OutcomeFailure, 0)
 			case "end-retry":
-				b.Record(now, OutcomeSuccess, 1)
+				b.Record(now, resil.OutcomeSuccess, 1)
 			case "retry":
-				c, ok := b.Withdraw(now, OutcomeFailure)
+				c, ok := b.Withdraw(now, resil.OutcomeFailure)
 				if ok != s.ok || (ok && c != 1) {
 					t.Fatalf("step %d (%s at %vs): Withdraw = %v, %v; want 1, %v", i, s.op, s.at, c, ok, s.ok)
 				}
@@ -56,9 +58,9 @@ func runConcSteps(t *testing.T, b *ConcurrencyBudget, steps []concStep) {
 	}
 }
 
-func mustConc(t testing.TB, s ConcurrencyBudgetSettings) *ConcurrencyBudget {
+func mustConc(t testing.TB, s ConcurrencySettings) *Concurrency {
 	t.Helper()
-	b, err := NewConcurrencyBudget(s)
+	b, err := NewConcurrency(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func mustConc(t testing.TB, s ConcurrencyBudgetSettings) *ConcurrencyBudget {
 // defaults (budget_percent 20, min_retry_concurrency 3): active retries <
 // max(20% of active requests, 3).
 func TestConcurrencyBudgetEnvoyRule(t *testing.T) {
-	b := mustConc(t, ConcurrencyBudgetSettings{Percent: 20, MinConcurrency: 3})
+	b := mustConc(t, ConcurrencySettings{Percent: 20, MinConcurrency: 3})
 	runConcSteps(t, b, []concStep{
 		{at: 0, op: "retry", ok: true, active: 0, retries: 1, headroom: 2}, // the floor allows 3 with nothing in flight
 		{at: 0, op: "retry", n: 2, ok: true, active: 0, retries: 3, headroom: 0},
@@ -106,7 +108,7 @@ func TestConcurrencyBudgetTruncatesLikeEnvoy(t *testing.T) {
 	}{
 		{29, 100, 28}, {30, 10, 3}, {20, 4, 0}, {20, 5, 1}, {100, 7, 7}, {12.5, 16, 2}, {0.1, 999, 0}, {0.1, 1000, 1},
 	} {
-		b := mustConc(t, ConcurrencyBudgetSettings{Percent: c.percent})
+		b := mustConc(t, ConcurrencySettings{Percent: c.percent})
 		for range c.active {
 			b.Begin(t0)
 		}
@@ -120,7 +122,7 @@ func TestConcurrencyBudgetTruncatesLikeEnvoy(t *testing.T) {
 // Envoy's plain circuit breaker on retries, max_retries: a fixed number of
 // retries active at once, whatever the traffic.
 func TestConcurrencyBudgetMaxRetriesBreaker(t *testing.T) {
-	b := mustConc(t, ConcurrencyBudgetSettings{MinConcurrency: 3})
+	b := mustConc(t, ConcurrencySettings{MinConcurrency: 3})
 	runConcSteps(t, b, []concStep{
 		{at: 0, op: "first", n: 1000, active: 1000, retries: 0, headroom: 3},
 		{at: 0, op: "retry", n: 3, ok: true, active: 1000, retries: 3, headroom: 0},
@@ -130,16 +132,16 @@ func TestConcurrencyBudgetMaxRetriesBreaker(t *testing.T) {
 
 func TestConcurrencyBudgetSettings(t *testing.T) {
 	for _, c := range []struct {
-		s     ConcurrencyBudgetSettings
+		s     ConcurrencySettings
 		field string
 	}{
-		{ConcurrencyBudgetSettings{}, "ConcurrencyBudgetSettings.Percent"},
-		{ConcurrencyBudgetSettings{Percent: -1}, "ConcurrencyBudgetSettings.Percent"},
-		{ConcurrencyBudgetSettings{Percent: 100.5}, "ConcurrencyBudgetSettings.Percent"},
-		{ConcurrencyBudgetSettings{Percent: math.NaN()}, "ConcurrencyBudgetSettings.Percent"},
-		{ConcurrencyBudgetSettings{Percent: 20, MinConcurrency: -1}, "ConcurrencyBudgetSettings.MinConcurrency"},
+		{ConcurrencySettings{}, "ConcurrencySettings.Percent"},
+		{ConcurrencySettings{Percent: -1}, "ConcurrencySettings.Percent"},
+		{ConcurrencySettings{Percent: 100.5}, "ConcurrencySettings.Percent"},
+		{ConcurrencySettings{Percent: math.NaN()}, "ConcurrencySettings.Percent"},
+		{ConcurrencySettings{Percent: 20, MinConcurrency: -1}, "ConcurrencySettings.MinConcurrency"},
 	} {
-		_, err := NewConcurrencyBudget(c.s)
+		_, err := NewConcurrency(c.s)
 		wantSettingError(t, err, c.field)
 	}
 }
@@ -148,16 +150,16 @@ func TestConcurrencyBudgetSettings(t *testing.T) {
 // the Policy must tell it when a retry leaves its backoff (Sent), so that
 // a retry waiting in backoff holds a slot but is not an active request.
 func TestConcurrencyBudgetThroughPolicy(t *testing.T) {
-	b := mustConc(t, ConcurrencyBudgetSettings{Percent: 50, MinConcurrency: 1})
-	p := Policy{MaxRetries: 3, Budget: b, Backoff: Backoff{Schedule: Fixed, Base: time.Second}}
+	b := mustConc(t, ConcurrencySettings{Percent: 50, MinConcurrency: 1})
+	p := resil.Policy{MaxRetries: 3, Budget: b, Backoff: resil.Backoff{Schedule: resil.Fixed, Base: time.Second}}
 	want := func(step string, active, retries int64) {
 		t.Helper()
 		if a, r := b.Active(); a != active || r != retries {
 			t.Fatalf("%s: active %d, retries %d; want %d, %d", step, a, r, active, retries)
 		}
 	}
-	ins := make([]Intent, 4)
-	tks := make([]Ticket, 4)
+	ins := make([]resil.Intent, 4)
+	tks := make([]resil.Ticket, 4)
 	for i := range ins {
 		ins[i].Idempotent = true
 		var err error
@@ -166,13 +168,13 @@ func TestConcurrencyBudgetThroughPolicy(t *testing.T) {
 		}
 	}
 	want("four first attempts", 4, 0)
-	p.End(ts(1), &ins[0], tks[0], OutcomeFailure, time.Second)
-	if _, err := p.Retry(ts(1), &ins[0], OutcomeFailure, 0, time.Time{}, draw(0)); err != nil {
+	p.End(ts(1), &ins[0], tks[0], resil.OutcomeFailure, time.Second)
+	if _, err := p.Retry(ts(1), &ins[0], resil.OutcomeFailure, 0, time.Time{}, noJitter()); err != nil {
 		t.Fatal(err)
 	}
 	want("one retry in backoff", 3, 1)
-	p.End(ts(1), &ins[1], tks[1], OutcomeFailure, time.Second)
-	if _, err := p.Retry(ts(1), &ins[1], OutcomeFailure, 0, time.Time{}, draw(0)); !errors.Is(err, ErrBudgetExhausted) {
+	p.End(ts(1), &ins[1], tks[1], resil.OutcomeFailure, time.Second)
+	if _, err := p.Retry(ts(1), &ins[1], resil.OutcomeFailure, 0, time.Time{}, noJitter()); !errors.Is(err, resil.ErrBudgetExhausted) {
 		t.Fatalf("second retry: %v, want ErrBudgetExhausted (50%% of 2 active is 1, and one is held)", err)
 	}
 	want("second retry refused", 2, 1)
@@ -181,22 +183,22 @@ func TestConcurrencyBudgetThroughPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("the retry is sent", 3, 1)
-	p.End(ts(3), &ins[0], rt, OutcomeSuccess, time.Second)
+	p.End(ts(3), &ins[0], rt, resil.OutcomeSuccess, time.Second)
 	want("the retry succeeded", 2, 0)
-	p.End(ts(3), &ins[2], tks[2], OutcomeFailure, time.Second)
-	if _, err := p.Retry(ts(3), &ins[2], OutcomeFailure, 0, time.Time{}, draw(0)); err != nil {
+	p.End(ts(3), &ins[2], tks[2], resil.OutcomeFailure, time.Second)
+	if _, err := p.Retry(ts(3), &ins[2], resil.OutcomeFailure, 0, time.Time{}, noJitter()); err != nil {
 		t.Fatal(err)
 	}
 	p.Abandon(ts(4), &ins[2])
 	want("an abandoned retry", 1, 0)
-	p.End(ts(4), &ins[3], tks[3], OutcomeSuccess, time.Second)
+	p.End(ts(4), &ins[3], tks[3], resil.OutcomeSuccess, time.Second)
 	want("all done", 0, 0)
 }
 
-// ExampleConcurrencyBudget shows Envoy's default retry budget: 20% of the
+// ExampleConcurrency shows Envoy's default retry budget: 20% of the
 // requests in flight may be retries, and never fewer than 3.
-func ExampleConcurrencyBudget() {
-	b, err := NewConcurrencyBudget(ConcurrencyBudgetSettings{Percent: 20, MinConcurrency: 3})
+func ExampleConcurrency() {
+	b, err := NewConcurrency(ConcurrencySettings{Percent: 20, MinConcurrency: 3})
 	if err != nil {
 		panic(err)
 	}
@@ -206,7 +208,7 @@ func ExampleConcurrencyBudget() {
 	}
 	allowed := 0
 	for {
-		if _, ok := b.Withdraw(now, OutcomeFailure); !ok {
+		if _, ok := b.Withdraw(now, resil.OutcomeFailure); !ok {
 			break
 		}
 		allowed++
@@ -225,8 +227,8 @@ func FuzzConcurrencyBudget(f *testing.F) {
 	f.Add(uint8(0), uint8(1), []byte{3, 3, 1, 4, 2, 5})
 	f.Add(uint8(100), uint8(0), []byte{0, 3, 1, 3, 2, 4, 5, 5})
 	f.Fuzz(func(t *testing.T, pct, floor uint8, ops []byte) {
-		s := ConcurrencyBudgetSettings{Percent: float64(pct % 101), MinConcurrency: int(floor % 8)}
-		b, err := NewConcurrencyBudget(s)
+		s := ConcurrencySettings{Percent: float64(pct % 101), MinConcurrency: int(floor % 8)}
+		b, err := NewConcurrency(s)
 		if s.Percent == 0 && s.MinConcurrency == 0 {
 			if err == nil {
 				t.Fatal("zero settings accepted")
@@ -244,19 +246,19 @@ func FuzzConcurrencyBudget(f *testing.F) {
 				firsts++
 			case 1: // a retry leaves its backoff
 				if waiting > 0 {
-					b.Sent(t0, KindRetry)
+					b.Sent(t0, resil.KindRetry)
 					waiting--
 					sent++
 				}
 			case 2: // a first attempt ends
 				if firsts > 0 {
-					b.Record(t0, OutcomeFailure, 0)
+					b.Record(t0, resil.OutcomeFailure, 0)
 					firsts--
 				}
 			case 3:
 				active := firsts + sent
 				limit := max(int64(s.Percent/100*float64(active)), int64(s.MinConcurrency))
-				_, ok := b.Withdraw(t0, OutcomeTimeout)
+				_, ok := b.Withdraw(t0, resil.OutcomeTimeout)
 				if want := waiting+sent < limit; ok != want {
 					t.Fatalf("Withdraw with %d active and %d retries held = %v, want %v", active, waiting+sent, ok, want)
 				}
@@ -265,7 +267,7 @@ func FuzzConcurrencyBudget(f *testing.F) {
 				}
 			case 4: // a retry in flight ends
 				if sent > 0 {
-					b.Record(t0, OutcomeSuccess, 1)
+					b.Record(t0, resil.OutcomeSuccess, 1)
 					sent--
 				}
 			case 5: // a retry in backoff is abandoned
@@ -279,16 +281,16 @@ func FuzzConcurrencyBudget(f *testing.F) {
 			}
 		}
 		for ; firsts > 0; firsts-- {
-			b.Record(t0, OutcomeIgnored, 0)
+			b.Record(t0, resil.OutcomeIgnored, 0)
 		}
 		for ; sent > 0; sent-- {
-			b.Record(t0, OutcomeIgnored, 1)
+			b.Record(t0, resil.OutcomeIgnored, 1)
 		}
 		for ; waiting > 0; waiting-- {
 			b.Refund(t0, 1)
 		}
 		// Ends beyond what was started change nothing.
-		b.Record(t0, OutcomeFailure, 1)
+		b.Record(t0, resil.OutcomeFailure, 1)
 		b.Refund(t0, 1)
 		if a, r := b.Active(); a != 0 || r != 0 {
 			t.Fatalf("after every end: %d active, %d retries", a, r)
@@ -296,18 +298,18 @@ func FuzzConcurrencyBudget(f *testing.F) {
 	})
 }
 
-// The zero ConcurrencyBudget and the nil pointer a failed constructor
+// The zero Concurrency budget and the nil pointer a failed constructor
 // returns grant no retry, count nothing and panic on nothing; so does a
 // Policy paced by a ClientRateLimiter its constructor did not make, which
 // refuses to send at all.
 func TestUnbuiltConcurrencyBudgetAndPacer(t *testing.T) {
-	for name, b := range map[string]*ConcurrencyBudget{"nil": nil, "zero": {}} {
+	for name, b := range map[string]*Concurrency{"nil": nil, "zero": {}} {
 		for range 10 {
 			b.Begin(t0)
-			b.Sent(t0, KindRetry)
-			b.Record(t0, OutcomeFailure, 1)
+			b.Sent(t0, resil.KindRetry)
+			b.Record(t0, resil.OutcomeFailure, 1)
 			b.Refund(t0, 1)
-			if _, ok := b.Withdraw(t0, OutcomeFailure); ok {
+			if _, ok := b.Withdraw(t0, resil.OutcomeFailure); ok {
 				t.Fatalf("%s budget granted a retry", name)
 			}
 		}
@@ -317,7 +319,7 @@ func TestUnbuiltConcurrencyBudgetAndPacer(t *testing.T) {
 	}
 	// A nil Policy.Pacer means no pacer, as a nil Breaker means none; a
 	// nil *ClientRateLimiter used on its own refuses.
-	if _, err := (&Policy{Pacer: &ClientRateLimiter{}}).Pace(t0); !errors.Is(err, ErrNotBuilt) {
+	if _, err := (&resil.Policy{Pacer: &ClientRateLimiter{}}).Pace(t0); !errors.Is(err, resil.ErrNotBuilt) {
 		t.Errorf("zero pacer: Pace = %v, want ErrNotBuilt", err)
 	}
 	for name, l := range map[string]*ClientRateLimiter{"nil": nil, "zero": {}} {

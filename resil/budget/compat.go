@@ -1,18 +1,23 @@
-package resil
+package budget
 
 import (
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // GRPCThrottleSettings configures a [GRPCThrottle] with the two numbers of
 // a gRPC service config's retryThrottling. The zero value is invalid: both
-// are required. A plain value: copying it is safe.
+// are required. A plain value: copying it is safe, though the copies share
+// Uncounted. [GRPCThrottleSettings.Validate] checks the settings as
+// NewGRPCThrottle will.
 type GRPCThrottleSettings struct {
 	// MaxTokens is the bucket size: 0 < MaxTokens <= 1000. Required.
 	MaxTokens float64
-	// TokenRatio is what a success adds: 0 < TokenRatio, at most three
-	// decimal places count. Required.
+	// TokenRatio is what a success adds: 0.001 <= TokenRatio <= 1000, at
+	// most three decimal places count. Required.
 	TokenRatio float64
 	// Uncounted lists the failed outcomes that take no token. grpc-go
 	// takes a token only for an attempt whose status the method's
@@ -23,7 +28,7 @@ type GRPCThrottleSettings struct {
 	// retryable or not, lists here the outcomes its policy does not retry.
 	// Nil: every failure takes a token, for callers that already report
 	// only retryable statuses as failures (resilgrpc's Guards do).
-	Uncounted []Outcome
+	Uncounted []resil.Outcome
 }
 
 // GRPCThrottle is gRPC's client-side retry throttling, as gRFC A6 specifies
@@ -35,53 +40,68 @@ type GRPCThrottleSettings struct {
 //
 // Make one with [NewGRPCThrottle]. A throttle it did not make fails
 // closed: the zero GRPCThrottle and a nil *GRPCThrottle grant no retry and
-// panic on nothing, and [Policy.Validate] refuses them with [ErrNotBuilt].
-// It is safe for concurrent use and reads no clock.
+// panic on nothing, and [resil.Policy.Validate] refuses them with
+// [resil.ErrNotBuilt]. It is safe for concurrent use and reads no clock.
 type GRPCThrottle struct {
 	mu        sync.Mutex
 	tokens    int64 // thousandths, as in the spec's fixed-point arithmetic
 	max       int64
 	ratio     int64
-	uncounted [OutcomeThrottled + 1]bool // by outcome: failures that take no token
+	uncounted [resil.OutcomeThrottled + 1]bool // by outcome: failures that take no token
 }
 
 // NewGRPCThrottle returns a throttle, or an error naming the invalid field.
 func NewGRPCThrottle(s GRPCThrottleSettings) (*GRPCThrottle, error) {
-	if !finite(s.MaxTokens) || s.MaxTokens <= 0 || s.MaxTokens > 1000 {
-		return nil, badSetting("GRPCThrottleSettings.MaxTokens", s.MaxTokens, "required, in (0, 1000]")
-	}
-	r := int64(s.TokenRatio*1000 + 0.5)
-	if !finite(s.TokenRatio) || s.TokenRatio <= 0 || r == 0 || s.TokenRatio > 1000 {
-		return nil, badSetting("GRPCThrottleSettings.TokenRatio", s.TokenRatio, "required, in (0, 1000] with at least 0.001")
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
 	m := int64(s.MaxTokens*1000 + 0.5)
-	g := &GRPCThrottle{tokens: m, max: m, ratio: r}
+	g := &GRPCThrottle{tokens: m, max: m, ratio: int64(s.TokenRatio*1000 + 0.5)}
 	for _, o := range s.Uncounted {
-		if !o.failed() {
-			return nil, badSetting("GRPCThrottleSettings.Uncounted", o, "lists failures only: failure, timeout or throttled")
-		}
 		g.uncounted[o] = true
 	}
 	return g, nil
 }
 
+// Validate reports the first field of s that NewGRPCThrottle would
+// refuse, as a [*resil.SettingError], or nil. Nothing has a default.
+func (s GRPCThrottleSettings) Validate() error {
+	if !finite(s.MaxTokens) || s.MaxTokens <= 0 || s.MaxTokens > 1000 {
+		return badSetting("GRPCThrottleSettings.MaxTokens", s.MaxTokens, "must be in (0, 1000]")
+	}
+	if !finite(s.TokenRatio) || s.TokenRatio < 0.001 || s.TokenRatio > 1000 {
+		return badSetting("GRPCThrottleSettings.TokenRatio", s.TokenRatio, "must be in [0.001, 1000]")
+	}
+	for _, o := range s.Uncounted {
+		if !o.Failed() {
+			return badSetting("GRPCThrottleSettings.Uncounted", o, "lists failures only: failure, timeout or throttled")
+		}
+	}
+	return nil
+}
+
 // built reports whether NewGRPCThrottle made g: MaxTokens is required.
 func (g *GRPCThrottle) built() bool { return g != nil && g.max > 0 }
+
+// Built names the constructor, and reports whether it made g.
+func (g *GRPCThrottle) Built() (constructor string, ok bool) {
+	return "budget.NewGRPCThrottle", g.built()
+}
 
 // Begin does nothing: gRPC's throttle is funded by successes.
 func (g *GRPCThrottle) Begin(time.Time) {}
 
 // Record takes a token for a failure or a timeout (unless its outcome is
 // one of the settings' Uncounted) and adds TokenRatio for a success.
-func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
+func (g *GRPCThrottle) Record(now time.Time, o resil.Outcome, paid float64) {
 	if !g.built() {
 		return
 	}
 	g.mu.Lock()
 	switch {
-	case o == OutcomeSuccess:
+	case o == resil.OutcomeSuccess:
 		g.tokens = min(g.max, g.tokens+g.ratio)
-	case o.failed() && !g.uncounted[o]:
+	case o.Failed() && !g.uncounted[o]:
 		g.tokens = max(0, g.tokens-1000)
 	}
 	g.mu.Unlock()
@@ -89,7 +109,7 @@ func (g *GRPCThrottle) Record(now time.Time, o Outcome, paid float64) {
 
 // Withdraw allows a retry while the balance is above MaxTokens/2. It
 // charges nothing.
-func (g *GRPCThrottle) Withdraw(time.Time, Outcome) (float64, bool) {
+func (g *GRPCThrottle) Withdraw(time.Time, resil.Outcome) (float64, bool) {
 	if !g.built() {
 		return 0, false
 	}
@@ -117,6 +137,8 @@ func (g *GRPCThrottle) Tokens(time.Time) float64 {
 
 // AWSQuotaSettings configures an [AWSQuota]. The zero value gives the AWS
 // SDKs' standard retry mode. A plain value: copying it is safe.
+// [AWSQuotaSettings.WithDefaults] fills in the defaults and
+// [AWSQuotaSettings.Validate] checks the settings as NewAWSQuota will.
 type AWSQuotaSettings struct {
 	// Capacity is the bucket size, which it starts at. Zero means 500.
 	Capacity int
@@ -124,7 +146,8 @@ type AWSQuotaSettings struct {
 	RetryCost int
 	// TimeoutCost is charged for a retry after a timeout. Zero means 10.
 	TimeoutCost int
-	// NoRetryIncrement is added when a first attempt succeeds. Zero means 1.
+	// NoRetryIncrement is added when a first attempt succeeds. Zero means
+	// 1 (and NoIncrement, none).
 	NoRetryIncrement int
 	// NoIncrement makes a first attempt that succeeds add nothing, so
 	// that only a retry that succeeds gives back (its own cost): the quota
@@ -143,7 +166,7 @@ type AWSQuotaSettings struct {
 //
 // Make one with [NewAWSQuota]. A quota it did not make fails closed: the
 // zero AWSQuota and a nil *AWSQuota grant no retry and panic on nothing,
-// and [Policy.Validate] refuses them with [ErrNotBuilt]. (The zero
+// and [resil.Policy.Validate] refuses them with [resil.ErrNotBuilt]. (The zero
 // AWSQuotaSettings, unlike the zero AWSQuota, are the SDKs' standard
 // mode.) It is safe for concurrent use and reads no clock.
 type AWSQuota struct {
@@ -153,43 +176,64 @@ type AWSQuota struct {
 
 // NewAWSQuota returns a quota, or an error naming the invalid field.
 func NewAWSQuota(s AWSQuotaSettings) (*AWSQuota, error) {
-	def := func(v, d int) int {
-		if v == 0 {
-			return d
-		}
-		return v
+	s = s.WithDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
 	}
-	q := &AWSQuota{
-		capacity: def(s.Capacity, 500),
-		cost:     def(s.RetryCost, 5),
-		timeout:  def(s.TimeoutCost, 10),
-		incr:     def(s.NoRetryIncrement, 1),
+	q := &AWSQuota{tokens: s.Capacity, capacity: s.Capacity, cost: s.RetryCost, timeout: s.TimeoutCost, incr: s.NoRetryIncrement}
+	if s.NoIncrement {
+		q.incr = 0
+	}
+	return q, nil
+}
+
+// WithDefaults returns s with the AWS SDKs' standard mode in its zero
+// fields: Capacity 500, RetryCost 5, TimeoutCost 10, NoRetryIncrement 1.
+func (s AWSQuotaSettings) WithDefaults() AWSQuotaSettings {
+	def(&s.Capacity, 500)
+	def(&s.RetryCost, 5)
+	def(&s.TimeoutCost, 10)
+	def(&s.NoRetryIncrement, 1)
+	return s
+}
+
+// Validate reports the first field of s that NewAWSQuota would refuse (its
+// zero fields taken as their defaults), as a [*resil.SettingError], or
+// nil.
+func (s AWSQuotaSettings) Validate() error { return s.WithDefaults().validate() }
+
+func (s AWSQuotaSettings) validate() error {
+	const p = "AWSQuotaSettings."
+	if s.Capacity < 1 || s.Capacity > 1_000_000 {
+		return badSetting(p+"Capacity", s.Capacity, "must be in [1, 1e6]")
 	}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Capacity", q.capacity}, {"RetryCost", q.cost}, {"TimeoutCost", q.timeout}, {"NoRetryIncrement", q.incr}} {
-		if f.v < 0 || f.v > 1_000_000 {
-			return nil, badSetting("AWSQuotaSettings."+f.name, f.v, "must be in [0, 1e6]")
+	}{{"RetryCost", s.RetryCost}, {"TimeoutCost", s.TimeoutCost}} {
+		if f.v < 1 || f.v > s.Capacity {
+			return badSetting(p+f.name, f.v, fmt.Sprintf("must be in [1, %d]: a retry must be affordable, at most Capacity", s.Capacity))
 		}
 	}
-	if s.NoIncrement {
-		q.incr = 0
+	if s.NoRetryIncrement < 0 || s.NoRetryIncrement > 1_000_000 {
+		return badSetting(p+"NoRetryIncrement", s.NoRetryIncrement, "must be in [0, 1e6]")
 	}
-	q.tokens = q.capacity
-	return q, nil
+	return nil
 }
 
 // built reports whether NewAWSQuota made q: its capacity is never zero.
 func (q *AWSQuota) built() bool { return q != nil && q.capacity > 0 }
+
+// Built names the constructor, and reports whether it made q.
+func (q *AWSQuota) Built() (constructor string, ok bool) { return "budget.NewAWSQuota", q.built() }
 
 // Begin does nothing: the quota is funded by successes.
 func (q *AWSQuota) Begin(time.Time) {}
 
 // Record gives back a successful retry's cost, or adds NoRetryIncrement for
 // a first attempt that succeeded.
-func (q *AWSQuota) Record(now time.Time, o Outcome, paid float64) {
-	if o != OutcomeSuccess || !q.built() {
+func (q *AWSQuota) Record(now time.Time, o resil.Outcome, paid float64) {
+	if o != resil.OutcomeSuccess || !q.built() {
 		return
 	}
 	add := q.incr
@@ -213,12 +257,12 @@ func (q *AWSQuota) units(cost float64) int {
 
 // Withdraw takes RetryCost (TimeoutCost after an OutcomeTimeout) if the balance
 // covers it.
-func (q *AWSQuota) Withdraw(now time.Time, after Outcome) (float64, bool) {
+func (q *AWSQuota) Withdraw(now time.Time, after resil.Outcome) (float64, bool) {
 	if !q.built() {
 		return 0, false
 	}
 	c := q.cost
-	if after == OutcomeTimeout {
+	if after == resil.OutcomeTimeout {
 		c = q.timeout
 	}
 	q.mu.Lock()
@@ -255,4 +299,23 @@ func (q *AWSQuota) Tokens(time.Time) float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return float64(q.tokens)
+}
+
+// RetryShare returns TokenRatio: in sustained failure, failed attempts (and
+// so retries) cannot outrun TokenRatio per success for long. It is 0 for a
+// throttle NewGRPCThrottle did not make.
+func (g *GRPCThrottle) RetryShare() float64 {
+	if !g.built() {
+		return 0
+	}
+	return float64(g.ratio) / 1000
+}
+
+// RetryShare returns NoRetryIncrement / RetryCost, or 0 for a quota
+// NewAWSQuota did not make.
+func (q *AWSQuota) RetryShare() float64 {
+	if !q.built() {
+		return 0
+	}
+	return float64(q.incr) / float64(q.cost)
 }

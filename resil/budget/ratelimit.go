@@ -1,16 +1,20 @@
-package resil
+package budget
 
 import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
 // ClientRateLimiterSettings configures a [ClientRateLimiter]. The zero
 // value gives the AWS SDKs' adaptive retry mode, with the constants of its
 // specification (botocore's retries/adaptive.py and throttling.py,
 // aws-sdk-go-v2's aws/retry/adaptive_ratelimit.go). A plain value: copying
-// it is safe.
+// it is safe. [ClientRateLimiterSettings.WithDefaults] fills in the
+// defaults and [ClientRateLimiterSettings.Validate] checks the settings as
+// NewClientRateLimiter will.
 type ClientRateLimiterSettings struct {
 	// Beta is the share of the measured rate the limiter drops to on a
 	// throttle. Zero means 0.7. In (0, 1).
@@ -26,7 +30,7 @@ type ClientRateLimiterSettings struct {
 	MinFillRate float64
 	// RequestCost is what one attempt takes from the bucket. Zero means 1.
 	RequestCost float64
-	// FailOnNoTokens refuses an attempt (ErrRateLimited) when the bucket
+	// FailOnNoTokens refuses an attempt (resil.ErrRateLimited) when the bucket
 	// is short, instead of telling the caller how long to wait. The AWS
 	// SDK's FailOnNoAttemptTokens; false, as there, by default.
 	FailOnNoTokens bool
@@ -47,17 +51,17 @@ type ClientRateLimiterSettings struct {
 // one second of it (at least one token), and refills at no less than
 // MinFillRate.
 //
-// It does not fit [Budget]: it paces first attempts as well as retries,
-// and it delays rather than refuses. A [Policy] holds it as Pacer; with
-// the AWS standard mode's retry quota ([AWSQuota]) as the budget it makes
-// the AWS adaptive mode.
+// It does not fit [resil.Budget]: it paces first attempts as well as
+// retries, and it delays rather than refuses. It is a [resil.Pacer]: a
+// [resil.Policy] holds it as Pacer, and with the AWS standard mode's retry
+// quota ([AWSQuota]) as the budget it makes the AWS adaptive mode.
 //
 // Make one with [NewClientRateLimiter]. One it did not make (the zero
 // value, or the nil pointer a failed constructor returns) fails closed:
-// [Policy.Pace] refuses every attempt with ErrNotBuilt, and Acquire never
-// grants a token. It is safe for concurrent use. It reads no clock: time is an argument, and
-// the first call's time starts its rate measurement, as the SDK's
-// construction does.
+// [resil.Policy.Validate] refuses it, Pace refuses every attempt with
+// resil.ErrNotBuilt, and Acquire never grants a token. It is safe for
+// concurrent use. It reads no clock: time is an argument, and the first
+// call's time starts its rate measurement, as the SDK's construction does.
 type ClientRateLimiter struct {
 	mu sync.Mutex
 
@@ -86,37 +90,73 @@ type ClientRateLimiter struct {
 // NewClientRateLimiter returns a limiter, or an error naming the invalid
 // field.
 func NewClientRateLimiter(s ClientRateLimiterSettings) (*ClientRateLimiter, error) {
+	s = s.WithDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &ClientRateLimiter{beta: s.Beta, scale: s.ScaleConstant, smooth: s.Smoothing,
+		minFill: s.MinFillRate, cost: s.RequestCost, failFast: s.FailOnNoTokens}, nil
+}
+
+// WithDefaults returns s with the AWS SDKs' constants in its zero fields:
+// Beta 0.7, ScaleConstant 0.4, Smoothing 0.8, MinFillRate 0.5,
+// RequestCost 1.
+func (s ClientRateLimiterSettings) WithDefaults() ClientRateLimiterSettings {
+	def(&s.Beta, 0.7)
+	def(&s.ScaleConstant, 0.4)
+	def(&s.Smoothing, 0.8)
+	def(&s.MinFillRate, 0.5)
+	def(&s.RequestCost, 1)
+	return s
+}
+
+// Validate reports the first field of s that NewClientRateLimiter would
+// refuse (its zero fields taken as their defaults), as a
+// [*resil.SettingError], or nil.
+func (s ClientRateLimiterSettings) Validate() error { return s.WithDefaults().validate() }
+
+func (s ClientRateLimiterSettings) validate() error {
 	const p = "ClientRateLimiterSettings."
-	def := func(v, d float64) float64 {
-		if v == 0 {
-			return d
-		}
-		return v
-	}
-	l := &ClientRateLimiter{
-		beta:     def(s.Beta, 0.7),
-		scale:    def(s.ScaleConstant, 0.4),
-		smooth:   def(s.Smoothing, 0.8),
-		minFill:  def(s.MinFillRate, 0.5),
-		cost:     def(s.RequestCost, 1),
-		failFast: s.FailOnNoTokens,
-	}
 	switch {
-	case !finite(l.beta) || l.beta <= 0 || l.beta >= 1:
-		return nil, badSetting(p+"Beta", s.Beta, "must be in (0, 1)")
-	case !finite(l.scale) || l.scale <= 0 || l.scale > 1e3:
-		return nil, badSetting(p+"ScaleConstant", s.ScaleConstant, "must be in (0, 1e3]")
-	case !finite(l.smooth) || l.smooth <= 0 || l.smooth > 1:
-		return nil, badSetting(p+"Smoothing", s.Smoothing, "must be in (0, 1]")
-	case !finite(l.minFill) || l.minFill <= 0 || l.minFill > 1e9:
-		return nil, badSetting(p+"MinFillRate", s.MinFillRate, "must be in (0, 1e9]")
-	case !finite(l.cost) || l.cost <= 0 || l.cost > 1e6:
-		return nil, badSetting(p+"RequestCost", s.RequestCost, "must be in (0, 1e6]")
+	case !finite(s.Beta) || s.Beta <= 0 || s.Beta >= 1:
+		return badSetting(p+"Beta", s.Beta, "must be in (0, 1)")
+	case !finite(s.ScaleConstant) || s.ScaleConstant <= 0 || s.ScaleConstant > 1e3:
+		return badSetting(p+"ScaleConstant", s.ScaleConstant, "must be in (0, 1e3]")
+	case !finite(s.Smoothing) || s.Smoothing <= 0 || s.Smoothing > 1:
+		return badSetting(p+"Smoothing", s.Smoothing, "must be in (0, 1]")
+	case !finite(s.MinFillRate) || s.MinFillRate <= 0 || s.MinFillRate > 1e9:
+		return badSetting(p+"MinFillRate", s.MinFillRate, "must be in (0, 1e9]")
+	case !finite(s.RequestCost) || s.RequestCost <= 0 || s.RequestCost > 1e6:
+		return badSetting(p+"RequestCost", s.RequestCost, "must be in (0, 1e6]")
 	}
-	return l, nil
+	return nil
 }
 
 func (l *ClientRateLimiter) built() bool { return l != nil && l.beta > 0 }
+
+// Built names the constructor, and reports whether it made l.
+func (l *ClientRateLimiter) Built() (constructor string, ok bool) {
+	return "budget.NewClientRateLimiter", l.built()
+}
+
+// Pace asks to send one attempt at now, for a [resil.Policy]: it returns
+// zero when the attempt may go (its token is taken), or the wait after
+// which to ask again; with FailOnNoTokens it returns resil.ErrRateLimited
+// instead of a wait, and for a limiter NewClientRateLimiter did not make,
+// resil.ErrNotBuilt.
+func (l *ClientRateLimiter) Pace(now time.Time) (time.Duration, error) {
+	if !l.built() {
+		return 0, resil.ErrNotBuilt
+	}
+	d, ok := l.Acquire(now)
+	switch {
+	case ok:
+		return 0, nil
+	case l.failFast:
+		return 0, resil.ErrRateLimited
+	}
+	return d, nil
+}
 
 // seconds is the SDK's time scale: Unix seconds as a float.
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -158,8 +198,8 @@ func (l *ClientRateLimiter) Acquire(now time.Time) (wait time.Duration, ok bool)
 }
 
 // Update records the response to an attempt: throttled says the server
-// throttled it (HTTP 429, AWS's Throttling error codes; resil's
-// OutcomeThrottled). Every response is recorded, as the SDK does: it
+// throttled it (HTTP 429, AWS's Throttling error codes;
+// resil.OutcomeThrottled). Every response is recorded, as the SDK does: it
 // measures the send rate.
 func (l *ClientRateLimiter) Update(now time.Time, throttled bool) {
 	if !l.built() {
