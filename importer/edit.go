@@ -27,6 +27,7 @@ type yamlFile struct {
 	lines []int // the offset of each line's start
 	docs  []*yaml.Node
 	edits []textEdit
+	style *keyStyle // fileStyle, once found
 }
 
 // textEdit replaces src[start:end] with text.
@@ -124,14 +125,16 @@ type kv struct {
 	Map    []kv
 }
 
-// child returns the value of key in mapping m, or nil.
+// child returns the value of key in mapping m, or nil. The key matches in
+// any spelling the products read (spelling.go): the edit changes the key
+// the file has.
 func child(m *yaml.Node, key string) *yaml.Node {
 	m = deref(m)
 	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
+		if fold(m.Content[i].Value) == fold(key) {
 			return m.Content[i+1]
 		}
 	}
@@ -206,8 +209,9 @@ func (f *yamlFile) set(m *yaml.Node, kvs []kv) error {
 	return nil
 }
 
-// insert adds kvs to mapping m beside its keys.
+// insert adds kvs to mapping m beside its keys, spelt as its keys are.
 func (f *yamlFile) insert(m *yaml.Node, kvs []kv) error {
+	kvs = f.respell(m, kvs)
 	if m.Style&yaml.FlowStyle != 0 || f.json {
 		return f.insertFlow(m, kvs)
 	}
@@ -327,9 +331,10 @@ func (f *yamlFile) apply() ([]byte, error) {
 }
 
 // Diff writes the change from before to after as a unified diff of
-// lines, with three lines of context.
+// lines, with three lines of context, that patch -p0 applies to the file
+// name (before nil: a new file, from /dev/null).
 func Diff(name string, before, after []byte) string {
-	a, b := splitLines(before), splitLines(after)
+	a, b := diffLines(before), diffLines(after)
 	// The edits are few and local: trim what both share at either end,
 	// then match the middle line by line (a longest common subsequence).
 	pre := 0
@@ -395,7 +400,7 @@ func Diff(name string, before, after []byte) string {
 		all = append(all, op{' ', l})
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "--- %s\n+++ %s (advised)\n", name, name)
+	fmt.Fprintf(&out, "--- %s\n+++ %s (advised)\n", diffName(name, before == nil), diffName(name, false))
 	// The lines before each op in either file, for the hunk headers.
 	aBefore, bBefore := make([]int, len(all)+1), make([]int, len(all)+1)
 	var changed []int
@@ -418,9 +423,9 @@ func Diff(name string, before, after []byte) string {
 			h++
 		}
 		lo, hi := max(changed[g]-ctx, 0), min(changed[h]+ctx+1, len(all))
-		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", aBefore[lo]+1, aBefore[hi]-aBefore[lo], bBefore[lo]+1, bBefore[hi]-bBefore[lo])
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aBefore[lo], aBefore[hi]), hunkRange(bBefore[lo], bBefore[hi]))
 		for _, o := range all[lo:hi] {
-			out.WriteString(string(o.kind) + o.line + "\n")
+			writeDiffLine(&out, o.kind, o.line)
 		}
 		g = h + 1
 	}
@@ -461,11 +466,13 @@ func parseOrigin(origin string) location {
 			l.cluster, _ = strconv.Unquote(strings.TrimSuffix(c, ")"))
 		}
 		if h, ok := strings.CutPrefix(extra, "host "); ok {
-			l.host = strings.TrimSuffix(h, ")")
+			l.host, _, _ = strings.Cut(strings.TrimSuffix(h, ")"), ", ")
 		}
 	}
 	if obj, path, ok := strings.Cut(rest, ": "); ok {
 		l.object, rest = obj, path
+	} else if defaultRoute(origin) {
+		l.object, rest = rest, "" // "DestinationRule name": the whole object
 	}
 	l.path = rest
 	return l
@@ -478,8 +485,12 @@ func parseOrigin(origin string) location {
 // written; the scope (names, routes, hosts, profiles), the retry
 // conditions unless rec changes them, and every other byte stay as they
 // were. It returns each file it changed, with the diff, and what it could
-// not write (with what it kept instead). The edited files are imported
-// again and must read back as rec: a difference is said in the notes.
+// not write (with what it kept instead). Each edited file must pass the
+// product's own parser (ValidateEdited: an error wrapping ErrNotAccepted),
+// and the edited files, imported again, must read back as rec in what the
+// format writes (an error wrapping ErrReadBack). A host that no Istio
+// VirtualService routes gets a new VirtualService document, an Edited
+// whose Before is nil.
 func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, error) {
 	loc := parseOrigin(from.Origin)
 	files := map[string]*yamlFile{}
@@ -504,25 +515,29 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 	user := from.Fleet
 	var notes []string
 	var err error
-	var aws []Edited
+	var direct []Edited // files written whole: new ones, and AWS's
 	switch from.Format {
 	case GRPC:
 		notes, err = editGRPC(open, loc, user, rec)
 	case Envoy:
 		notes, err = editEnvoy(open, srcs, loc, user, rec)
 	case Istio:
-		notes, err = editIstio(open, srcs, loc, user, rec)
+		if defaultRoute(from.Origin) {
+			direct, notes, err = editIstioDefault(open, srcs, loc, user, rec)
+		} else {
+			notes, err = editIstio(open, srcs, loc, user, rec)
+		}
 	case Linkerd:
 		notes, err = editLinkerd(open, srcs, loc, user, rec)
 	case AWS:
-		aws, notes, err = editAWS(srcs, loc, user, rec)
+		direct, notes, err = editAWS(srcs, loc, user, rec)
 	default:
 		return nil, nil, fmt.Errorf("importer: cannot edit a %s file", from.Format)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	out := aws
+	out := direct
 	for _, name := range order {
 		f := files[name]
 		after, err := f.apply()
@@ -533,36 +548,10 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 			out = append(out, Edited{Name: name, Before: f.src, After: after, Diff: Diff(name, f.src, after)})
 		}
 	}
-	notes = append(notes, readBack(srcs, out, from, rec)...)
+	if _, err := checkEdit(srcs, out, from, asWritten(from, rec), Options{Timeout: from.Fleet.Timeout}); err != nil {
+		return nil, nil, err
+	}
 	return out, notes, nil
-}
-
-// readBack imports the edited files again and says where the fleet there
-// differs from rec in what the format can write.
-func readBack(srcs []Source, edited []Edited, from Fleet, rec scenario.Fleet) []string {
-	var again []Source
-	for _, s := range srcs {
-		for _, e := range edited {
-			if e.Name == s.Name {
-				s.Data = e.After
-			}
-		}
-		again = append(again, s)
-	}
-	fl, err := Import(again, Options{Format: from.Format, Timeout: from.Fleet.Timeout})
-	if err != nil {
-		return []string{fmt.Sprintf("the edited files do not import again: %v", err)}
-	}
-	for _, f := range fl {
-		if f.Origin != from.Origin {
-			continue
-		}
-		if d := Differences(f.Fleet, rec, from.Format); len(d) > 0 {
-			return []string{"read back, the edited config differs from the recommendation in " + strings.Join(d, "; ")}
-		}
-		return nil
-	}
-	return []string{"the edited files no longer hold " + from.Origin}
 }
 
 // Differences lists the settings format can write in which got differs

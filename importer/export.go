@@ -818,7 +818,7 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 	if bo.Cap != 10*bo.Base && n > 0 {
 		notes = append(notes, fmt.Sprintf("the backoff cap (%v): Istio's is 10 times the base", bo.Cap))
 	}
-	if !slices.Equal(user.Retry.On, rec.Retry.On) {
+	if !slices.Equal(user.Retry.On, rec.Retry.On) && n > 0 {
 		on, codes := envoyRetryOn(rec)
 		for _, c := range codes {
 			on += "," + strconv.Itoa(int(c))
@@ -835,6 +835,24 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 			return nil, err
 		}
 	}
+	if n == 0 {
+		notes = append(notes, istioNoRetries(f, child(h, "retries"))...)
+	}
+	more, err := istioBudget(open, srcs, loc, user, rec, n)
+	if err != nil {
+		return nil, err
+	}
+	notes = append(notes, more...)
+	notes = append(notes, breakerLost(rec, "Istio")...)
+	notes = append(notes, jitterLost(rec, "Istio", "Envoy's fully jittered exponential back-off")...)
+	return notes, nil
+}
+
+// istioBudget edits the DestinationRule of the route's host: its retry
+// budget, or connectionPool.http.maxRetries, as rec's concurrency budget
+// says; n is the retries the route is written with.
+func istioBudget(open func(string) (*yamlFile, error), srcs []Source, loc location, user, rec scenario.Fleet, n int) ([]string, error) {
+	var notes []string
 	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && bu != user.Budget {
 		short := func(s string) string { return strings.SplitN(s, ".", 2)[0] }
 		df, dr, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
@@ -855,8 +873,6 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 	} else if n > 0 && rec.Budget != user.Budget {
 		notes = append(notes, budgetNotes(user, rec, "Istio", "a DestinationRule's retryBudget and connectionPool.http.maxRetries")...)
 	}
-	notes = append(notes, breakerLost(rec, "Istio")...)
-	notes = append(notes, jitterLost(rec, "Istio", "Envoy's fully jittered exponential back-off")...)
 	return notes, nil
 }
 
