@@ -61,3 +61,72 @@ func diffName(name string, absent bool) string {
 	}
 	return name
 }
+
+// diffOp is one line of a diff: kept (' '), removed ('-') or added ('+').
+type diffOp struct {
+	kind byte
+	line string
+}
+
+// lineOps matches the lines of a and b: every line of both, in order,
+// each kept, removed or added.
+func lineOps(a, b []string) []diffOp {
+	// The edits are few and local: trim what both share at either end,
+	// then match the middle line by line (a longest common subsequence).
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
+	var ops []diffOp
+	if len(ma)*len(mb) <= 4_000_000 {
+		lcs := make([][]int32, len(ma)+1)
+		for i := range lcs {
+			lcs[i] = make([]int32, len(mb)+1)
+		}
+		for i := len(ma) - 1; i >= 0; i-- {
+			for j := len(mb) - 1; j >= 0; j-- {
+				if ma[i] == mb[j] {
+					lcs[i][j] = lcs[i+1][j+1] + 1
+				} else {
+					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+				}
+			}
+		}
+		i, j := 0, 0
+		for i < len(ma) || j < len(mb) {
+			switch {
+			case i < len(ma) && j < len(mb) && ma[i] == mb[j]:
+				ops = append(ops, diffOp{' ', ma[i]})
+				i, j = i+1, j+1
+			case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
+				ops = append(ops, diffOp{'-', ma[i]})
+				i++
+			default:
+				ops = append(ops, diffOp{'+', mb[j]})
+				j++
+			}
+		}
+	} else {
+		for _, l := range ma {
+			ops = append(ops, diffOp{'-', l})
+		}
+		for _, l := range mb {
+			ops = append(ops, diffOp{'+', l})
+		}
+	}
+	// The lines both share at either end are context.
+	all := make([]diffOp, 0, len(a)+len(b))
+	for _, l := range a[:pre] {
+		all = append(all, diffOp{' ', l})
+	}
+	all = append(all, ops...)
+	for _, l := range a[len(a)-suf:] {
+		all = append(all, diffOp{' ', l})
+	}
+	return all
+}

@@ -334,70 +334,9 @@ func (f *yamlFile) apply() ([]byte, error) {
 // lines, with three lines of context, that patch -p0 applies to the file
 // name (before nil: a new file, from /dev/null).
 func Diff(name string, before, after []byte) string {
-	a, b := diffLines(before), diffLines(after)
-	// The edits are few and local: trim what both share at either end,
-	// then match the middle line by line (a longest common subsequence).
-	pre := 0
-	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
-		suf++
-	}
-	if pre == len(a) && pre == len(b) {
+	all := lineOps(diffLines(before), diffLines(after))
+	if !slices.ContainsFunc(all, func(o diffOp) bool { return o.kind != ' ' }) {
 		return ""
-	}
-	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
-	type op struct {
-		kind byte // ' ', '-', '+'
-		line string
-	}
-	var ops []op
-	if len(ma)*len(mb) <= 4_000_000 {
-		lcs := make([][]int32, len(ma)+1)
-		for i := range lcs {
-			lcs[i] = make([]int32, len(mb)+1)
-		}
-		for i := len(ma) - 1; i >= 0; i-- {
-			for j := len(mb) - 1; j >= 0; j-- {
-				if ma[i] == mb[j] {
-					lcs[i][j] = lcs[i+1][j+1] + 1
-				} else {
-					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-				}
-			}
-		}
-		i, j := 0, 0
-		for i < len(ma) || j < len(mb) {
-			switch {
-			case i < len(ma) && j < len(mb) && ma[i] == mb[j]:
-				ops = append(ops, op{' ', ma[i]})
-				i, j = i+1, j+1
-			case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
-				ops = append(ops, op{'-', ma[i]})
-				i++
-			default:
-				ops = append(ops, op{'+', mb[j]})
-				j++
-			}
-		}
-	} else {
-		for _, l := range ma {
-			ops = append(ops, op{'-', l})
-		}
-		for _, l := range mb {
-			ops = append(ops, op{'+', l})
-		}
-	}
-	// Hunks: the changed lines with up to three lines of context.
-	all := make([]op, 0, len(a)+len(b))
-	for _, l := range a[:pre] {
-		all = append(all, op{' ', l})
-	}
-	all = append(all, ops...)
-	for _, l := range a[len(a)-suf:] {
-		all = append(all, op{' ', l})
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "--- %s\n+++ %s (advised)\n", diffName(name, before == nil), diffName(name, false))
