@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -112,6 +113,11 @@ func (f *yamlFile) render(v string, quoted bool, old *yaml.Node) string {
 	}
 	if old != nil && old.Style&yaml.SingleQuotedStyle != 0 {
 		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	if quoted {
+		// A string that would not read back as one (an annotation's "2"),
+		// or would end a flow mapping early (a comma), is quoted.
+		return yamlScalar(v)
 	}
 	return v
 }
@@ -316,7 +322,12 @@ func lastLine(n *yaml.Node) int {
 // apply returns the file with its edits made.
 func (f *yamlFile) apply() ([]byte, error) {
 	es := slices.Clone(f.edits)
-	slices.SortStableFunc(es, func(a, b textEdit) int { return a.start - b.start })
+	// At one place, insertions go before a replacement, and of two
+	// insertions the more indented first: its keys end the mapping that
+	// ends there, which the other's follow.
+	slices.SortStableFunc(es, func(a, b textEdit) int {
+		return cmp.Or(a.start-b.start, (a.end-a.start)-(b.end-b.start), indentOf(b.text)-indentOf(a.text))
+	})
 	var out []byte
 	at := 0
 	for _, e := range es {

@@ -927,25 +927,7 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 	}
 	profile, ok := strings.CutPrefix(loc.path, "profile ")
 	if src == nil || !ok {
-		return nil, []string{"the AWS settings come from the environment: set AWS_MAX_ATTEMPTS and AWS_RETRY_MODE there"}, nil
-	}
-	lines := strings.SplitAfter(string(src.Data), "\n")
-	first, end := -1, len(lines)
-	for i, l := range lines {
-		t := strings.TrimSpace(l)
-		if iniSection.MatchString(t) {
-			name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t[1:len(t)-1]), "profile "))
-			if first >= 0 {
-				end = i
-				break
-			}
-			if name == profile {
-				first = i
-			}
-		}
-	}
-	if first < 0 {
-		return nil, nil, fmt.Errorf("%s: profile %s is not there", loc.file, profile)
+		return nil, nil, fmt.Errorf("importer: %s is not among the files given", loc.file)
 	}
 	var notes []string
 	n, unlimited := retries(rec)
@@ -971,37 +953,10 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 			notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
 		}
 	}
-	last := first
-	for i := first + 1; i < end; i++ {
-		t := strings.TrimSpace(lines[i])
-		if t == "" || t[0] == '#' || t[0] == ';' {
-			continue
-		}
-		last = i
-		if lines[i][0] == ' ' || lines[i][0] == '\t' {
-			continue // a nested setting (under "s3 =")
-		}
-		k, _, _ := strings.Cut(t, "=")
-		k = strings.TrimSpace(k)
-		if v, ok := want[k]; ok {
-			eq := strings.Index(lines[i], "=")
-			nl := ""
-			if strings.HasSuffix(lines[i], "\n") {
-				nl = "\n"
-			}
-			lines[i] = lines[i][:eq+1] + " " + v + nl
-			delete(want, k)
-		}
+	after, err := awsWrite(src.Name, src.Data, profile, want)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, k := range []string{"retry_mode", "max_attempts"} {
-		if v, ok := want[k]; ok {
-			if !strings.HasSuffix(lines[last], "\n") {
-				lines[last] += "\n"
-			}
-			lines[last] += k + " = " + v + "\n"
-		}
-	}
-	after := []byte(strings.Join(lines, ""))
 	notes = append(notes, fmt.Sprintf("the timeout (%v), the backoff and retry.on: the SDK settings have none; set the timeout on the SDK's HTTP client", rec.Timeout))
 	notes = append(notes, breakerLost(rec, "the AWS SDKs")...)
 	if bytes.Equal(after, src.Data) {

@@ -138,7 +138,7 @@ func editIstioDefault(open func(string) (*yamlFile, error), srcs []Source, loc l
 		retryOn = strings.ReplaceAll(on, "retriable-status-codes,", "")
 	}
 	text := newVirtualService(dr, istioRetriesKV(n, perTry, backoff, retryOn))
-	file := newFileName(srcs, df.name, "virtualservice-"+strings.NewReplacer("/", "-", `\`, "-").Replace(name)+".yaml")
+	file := newFileName(srcs, df.name, "virtualservice-"+fileSafe(name)+".yaml")
 	notes = append(notes, fmt.Sprintf("a new file, %s: host %s had no VirtualService; apply it beside DestinationRule %s (in its namespace). A VirtualService of that name already in the cluster would be replaced", file, loc.host, name))
 	more, err := istioBudget(open, srcs, loc, user, rec, n)
 	if err != nil {

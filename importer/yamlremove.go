@@ -3,6 +3,7 @@ package importer
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -122,4 +123,10 @@ func (f *yamlFile) valueEnd(n *yaml.Node) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s:%d: an unclosed value", f.name, n.Line)
+}
+
+// indentOf is the indentation of an inserted block's first line.
+func indentOf(text string) int {
+	text = strings.TrimLeft(text, "\n")
+	return len(text) - len(strings.TrimLeft(text, " "))
 }
