@@ -96,8 +96,11 @@ func TestWritable(t *testing.T) {
 					t.Errorf("%q and %q read the same", c.Name, other)
 				}
 				seen[k] = c.Name
-				if removesLimit(from.Fleet, c.Fleet.Fleet) {
-					t.Errorf("%q removes a limit", c.Name)
+				if g := c.Fleet.Fleet; from.Fleet.Budget.Use != "none" && g.Retry.MaxRetries != 0 && g.Budget.Use == "none" {
+					t.Errorf("%q removes the limit on retries", c.Name)
+				}
+				if from.Fleet.OutlierDetection.Use != "" && c.Fleet.Fleet.OutlierDetection.Use != from.Fleet.OutlierDetection.Use {
+					t.Errorf("%q removes outlier detection", c.Name)
 				}
 				checkCandidate(t, srcs, fl, from, c, tc.opts.Import)
 			}
