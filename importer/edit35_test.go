@@ -34,19 +34,7 @@ func editOne(t *testing.T, at string, rec func(scenario.Fleet) scenario.Fleet, f
 	if err != nil {
 		t.Fatalf("Edit: %v", err)
 	}
-	again := srcs
-	for _, e := range edited {
-		found := false
-		for i := range again {
-			if again[i].Name == e.Name {
-				again[i].Data, found = e.After, true
-			}
-		}
-		if !found {
-			again = append(again, Source{Name: e.Name, Data: e.After})
-		}
-	}
-	fl2, err := Import(again, Options{})
+	fl2, err := Import(applyEdits(srcs, edited), Options{})
 	if err != nil {
 		t.Fatalf("the edited files do not import: %v\n%s", err, diffs(edited))
 	}
@@ -56,6 +44,14 @@ func editOne(t *testing.T, at string, rec func(scenario.Fleet) scenario.Fleet, f
 		}
 	}
 	return edited, notes, fl2[0]
+}
+
+// withRetries is a recommendation of n retries, the rest as the user's.
+func withRetries(n int) func(scenario.Fleet) scenario.Fleet {
+	return func(u scenario.Fleet) scenario.Fleet {
+		u.Retry.MaxRetries = n
+		return u
+	}
 }
 
 func diffs(edited []Edited) string {
@@ -103,11 +99,7 @@ func TestEditFollowsTheFilesSpelling(t *testing.T) {
 // pkg/config/validation/validation.go): an edit to no retries removes
 // them.
 func TestEditIstioNoRetries(t *testing.T) {
-	edited, notes, got := editOne(t, "", func(u scenario.Fleet) scenario.Fleet {
-		r := u
-		r.Retry.MaxRetries = 0
-		return r
-	}, "istio/reviews.yaml")
+	edited, notes, got := editOne(t, "", withRetries(0), "istio/reviews.yaml")
 	if len(edited) != 1 {
 		t.Fatalf("%d files edited", len(edited))
 	}
@@ -130,11 +122,7 @@ func TestEditIstioNoRetries(t *testing.T) {
 // its host on Istio's default route and retries; the edit adds a
 // VirtualService document, a new file beside it, that says the retries.
 func TestEditIstioDefaultRoute(t *testing.T) {
-	edited, notes, got := editOne(t, "", func(u scenario.Fleet) scenario.Fleet {
-		r := u
-		r.Retry.MaxRetries = 1
-		return r
-	}, "istio/destination-rule-reviews.yaml")
+	edited, notes, got := editOne(t, "", withRetries(1), "istio/destination-rule-reviews.yaml")
 	if len(edited) != 1 || edited[0].Before != nil || !strings.HasSuffix(edited[0].Name, ".yaml") || edited[0].Name == "istio/destination-rule-reviews.yaml" {
 		t.Fatalf("want one new file; got %d: %s", len(edited), diffs(edited))
 	}

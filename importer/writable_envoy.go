@@ -111,16 +111,12 @@ func envoySpace(w *writer) (space, error) {
 	}
 	user := w.from.Fleet
 	retries, zero := []option{asIs}, -1
-	if t.policy != nil || w.opts.Conditions {
-		for _, n := range envoyRetryCounts {
-			if n == user.Retry.MaxRetries || (n == 0 && t.policy == nil) {
-				continue
-			}
-			if n == 0 {
-				zero = len(retries)
-			}
-			retries = append(retries, envoyRetries(t, n))
-		}
+	switch {
+	case t.policy != nil:
+		retries, zero = countOptions(envoyRetryCounts, user.Retry.MaxRetries, func(n int) option { return envoyRetries(t, n) })
+	case w.opts.Conditions:
+		// A new retry policy: retries from 1, with conditions.
+		retries, _ = countOptions(envoyRetryCounts[1:], 0, func(n int) option { return envoyRetries(t, n) })
 	}
 	perTry := []option{asIs}
 	if user.Deadline > 0 {
@@ -138,24 +134,11 @@ func envoySpace(w *writer) (space, error) {
 		outlier = append(outlier, option{func(w *writer) (string, error) {
 			w.set(t.cf, t.cluster, kv{Key: "outlier_detection", Map: []kv{{Key: "consecutive_5xx", Value: "5"}}})
 			w.note("scope: outlier_detection is cluster %q's, for every route to it", w.loc.cluster)
-			w.expect(func(g scenario.Fleet) string {
-				return unless(g.OutlierDetection.Use == scenario.OutlierEnvoy, "no outlier detection")
-			})
+			expectOutlier(w)
 			return "outlier_detection consecutive_5xx 5", nil
 		}})
 	}
-	conds := []option{asIs}
-	if w.opts.Conditions {
-		list := envoyConditions
-		if t.grpc {
-			list = append(list, "unavailable", "unavailable,resource-exhausted")
-		}
-		for _, c := range list {
-			if t.policy == nil || str(t.policy, "retry_on") != c {
-				conds = append(conds, envoyRetryOnOption(t, c))
-			}
-		}
-	}
+	conds := conditionsOptions(w, envoyConditions, t.grpc, str(t.policy, "retry_on"), func(c string) option { return envoyRetryOnOption(t, c) })
 	const dRetries, dBackoff, dLimit, dOutlier, dConds = 0, 2, 3, 4, 5
 	return space{
 		dims: [][]option{retries, perTry, backoff, limit, outlier, conds},
@@ -186,21 +169,32 @@ func envoyRetries(t *envoyTarget, n int) option {
 	}}
 }
 
-// envoyPerTry gives each attempt an equal share of the route timeout, so
-// that every retry has time to run: deadline / (retries + 1), in whole
-// 10ms, when that is shorter than the attempts have now.
+// envoyPerTry gives each attempt its share of the route timeout
+// (perTryShare).
 func envoyPerTry(t *envoyTarget, deadline time.Duration) option {
 	return option{func(w *writer) (string, error) {
-		d := (deadline / time.Duration(w.retries+1)).Truncate(10 * time.Millisecond)
-		if d < 10*time.Millisecond || d >= w.from.Fleet.Timeout || (t.policy == nil && w.retries == 0) {
+		d, ok := perTryShare(w, deadline)
+		if !ok || (t.policy == nil && w.retries == 0) {
 			return "", errSkip
 		}
 		t.writePolicy(w, kv{Key: "per_try_timeout", Value: protoDur(d), Quoted: true})
-		w.expect(func(g scenario.Fleet) string {
-			return unless(g.Timeout == d, fmt.Sprintf("timeout %v, not %v", g.Timeout, d))
-		})
 		return "per_try_timeout " + nameDur(d), nil
 	}}
+}
+
+// perTryShare is an equal share of the route timeout for each attempt,
+// deadline / (retries + 1) in whole 10ms, so that every retry has time to
+// run: a candidate only where that is shorter than the attempts have now.
+// The imported fleet must have it as its attempt timeout.
+func perTryShare(w *writer, deadline time.Duration) (time.Duration, bool) {
+	d := (deadline / time.Duration(w.retries+1)).Truncate(10 * time.Millisecond)
+	if d < 10*time.Millisecond || d >= w.from.Fleet.Timeout {
+		return 0, false
+	}
+	w.expect(func(g scenario.Fleet) string {
+		return unless(g.Timeout == d, fmt.Sprintf("timeout %v, not %v", g.Timeout, d))
+	})
+	return d, true
 }
 
 func envoyBackoff(t *envoyTarget, b time.Duration) option {

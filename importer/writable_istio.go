@@ -94,15 +94,7 @@ func istioSpace(w *writer) (space, error) {
 		return space{}, err
 	}
 	user := w.from.Fleet
-	attempts, zero := []option{asIs}, -1
-	for _, n := range istioRetryCounts {
-		if n != user.Retry.MaxRetries {
-			if n == 0 {
-				zero = len(attempts)
-			}
-			attempts = append(attempts, istioAttemptsOption(t, n))
-		}
-	}
+	attempts, zero := countOptions(istioRetryCounts, user.Retry.MaxRetries, func(n int) option { return istioAttemptsOption(t, n) })
 	perTry := []option{asIs}
 	if user.Deadline > 0 && t.vs != nil {
 		perTry = append(perTry, istioPerTry(t, user.Deadline))
@@ -119,24 +111,11 @@ func istioSpace(w *writer) (space, error) {
 	if t.dr == nil || child(child(get(t.dr, "spec"), "trafficPolicy"), "outlierDetection") == nil {
 		outlier = append(outlier, option{func(w *writer) (string, error) {
 			t.writeTraffic(w, kv{Key: "outlierDetection", Map: []kv{{Key: "consecutive5xxErrors", Value: "5"}}})
-			w.expect(func(g scenario.Fleet) string {
-				return unless(g.OutlierDetection.Use == scenario.OutlierEnvoy, "no outlier detection")
-			})
+			expectOutlier(w)
 			return "outlierDetection consecutive5xxErrors 5", nil
 		}})
 	}
-	conds := []option{asIs}
-	if w.opts.Conditions {
-		list := istioConditions
-		if t.grpc {
-			list = append(list, "unavailable", "unavailable,resource-exhausted")
-		}
-		for _, c := range list {
-			if str(t.retries, "retryOn") != c {
-				conds = append(conds, istioRetryOnOption(t, c))
-			}
-		}
-	}
+	conds := conditionsOptions(w, istioConditions, t.grpc, str(t.retries, "retryOn"), func(c string) option { return istioRetryOnOption(t, c) })
 	const dAttempts, dPerTry, dLimit, dConds = 0, 1, 2, 4
 	return space{
 		dims: [][]option{attempts, perTry, limit, outlier, conds},
@@ -168,18 +147,15 @@ func istioAttemptsOption(t *istioTarget, n int) option {
 	}}
 }
 
-// istioPerTry gives each attempt an equal share of the route timeout, as
-// Envoy's does.
+// istioPerTry gives each attempt its share of the route timeout
+// (perTryShare).
 func istioPerTry(t *istioTarget, deadline time.Duration) option {
 	return option{func(w *writer) (string, error) {
-		d := (deadline / time.Duration(w.retries+1)).Truncate(10 * time.Millisecond)
-		if w.retries == 0 || d < 10*time.Millisecond || d >= w.from.Fleet.Timeout {
+		d, ok := perTryShare(w, deadline)
+		if !ok || w.retries == 0 {
 			return "", errSkip
 		}
 		t.writeRetries(w, kv{Key: "perTryTimeout", Value: fmtDur(d), Quoted: true})
-		w.expect(func(g scenario.Fleet) string {
-			return unless(g.Timeout == d, fmt.Sprintf("timeout %v, not %v", g.Timeout, d))
-		})
 		return "perTryTimeout " + nameDur(d), nil
 	}}
 }
