@@ -2,10 +2,12 @@ package importer
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // SARIF 2.1.0 fix objects (OASIS SARIF 2.1.0, §3.55 fix, §3.56
@@ -82,6 +84,9 @@ func SARIFFixOf(description string, edited []Edited) (SARIFFix, error) {
 		fix.Description = &SARIFMessage{Text: description}
 	}
 	for _, e := range edited {
+		if !utf8.Valid(e.Before) || !utf8.Valid(e.After) {
+			return SARIFFix{}, fmt.Errorf("importer: %s is not UTF-8 text, which a SARIF fix (JSON) cannot carry", e.Name)
+		}
 		reps := sarifReplacements(e.Before, e.After)
 		if len(reps) == 0 {
 			continue
