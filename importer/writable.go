@@ -234,6 +234,7 @@ func (w *writer) candidate(sp space, pick []int) (Candidate, error) {
 	if len(diffs) > 0 {
 		return Candidate{}, fmt.Errorf("importer: candidate %q: %w: %s", name, ErrReadBack, strings.Join(diffs, "; "))
 	}
+	w.coversNote(got)
 	return Candidate{Name: name, Fleet: got, Edited: edited, Notes: slices.Clone(w.notes)}, nil
 }
 
@@ -322,4 +323,31 @@ func countOptions(grid []int, have int, opt func(int) option) ([]option, int) {
 		out = append(out, opt(n))
 	}
 	return out, zero
+}
+
+// coversNote says what became of the objects from stood for (its Covers):
+// an edit in a shared place (a virtual host's retry policy) changes them
+// too; one in the object's own place leaves them as they were.
+func (w *writer) coversNote(got Fleet) {
+	var stayed, moved []string
+	for _, c := range w.from.Covers {
+		if slices.Contains(got.Covers, c) || got.Origin == c {
+			moved = append(moved, c)
+		} else {
+			stayed = append(stayed, c)
+		}
+	}
+	if len(moved) > 0 {
+		w.note("scope: the edit changes %s with the same settings alike: %s", others(len(moved)), strings.Join(moved, "; "))
+	}
+	if len(stayed) > 0 {
+		w.note("the edit is %s's alone: %s with the same settings left as they are (%s)", w.from.Origin, others(len(stayed)), strings.Join(stayed, "; "))
+	}
+}
+
+func others(n int) string {
+	if n == 1 {
+		return "1 other object"
+	}
+	return fmt.Sprintf("%d other objects", n)
 }

@@ -114,3 +114,27 @@ spec:
 		t.Error("no candidate with a limit in a new DestinationRule")
 	}
 }
+
+// TestWritableSaysWhatItCovers: one fleet stands for routes with the same
+// settings. An edit of a virtual host's retry policy changes them all
+// alike; an edit of one route's own policy leaves the others, and each
+// says so.
+func TestWritableSaysWhatItCovers(t *testing.T) {
+	shared := Source{Name: "vh.yaml", Data: manyRoutes(3)}
+	own := Source{Name: "own.yaml", Data: []byte("virtual_hosts:\n- name: v\n  domains: ['*']\n  routes:\n" +
+		"  - {route: {cluster: c, retry_policy: {retry_on: 5xx, num_retries: 2}}}\n" +
+		"  - {route: {cluster: c, retry_policy: {retry_on: 5xx, num_retries: 2}}}\n")}
+	for _, tc := range []struct {
+		src  Source
+		says string
+	}{{shared, "changes 2 other objects with the same settings alike"}, {own, "1 other object with the same settings left as they are"}} {
+		_, cands := writableOf(t, []Source{tc.src}, "", WritableOptions{})
+		c, ok := cands["retry_back_off 100ms to 1s"]
+		if !ok {
+			t.Fatalf("%s: no candidate with a backoff", tc.src.Name)
+		}
+		if !strings.Contains(strings.Join(c.Notes, "\n"), tc.says) {
+			t.Errorf("%s: the notes do not say %q: %q", tc.src.Name, tc.says, c.Notes)
+		}
+	}
+}
