@@ -465,7 +465,7 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 	user := from.Fleet
 	var notes []string
 	var err error
-	var direct []Edited // files written whole: new ones, and AWS's
+	var text []Edited
 	switch from.Format {
 	case GRPC:
 		notes, err = editGRPC(open, loc, user, rec)
@@ -473,21 +473,21 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 		notes, err = editEnvoy(open, srcs, loc, user, rec)
 	case Istio:
 		if defaultRoute(from.Origin) {
-			direct, notes, err = editIstioDefault(open, srcs, loc, user, rec)
+			text, notes, err = editIstioDefault(open, srcs, loc, user, rec)
 		} else {
 			notes, err = editIstio(open, srcs, loc, user, rec)
 		}
 	case Linkerd:
 		notes, err = editLinkerd(open, srcs, loc, user, rec)
 	case AWS:
-		direct, notes, err = editAWS(srcs, loc, user, rec)
+		text, notes, err = editAWS(srcs, loc, user, rec)
 	default:
 		return nil, nil, fmt.Errorf("importer: cannot edit a %s file", from.Format)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	out := direct
+	out := text // the files edited as text (AWS, nginx, HAProxy)
 	for _, name := range order {
 		f := files[name]
 		after, err := f.apply()
