@@ -138,3 +138,22 @@ func TestWritableSaysWhatItCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestWritableEnvoyJSON: Envoy reads JSON too; an edit into JSON writes
+// JSON (keys quoted, a new mapping inline), and Envoy's parser takes it.
+func TestWritableEnvoyJSON(t *testing.T) {
+	srcs := []Source{{Name: "route.json", Data: []byte(`{"virtual_hosts": [{"name": "orders", "domains": ["*"],
+  "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "orders", "timeout": "3s", "retry_policy": {"retry_on": "5xx", "num_retries": 2}}}]}]}
+`)}, {Name: "cluster.json", Data: []byte(`{"name": "orders", "connect_timeout": "1s", "type": "STRICT_DNS"}
+`)}}
+	_, cands := writableOf(t, srcs, "", WritableOptions{Conditions: true})
+	c, ok := cands["num_retries 1, per_try_timeout 1.5s, retry_budget 10%/min 1"]
+	if !ok {
+		t.Fatalf("%d candidates, not the one looked for", len(cands))
+	}
+	for _, e := range c.Edited {
+		if !strings.Contains(string(e.After), `"per_try_timeout": "1.5s"`) && !strings.Contains(string(e.After), `"retry_budget": {"budget_percent": {"value": 10}`) {
+			t.Errorf("%s is not edited as JSON:\n%s", e.Name, e.Diff)
+		}
+	}
+}
