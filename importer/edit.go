@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,6 +28,7 @@ type yamlFile struct {
 	lines []int // the offset of each line's start
 	docs  []*yaml.Node
 	edits []textEdit
+	style *keyStyle // fileStyle, once found
 }
 
 // textEdit replaces src[start:end] with text.
@@ -112,6 +114,11 @@ func (f *yamlFile) render(v string, quoted bool, old *yaml.Node) string {
 	if old != nil && old.Style&yaml.SingleQuotedStyle != 0 {
 		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 	}
+	if quoted {
+		// A string that would not read back as one (an annotation's "2"),
+		// or would end a flow mapping early (a comma), is quoted.
+		return yamlScalar(v)
+	}
 	return v
 }
 
@@ -124,14 +131,16 @@ type kv struct {
 	Map    []kv
 }
 
-// child returns the value of key in mapping m, or nil.
+// child returns the value of key in mapping m, or nil. The key matches in
+// any spelling the products read (spelling.go): the edit changes the key
+// the file has.
 func child(m *yaml.Node, key string) *yaml.Node {
 	m = deref(m)
 	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
+		if fold(m.Content[i].Value) == fold(key) {
 			return m.Content[i+1]
 		}
 	}
@@ -206,8 +215,9 @@ func (f *yamlFile) set(m *yaml.Node, kvs []kv) error {
 	return nil
 }
 
-// insert adds kvs to mapping m beside its keys.
+// insert adds kvs to mapping m beside its keys, spelt as its keys are.
 func (f *yamlFile) insert(m *yaml.Node, kvs []kv) error {
+	kvs = f.respell(m, kvs)
 	if m.Style&yaml.FlowStyle != 0 || f.json {
 		return f.insertFlow(m, kvs)
 	}
@@ -312,7 +322,12 @@ func lastLine(n *yaml.Node) int {
 // apply returns the file with its edits made.
 func (f *yamlFile) apply() ([]byte, error) {
 	es := slices.Clone(f.edits)
-	slices.SortStableFunc(es, func(a, b textEdit) int { return a.start - b.start })
+	// At one place, insertions go before a replacement, and of two
+	// insertions the more indented first: its keys end the mapping that
+	// ends there, which the other's follow.
+	slices.SortStableFunc(es, func(a, b textEdit) int {
+		return cmp.Or(a.start-b.start, (a.end-a.start)-(b.end-b.start), indentOf(b.text)-indentOf(a.text))
+	})
 	var out []byte
 	at := 0
 	for _, e := range es {
@@ -327,75 +342,15 @@ func (f *yamlFile) apply() ([]byte, error) {
 }
 
 // Diff writes the change from before to after as a unified diff of
-// lines, with three lines of context.
+// lines, with three lines of context, that patch -p0 applies to the file
+// name (before nil: a new file, from /dev/null).
 func Diff(name string, before, after []byte) string {
-	a, b := splitLines(before), splitLines(after)
-	// The edits are few and local: trim what both share at either end,
-	// then match the middle line by line (a longest common subsequence).
-	pre := 0
-	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
-		suf++
-	}
-	if pre == len(a) && pre == len(b) {
+	all := lineOps(diffLines(before), diffLines(after))
+	if !slices.ContainsFunc(all, func(o diffOp) bool { return o.kind != ' ' }) {
 		return ""
 	}
-	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
-	type op struct {
-		kind byte // ' ', '-', '+'
-		line string
-	}
-	var ops []op
-	if len(ma)*len(mb) <= 4_000_000 {
-		lcs := make([][]int32, len(ma)+1)
-		for i := range lcs {
-			lcs[i] = make([]int32, len(mb)+1)
-		}
-		for i := len(ma) - 1; i >= 0; i-- {
-			for j := len(mb) - 1; j >= 0; j-- {
-				if ma[i] == mb[j] {
-					lcs[i][j] = lcs[i+1][j+1] + 1
-				} else {
-					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-				}
-			}
-		}
-		i, j := 0, 0
-		for i < len(ma) || j < len(mb) {
-			switch {
-			case i < len(ma) && j < len(mb) && ma[i] == mb[j]:
-				ops = append(ops, op{' ', ma[i]})
-				i, j = i+1, j+1
-			case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
-				ops = append(ops, op{'-', ma[i]})
-				i++
-			default:
-				ops = append(ops, op{'+', mb[j]})
-				j++
-			}
-		}
-	} else {
-		for _, l := range ma {
-			ops = append(ops, op{'-', l})
-		}
-		for _, l := range mb {
-			ops = append(ops, op{'+', l})
-		}
-	}
-	// Hunks: the changed lines with up to three lines of context.
-	all := make([]op, 0, len(a)+len(b))
-	for _, l := range a[:pre] {
-		all = append(all, op{' ', l})
-	}
-	all = append(all, ops...)
-	for _, l := range a[len(a)-suf:] {
-		all = append(all, op{' ', l})
-	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "--- %s\n+++ %s (advised)\n", name, name)
+	fmt.Fprintf(&out, "--- %s\n+++ %s (advised)\n", diffName(name, before == nil), diffName(name, false))
 	// The lines before each op in either file, for the hunk headers.
 	aBefore, bBefore := make([]int, len(all)+1), make([]int, len(all)+1)
 	var changed []int
@@ -418,9 +373,9 @@ func Diff(name string, before, after []byte) string {
 			h++
 		}
 		lo, hi := max(changed[g]-ctx, 0), min(changed[h]+ctx+1, len(all))
-		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", aBefore[lo]+1, aBefore[hi]-aBefore[lo], bBefore[lo]+1, bBefore[hi]-bBefore[lo])
+		fmt.Fprintf(&out, "@@ -%s +%s @@\n", hunkRange(aBefore[lo], aBefore[hi]), hunkRange(bBefore[lo], bBefore[hi]))
 		for _, o := range all[lo:hi] {
-			out.WriteString(string(o.kind) + o.line + "\n")
+			writeDiffLine(&out, o.kind, o.line)
 		}
 		g = h + 1
 	}
@@ -461,11 +416,13 @@ func parseOrigin(origin string) location {
 			l.cluster, _ = strconv.Unquote(strings.TrimSuffix(c, ")"))
 		}
 		if h, ok := strings.CutPrefix(extra, "host "); ok {
-			l.host = strings.TrimSuffix(h, ")")
+			l.host, _, _ = strings.Cut(strings.TrimSuffix(h, ")"), ", ")
 		}
 	}
 	if obj, path, ok := strings.Cut(rest, ": "); ok {
 		l.object, rest = obj, path
+	} else if defaultRoute(origin) {
+		l.object, rest = rest, "" // "DestinationRule name": the whole object
 	}
 	l.path = rest
 	return l
@@ -478,8 +435,12 @@ func parseOrigin(origin string) location {
 // written; the scope (names, routes, hosts, profiles), the retry
 // conditions unless rec changes them, and every other byte stay as they
 // were. It returns each file it changed, with the diff, and what it could
-// not write (with what it kept instead). The edited files are imported
-// again and must read back as rec: a difference is said in the notes.
+// not write (with what it kept instead). Each edited file must pass the
+// product's own parser (ValidateEdited: an error wrapping ErrNotAccepted),
+// and the edited files, imported again, must read back as rec in what the
+// format writes (an error wrapping ErrReadBack). A host that no Istio
+// VirtualService routes gets a new VirtualService document, an Edited
+// whose Before is nil.
 func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, error) {
 	loc := parseOrigin(from.Origin)
 	files := map[string]*yamlFile{}
@@ -504,25 +465,29 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 	user := from.Fleet
 	var notes []string
 	var err error
-	var aws []Edited
+	var text []Edited
 	switch from.Format {
 	case GRPC:
 		notes, err = editGRPC(open, loc, user, rec)
 	case Envoy:
 		notes, err = editEnvoy(open, srcs, loc, user, rec)
 	case Istio:
-		notes, err = editIstio(open, srcs, loc, user, rec)
+		if defaultRoute(from.Origin) {
+			text, notes, err = editIstioDefault(open, srcs, loc, user, rec)
+		} else {
+			notes, err = editIstio(open, srcs, loc, user, rec)
+		}
 	case Linkerd:
 		notes, err = editLinkerd(open, srcs, loc, user, rec)
 	case AWS:
-		aws, notes, err = editAWS(srcs, loc, user, rec)
+		text, notes, err = editAWS(srcs, loc, user, rec)
 	default:
 		return nil, nil, fmt.Errorf("importer: cannot edit a %s file", from.Format)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	out := aws
+	out := text // the files edited as text (AWS, nginx, HAProxy)
 	for _, name := range order {
 		f := files[name]
 		after, err := f.apply()
@@ -533,36 +498,10 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 			out = append(out, Edited{Name: name, Before: f.src, After: after, Diff: Diff(name, f.src, after)})
 		}
 	}
-	notes = append(notes, readBack(srcs, out, from, rec)...)
+	if _, err := checkEdit(srcs, out, from, asWritten(from, rec), Options{Timeout: from.Fleet.Timeout}); err != nil {
+		return nil, nil, err
+	}
 	return out, notes, nil
-}
-
-// readBack imports the edited files again and says where the fleet there
-// differs from rec in what the format can write.
-func readBack(srcs []Source, edited []Edited, from Fleet, rec scenario.Fleet) []string {
-	var again []Source
-	for _, s := range srcs {
-		for _, e := range edited {
-			if e.Name == s.Name {
-				s.Data = e.After
-			}
-		}
-		again = append(again, s)
-	}
-	fl, err := Import(again, Options{Format: from.Format, Timeout: from.Fleet.Timeout})
-	if err != nil {
-		return []string{fmt.Sprintf("the edited files do not import again: %v", err)}
-	}
-	for _, f := range fl {
-		if f.Origin != from.Origin {
-			continue
-		}
-		if d := Differences(f.Fleet, rec, from.Format); len(d) > 0 {
-			return []string{"read back, the edited config differs from the recommendation in " + strings.Join(d, "; ")}
-		}
-		return nil
-	}
-	return []string{"the edited files no longer hold " + from.Origin}
 }
 
 // Differences lists the settings format can write in which got differs

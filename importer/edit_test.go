@@ -19,7 +19,7 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-func readSources(t *testing.T, names ...string) []Source {
+func readSources(t testing.TB, names ...string) []Source {
 	t.Helper()
 	var srcs []Source
 	for _, n := range names {

@@ -827,7 +827,7 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 	if bo.Cap != 10*bo.Base && n > 0 {
 		notes = append(notes, fmt.Sprintf("the backoff cap (%v): Istio's is 10 times the base", bo.Cap))
 	}
-	if !slices.Equal(user.Retry.On, rec.Retry.On) {
+	if !slices.Equal(user.Retry.On, rec.Retry.On) && n > 0 {
 		on, codes := envoyRetryOn(rec)
 		for _, c := range codes {
 			on += "," + strconv.Itoa(int(c))
@@ -844,6 +844,24 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 			return nil, err
 		}
 	}
+	if n == 0 {
+		notes = append(notes, istioNoRetries(f, child(h, "retries"))...)
+	}
+	more, err := istioBudget(open, srcs, loc, user, rec, n)
+	if err != nil {
+		return nil, err
+	}
+	notes = append(notes, more...)
+	notes = append(notes, breakerLost(rec, "Istio")...)
+	notes = append(notes, jitterLost(rec, "Istio", "Envoy's fully jittered exponential back-off")...)
+	return notes, nil
+}
+
+// istioBudget edits the DestinationRule of the route's host: its retry
+// budget, or connectionPool.http.maxRetries, as rec's concurrency budget
+// says; n is the retries the route is written with.
+func istioBudget(open func(string) (*yamlFile, error), srcs []Source, loc location, user, rec scenario.Fleet, n int) ([]string, error) {
+	var notes []string
 	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && !bu.Equal(user.Budget) {
 		short := func(s string) string { return strings.SplitN(s, ".", 2)[0] }
 		df, dr, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
@@ -864,8 +882,6 @@ func editIstio(open func(string) (*yamlFile, error), srcs []Source, loc location
 	} else if n > 0 && !rec.Budget.Equal(user.Budget) {
 		notes = append(notes, budgetNotes(user, rec, "Istio", "a DestinationRule's retryBudget and connectionPool.http.maxRetries")...)
 	}
-	notes = append(notes, breakerLost(rec, "Istio")...)
-	notes = append(notes, jitterLost(rec, "Istio", "Envoy's fully jittered exponential back-off")...)
 	return notes, nil
 }
 
@@ -920,25 +936,7 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 	}
 	profile, ok := strings.CutPrefix(loc.path, "profile ")
 	if src == nil || !ok {
-		return nil, []string{"the AWS settings come from the environment: set AWS_MAX_ATTEMPTS and AWS_RETRY_MODE there"}, nil
-	}
-	lines := strings.SplitAfter(string(src.Data), "\n")
-	first, end := -1, len(lines)
-	for i, l := range lines {
-		t := strings.TrimSpace(l)
-		if iniSection.MatchString(t) {
-			name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t[1:len(t)-1]), "profile "))
-			if first >= 0 {
-				end = i
-				break
-			}
-			if name == profile {
-				first = i
-			}
-		}
-	}
-	if first < 0 {
-		return nil, nil, fmt.Errorf("%s: profile %s is not there", loc.file, profile)
+		return nil, nil, fmt.Errorf("importer: %s is not among the files given", loc.file)
 	}
 	var notes []string
 	n, unlimited := retries(rec)
@@ -964,37 +962,10 @@ func editAWS(srcs []Source, loc location, user, rec scenario.Fleet) ([]Edited, [
 			notes = append(notes, budgetNotes(user, rec, "the AWS SDKs", "their retry quota")...)
 		}
 	}
-	last := first
-	for i := first + 1; i < end; i++ {
-		t := strings.TrimSpace(lines[i])
-		if t == "" || t[0] == '#' || t[0] == ';' {
-			continue
-		}
-		last = i
-		if lines[i][0] == ' ' || lines[i][0] == '\t' {
-			continue // a nested setting (under "s3 =")
-		}
-		k, _, _ := strings.Cut(t, "=")
-		k = strings.TrimSpace(k)
-		if v, ok := want[k]; ok {
-			eq := strings.Index(lines[i], "=")
-			nl := ""
-			if strings.HasSuffix(lines[i], "\n") {
-				nl = "\n"
-			}
-			lines[i] = lines[i][:eq+1] + " " + v + nl
-			delete(want, k)
-		}
+	after, err := awsWrite(src.Name, src.Data, profile, want)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, k := range []string{"retry_mode", "max_attempts"} {
-		if v, ok := want[k]; ok {
-			if !strings.HasSuffix(lines[last], "\n") {
-				lines[last] += "\n"
-			}
-			lines[last] += k + " = " + v + "\n"
-		}
-	}
-	after := []byte(strings.Join(lines, ""))
 	notes = append(notes, fmt.Sprintf("the timeout (%v), the backoff and retry.on: the SDK settings have none; set the timeout on the SDK's HTTP client", rec.Timeout))
 	notes = append(notes, breakerLost(rec, "the AWS SDKs")...)
 	if bytes.Equal(after, src.Data) {
