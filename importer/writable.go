@@ -44,6 +44,11 @@ type Candidate struct {
 	// host's retry policy, a ServiceProfile's budget, a service config's
 	// retryThrottling) and where a new file goes.
 	Notes []string
+	// Pick is the option the candidate takes for each setting of the
+	// format's space, in a fixed order: 0 is the user's own. A search can
+	// go setting by setting (the candidates that change one setting
+	// first, then combinations of the best of each).
+	Pick []int
 }
 
 // AsItIs is the Name of the candidate that changes nothing.
@@ -87,7 +92,7 @@ func Writable(srcs []Source, from Fleet, o WritableOptions) ([]Candidate, error)
 	if err != nil {
 		return nil, err
 	}
-	out := []Candidate{{Name: AsItIs, Fleet: own}}
+	out := []Candidate{{Name: AsItIs, Fleet: own, Pick: make([]int, len(sp.dims))}}
 	seen := map[string]bool{fleetKey(own.Fleet): true}
 	for _, pick := range sp.picks() {
 		c, err := w.candidate(sp, pick)
@@ -235,7 +240,7 @@ func (w *writer) candidate(sp space, pick []int) (Candidate, error) {
 		return Candidate{}, fmt.Errorf("importer: candidate %q: %w: %s", name, ErrReadBack, strings.Join(diffs, "; "))
 	}
 	w.coversNote(got)
-	return Candidate{Name: name, Fleet: got, Edited: edited, Notes: slices.Clone(w.notes)}, nil
+	return Candidate{Name: name, Fleet: got, Edited: edited, Notes: slices.Clone(w.notes), Pick: slices.Clone(pick)}, nil
 }
 
 // flush makes the pending edits and returns the files they change, then

@@ -106,6 +106,10 @@ type AdviseCandidate struct {
 // seed (a shard's result from before sources were said has none).
 func (c *AdviseCandidate) simulated() bool { return c.Source == "" || c.Source == sourceSimulator }
 
+// Simulated reports whether c's totals rest on the simulator at every
+// seed, rather than on a screen.
+func (c AdviseCandidate) Simulated() bool { return c.simulated() }
+
 // AdviseResult is a search's outcome: the envelope, every candidate (the
 // user's own first), and the ranking.
 type AdviseResult struct {
@@ -574,6 +578,20 @@ func (r *AdviseResult) BestWritable() (AdviseCandidate, bool) {
 	return AdviseCandidate{}, false
 }
 
+// Recommended is the recommendation: the best candidate the user's format
+// writes when the search had such candidates and one does better than the
+// user's own policy, else the user's own when the search had them (no
+// edit helps), else the best of all.
+func (r *AdviseResult) Recommended() AdviseCandidate {
+	if w, ok := r.BestWritable(); ok {
+		if Better(w, r.Candidates[0]) {
+			return w
+		}
+		return r.Candidates[0]
+	}
+	return r.Best()
+}
+
 // Better reports whether candidate a does better than b over the same
 // cells and seeds: fewer realistic cells that stay collapsed, then fewer
 // findings past the thresholds or outside the region, then fewer intents
@@ -698,7 +716,8 @@ func (r *AdviseResult) evidence(top int) *CheckResult {
 	for _, i := range show {
 		c := r.Candidates[i]
 		cells, never := worstOfSeeds(c.Cells)
-		cr.Fleets = append(cr.Fleets, CheckFleet{Name: c.Name, Cells: cells, Collapsing: never, Runs: [][][][]CheckCell{c.Cells}})
+		cr.Fleets = append(cr.Fleets, CheckFleet{Name: c.Name, Cells: cells, Collapsing: never, Runs: [][][][]CheckCell{c.Cells},
+			Bare: r.bareOf(&c), Judged: c.Judged, Verdict: c.Level})
 	}
 	return cr
 }
@@ -706,8 +725,7 @@ func (r *AdviseResult) evidence(top int) *CheckResult {
 // Render writes the recommendation, the ranking and the evidence: each
 // map (the worst seed per cell) for your policy and the top candidates.
 func (r *AdviseResult) Render(w io.Writer, st report.Style, top int) error {
-	best := r.Best()
-	fmt.Fprintf(w, "Recommended: %s\n\n", best.Name)
+	fmt.Fprintf(w, "Recommended: %s\n\n", r.Recommended().Name)
 	if err := r.Table(top).Render(w, st); err != nil {
 		return err
 	}
@@ -733,7 +751,7 @@ func (r *AdviseResult) Section(top int) report.Section {
 	ev := r.evidence(top)
 	sec := report.Section{ID: "advise", Title: "Advise: a better policy, with the evidence",
 		Intro: []string{fmt.Sprintf("Recommended: %s. Every policy was run through %d faults at %d base loads with %d seeds; the maps show the worst seed per cell.",
-			r.Best().Name, len(r.Faults), len(r.Loads), len(r.Seeds))},
+			r.Recommended().Name, len(r.Faults), len(r.Loads), len(r.Seeds))},
 		Tables: append([]report.Table{r.Table(top)}, ev.Tables()...), Claims: r.Claims}
 	if s := r.screenNote(); s != "" {
 		sec.Intro = append(sec.Intro, s)
@@ -756,4 +774,20 @@ func Describe(f scenario.Fleet) string {
 		fmt.Fprintf(&b, ", breaker %s", f.Breaker.Use)
 	}
 	return b.String()
+}
+
+// CodeAdditions are what code in the client would add to fleet f, beyond
+// what its proxy's or SDK's config can say: resil's breaker, a token
+// bucket of 10% in place of its budget, and both. Advise shows the best of
+// them beside the best policy the user's format writes.
+func CodeAdditions(f scenario.Fleet) []scenario.Fleet {
+	breaker := scenario.Breaker{Use: scenario.BreakerConsecutive, Threshold: 5, Cooldown: 5 * time.Second, Probes: 1, Scope: "all"}
+	bucket := scenario.Budget{Use: scenario.BudgetTokenBucket, TokenBucket: budget.TokenBucketSettings{Ratio: 0.1, Funding: budget.FundedBySuccess, MinTokens: 10, MaxTokens: 100, RetryCost: 1, TimeoutCost: 1}}
+	withBreaker, withBucket, both := f, f, f
+	withBreaker.Breaker, both.Breaker = breaker, breaker
+	withBucket.Budget, both.Budget = bucket, bucket
+	withBreaker.Name = f.Name + " + resil's breaker (5 failures, 5s)"
+	withBucket.Name = f.Name + " + resil's token bucket 10%"
+	both.Name = f.Name + " + resil's breaker and token bucket 10%"
+	return []scenario.Fleet{withBreaker, withBucket, both}
 }

@@ -18,10 +18,7 @@ import (
 
 // Advise is `retrystorm advise`, run by retrystorm-full (full.Heavy).
 func Advise(ctx context.Context, inv *cli.Invocation) error {
-	if c := inv.Configs; c.Manifests != "" || c.SARIF != "" || c.JUnit != "" || c.Baseline != "" {
-		return cli.Usagef("advise does not take --manifests, --sarif, --junit or --baseline yet: they are check's (docs/stack.md)")
-	}
-	if len(inv.Configs.Stack) > 0 {
+	if len(inv.Configs.Stack) > 0 || inv.Configs.Manifests != "" {
 		io, clear := configIO(inv, "advise")
 		err := RunAdviseStack(ctx, inv.Args, checkOptions(inv), io)
 		clear()
@@ -35,7 +32,7 @@ func Advise(ctx context.Context, inv *cli.Invocation) error {
 		return inv.AdmitSearch(fmt.Sprintf("the search (%d runs)", e.Runs), e.Attempts)
 	}
 	err := RunAdvise(ctx, inv.Args, AdviseOptions{CheckOptions: checkOptions(inv), MaxRuns: c.MaxRuns, Top: c.Top, As: c.As,
-		Route: c.Route, Conditions: c.Conditions, Exhaustive: c.Exhaustive, Admit: admit}, io)
+		Route: c.Route, Conditions: c.Conditions, Exhaustive: c.Exhaustive, Admit: admit, Write: c.Write, InPlace: c.InPlace}, io)
 	clear()
 	return configErr(err)
 }
@@ -55,6 +52,10 @@ type AdviseOptions struct {
 	// Admit, if set, may refuse the search from its estimate (the
 	// command line's --long rule) before it runs.
 	Admit func(verdict.AdviseEstimate) error
+	// Write is --write DIR: each edited file is written into DIR under its
+	// own name; InPlace is --in-place: the user's files are edited.
+	Write   string
+	InPlace bool
 }
 
 // RunAdvise searches for a better policy than the fleet of files (or the
@@ -107,8 +108,24 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 		}
 	}
 	formats = slices.Compact(formats)
-	r, err := verdict.Advise(ctx, start, verdict.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: a.Seeds, MaxRuns: a.MaxRuns, Shard: sh,
-		Clients: c.Clients, Conditions: a.Conditions, Exhaustive: a.Exhaustive, Admit: a.Admit}, opts)
+	var edit *editTarget
+	if from, ok := uf.Imported(start); ok {
+		edit = &editTarget{srcs: uf.Sources, from: from}
+		if err := edit.search(a.Conditions, c.assume(), o); err != nil {
+			return err
+		}
+	}
+	if (a.Write != "" || a.InPlace || c.SARIF != "") && edit == nil {
+		return usagef("advise --write, --in-place and --sarif edit the configs it was given: give an Envoy, Istio, Linkerd, gRPC or AWS file (a scenario file is written back with --as scenario)")
+	}
+	ao := verdict.AdviseOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: a.Seeds, MaxRuns: a.MaxRuns, Shard: sh,
+		Clients: c.Clients, Conditions: a.Conditions, Exhaustive: a.Exhaustive, Admit: a.Admit}
+	var r *verdict.AdviseResult
+	if edit != nil && len(edit.cands) > 1 {
+		r, err = writableSearch(ctx, start, edit, ao, opts, a.Exhaustive)
+	} else {
+		r, err = verdict.Advise(ctx, start, ao, opts)
+	}
 	if errors.Is(err, verdict.ErrTooBig) {
 		return usagef("%v", err)
 	}
@@ -118,17 +135,19 @@ func RunAdvise(ctx context.Context, files []string, a AdviseOptions, o IO) error
 	if c.JSON {
 		return writeJSON(o.Stdout, r)
 	}
-	var edit *editTarget
-	if from, ok := uf.Imported(start); ok {
-		edit = &editTarget{srcs: uf.Sources, from: from}
+	err = printAdvise(o, r, formats, a.Top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
+	if err != nil {
+		return err
 	}
-	return printAdvise(o, r, formats, a.Top, c.Out, "retrystorm advise "+strings.Join(files, " "), edit)
-}
-
-// editTarget is the user's config advise writes its recommendation into.
-type editTarget struct {
-	srcs []importer.Source
-	from importer.Fleet
+	if edit != nil {
+		if err := edit.apply(o, r, a, files); err != nil {
+			return err
+		}
+	}
+	if !report.AllHold(r.Claims) {
+		return cli.ErrClaims // after everything is printed
+	}
+	return nil
 }
 
 func printAdvise(o IO, r *verdict.AdviseResult, formats []importer.Format, top int, out, command string, edit *editTarget) error {
@@ -136,7 +155,11 @@ func printAdvise(o IO, r *verdict.AdviseResult, formats []importer.Format, top i
 		return err
 	}
 	best := r.Best()
-	fmt.Fprintf(o.Stdout, "\nThe recommendation, %s:\n  %s\n", best.Name, verdict.Describe(best.Fleet))
+	what := "The best policy of all"
+	if edit == nil || edit.cands == nil {
+		what = "The recommendation"
+	}
+	fmt.Fprintf(o.Stdout, "\n%s, %s:\n  %s\n  %s\n", what, best.Name, verdict.Describe(best.Fleet), standing(best))
 	if r.Conditions {
 		fmt.Fprintln(o.Stdout, "  The retry conditions were part of the search (--conditions).")
 	} else {
@@ -153,28 +176,8 @@ func printAdvise(o IO, r *verdict.AdviseResult, formats []importer.Format, top i
 		return verdict.AdviseCandidate{}, false
 	}
 	if edit != nil {
-		f := edit.from.Format
-		c, ok := bestIn(f)
-		if !ok {
-			c = best
-		}
-		if c.Name != best.Name {
-			fmt.Fprintf(o.Stdout, "\n%s cannot express the recommendation whole; the best policy it can, %s, recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s).\n",
-				formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost))
-		}
-		edited, notes, err := importer.Edit(edit.srcs, edit.from, c.Fleet)
-		if err != nil {
+		if err := edit.explain(o, r); err != nil {
 			return err
-		}
-		fmt.Fprintf(o.Stdout, "\nYour file, edited for %s (only what the recommendation changes; the rest is as you wrote it):\n\n", c.Name)
-		if len(edited) == 0 {
-			fmt.Fprintln(o.Stdout, "  (no change: your file already says it)")
-		}
-		for _, e := range edited {
-			fmt.Fprint(o.Stdout, e.Diff)
-		}
-		for _, n := range notes {
-			fmt.Fprintf(o.Stdout, "# note: %s\n", n)
 		}
 	}
 	for _, f := range formats {
@@ -203,8 +206,8 @@ func printAdvise(o IO, r *verdict.AdviseResult, formats []importer.Format, top i
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: it recovered in %d of %d cells and lost %s intents (the recommendation: %d, %s):\n\n%s",
-					formatName(f), c.Name, cells-c.Never, cells, report.Int(c.IntentsLost), cells-best.Never, report.Int(best.IntentsLost), alt)
+				fmt.Fprintf(o.Stdout, "\nThe best policy %s can express whole, %s: %s over %d cells (the recommendation: %s):\n\n%s",
+					formatName(f), c.Name, standing(c), cells, standing(best), alt)
 			}
 		}
 	}
