@@ -211,8 +211,8 @@ func detectorResult(kind resil.Outcome) outlier.Result {
 		return outlier.Success
 	case resil.OutcomeFailure:
 		return outlier.Error5xx
-	case resil.OutcomeThrottled:
-		return outlier.GatewayError
+	case resil.OutcomeThrottled, outcomeGateway:
+		return outlier.GatewayError // a 503; a tier's 502 or 504
 	}
 	return outlier.LocalFailure
 }
