@@ -73,7 +73,7 @@ type intent struct {
 	late bool
 	// In a chain: 0 for a fleet's intent, h for a call of tier h-1 (to
 	// the layer h), made to serve its tier request parent.
-	hop    uint8
+	hop uint8
 	// last is the failure kind its last failed attempt met (a tier's
 	// call answers by it when it fails): resil.OutcomeSuccess for none.
 	last   resil.Outcome
