@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/retrystorm/retrystorm/scenario"
@@ -186,5 +188,45 @@ fleets:
 	}
 	if s.WastedWork != 2*s.Intents {
 		t.Errorf("%d answers served for nobody, want the %d hedges cancelled by the fatal answer", s.WastedWork, 2*s.Intents)
+	}
+}
+
+// TestSplitTimeoutsKeepAStalledReplica is issue 36's row 4: with
+// split_external_local_origin_errors, Envoy records the connection's
+// success before an attempt can time out (upstream_request.cc,
+// onPoolReady), so the consecutive local-origin count of a replica that
+// takes connections but answers too late never reaches its threshold,
+// while one that never answers (a black hole: the connection is never
+// made) is ejected. Without the split both are 504s, five in a row eject.
+func TestSplitTimeoutsKeepAStalledReplica(t *testing.T) {
+	const yaml = `
+duration: 30s
+traffic: {rate: 40, clients: 1}
+origin:
+  model: concurrency
+  base: 10ms
+  replicas: {count: 4, faults: [{replica: 0, kind: %s}]}
+fleets:
+  - name: envoy
+    timeout: 200ms
+    budget: {use: none}
+    balancer: {use: round_robin, settings: {panic_threshold: 0}}
+    outlier_detection: {use: envoy, settings: {split_external_local_origin_errors: %v, consecutive_5xx: 5, consecutive_local_origin_failure: 5, max_ejection_percent: 100, enforcing_success_rate: 0}}
+`
+	for _, c := range []struct {
+		fault   string
+		split   bool
+		ejected bool
+	}{
+		{"{replica: 0, kind: latency, factor: 1000}", true, false},
+		{"{replica: 0, kind: blackhole}", true, true},
+		{"{replica: 0, kind: latency, factor: 1000}", false, true},
+		{"{replica: 0, kind: blackhole}", false, true},
+	} {
+		y := strings.Replace(fmt.Sprintf(yaml, "X", c.split), "[{replica: 0, kind: X}]", "["+c.fault+"]", 1)
+		f := run(t, parse(t, y)).Fleets[0]
+		if got := f.Replicas[0].Ejections > 0; got != c.ejected {
+			t.Errorf("%s, split %v: %d ejections, want ejected %v", c.fault, c.split, f.Replicas[0].Ejections, c.ejected)
+		}
 	}
 }

@@ -178,7 +178,7 @@ func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcom
 		t := f.vt(now)
 		rs.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
 		if rs.det != nil && kind != resil.OutcomeIgnored {
-			rs.det.Record(t, int(a.replica), detectorResult(kind))
+			rs.det.Record(t, int(a.replica), detectorResult(kind, a.req >= 0))
 		}
 	}
 	if a.tick < 0 {
@@ -202,10 +202,13 @@ func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcom
 }
 
 // detectorResult is how outlier detection sees an attempt's end: an error
-// answer is a 5xx, an overload rejection a 503 (a gateway error), and a
-// timeout or a refused connection no answer at all (a local-origin
-// failure, which Envoy counts as a gateway error unless it splits them).
-func detectorResult(kind resil.Outcome) outlier.Result {
+// answer is a 5xx, an overload rejection a 503 (a gateway error), a
+// refused connection, or a timeout of an attempt that never reached its
+// replica (a black hole), a failure to connect (a local-origin failure,
+// which Envoy counts as a gateway error unless it splits them), and a
+// timeout of one the replica took in (reached: a stalled or slow replica)
+// a connection's success and then a timeout (outlier.Timeout).
+func detectorResult(kind resil.Outcome, reached bool) outlier.Result {
 	switch kind {
 	case resil.OutcomeSuccess:
 		return outlier.Success
@@ -213,6 +216,10 @@ func detectorResult(kind resil.Outcome) outlier.Result {
 		return outlier.Error5xx
 	case resil.OutcomeThrottled, outcomeGateway:
 		return outlier.GatewayError // a 503; a tier's 502 or 504
+	case resil.OutcomeTimeout:
+		if reached {
+			return outlier.Timeout
+		}
 	}
 	return outlier.LocalFailure
 }
