@@ -145,7 +145,7 @@ func (f *fleet) newChain(idx int) error {
 			if l+1 < n {
 				next = max(sc.Tiers[l+1].Server.Replicas, 1)
 			}
-			if err := c.rs[l+1].init(f, next, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
+			if err := c.rs[l+1].init(f, next, replicas, h.base, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
 				return fmt.Errorf("tier %q: %w", t.Name, err)
 			}
 			c.kept = true
@@ -549,7 +549,7 @@ func (f *fleet) sampleHops(t int, end time.Time) {
 			}
 		}
 		h.s.BreakerOpen[t] = float64(open) / float64(len(pols))
-		if rs := &c.rs[l]; rs.det != nil {
+		if rs := &c.rs[l]; rs.det {
 			rs.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 	}
@@ -664,7 +664,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		rs = f.hopReplicas(in.hop)
 	}
 	noHost := false
-	if rs != nil && rs.bal != nil {
+	if rs != nil && rs.bal {
 		noHost = !rs.pick(f, a, now, avoid)
 	} else if k := f.layerReplicas(in.hop); k > 1 {
 		u := draw(f.seed, in.id, int(n), drawReplica)

@@ -127,7 +127,7 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	out, mode, noHost := f.env.outage, f.env.mode, false
-	if f.bal != nil {
+	if f.replicaState.bal {
 		// No healthy replica and no panic mode: refused at once, as
 		// Envoy's "no healthy upstream".
 		noHost = !f.replicaState.pick(f, a, now, avoid)

@@ -146,6 +146,9 @@ type fleet struct {
 	// inbound is the proxy beside each of the origin's replicas, as the
 	// hop that calls the origin has it (the fleet's, or the last tier's).
 	inbound inbound
+	// sharedReplicas (Options.sharedReplicas) gives every client instance
+	// of a hop the same picker and detector.
+	sharedReplicas bool
 
 	// Replicas: the fleet's picker and outlier detector (nil for none),
 	// and the ground truth per replica, counted only when the scenario
@@ -268,6 +271,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		boundary: int64(tick),
 	}
 	f.retryOn = retryTable(&cfg.Retry, cfg.Product)
+	f.sharedReplicas = o.sharedReplicas
 	f.inbound = newInbound(cfg.Calls)
 	if _, end, ok := triggerWindow(sc); ok {
 		f.clearAt, f.hasClear = int64(end), true
@@ -524,7 +528,7 @@ func (f *fleet) sampleUpTo(k int) {
 			}
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
-		if f.det != nil {
+		if f.replicaState.det {
 			f.replicaState.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 		if f.chain != nil {

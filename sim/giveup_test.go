@@ -1,17 +1,19 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // load parses a scenario of testdata.
-func load(t *testing.T, name string) *scenario.Scenario {
+func load(t testing.TB, name string) *scenario.Scenario {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -228,5 +230,70 @@ fleets:
 		if got := f.Replicas[0].Ejections > 0; got != c.ejected {
 			t.Errorf("%s, split %v: %d ejections, want ejected %v", c.fault, c.split, f.Replicas[0].Ejections, c.ejected)
 		}
+	}
+}
+
+// TestDetectorPerClient is issue 36's row 3: Envoy runs an outlier detector
+// and a load balancer for each cluster in each proxy (the cluster manager
+// makes one per cluster: source/common/upstream/outlier_detection_impl.cc,
+// DetectorImpl::create, fed by that proxy's router), and grpc-go one per
+// channel (the outlier_detection balancer under each ClientConn): each
+// sees its own requests. testdata/replicas-per-client.yaml: 20 sidecars,
+// each sending 1.25 attempts per second to a replica that fails them all,
+// eject it after 5 in a row, about 4 s in; one detector fed by the whole
+// fleet ejected it within the first second.
+func TestDetectorPerClient(t *testing.T) {
+	first := func(shared bool) int {
+		r, err := RunWith(t.Context(), load(t, "replicas-per-client.yaml"), Options{sharedReplicas: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := r.Fleets[0].Replicas[0]
+		for k, e := range bad.Series.Ejected {
+			if e {
+				return k
+			}
+		}
+		return -1
+	}
+	if k := first(false); k < 3 || k > 5 {
+		t.Errorf("per client: most sidecars ejected the bad replica in tick %d, want 3 to 5 (5 errors at 1.25 per second each)", k)
+	}
+	if k := first(true); k != 0 {
+		t.Errorf("one shared detector: ejected in tick %d, want 0", k)
+	}
+}
+
+// BenchmarkReplicaInstances measures what a picker and a detector per
+// client instance cost against one shared by the fleet, side by side in
+// one run: testdata/replicas-per-client.yaml (4 replicas, round robin,
+// Envoy's outlier detection) with 20 and with 200 clients. It reports each
+// one's run time and their ratio.
+func BenchmarkReplicaInstances(b *testing.B) {
+	for _, clients := range []int{20, 200} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			sc := load(b, "replicas-per-client.yaml")
+			sc.Traffic.Clients = clients
+			b.ReportAllocs()
+			var per, shared time.Duration
+			for b.Loop() {
+				for _, s := range []bool{false, true} {
+					start := time.Now()
+					if _, err := RunWith(context.Background(), sc, Options{sharedReplicas: s}); err != nil {
+						b.Fatal(err)
+					}
+					if s {
+						shared += time.Since(start)
+					} else {
+						per += time.Since(start)
+					}
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(per.Microseconds())/n, "per-client-µs/run")
+			b.ReportMetric(float64(shared.Microseconds())/n, "shared-µs/run")
+			b.ReportMetric(float64(per)/float64(shared), "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
