@@ -86,11 +86,14 @@ fleets:
 // (jitter_backoff.go, ExponentialJitterBackoff.BackoffDelay;
 // standard.go); in adaptive mode a first attempt that succeeds adds
 // nothing to the retry quota (adaptive.go, GetAttemptToken; aws-sdk-go-v2
-// issue 3550), in standard mode it adds 1.
+// issue 3550), in standard mode it adds 1; a retry that succeeds gets its
+// cost back and, in standard mode, adds 1 as well (issue 36, row 8:
+// middleware.go, handleAttempt, releases both the retry token and the
+// attempt token on success).
 func TestAWSGoV2Semantics(t *testing.T) {
 	for _, c := range []struct {
 		mode      string
-		increment float64 // tokens a first-attempt success adds back
+		increment float64 // tokens an attempt's success adds back
 	}{{"standard", 1}, {"adaptive", 0}} {
 		t.Run(c.mode, func(t *testing.T) {
 			src := Source{Name: "config", Data: []byte("[profile app]\nregion = eu-west-1\nretry_mode = " + c.mode + "\nmax_attempts = 8\n")}
@@ -116,6 +119,14 @@ func TestAWSGoV2Semantics(t *testing.T) {
 			p.Budget.Record(now, 0, 0) // a first attempt that succeeds
 			if got := tokens(t, p.Budget, now) - before; got != c.increment {
 				t.Errorf("a first attempt's success added %v, want %v", got, c.increment)
+			}
+			if _, ok := p.Budget.Withdraw(now, 0); !ok {
+				t.Fatal("no second retry")
+			}
+			before = tokens(t, p.Budget, now)
+			p.Budget.Record(now, 0, 5) // a retry that paid 5 and succeeded
+			if got := tokens(t, p.Budget, now) - before; got != 5+c.increment {
+				t.Errorf("a retry's success added %v, want its 5 back and %v", got, c.increment)
 			}
 		})
 	}

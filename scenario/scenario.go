@@ -463,7 +463,7 @@ type Budget struct {
 	TokenRatio float64 // grpc: what a success adds; required there
 
 	Capacity         int // aws, aws_adaptive: bucket size; default 500
-	NoRetryIncrement int // aws, aws_adaptive: added by a first-attempt success; default 1; 0 adds nothing
+	NoRetryIncrement int // aws, aws_adaptive: added by every attempt that succeeds, retries included; default 1; 0 adds nothing
 
 	// concurrency (Envoy's retry budget): both required
 	Percent        float64 // budget_percent: retries active at most this % of requests active
