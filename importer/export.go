@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
 )
@@ -124,7 +125,7 @@ func cmpOr(s, d string) string {
 // envoyRetryOn writes retry.on as Envoy's conditions.
 func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	on := f.Retry.On
-	if len(on) == 0 || len(on) == 4 {
+	if len(on) == 0 || len(on) == len(giveup.Kinds) {
 		return "5xx", nil
 	}
 	var conds []string
@@ -137,6 +138,9 @@ func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	}
 	if slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, 503, 429)
+	}
+	if slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, 502, 504) // a tier below that gave up
 	}
 	if slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, 500)
@@ -308,6 +312,9 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, `"INTERNAL"`)
+	}
+	if !all && slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, `"DEADLINE_EXCEEDED"`) // a gRPC application below that gave up
 	}
 	if all || slices.Contains(on, scenario.RetryOnTimeout) {
 		lost = append(lost, fmt.Sprintf("the attempt timeout (%v) and retrying timeouts: a gRPC service config has one timeout for the whole call, and DEADLINE_EXCEEDED ends it", f.Timeout))
@@ -519,6 +526,9 @@ func grpcCodes(on []string, json bool) string {
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, q("INTERNAL"))
+	}
+	if !all && slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, q("DEADLINE_EXCEEDED"))
 	}
 	return "[" + strings.Join(codes, ", ") + "]"
 }

@@ -79,6 +79,11 @@ type Fleet struct {
 	// the same losses), by their Origin: N identical routes are one fleet
 	// to simulate, written once.
 	Covers []string
+	// Replicas is how many replicas the config gives the service the
+	// fleet calls (an Envoy cluster's endpoints, an nginx upstream's
+	// servers, an HAProxy backend's servers), or 0 when it does not say.
+	// Scenario gives a base origin of one replica this many.
+	Replicas int
 }
 
 // Options says how to import.
@@ -417,6 +422,12 @@ func Scenario(fleets []Fleet, base *scenario.Scenario) (*scenario.Scenario, scen
 	for _, f := range fleets {
 		sc.Fleets = append(sc.Fleets, f.Fleet)
 		notes.Fleets = append(notes.Fleets, f.Note())
+		if f.Replicas > max(sc.Origin.Replicas, 1) && base.Origin.Replicas <= 1 {
+			sc.Origin.Replicas = min(f.Replicas, maxReplicas)
+		}
+	}
+	if sc.Origin.Replicas != base.Origin.Replicas {
+		notes.Head += fmt.Sprintf("\nThe origin has %d replicas, as the config's upstream has (the most of any fleet's).", sc.Origin.Replicas)
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, scenario.Notes{}, fmt.Errorf("importer: the imported scenario is invalid (a bug: please report it): %w", err)
@@ -461,26 +472,44 @@ type prov struct {
 	file string
 	from []string
 	lost []string
+	// root is the provenance a view made by in writes into; nil for the
+	// provenance itself.
+	root *prov
 }
+
+// in returns a view of p whose settings are read from file: a route's
+// cluster, or its DestinationRule, in a file of its own (issue 36, row 9).
+func (p *prov) in(file string) *prov { return &prov{file: file, root: p.base()} }
+
+// base is the provenance p writes into.
+func (p *prov) base() *prov {
+	if p.root != nil {
+		return p.root
+	}
+	return p
+}
+
+func (p *prov) add(line string) { b := p.base(); b.from = append(b.from, line) }
 
 // set notes that setting took value from path in the file.
 func (p *prov) set(setting, value, path string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
+	p.add(fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
 }
 
 // dflt notes that setting took the documented default value, because
 // path was not set; source cites the documentation.
 func (p *prov) dflt(setting, value, path, source string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
+	p.add(fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
 }
 
 // note records a derived setting with its reason.
 func (p *prov) note(setting, value, why string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s", setting, value, why))
+	p.add(fmt.Sprintf("%s: %s  <- %s", setting, value, why))
 }
 
 func (p *prov) lose(format string, args ...any) {
-	p.lost = append(p.lost, fmt.Sprintf(format, args...))
+	b := p.base()
+	b.lost = append(b.lost, fmt.Sprintf(format, args...))
 }
 
 // wait brings a time the config sets (what names it) into the
@@ -509,6 +538,9 @@ func (p *prov) count(what string, n int64) int {
 
 // maxCount is the largest count (retries, a concurrency) a scenario takes.
 const maxCount = 1_000_000
+
+// maxReplicas is the most replicas a scenario's origin takes.
+const maxReplicas = 10_000
 
 // noBackoff is the backoff of a fleet that retries at once, or never.
 var noBackoff = scenario.Backoff{Use: "none", Jitter: "none"}

@@ -142,17 +142,26 @@ func tokens(t *testing.T, b any, now time.Time) float64 {
 }
 
 // TestEnvoyRetryOn is the decision table of Envoy's router, read at
-// envoyproxy/envoy e78906c5 (source/common/router/retry_state_impl.cc:
-// wouldRetryFromHeaders reads a 5xx, a gateway error (502, 503, 504), the
-// retriable status codes and, for unavailable, resource-exhausted,
-// internal, cancelled and deadline-exceeded, the answer's grpc-status;
-// wouldRetryFromReset retries every reset under reset, 5xx and
-// gateway-error, a connection failure under connect-failure, and a
-// refused stream under refused-stream; router.cc, onPerTryTimeoutCommon:
-// a per-try timeout resets the stream locally, so it is a reset, not a
-// 504 answer, and the request had started). The simulator's failures: an
-// error answer (500; gRPC INTERNAL), an overload rejection (503; gRPC
-// UNAVAILABLE), a per-try timeout, a refused connection.
+// envoyproxy/envoy e78906c5 and again (issue 36) at the version with
+// RetryDecision and reset-before-request's upstream_request_started (Envoy
+// ≥ 1.22; the index's newest, 2024-2025) (source/common/router/
+// retry_state_impl.cc: wouldRetryFromHeaders reads a 5xx, a gateway error
+// (502, 503, 504), the retriable status codes and, for unavailable,
+// resource-exhausted, internal, cancelled and deadline-exceeded, the
+// answer's grpc-status; wouldRetryFromReset retries a connection failure
+// under connect-failure, any reset before the request started under
+// reset-before-request, every reset under reset, 5xx and gateway-error,
+// and a refused stream under refused-stream; router.cc,
+// onPerTryTimeoutCommon: a per-try timeout resets the stream locally
+// (LocalReset) after the request started, so it is a reset, not a 504
+// answer, and not one before the request). On a gRPC route, an error
+// answer is HTTP 200 with its grpc-status (Envoy's own local replies to a
+// gRPC request too: http/utility.cc, sendLocalReply), so 5xx,
+// gateway-error and retriable-status-codes see no failed answer (issue
+// 36, row 5). The simulator's failures: an error answer (500; gRPC
+// INTERNAL), an overload rejection (503; gRPC UNAVAILABLE), a gateway
+// answer from a tier below (502, 504; gRPC DEADLINE_EXCEEDED), a per-try
+// timeout, a refused connection.
 func TestEnvoyRetryOn(t *testing.T) {
 	for _, c := range []struct {
 		retryOn string
@@ -160,21 +169,28 @@ func TestEnvoyRetryOn(t *testing.T) {
 		grpc    bool
 		want    string // the failures retried
 	}{
-		{"5xx", nil, false, "error rejection timeout refused"},
-		{"gateway-error", nil, false, "rejection timeout refused"},
+		{"5xx", nil, false, "error rejection gateway timeout refused"},
+		{"gateway-error", nil, false, "rejection gateway timeout refused"},
+		{"5xx", nil, true, "timeout refused"},
+		{"gateway-error", nil, true, "timeout refused"},
+		{"retriable-status-codes", []uint32{503}, true, ""},
+		{"5xx,unavailable", nil, true, "rejection timeout refused"},
 		{"reset", nil, false, "timeout refused"},
 		{"reset-before-request", nil, false, "refused"},
 		{"connect-failure", nil, false, "refused"},
 		{"refused-stream", nil, false, "refused"},
 		{"retriable-status-codes", []uint32{503}, false, "rejection"},
-		{"retriable-status-codes", []uint32{504}, false, ""},
-		{"retriable-status-codes", []uint32{500, 502}, false, "error"},
+		{"retriable-status-codes", []uint32{504}, false, "gateway"},
+		{"retriable-status-codes", []uint32{500, 502}, false, "error gateway"},
+		{"retriable-status-codes", []uint32{404}, false, ""},
 		{"unavailable", nil, false, ""},
 		{"unavailable", nil, true, "rejection"},
 		{"resource-exhausted", nil, true, "rejection"},
 		{"internal", nil, false, ""},
 		{"internal", nil, true, "error"},
-		{"cancelled,deadline-exceeded", nil, true, ""},
+		{"cancelled", nil, true, ""},
+		{"deadline-exceeded", nil, true, "gateway"},
+		{"deadline-exceeded", nil, false, ""},
 		{"envoy-ratelimited", nil, false, ""},
 		{"retriable-4xx", nil, false, ""},
 		{"connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", nil, false, "refused"},
@@ -359,8 +375,8 @@ func TestLinkerdRouteAnnotations(t *testing.T) {
 		on                string
 		timeout, deadline time.Duration
 	}{
-		"schlep-default": {2, "error rejection timeout", 300 * time.Millisecond, 2 * time.Second},
-		"books":          {1, "rejection", maxTimeout, 0},
+		"schlep-default": {2, "error rejection gateway timeout", 300 * time.Millisecond, 2 * time.Second},
+		"books":          {1, "rejection gateway", maxTimeout, 0},
 	}
 	if len(fl) != len(want) {
 		t.Fatalf("%d fleets, want %d", len(fl), len(want))
