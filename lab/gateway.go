@@ -133,7 +133,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		}
 		// The Transport tells the origin each attempt's kind in the copy
 		// of the header it makes anyway for the attempt's deadline.
-		t := &resilhttp.Transport{Guard: guard, Base: attempts, AttemptHeader: AttemptHeader}
+		t := &resilhttp.Transport{Guard: guard, Base: attempts, AttemptHeader: AttemptHeader, RetryStatus: retryStatus(cfg.Fleet.Retry)}
 		if !cfg.Fleet.Retry.IdempotentOnly {
 			// The simulator's naive client retries every intent. resilhttp
 			// retries a POST only with a key: give each POST one in a header
