@@ -24,8 +24,8 @@ const (
 
 // Export writes a fleet's policy in a format people run: an Envoy route
 // and cluster fragment, an Istio VirtualService and DestinationRule, a
-// Linkerd ServiceProfile, a gRPC service config, AWS SDK settings, resil
-// Go code or a scenario fleet. It returns the text and what the format
+// Linkerd ServiceProfile, a gRPC service config, AWS SDK settings, nginx
+// directives, HAProxy lines, resil Go code or a scenario fleet. It returns the text and what the format
 // cannot express of the policy (each with what was written instead).
 func Export(f scenario.Fleet, format Format) (text string, cannot []string, err error) {
 	switch format {
@@ -39,6 +39,10 @@ func Export(f scenario.Fleet, format Format) (text string, cannot []string, err 
 		text, cannot = exportGRPC(f)
 	case AWS:
 		text, cannot = exportAWS(f)
+	case NGINX:
+		text, cannot = exportNginx(f)
+	case HAProxy:
+		text, cannot = exportHAProxy(f)
 	case GoCode:
 		text, cannot = exportGo(f)
 	case ScenarioFleet:
@@ -78,6 +82,12 @@ func Expressible(f scenario.Fleet, format Format) bool {
 		return noBreaker && f.Retry.MaxRetries < 0 && budget == scenario.BudgetWindow && f.Budget.Funding == "answer" && f.Budget.Tower && f.Retry.Backoff.Use == "none"
 	case AWS:
 		return noBreaker && (budget == scenario.BudgetAWS || budget == scenario.BudgetAWSAdaptive)
+	case NGINX, HAProxy:
+		// No budget, no breaker, no hedging; nginx retries at once, HAProxy
+		// after its turn-around timer.
+		bo := f.Retry.Backoff.Use
+		paced := bo == "" || bo == "none" || (format == HAProxy && bo == "fixed")
+		return noBreaker && f.Hedge.Delay == 0 && (budget == scenario.BudgetNone || budget == "") && (f.Retry.MaxRetries == 0 || paced)
 	}
 	return true
 }

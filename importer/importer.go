@@ -1,5 +1,6 @@
 // Package importer reads the retry settings people already run (Envoy,
-// Istio, Linkerd, gRPC service configs, the AWS SDKs) and turns each into
+// Istio, Linkerd, gRPC service configs, the AWS SDKs, nginx, HAProxy) and
+// turns each into
 // a scenario fleet that behaves as that config does, with a note of where
 // each setting came from and what could not be represented.
 //
@@ -41,10 +42,12 @@ const (
 	Linkerd Format = "linkerd"
 	GRPC    Format = "grpc"
 	AWS     Format = "aws"
+	NGINX   Format = "nginx"
+	HAProxy Format = "haproxy"
 )
 
 // Formats lists every format, in the order they are documented.
-var Formats = []Format{Envoy, Istio, Linkerd, GRPC, AWS}
+var Formats = []Format{Envoy, Istio, Linkerd, GRPC, AWS, NGINX, HAProxy}
 
 // ParseFormat returns the format called s.
 func ParseFormat(s string) (Format, error) {
@@ -52,7 +55,7 @@ func ParseFormat(s string) (Format, error) {
 	if slices.Contains(Formats, f) {
 		return f, nil
 	}
-	return "", fmt.Errorf("unknown format %q: want one of envoy, istio, linkerd, grpc or aws", s)
+	return "", fmt.Errorf("unknown format %q: want one of envoy, istio, linkerd, grpc, aws, nginx or haproxy", s)
 }
 
 // Source is one config file.
@@ -166,6 +169,10 @@ func Import(srcs []Source, o Options) ([]Fleet, error) {
 			fl, err = importAWS(byFormat[f], o)
 		case GRPC:
 			fl, err = importGRPC(byFormat[f])
+		case NGINX:
+			fl, err = importNginx(byFormat[f], o)
+		case HAProxy:
+			fl, err = importHAProxy(byFormat[f], o)
 		default:
 			err = fmt.Errorf("importer: unknown format %q", f)
 		}
@@ -357,6 +364,10 @@ func Detect(name string, data []byte) (Format, error) {
 		}
 		break
 	}
+	// nginx and HAProxy files are not YAML: know them by their own syntax.
+	if f := detectText(name, data); f != "" {
+		return f, nil
+	}
 	docs, err := documents(name, data)
 	if err != nil {
 		return "", err
@@ -373,9 +384,39 @@ func Detect(name string, data []byte) (Format, error) {
 		found = f
 	}
 	if found == "" {
-		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings); name the format with --format if it is one", name)
+		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings, nginx, HAProxy); name the format with --format if it is one", name)
 	}
 	return found, nil
+}
+
+// ngxTopLevel are directives that only an nginx configuration begins with.
+var ngxTopLevel = map[string]bool{"http": true, "events": true, "upstream": true, "server": true, "worker_processes": true,
+	"user": true, "pid": true, "error_log": true, "include": true, "location": true, "proxy_pass": true, "load_module": true,
+	"stream": true, "worker_rlimit_nofile": true, "daemon": true, "master_process": true}
+
+// detectText recognizes an HAProxy file (its first line with words begins
+// a section: global, defaults, frontend, backend, listen...) and an nginx
+// file (it parses as nginx's syntax and begins with one of nginx's own
+// directives), or returns "".
+func detectText(name string, data []byte) Format {
+	if len(data) > maxFileBytes {
+		return ""
+	}
+	for _, l := range strings.SplitN(string(data), "\n", 200) {
+		w, err := hapWords(l)
+		if err != nil || len(w) == 0 {
+			continue
+		}
+		if hapSectionKinds[w[0]] && !strings.HasSuffix(w[0], ":") && !strings.ContainsAny(l, "{};") {
+			return HAProxy
+		}
+		break
+	}
+	ds, err := parseNginx(name, data)
+	if err == nil && len(ds) > 0 && ngxTopLevel[ds[0].Name] {
+		return NGINX
+	}
+	return ""
 }
 
 func detectDoc(d *yaml.Node) Format {
@@ -392,6 +433,8 @@ func detectDoc(d *yaml.Node) Format {
 		return Linkerd // an HTTPRoute or a Service with Linkerd's retry annotations
 	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
 		return GRPC
+	case isIngressConfigMap(d):
+		return NGINX // ingress-nginx's ConfigMap
 	}
 	for _, k := range []string{"static_resources", "virtual_hosts", "circuit_breakers", "outlier_detection", "clusters", "connect_timeout", "routes", "retry_policy", "load_assignment"} {
 		if get(d, k) != nil {
