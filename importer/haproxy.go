@@ -306,6 +306,9 @@ func (px *hapProxy) retries(p *prov, f *scenario.Fleet) error {
 	}
 	f.Retry.Backoff = scenario.Backoff{Use: "fixed", Base: turn, Jitter: "none"}
 	p.note("retry.backoff", "fixed "+fmtDur(turn), "HAProxy's turn-around timer, min(timeout connect, 1s), before a retry")
+	if len(on) > 1 || on[0] != scenario.RetryOnRefused {
+		p.lose("the turn-around timer paces the retries of connections; HAProxy 2.6 retries a status or a server timeout at once (measured: importer's TestRealHAProxyRetries), where the simulator waits it for every retry")
+	}
 	p.lose("conn-failure also retries a connection that timed out (timeout connect); the simulator's black-holed replica times out at timeout server, a timeout")
 	if st, ok := px.settings["redispatch"]; ok && !(len(st.Words) == 1 && st.Words[0] == "0") {
 		p.lose("option redispatch (%s:%d): the last retry goes to another server, the others to the same; the simulator's retries pick as the balancer does", st.File, st.At.Line)

@@ -151,7 +151,13 @@ func retryTable(r *scenario.Retry, product string) [nKinds]bool {
 	t[resil.OutcomeTimeout] = r.Retries(scenario.RetryOnTimeout)
 	t[outcomeRefused] = r.Retries(scenario.RetryOnRefused)
 	t[outcomeGateway] = r.Retries(scenario.RetryOnGateway)
-	t[outcomeNoHost] = t[outcomeRefused] && giveup.Product(product) != giveup.Envoy
+	// Only an application retries a call its picker found no host for:
+	// Envoy's router does not (doRetry: "no healthy upstream"), nginx
+	// answers "no live upstreams" without passing the request on (the
+	// NGX_HTTP_UPSTREAM_FT_NOLIVE failure is in no proxy_next_upstream
+	// mask), HAProxy answers 503 with no server to retry on.
+	p := giveup.Product(product)
+	t[outcomeNoHost] = t[outcomeRefused] && (p == "" || p == giveup.App)
 	return t
 }
 
