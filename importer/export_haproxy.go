@@ -6,31 +6,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// hapValues writes retry.on as retry-on's keywords.
-func hapValues(on []string) []string {
-	if len(on) == 0 {
-		on = giveup.Kinds
-	}
-	var out []string
-	for _, k := range on {
-		switch k {
-		case scenario.RetryOnRefused:
-			out = append(out, "conn-failure")
-		case scenario.RetryOnTimeout:
-			out = append(out, "response-timeout")
-		case scenario.RetryOnError:
-			out = append(out, "500")
-		case scenario.RetryOnRejection:
-			out = append(out, "503")
-		case scenario.RetryOnGateway:
-			out = append(out, "502", "504")
-		}
-	}
-	return out
+// hapRetryOnWords are retry-on's keywords for each of retry.on's kinds.
+var hapRetryOnWords = map[string][]string{
+	scenario.RetryOnRefused: {"conn-failure"}, scenario.RetryOnTimeout: {"response-timeout"},
+	scenario.RetryOnError: {"500"}, scenario.RetryOnRejection: {"503"},
+	scenario.RetryOnGateway: {"502", "504"},
 }
 
 // exportHAProxy writes f as the lines of a backend section.
@@ -45,7 +28,7 @@ func exportHAProxy(f scenario.Fleet) (string, []string) {
 	b.WriteString("# in the backend (or defaults) section:\n")
 	fmt.Fprintf(&b, "retries %d\n", n)
 	if n > 0 {
-		fmt.Fprintf(&b, "retry-on %s\n", strings.Join(hapValues(f.Retry.On), " "))
+		fmt.Fprintf(&b, "retry-on %s\n", strings.Join(kindWords(f.Retry.On, hapRetryOnWords), " "))
 	}
 	fmt.Fprintf(&b, "timeout server %s\n", ngxDur(f.Timeout))
 	lost = append(lost, ngxCannot(f, "HAProxy")...)
@@ -83,7 +66,7 @@ func editHAProxy(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []str
 		sets = append(sets, [2]string{"retries", strconv.Itoa(n)})
 	}
 	if n > 0 && !slices.Equal(rec.Retry.On, user.Retry.On) {
-		sets = append(sets, [2]string{"retry-on", strings.Join(hapValues(rec.Retry.On), " ")})
+		sets = append(sets, [2]string{"retry-on", strings.Join(kindWords(rec.Retry.On, hapRetryOnWords), " ")})
 	}
 	if rec.Timeout != user.Timeout {
 		sets = append(sets, [2]string{"timeout server", ngxDur(rec.Timeout)})

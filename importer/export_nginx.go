@@ -15,25 +15,21 @@ import (
 // directives replaced where they stand or added beside their siblings, as
 // the YAML edits do (edit.go): every other byte stays as it was.
 
-// ngxValues writes retry.on as proxy_next_upstream's values.
-func ngxValues(on []string) []string {
+// ngxWords are proxy_next_upstream's values for each of retry.on's kinds.
+var ngxWords = map[string][]string{
+	scenario.RetryOnRefused: {"error"}, scenario.RetryOnTimeout: {"timeout"},
+	scenario.RetryOnError: {"http_500"}, scenario.RetryOnRejection: {"http_503", "http_429"},
+	scenario.RetryOnGateway: {"http_502", "http_504"},
+}
+
+// kindWords writes retry.on (every kind when empty) in a product's words.
+func kindWords(on []string, words map[string][]string) []string {
 	if len(on) == 0 {
 		on = giveup.Kinds
 	}
 	var out []string
 	for _, k := range on {
-		switch k {
-		case scenario.RetryOnRefused:
-			out = append(out, "error")
-		case scenario.RetryOnTimeout:
-			out = append(out, "timeout")
-		case scenario.RetryOnError:
-			out = append(out, "http_500")
-		case scenario.RetryOnRejection:
-			out = append(out, "http_503", "http_429")
-		case scenario.RetryOnGateway:
-			out = append(out, "http_502", "http_504")
-		}
+		out = append(out, words[k]...)
 	}
 	return out
 }
@@ -60,7 +56,7 @@ func exportNginx(f scenario.Fleet) (string, []string) {
 	if n == 0 {
 		b.WriteString("proxy_next_upstream off;\n")
 	} else {
-		vals := ngxValues(f.Retry.On)
+		vals := kindWords(f.Retry.On, ngxWords)
 		if !f.Retry.IdempotentOnly {
 			vals = append(vals, "non_idempotent")
 		}
@@ -155,7 +151,7 @@ func editNginx(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []strin
 		sets = append(sets, [2]string{prefix + "next_upstream_tries", strconv.Itoa(n + 1)})
 	}
 	if n != 0 && !slices.Equal(rec.Retry.On, user.Retry.On) {
-		vals := ngxValues(rec.Retry.On)
+		vals := kindWords(rec.Retry.On, ngxWords)
 		if d := ngxLast(l.Block, prefix+"next_upstream"); d != nil {
 			for _, v := range d.Args {
 				if k, ok := ngxConditions[strings.ToLower(v)]; ok && k == "" && v != "off" {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // hapConf is a defaults section and one backend of three servers.
@@ -126,33 +124,9 @@ func TestHAProxyRefuses(t *testing.T) {
 // TestHAProxyEdit: advise writes the recommendation into the backend,
 // in HAProxy's syntax, and the file imports back as it.
 func TestHAProxyEdit(t *testing.T) {
-	srcs := sources(t, "haproxy/haproxy.cfg")
-	fl, err := Import(srcs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := fl[0] // backend app
-	rec := from.Fleet
-	rec.Retry.MaxRetries, rec.Retry.On, rec.Timeout = 1, []string{scenario.RetryOnRefused}, 3*time.Second
-	edited, notes, err := Edit(srcs, from, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(edited) != 1 {
-		t.Fatalf("%d files edited, notes %q", len(edited), notes)
-	}
-	for _, want := range []string{"+    retries 1", "+    retry-on conn-failure", "+    timeout server 3s"} {
-		if !strings.Contains(edited[0].Diff, want) {
-			t.Errorf("diff lacks %q:\n%s", want, edited[0].Diff)
-		}
-	}
-	for _, n := range notes {
-		if strings.Contains(n, "differs") || strings.Contains(n, "no longer") {
-			t.Errorf("read back: %s", n)
-		}
-	}
-	if strings.Contains(edited[0].Diff, "-    retries 2") {
-		t.Errorf("the defaults section was edited:\n%s", edited[0].Diff)
+	diff := checkEdit(t, "haproxy/haproxy.cfg", "+    retries 1", "+    retry-on conn-failure", "+    timeout server 3s")
+	if strings.Contains(diff, "-    retries 2") {
+		t.Errorf("the defaults section was edited:\n%s", diff)
 	}
 }
 

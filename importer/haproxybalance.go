@@ -114,19 +114,13 @@ func (px *hapProxy) observe(p *prov, f *scenario.Fleet) error {
 	if action != "mark-down" {
 		p.lose("%s: on-error %s needs failed health checks to mark the server down, which a failing server's checks are taken to give at once", at, action)
 	}
-	st := outlier.EnvoyDefaults(0)
-	st.Flavor, st.MaxEjectionRule = 0, outlier.CheckAfter
 	back := max(time.Duration(rise)*inter, time.Millisecond)
-	st.MaxEjectionPercent, st.Interval = 100, min(time.Second, back)
-	st.BaseEjectionTime, st.MaxEjectionTime = back, back
-	st.ConsecutiveGatewayFailure, st.Enforcing.ConsecutiveGatewayFailure = 0, 0
-	st.Enforcing.SuccessRate, st.Enforcing.LocalOriginSuccessRate = 0, 0
+	var st outlier.Settings
 	switch mode {
 	case "layer7":
-		st.Consecutive5xx = limit
+		st = inARow(limit, back, false)
 	case "layer4":
-		st.Consecutive5xx, st.Enforcing.Consecutive5xx = 0, 0
-		st.SplitExternalLocalOriginErrors, st.ConsecutiveLocalOriginFailure = true, limit
+		st = inARow(limit, back, true)
 	default:
 		return fmt.Errorf("%s:%d: server %s: observe %q: want layer4 or layer7 (HAProxy refuses it)", px.file, s.line, s.name, mode)
 	}

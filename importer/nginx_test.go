@@ -184,24 +184,36 @@ func TestIngressNginxConfigMap(t *testing.T) {
 // nginx's syntax, changing only its directives; the file imports back as
 // the recommendation.
 func TestNginxEdit(t *testing.T) {
-	srcs := sources(t, "nginx/nginx.conf")
+	checkEdit(t, "nginx/nginx.conf", "+            proxy_next_upstream_tries 2;", "+            proxy_next_upstream error;", "+            proxy_read_timeout 3s;")
+	rec := scenario.Fleet{Retry: scenario.Retry{MaxRetries: 1, On: []string{scenario.RetryOnRefused}}, Timeout: 3 * time.Second}
+	if _, cannot, err := Export(rec, NGINX); err != nil || len(cannot) == 0 {
+		t.Errorf("export: %v, %q", err, cannot)
+	}
+}
+
+// checkEdit edits file's first fleet to one retry of refused connections
+// with a 3s timeout, checks that the diff, of that one file, has the lines
+// want, and that the edited file reads back as the recommendation; it
+// returns the diff.
+func checkEdit(t *testing.T, file string, want ...string) string {
+	t.Helper()
+	srcs := sources(t, file)
 	fl, err := Import(srcs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := fl[0] // location /api/
-	rec := from.Fleet
+	rec := fl[0].Fleet
 	rec.Retry.MaxRetries, rec.Retry.On, rec.Timeout = 1, []string{scenario.RetryOnRefused}, 3*time.Second
-	edited, notes, err := Edit(srcs, from, rec)
+	edited, notes, err := Edit(srcs, fl[0], rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(edited) != 1 {
 		t.Fatalf("%d files edited, notes %q", len(edited), notes)
 	}
-	for _, want := range []string{"+            proxy_next_upstream_tries 2;", "+            proxy_next_upstream error;", "+            proxy_read_timeout 3s;"} {
-		if !strings.Contains(edited[0].Diff, want) {
-			t.Errorf("diff lacks %q:\n%s", want, edited[0].Diff)
+	for _, w := range want {
+		if !strings.Contains(edited[0].Diff, w) {
+			t.Errorf("diff lacks %q:\n%s", w, edited[0].Diff)
 		}
 	}
 	for _, n := range notes {
@@ -209,9 +221,7 @@ func TestNginxEdit(t *testing.T) {
 			t.Errorf("read back: %s", n)
 		}
 	}
-	if _, cannot, err := Export(rec, NGINX); err != nil || len(cannot) == 0 {
-		t.Errorf("export: %v, %q", err, cannot)
-	}
+	return edited[0].Diff
 }
 
 // FuzzParseNginx: any bytes parse or are refused with a syntax error; the

@@ -188,18 +188,8 @@ func ngxPassive(p *prov, f *scenario.Fleet, up *ngxUpstream) {
 		p.set("outlier_detection", "none", at+": max_fails=0 turns the accounting off")
 		return
 	}
-	st := outlier.EnvoyDefaults(0)
-	st.Flavor, st.MaxEjectionRule = 0, outlier.CheckAfter
-	st.MaxEjectionPercent, st.Interval = 100, min(time.Second, max(s0.failTimeout, time.Millisecond))
-	st.BaseEjectionTime, st.MaxEjectionTime = s0.failTimeout, s0.failTimeout
-	st.ConsecutiveGatewayFailure, st.Enforcing.ConsecutiveGatewayFailure = 0, 0
-	st.Enforcing.SuccessRate, st.Enforcing.LocalOriginSuccessRate = 0, 0
-	if slices.Contains(f.Retry.On, scenario.RetryOnError) || slices.Contains(f.Retry.On, scenario.RetryOnRejection) || slices.Contains(f.Retry.On, scenario.RetryOnGateway) {
-		st.Consecutive5xx = s0.maxFails
-	} else {
-		st.Consecutive5xx, st.Enforcing.Consecutive5xx = 0, 0
-		st.SplitExternalLocalOriginErrors, st.ConsecutiveLocalOriginFailure = true, s0.maxFails
-	}
+	connects := !slices.Contains(f.Retry.On, scenario.RetryOnError) && !slices.Contains(f.Retry.On, scenario.RetryOnRejection) && !slices.Contains(f.Retry.On, scenario.RetryOnGateway)
+	st := inARow(s0.maxFails, s0.failTimeout, connects)
 	p.set("outlier_detection.settings", fmt.Sprintf("%d failures eject for %s", s0.maxFails, fmtDur(s0.failTimeout)), at+": max_fails and fail_timeout (defaults 1 and 10s)")
 	p.lose("max_fails counts failures within fail_timeout of each other, not in a row, and a server back from fail_timeout is left out again at its next failure; the simulator's detector counts them in a row")
 	if up.zone {
@@ -208,4 +198,26 @@ func ngxPassive(p *prov, f *scenario.Fleet, up *ngxUpstream) {
 		p.note("outlier_detection (scope)", "per worker", fmt.Sprintf("upstream %s has no zone: each worker process counts on its own; each of the scenario's clients is one worker", up.name))
 	}
 	f.OutlierDetection = scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: st}
+}
+
+// inARow is a passive health check as resil/outlier's Envoy rules: n
+// failures in a row (failures to connect alone when connects, else every
+// 5xx and failure) eject a server for back, never longer, up to every
+// server, evaluated at least each second; nothing else ejects. nginx's
+// max_fails and HAProxy's observe are both this.
+func inARow(n int, back time.Duration, connects bool) outlier.Settings {
+	back = max(back, time.Millisecond)
+	st := outlier.EnvoyDefaults(0)
+	st.Flavor, st.MaxEjectionRule = 0, outlier.CheckAfter
+	st.MaxEjectionPercent, st.Interval = 100, min(time.Second, back)
+	st.BaseEjectionTime, st.MaxEjectionTime = back, back
+	st.ConsecutiveGatewayFailure, st.Enforcing.ConsecutiveGatewayFailure = 0, 0
+	st.Enforcing.SuccessRate, st.Enforcing.LocalOriginSuccessRate = 0, 0
+	if connects {
+		st.Consecutive5xx, st.Enforcing.Consecutive5xx = 0, 0
+		st.SplitExternalLocalOriginErrors, st.ConsecutiveLocalOriginFailure = true, n
+	} else {
+		st.Consecutive5xx = n
+	}
+	return st
 }

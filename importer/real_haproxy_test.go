@@ -48,7 +48,7 @@ backend app
 // configuration, and returns HAProxy's URL, its stats URL and the fleet.
 func runHAProxy(t *testing.T, backend string, servers []string) (string, string, Fleet) {
 	t.Helper()
-	bin := need(t, "haproxy")
+	bin := servertest.Need(t, "haproxy", "haproxy")
 	dir := t.TempDir()
 	var text string
 	addrs := servertest.Start(t, context.Background(), servertest.Program{
@@ -123,12 +123,7 @@ func TestRealHAProxyRetries(t *testing.T) {
 		{"response-timeout", "    retry-on response-timeout\n    timeout server 100ms", 200, 300 * time.Millisecond, slow, "", 504, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			server := refusing(t)
-			var be *backend
-			if c.status != 0 {
-				be = newBackend(t, c.status, c.delay)
-				server = be.addr
-			}
+			server, be := serverFor(t, c.status, c.delay)
 			url, stats, f := runHAProxy(t, c.backend, []string{server})
 			const n = 3
 			statuses, _ := send(t, "GET", url, n, "")
@@ -164,12 +159,7 @@ func TestRealHAProxyObserve(t *testing.T) {
 	backend := "    retries 0\n    default-server check inter 10s rise 2 observe layer7 error-limit 3 on-error mark-down"
 	url, _, f := runHAProxy(t, backend, []string{bad.addr, good.addr})
 	statuses, _ := send(t, "GET", url, 12, "")
-	failed := 0
-	for _, s := range statuses {
-		if s != 200 {
-			failed++
-		}
-	}
+	failed := failures(statuses)
 	origin := "{model: capacity, capacity: 1000, replicas: {count: 2, faults: [{replica: 0, kind: errors, error_rate: 1}]}}"
 	_, lost := simulate(t, f.Fleet, 2, origin, "", 12, true)
 	if failed != 3 || lost != int64(failed) {
@@ -196,12 +186,7 @@ func TestRealGiveUpHAProxy(t *testing.T) {
 		{"timeout", "    retry-on response-timeout\n    timeout server 100ms", 200, 300 * time.Millisecond, giveup.Timeout, "{model: concurrency, base: 10m}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			server := refusing(t)
-			var be *backend
-			if c.status != 0 {
-				be = newBackend(t, c.status, c.delay)
-				server = be.addr
-			}
+			server, be := serverFor(t, c.status, c.delay)
 			url, stats, f := runHAProxy(t, c.backend, []string{server})
 			want := giveup.Of(giveup.HAProxy, c.last, false)
 			requests := 0

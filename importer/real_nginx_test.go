@@ -3,8 +3,6 @@ package importer
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,63 +13,38 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// nginxConfig is a whole nginx.conf: one worker, no daemon, its temporary
-// files in dir, a server on listen whose location / proxies to the
-// upstream app (servers, one line each) with the directives loc, and
-// reports the tries it made in X-Upstream-Addr ($upstream_addr lists
-// every server tried, comma-separated).
-func nginxConfig(dir, listen string, servers []string, upstream, loc string) string {
+// nginxHTTP is the http block of an nginx.conf: a server on listen
+// whose location / proxies to the upstream app (servers, one line each)
+// with the directives loc, and reports the tries it made in
+// X-Upstream-Addr ($upstream_addr lists every server tried,
+// comma-separated).
+func nginxHTTP(listen string, servers []string, upstream, loc string) string {
 	var ups strings.Builder
 	for _, s := range servers {
 		fmt.Fprintf(&ups, "        server %s;\n", s)
 	}
-	return fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 256; }
-http {
-    access_log off;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    upstream app {
-%[3]s%[4]s
+	return fmt.Sprintf(`    upstream app {
+%[2]s%[3]s
     }
     server {
-        listen %[2]s;
+        listen %[1]s;
         location = /healthz { return 200; }
         location / {
             proxy_pass http://app;
             add_header X-Upstream-Addr $upstream_addr always;
-%[5]s
+%[4]s
         }
-    }
-}
-`, dir, listen, ups.String(), upstream, loc)
+    }`, listen, ups.String(), upstream, loc)
 }
 
-// runNginx starts nginx with the configuration conf makes for its address,
+// runNginx starts nginx with nginxHTTP's configuration for its address,
 // imports the same configuration, and returns nginx's URL and the fleet.
 func runNginx(t *testing.T, servers []string, upstream, loc string) (string, Fleet) {
 	t.Helper()
-	bin := need(t, "nginx")
-	dir := t.TempDir()
-	var text string
-	addrs := servertest.Start(t, context.Background(), servertest.Program{
-		Name: "nginx", Bin: bin, Ports: 1,
-		Args: func(addrs []string) ([]string, error) {
-			text = nginxConfig(dir, addrs[0], servers, upstream, loc)
-			file := filepath.Join(dir, "nginx.conf")
-			return []string{"-c", file, "-e", filepath.Join(dir, "error.log")}, os.WriteFile(file, []byte(text), 0o600)
-		},
-		Ready: servertest.HTTPReady(0, "/healthz"),
+	addr, conf := servertest.Nginx(t, t.TempDir(), "/healthz", func(listen string) string {
+		return nginxHTTP(listen, servers, upstream, loc)
 	})
-	f := importReal(t, "nginx.conf", text)
-	return "http://" + addrs[0] + "/", f
+	return "http://" + addr + "/", importReal(t, "nginx.conf", conf)
 }
 
 // tries counts the servers each $upstream_addr names.
@@ -163,12 +136,7 @@ func TestRealNginxMaxFails(t *testing.T) {
 	servers := []string{refusing(t), newBackend(t, 200, 0).addr}
 	url, f := runNginx(t, servers, "", "proxy_next_upstream off;")
 	statuses, _ := send(t, "GET", url, 10, "X-Upstream-Addr")
-	failed := 0
-	for _, s := range statuses {
-		if s != 200 {
-			failed++
-		}
-	}
+	failed := failures(statuses)
 	origin := "{model: capacity, capacity: 1000, replicas: {count: 2}}"
 	_, lost := simulate(t, f.Fleet, 2, origin, "  - {kind: outage, at: 0s, for: 5m, mode: refuse, replica: 0}\n", 10, true)
 	if failed != 1 || lost != int64(failed) {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,29 +20,6 @@ import (
 // attempts it makes are counted and compared with what the simulator
 // makes of the same file, imported. Under CI=true a missing binary fails
 // the test; elsewhere it skips.
-
-// need returns the path of program, or skips the test (fails it in CI).
-func need(t *testing.T, program string) string {
-	t.Helper()
-	if p, err := exec.LookPath(program); err == nil {
-		return p
-	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin"} {
-		if p := filepath.Join(dir, program); isExecutable(p) {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed, and CI requires it (.ci/run installs the Debian package %s)", program, program)
-	}
-	t.Skipf("%s is not installed: apt-get install %s to run this test", program, program)
-	return ""
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
 
 // backend is a Go HTTP server on 127.0.0.1 that counts the requests it
 // gets and answers each with h.
@@ -87,6 +61,27 @@ func refusing(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addrs[0]
+}
+
+// serverFor is a refusing address for status 0, else a new backend
+// answering status after delay, and that backend.
+func serverFor(t *testing.T, status int, delay time.Duration) (string, *backend) {
+	if status == 0 {
+		return refusing(t), nil
+	}
+	be := newBackend(t, status, delay)
+	return be.addr, be
+}
+
+// failures counts the statuses that are not 200.
+func failures(statuses []int) int {
+	n := 0
+	for _, s := range statuses {
+		if s != 200 {
+			n++
+		}
+	}
+	return n
 }
 
 // send sends n requests of method to url one after the other and returns

@@ -714,8 +714,8 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 
 // cancelOthers cancels intent in's attempts still out at now, in any
 // run: a failure it does not retry decided it (rs is its hop's replica
-// state, or nil). Their servers hear their client leave. (The success
-// paths of finish and chainFinish do the same inline, for speed.)
+// state, or nil), or another attempt's success. Their servers hear their
+// client leave.
 func (f *fleet) cancelOthers(in *intent, rs *replicaState, pol *resil.Policy, now int64) {
 	for in.head >= 0 {
 		h := in.head
@@ -789,22 +789,7 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 		if in.hop == 0 {
 			f.lat.add(now - in.arrival)
 		}
-		for in.head >= 0 { // the other attempts lost the race
-			h := in.head
-			f.unlink(in, h)
-			if rs != nil {
-				rs.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
-			}
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
-			switch ri := f.atts[h].req; {
-			case ri < 0:
-			case in.hop == f.last:
-				f.reqs.at(ri).att = -1 // the origin serves it for nobody
-			default:
-				f.tierLeft(ri, now) // the tier may stop
-			}
-			f.freeAttempt(h)
-		}
+		f.cancelOthers(in, rs, pol, now) // the other attempts lost the race
 		if in.hop > 0 {
 			f.callEnded(in, true, now)
 		}

@@ -229,18 +229,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	f.freeAttempt(ai)
 	if o == resil.OutcomeSuccess {
 		f.lat.add(now - in.arrival)
-		for in.head >= 0 { // the other attempts lost the race
-			h := in.head
-			f.unlink(in, h)
-			if f.reps != nil {
-				f.replicaState.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
-			}
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
-			if ri := f.atts[h].req; ri >= 0 {
-				f.reqs.at(ri).att = -1 // the origin serves it for nobody
-			}
-			f.freeAttempt(h)
-		}
+		f.cancelOthers(in, f.ownReplicas(), pol, now) // the other attempts lost the race
 		f.endIntent(i)
 		return
 	}
@@ -258,11 +247,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 		// A failure not to retry ends the intent and cancels the hedges
 		// still out, as resil's hedging round does (and gRFC A6 for a
 		// fatal status); the Guard's own timeout never does.
-		var rs *replicaState
-		if f.reps != nil {
-			rs = &f.replicaState
-		}
-		f.cancelOthers(in, rs, pol, now)
+		f.cancelOthers(in, f.ownReplicas(), pol, now)
 	}
 	if !f.retryOn[kind] {
 		// Not a failure the fleet retries: the classifier's call, made

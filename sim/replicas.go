@@ -70,6 +70,15 @@ func (f *fleet) newReplicaState(idx int) error {
 	return f.replicaState.init(f, n, int(f.clients), 0, &cfg.Balancer, &cfg.OutlierDetection, uint64(idx))
 }
 
+// ownReplicas is the replica state of the fleet's own calls, or nil when
+// it keeps none.
+func (f *fleet) ownReplicas() *replicaState {
+	if f.reps == nil {
+		return nil
+	}
+	return &f.replicaState
+}
+
 // init builds rs over n replicas with balancer b and detector od (either
 // may be unset), one of each per client instance (instances of them, the
 // first at policy base), drawing from the streams of key. With
