@@ -58,7 +58,8 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		names = append(names, strings.TrimSuffix(n.Service+"/"+n.Method, "/"))
 	}
 	f := scenario.Fleet{Name: strings.Join(names, ", "), Retry: scenario.Retry{Backoff: noBackoff}}
-	f.Protocol = scenario.ProtocolGRPC // it hears a sidecar's give-up as a gRPC status
+	f.Protocol = scenario.ProtocolGRPC
+	p.note("protocol", "grpc", "a service config configures a gRPC channel, which hears a layer below's give-up as a gRPC status")
 	if f.Name == "" {
 		f.Name = "grpc " + path
 	}

@@ -384,7 +384,7 @@ func Detect(name string, data []byte) (Format, error) {
 		found = f
 	}
 	if found == "" {
-		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings, nginx, HAProxy); name the format with --format if it is one", name)
+		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings) nor an nginx or HAProxy config; name the format with --format if it is one", name)
 	}
 	return found, nil
 }
