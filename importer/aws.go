@@ -204,7 +204,7 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	case "adaptive":
 		f.Budget = scenario.Budget{Use: scenario.BudgetAWSAdaptive, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoIncrement: true}, Pacer: budget.ClientRateLimiterSettings{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinFillRate: 0.5}}
 		p.note("budget (rate limiter)", "beta 0.7, scale_constant 0.4, smoothing 0.8, min_fill_rate 0.5", "the adaptive mode's constants")
-		p.note("budget.no_retry_increment", "0", awsSDK+"'s adaptive mode never pays the increment for a first attempt that succeeds (aws/retry/adaptive.go; aws-sdk-go-v2 issue 3550): after about 100 net retries a client retries no more")
+		p.note("budget.no_retry_increment", "0", awsSDK+"'s adaptive mode never pays the increment for an attempt that succeeds (aws/retry/adaptive.go; aws-sdk-go-v2 issue 3550): after about 100 net retries a client retries no more")
 	case "legacy":
 		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}
 		p.lose("retry_mode legacy is specific to each SDK: imported as standard")

@@ -481,6 +481,10 @@ func Edit(srcs []Source, from Fleet, rec scenario.Fleet) ([]Edited, []string, er
 		notes, err = editLinkerd(open, srcs, loc, user, rec)
 	case AWS:
 		text, notes, err = editAWS(srcs, loc, user, rec)
+	case NGINX:
+		text, notes, err = editNginx(srcs, from, rec)
+	case HAProxy:
+		text, notes, err = editHAProxy(srcs, from, rec)
 	default:
 		return nil, nil, fmt.Errorf("importer: cannot edit a %s file", from.Format)
 	}
@@ -515,7 +519,7 @@ func Differences(got, want scenario.Fleet, format Format) []string {
 	if !slices.Equal(got.Retry.On, want.Retry.On) {
 		d = append(d, fmt.Sprintf("retry.on %v, not %v", got.Retry.On, want.Retry.On))
 	}
-	if format != Linkerd && format != AWS && want.Retry.MaxRetries != 0 && got.Retry.Backoff.Base != want.Retry.Backoff.Base {
+	if format != Linkerd && format != AWS && format != NGINX && format != HAProxy && want.Retry.MaxRetries != 0 && got.Retry.Backoff.Base != want.Retry.Backoff.Base {
 		d = append(d, fmt.Sprintf("backoff base %v, not %v", got.Retry.Backoff.Base, want.Retry.Backoff.Base))
 	}
 	if (format == Envoy || format == GRPC) && want.Retry.MaxRetries != 0 && got.Retry.Backoff.Cap != want.Retry.Backoff.Cap {

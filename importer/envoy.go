@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	_ "google.golang.org/protobuf/types/known/emptypb" // the stand-in for typed configs not read
 
 	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -36,6 +38,10 @@ const (
 	envoyMaxEjection    = 10                       // OutlierDetection.max_ejection_percent: default 10%
 	envoyDocs           = "Envoy v3 API reference" // where the defaults are documented
 )
+
+// v2Type matches the type URL of a v2 API message (envoy.api.v2.*,
+// envoy.config.*.v2.*, v2alpha), which Envoy 1.18 removed.
+var v2Type = regexp.MustCompile(`envoy\.(api\.v2|[a-z_.]+\.v2(alpha\d*)?)\.`)
 
 // strict reads a message and refuses unknown fields: a typo in a retry
 // setting must not pass as a default.
@@ -62,7 +68,8 @@ type envoyPiece[M proto.Message] struct {
 type envoyConfig struct {
 	routes   []envoyPiece[*routev3.RouteConfiguration]
 	clusters []envoyPiece[*clusterv3.Cluster]
-	v2       []string // the v2 API fields around the node find is in
+	v2       []string            // the v2 API fields around the node find is in
+	v2Types  map[string][]string // by file: the typed configs of a v2 type anywhere in it
 }
 
 func importEnvoy(srcs []Source, o Options) ([]Fleet, error) {
@@ -76,6 +83,7 @@ func importEnvoy(srcs []Source, o Options) ([]Fleet, error) {
 			if err := cfg.find(s.Name, d, ""); err != nil {
 				return nil, err
 			}
+			cfg.findV2Types(s.Name, d, "")
 		}
 	}
 	n := 0
@@ -177,6 +185,32 @@ func (c *envoyConfig) find(file string, n *yaml.Node, path string) error {
 		}
 	}
 	return nil
+}
+
+// findV2Types lists the typed configs of a v2 API type in n (an @type
+// such as envoy.config.filter.http.router.v2.Router): Envoy 1.18 and later
+// reject the whole file for one.
+func (c *envoyConfig) findV2Types(file string, n *yaml.Node, path string) {
+	n = deref(n)
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		if t := get(n, "@type"); t != nil && v2Type.MatchString(t.Value) {
+			if c.v2Types == nil {
+				c.v2Types = map[string][]string{}
+			}
+			c.v2Types[file] = append(c.v2Types[file], fmt.Sprintf("%s (%s, line %d)", cmpOr(path, "."), t.Value, t.Line))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			c.findV2Types(file, n.Content[i+1], joinPath(path, n.Content[i].Value))
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			c.findV2Types(file, v, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
 }
 
 func isCluster(n *yaml.Node) bool {
@@ -306,9 +340,11 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	}
 	f.Timeout = p.wait("timeout per attempt", perTry, 0)
 
+	pr := envoyProtocol(r, file+": "+path, o)
+	envoyCalls(p, &f, pr)
 	if rp == nil {
 		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
-	} else if err := envoyRetry(p, &f, rp, rpPath, envoyProtocol(r, file+": "+path, o)); err != nil {
+	} else if err := envoyRetry(p, &f, rp, rpPath, pr); err != nil {
 		return Fleet{}, err
 	}
 	if act.GetHedgePolicy() != nil || vh.GetHedgePolicy() != nil {
@@ -319,10 +355,49 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	if len(dropped) > 0 {
 		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
 	}
+	for _, d := range c.v2Types[file] {
+		p.lose("%s: %s is a v2 API type; Envoy 1.18 and later read only the v3 API and reject it (write the v3 type)", file, d)
+	}
 	for _, v := range v2 {
 		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
 	}
-	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}, nil
+	fl := Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}
+	if cl := c.findCluster(clusterName); cl != nil {
+		fl.Replicas = endpoints(p.in(cl.file), cl)
+		fl.From, fl.Lost = p.from, p.lost
+	}
+	return fl, nil
+}
+
+// endpoints counts the hosts of a cluster's load_assignment (issue 36,
+// row 10): each lb_endpoint of each locality is a replica the cluster
+// balances over. A DNS cluster's one address may resolve to more, which
+// the config does not say.
+func endpoints(p *prov, cl *envoyPiece[*clusterv3.Cluster]) int {
+	la := cl.msg.GetLoadAssignment()
+	n := 0
+	for _, e := range la.GetEndpoints() {
+		n += len(e.GetLbEndpoints())
+	}
+	if n == 0 {
+		return 0
+	}
+	p.set("origin.replicas", strconv.Itoa(n), joinPath(cl.path, "load_assignment.endpoints"))
+	if t := cl.msg.GetType(); t == clusterv3.Cluster_STRICT_DNS || t == clusterv3.Cluster_LOGICAL_DNS {
+		p.lose("cluster type %s: each address may resolve to more hosts than the endpoints written (%d)", t, n)
+	}
+	return n
+}
+
+// envoyCalls notes what the fleet's layer answers when it gives up (it
+// runs Envoy) and what it speaks (issue 36: package giveup).
+func envoyCalls(p *prov, f *scenario.Fleet, pr protocol) {
+	f.Product = string(giveup.Envoy)
+	p.note("product", f.Product, "Envoy gives up with a local 503 after a reset or a refused connection, a 504 after a timeout, and forwards an upstream's failed answer (router.cc); UNAVAILABLE to a gRPC caller (status.cc, httpToGrpcStatus)")
+	if pr.grpc {
+		f.Protocol = scenario.ProtocolGRPC
+		p.note("protocol", f.Protocol, pr.why)
+	}
 }
 
 // protocol is what a route's service speaks, and why it is taken to.
@@ -363,7 +438,7 @@ func mapRetryOn(p *prov, f *scenario.Fleet, s string, codes []uint32, pr protoco
 		p.lose("%s %s", key, u)
 	}
 	all := "every failure"
-	if len(on) > 0 && len(on) < 4 {
+	if len(on) > 0 && len(on) < len(giveup.Kinds) {
 		f.Retry.On = on
 		all = "[" + strings.Join(on, ", ") + "]"
 	}
@@ -425,8 +500,11 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 		p.dflt("retry.backoff.cap", fmtDur(maxB), path+".retry_back_off.max_interval", "10 times base_interval")
 	}
 	base, maxB = p.wait("retry_back_off.base_interval", base, 0), p.wait("retry_back_off.max_interval", maxB, 0)
+	// Envoy's back-off doubles an interval from base, capped at max, and
+	// draws each wait from [0, interval) (source/common/common/
+	// backoff_strategy.cc, JitteredBackOffStrategy::nextBackOffMs, since
+	// 2020): the simulator's exponential full jitter.
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: base, Cap: maxB, Multiplier: 2, Jitter: "full"}
-	p.lose("Envoy's back-off draws from [0, (2^n - 1) x base] for retry n; the simulator's full jitter from [0, 2^(n-1) x base]: the same first wait, shorter later ones")
 	if len(rp.GetRetryHostPredicate()) > 0 {
 		var names []string
 		for _, h := range rp.GetRetryHostPredicate() {
@@ -455,15 +533,21 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 // wouldRetryFromHeaders and wouldRetryFromReset; router.cc,
 // onPerTryTimeoutCommon): an error answer (a 500; gRPC INTERNAL), an
 // overload rejection (a 503; gRPC UNAVAILABLE or RESOURCE_EXHAUSTED), a
-// per-try timeout (Envoy resets the stream locally: a reset, not a 504
-// answer) and a refused connection (a connection failure). The gRPC
-// conditions read the grpc-status of an answer, so they act only when the
-// service speaks gRPC. It returns the failures retried, in the scenario's
+// gateway answer (a 502 or 504 from a tier below that gave up; gRPC
+// DEADLINE_EXCEEDED), a per-try timeout (Envoy resets the stream locally:
+// a reset, not a 504 answer) and a refused connection (a connection
+// failure). The gRPC conditions read the grpc-status of an answer, so they
+// act only when the service speaks gRPC; and on a gRPC service the HTTP
+// conditions (5xx, gateway-error, retriable-status-codes) see no failed
+// answer at all, since a gRPC error comes with HTTP status 200 and its
+// grpc-status (Envoy's own local replies to a gRPC request too): they act
+// only on resets. It returns the failures retried, in the scenario's
 // order, and, for each condition that matches none of them, why.
 func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err error) {
 	const (
 		errorK   = scenario.RetryOnError
 		rejectK  = scenario.RetryOnRejection
+		gatewayK = scenario.RetryOnGateway
 		timeoutK = scenario.RetryOnTimeout
 		refusedK = scenario.RetryOnRefused
 	)
@@ -473,14 +557,24 @@ func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err erro
 			set[k] = true
 		}
 	}
+	// answers adds the answers an HTTP condition retries: none on gRPC.
+	answers := func(c string, kinds ...string) {
+		if grpc {
+			unread = append(unread, c+": on a gRPC service every answer has HTTP status 200 (the error is its grpc-status), so it acts on resets only")
+			return
+		}
+		add(kinds...)
+	}
 	code := func(c int, from string) {
-		switch c {
-		case 500:
+		switch {
+		case grpc:
+			unread = append(unread, fmt.Sprintf("%s %d: on a gRPC service every answer has HTTP status 200 (the error is its grpc-status)", from, c))
+		case c == 500:
 			add(errorK)
-		case 503, 429:
+		case c == 503, c == 429:
 			add(rejectK)
-		case 504:
-			unread = append(unread, from+" 504: the simulator's origin never answers 504, and a per-try timeout is a local reset, not a 504 answer")
+		case c == 502, c == 504:
+			add(gatewayK) // a tier below that gave up: the origin never answers them
 		default:
 			unread = append(unread, fmt.Sprintf("%s %d: the simulator's origin never answers %d", from, c, c))
 		}
@@ -499,9 +593,11 @@ func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err erro
 		}
 		switch c {
 		case "5xx":
-			add(errorK, rejectK, timeoutK, refusedK) // every 5xx answer and every reset
+			add(timeoutK, refusedK) // every reset
+			answers(c, errorK, rejectK, gatewayK)
 		case "gateway-error":
-			add(rejectK, timeoutK, refusedK) // 502, 503, 504 answers and every reset
+			add(timeoutK, refusedK)       // every reset
+			answers(c, rejectK, gatewayK) // 502, 503, 504 answers
 		case "reset":
 			add(timeoutK, refusedK) // every reset: a per-try timeout, a refused connection
 		case "reset-before-request":
@@ -514,7 +610,9 @@ func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err erro
 			grpcOnly(c, rejectK)
 		case "internal":
 			grpcOnly(c, errorK)
-		case "cancelled", "deadline-exceeded":
+		case "deadline-exceeded":
+			grpcOnly(c, gatewayK) // a gRPC application below that gave up on its deadline
+		case "cancelled":
 			if grpc {
 				unread = append(unread, c+": the simulator's origin never answers this gRPC status (a per-try timeout is a local reset)")
 			} else {
@@ -540,7 +638,7 @@ func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err erro
 			return nil, nil, fmt.Errorf("unknown retry condition %q", c)
 		}
 	}
-	for _, k := range []string{errorK, rejectK, timeoutK, refusedK} {
+	for _, k := range giveup.Kinds {
 		if set[k] {
 			on = append(on, k)
 		}

@@ -35,6 +35,9 @@ var envoyLbPolicies = map[clusterv3.Cluster_LbPolicy]string{
 func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clusterv3.Cluster]) {
 	msg := cl.msg
 	at := func(s string) string { return joinPath(cl.path, s) }
+	// The cluster's settings are read from the cluster's file, which may
+	// not be the route's (issue 36, row 9).
+	p = p.in(cl.file)
 	if msg.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || msg.GetOutlierDetection() != nil || msg.GetCommonLbConfig().GetHealthyPanicThreshold() != nil {
 		// Without any of them the fleet keeps the simulator's default.
 		use, ok := envoyLbPolicies[msg.GetLbPolicy()]

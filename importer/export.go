@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
 )
@@ -24,8 +25,8 @@ const (
 
 // Export writes a fleet's policy in a format people run: an Envoy route
 // and cluster fragment, an Istio VirtualService and DestinationRule, a
-// Linkerd ServiceProfile, a gRPC service config, AWS SDK settings, resil
-// Go code or a scenario fleet. It returns the text and what the format
+// Linkerd ServiceProfile, a gRPC service config, AWS SDK settings, nginx
+// directives, HAProxy lines, resil Go code or a scenario fleet. It returns the text and what the format
 // cannot express of the policy (each with what was written instead).
 func Export(f scenario.Fleet, format Format) (text string, cannot []string, err error) {
 	switch format {
@@ -39,6 +40,10 @@ func Export(f scenario.Fleet, format Format) (text string, cannot []string, err 
 		text, cannot = exportGRPC(f)
 	case AWS:
 		text, cannot = exportAWS(f)
+	case NGINX:
+		text, cannot = exportNginx(f)
+	case HAProxy:
+		text, cannot = exportHAProxy(f)
 	case GoCode:
 		text, cannot = exportGo(f)
 	case ScenarioFleet:
@@ -78,6 +83,12 @@ func Expressible(f scenario.Fleet, format Format) bool {
 		return noBreaker && f.Retry.MaxRetries < 0 && use == scenario.BudgetWindow && f.Budget.Window.Funding == budget.FundedByAnswer && f.Budget.Window.Tower && f.Retry.Backoff.Use == "none"
 	case AWS:
 		return noBreaker && (use == scenario.BudgetAWS || use == scenario.BudgetAWSAdaptive)
+	case NGINX, HAProxy:
+		// No budget, no breaker, no hedging; nginx retries at once, HAProxy
+		// after its turn-around timer.
+		bo := f.Retry.Backoff.Use
+		paced := bo == "" || bo == "none" || (format == HAProxy && bo == "fixed")
+		return noBreaker && f.Hedge.Delay == 0 && (use == scenario.BudgetNone || use == "") && (f.Retry.MaxRetries == 0 || paced)
 	}
 	return true
 }
@@ -125,7 +136,7 @@ func cmpOr(s, d string) string {
 // envoyRetryOn writes retry.on as Envoy's conditions.
 func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	on := f.Retry.On
-	if len(on) == 0 || len(on) == 4 {
+	if len(on) == 0 || len(on) == len(giveup.Kinds) {
 		return "5xx", nil
 	}
 	var conds []string
@@ -138,6 +149,9 @@ func envoyRetryOn(f scenario.Fleet) (string, []uint32) {
 	}
 	if slices.Contains(on, scenario.RetryOnRejection) {
 		codes = append(codes, 503, 429)
+	}
+	if slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, 502, 504) // a tier below that gave up
 	}
 	if slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, 500)
@@ -310,6 +324,9 @@ func exportGRPC(f scenario.Fleet) (string, []string) {
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, `"INTERNAL"`)
+	}
+	if !all && slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, `"DEADLINE_EXCEEDED"`) // a gRPC application below that gave up
 	}
 	if all || slices.Contains(on, scenario.RetryOnTimeout) {
 		lost = append(lost, fmt.Sprintf("the attempt timeout (%v) and retrying timeouts: a gRPC service config has one timeout for the whole call, and DEADLINE_EXCEEDED ends it", f.Timeout))
@@ -527,6 +544,9 @@ func grpcCodes(on []string, json bool) string {
 	}
 	if all || slices.Contains(on, scenario.RetryOnError) {
 		codes = append(codes, q("INTERNAL"))
+	}
+	if !all && slices.Contains(on, scenario.RetryOnGateway) {
+		codes = append(codes, q("DEADLINE_EXCEEDED"))
 	}
 	return "[" + strings.Join(codes, ", ") + "]"
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -58,6 +59,8 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		names = append(names, strings.TrimSuffix(n.Service+"/"+n.Method, "/"))
 	}
 	f := scenario.Fleet{Name: strings.Join(names, ", "), Retry: scenario.Retry{Backoff: noBackoff}}
+	f.Protocol = scenario.ProtocolGRPC
+	p.note("protocol", "grpc", "a service config configures a gRPC channel, which hears a layer below's give-up as a gRPC status")
 	if f.Name == "" {
 		f.Name = "grpc " + path
 	}
@@ -81,7 +84,7 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		p.lose("retrying %s: the simulator makes no such failure", c)
 	}
 	if slices.Contains(codes, grpcconfig.DeadlineExceeded) {
-		p.lose("DEADLINE_EXCEEDED as retryable: a call whose own deadline passed is over; the simulator's timeouts are the client's")
+		p.lose("DEADLINE_EXCEEDED as retryable: retried when a layer below answers it (a gRPC application whose own deadline passed: retry.on gateway); a call whose own deadline passed is over, and the simulator's timeouts are the client's")
 	}
 	switch {
 	case m.Retry != nil:
@@ -119,7 +122,7 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		p.note("retry.max_retries", "0", "no retryPolicy or hedgingPolicy: the call is sent once")
 	}
 	switch {
-	case len(on) > 0 && len(on) < 4:
+	case len(on) > 0 && len(on) < len(giveup.Kinds):
 		f.Retry.On = on
 		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+" status codes")
 	case len(on) > 0:
@@ -166,11 +169,15 @@ func grpcOn(codes []grpcconfig.Code) (on []string, unread []string) {
 		case grpcconfig.Internal, grpcconfig.Unknown:
 			set[scenario.RetryOnError] = true
 		case grpcconfig.DeadlineExceeded:
+			// An answer DEADLINE_EXCEEDED is a gRPC application below
+			// that gave up on its own deadline (package giveup); the
+			// caller's own deadline ends the call and is never retried.
+			set[scenario.RetryOnGateway] = true
 		default:
 			unread = append(unread, c.String())
 		}
 	}
-	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
+	for _, k := range giveup.Kinds {
 		if set[k] {
 			on = append(on, k)
 		}

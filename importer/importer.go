@@ -1,5 +1,6 @@
 // Package importer reads the retry settings people already run (Envoy,
-// Istio, Linkerd, gRPC service configs, the AWS SDKs) and turns each into
+// Istio, Linkerd, gRPC service configs, the AWS SDKs, nginx, HAProxy) and
+// turns each into
 // a scenario fleet that behaves as that config does, with a note of where
 // each setting came from and what could not be represented.
 //
@@ -41,10 +42,12 @@ const (
 	Linkerd Format = "linkerd"
 	GRPC    Format = "grpc"
 	AWS     Format = "aws"
+	NGINX   Format = "nginx"
+	HAProxy Format = "haproxy"
 )
 
 // Formats lists every format, in the order they are documented.
-var Formats = []Format{Envoy, Istio, Linkerd, GRPC, AWS}
+var Formats = []Format{Envoy, Istio, Linkerd, GRPC, AWS, NGINX, HAProxy}
 
 // ParseFormat returns the format called s.
 func ParseFormat(s string) (Format, error) {
@@ -52,7 +55,7 @@ func ParseFormat(s string) (Format, error) {
 	if slices.Contains(Formats, f) {
 		return f, nil
 	}
-	return "", fmt.Errorf("unknown format %q: want one of envoy, istio, linkerd, grpc or aws", s)
+	return "", fmt.Errorf("unknown format %q: want one of envoy, istio, linkerd, grpc, aws, nginx or haproxy", s)
 }
 
 // Source is one config file.
@@ -79,6 +82,11 @@ type Fleet struct {
 	// the same losses), by their Origin: N identical routes are one fleet
 	// to simulate, written once.
 	Covers []string
+	// Replicas is how many replicas the config gives the service the
+	// fleet calls (an Envoy cluster's endpoints, an nginx upstream's
+	// servers, an HAProxy backend's servers), or 0 when it does not say.
+	// Scenario gives a base origin of one replica this many.
+	Replicas int
 }
 
 // Options says how to import.
@@ -163,6 +171,10 @@ func Import(srcs []Source, o Options) ([]Fleet, error) {
 			fl, err = importAWS(byFormat[f], o)
 		case GRPC:
 			fl, err = importGRPC(byFormat[f])
+		case NGINX:
+			fl, err = importNginx(byFormat[f], o)
+		case HAProxy:
+			fl, err = importHAProxy(byFormat[f], o)
 		default:
 			err = fmt.Errorf("importer: unknown format %q", f)
 		}
@@ -354,6 +366,10 @@ func Detect(name string, data []byte) (Format, error) {
 		}
 		break
 	}
+	// nginx and HAProxy files are not YAML: know them by their own syntax.
+	if f := detectText(name, data); f != "" {
+		return f, nil
+	}
 	docs, err := documents(name, data)
 	if err != nil {
 		return "", err
@@ -370,9 +386,39 @@ func Detect(name string, data []byte) (Format, error) {
 		found = f
 	}
 	if found == "" {
-		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings); name the format with --format if it is one", name)
+		return "", fmt.Errorf("%s: not a config this tool reads (Envoy, Istio, Linkerd, gRPC service config, AWS SDK settings) nor an nginx or HAProxy config; name the format with --format if it is one", name)
 	}
 	return found, nil
+}
+
+// ngxTopLevel are directives that only an nginx configuration begins with.
+var ngxTopLevel = map[string]bool{"http": true, "events": true, "upstream": true, "server": true, "worker_processes": true,
+	"user": true, "pid": true, "error_log": true, "include": true, "location": true, "proxy_pass": true, "load_module": true,
+	"stream": true, "worker_rlimit_nofile": true, "daemon": true, "master_process": true}
+
+// detectText recognizes an HAProxy file (its first line with words begins
+// a section: global, defaults, frontend, backend, listen...) and an nginx
+// file (it parses as nginx's syntax and begins with one of nginx's own
+// directives), or returns "".
+func detectText(name string, data []byte) Format {
+	if len(data) > maxFileBytes {
+		return ""
+	}
+	for _, l := range strings.SplitN(string(data), "\n", 200) {
+		w, err := hapWords(l)
+		if err != nil || len(w) == 0 {
+			continue
+		}
+		if hapSectionKinds[w[0]] && !strings.HasSuffix(w[0], ":") && !strings.ContainsAny(l, "{};") {
+			return HAProxy
+		}
+		break
+	}
+	ds, err := parseNginx(name, data)
+	if err == nil && len(ds) > 0 && ngxTopLevel[ds[0].Name] {
+		return NGINX
+	}
+	return ""
 }
 
 func detectDoc(d *yaml.Node) Format {
@@ -389,6 +435,8 @@ func detectDoc(d *yaml.Node) Format {
 		return Linkerd // an HTTPRoute or a Service with Linkerd's retry annotations
 	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
 		return GRPC
+	case isIngressConfigMap(d):
+		return NGINX // ingress-nginx's ConfigMap
 	}
 	for _, k := range []string{"static_resources", "virtual_hosts", "circuit_breakers", "outlier_detection", "clusters", "connect_timeout", "routes", "retry_policy", "load_assignment"} {
 		if get(d, k) != nil {
@@ -419,6 +467,12 @@ func Scenario(fleets []Fleet, base *scenario.Scenario) (*scenario.Scenario, scen
 	for _, f := range fleets {
 		sc.Fleets = append(sc.Fleets, f.Fleet)
 		notes.Fleets = append(notes.Fleets, f.Note())
+		if f.Replicas > max(sc.Origin.Replicas, 1) && base.Origin.Replicas <= 1 {
+			sc.Origin.Replicas = min(f.Replicas, maxReplicas)
+		}
+	}
+	if sc.Origin.Replicas != base.Origin.Replicas {
+		notes.Head += fmt.Sprintf("\nThe origin has %d replicas, as the config's upstream has (the most of any fleet's).", sc.Origin.Replicas)
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, scenario.Notes{}, fmt.Errorf("importer: the imported scenario is invalid (a bug: please report it): %w", err)
@@ -463,26 +517,44 @@ type prov struct {
 	file string
 	from []string
 	lost []string
+	// root is the provenance a view made by in writes into; nil for the
+	// provenance itself.
+	root *prov
 }
+
+// in returns a view of p whose settings are read from file: a route's
+// cluster, or its DestinationRule, in a file of its own (issue 36, row 9).
+func (p *prov) in(file string) *prov { return &prov{file: file, root: p.base()} }
+
+// base is the provenance p writes into.
+func (p *prov) base() *prov {
+	if p.root != nil {
+		return p.root
+	}
+	return p
+}
+
+func (p *prov) add(line string) { b := p.base(); b.from = append(b.from, line) }
 
 // set notes that setting took value from path in the file.
 func (p *prov) set(setting, value, path string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
+	p.add(fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
 }
 
 // dflt notes that setting took the documented default value, because
 // path was not set; source cites the documentation.
 func (p *prov) dflt(setting, value, path, source string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
+	p.add(fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
 }
 
 // note records a derived setting with its reason.
 func (p *prov) note(setting, value, why string) {
-	p.from = append(p.from, fmt.Sprintf("%s: %s  <- %s", setting, value, why))
+	p.add(fmt.Sprintf("%s: %s  <- %s", setting, value, why))
 }
 
 func (p *prov) lose(format string, args ...any) {
-	p.lost = append(p.lost, fmt.Sprintf(format, args...))
+	b := p.base()
+	b.lost = append(b.lost, fmt.Sprintf(format, args...))
 }
 
 // wait brings a time the config sets (what names it) into the
@@ -511,6 +583,9 @@ func (p *prov) count(what string, n int64) int {
 
 // maxCount is the largest count (retries, a concurrency) a scenario takes.
 const maxCount = 1_000_000
+
+// maxReplicas is the most replicas a scenario's origin takes.
+const maxReplicas = 10_000
 
 // noBackoff is the backoff of a fleet that retries at once, or never.
 var noBackoff = scenario.Backoff{Use: "none", Jitter: "none"}

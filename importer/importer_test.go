@@ -52,6 +52,8 @@ func TestImportGolden(t *testing.T) {
 		"linkerd": {"linkerd/books.yaml"},
 		"aws":     {"aws/config", "aws/env"},
 		"grpc":    {"grpc/service-config.json", "grpc/hedging.json"},
+		"nginx":   {"nginx/nginx.conf", "nginx/ingress-configmap.yaml"},
+		"haproxy": {"haproxy/haproxy.cfg"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fl, err := Import(sources(t, files...), Options{Timeout: time.Second})

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -187,8 +189,10 @@ func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: istioBackoff, Cap: 10 * istioBackoff, Multiplier: 2, Jitter: "full"}
 	p.dflt("retry.backoff", "25ms, cap 250ms", "HTTPRetry.backoff", "HTTPRetry.backoff: 25ms; Envoy: 10 times the base")
 	p.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
-	istioTraffic(p, &f, o, attempts > 0)
-	istioEjection(p, &f, o)
+	istioCalls(p, &f, istioProtocol(objs, host, opts), opts)
+	pol := istioPolicy(p, o, "")
+	istioTraffic(p, &f, pol, attempts > 0)
+	istioEjection(p, &f, pol)
 	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.from, Lost: p.lost}
 }
 
@@ -296,9 +300,15 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("backoff", backoff, 0), Cap: p.wait("the backoff's cap, 10 times backoff,", 10*min(backoff, maxTimeout), 0), Multiplier: 2, Jitter: "full"}
 	p.dflt("retry.backoff.cap", fmtDur(10*min(backoff, maxTimeout)), "Envoy's max_interval", "Envoy: 10 times the base")
 
+	istioCalls(p, &f, istioProtocol(objs, host, opts), opts)
 	dr := findRule(objs, host)
-	istioTraffic(p, &f, dr, attempts > 0)
-	istioEjection(p, &f, dr)
+	subset := ""
+	if rs := h.GetRoute(); len(rs) > 0 {
+		subset = rs[0].GetDestination().GetSubset()
+	}
+	pol := istioPolicy(p, dr, subset)
+	istioTraffic(p, &f, pol, attempts > 0)
+	istioEjection(p, &f, pol)
 	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.from, Lost: p.lost}, dr
 }
 
@@ -319,27 +329,110 @@ func findRule(objs []istioObject, host string) *istioObject {
 	return nil
 }
 
-// istioTraffic maps a DestinationRule's traffic policy: its retry budget,
-// or connectionPool.http.maxRetries, is the fleet's budget.
-func istioTraffic(p *prov, f *scenario.Fleet, dr *istioObject, retries bool) {
+// istioCalls notes what the route's layer answers when it gives up (it
+// runs Envoy), what it speaks, and the server sidecar beside each pod it
+// calls, which in Istio 1.24 and later retries a reset before the request
+// twice on an HTTP route and not at all on a gRPC one (pilot's default
+// inbound route, route.BuildDefaultHTTPInboundRoute; route_test.go,
+// TestInboundHTTPRoute: RetryOn reset-before-request, NumRetries 2, for
+// protocol.HTTP only) and answers the client sidecar 503 (issue 36, rows
+// 1 and 2).
+func istioCalls(p *prov, f *scenario.Fleet, pr protocol, o Options) {
+	f.Product = string(giveup.Envoy)
+	p.note("product", f.Product, "the client sidecar is Envoy: a local 503 after refused connections, 504 after timeouts (router.cc); UNAVAILABLE to a gRPC caller")
+	if pr.grpc {
+		f.Protocol = scenario.ProtocolGRPC
+		p.note("protocol", f.Protocol, pr.why)
+	}
+	f.Inbound = scenario.Inbound{Product: string(giveup.Envoy)}
+	major, minor := 1, 24
+	if o.IstioVersion != "" {
+		major, minor, _ = istioRelease(o.IstioVersion)
+	}
+	switch {
+	case major == 1 && minor < 24:
+		p.note("inbound", "envoy, no retries", "the server sidecar answers 503 when its pod refuses a connection; inbound retries came with Istio 1.24")
+	case pr.grpc:
+		p.note("inbound", "envoy, no retries", "the server sidecar answers UNAVAILABLE when its pod refuses a connection; Istio's inbound retry policy is for HTTP routes only")
+	default:
+		f.Inbound.Retries = 2
+		p.note("inbound", "envoy, 2 retries", "Istio 1.24 and later: the server sidecar retries a connection its pod refuses twice (reset-before-request), on the same pod, then answers 503")
+	}
+}
+
+// trafficPolicy is the traffic policy of a route's destination, as pilot
+// builds its cluster: the DestinationRule's, with a subset's fields in
+// place of the rule's where the subset sets them, and where each field
+// was read (file, object and path; "" when it is not set).
+type trafficPolicy struct {
+	tp                        *networking.TrafficPolicy
+	pool, lb, outlier, budget string // where connectionPool, loadBalancer, outlierDetection, retryBudget came from
+	file, name                string // the DestinationRule's; "" for none
+}
+
+// istioPolicy is the traffic policy pilot builds host's cluster with for
+// subset ("" for none): pilot/pkg/networking/core/cluster_builder.go,
+// buildSubsetCluster, and MergeSubsetTrafficPolicy (pilot/pkg/networking/
+// util/util.go; pilot/pkg/model in the releases with retryBudget): the
+// subset's connectionPool, outlierDetection, loadBalancer and retryBudget
+// replace the rule's when set (issue 36, row 10).
+func istioPolicy(p *prov, dr *istioObject, subset string) trafficPolicy {
+	var out trafficPolicy
+	if dr == nil {
+		return out
+	}
+	out.file, out.name = dr.file, dr.name
+	top := dr.dr.GetTrafficPolicy()
+	at := fmt.Sprintf("DestinationRule %s: spec.trafficPolicy", dr.name)
+	merged := &networking.TrafficPolicy{}
+	if top != nil {
+		merged.ConnectionPool, merged.LoadBalancer, merged.OutlierDetection, merged.RetryBudget = top.ConnectionPool, top.LoadBalancer, top.OutlierDetection, top.RetryBudget
+		out.pool, out.lb, out.outlier, out.budget = at, at, at, at
+	}
+	if subset != "" {
+		i := slices.IndexFunc(dr.dr.GetSubsets(), func(s *networking.Subset) bool { return s.GetName() == subset })
+		if i < 0 {
+			p.lose("subset %s: DestinationRule %s has no such subset; the rule's own traffic policy is imported", subset, dr.name)
+		} else if sp := dr.dr.GetSubsets()[i].GetTrafficPolicy(); sp != nil {
+			sat := fmt.Sprintf("DestinationRule %s: spec.subsets[%d].trafficPolicy", dr.name, i)
+			if sp.ConnectionPool != nil {
+				merged.ConnectionPool, out.pool = sp.ConnectionPool, sat
+			}
+			if sp.LoadBalancer != nil {
+				merged.LoadBalancer, out.lb = sp.LoadBalancer, sat
+			}
+			if sp.OutlierDetection != nil {
+				merged.OutlierDetection, out.outlier = sp.OutlierDetection, sat
+			}
+			if sp.RetryBudget != nil {
+				merged.RetryBudget, out.budget = sp.RetryBudget, sat
+			}
+			p.note("subset", subset, fmt.Sprintf("%s: %s: its traffic policy replaces the rule's where it sets a field (pilot's MergeSubsetTrafficPolicy)", dr.file, sat))
+		}
+	}
+	if top != nil || subset != "" {
+		out.tp = merged
+	}
+	if len(top.GetPortLevelSettings()) > 0 {
+		p.lose("DestinationRule %s: portLevelSettings are not imported", dr.name)
+	}
+	return out
+}
+
+// istioTraffic maps a destination's traffic policy: its retry budget, or
+// connectionPool.http.maxRetries, is the fleet's budget.
+func istioTraffic(p *prov, f *scenario.Fleet, pol trafficPolicy, retries bool) {
 	if !retries {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "the route sends no retries")
 		return
 	}
-	var tp *networking.TrafficPolicy
-	path := ""
-	if dr != nil {
-		tp = dr.dr.GetTrafficPolicy()
-		path = fmt.Sprintf("%s: DestinationRule %s: spec.trafficPolicy", dr.file, dr.name)
-		if len(dr.dr.GetSubsets()) > 0 {
-			p.lose("DestinationRule subsets' own traffic policies are not imported")
-		}
-	}
+	tp := pol.tp
 	if http := tp.GetConnectionPool().GetHttp(); http.GetHttp2MaxRequests() > 0 || http.GetHttp1MaxPendingRequests() > 0 {
 		p.lose("connectionPool.http limits on requests in flight: the simulator's clients have none")
 	}
 	if rb := tp.GetRetryBudget(); rb != nil {
+		path := pol.file + ": " + pol.budget
 		pct, mc := istioBudgetPercent, istioMinConc
 		if rb.GetPercent() != nil {
 			pct = rb.GetPercent().GetValue()
@@ -360,7 +453,7 @@ func istioTraffic(p *prov, f *scenario.Fleet, dr *istioObject, retries bool) {
 		return
 	}
 	if mr := tp.GetConnectionPool().GetHttp().GetMaxRetries(); mr > 0 {
-		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), path+".connectionPool.http.maxRetries (at most this many retries active at once)")
+		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), pol.file+": "+pol.pool+".connectionPool.http.maxRetries (at most this many retries active at once)")
 		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: int(min(mr, 1_000_000))}}
 		return
 	}

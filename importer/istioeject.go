@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"fmt"
 	"strconv"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -35,23 +34,21 @@ var istioSimpleLB = map[networking.LoadBalancerSettings_SimpleLB]string{
 	networking.LoadBalancerSettings_ROUND_ROBIN:   scenario.BalancerRoundRobin,
 }
 
-// istioEjection maps dr's traffic policy to f's balancer and outlier
-// detection. Without a loadBalancer or an outlierDetection the fleet keeps
-// the simulator's default, a random replica per attempt.
-func istioEjection(p *prov, f *scenario.Fleet, dr *istioObject) {
-	if dr == nil {
-		return
-	}
-	tp := dr.dr.GetTrafficPolicy()
+// istioEjection maps a destination's traffic policy to f's balancer and
+// outlier detection. Without a loadBalancer or an outlierDetection the
+// fleet keeps the simulator's default, a random replica per attempt.
+func istioEjection(p *prov, f *scenario.Fleet, pol trafficPolicy) {
+	tp := pol.tp
 	lb, od := tp.GetLoadBalancer(), tp.GetOutlierDetection()
 	if lb == nil && od == nil {
 		return
 	}
-	path := fmt.Sprintf("DestinationRule %s: spec.trafficPolicy", dr.name) // set prefixes the file
+	p = p.in(pol.file) // the rule's file, which may not be the route's (issue 36, row 9)
+	path := pol.lb     // set prefixes the file
 	use, ok := istioSimpleLB[lb.GetSimple()]
 	switch {
 	case lb.GetConsistentHash() != nil || lb.GetBackendUtilization() != nil || !ok:
-		p.lose("loadBalancer (DestinationRule %s): consistent hashing, backend utilization and PASSTHROUGH are not modelled; the fleet picks round robin", dr.name)
+		p.lose("loadBalancer (DestinationRule %s): consistent hashing, backend utilization and PASSTHROUGH are not modelled; the fleet picks round robin", pol.name)
 		use = scenario.BalancerRoundRobin
 	case lb.GetSimple() == networking.LoadBalancerSettings_UNSPECIFIED:
 		p.dflt("balancer.use", use, "spec.trafficPolicy.loadBalancer.simple", "pilot's defaultLBAlgorithm: LEAST_REQUEST")
@@ -69,7 +66,7 @@ func istioEjection(p *prov, f *scenario.Fleet, dr *istioObject) {
 	s.Flavor, s.MaxEjectionRule = 0, outlier.CheckAfter
 	s.Enforcing.SuccessRate = 0
 	p.note("outlier_detection.settings.enforcing_success_rate", "0", "pilot turns success rate ejection off")
-	at := path + ".outlierDetection."
+	at := pol.outlier + ".outlierDetection."
 	const key = "outlier_detection.settings."
 	enforce := func(v uint32) int {
 		if v > 0 {
@@ -110,8 +107,8 @@ func istioEjection(p *prov, f *scenario.Fleet, dr *istioObject) {
 		p.lose("outlierDetection.consecutiveErrors, failurePercentageThreshold and outlierDetectionHttpErrorCodes are not imported: pilot (istio commit 011b88bb) does not read them")
 	}
 	f.Balancer.PanicThreshold = int(max(0, min(od.GetMinHealthPercent(), 100)))
-	p.note("balancer.settings.panic_threshold", strconv.Itoa(f.Balancer.PanicThreshold), dr.file+": "+at+"minHealthPercent: pilot sets healthy_panic_threshold to it, 0 (panic mode off) by default")
+	p.note("balancer.settings.panic_threshold", strconv.Itoa(f.Balancer.PanicThreshold), pol.file+": "+at+"minHealthPercent: pilot sets healthy_panic_threshold to it, 0 (panic mode off) by default")
 	det := scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
-	p.note("outlier_detection.use", scenario.OutlierEnvoy, dr.file+": "+path+".outlierDetection; Envoy's max ejection rule since 2023 (after); the simulator's origin has the replicas of the scenario, one unless changed")
+	p.note("outlier_detection.use", scenario.OutlierEnvoy, pol.file+": "+pol.outlier+".outlierDetection; Envoy's max ejection rule since 2023 (after); the simulator's origin has the replicas of the scenario, one unless changed")
 	f.OutlierDetection = det
 }

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -152,6 +153,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		path := fmt.Sprintf("ServiceProfile %s: spec.routes[%d]", name, i)
 		p := &prov{file: file}
 		f := scenario.Fleet{Name: r.Name, Retry: scenario.Retry{Backoff: noBackoff}}
+		f.Product = string(giveup.Linkerd)
 		if f.Name == "" {
 			f.Name = fmt.Sprintf("%s route %d", name, i)
 		}
@@ -180,7 +182,7 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 		}
 		p.set("retry.max_retries", "unlimited", path+".isRetryable (Linkerd bounds retries by the budget alone)")
 		f.Retry.MaxRetries = -1
-		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection}
+		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway}
 		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
 		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
 		w := budget.WindowSettings{Funding: budget.FundedByAnswer, Tower: true, RetryCost: 1, TimeoutCost: 1, Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}

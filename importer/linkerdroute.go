@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -62,6 +63,7 @@ func linkerdRoute(file string, d *yaml.Node) (Fleet, bool, error) {
 	}
 	p := &prov{file: file}
 	f := scenario.Fleet{Name: name, Retry: scenario.Retry{Backoff: noBackoff}}
+	f.Product = string(giveup.Linkerd)
 	p.note("linkerd", "HTTPRoute retries", "retry.linkerd.io annotations: Linkerd 2.16's retries, which have no retry budget")
 
 	// The request timeout bounds the request, retries included.
@@ -155,8 +157,11 @@ func linkerdRoute(file string, d *yaml.Node) (Fleet, bool, error) {
 			if (lo <= 503 && 503 <= hi) || (lo <= 429 && 429 <= hi) {
 				kinds[scenario.RetryOnRejection] = true
 			}
+			if (lo <= 502 && 502 <= hi) || (lo <= 504 && 504 <= hi) {
+				kinds[scenario.RetryOnGateway] = true // a tier's give-up (package giveup)
+			}
 		}
-		for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection} {
+		for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway} {
 			if kinds[k] {
 				on = append(on, k)
 			}

@@ -87,11 +87,14 @@ fleets:
 // (jitter_backoff.go, ExponentialJitterBackoff.BackoffDelay;
 // standard.go); in adaptive mode a first attempt that succeeds adds
 // nothing to the retry quota (adaptive.go, GetAttemptToken; aws-sdk-go-v2
-// issue 3550), in standard mode it adds 1.
+// issue 3550), in standard mode it adds 1; a retry that succeeds gets its
+// cost back and, in standard mode, adds 1 as well (issue 36, row 8:
+// middleware.go, handleAttempt, releases both the retry token and the
+// attempt token on success).
 func TestAWSGoV2Semantics(t *testing.T) {
 	for _, c := range []struct {
 		mode      string
-		increment float64 // tokens a first-attempt success adds back
+		increment float64 // tokens an attempt's success adds back
 	}{{"standard", 1}, {"adaptive", 0}} {
 		t.Run(c.mode, func(t *testing.T) {
 			src := Source{Name: "config", Data: []byte("[profile app]\nregion = eu-west-1\nretry_mode = " + c.mode + "\nmax_attempts = 8\n")}
@@ -118,6 +121,14 @@ func TestAWSGoV2Semantics(t *testing.T) {
 			if got := tokens(t, p.Budget, now) - before; got != c.increment {
 				t.Errorf("a first attempt's success added %v, want %v", got, c.increment)
 			}
+			if _, ok := p.Budget.Withdraw(now, 0); !ok {
+				t.Fatal("no second retry")
+			}
+			before = tokens(t, p.Budget, now)
+			p.Budget.Record(now, 0, 5) // a retry that paid 5 and succeeded
+			if got := tokens(t, p.Budget, now) - before; got != 5+c.increment {
+				t.Errorf("a retry's success added %v, want its 5 back and %v", got, c.increment)
+			}
 		})
 	}
 }
@@ -132,17 +143,26 @@ func tokens(t *testing.T, b any, now time.Time) float64 {
 }
 
 // TestEnvoyRetryOn is the decision table of Envoy's router, read at
-// envoyproxy/envoy e78906c5 (source/common/router/retry_state_impl.cc:
-// wouldRetryFromHeaders reads a 5xx, a gateway error (502, 503, 504), the
-// retriable status codes and, for unavailable, resource-exhausted,
-// internal, cancelled and deadline-exceeded, the answer's grpc-status;
-// wouldRetryFromReset retries every reset under reset, 5xx and
-// gateway-error, a connection failure under connect-failure, and a
-// refused stream under refused-stream; router.cc, onPerTryTimeoutCommon:
-// a per-try timeout resets the stream locally, so it is a reset, not a
-// 504 answer, and the request had started). The simulator's failures: an
-// error answer (500; gRPC INTERNAL), an overload rejection (503; gRPC
-// UNAVAILABLE), a per-try timeout, a refused connection.
+// envoyproxy/envoy e78906c5 and again (issue 36) at the version with
+// RetryDecision and reset-before-request's upstream_request_started (Envoy
+// ≥ 1.22; the index's newest, 2024-2025) (source/common/router/
+// retry_state_impl.cc: wouldRetryFromHeaders reads a 5xx, a gateway error
+// (502, 503, 504), the retriable status codes and, for unavailable,
+// resource-exhausted, internal, cancelled and deadline-exceeded, the
+// answer's grpc-status; wouldRetryFromReset retries a connection failure
+// under connect-failure, any reset before the request started under
+// reset-before-request, every reset under reset, 5xx and gateway-error,
+// and a refused stream under refused-stream; router.cc,
+// onPerTryTimeoutCommon: a per-try timeout resets the stream locally
+// (LocalReset) after the request started, so it is a reset, not a 504
+// answer, and not one before the request). On a gRPC route, an error
+// answer is HTTP 200 with its grpc-status (Envoy's own local replies to a
+// gRPC request too: http/utility.cc, sendLocalReply), so 5xx,
+// gateway-error and retriable-status-codes see no failed answer (issue
+// 36, row 5). The simulator's failures: an error answer (500; gRPC
+// INTERNAL), an overload rejection (503; gRPC UNAVAILABLE), a gateway
+// answer from a tier below (502, 504; gRPC DEADLINE_EXCEEDED), a per-try
+// timeout, a refused connection.
 func TestEnvoyRetryOn(t *testing.T) {
 	for _, c := range []struct {
 		retryOn string
@@ -150,21 +170,28 @@ func TestEnvoyRetryOn(t *testing.T) {
 		grpc    bool
 		want    string // the failures retried
 	}{
-		{"5xx", nil, false, "error rejection timeout refused"},
-		{"gateway-error", nil, false, "rejection timeout refused"},
+		{"5xx", nil, false, "error rejection gateway timeout refused"},
+		{"gateway-error", nil, false, "rejection gateway timeout refused"},
+		{"5xx", nil, true, "timeout refused"},
+		{"gateway-error", nil, true, "timeout refused"},
+		{"retriable-status-codes", []uint32{503}, true, ""},
+		{"5xx,unavailable", nil, true, "rejection timeout refused"},
 		{"reset", nil, false, "timeout refused"},
 		{"reset-before-request", nil, false, "refused"},
 		{"connect-failure", nil, false, "refused"},
 		{"refused-stream", nil, false, "refused"},
 		{"retriable-status-codes", []uint32{503}, false, "rejection"},
-		{"retriable-status-codes", []uint32{504}, false, ""},
-		{"retriable-status-codes", []uint32{500, 502}, false, "error"},
+		{"retriable-status-codes", []uint32{504}, false, "gateway"},
+		{"retriable-status-codes", []uint32{500, 502}, false, "error gateway"},
+		{"retriable-status-codes", []uint32{404}, false, ""},
 		{"unavailable", nil, false, ""},
 		{"unavailable", nil, true, "rejection"},
 		{"resource-exhausted", nil, true, "rejection"},
 		{"internal", nil, false, ""},
 		{"internal", nil, true, "error"},
-		{"cancelled,deadline-exceeded", nil, true, ""},
+		{"cancelled", nil, true, ""},
+		{"deadline-exceeded", nil, true, "gateway"},
+		{"deadline-exceeded", nil, false, ""},
 		{"envoy-ratelimited", nil, false, ""},
 		{"retriable-4xx", nil, false, ""},
 		{"connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", nil, false, "refused"},
@@ -349,8 +376,8 @@ func TestLinkerdRouteAnnotations(t *testing.T) {
 		on                string
 		timeout, deadline time.Duration
 	}{
-		"schlep-default": {2, "error rejection timeout", 300 * time.Millisecond, 2 * time.Second},
-		"books":          {1, "rejection", maxTimeout, 0},
+		"schlep-default": {2, "error rejection gateway timeout", 300 * time.Millisecond, 2 * time.Second},
+		"books":          {1, "rejection gateway", maxTimeout, 0},
 	}
 	if len(fl) != len(want) {
 		t.Fatalf("%d fleets, want %d", len(fl), len(want))

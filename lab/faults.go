@@ -223,7 +223,7 @@ func parseFault(r *http.Request) (scenario.Trigger, error) {
 		switch f.Mode {
 		case "":
 			f.Mode = scenario.OutageBlackhole
-		case scenario.OutageRefuse, scenario.OutageBlackhole, scenario.OutageStall:
+		case scenario.OutageRefuse, scenario.OutageRefusePod, scenario.OutageBlackhole, scenario.OutageStall:
 		default:
 			err = fmt.Errorf("mode: want refuse, blackhole or stall, got %q", f.Mode)
 		}

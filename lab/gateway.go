@@ -75,7 +75,7 @@ type GatewayConfig struct {
 	// Endpoints, if set, are the origin's replicas (base URLs): every
 	// attempt goes to one through resilhttp.Replicas, picked by the
 	// fleet's balancer and skipping what its outlier_detection ejects
-	// (one picker and one detector for all the clients), and the gateway
+	// (one picker and one detector per client), and the gateway
 	// counts each replica's ground truth (see ReplicaResults). Origin is
 	// then the URL whose path and query the attempts keep.
 	Endpoints []*url.URL
@@ -124,7 +124,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.reps, attempts.base, attempts.reps = reps, reps.rt, reps
+		g.reps, attempts.base, attempts.reps = reps, reps, reps
 	}
 	for k := range n {
 		guard, err := clientGuard(cfg, k, g.reg)
@@ -133,7 +133,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		}
 		// The Transport tells the origin each attempt's kind in the copy
 		// of the header it makes anyway for the attempt's deadline.
-		t := &resilhttp.Transport{Guard: guard, Base: attempts, AttemptHeader: AttemptHeader}
+		t := &resilhttp.Transport{Guard: guard, Base: attempts, AttemptHeader: AttemptHeader, RetryStatus: retryStatus(cfg.Fleet.Retry)}
 		if !cfg.Fleet.Retry.IdempotentOnly {
 			// The simulator's naive client retries every intent. resilhttp
 			// retries a POST only with a key: give each POST one in a header

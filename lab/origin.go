@@ -440,7 +440,7 @@ func (o *Origin) handle(j *job) result {
 	o.mu.Lock()
 	t := o.catchUp()
 	if o.stopped || (o.env.outage && !o.env.stalled()) {
-		stopped, refuse := o.stopped, o.env.mode == scenario.OutageRefuse
+		stopped, refuse := o.stopped, scenario.Refuses(o.env.mode)
 		o.mu.Unlock()
 		o.releaseJob(j)
 		switch {
@@ -564,7 +564,7 @@ func (o *Origin) finish(r origin.Request) {
 	ok := !q.own.broken && !(o.env.errRate > 0 && o.rng.Float64() < o.env.errRate)
 	rejected := ok && o.env.rejRate > 0 && o.rng.Float64() < o.env.rejRate
 	ok = ok && !rejected
-	if o.env.outage && o.env.mode == scenario.OutageRefuse {
+	if o.env.outage && scenario.Refuses(o.env.mode) {
 		ok = false // the answer fails, as a reset connection does
 	}
 	if ok {
@@ -586,7 +586,7 @@ func (o *Origin) finish(r origin.Request) {
 		// The answer is lost; the handler waits for its client to leave.
 	case ok:
 		o.tell(r, resOK)
-	case rejected && !(o.env.outage && o.env.mode == scenario.OutageRefuse):
+	case rejected && !(o.env.outage && scenario.Refuses(o.env.mode)):
 		o.tell(r, resRejected) // a rejection trigger: 503
 	default:
 		o.tell(r, resError)

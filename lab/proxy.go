@@ -323,7 +323,7 @@ func (p *FaultProxy) handle(r *http.Request, now time.Time, tick int) *proxyAnsw
 	case p.stopped:
 		p.mu.Unlock()
 		return ansStopped
-	case p.env.outage && p.env.mode == scenario.OutageRefuse:
+	case p.env.outage && scenario.Refuses(p.env.mode):
 		p.mu.Unlock()
 		return ansRefused
 	case p.env.outage && p.env.mode == scenario.OutageBlackhole:
@@ -459,7 +459,7 @@ func (p *FaultProxy) deliver(id origin.Request, t time.Duration) {
 		a = ansUnanswered // its forward was cancelled: its client left
 	}
 	switch {
-	case p.env.outage && p.env.mode == scenario.OutageRefuse:
+	case p.env.outage && scenario.Refuses(p.env.mode):
 		a = ansRefused
 	case p.env.errRate > 0 && a.status < 500 && p.rng.Float64() < p.env.errRate:
 		a = ansInjected

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,30 +22,6 @@ import (
 // skip when the servers are not installed, except in CI (CI=true), where
 // .ci/run installs them and they must run.
 
-// need returns the path of program, or skips the test (fails it in CI).
-func need(t *testing.T, program, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(program)
-	if err == nil {
-		return p
-	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin"} {
-		if p := filepath.Join(dir, program); isExec(p) {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed, and CI requires it (.ci/run installs the Debian package %s)", program, pkg)
-	}
-	t.Skipf("%s is not installed: apt-get install %s to run this test", program, pkg)
-	return ""
-}
-
-func isExec(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
 // startHAProxy runs HAProxy as a finite queueing origin on 127.0.0.1 and
 // returns its URL: a frontend whose backend server takes maxconn requests
 // at once, each for service (a Lua service that sleeps, inside the same
@@ -55,7 +30,7 @@ func isExec(p string) bool {
 // client closed its connection: wasted work, as the scenario's origin does.
 func startHAProxy(t *testing.T, maxconn int, service, queue time.Duration) string {
 	t.Helper()
-	front, _ := servertest.StartHAProxy(t, context.Background(), servertest.HAProxy{Bin: need(t, "haproxy", "haproxy"), Service: service, Maxconn: maxconn, Queue: queue})
+	front, _ := servertest.StartHAProxy(t, context.Background(), servertest.HAProxy{Bin: servertest.Need(t, "haproxy", "haproxy"), Service: service, Maxconn: maxconn, Queue: queue})
 	return "http://" + front + "/"
 }
 
@@ -63,42 +38,14 @@ func startHAProxy(t *testing.T, maxconn int, service, queue time.Duration) strin
 // URL.
 func startNginx(t *testing.T) string {
 	t.Helper()
-	nginx := need(t, "nginx", "nginx")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrs := servertest.Start(t, context.Background(), servertest.Program{
-		Name:  "nginx",
-		Bin:   nginx,
-		Ports: 1,
-		Args: func(addrs []string) ([]string, error) {
-			cfg := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  keepalive_requests 100000;
-  server {
-    listen %[2]s;
-    root %[1]s;
-  }
-}
-`, dir, addrs[0])
-			file := filepath.Join(dir, "nginx.conf")
-			return []string{"-c", file, "-e", filepath.Join(dir, "error.log")}, os.WriteFile(file, []byte(cfg), 0o600)
-		},
-		Ready: servertest.HTTPReady(0, "/"),
+	addr, _ := servertest.Nginx(t, dir, "/", func(listen string) string {
+		return fmt.Sprintf("    keepalive_requests 100000;\n    server {\n        listen %s;\n        root %s;\n    }", listen, dir)
 	})
-	return "http://" + addrs[0] + "/"
+	return "http://" + addr + "/"
 }
 
 // realStorm is the storm experiment's scenario, shortened to 45 ticks (the

@@ -20,10 +20,12 @@ import (
 // Replicas in the lab: an origin of N replicas is N Origins, one server
 // each on 127.0.0.1, and the HTTP gateway sends every attempt through
 // resilhttp.Replicas with the fleet's picker (resil/balance) and outlier
-// detector (resil/outlier), one of each per fleet shared by its clients, as
-// the simulator's (sim/replicas.go). The gateway counts each replica's
-// ground truth as the simulator does: attempts sent during the run, how
-// they ended, ejections, and the ticks each replica ended ejected.
+// detector (resil/outlier), one of each per client, as each proxy and
+// each gRPC channel keeps its own and as the simulator does
+// (sim/replicas.go). The gateway counts each replica's ground truth as the
+// simulator does: attempts sent during the run, how they ended, ejections
+// (summed over the clients' detectors), and the ticks each replica ended
+// ejected by at least half of them.
 
 // balanced reports whether the lab runs sc's origin as replicas behind a
 // picker: the origin is several replicas, a fault or trigger names one, or
@@ -156,17 +158,23 @@ const (
 	detectorStream = 0x0e1e << 48
 )
 
-// replicaSet is a gateway's replicas: the resilhttp.Replicas its attempts
-// go through, the fleet's picker and detector, and the ground truth per
-// replica.
+// replicaSet is a gateway's replicas: per client, the resilhttp.Replicas
+// its attempts go through with its picker and detector; and the ground
+// truth per replica. It is the RoundTripper below the clients' Guards,
+// sending each attempt through its client's Replicas.
 type replicaSet struct {
-	rt   *resilhttp.Replicas
-	det  *outlier.Detector // nil: no outlier detection
+	inst []replicaInstance // one per client
 	eps  []*url.URL
 	reps []replicaCount
 	// noHost counts the attempts sent during the run that found no
 	// replica (every one ejected, panic mode off).
 	noHost atomic.Int64
+}
+
+// replicaInstance is one client's Replicas and detector.
+type replicaInstance struct {
+	rt  *resilhttp.Replicas
+	det *outlier.Detector // nil: no outlier detection
 }
 
 // replicaCount is one replica's ground truth.
@@ -175,48 +183,69 @@ type replicaCount struct {
 	ejectedTicks                             atomic.Int64 // ticks that ended with it ejected
 }
 
-// newReplicaSet builds the fleet's detector and picker for its gateway's
-// endpoints, as the simulator does (Fleet.OutlierDetection.NewDetector,
-// Fleet.Balancer.NewPicker); without either, a replica drawn at random per
-// attempt, as the simulator's default. The detector's first interval
-// starts at start, the run's time 0.
+// newReplicaSet builds each client's detector and picker for its
+// gateway's endpoints, as the simulator does (Fleet.OutlierDetection.
+// NewDetector, Fleet.Balancer.NewPicker, from the streams of the client);
+// without either, a replica drawn at random per attempt, as the
+// simulator's default. The detectors' first interval starts at
+// cfg.Start, the run's time 0.
 func newReplicaSet(cfg GatewayConfig, base http.RoundTripper) (*replicaSet, error) {
 	n := len(cfg.Endpoints)
-	fl := cfg.Fleet
-	det, err := fl.OutlierDetection.NewDetector(n, rand.NewPCG(cfg.Seed, detectorStream))
-	if err != nil {
-		return nil, fmt.Errorf("lab: fleet %s: outlier_detection: %w", fl.Name, err)
-	}
-	src := rand.NewPCG(cfg.Seed, pickerStream)
-	pick, err := fl.Balancer.NewPicker(n, det, src)
-	if err == nil && pick == nil {
-		pick, err = balance.NewRandom(balance.Settings{Hosts: n, Rand: src})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lab: fleet %s: balancer: %w", fl.Name, err)
-	}
-	s := &replicaSet{det: det, eps: cfg.Endpoints, reps: make([]replicaCount, n)}
+	s := &replicaSet{eps: cfg.Endpoints, reps: make([]replicaCount, n)}
 	hosts := make(map[string]int, n)
 	urls := make([]string, n)
 	for i, u := range cfg.Endpoints {
 		hosts[u.Host] = i
 		urls[i] = (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 	}
-	if det != nil {
-		start := cfg.Start
-		if start.IsZero() {
-			start = time.Now()
-		}
-		_ = det.Advance(start) // starts its first interval
+	ep := &endpointTransport{base: base, hosts: hosts, set: s}
+	start := cfg.Start
+	if start.IsZero() {
+		start = time.Now()
 	}
-	s.rt, err = resilhttp.NewReplicas(resilhttp.ReplicaSettings{
-		Endpoints: urls, Picker: pick, Detector: det,
-		Base: &endpointTransport{base: base, hosts: hosts, set: s},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+	for k := range max(cfg.Clients, 1) {
+		in, err := newReplicaInstance(cfg, k, urls, ep, start)
+		if err != nil {
+			return nil, err
+		}
+		s.inst = append(s.inst, in)
 	}
 	return s, nil
+}
+
+// newReplicaInstance builds client k's picker, detector and Replicas.
+func newReplicaInstance(cfg GatewayConfig, k int, urls []string, ep http.RoundTripper, start time.Time) (replicaInstance, error) {
+	fl, key := cfg.Fleet, uint64(k)<<32
+	det, err := fl.OutlierDetection.NewDetector(len(urls), rand.NewPCG(cfg.Seed, detectorStream|key))
+	if err != nil {
+		return replicaInstance{}, fmt.Errorf("lab: fleet %s: outlier_detection: %w", fl.Name, err)
+	}
+	src := rand.NewPCG(cfg.Seed, pickerStream|key)
+	pick, err := fl.Balancer.NewPicker(len(urls), det, src)
+	if err == nil && pick == nil {
+		pick, err = balance.NewRandom(balance.Settings{Hosts: len(urls), Rand: src})
+	}
+	if err != nil {
+		return replicaInstance{}, fmt.Errorf("lab: fleet %s: balancer: %w", fl.Name, err)
+	}
+	if det != nil {
+		_ = det.Advance(start) // starts its first interval
+	}
+	rt, err := resilhttp.NewReplicas(resilhttp.ReplicaSettings{Endpoints: urls, Picker: pick, Detector: det, Base: ep})
+	if err != nil {
+		return replicaInstance{}, fmt.Errorf("lab: %w", err)
+	}
+	return replicaInstance{rt: rt, det: det}, nil
+}
+
+// RoundTrip sends an attempt through the Replicas of the client its
+// trace names (the first without one).
+func (s *replicaSet) RoundTrip(r *http.Request) (*http.Response, error) {
+	k := 0
+	if tr := traceOf(r.Context()); tr != nil && tr.client < len(s.inst) {
+		k = tr.client
+	}
+	return s.inst[k].rt.RoundTrip(r)
 }
 
 // sentTo is what the gateway knows of an attempt's replica: the tick it
@@ -282,16 +311,24 @@ func (s *replicaSet) ended(to *sentTo, o attemptOutcome) {
 	}
 }
 
-// sampleEjected counts a tick, ending now, for each replica ejected then,
-// once the detector's evaluations due have run (the simulator samples at
-// each tick's end the same way).
+// sampleEjected counts a tick, ending now, for each replica at least half
+// of the clients' detectors (and one) eject then, once their evaluations
+// due have run (the simulator samples at each tick's end the same way).
 func (s *replicaSet) sampleEjected(now time.Time) {
-	if s.det == nil {
+	if s.inst[0].det == nil {
 		return
 	}
-	_ = s.det.Advance(now)
+	for _, in := range s.inst {
+		_ = in.det.Advance(now)
+	}
 	for i := range s.reps {
-		if s.det.Ejected(i) {
+		n := 0
+		for _, in := range s.inst {
+			if in.det.Ejected(i) {
+				n++
+			}
+		}
+		if n > 0 && 2*n >= len(s.inst) {
 			s.reps[i].ejectedTicks.Add(1)
 		}
 	}
@@ -308,8 +345,10 @@ func (s *replicaSet) results(tick time.Duration) ([]sim.ReplicaResult, int64) {
 			Failures: r.failures.Load(), Cancelled: r.cancelled.Load(),
 			EjectedSeconds: float64(r.ejectedTicks.Load()) * tick.Seconds(),
 		}
-		if s.det != nil {
-			out[i].Ejections = int64(s.det.Host(i).Ejections)
+		for _, in := range s.inst {
+			if in.det != nil {
+				out[i].Ejections += int64(in.det.Host(i).Ejections)
+			}
 		}
 	}
 	return out, s.noHost.Load()

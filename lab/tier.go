@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
@@ -143,6 +145,8 @@ func NewTier(cfg TierConfig) (*Tier, error) {
 		AttemptHeader: AttemptHeader,
 		// Without propagation the next tier hears no deadline.
 		OmitTimeout: !t.propagate,
+		// The statuses its retry.on lists (a tier's 502, 503, 504).
+		RetryStatus: retryStatus(tr.Client.Retry),
 	}
 	if !tr.Client.Retry.IdempotentOnly {
 		// As the gateway's naive clients: POSTs are retried blindly.
@@ -393,13 +397,14 @@ func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http
 		t.release(r)
 		return
 	}
-	ok = ok && !q.own.broken && !(t.cfg.Tier.Server.ErrorRate > 0 && t.rng.Float64() < t.cfg.Tier.Server.ErrorRate)
-	if ok {
+	code := http.StatusOK
+	switch {
+	case !ok:
+		code = t.giveUp(resp, err) // as the tier's product gives up
+	case q.own.broken || (t.cfg.Tier.Server.ErrorRate > 0 && t.rng.Float64() < t.cfg.Tier.Server.ErrorRate):
+		ok, code = false, http.StatusServiceUnavailable // the tier's own work failed
+	default:
 		t.cfg.In.add(cSuccesses, q.tick)
-	}
-	code := http.StatusServiceUnavailable
-	if ok {
-		code = http.StatusOK
 	}
 	switch {
 	case q.tell == nil && ctx.Err() != nil && !ok:
@@ -411,6 +416,51 @@ func (t *Tier) call(r origin.Request, gen uint32, ctx context.Context, out *http
 		t.tell(r, code)
 	}
 	t.end(r, now)
+}
+
+// giveUp is the status the tier answers its caller with when its call to
+// the next layer failed (resp, or err with no response): its product's
+// answer to the call's last failure (package giveup: Envoy 503 after a
+// refused connection, 504 after a timeout; nginx 502 and 504; a failed
+// answer passed on). A tier without a product answers 503, as the lab's
+// servers answer any failure.
+func (t *Tier) giveUp(resp *http.Response, err error) int {
+	p := giveup.Product(t.cfg.Tier.Client.Product)
+	if p == "" {
+		return http.StatusServiceUnavailable
+	}
+	last := ""
+	switch {
+	case resp != nil:
+		last = giveup.KindOfHTTP(resp.StatusCode)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		last = giveup.Refused
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		last = giveup.Timeout
+	}
+	return giveup.Of(p, last, false).HTTP
+}
+
+// isTimeout reports whether err says it is a timeout (a net.Error's).
+func isTimeout(err error) bool {
+	t, ok := errors.AsType[interface {
+		error
+		Timeout() bool
+	}](err)
+	return ok && t.Timeout()
+}
+
+// retryStatus is which statuses a policy retrying on retries: those whose
+// failure kind (package giveup) it lists, or resilhttp's default when it
+// lists none.
+func retryStatus(r scenario.Retry) func(int) bool {
+	if len(r.On) == 0 {
+		return nil
+	}
+	return func(code int) bool {
+		k := giveup.KindOfHTTP(code)
+		return k != "" && r.Retries(k)
+	}
 }
 
 // record counts how one call went, in the hop out: a breaker's refusal

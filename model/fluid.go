@@ -269,7 +269,7 @@ func (m *Model) run(st *state) Result {
 				// (the client times out) and a refusing outage fails it.
 				// Counted in this tick: it was sent a service time ago.
 				kind := kindTimeout
-				if cond.Mode == scenario.OutageRefuse {
+				if scenario.Refuses(cond.Mode) {
 					kind = kindRefused
 				}
 				f0.ev[(t*nKinds+kind)*K+k] += x
@@ -402,7 +402,7 @@ func (m *Model) run(st *state) Result {
 				}
 				if lost && i == last {
 					kind := kindTimeout
-					if cond.Mode == scenario.OutageRefuse {
+					if scenario.Refuses(cond.Mode) {
 						kind = kindRefused
 					}
 					p.ev[(t*nKinds+kind)*Kp+k] += x
@@ -449,7 +449,7 @@ func (m *Model) run(st *state) Result {
 		// In a refusing or blackhole outage the origin never sees what is
 		// sent, and goes on serving its queue (the answers are lost,
 		// above), as the simulator's does.
-		case cond.Outage && cond.Mode == scenario.OutageRefuse:
+		case cond.Outage && scenario.Refuses(cond.Mode):
 			m.fail(o, t, t+1, kindRefused, send[:Ko], fa, tick)
 		case cond.Outage && cond.Mode == scenario.OutageBlackhole:
 			m.fail(o, t, t+oTimeoutSteps, kindTimeout, send[:Ko], fa, tick)

@@ -102,7 +102,7 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 			case TriggerErrors:
 				c.ReplicaErrorRate[*r] = 1 - (1-c.ReplicaErrorRate[*r])*(1-tr.ErrorRate)
 			case TriggerOutage:
-				if c.ReplicaOutage[*r] == "" || tr.Mode == OutageRefuse {
+				if c.ReplicaOutage[*r] == "" || Refuses(tr.Mode) {
 					c.ReplicaOutage[*r] = cmp.Or(tr.Mode, OutageBlackhole)
 				}
 			case TriggerLatency:

@@ -96,7 +96,7 @@ var parseErrorTests = []struct {
 	{"no model", "duration: 60s\ntraffic: {rate: 10}\norigin: {capacity: 10}\n", "3:9", "origin", "model is required: capacity, queue or concurrency"},
 	{"unknown trigger kind", head + "triggers: [{kind: outages, for: 1s}]\n" + fleet, "4:19", "triggers[0].kind", `did you mean "outage"?`},
 	{"unknown outage mode", head + "triggers: [{kind: outage, for: 1s, mode: stal}]\n" + fleet, "4:42", "triggers[0].mode", `unknown value "stal"; did you mean "stall"?`},
-	{"outage mode as a number", head + "triggers: [{kind: outage, for: 1s, mode: 1}]\n" + fleet, "4:42", "triggers[0].mode", "must be refuse, blackhole or stall"},
+	{"outage mode as a number", head + "triggers: [{kind: outage, for: 1s, mode: 1}]\n" + fleet, "4:42", "triggers[0].mode", "must be refuse, refuse_pod, blackhole or stall"},
 	{"mode on another trigger", head + "triggers: [{kind: errors, for: 1s, error_rate: 0.1, mode: refuse}]\n" + fleet, "4:53", "triggers[0].mode", "mode does not apply to kind: errors; it is a setting of kind: outage"},
 	{"unknown budget", withFleet("")[:len(withFleet(""))-len("    budget: {use: none}\n")] + "    budget: {use: tokenbucket}\n", "7:19", "fleets[0].budget.use", `did you mean "token_bucket"?`},
 	{"unknown breaker", withFleet("    breaker: {use: consec}\n"), "8:20", "fleets[0].breaker.use", "unknown value \"consec\""},

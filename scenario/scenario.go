@@ -295,6 +295,7 @@ type Trigger struct {
 	// trigger hits (from 0); nil: every replica (or Replicas of them).
 	Replica *int
 	// Mode is what an outage trigger does to the requests: OutageRefuse,
+	// OutageRefusePod,
 	// OutageBlackhole (the default; empty reads as it) or OutageStall.
 	Mode string
 	// Answer is what an errors trigger's failed answers are: AnswerError
@@ -318,6 +319,13 @@ const (
 	// does: a crashed process, a port nobody listens on, a load balancer
 	// with no healthy backend. Requests in progress fail too.
 	OutageRefuse = "refuse"
+	// OutageRefusePod is OutageRefuse with any proxy beside the replica
+	// down too (scenario.Inbound): a pod being replaced, its sidecar
+	// gone, refuses at its address, so the caller's own proxy sees the
+	// refused connection, where OutageRefuse (the application restarting
+	// behind a running sidecar) reaches it as the sidecar's answer.
+	// Without an inbound proxy the two are one.
+	OutageRefusePod = "refuse_pod"
 	// OutageBlackhole loses every request: the client times out and the
 	// server does no work for it, as when a network partition or a
 	// misrouted firewall rule drops packets. Answers due meanwhile are
@@ -329,6 +337,10 @@ const (
 	// out meanwhile, rejections included.
 	OutageStall = "stall"
 )
+
+// Refuses reports whether an outage of mode refuses connections:
+// OutageRefuse or OutageRefusePod.
+func Refuses(mode string) bool { return mode == OutageRefuse || mode == OutageRefusePod }
 
 // End returns when the trigger ends.
 func (t Trigger) End() time.Duration { return t.At + t.For }
@@ -345,10 +357,57 @@ type Fleet struct {
 	Throttle Throttle
 	Hedge    Hedge
 	// Balancer picks the replica of each attempt, and OutlierDetection
-	// ejects the replicas that fail: one of each per fleet, shared by its
-	// clients as a proxy's are. Absent: a random replica per attempt.
+	// ejects the replicas that fail: one of each per client, as each
+	// proxy (each gRPC channel) has its own. Absent: a random replica per
+	// attempt.
 	Balancer         Balancer
 	OutlierDetection OutlierDetection
+	// Calls says how the fleet's clients speak to the layer they call and
+	// what runs at their own layer: see Calls.
+	Calls
+}
+
+// Calls is what a layer's give-up answers depend on (package giveup):
+// the protocol it speaks to the layer it calls, the product it runs, and
+// the proxy beside each replica of the layer it calls. The zero value is
+// an HTTP application calling replicas that have no proxy of their own.
+type Calls struct {
+	// Protocol is ProtocolHTTP ("" reads as it) or ProtocolGRPC: a gRPC
+	// caller hears a layer's give-up as a gRPC status (Envoy's 503 and
+	// 504 are UNAVAILABLE to it).
+	Protocol string
+	// Product runs at this layer (giveup.Product: app, the default,
+	// envoy, linkerd, nginx, haproxy): what the layer answers its caller
+	// when it gives up, once it is a tier. A fleet keeps it for when a
+	// stack makes it one.
+	Product string
+	// Inbound is the proxy beside each replica of the layer called (an
+	// Istio server sidecar); its zero value is none.
+	Inbound Inbound
+}
+
+// The protocols of Calls.Protocol.
+const (
+	ProtocolHTTP = "http"
+	ProtocolGRPC = "grpc"
+)
+
+// GRPC reports whether the calls speak gRPC.
+func (c Calls) GRPC() bool { return c.Protocol == ProtocolGRPC }
+
+// Inbound is a proxy beside each replica of the layer called, in front of
+// its application, as Istio's server-side sidecar is: a connection the
+// application refuses reaches the caller as the proxy's answer (Envoy's
+// 503), after the proxy's own retries of it on the same replica, never
+// another. Istio 1.24 and later retry a reset before the request was sent
+// twice on HTTP routes (pilot's default inbound retry policy,
+// reset-before-request with 2 retries), none on gRPC ones.
+type Inbound struct {
+	// Product is the proxy (giveup.Product); "" is none.
+	Product string
+	// Retries is how many times it retries a refused connection, in
+	// [0, 10].
+	Retries int
 }
 
 // Retry is the per-call retry rule.
@@ -360,8 +419,8 @@ type Retry struct {
 	// Default false: every failed intent may be retried.
 	IdempotentOnly bool
 	// On lists the failures that are retried: RetryOnError,
-	// RetryOnRejection, RetryOnTimeout, RetryOnRefused. Empty (the
-	// default) retries all four.
+	// RetryOnRejection, RetryOnGateway, RetryOnTimeout, RetryOnRefused.
+	// Empty (the default) retries all five.
 	On      []string
 	Backoff Backoff
 }
@@ -370,12 +429,17 @@ type Retry struct {
 const (
 	RetryOnError     = "error"     // an error answer (a 5xx that is not an overload rejection)
 	RetryOnRejection = "rejection" // an overload rejection (503, 429: a throttle)
-	RetryOnTimeout   = "timeout"   // no answer within the attempt's timeout
-	RetryOnRefused   = "refused"   // a refused connection: an outage with mode: refuse
+	// RetryOnGateway is an answer by which a tier below gave up: a 502 or
+	// 504 (a proxy's), or a gRPC application's DEADLINE_EXCEEDED. The
+	// origin never sends one (package giveup).
+	RetryOnGateway = "gateway"
+	RetryOnTimeout = "timeout" // no answer within the attempt's timeout
+	RetryOnRefused = "refused" // a refused connection: an outage with mode: refuse
 )
 
 // Retries reports whether a failure of kind k (RetryOnError,
-// RetryOnRejection, RetryOnTimeout, RetryOnRefused) may be retried.
+// RetryOnRejection, RetryOnGateway, RetryOnTimeout, RetryOnRefused) may be
+// retried.
 func (r *Retry) Retries(k string) bool {
 	return len(r.On) == 0 || slices.Contains(r.On, k)
 }
@@ -433,16 +497,27 @@ type Client struct {
 	PropagateDeadline bool
 	// Balancer and OutlierDetection are how the tier picks the next
 	// layer's replica and ejects them, as a fleet's: one picker and one
-	// detector for the tier (its replicas share them, as one Envoy
-	// cluster's hosts are seen by one detector in the model).
+	// detector per replica of the tier, as each Envoy has its own.
 	Balancer         Balancer
 	OutlierDetection OutlierDetection
+	// Calls: the protocol the tier speaks to the next layer, the product
+	// it runs (what it answers its callers when it gives up), the proxy
+	// beside each replica of the next layer.
+	Calls
 }
 
 // Fleet returns the client as a fleet called name: the same policy.
 func (c Client) Fleet(name string) Fleet {
 	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge,
-		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection}
+		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection, Calls: c.Calls}
+}
+
+// Client returns the fleet's policy as a tier's client, every setting a
+// client has (a throttle it has not): a stack makes a layer's fleet a tier
+// with it.
+func (f Fleet) Client() Client {
+	return Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge,
+		Balancer: f.Balancer, OutlierDetection: f.OutlierDetection, Calls: f.Calls}
 }
 
 // Clone copies the scenario deeply enough to change it: its triggers and

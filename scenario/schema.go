@@ -4,6 +4,9 @@ import (
 	"encoding"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/budget"
@@ -22,7 +25,7 @@ import (
 var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
 	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
-	outageModes  = []string{OutageRefuse, OutageBlackhole, OutageStall}
+	outageModes  = []string{OutageRefuse, OutageRefusePod, OutageBlackhole, OutageStall}
 	errorAnswers = []string{AnswerError, AnswerRejection}
 	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS, BudgetConcurrency, BudgetAWSAdaptive}
 	breakerRules = resilWords(resil.ConsecutiveFailures, resil.CountWindow, resil.TimeWindow)
@@ -36,8 +39,20 @@ var (
 	throttles    = []string{ThrottleNone, ThrottleAdaptive}
 	fundings     = resilWords(budget.FundedBySuccess, budget.FundedByRequest, budget.FundedByAnswer)
 	scopes       = resilWords(resil.GuardAll, resil.GuardRetries)
-	failureKinds = []string{RetryOnError, RetryOnRejection, RetryOnTimeout, RetryOnRefused}
+	failureKinds = giveup.Kinds // RetryOnError, RetryOnRejection, RetryOnGateway, RetryOnTimeout, RetryOnRefused
+	protocols    = []string{ProtocolHTTP, ProtocolGRPC}
+	products     = productWords()
+	proxies      = products[1:] // the products that run beside a replica
 )
+
+// productWords are the products of package giveup.
+func productWords() []string {
+	out := make([]string, len(giveup.Products))
+	for i, p := range giveup.Products {
+		out[i] = string(p)
+	}
+	return out
+}
 
 // resilWords returns the words of resil's enum values vs. Every value given has
 // one; a test checks that none is empty.
@@ -186,6 +201,9 @@ func fleetObject(f *Fleet) *object {
 			{key: "hedge", v: hedgeObject(&f.Hedge)},
 			{key: "balancer", v: balancerValue(&f.Balancer)},
 			{key: "outlier_detection", v: outlierValue(&f.OutlierDetection)},
+			{key: "protocol", v: omitZero{word{p: &f.Protocol, words: protocols, unset: ProtocolHTTP}}},
+			{key: "product", v: omitZero{word{p: &f.Product, words: products, unset: string(giveup.App)}}},
+			{key: "inbound", v: omitZero{inboundObject(&f.Inbound)}},
 		},
 		check: f.check,
 	}
@@ -216,8 +234,39 @@ func clientObject(c *Client) *object {
 			{key: "propagate_deadline", v: boolean{&c.PropagateDeadline}},
 			{key: "balancer", v: balancerValue(&c.Balancer)},
 			{key: "outlier_detection", v: outlierValue(&c.OutlierDetection)},
+			{key: "protocol", v: omitZero{word{p: &c.Protocol, words: protocols, unset: ProtocolHTTP}}},
+			{key: "product", v: omitZero{word{p: &c.Product, words: products, unset: string(giveup.App)}}},
+			{key: "inbound", v: omitZero{inboundObject(&c.Inbound)}},
 		},
 		check: c.check,
+	}
+}
+
+// omitZero is a value Marshal leaves out while it is zero: keys added
+// after files were written (a fleet's protocol, product and inbound
+// proxy) do not appear in every file that does not set them.
+type omitZero struct{ value }
+
+func (v omitZero) write() *yaml.Node {
+	if v.zero() {
+		return nil
+	}
+	return v.value.write()
+}
+
+func (v omitZero) validate(c *checker, path string) {
+	if w, ok := v.value.(validator); ok {
+		w.validate(c, path)
+	}
+}
+
+func inboundObject(ib *Inbound) *object {
+	return &object{
+		fields: []field{
+			{key: "product", v: word{p: &ib.Product, words: proxies, unset: string(giveup.Envoy)}},
+			{key: "retries", v: integer{&ib.Retries}},
+		},
+		check: ib.check,
 	}
 }
 

@@ -410,6 +410,13 @@ func checkCall(c *checker, path string, timeout, deadline time.Duration, h Hedge
 	}
 }
 
+func (ib *Inbound) check(c *checker, path string) {
+	in(c, join(path, "retries"), ib.Retries, 0, 10)
+	if ib.Retries > 0 && ib.Product == "" {
+		c.fail(join(path, "product"), "is required with retries: which proxy retries (envoy for Istio's sidecar)?")
+	}
+}
+
 func (r *Retry) check(c *checker, path string) {
 	if r.MaxRetries != -1 {
 		in(c, join(path, "max_retries"), r.MaxRetries, 0, maxCount)

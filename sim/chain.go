@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -49,7 +50,11 @@ type hopState struct {
 	idemOnly  bool
 	hedging   bool
 	propagate bool // the calling tier propagates its callers' deadlines
-	retryOn   [outcomeRefused + 1]bool
+	retryOn   [nKinds]bool
+	// answers is the aux the calling tier answers its own caller with
+	// when its call fails, by the call's last failure kind (a success:
+	// no attempt answered), as its product does (package giveup).
+	answers [nKinds]uint8
 	// The calling tier's own answers: its error share and broken keys.
 	errRate, broken float64
 
@@ -108,10 +113,17 @@ func (f *fleet) newChain(idx int) error {
 		cl := &t.Client
 		h.timeout, h.deadline = int64(cl.Timeout), int64(cl.Deadline)
 		h.idemOnly, h.hedging, h.propagate = cl.Retry.IdempotentOnly, cl.Hedge.Delay > 0, cl.PropagateDeadline
-		h.retryOn[resil.OutcomeFailure] = cl.Retry.Retries(scenario.RetryOnError)
-		h.retryOn[resil.OutcomeThrottled] = cl.Retry.Retries(scenario.RetryOnRejection)
-		h.retryOn[resil.OutcomeTimeout] = cl.Retry.Retries(scenario.RetryOnTimeout)
-		h.retryOn[outcomeRefused] = cl.Retry.Retries(scenario.RetryOnRefused)
+		h.retryOn = retryTable(&cl.Retry, cl.Product)
+		caller := f.cfg.Calls // the tier's callers: the fleet, or the tier above
+		if l > 0 {
+			caller = sc.Tiers[l-1].Client.Calls
+		}
+		for k := range h.answers {
+			h.answers[k] = answerOf(giveup.Of(giveup.Product(cl.Product), kindWords[k], caller.GRPC()).Kind)
+		}
+		if l+1 == n {
+			f.inbound = newInbound(cl.Calls)
+		}
 		h.errRate, h.broken = t.Server.ErrorRate, t.Server.Broken
 		h.ticks = make([]tickCounts, f.nTicks)
 		h.s = newSeries(f.nTicks)
@@ -133,7 +145,7 @@ func (f *fleet) newChain(idx int) error {
 			if l+1 < n {
 				next = max(sc.Tiers[l+1].Server.Replicas, 1)
 			}
-			if err := c.rs[l+1].init(f, next, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
+			if err := c.rs[l+1].init(f, next, replicas, h.base, &cl.Balancer, &cl.OutlierDetection, uint64(idx)|uint64(l+1)<<24); err != nil {
 				return fmt.Errorf("tier %q: %w", t.Name, err)
 			}
 			c.kept = true
@@ -209,7 +221,7 @@ func (f *fleet) sendTier(i, ai int32, n int32, now int64, noHost bool) {
 	}
 	a.req = r
 	if noHost {
-		f.q.push(mkEvent(now+rejectDelay, r, x.gen, evTierReply, answerRefused), laneReject)
+		f.q.push(mkEvent(now+rejectDelay, r, x.gen, evTierReply, answerNoHost), laneReject)
 		return
 	}
 	servers[a.replica].Arrive(time.Duration(now), origin.Request(r))
@@ -354,21 +366,21 @@ func (f *fleet) callEnded(in *intent, ok bool, now int64) {
 	}
 	x := c.at(in.parent)
 	x.calling = false
-	if ok && h.broken > 0 && draw(f.seed, x.root, int(in.hop), drawBroken) < h.broken {
-		ok = false
-	}
-	if ok && h.errRate > 0 && draw(f.seed, x.root, int(x.n)+int(in.hop)<<20, drawError) < h.errRate {
-		ok = false
-	}
-	var aux uint8
-	if ok {
-		aux = answerOK
+	aux := uint8(answerOK)
+	switch {
+	case !ok:
+		// The tier gives up and answers as its product does, by the
+		// last failure its call met (package giveup).
+		aux = h.answers[in.last]
+	case h.broken > 0 && draw(f.seed, x.root, int(in.hop), drawBroken) < h.broken,
+		h.errRate > 0 && draw(f.seed, x.root, int(x.n)+int(in.hop)<<20, drawError) < h.errRate:
+		aux = 0 // the call succeeded; the tier's own work failed: an error answer
 	}
 	f.q.push(mkEvent(now, in.parent, x.gen, evTierReply, aux), laneAnswer)
 }
 
 // tierReply is tier request r's answer reaching its caller at now (aux:
-// answerOK, answerThrottled or 0 for an error), then its worker is free. A
+// answerOK, or a failure's: see kindOfAnswer), then its worker is free. A
 // request whose call was cancelled answers nobody.
 func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 	c := f.chain
@@ -391,17 +403,9 @@ func (f *fleet) tierReply(r int32, now int64, aux uint8) {
 	} else {
 		a := &f.atts[ai]
 		a.req = -1
-		o := resil.OutcomeFailure
-		switch aux {
-		case answerThrottled:
-			o = resil.OutcomeThrottled
-		case answerRefused:
-			o = outcomeRefused
-		case answerOK:
-			o = resil.OutcomeSuccess
-			if a.tick >= 0 {
-				ticks[a.tick].goodput++
-			}
+		o := kindOfAnswer(aux)
+		if o == resil.OutcomeSuccess && a.tick >= 0 {
+			ticks[a.tick].goodput++
 		}
 		f.chainFinish(ai, now, o)
 	}
@@ -545,7 +549,7 @@ func (f *fleet) sampleHops(t int, end time.Time) {
 			}
 		}
 		h.s.BreakerOpen[t] = float64(open) / float64(len(pols))
-		if rs := &c.rs[l]; rs.det != nil {
+		if rs := &c.rs[l]; rs.det {
 			rs.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 	}
@@ -592,7 +596,7 @@ func (f *fleet) summarizeHops(sum Summary) []TierResult {
 			}
 			out[l].Summary, out[l].Series = hs, *s
 		}
-		out[l].Amplification = ratio(out[l].Summary.Attempts, sum.Intents)
+		out[l].Amplification = ratio(out[l].Summary.Attempts+out[l].Summary.InboundRetries, sum.Intents)
 	}
 	return out
 }
@@ -660,7 +664,7 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		rs = f.hopReplicas(in.hop)
 	}
 	noHost := false
-	if rs != nil && rs.bal != nil {
+	if rs != nil && rs.bal {
 		noHost = !rs.pick(f, a, now, avoid)
 	} else if k := f.layerReplicas(in.hop); k > 1 {
 		u := draw(f.seed, in.id, int(n), drawReplica)
@@ -677,19 +681,21 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 		f.sendTier(i, ai, n, now, noHost) // a tier's server
 	} else {
 		out, mode := f.env.outage, f.env.mode
-		if noHost {
-			out, mode = true, scenario.OutageRefuse // no healthy upstream
-		} else if m := f.env.repOut; m != nil && !out && m[a.replica] != "" {
+		if m := f.env.repOut; m != nil && !out && !noHost && m[a.replica] != "" {
 			out, mode = true, m[a.replica]
 		}
 		blind := in.hop > 0 && !f.chain.hops[in.hop].propagate
 		switch {
+		case noHost:
+			f.rejectAs(f.request(ai, in, n), now, answerNoHost) // no healthy upstream
 		case !out || mode == scenario.OutageStall:
 			// A stalled origin takes the attempt into its queue.
 			ri := f.request(ai, in, n)
 			f.reqs.at(ri).blind = blind
 			f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
-		case mode == scenario.OutageRefuse:
+		case mode == scenario.OutageRefuse && f.inbound.on:
+			f.refuseBehind(f.request(ai, in, n), now) // the replica's proxy retries, then answers
+		case scenario.Refuses(mode):
 			f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 		default:
 			// A blackhole: nothing answers, the origin never sees it.
@@ -703,6 +709,29 @@ func (f *fleet) chainSend(i int32, now int64, t resil.Ticket, avoid int32) {
 	}
 	if d := f.policies[in.client].HedgeDelay(&in.in); d > 0 && now+int64(d) < a.deadline {
 		f.q.push(mkEvent(now+int64(d), ai, a.gen, evHedge, 0), laneHedge)
+	}
+}
+
+// cancelOthers cancels intent in's attempts still out at now, in any
+// run: a failure it does not retry decided it (rs is its hop's replica
+// state, or nil), or another attempt's success. Their servers hear their
+// client leave.
+func (f *fleet) cancelOthers(in *intent, rs *replicaState, pol *resil.Policy, now int64) {
+	for in.head >= 0 {
+		h := in.head
+		f.unlink(in, h)
+		if rs != nil {
+			rs.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
+		}
+		pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
+		switch ri := f.atts[h].req; {
+		case ri < 0:
+		case in.hop == f.last:
+			f.reqs.at(ri).att = -1 // the origin serves it for nobody
+		default:
+			f.tierLeft(ri, now) // the tier may stop
+		}
+		f.freeAttempt(h)
 	}
 }
 
@@ -760,22 +789,7 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 		if in.hop == 0 {
 			f.lat.add(now - in.arrival)
 		}
-		for in.head >= 0 { // the other attempts lost the race
-			h := in.head
-			f.unlink(in, h)
-			if rs != nil {
-				rs.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
-			}
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
-			switch ri := f.atts[h].req; {
-			case ri < 0:
-			case in.hop == f.last:
-				f.reqs.at(ri).att = -1 // the origin serves it for nobody
-			default:
-				f.tierLeft(ri, now) // the tier may stop
-			}
-			f.freeAttempt(h)
-		}
+		f.cancelOthers(in, rs, pol, now) // the other attempts lost the race
 		if in.hop > 0 {
 			f.callEnded(in, true, now)
 		}
@@ -793,9 +807,15 @@ func (f *fleet) chainFinish(ai int32, now int64, kind resil.Outcome) {
 			sum.Timeouts++
 		}
 	}
-	in.failed = true
+	in.failed, in.last = true, kind
 	if in.inflight > 0 {
-		return // a hedge is still out: it may yet succeed
+		if retryOn[kind] || kind == resil.OutcomeTimeout {
+			return // a hedge is still out: it may yet succeed
+		}
+		// A failure not to retry ends the call and cancels the hedges
+		// still out, as resil's hedging round does (and gRFC A6 for a
+		// fatal status).
+		f.cancelOthers(in, rs, pol, now)
 	}
 	if !retryOn[kind] {
 		// Not a failure the fleet retries: the classifier's call, made

@@ -126,13 +126,11 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 			c.hedges++
 		}
 	}
-	out, mode := f.env.outage, f.env.mode
-	if f.bal != nil {
-		if !f.replicaState.pick(f, a, now, avoid) {
-			// No healthy replica and no panic mode: refused at once, as
-			// Envoy's "no healthy upstream".
-			out, mode = true, scenario.OutageRefuse
-		}
+	out, mode, noHost := f.env.outage, f.env.mode, false
+	if f.replicaState.bal {
+		// No healthy replica and no panic mode: refused at once, as
+		// Envoy's "no healthy upstream".
+		noHost = !f.replicaState.pick(f, a, now, avoid)
 	} else if f.replicas > 1 {
 		u := draw(f.seed, in.id, int(n), drawReplica)
 		if avoid >= 0 {
@@ -148,11 +146,15 @@ func (f *fleet) send(i int32, now int64, t resil.Ticket, avoid int32) {
 		}
 	}
 	switch {
+	case noHost:
+		f.rejectAs(f.request(ai, in, n), now, answerNoHost)
 	case !out || mode == scenario.OutageStall:
 		// A stalled origin takes the attempt into its queue.
 		ri := f.request(ai, in, n)
 		f.origin[a.replica].Arrive(time.Duration(now), origin.Request(ri))
-	case mode == scenario.OutageRefuse:
+	case mode == scenario.OutageRefuse && f.inbound.on:
+		f.refuseBehind(f.request(ai, in, n), now) // the replica's proxy retries, then answers
+	case scenario.Refuses(mode):
 		f.refuseConn(f.request(ai, in, n), now) // refused at once: the origin never sees it
 	default:
 		// A blackhole: nothing answers, the origin never sees it.
@@ -188,7 +190,7 @@ func (f *fleet) timedOut(a int32, now int64) {
 func (f *fleet) receive(ai int32, now int64, aux uint8) {
 	a := &f.atts[ai]
 	a.req = -1
-	if (f.env.outage && f.env.mode == scenario.OutageBlackhole) || (f.env.repOut != nil && f.env.repOut[a.replica] == scenario.OutageBlackhole) {
+	if aux != answerNoHost && ((f.env.outage && f.env.mode == scenario.OutageBlackhole) || (f.env.repOut != nil && f.env.repOut[a.replica] == scenario.OutageBlackhole)) {
 		// The answer is lost: the client will time out.
 		if a.known {
 			a.known = false
@@ -196,17 +198,9 @@ func (f *fleet) receive(ai int32, now int64, aux uint8) {
 		}
 		return
 	}
-	o := resil.OutcomeFailure
-	switch aux {
-	case answerThrottled:
-		o = resil.OutcomeThrottled
-	case answerRefused:
-		o = outcomeRefused
-	case answerOK:
-		o = resil.OutcomeSuccess
-		if a.tick >= 0 {
-			f.oticks[a.tick].goodput++
-		}
+	o := kindOfAnswer(aux)
+	if o == resil.OutcomeSuccess && a.tick >= 0 {
+		f.oticks[a.tick].goodput++
 	}
 	if f.chain != nil {
 		f.chainFinish(ai, now, o)
@@ -235,18 +229,7 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	f.freeAttempt(ai)
 	if o == resil.OutcomeSuccess {
 		f.lat.add(now - in.arrival)
-		for in.head >= 0 { // the other attempts lost the race
-			h := in.head
-			f.unlink(in, h)
-			if f.reps != nil {
-				f.replicaState.ended(f, &f.atts[h], now, resil.OutcomeIgnored)
-			}
-			pol.End(f.vt(now), &in.in, f.atts[h].ticket, resil.OutcomeIgnored, time.Duration(now-f.atts[h].sent))
-			if ri := f.atts[h].req; ri >= 0 {
-				f.reqs.at(ri).att = -1 // the origin serves it for nobody
-			}
-			f.freeAttempt(h)
-		}
+		f.cancelOthers(in, f.ownReplicas(), pol, now) // the other attempts lost the race
 		f.endIntent(i)
 		return
 	}
@@ -258,7 +241,13 @@ func (f *fleet) finish(ai int32, now int64, kind resil.Outcome) {
 	}
 	in.failed = true
 	if in.inflight > 0 {
-		return // a hedge is still out: it may yet succeed
+		if f.retryOn[kind] || kind == resil.OutcomeTimeout {
+			return // a hedge is still out: it may yet succeed
+		}
+		// A failure not to retry ends the intent and cancels the hedges
+		// still out, as resil's hedging round does (and gRFC A6 for a
+		// fatal status); the Guard's own timeout never does.
+		f.cancelOthers(in, f.ownReplicas(), pol, now)
 	}
 	if !f.retryOn[kind] {
 		// Not a failure the fleet retries: the classifier's call, made

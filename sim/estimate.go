@@ -207,7 +207,7 @@ func Estimate(sc *scenario.Scenario) Cost {
 	for l := range sc.Tiers {
 		tiers[l] = sc.Tiers[l].Client.Fleet(sc.Tiers[l].Name)
 		replicas := int64(max(sc.Tiers[l].Server.Replicas, 1))
-		tierMem = satAdd(tierMem, satMul(replicas, perClientBytes(&tiers[l]))+satMul(ticks, tickBytes))
+		tierMem = satAdd(tierMem, satMul(replicas, perClientBytes(&tiers[l])+replicaStateBytes(&tiers[l], layerReplicas(sc, l+1)))+satMul(ticks, tickBytes))
 	}
 	for i := range sc.Fleets {
 		f := &sc.Fleets[i]
@@ -238,7 +238,7 @@ func Estimate(sc *scenario.Scenario) Cost {
 		}
 
 		clients := int64(max(sc.Traffic.Clients, 1))
-		mem := satAdd(satMul(ticks, tickBytes)+satMul(clients, perClientBytes(f)), schedBytes)
+		mem := satAdd(satMul(ticks, tickBytes)+satMul(clients, perClientBytes(f)+replicaStateBytes(f, layerReplicas(sc, 0))), schedBytes)
 		mem = satAdd(mem, satAdd(tierMem, toBytes(chainHeld, attemptBytes+intentBytes+treqBytes)))
 		// Intents live at most their lifetime, each with an attempt out
 		// and its hedges, unless a queue keeps attempts after their
@@ -274,6 +274,26 @@ func Estimate(sc *scenario.Scenario) Cost {
 		c.Memory = satAdd(c.Memory, mem)
 	}
 	return c
+}
+
+// replicaStateBytes is what one client instance of f holds to pick among
+// and eject n replicas: its picker and its detector, each with a record per
+// replica (counts, times, estimates), when it has either.
+func replicaStateBytes(f *scenario.Fleet, n int) int64 {
+	if f.Balancer.Use == "" && !f.OutlierDetection.Detects() {
+		return 0
+	}
+	const fixed, perReplica = 1 << 10, 192
+	return satAdd(fixed, satMul(int64(n), perReplica))
+}
+
+// layerReplicas is how many replicas the hop into layer l calls: the
+// tier's server's, or the origin's.
+func layerReplicas(sc *scenario.Scenario, l int) int {
+	if l < len(sc.Tiers) {
+		return max(sc.Tiers[l].Server.Replicas, 1)
+	}
+	return max(sc.Origin.Replicas, 1)
 }
 
 // perClientBytes is what one client of f holds: its policy, its breaker's

@@ -73,7 +73,10 @@ type intent struct {
 	late bool
 	// In a chain: 0 for a fleet's intent, h for a call of tier h-1 (to
 	// the layer h), made to serve its tier request parent.
-	hop    uint8
+	hop uint8
+	// last is the failure kind its last failed attempt met (a tier's
+	// call answers by it when it fails): resil.OutcomeSuccess for none.
+	last   resil.Outcome
 	parent int32
 }
 
@@ -95,7 +98,7 @@ type fleet struct {
 	poisson  bool
 	hedging  bool
 	replicas int
-	retryOn  [outcomeRefused + 1]bool // by outcome (and outcomeRefused): may it be retried?
+	retryOn  [nKinds]bool // by failure kind: may it be retried?
 
 	policies []resil.Policy
 	jitter   rand.Source
@@ -140,6 +143,12 @@ type fleet struct {
 	oticks   []tickCounts
 	osum     *Summary
 	clients  int32 // the fleet's clients: the first policies (a chain's tiers' follow)
+	// inbound is the proxy beside each of the origin's replicas, as the
+	// hop that calls the origin has it (the fleet's, or the last tier's).
+	inbound inbound
+	// sharedReplicas (Options.sharedReplicas) gives every client instance
+	// of a hop the same picker and detector.
+	sharedReplicas bool
 
 	// Replicas: the fleet's picker and outlier detector (nil for none),
 	// and the ground truth per replica, counted only when the scenario
@@ -261,10 +270,9 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		sched:    buildSchedule(sc, replicas),
 		boundary: int64(tick),
 	}
-	f.retryOn[resil.OutcomeFailure] = cfg.Retry.Retries(scenario.RetryOnError)
-	f.retryOn[resil.OutcomeThrottled] = cfg.Retry.Retries(scenario.RetryOnRejection)
-	f.retryOn[resil.OutcomeTimeout] = cfg.Retry.Retries(scenario.RetryOnTimeout)
-	f.retryOn[outcomeRefused] = cfg.Retry.Retries(scenario.RetryOnRefused)
+	f.retryOn = retryTable(&cfg.Retry, cfg.Product)
+	f.sharedReplicas = o.sharedReplicas
+	f.inbound = newInbound(cfg.Calls)
 	if _, end, ok := triggerWindow(sc); ok {
 		f.clearAt, f.hasClear = int64(end), true
 	}
@@ -520,7 +528,7 @@ func (f *fleet) sampleUpTo(k int) {
 			}
 		}
 		f.s.BreakerOpen[t] = float64(open) / float64(f.clients)
-		if f.det != nil {
+		if f.replicaState.det {
 			f.replicaState.sampleEjected(f, t, int64(t+1)*f.tickNs)
 		}
 		if f.chain != nil {

@@ -24,6 +24,7 @@ const (
 	drawError
 	drawReplica
 	drawTruth
+	drawInbound
 )
 
 // draw returns a uniform number in [0, 1) for (seed, intent, attempt, purpose).

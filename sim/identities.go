@@ -52,7 +52,7 @@ import (
 //	first-layer-is-fleet    the first layer's summary is the fleet's summary
 //	calls-per-request       intents[l+1] ≤ attempts[l]: a tier makes at most one call for each
 //	                        attempt it receives
-//	amplification           amplification[l] = attempts[l] / the fleet's intents
+//	amplification           amplification[l] = (attempts[l] + inbound retries[l]) / the fleet's intents
 //
 // Per replica, for the fleet and for each layer of a chain that has them
 // (the first layer's are the fleet's):
@@ -130,8 +130,8 @@ func (r *Result) check(slack float64) error {
 					c.fail(name, "calls-per-request", "%d calls into it > %d attempts into %s", t.Summary.Intents, above.Attempts, f.Tiers[l-1].Name)
 				}
 			}
-			if want := ratio(t.Summary.Attempts, f.Summary.Intents); !closeTo(t.Amplification, want) {
-				c.fail(name, "amplification", "%v != %d attempts / %d intents", t.Amplification, t.Summary.Attempts, f.Summary.Intents)
+			if want := ratio(t.Summary.Attempts+t.Summary.InboundRetries, f.Summary.Intents); !closeTo(t.Amplification, want) {
+				c.fail(name, "amplification", "%v != (%d attempts + %d inbound retries) / %d intents", t.Amplification, t.Summary.Attempts, t.Summary.InboundRetries, f.Summary.Intents)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/retrystorm/retrystorm/giveup"
 	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -91,19 +92,91 @@ const (
 	answerOK        = 1
 	answerThrottled = 2 // an overload rejection: resil.OutcomeThrottled
 	answerRefused   = 3 // a refused connection (an outage's mode: refuse): outcomeRefused
+	answerGateway   = 4 // a tier's 502 or 504 (package giveup): outcomeGateway
+	answerNoHost    = 5 // the caller's picker found no replica: outcomeNoHost
 )
 
-// outcomeRefused is a refused connection, on the client's side: the
-// policy sees resil.OutcomeThrottled, as for any rejection it hears at
-// once, but the fleet retries it only if it retries scenario.RetryOnRefused.
-const outcomeRefused = resil.OutcomeThrottled + 1
+// The failure kinds of the simulator past resil's outcomes. The policy
+// sees each as resil does an answer of its kind; the fleet retries each
+// only if its retry.on says so.
+const (
+	// outcomeRefused is a refused connection: the policy sees
+	// resil.OutcomeThrottled, as for any rejection it hears at once.
+	outcomeRefused = resil.OutcomeThrottled + 1 + iota
+	// outcomeGateway is a tier's give-up answer by which it says a layer
+	// below failed (a 502, a 504): an OutcomeFailure to the policy.
+	outcomeGateway
+	// outcomeNoHost is the caller's own picker finding no replica (every
+	// one ejected, no panic mode): a refused connection to the policy,
+	// which Envoy's router never retries (router.cc, doRetry: "no healthy
+	// upstream").
+	outcomeNoHost
+	nKinds // the size of a table by failure kind
+)
 
 // policyOutcome is what the policy sees of the failure kind o.
 func policyOutcome(o resil.Outcome) resil.Outcome {
-	if o == outcomeRefused {
+	switch o {
+	case outcomeRefused, outcomeNoHost:
 		return resil.OutcomeThrottled
+	case outcomeGateway:
+		return resil.OutcomeFailure
 	}
 	return o
+}
+
+// kindOfAnswer is the failure kind of an answer's aux.
+func kindOfAnswer(aux uint8) resil.Outcome {
+	switch aux {
+	case answerOK:
+		return resil.OutcomeSuccess
+	case answerThrottled:
+		return resil.OutcomeThrottled
+	case answerRefused:
+		return outcomeRefused
+	case answerGateway:
+		return outcomeGateway
+	case answerNoHost:
+		return outcomeNoHost
+	}
+	return resil.OutcomeFailure
+}
+
+// retryTable is which failure kinds a policy with retry rule r, at a layer
+// running product, retries.
+func retryTable(r *scenario.Retry, product string) [nKinds]bool {
+	var t [nKinds]bool
+	t[resil.OutcomeFailure] = r.Retries(scenario.RetryOnError)
+	t[resil.OutcomeThrottled] = r.Retries(scenario.RetryOnRejection)
+	t[resil.OutcomeTimeout] = r.Retries(scenario.RetryOnTimeout)
+	t[outcomeRefused] = r.Retries(scenario.RetryOnRefused)
+	t[outcomeGateway] = r.Retries(scenario.RetryOnGateway)
+	// Only an application retries a call its picker found no host for:
+	// Envoy's router does not (doRetry: "no healthy upstream"), nginx
+	// answers "no live upstreams" without passing the request on (the
+	// NGX_HTTP_UPSTREAM_FT_NOLIVE failure is in no proxy_next_upstream
+	// mask), HAProxy answers 503 with no server to retry on.
+	p := giveup.Product(product)
+	t[outcomeNoHost] = t[outcomeRefused] && (p == "" || p == giveup.App)
+	return t
+}
+
+// kindWords are the failure kinds in giveup's (and retry.on's) words; a
+// kind without one (a success: nothing answered) is "".
+var kindWords = [nKinds]string{
+	resil.OutcomeFailure: giveup.Error, resil.OutcomeThrottled: giveup.Rejection, resil.OutcomeTimeout: giveup.Timeout,
+	outcomeRefused: giveup.Refused, outcomeGateway: giveup.Gateway,
+}
+
+// answerOf is the aux of an answer of giveup kind k.
+func answerOf(k string) uint8 {
+	switch k {
+	case giveup.Rejection:
+		return answerThrottled
+	case giveup.Gateway:
+		return answerGateway
+	}
+	return 0 // an error answer
 }
 
 // answer is the origin's answer to request r reaching its client at now;
@@ -112,7 +185,7 @@ func policyOutcome(o resil.Outcome) resil.Outcome {
 // and an answer nobody waits for is wasted work.
 func (f *fleet) answer(r int32, now int64, aux uint8) {
 	x := f.reqs.at(r)
-	if aux == answerOK && ((f.env.outage && f.env.mode == scenario.OutageRefuse) || (f.env.repOut != nil && f.env.repOut[x.replica] == scenario.OutageRefuse)) {
+	if aux == answerOK && ((f.env.outage && scenario.Refuses(f.env.mode)) || (f.env.repOut != nil && scenario.Refuses(f.env.repOut[x.replica]))) {
 		aux = 0 // the answer fails, as a reset connection does
 	}
 	if aux == answerOK && x.tick >= 0 {

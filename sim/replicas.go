@@ -23,19 +23,33 @@ const (
 	detectorStream = 0x0e1e << 48
 )
 
-// replicaState is one hop's picker, detector and per-replica counts: the
-// fleet's, over the layer its intents call (the origin, or a chain's
-// first tier), or a tier's client's, over the next layer.
+// replicaState is one hop's pickers, detectors and per-replica counts:
+// the fleet's, over the layer its intents call (the origin, or a chain's
+// first tier), or a tier's client's, over the next layer. Each client
+// instance of the hop (each of the fleet's clients, each replica of the
+// calling tier) has a picker and a detector of its own, fed by its own
+// attempts alone, as each Envoy has its own cluster's outlier detector
+// and load balancer and each gRPC channel its own: a detector's request
+// volumes and consecutive counts are one proxy's, not the fleet's.
 type replicaState struct {
-	n        int // replicas of the layer called
-	bal      balance.Picker
-	det      *outlier.Detector
-	detEvery int64 // the detector's interval
-	detNext  int64 // the next evaluation due
-	reps     []ReplicaResult
-	ejNs     []int64 // time ejected, per replica, sampled at each tick's end
-	noHost   int64
-	repS     []ReplicaSeries // per replica, when there are at most MaxReplicaSeries; nil otherwise
+	n      int        // replicas of the layer called
+	inst   []instance // per client instance; nil when the hop neither balances nor detects
+	base   int32      // the first client instance's policy: an attempt's instance is its intent's client less base
+	bal    bool       // the hop has pickers
+	det    bool       // the hop has detectors
+	every  int64      // the detectors' interval
+	reps   []ReplicaResult
+	ejNs   []int64 // time ejected by most instances, per replica, sampled at each tick's end
+	noHost int64
+	repS   []ReplicaSeries // per replica, when there are at most MaxReplicaSeries; nil otherwise
+}
+
+// instance is one client instance's picker and detector (either may be
+// nil), and when its detector's next evaluation is due.
+type instance struct {
+	bal  balance.Picker
+	det  *outlier.Detector
+	next int64
 }
 
 // newReplicaState builds fleet idx's picker and detector, if it has them,
@@ -53,28 +67,53 @@ func (f *fleet) newReplicaState(idx int) error {
 	if len(sc.Tiers) > 0 {
 		n = max(sc.Tiers[0].Server.Replicas, 1)
 	}
-	return f.replicaState.init(f, n, &cfg.Balancer, &cfg.OutlierDetection, uint64(idx))
+	return f.replicaState.init(f, n, int(f.clients), 0, &cfg.Balancer, &cfg.OutlierDetection, uint64(idx))
+}
+
+// ownReplicas is the replica state of the fleet's own calls, or nil when
+// it keeps none.
+func (f *fleet) ownReplicas() *replicaState {
+	if f.reps == nil {
+		return nil
+	}
+	return &f.replicaState
 }
 
 // init builds rs over n replicas with balancer b and detector od (either
-// may be unset), drawing from the streams of key.
-func (rs *replicaState) init(f *fleet, n int, b *scenario.Balancer, od *scenario.OutlierDetection, key uint64) error {
+// may be unset), one of each per client instance (instances of them, the
+// first at policy base), drawing from the streams of key. With
+// Options.sharedReplicas every instance shares the first's (the model
+// before issue 36, kept to measure what the instances cost).
+func (rs *replicaState) init(f *fleet, n, instances int, base int32, b *scenario.Balancer, od *scenario.OutlierDetection, key uint64) error {
 	sc := f.sc
-	det, err := od.NewDetector(n, rand.NewPCG(sc.Seed, detectorStream|key))
-	if err != nil {
-		return err
+	rs.n, rs.base = n, base
+	if b.Use != "" || od.Detects() {
+		rs.inst = make([]instance, max(instances, 1))
 	}
-	bal, err := b.NewPicker(n, det, rand.NewPCG(sc.Seed, pickerStream|key))
-	if err != nil {
-		return err
-	}
-	rs.n, rs.det, rs.bal = n, det, bal
-	if det != nil {
-		if err := det.Advance(f.vt(0)); err != nil { // starts its first interval
+	for i := range rs.inst {
+		if i > 0 && f.sharedReplicas {
+			rs.inst[i] = rs.inst[0]
+			continue
+		}
+		k := key | uint64(i)<<32
+		det, err := od.NewDetector(n, rand.NewPCG(sc.Seed, detectorStream|k))
+		if err != nil {
 			return err
 		}
-		rs.detEvery = int64(det.Settings().Interval)
-		rs.detNext = rs.detEvery
+		bal, err := b.NewPicker(n, det, rand.NewPCG(sc.Seed, pickerStream|k))
+		if err != nil {
+			return err
+		}
+		in := &rs.inst[i]
+		in.det, in.bal = det, bal
+		rs.bal, rs.det = bal != nil, det != nil
+		if det != nil {
+			if err := det.Advance(f.vt(0)); err != nil { // starts its first interval
+				return err
+			}
+			rs.every = int64(det.Settings().Interval)
+			in.next = rs.every
+		}
 	}
 	rs.reps = make([]ReplicaResult, n)
 	for r := range rs.reps {
@@ -82,9 +121,14 @@ func (rs *replicaState) init(f *fleet, n int, b *scenario.Balancer, od *scenario
 	}
 	rs.ejNs = make([]int64, n)
 	if n <= MaxReplicaSeries && n*f.nTicks <= maxReplicaSeriesTicks {
-		rs.repS = newReplicaSeries(n, f.nTicks, det != nil)
+		rs.repS = newReplicaSeries(n, f.nTicks, rs.det)
 	}
 	return nil
+}
+
+// of returns the instance attempt a belongs to: its intent's client's.
+func (rs *replicaState) of(f *fleet, a *attempt) *instance {
+	return &rs.inst[f.ints[a.intent].client-rs.base]
 }
 
 // maxReplicaSeriesTicks bounds one hop's replica series, replicas ×
@@ -111,14 +155,14 @@ func newReplicaSeries(n, ticks int, ejected bool) []ReplicaSeries {
 	return out
 }
 
-// advance runs the detector's evaluations due by now.
-func (rs *replicaState) advance(f *fleet, now int64) {
-	if rs.det == nil || now < rs.detNext {
+// advance runs the evaluations of instance in's detector due by now.
+func (rs *replicaState) advance(f *fleet, in *instance, now int64) {
+	if in.det == nil || now < in.next {
 		return
 	}
-	rs.det.Advance(f.vt(now))
-	for rs.detNext <= now {
-		rs.detNext += rs.detEvery
+	in.det.Advance(f.vt(now))
+	for in.next <= now {
+		in.next += rs.every
 	}
 }
 
@@ -132,18 +176,19 @@ const hedgeRepicks = 3
 // hedge goes elsewhere than the attempt it runs beside (avoid) if the
 // picker offers another replica within hedgeRepicks more picks.
 func (rs *replicaState) pick(f *fleet, a *attempt, now int64, avoid int32) bool {
-	rs.advance(f, now)
+	in := rs.of(f, a)
+	rs.advance(f, in, now)
 	t := f.vt(now)
-	r, err := rs.bal.Pick(t)
+	r, err := in.bal.Pick(t)
 	if err != nil {
 		return false
 	}
 	for k := 0; k < hedgeRepicks && int32(r) == avoid && rs.n > 1; k++ {
-		r2, err := rs.bal.Pick(t)
+		r2, err := in.bal.Pick(t)
 		if err != nil {
 			break
 		}
-		rs.bal.Done(t, r, 0, resil.OutcomeIgnored)
+		in.bal.Done(t, r, 0, resil.OutcomeIgnored)
 		r = r2
 	}
 	a.replica = uint16(r)
@@ -156,7 +201,7 @@ func (rs *replicaState) sentTo(a *attempt) {
 	if a.tick < 0 {
 		return
 	}
-	if rs.bal != nil && a.flags&attPicked == 0 {
+	if rs.bal && a.flags&attPicked == 0 {
 		rs.noHost++
 		return
 	}
@@ -170,15 +215,16 @@ func (rs *replicaState) sentTo(a *attempt) {
 // outcomeRefused): the picker hears of it, the detector records it, and
 // its replica counts it.
 func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcome) {
-	if rs.bal != nil && a.flags&attPicked == 0 {
+	if rs.bal && a.flags&attPicked == 0 {
 		return // it found no replica
 	}
 	if a.flags&attPicked != 0 {
 		a.flags &^= attPicked
 		t := f.vt(now)
-		rs.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
-		if rs.det != nil && kind != resil.OutcomeIgnored {
-			rs.det.Record(t, int(a.replica), detectorResult(kind))
+		in := rs.of(f, a)
+		in.bal.Done(t, int(a.replica), time.Duration(now-a.sent), policyOutcome(kind))
+		if in.det != nil && kind != resil.OutcomeIgnored {
+			in.det.Record(t, int(a.replica), detectorResult(kind, a.req >= 0))
 		}
 	}
 	if a.tick < 0 {
@@ -202,33 +248,58 @@ func (rs *replicaState) ended(f *fleet, a *attempt, now int64, kind resil.Outcom
 }
 
 // detectorResult is how outlier detection sees an attempt's end: an error
-// answer is a 5xx, an overload rejection a 503 (a gateway error), and a
-// timeout or a refused connection no answer at all (a local-origin
-// failure, which Envoy counts as a gateway error unless it splits them).
-func detectorResult(kind resil.Outcome) outlier.Result {
+// answer is a 5xx, an overload rejection a 503 (a gateway error), a
+// refused connection, or a timeout of an attempt that never reached its
+// replica (a black hole), a failure to connect (a local-origin failure,
+// which Envoy counts as a gateway error unless it splits them), and a
+// timeout of one the replica took in (reached: a stalled or slow replica)
+// a connection's success and then a timeout (outlier.Timeout).
+func detectorResult(kind resil.Outcome, reached bool) outlier.Result {
 	switch kind {
 	case resil.OutcomeSuccess:
 		return outlier.Success
 	case resil.OutcomeFailure:
 		return outlier.Error5xx
-	case resil.OutcomeThrottled:
-		return outlier.GatewayError
+	case resil.OutcomeThrottled, outcomeGateway:
+		return outlier.GatewayError // a 503; a tier's 502 or 504
+	case resil.OutcomeTimeout:
+		if reached {
+			return outlier.Timeout
+		}
 	}
 	return outlier.LocalFailure
 }
 
-// sampleEjected counts tick t, ending at end, for each replica ejected
-// then.
+// sampleEjected counts tick t, ending at end, for each replica most
+// client instances' detectors have ejected then (half or more: a
+// replica is out of most callers' rotation). With one instance, its own.
 func (rs *replicaState) sampleEjected(f *fleet, t int, end int64) {
-	rs.advance(f, end)
+	insts := rs.instances()
+	for i := range insts {
+		rs.advance(f, &insts[i], end)
+	}
 	for r := range rs.ejNs {
-		if rs.det.Ejected(r) {
+		n := 0
+		for i := range insts {
+			if insts[i].det.Ejected(r) {
+				n++
+			}
+		}
+		if 2*n >= len(insts) && n > 0 {
 			rs.ejNs[r] += f.tickNs
 			if rs.repS != nil {
 				rs.repS[r].Ejected[t] = true
 			}
 		}
 	}
+}
+
+// instances returns the distinct instances: one when they share theirs.
+func (rs *replicaState) instances() []instance {
+	if f := rs.inst; len(f) > 1 && f[0].det == f[1].det && f[0].bal == f[1].bal {
+		return f[:1]
+	}
+	return rs.inst
 }
 
 // replicaResults returns the per-replica ground truth, nil when not kept.
@@ -240,8 +311,10 @@ func (rs *replicaState) results() ([]ReplicaResult, int64) {
 	copy(out, rs.reps)
 	for r := range out {
 		out[r].EjectedSeconds = time.Duration(rs.ejNs[r]).Seconds()
-		if rs.det != nil {
-			out[r].Ejections = int64(rs.det.Host(r).Ejections)
+		for _, in := range rs.instances() {
+			if in.det != nil {
+				out[r].Ejections += int64(in.det.Host(r).Ejections)
+			}
 		}
 		if rs.repS != nil {
 			out[r].Series = &rs.repS[r]

@@ -118,6 +118,12 @@ type Summary struct {
 	// from the breaker's; left out of the JSON when zero (a fleet without
 	// a throttle), as the series of them.
 	ThrottleRefusals int64 `json:"throttle_refusals,omitempty"`
+	// InboundRetries are the retries the proxy beside each replica of the
+	// layer called made on its own (an Istio server sidecar retrying a
+	// refused connection to its application, scenario.Inbound): attempts
+	// that reached the layer's application, apart from the callers' own.
+	// Left out of the JSON when zero.
+	InboundRetries int64 `json:"inbound_retries,omitempty"`
 	// FailuresAfterClear are failures in the ticks after the trigger ended.
 	FailuresAfterClear int64 `json:"failures_after_clear"`
 	// Victims are intents that arrived after the trigger ended and still

@@ -39,6 +39,11 @@ type Options struct {
 	// implement budget.InFlight when the budget does, or the run is
 	// no longer the policy's.
 	WrapBudget func(fleet, client int, b resil.Budget) resil.Budget
+
+	// sharedReplicas gives every client instance of a hop one picker and
+	// one detector, shared, as the simulator did before issue 36: the
+	// benchmarks measure what a picker and a detector per instance cost.
+	sharedReplicas bool
 }
 
 // RunWith is Run with options: other limits, progress, and budgets

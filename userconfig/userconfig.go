@@ -165,10 +165,32 @@ func (o Reader) Files(files []string, format, baseFile string, assume importer.O
 			in = append(in, ci)
 		}
 		fmtIn = fl[0].Format
+		if baseFile == "" && from == nil {
+			b = withReplicas(b, fl)
+		}
 		return in, b, fmtIn, &Files{Sources: srcs, Fleets: fl}, nil
 	}
 	return in, b, fmtIn, nil, nil
 }
+
+// withReplicas gives the embedded base's origin the most replicas any
+// imported fleet names (Envoy's endpoints, an nginx upstream's servers),
+// as import does: the user's own number, not the base's.
+func withReplicas(b *scenario.Scenario, fl []importer.Fleet) *scenario.Scenario {
+	n := 0
+	for _, f := range fl {
+		n = max(n, f.Replicas)
+	}
+	if n <= max(b.Origin.Replicas, 1) || b.Origin.Replicas > 1 {
+		return b
+	}
+	c := b.Clone()
+	c.Origin.Replicas = min(n, maxReplicas)
+	return c
+}
+
+// maxReplicas is the most replicas a scenario's origin takes.
+const maxReplicas = 10_000
 
 // FromBase lists the settings an imported fleet did not take from its
 // file, from its provenance lines ("setting: value  <- where"): those

@@ -270,6 +270,7 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts experim
 	if err != nil {
 		return nil, fmt.Errorf("advise: %w", err)
 	}
+	e.faults = append(e.faults, faultsFor(e.base, []CheckInput{user})...)
 	cands := adviseCandidates(user.Fleet, ao.Conditions)
 	if ao.Space != nil {
 		cands = cands[:1]

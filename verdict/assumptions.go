@@ -35,8 +35,8 @@ func BaseAssumptions(r *CheckResult, base *scenario.Scenario, from string) []str
 		if o.DropExpired {
 			served = "dropping the work of callers that gave up"
 		}
-		out = append(out, fmt.Sprintf("the origin: %d workers taking %v each on average, %s (%s), %s, %s",
-			o.Workers, o.ServiceEstimate().Round(time.Millisecond), queue, o.Discipline, served, from))
+		out = append(out, fmt.Sprintf("the origin: %d workers taking %v each on average%s, %s (%s), %s, %s",
+			o.Workers, o.ServiceEstimate().Round(time.Millisecond), replicasOf(o), queue, o.Discipline, served, from))
 	case scenario.ModelCapacity:
 		out = append(out, fmt.Sprintf("the origin: %.4g requests a second, the rest rejected at once, %s", capacity, from))
 	}
@@ -46,6 +46,16 @@ func BaseAssumptions(r *CheckResult, base *scenario.Scenario, from string) []str
 	}
 	out = append(out, "give --base FILE (your own scenario, or what retrystorm calibrate writes from your metrics) to judge your system instead")
 	return out
+}
+
+// replicasOf says over how many replicas the origin's workers are shared,
+// when more than one: the count an imported config gives (its endpoints)
+// is the user's.
+func replicasOf(o scenario.Origin) string {
+	if o.Replicas <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" over %d replicas", o.Replicas)
 }
 
 func clientList(ns []int) string {

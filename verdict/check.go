@@ -169,9 +169,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	base := e.base
-	if judgesReplicas(base, in) {
-		e.faults = append(e.faults, replicaFaults()...)
-	}
+	e.faults = append(e.faults, faultsFor(base, in)...)
 	r := &CheckResult{Schema: CheckSchema, Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
 		Loads: e.loads, Faults: e.faults, RealLoad: e.realLoad, RealDip: e.realDip, Seeds: e.seeds, Clients: e.clients,
 		ClientsFrom: "the scenario's", Shard: co.Shard.String(), Notes: append(slices.Clone(e.notes), balancingNotes(base, in)...)}

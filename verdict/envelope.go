@@ -160,6 +160,41 @@ func replicaFaults() []checkFault {
 	}
 }
 
+// podFault is a replica's whole pod refusing connections, its sidecar
+// down with it (a pod being replaced, before the proxies hear that its
+// endpoint is gone), which check adds when a fleet calls replicas with a
+// proxy beside each (an Istio server sidecar): the restart fault then
+// reaches the caller as the sidecar's 503, and this one as the refused
+// connection its own proxy retries.
+func podFault() checkFault {
+	return checkFault{Name: "pod replaced, connections refused", Kind: scenario.TriggerOutage, Mode: scenario.OutageRefusePod, For: faultSeconds,
+		Exercises: "refused connections at the pod, its sidecar down too", Retried: []string{scenario.RetryOnRefused}, Instant: true}
+}
+
+// faultsFor are the faults check adds to its envelope for the fleets in
+// and base's origin: those of one replica (judgesReplicas), and a pod
+// replaced when a fleet or a tier calls replicas through a sidecar.
+func faultsFor(base *scenario.Scenario, in []CheckInput) []checkFault {
+	var fs []checkFault
+	if judgesReplicas(base, in) {
+		fs = append(fs, replicaFaults()...)
+	}
+	if slices.ContainsFunc(in, callsThroughSidecars) {
+		fs = append(fs, podFault())
+	}
+	return fs
+}
+
+// callsThroughSidecars reports whether the origin's replicas have a proxy
+// beside each, as f or its last tier calls them.
+func callsThroughSidecars(f CheckInput) bool {
+	calls := f.Fleet.Calls
+	if n := len(f.Tiers); n > 0 {
+		calls = f.Tiers[n-1].Client.Calls
+	}
+	return calls.Inbound.Product != ""
+}
+
 // judgesReplicas reports whether check adds replicaFaults on base's
 // origin: it has several replicas and a fleet checked, or a tier of its
 // stack or of the base, balances or detects outliers.

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retrystorm/retrystorm/giveup"
+
 	"github.com/retrystorm/retrystorm/experiment"
 
 	"github.com/retrystorm/retrystorm/report"
@@ -115,10 +117,20 @@ func stackTiers(layers []StackLayer) []scenario.Tier {
 		srv := tierServer
 		srv.Replicas = min(l.Instances, maxTierReplicas)
 		ts = append(ts, scenario.Tier{Name: simName(l.Name), Server: srv,
-			Client: scenario.Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge,
-				Balancer: f.Balancer, OutlierDetection: f.OutlierDetection}})
+			Client: f.Client()})
 	}
 	return ts
+}
+
+// chainOf is the layers as their give-up answers see them, outermost
+// first: what each answers the one above when it gives up.
+func chainOf(layers []StackLayer) []giveup.Layer {
+	chain := make([]giveup.Layer, len(layers))
+	for i, l := range layers {
+		f := l.Input.Fleet
+		chain[i] = giveup.Layer{Product: giveup.Product(f.Product), GRPC: f.GRPC(), Inbound: giveup.Product(f.Inbound.Product)}
+	}
+	return chain
 }
 
 // perClient gives each tier one replica per client instance: each
@@ -192,21 +204,22 @@ func CheckStackShard(ctx context.Context, layers []StackLayer, co CheckOptions, 
 	counted.Traffic.Clients = c.Clients[0] // floors per client at the verdict's count
 	closed, exact := 1.0, true
 	var blamed []string
+	seen := giveup.Seen(chainOf(layers), giveup.Refused)
 	for i, l := range layers {
 		f := l.Input.Fleet
 		lr := StackLayerResult{Name: l.Name, File: l.File, Line: l.Line, Via: l.Via, Instances: l.Instances, Origin: l.Input.Origin, MaxRetries: f.Retry.MaxRetries}
 		if sims != nil {
 			lr.Simulated = round3(sims[i])
 		}
-		seen := scenario.RetryOnError // a tier that gives up answers with an error
-		if i == len(layers)-1 {
-			seen = scenario.RetryOnRefused
-		}
 		switch {
 		case f.Retry.MaxRetries < 0:
 			closed = 0
-		case closed > 0 && f.Retry.Retries(seen):
+		case closed > 0 && f.Retry.Retries(seen[i]):
 			closed *= float64(1 + f.Retry.MaxRetries)
+		}
+		if i == len(layers)-1 && closed > 0 && f.Inbound.Retries > 0 {
+			// The server sidecar retries the refusal on the same pod.
+			closed *= float64(1 + f.Inbound.Retries)
 		}
 		exact = exact && closed > 0 && layerExact(f)
 		lr.ClosedForm, lr.Exact = round3(closed), exact
@@ -440,14 +453,18 @@ func BlameAt(layer, file string, settings []SettingAt, risks []string) []Blame {
 	return out
 }
 
-// StackRuns bounds the simulations CheckStack makes for one chain with
-// these options: check's envelope (every client count and seed, every
-// fault), every cell again with retries off, the margin's searches and
-// the outage run. Counted before a run starts, to refuse one too large.
-func StackRuns(co CheckOptions) (int, error) {
+// StackRuns bounds the simulations CheckStack makes for the chain layers
+// with these options: check's envelope (every client count and seed,
+// every fault the chain meets), every cell again with retries off, the
+// margin's searches and the outage run. Counted before a run starts, to
+// refuse one too large.
+func StackRuns(co CheckOptions, layers []StackLayer) (int, error) {
 	e, err := newEnvelope(co.Base, co.Load, co.Dip, co.Seeds, co.Clients, true)
 	if err != nil {
 		return 0, err
+	}
+	if len(layers) > 0 {
+		e.faults = append(e.faults, faultsFor(e.base, []CheckInput{{Fleet: layers[0].Input.Fleet, Tiers: stackTiers(layers)}})...)
 	}
 	// At most: a fleet judged on every fault, every cell again with
 	// retries off, and the margin's four searches.

@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +39,63 @@ type Program struct {
 	Ready func(ctx context.Context, addrs []string) error
 	// Wait bounds the wait for Ready on each try: 15 s when zero.
 	Wait time.Duration
+}
+
+// Need returns the path of program, looked up in PATH and then in
+// /usr/sbin and /usr/local/sbin, where Debian installs servers. Without
+// it the test skips, and fails under CI=true, which must run it (pkg
+// names the Debian package .ci/run installs).
+func Need(t testing.TB, program, pkg string) string {
+	t.Helper()
+	if p, err := exec.LookPath(program); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin"} {
+		p := filepath.Join(dir, program)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed, and CI requires it (.ci/run installs the Debian package %s)", program, pkg)
+	}
+	t.Skipf("%s is not installed: apt-get install %s to run this test", program, pkg)
+	return ""
+}
+
+// Nginx runs nginx, found by Need, with one worker, no daemon, and its
+// pid, log and temporary files in dir, and returns its address and the
+// nginx.conf it ran. http returns the http block's directives for the
+// address nginx listens on (a server block with that listen); ready is a
+// path nginx answers 200 on once up.
+func Nginx(t testing.TB, dir, ready string, http func(listen string) string) (addr, conf string) {
+	t.Helper()
+	bin := Need(t, "nginx", "nginx")
+	addrs := Start(t, context.Background(), Program{
+		Name: "nginx", Bin: bin, Ports: 1,
+		Args: func(addrs []string) ([]string, error) {
+			conf = fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+%[2]s
+}
+`, dir, http(addrs[0]))
+			file := filepath.Join(dir, "nginx.conf")
+			return []string{"-c", file, "-e", filepath.Join(dir, "error.log")}, os.WriteFile(file, []byte(conf), 0o600)
+		},
+		Ready: HTTPReady(0, ready),
+	})
+	return addrs[0], conf
 }
 
 // tries is how many times Start starts a program that exits before it

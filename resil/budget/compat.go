@@ -146,10 +146,11 @@ type AWSQuotaSettings struct {
 	RetryCost int
 	// TimeoutCost is charged for a retry after a timeout. Zero means 10.
 	TimeoutCost int
-	// NoRetryIncrement is added when a first attempt succeeds. Zero means
-	// 1 (and NoIncrement, none).
+	// NoRetryIncrement is added when an attempt succeeds, a retry as well
+	// as a first attempt (a retry also gets its own cost back). Zero means
+	// 1.
 	NoRetryIncrement int
-	// NoIncrement makes a first attempt that succeeds add nothing, so
+	// NoIncrement makes an attempt that succeeds add nothing, so
 	// that only a retry that succeeds gives back (its own cost): the quota
 	// of aws-sdk-go-v2's adaptive mode as it ships, whose attempt token
 	// never reaches the standard retryer's increment (aws/retry/adaptive.go,
@@ -161,8 +162,12 @@ type AWSQuotaSettings struct {
 
 // AWSQuota is the AWS SDKs' retry quota (standard retry mode): a bucket of
 // 500 that starts full; a retry costs 5, or 10 after a timeout; a retried
-// attempt that succeeds gives its cost back, and a first attempt that
-// succeeds adds 1. When the balance is short, no retry.
+// attempt that succeeds gives its cost back, and every attempt that
+// succeeds, retries included, adds 1: aws-sdk-go-v2 takes an attempt token
+// for each attempt, whose release on success adds NoRetryIncrement
+// (aws/retry/middleware.go, handleAttempt: GetAttemptToken, then
+// releaseRetryToken and releaseAttemptToken; standard.go,
+// GetInitialToken). When the balance is short, no retry.
 //
 // Make one with [NewAWSQuota]. A quota it did not make fails closed: the
 // zero AWSQuota and a nil *AWSQuota grant no retry and panic on nothing,
@@ -230,15 +235,15 @@ func (q *AWSQuota) Built() (constructor string, ok bool) { return "budget.NewAWS
 // Begin does nothing: the quota is funded by successes.
 func (q *AWSQuota) Begin(time.Time) {}
 
-// Record gives back a successful retry's cost, or adds NoRetryIncrement for
-// a first attempt that succeeded.
+// Record adds NoRetryIncrement for an attempt that succeeded, and gives a
+// successful retry its cost back too.
 func (q *AWSQuota) Record(now time.Time, o resil.Outcome, paid float64) {
 	if o != resil.OutcomeSuccess || !q.built() {
 		return
 	}
 	add := q.incr
 	if paid > 0 {
-		add = q.units(paid)
+		add += q.units(paid)
 	}
 	q.mu.Lock()
 	q.tokens = min(q.capacity, q.tokens+add)

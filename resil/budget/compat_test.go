@@ -82,7 +82,12 @@ func TestGRPCThrottleSettings(t *testing.T) {
 // TestAWSQuotaStandard checks the quota against the AWS SDKs' standard
 // retry mode: 500 tokens to start with and at most; a retry costs 5, or
 // 10 after a timeout; no retry when the balance is short; a successful
-// retry gives its cost back; a first attempt that succeeds adds 1.
+// retry gives its cost back, and every attempt that succeeds adds 1, a
+// retry too (issue 36, row 8: aws-sdk-go-v2 aws/retry/middleware.go,
+// handleAttempt, releases the retry token and then the attempt token,
+// GetAttemptToken being standard.go's GetInitialToken, which adds
+// NoRetryIncrement on success; read at the version with
+// LogRetryAttempts and smithy stack values, 2024).
 func TestAWSQuotaStandard(t *testing.T) {
 	q, err := NewAWSQuota(AWSQuotaSettings{})
 	if err != nil {
@@ -92,8 +97,8 @@ func TestAWSQuotaStandard(t *testing.T) {
 		{at: 0, op: "success", tokens: 500}, // full: capped
 		{at: 0, op: "retry", ok: true, tokens: 495},
 		{at: 0, op: "retry-timeout", ok: true, tokens: 485},
-		{at: 0, op: "success", arg: 5, tokens: 490},  // the retry succeeded: its 5 back
-		{at: 0, op: "success", arg: 10, tokens: 500}, // the timeout retry's 10 back
+		{at: 0, op: "success", arg: 5, tokens: 491},  // the retry succeeded: its 5 back, and 1
+		{at: 0, op: "success", arg: 10, tokens: 500}, // the timeout retry's 10 back, and 1: capped
 		{at: 0, op: "failure", tokens: 500},          // failures cost nothing by themselves
 	}
 	for i := range 99 {

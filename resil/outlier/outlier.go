@@ -77,11 +77,22 @@ const (
 	// local-origin rules; without, Envoy reports it as a 503 or 504, so it
 	// counts as a GatewayError.
 	LocalFailure
+	// Timeout is no answer in time from a host the connection reached.
+	// Envoy records the connection's success when it is made
+	// (upstream_request.cc, onPoolReady: LocalOriginConnectSuccess) and
+	// the timeout when the per-try timer fires (router.cc:
+	// LocalOriginTimeout), so with SplitExternalLocalOriginErrors it is a
+	// local-origin success and then a local-origin failure: the
+	// consecutive local-origin count starts again at one, and only
+	// failures to connect (LocalFailure) run it up. Without the split it
+	// is a 504, a GatewayError. For GRPC, a failure.
+	Timeout
 )
 
-var resultNames = [...]string{"success", "5xx", "gateway_error", "local_failure"}
+var resultNames = [...]string{"success", "5xx", "gateway_error", "local_failure", "timeout"}
 
-// String returns "success", "5xx", "gateway_error" or "local_failure".
+// String returns "success", "5xx", "gateway_error", "local_failure" or
+// "timeout".
 func (r Result) String() string { return name("Result", resultNames[:], uint8(r)) }
 
 // FromHTTPStatus maps an HTTP status code to a Result, as Envoy's
@@ -494,10 +505,18 @@ func (d *Detector) Record(now time.Time, i int, r Result) error {
 		return nil
 	}
 	s := &d.s
-	if r == LocalFailure && !s.SplitExternalLocalOriginErrors {
+	if (r == LocalFailure || r == Timeout) && !s.SplitExternalLocalOriginErrors {
 		// Envoy maps a connect failure to 503 and a timeout to 504
 		// (resultToHttpCode): gateway errors both.
 		r = GatewayError
+	}
+	if r == Timeout {
+		// The connection's success first (localOriginNoFailure), then
+		// the timeout, a local-origin failure.
+		h.locTotal.Add(1)
+		h.locOK.Add(1)
+		h.consLocal.Store(0)
+		r = LocalFailure
 	}
 	if r == LocalFailure {
 		h.locTotal.Add(1)

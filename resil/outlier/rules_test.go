@@ -546,3 +546,45 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutAfterConnect is issue 36's row 4, written from Envoy: the
+// router's upstream request records LocalOriginConnectSuccess when its
+// pool is ready (source/common/router/upstream_request.cc, onPoolReady,
+// the version with route-level upstream_rq_total stats, 2024), before any
+// per-try timeout can fire (router.cc, onPerTryTimeoutCommon:
+// LocalOriginTimeout); with the split, the first is localOriginNoFailure,
+// which resets consecutive_local_origin_failure, the second
+// localOriginFailure (outlier_detection_impl.cc at 00c7146d,
+// putResultWithLocalExternalSplit). So with the split, timeouts after a
+// connection never run the consecutive count past one; failures to
+// connect do. Without it, each is a 504 (resultToHttpCode).
+func TestTimeoutAfterConnect(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		split   bool
+		results []Result
+		ejected bool
+	}{
+		{"split: 5 timeouts after connecting", true, []Result{Timeout, Timeout, Timeout, Timeout, Timeout}, false},
+		{"split: 5 connect failures", true, []Result{LocalFailure, LocalFailure, LocalFailure, LocalFailure, LocalFailure}, true},
+		{"split: 4 connect failures, a timeout", true, []Result{LocalFailure, LocalFailure, LocalFailure, LocalFailure, Timeout}, false},
+		{"split: a timeout then 5 connect failures", true, []Result{Timeout, LocalFailure, LocalFailure, LocalFailure, LocalFailure, LocalFailure}, true},
+		{"no split: 5 timeouts are 5 504s", false, []Result{Timeout, Timeout, Timeout, Timeout, Timeout}, true},
+	} {
+		s := EnvoyDefaults(3)
+		s.MaxEjectionPercent, s.SplitExternalLocalOriginErrors = 100, c.split
+		s.Consecutive5xx, s.ConsecutiveLocalOriginFailure = 5, 5
+		d, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range c.results {
+			if err := d.Record(at(float64(i)), 0, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := d.Ejected(0); got != c.ejected {
+			t.Errorf("%s: ejected %v, want %v", c.name, got, c.ejected)
+		}
+	}
+}

@@ -165,7 +165,11 @@ func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) e
 	chain := strings.Join(names, " → ")
 	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, NoMargin: true}
 	cands := stackCandidates(st.files)
-	per, err := verdict.StackRuns(co)
+	var layers []verdict.StackLayer
+	for _, f := range st.files {
+		layers = append(layers, f.layer)
+	}
+	per, err := verdict.StackRuns(co, layers)
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -47,16 +47,20 @@ func (c *CheckOptions) runChains(ctx context.Context, o IO, set chainSet, co ver
 		}
 		of[i] = k
 	}
-	per, err := verdict.StackRuns(co)
-	if err != nil {
-		return usagef("%v", err)
+	runs := 0
+	for _, ch := range distinct {
+		per, err := verdict.StackRuns(co, ch)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		runs += per
 	}
 	most := cmp.Or(c.MaxRuns, defaultMaxRuns)
-	if runs := per * len(distinct); runs > most {
-		return usagef("%s: %d distinct chains (of %d) × %d simulations each = %d simulations, more than --max-runs %d: give fewer --seeds, raise --max-runs, split the work with --shard, or split the directory", set.source, len(distinct), len(set.chains), per, runs, most)
+	if runs > most {
+		return usagef("%s: %d distinct chains (of %d), %d simulations in all, more than --max-runs %d: give fewer --seeds, raise --max-runs, split the work with --shard, or split the directory", set.source, len(distinct), len(set.chains), runs, most)
 	}
 	if !set.single {
-		fmt.Fprintf(head, "%d distinct chains of %d, %d simulations each (%d in all).\n\n", len(distinct), len(set.chains), per, per*len(distinct))
+		fmt.Fprintf(head, "%d distinct chains of %d, %d simulations in all.\n\n", len(distinct), len(set.chains), runs)
 	}
 	m := &verdict.StackShard{Shard: sh.String(), Source: set.source, Unmatched: set.unmatched}
 	if m.Unmatched == nil {

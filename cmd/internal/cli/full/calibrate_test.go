@@ -22,7 +22,7 @@ func TestCalibrateThenCheck(t *testing.T) {
 	if r := runCLI(t, "run", file, "--json"); r.code == 2 {
 		t.Fatalf("run refused the calibrated scenario: %s", r.stderr)
 	}
-	if r := runCLI(t, "check", file, "--seeds", "1", "--json"); r.code == 2 {
+	if r := runCLI(t, "check", file, "--seeds", "1", "--json", "--out", t.TempDir()); r.code == 2 {
 		t.Fatalf("check refused the calibrated scenario: %s", r.stderr)
 	}
 	// A rate that varied is written as a series beside the file.
@@ -101,7 +101,7 @@ func TestCalibrateConfig(t *testing.T) {
 			t.Errorf("the written file lacks %q", want)
 		}
 	}
-	if r := runCLI(t, "check", file, "--seeds", "1", "--json"); r.code == 2 {
+	if r := runCLI(t, "check", file, "--seeds", "1", "--json", "--out", t.TempDir()); r.code == 2 {
 		t.Fatalf("check refused the calibrated scenario: %s", r.stderr)
 	}
 
