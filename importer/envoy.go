@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	_ "google.golang.org/protobuf/types/known/emptypb" // the stand-in for typed configs not read
 
-	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/giveup"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 

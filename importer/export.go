@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/giveup"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"go.yaml.in/yaml/v3"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/giveup"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/resil/resilgrpc/grpcconfig"
 	"github.com/retrystorm/retrystorm/scenario"
 )

@@ -10,8 +10,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/giveup"
+	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
