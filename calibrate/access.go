@@ -292,7 +292,8 @@ var quoted = regexp.MustCompile("`[^`]*`")
 
 // scrub is err's text with any value it quotes from the input left out.
 func scrub(err error) string {
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors: ")
 	return safetext.Escape(quoted.ReplaceAllString(msg, "(a value)"))
 }
 

@@ -473,6 +473,31 @@ type CalibrateFlags struct {
 	// their fleets.
 	Configs []string
 	Route   string
+	// Access is how to reach a Prometheus that asks for credentials.
+	Access AccessFlags
+}
+
+// AccessFlags are the credentials and the CA of a Prometheus server
+// (calibrate.Access, which applies them): file names, and the headers.
+type AccessFlags struct {
+	HTTPConfig      string   // --http-config FILE
+	BearerTokenFile string   // --bearer-token-file FILE
+	BasicAuth       string   // --basic-auth USER
+	PasswordFile    string   // --basic-auth-password-file FILE
+	Headers         []string // --header 'Name: value', repeated
+	CAFile          string   // --ca-file FILE
+}
+
+// Files are the files the flags name: inputs, which no output may
+// overwrite.
+func (a AccessFlags) Files() []string {
+	var out []string
+	for _, f := range []string{a.HTTPConfig, a.BearerTokenFile, a.PasswordFile, a.CAFile} {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // calibrateFlags are the window's flags and the file to write.
@@ -502,17 +527,24 @@ func policyFlags(fs *flag.FlagSet, inv *Invocation) {
 	fs.StringVar(&c.Route, "route", "", "with --config, the route or fleet `NAME` the metrics are from, when the config holds several")
 }
 
-// windowFlags say which window of metrics to read, live or saved
-// (calibrate and replay).
+// windowFlags say which window of metrics to read, live or saved, and
+// how to reach the server (calibrate, replay, check --prometheus).
 func windowFlags(fs *flag.FlagSet, inv *Invocation) {
 	c := &inv.Calibrate
-	funcVar(fs, "prometheus", "read the metrics from the Prometheus server at `URL` (its HTTP API)", func(s string) error {
+	shownVar(fs, "prometheus", "read the metrics from the Prometheus server at `URL` (its HTTP API)", func(s string) error {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return errors.New("want an http:// or https:// URL with a host")
 		}
 		c.Prometheus = s
 		return nil
+	}, func(s string) string {
+		// A password in the URL is not shown where the command line is
+		// (the report's).
+		if u, err := url.Parse(s); err == nil {
+			return u.Redacted()
+		}
+		return "URL"
 	})
 	funcVar(fs, "file", "read a saved query_range answer from `FILE` (JSON), or every *.json of a directory; repeat it for more", func(s string) error {
 		if s == "" {
@@ -551,6 +583,27 @@ func windowFlags(fs *flag.FlagSet, inv *Invocation) {
 		c.Timeout = d
 		return err
 	})
+	accessFlags(fs, inv)
+}
+
+// accessFlags say how to reach a Prometheus that asks for credentials, as
+// Prometheus's own http_config says it (docs/calibrate.md).
+func accessFlags(fs *flag.FlagSet, inv *Invocation) {
+	a := &inv.Calibrate.Access
+	fileVar(fs, &a.BearerTokenFile, "bearer-token-file", "send the token in `FILE` as Authorization: Bearer to Prometheus", "")
+	fs.StringVar(&a.BasicAuth, "basic-auth", "", "authenticate to Prometheus as `USER` (HTTP basic auth), with --basic-auth-password-file")
+	fileVar(fs, &a.PasswordFile, "basic-auth-password-file", "the password of --basic-auth is in `FILE`", "")
+	shownVar(fs, "header", "send the header `'Name: value'` to Prometheus (repeat it for more; its value is never printed)", func(s string) error {
+		// Checked with the others (calibrate.Access): an error here
+		// would quote the value, which may be a secret.
+		a.Headers = append(a.Headers, s)
+		return nil
+	}, func(s string) string {
+		name, _, _ := strings.Cut(s, ":")
+		return strings.TrimSpace(name) + ": …"
+	})
+	fileVar(fs, &a.CAFile, "ca-file", "trust the CA certificate in `FILE` (PEM) for Prometheus's TLS certificate", "")
+	fileVar(fs, &a.HTTPConfig, "http-config", "reach Prometheus as the http_config in `FILE` says (Prometheus's own YAML: basic_auth, authorization, tls_config, http_headers, proxy_url...)", "")
 }
 
 // parseTime reads a time: RFC 3339, Unix seconds, or a duration before now.
@@ -594,12 +647,24 @@ func funcVar(fs *flag.FlagSet, name, usage string, set func(string) error) {
 	fs.Var(&textValue{set: set}, name, usage)
 }
 
+// shownVar is funcVar for a flag whose text may hold a secret: the
+// command line shows show(text).
+func shownVar(fs *flag.FlagSet, name, usage string, set func(string) error, show func(string) string) {
+	fs.Var(&textValue{set: set, show: show}, name, usage)
+}
+
 type textValue struct {
 	set  func(string) error
+	show func(string) string
 	text string
 }
 
-func (v *textValue) String() string { return v.text }
+func (v *textValue) String() string {
+	if v.show != nil && v.text != "" {
+		return v.show(v.text)
+	}
+	return v.text
+}
 func (v *textValue) Set(s string) error {
 	v.text = s
 	return v.set(s)

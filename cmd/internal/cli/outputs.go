@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -69,7 +70,7 @@ func (inv *Invocation) outputs() []output {
 	add("--emit-worst", inv.Configs.EmitWorst, outfile.Scenario)
 	switch {
 	case inv.Calibrate.Out != "":
-		add("-o", inv.Calibrate.Out, outfile.Scenario)
+		add("-o", inv.Calibrate.Out, Calibrated)
 	case inv.Configs.Output != "":
 		add("-o", inv.Configs.Output, outfile.Scenario)
 	case inv.flags.Lookup("o") != nil:
@@ -95,8 +96,15 @@ func (inv *Invocation) Inputs() []string {
 	}
 	in = append(in, inv.Calibrate.Files...)
 	in = append(in, inv.Calibrate.Configs...)
+	in = append(in, inv.Calibrate.Access.Files()...)
 	return in
 }
+
+// Calibrated is a scenario calibrate wrote (calibrate -o): only such a file is written over, not import's nor the
+// user's own scenario.
+var Calibrated = outfile.Kind{Name: "a scenario calibrate wrote", Is: func(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("# Calibrated by retrystorm"))
+}}
 
 func cmpOr(a, b string) string {
 	if a != "" {
