@@ -10,7 +10,7 @@ import (
 // --header's value; the files of the credentials are inputs, which no
 // output may overwrite.
 func TestCommandLineHidesSecrets(t *testing.T) {
-	for _, name := range []string{"calibrate", "replay"} {
+	for _, name := range []string{"calibrate", "replay", "check"} {
 		c, _ := lookup(table(Heavy{}), name)
 		inv := &Invocation{Name: name, typed: true}
 		args := []string{"--prometheus", "https://reader:pa55-w0rd@prom.example:9090", "--header", "X-Api-Key: k3y-v4lue",

@@ -475,6 +475,9 @@ type CalibrateFlags struct {
 	Route   string
 	// Access is how to reach a Prometheus that asks for credentials.
 	Access AccessFlags
+	// Calibrated is check --calibrated FILE: where check --prometheus
+	// keeps the base it calibrated; empty keeps none.
+	Calibrated string
 }
 
 // AccessFlags are the credentials and the CA of a Prometheus server
@@ -604,6 +607,14 @@ func accessFlags(fs *flag.FlagSet, inv *Invocation) {
 	})
 	fileVar(fs, &a.CAFile, "ca-file", "trust the CA certificate in `FILE` (PEM) for Prometheus's TLS certificate", "")
 	fileVar(fs, &a.HTTPConfig, "http-config", "reach Prometheus as the http_config in `FILE` says (Prometheus's own YAML: basic_auth, authorization, tls_config, http_headers, proxy_url...)", "")
+}
+
+// checkWindowFlags are check's flags for a base calibrated on the spot
+// from Prometheus (--prometheus) or saved answers (--file).
+func checkWindowFlags(fs *flag.FlagSet, inv *Invocation) {
+	windowFlags(fs, inv)
+	fs.StringVar(&inv.Calibrate.Route, "route", "", "with --prometheus or --file, the route or fleet `NAME` of your files the metrics are from, when they hold several")
+	fileVar(fs, &inv.Calibrate.Calibrated, "calibrated", "with --prometheus or --file, also write the base calibrated from the metrics to `FILE` (as calibrate -o writes it)", "")
 }
 
 // parseTime reads a time: RFC 3339, Unix seconds, or a duration before now.

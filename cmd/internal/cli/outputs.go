@@ -68,6 +68,7 @@ func (inv *Invocation) outputs() []output {
 	add("--sarif", inv.Configs.SARIF, outfile.SARIF)
 	add("--junit", inv.Configs.JUnit, outfile.JUnit)
 	add("--emit-worst", inv.Configs.EmitWorst, outfile.Scenario)
+	add("--calibrated", inv.Calibrate.Calibrated, Calibrated)
 	switch {
 	case inv.Calibrate.Out != "":
 		add("-o", inv.Calibrate.Out, Calibrated)
@@ -100,7 +101,8 @@ func (inv *Invocation) Inputs() []string {
 	return in
 }
 
-// Calibrated is a scenario calibrate wrote (calibrate -o): only such a file is written over, not import's nor the
+// Calibrated is a scenario calibrate wrote (calibrate -o, check
+// --calibrated): only such a file is written over, not import's nor the
 // user's own scenario.
 var Calibrated = outfile.Kind{Name: "a scenario calibrate wrote", Is: func(b []byte) bool {
 	return bytes.HasPrefix(b, []byte("# Calibrated by retrystorm"))

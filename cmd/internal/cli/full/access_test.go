@@ -83,6 +83,7 @@ func TestAccessRefusedCLI(t *testing.T) {
 	srv := authProxy(t, nowhere, func(*http.Request) bool { return false })
 	dir := accessFiles(t, srv)
 	at := func(name string) string { return filepath.Join(dir, name) }
+	route := importerData("envoy/route.yaml")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -91,7 +92,7 @@ func TestAccessRefusedCLI(t *testing.T) {
 			"refused the request (401 Unauthorized) sent with the bearer token of " + at("wrong")},
 		{[]string{"replay", "--json", "--bearer-token-file", at("wrong"), "--ca-file", at("ca.pem")},
 			"refused the request (401 Unauthorized) sent with the bearer token of " + at("wrong")},
-		{[]string{"calibrate", "--header", "X-Api-Key: " + apiKey, "--ca-file", at("ca.pem")},
+		{[]string{"check", route, "--json", "--header", "X-Api-Key: " + apiKey, "--ca-file", at("ca.pem")},
 			"refused the request (401 Unauthorized) sent with the header X-Api-Key: check them"},
 		{[]string{"calibrate", "--ca-file", at("ca.pem")}, "sent with no credentials: give the credentials it takes"},
 		{[]string{"calibrate", "--bearer-token-file", at("token")}, "signed by a CA this machine does not trust: give --ca-file FILE"},
