@@ -210,3 +210,34 @@ func TestAccessRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHTTPConfig: any http_config file and --header make a client's
+// config or an ErrAccess error, never a panic, and the error never holds
+// the header's value (marked here, so that a message's own words are not
+// taken for it).
+func FuzzHTTPConfig(f *testing.F) {
+	f.Add("authorization: {credentials_file: token}\n", "X-Api-Key", "v")
+	f.Add("basic_auth: {username: u, password: p}\ntls_config: {insecure_skip_verify: true}\n", "X-A", "")
+	f.Add("http_headers: {X-A: {values: [a]}}\n", "x-a", "b")
+	f.Add("tls_config: {insecure_skip_verify: x}\n", "Authorization", "Bearer")
+	f.Add("- a\n", "", ":")
+	f.Fuzz(func(t *testing.T, yaml, name, value string) {
+		const mark = "Zq9-s3cr3t-"
+		if strings.Contains(yaml+name, "Zq9") {
+			return
+		}
+		dir := t.TempDir()
+		file := writeFile(t, dir, "http.yml", yaml)
+		writeFile(t, dir, "token", "t")
+		_, err := calibrate.Access{ConfigFile: file, Headers: []string{name + ": " + mark + value}}.HTTPConfig()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, calibrate.ErrAccess) {
+			t.Fatalf("not ErrAccess: %v", err)
+		}
+		if strings.Contains(err.Error(), mark) {
+			t.Fatalf("the header's value is in the error: %v", err)
+		}
+	})
+}
