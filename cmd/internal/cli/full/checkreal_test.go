@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,26 +21,12 @@ import (
 	"github.com/retrystorm/retrystorm/internal/promtest"
 )
 
-// prometheusBin is the prometheus binary, or a skip (a failure under
-// CI=true, where it must be installed).
-func prometheusBin(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not on the PATH; CI must install it")
-		}
-		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus tests")
-	}
-	return bin
-}
-
 // promHolding runs a real Prometheus (promtest) holding the saved window
 // answer: it scrapes, once, an exporter that serves every sample with its
 // own timestamp (OpenMetrics), moved so that the window ends a minute
 // ago. It returns the server's URL and the window's first and last
 // sample times, as --from and --to take them (Unix seconds).
-func promHolding(t *testing.T, ctx context.Context, answer string) (string, string, string) {
+func promHolding(t *testing.T, ctx context.Context, bin, answer string) (string, string, string) {
 	t.Helper()
 	a := promtest.ReadAnswer(t, answer)
 	var first, last float64 = math.Inf(1), math.Inf(-1)
@@ -80,7 +65,7 @@ func promHolding(t *testing.T, ctx context.Context, answer string) (string, stri
 	}))
 	t.Cleanup(exporter.Close)
 	host := strings.TrimPrefix(exporter.URL, "http://")
-	prom := promtest.Start(t, ctx, prometheusBin(t), "honor_labels: true\n    "+promtest.Static(host))
+	prom := promtest.Start(t, ctx, bin, "honor_labels: true\n    "+promtest.Static(host))
 	client, err := api.NewClient(api.Config{Address: prom})
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +93,10 @@ func promHolding(t *testing.T, ctx context.Context, answer string) (string, stri
 // that wants a token, as Prometheus is run, it reads through
 // --bearer-token-file and --ca-file, and writes no secret anywhere.
 func TestCheckRealPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: runs a real Prometheus")
-	}
+	bin := promtest.Bin(t, "runs a real Prometheus (about 10 s)")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	prom, from, to := promHolding(t, ctx, calibrateData("lab.json"))
+	prom, from, to := promHolding(t, ctx, bin, calibrateData("lab.json"))
 	config := calibrateData("config/lab-naive.yaml")
 	window := []string{"--from", from, "--to", to, "--step", "1s"}
 	verdict := func(args ...string) result {
