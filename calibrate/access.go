@@ -66,18 +66,6 @@ func (a Access) Given() bool {
 		a.BasicAuthPasswordFile != "" || len(a.Headers) > 0 || a.CAFile != ""
 }
 
-// Files are the files a names itself (not those its http_config file
-// names): a command's inputs, which no output may overwrite.
-func (a Access) Files() []string {
-	var out []string
-	for _, f := range []string{a.ConfigFile, a.BearerTokenFile, a.BasicAuthPasswordFile, a.CAFile} {
-		if f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // HTTPConfig returns a as Prometheus's HTTPClientConfig: the
 // http_config file's, if any, with the flags' settings added, validated
 // as Prometheus validates it. A flag may not set what the file sets
