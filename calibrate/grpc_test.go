@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -73,16 +71,7 @@ var grpcRetryConfig = fmt.Sprintf(`{"methodConfig": [{
 // target, so Prometheus's instance label tells them apart (the exporter
 // adds no instance label of its own: its resource goes to target_info).
 func TestRealGRPC(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not on the PATH; CI must install it")
-		}
-		t.Skip("prometheus is not on the PATH: install it to run the real-gRPC calibration test")
-	}
-	if testing.Short() {
-		t.Skip("-short: the real-gRPC test takes about 30 s")
-	}
+	bin := promtest.Bin(t, "the real-gRPC test takes about 30 s")
 	// The lock is TestMain's.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -21,7 +21,14 @@ import (
 // series of the metric it asked for.
 func fakeProm(t *testing.T, n int, answer []byte, hold chan struct{}) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(promHandler(t, n, answer, hold))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// promHandler is fakeProm's handler.
+func promHandler(t *testing.T, n int, answer []byte, hold chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/api/v1/series":
@@ -50,9 +57,7 @@ func fakeProm(t *testing.T, n int, answer []byte, hold chan struct{}) string {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})
 }
 
 // TestFetchLive reads the lab's saved window through a server that

@@ -96,8 +96,8 @@ type Live struct {
 	Source *Source
 	// Timeout bounds each request to the server.
 	Timeout time.Duration
-	// Transport, if set, sends the requests (tests).
-	Transport http.RoundTripper
+	// Access is the credentials and the CA the server wants, if any.
+	Access Access
 }
 
 // Fetch reads a window from a Prometheus server through its HTTP API
@@ -118,20 +118,20 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 	if l.Timeout <= 0 {
 		l.Timeout = 30 * time.Second
 	}
-	rt := l.Transport
-	if rt == nil {
-		rt = api.DefaultRoundTripper
-	}
-	client, err := api.NewClient(api.Config{Address: l.URL, Client: &http.Client{Transport: limited{rt}, Timeout: l.Timeout, CheckRedirect: sameHost}})
+	hc, err := l.Access.client(l.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus %q: %v", l.URL, err)
+		return nil, err
+	}
+	client, err := api.NewClient(api.Config{Address: l.URL, Client: hc})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus %s: %v", redact(l.URL), err)
 	}
 	prom := v1.NewAPI(client)
 	sources := Sources
 	if l.Source != nil {
 		sources = []*Source{l.Source}
 	}
-	w := &Window{Where: "Prometheus at " + l.URL, Start: l.Start.UTC(), End: l.End.UTC(), Step: l.Step}
+	w := &Window{Where: "Prometheus at " + redact(l.URL), Start: l.Start.UTC(), End: l.End.UTC(), Step: l.Step}
 	// Which sources are there: one series query for their detecting
 	// metrics; of several, the first whose requests counted some in the
 	// window (an idle HAProxy job beside a busy service is no calibration).
@@ -169,7 +169,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		for _, s := range sources {
 			want = append(want, s.Detect...)
 		}
-		return nil, fmt.Errorf("%s has no series of %s matching %s between %s and %s: a wrong selector, or an empty window", l.URL, strings.Join(want, ", "), l.Selector, l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339))
+		return nil, fmt.Errorf("%s has no series of %s matching %s between %s and %s: a wrong selector, or an empty window", redact(l.URL), strings.Join(want, ", "), l.Selector, l.Start.Format(time.RFC3339), l.End.Format(time.RFC3339))
 	}
 	for _, m := range metrics {
 		if err := readMetric(ctx, prom, l, w, m); err != nil {
@@ -177,7 +177,7 @@ func Fetch(ctx context.Context, l Live) (*Window, error) {
 		}
 	}
 	if err := w.finish(); err != nil {
-		return nil, fmt.Errorf("%s: %v", l.URL, err)
+		return nil, fmt.Errorf("%s: %v", redact(l.URL), err)
 	}
 	return w, nil
 }
@@ -192,11 +192,14 @@ func readMetric(ctx context.Context, prom v1.API, l Live, w *Window, metric stri
 	query := l.Selector.For(metric)
 	val, _, _, err := prom.QueryRange(ctx, query, v1.Range{Start: l.Start, End: l.End, Step: l.Step}, v1.WithTimeout(l.Timeout))
 	if err != nil {
-		return fmt.Errorf("%s: query_range %s: %w", l.URL, query, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("query_range %s: %w", query, l.readError(err))
 	}
 	mat, ok := val.(model.Matrix)
 	if !ok {
-		return fmt.Errorf("%s: query_range %s answered a %s, not a matrix", l.URL, query, val.Type())
+		return fmt.Errorf("%s: query_range %s answered a %s, not a matrix", redact(l.URL), query, val.Type())
 	}
 	return w.add(mat, l.Selector, fmt.Sprintf("query_range %s", query), metric, query)
 }
@@ -222,10 +225,10 @@ func countSeries(ctx context.Context, prom v1.API, l Live, metrics ...string) (i
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
-			return 0, fmt.Errorf("cannot read from Prometheus at %s: %v", l.URL, err)
+			return 0, l.readError(err)
 		}
 		if len(sets) > MaxSeries {
-			return 0, fmt.Errorf("%s matches more than %d series at %s: narrow --selector to one service (a job, a cluster, a namespace), so that calibrate reads one origin and its clients", match, MaxSeries, l.URL)
+			return 0, fmt.Errorf("%s matches more than %d series at %s: narrow --selector to one service (a job, a cluster, a namespace), so that calibrate reads one origin and its clients", match, MaxSeries, redact(l.URL))
 		}
 		total += len(sets)
 	}
@@ -249,12 +252,17 @@ func sameHost(r *http.Request, via []*http.Request) error {
 }
 
 // limited refuses an answer larger than maxAnswer: a body that goes on
-// past it ends in an error, not in memory.
+// past it ends in an error, not in memory. An answer refusing the
+// credentials is an error too (refusal), which Live.readError words.
 type limited struct{ http.RoundTripper }
 
 func (l limited) RoundTrip(r *http.Request) (*http.Response, error) {
 	res, err := l.RoundTripper.RoundTrip(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := refusal(r, res); err != nil {
+		res.Body.Close()
 		return nil, err
 	}
 	if res.ContentLength > maxAnswer {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -62,16 +61,7 @@ fleets:
 // Targets (issue 23): capacity and median service time within 10%, base
 // rate within 5%, client instances exact.
 func TestRealPrometheus(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not on the PATH; CI must install it")
-		}
-		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus calibration test")
-	}
-	if testing.Short() {
-		t.Skip("-short: the real-Prometheus test takes about 30 s")
-	}
+	bin := promtest.Bin(t, "the real-Prometheus test takes about 30 s")
 	// The lock is TestMain's.
 	truth, err := scenario.Parse("truth.yaml", []byte(truthYAML))
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 // testdata/haproxy-storm.json, which TestHAProxyStormWindow replays on
 // every run. About 75 s.
 func TestRealHAProxyStorm(t *testing.T) {
-	prom := prometheusBin(t, "the real-HAProxy storm takes about 60 s")
+	prom := promtest.Bin(t, "the real-HAProxy storm takes about 60 s")
 	hap, err := exec.LookPath("haproxy")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"io"
 	"net/url"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -51,7 +49,7 @@ fleets:
 // and the replay's (recovered or never) must agree with what the lab
 // measured, and the inferred trigger must be the dip.
 func TestRealPrometheus(t *testing.T) {
-	bin := prometheusBin(t, "the real-Prometheus replay test takes about 45 s")
+	bin := promtest.Bin(t, "the real-Prometheus replay test takes about 45 s")
 	// The lock is TestMain's.
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
 	if err != nil {
@@ -111,24 +109,6 @@ func TestRealPrometheus(t *testing.T) {
 	if !r.Agrees {
 		t.Errorf("the replay does not agree with the window: %s", r.Conclusion)
 	}
-}
-
-// prometheusBin returns the prometheus binary's path, or skips t without
-// one (fails it when CI=true, where it must be installed) and under
-// -short (long says how long the test takes).
-func prometheusBin(t *testing.T, long string) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not on the PATH; CI must install it")
-		}
-		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus replay tests")
-	}
-	if testing.Short() {
-		t.Skip("-short: " + long)
-	}
-	return bin
 }
 
 // saveWindow saves, as one query_range answer, the raw series replay

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,4 +102,22 @@ func Start(t testing.TB, ctx context.Context, bin, scrape string) string {
 		},
 	})
 	return "http://" + addrs[0]
+}
+
+// Bin returns the prometheus binary's path, or skips t without one (fails
+// it when CI=true, where it must be installed: no test of a claim skips
+// there) and under -short, where long says how long the test takes.
+func Bin(t testing.TB, long string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("prometheus is not on the PATH; CI must install it")
+		}
+		t.Skip("prometheus is not on the PATH: install it to run the real-Prometheus tests")
+	}
+	if testing.Short() {
+		t.Skip("-short: " + long)
+	}
+	return bin
 }

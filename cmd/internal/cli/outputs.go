@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -67,9 +68,10 @@ func (inv *Invocation) outputs() []output {
 	add("--sarif", inv.Configs.SARIF, outfile.SARIF)
 	add("--junit", inv.Configs.JUnit, outfile.JUnit)
 	add("--emit-worst", inv.Configs.EmitWorst, outfile.Scenario)
+	add("--calibrated", inv.Calibrate.Calibrated, Calibrated)
 	switch {
 	case inv.Calibrate.Out != "":
-		add("-o", inv.Calibrate.Out, outfile.Scenario)
+		add("-o", inv.Calibrate.Out, Calibrated)
 	case inv.Configs.Output != "":
 		add("-o", inv.Configs.Output, outfile.Scenario)
 	case inv.flags.Lookup("o") != nil:
@@ -95,8 +97,16 @@ func (inv *Invocation) Inputs() []string {
 	}
 	in = append(in, inv.Calibrate.Files...)
 	in = append(in, inv.Calibrate.Configs...)
+	in = append(in, inv.Calibrate.Access.Files()...)
 	return in
 }
+
+// Calibrated is a scenario calibrate wrote (calibrate -o, check
+// --calibrated): only such a file is written over, not import's nor the
+// user's own scenario.
+var Calibrated = outfile.Kind{Name: "a scenario calibrate wrote", Is: func(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("# Calibrated by retrystorm"))
+}}
 
 func cmpOr(a, b string) string {
 	if a != "" {

@@ -4,7 +4,8 @@
 // the companion binary cmd/retrystorm-full. Their entries, names, flags
 // and help are in the command table of package cli, like every other
 // command's; only the run functions are here: the lab's in this package,
-// import's, check's, advise's and merge's in internal/configcmd.
+// import's, check's, advise's and merge's in internal/configcmd (check's
+// calibration of its base from --prometheus here, check.go).
 package full
 
 import (
@@ -16,7 +17,7 @@ import (
 var Heavy = cli.Heavy{
 	Lab:    runLab,
 	Import: configcmd.Import,
-	Check:  configcmd.Check,
+	Check:  runCheck,
 	Advise: configcmd.Advise,
 	Merge:  configcmd.Merge,
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/replay"
 )
 
@@ -19,7 +20,7 @@ func runReplay(ctx context.Context, inv *cli.Invocation) error {
 	if len(inv.Args) > 0 {
 		return cli.Usagef("replay takes no arguments (saved answers are --file FILE), got %q", inv.Args[0])
 	}
-	cfg, err := readConfig(inv)
+	cfg, err := readConfig(inv, inv.Calibrate.Configs, importer.Options{})
 	if err != nil {
 		return err
 	}
