@@ -184,10 +184,32 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	}
 	m := &Model{sc: *sc, fleet: f}
 	m.sc.Fleets = []scenario.Fleet{f}
-	o := sc.Origin
 	m.timeout = f.Timeout.Seconds()
 	m.clients = float64(max(sc.Traffic.Clients, 1))
 	m.rate = sc.Traffic.Rate
+	m.setOrigin(sc.Origin)
+	m.setStep(sc)
+	if err := m.setRetries(sc, f, &pol); err != nil {
+		return nil, err
+	}
+	if err := m.setBudget(f, &pol); err != nil {
+		return nil, err
+	}
+	if pol.Breaker != nil {
+		m.breaker = true
+		m.brk = pol.Breaker.Settings()
+		m.scopeAll = pol.BreakerScope == resil.GuardAll
+	}
+	if pol.Throttle != nil {
+		m.throttle = true
+		m.thr = pol.Throttle.Settings()
+	}
+	return m, nil
+}
+
+// setOrigin reads the origin's model and its rates: a queue of workers, a
+// latency that grows with the requests in flight, or a capacity.
+func (m *Model) setOrigin(o scenario.Origin) {
 	m.errRate = o.ErrorRate
 	m.capacity = o.Capacity
 	switch o.Model {
@@ -206,10 +228,14 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.latency = o.Latency.Seconds()
 		m.rejCost = o.RejectionCost
 	}
-	// The step: at most a tenth of the shortest timeout (the fleet's or a
-	// tier's) and 100ms, so that a timeout is ten steps or more, and a
-	// whole fraction of the tick. A step of 50ms gave the same agreement
-	// with the simulator at twice the cost (docs/model.md).
+}
+
+// setStep sets the step and the run's length in steps. The step is at most
+// a tenth of the shortest timeout (the fleet's or a tier's) and 100ms, so
+// that a timeout is ten steps or more, and a whole fraction of the tick. A
+// step of 50ms gave the same agreement with the simulator at twice the
+// cost (docs/model.md). m.timeout must be set.
+func (m *Model) setStep(sc *scenario.Scenario) {
 	shortest := m.timeout
 	for _, t := range sc.Tiers {
 		shortest = min(shortest, t.Client.Timeout.Seconds())
@@ -218,37 +244,52 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	m.perTick = max(1, int(math.Ceil(tick/min(0.1, shortest/10))))
 	m.h = tick / float64(m.perTick)
 	m.steps = int(math.Ceil(sc.Duration.Seconds()/tick)) * m.perTick
+}
 
+// setRetries reads the fleet's retries and each tier's (how many, on which
+// outcomes, after which backoff), refusing a run longer than the model
+// holds (maxCells) before it builds the delays. The step must be set.
+func (m *Model) setRetries(sc *scenario.Scenario, f scenario.Fleet, pol *resil.Policy) error {
 	m.maxRetries = finite(pol.MaxRetries)
 	attempts := float64(m.maxRetries + 1)
 	for _, t := range sc.Tiers {
 		attempts += float64(finite(t.Client.Retry.MaxRetries) + 1)
 	}
 	if cells := float64(m.steps) * attempts * (nKinds + 5); cells > maxCells {
-		return nil, fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, %w (%.0g numbers): shorten the run or lengthen the tick or the timeout",
+		return fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, %w (%.0g numbers): shorten the run or lengthen the tick or the timeout",
 			sc.Name, m.steps, time.Duration(m.h*float64(time.Second)), m.maxRetries+1, ErrTooLarge, float64(maxCells))
 	}
 	m.retryShare = 1
 	if f.Retry.IdempotentOnly {
 		m.retryShare = sc.Traffic.Idempotent + (1-sc.Traffic.Idempotent)*sc.Traffic.Keys
 	}
-	for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
-		m.retryOn[k] = f.Retry.Retries(word)
-	}
+	m.retryOn = retryOn(&f.Retry)
 	m.delay = m.delays(pol.Backoff, m.maxRetries)
 	for _, t := range sc.Tiers {
 		p, err := t.NewPolicy()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		hop := tierHop{work: t.Server.Base.Seconds(), timeout: t.Client.Timeout.Seconds(), maxRetries: finite(p.MaxRetries)}
-		for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
-			hop.retryOn[k] = t.Client.Retry.Retries(word)
-		}
+		hop.retryOn = retryOn(&t.Client.Retry)
 		hop.delay = m.delays(p.Backoff, hop.maxRetries)
 		m.tiers = append(m.tiers, hop)
 	}
+	return nil
+}
 
+// retryOn is which outcome kinds r retries.
+func retryOn(r *scenario.Retry) [nKinds]bool {
+	var on [nKinds]bool
+	for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
+		on[k] = r.Retries(word)
+	}
+	return on
+}
+
+// setBudget reads the fleet's retry budget: the token bucket's settings,
+// or gRPC's throttle's, as resil builds them.
+func (m *Model) setBudget(f scenario.Fleet, pol *resil.Policy) error {
 	if f.Budget.Use == scenario.BudgetTokenBucket {
 		// The bucket's settings, with resil's defaults filled in: it
 		// starts at MinTokens, fills to MaxTokens, and a retry costs
@@ -257,34 +298,27 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.budget, m.ratio, m.funding = true, s.Ratio, s.Funding
 		m.minTok, m.maxTok, m.cost, m.costTO = s.MinTokens, s.MaxTokens, s.RetryCost, s.TimeoutCost
 	}
-	if g, ok := pol.Budget.(*budget.GRPCThrottle); ok {
-		m.grpc = true
-		m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
-		m.grpcRatio = g.RetryShare()
-		// Which failures take a token is resil's rule (and the fleet's
-		// retry conditions): ask a fresh throttle of the fleet's.
-		// A refused connection is a rejection to the policy, as the
-		// simulator tells it (sim.policyOutcome).
-		for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeThrottled} {
-			p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
-			if err != nil {
-				return nil, err
-			}
-			fresh := p.Budget.(*budget.GRPCThrottle)
-			fresh.Record(time.Time{}, o, 0)
-			m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
+	g, ok := pol.Budget.(*budget.GRPCThrottle)
+	if !ok {
+		return nil
+	}
+	m.grpc = true
+	m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
+	m.grpcRatio = g.RetryShare()
+	// Which failures take a token is resil's rule (and the fleet's
+	// retry conditions): ask a fresh throttle of the fleet's.
+	// A refused connection is a rejection to the policy, as the
+	// simulator tells it (sim.policyOutcome).
+	for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeThrottled} {
+		p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
+		if err != nil {
+			return err
 		}
+		fresh := p.Budget.(*budget.GRPCThrottle)
+		fresh.Record(time.Time{}, o, 0)
+		m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
 	}
-	if pol.Breaker != nil {
-		m.breaker = true
-		m.brk = pol.Breaker.Settings()
-		m.scopeAll = pol.BreakerScope == resil.GuardAll
-	}
-	if pol.Throttle != nil {
-		m.throttle = true
-		m.thr = pol.Throttle.Settings()
-	}
-	return m, nil
+	return nil
 }
 
 // finite is a policy's retries, Unlimited made finite.
