@@ -7,33 +7,29 @@ import (
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
-// origin is phase 5: the origin takes what the last level sends at this
-// step, by its model. In a refusing or blackhole outage it never sees what
-// is sent, and goes on serving its queue (the answers are lost, in phase
-// 1 or 4), as the simulator's does; a stall serves nothing.
-func (r *fluidRun) origin() {
+// outage is phase 5 in an outage: the origin in a refusing or blackhole
+// outage never sees what is sent, and goes on serving its queue (the
+// answers are lost, in phase 1 or 4), as the simulator's does; a stall
+// serves nothing, and the queue model's queues what is sent. Out of an
+// outage, step hands what is sent to the origin's model: enqueue,
+// concurrent or capacity.
+func (r *fluidRun) outage() {
 	m, o, t, tick := r.m, r.o, r.t, r.tick
 	send := r.send[:o.K]
 	fa := r.failedAt(r.last)
 	oTimeoutSteps := r.tos[r.last]
 	switch {
-	case r.cond.Outage && r.cond.Mode == scenario.OutageRefuse:
+	case r.cond.Mode == scenario.OutageRefuse:
 		m.fail(o, t, t+1, kindRefused, send, fa, tick)
-	case r.cond.Outage && r.cond.Mode == scenario.OutageBlackhole:
+	case r.cond.Mode == scenario.OutageBlackhole:
 		m.fail(o, t, t+oTimeoutSteps, kindTimeout, send, fa, tick)
-	case r.cond.Outage && !m.queue:
+	case !m.queue:
 		// A stalled capacity model: held past the timeout.
 		m.fail(o, t, t+oTimeoutSteps, kindTimeout, send, fa, tick)
 		r.mu = 0
-	case r.cond.Outage: // stall: requests queue, nothing is served
+	default: // stall: requests queue, nothing is served
 		r.mu = 0
 		r.enqueue()
-	case m.queue:
-		r.enqueue()
-	case m.conc:
-		r.concurrent()
-	default:
-		r.capacity()
 	}
 }
 
@@ -159,10 +155,10 @@ func (r *fluidRun) capacity() {
 // skips it instead, at no cost (its clients time out); the one that sheds
 // by deadline refuses it at once, a rejection, as soon as it would start
 // too late. What no worker reached by its clients' deadline times out
-// then, once (expire); the origin may serve it later, for nobody, or skip
-// it.
+// then, once; the origin may serve it later, for nobody, or skip it.
 func (r *fluidRun) serveQueue() {
-	m, o, t, h := r.m, r.o, r.t, r.m.h
+	m, o, t, h, errRate := r.m, r.o, r.t, r.m.h, r.errRate
+	Ko, fa := o.K, r.failedAt(r.last)
 	oTimeout, oTimeoutSteps := r.tout[r.last], r.tos[r.last]
 	serviceSteps := min(oTimeoutSteps, max(1, int(math.Round(r.service/h))))
 	budget := r.mu * h
@@ -191,9 +187,40 @@ func (r *fluidRun) serveQueue() {
 		take := min(amt, budget)
 		budget -= take
 		r.started += take
-		r.serve(head, take, late, gone, serviceSteps)
+		frac := take / o.total[head]
+		switch {
+		case gone: // served for nobody, its timeout counted
+		case late:
+			// Served for nobody: its clients time out.
+			at := head + oTimeoutSteps
+			for k := range Ko {
+				o.ev[(at*nKinds+kindTimeout)*Ko+k] += o.mass[head*Ko+k] * frac
+			}
+			fa[head/m.perTick] += take
+		default:
+			at := t + serviceSteps
+			ht := head / m.perTick
+			for k := range Ko {
+				x := o.mass[head*Ko+k] * frac
+				o.succ[at*Ko+k] += x * (1 - errRate)
+				o.ev[(at*nKinds+kindError)*Ko+k] += x * errRate
+				fa[ht] += x * errRate
+			}
+		}
+		o.left[head] -= frac
+		if o.left[head] <= 1e-12 {
+			o.left[head] = 0
+			o.head++
+		}
 	}
-	r.expire()
+	// The cohort whose clients' deadline is the next step: what no
+	// worker reached of it times out then, once.
+	if j := t + 1 - oTimeoutSteps; j >= 0 && o.left[j] > 0 {
+		for k := range Ko {
+			o.ev[((t+1)*nKinds+kindTimeout)*Ko+k] += o.mass[j*Ko+k] * o.left[j]
+		}
+		fa[j/m.perTick] += o.total[j] * o.left[j]
+	}
 }
 
 // skip is serveQueue's drop or shed of the oldest cohort, head, amt
@@ -215,54 +242,6 @@ func (r *fluidRun) skip(head int, gone bool, amt float64) {
 	r.started += amt
 	o.left[head] = 0
 	o.head++
-}
-
-// serve is serveQueue's start of take attempts of the oldest cohort, head:
-// in time, they are answered serviceSteps later, a success or an error;
-// late, they are served for nobody and their clients time out; gone, their
-// timeout was counted already.
-func (r *fluidRun) serve(head int, take float64, late, gone bool, serviceSteps int) {
-	o, errRate := r.o, r.errRate
-	Ko := o.K
-	fa := r.failedAt(r.last)
-	frac := take / o.total[head]
-	switch {
-	case gone: // served for nobody, its timeout counted
-	case late:
-		// Served for nobody: its clients time out.
-		at := head + r.tos[r.last]
-		for k := range Ko {
-			o.ev[(at*nKinds+kindTimeout)*Ko+k] += o.mass[head*Ko+k] * frac
-		}
-		fa[head/r.m.perTick] += take
-	default:
-		at := r.t + serviceSteps
-		ht := head / r.m.perTick
-		for k := range Ko {
-			x := o.mass[head*Ko+k] * frac
-			o.succ[at*Ko+k] += x * (1 - errRate)
-			o.ev[(at*nKinds+kindError)*Ko+k] += x * errRate
-			fa[ht] += x * errRate
-		}
-	}
-	o.left[head] -= frac
-	if o.left[head] <= 1e-12 {
-		o.left[head] = 0
-		o.head++
-	}
-}
-
-// expire times out, once, what no worker reached of the cohort whose
-// clients' deadline is the next step.
-func (r *fluidRun) expire() {
-	o, t := r.o, r.t
-	Ko := o.K
-	if j := t + 1 - r.tos[r.last]; j >= 0 && o.left[j] > 0 {
-		for k := range Ko {
-			o.ev[((t+1)*nKinds+kindTimeout)*Ko+k] += o.mass[j*Ko+k] * o.left[j]
-		}
-		r.failedAt(r.last)[j/r.m.perTick] += o.total[j] * o.left[j]
-	}
 }
 
 // learn is phase 6: the breakers learn from the fleet's outcomes at this

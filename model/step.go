@@ -28,7 +28,8 @@ func (r *fluidRun) tierTimeouts() {
 // as the client hears them).
 func (r *fluidRun) fleetSuccesses() {
 	m, f0, K, t, tick := r.m, r.f0, r.K, r.t, r.tick
-	r.brkOK, r.brkFail = 0, 0
+	// The figures this loop moves, in locals for the loop's sake.
+	brkOK, thrA, tokens, grpcTokens := 0.0, r.thrA, r.tokens, r.grpcTokens
 	for k := range K {
 		x := f0.succ[t*K+k]
 		if x == 0 {
@@ -47,23 +48,26 @@ func (r *fluidRun) fleetSuccesses() {
 			continue
 		}
 		r.s.Successes[tick] += x
-		r.brkOK += x
-		r.thrA += x
+		brkOK += x
+		thrA += x
 		r.st.thrAcc[t%r.W] += x
 		if m.budget && m.funding == budget.FundedBySuccess {
-			r.tokens = min(r.maxTokens, r.tokens+m.ratio*x)
+			tokens = min(r.maxTokens, tokens+m.ratio*x)
 		}
 		if m.grpc {
-			r.grpcTokens = min(m.grpcMax, r.grpcTokens+m.grpcRatio*x/m.clients)
+			grpcTokens = min(m.grpcMax, grpcTokens+m.grpcRatio*x/m.clients)
 		}
 	}
+	r.brkOK, r.thrA, r.tokens, r.grpcTokens = brkOK, thrA, tokens, grpcTokens
 }
 
 // fleetRetries is phase 1's second half: the fleet's failures due at this
 // step are retried, as far as the policy, the budget and gRPC's throttle
 // allow, each retry due after its backoff.
 func (r *fluidRun) fleetRetries() {
-	m, f0, K, t := r.m, r.f0, r.K, r.t
+	m, f0, K, t, dueCost := r.m, r.f0, r.K, r.t, r.st.dueCost
+	// The figures this loop moves, in locals for the loop's sake.
+	brkFail, tokens, grpcTokens := 0.0, r.tokens, r.grpcTokens
 	for kind := range nKinds {
 		base := (t*nKinds + kind) * K
 		for k := range K {
@@ -71,10 +75,10 @@ func (r *fluidRun) fleetRetries() {
 			if x == 0 {
 				continue
 			}
-			r.brkFail += x
+			brkFail += x
 			if m.grpc && m.grpcCounted[kind] {
 				// resil's End records the failure before Retry asks.
-				r.grpcTokens = max(0, r.grpcTokens-x/m.clients)
+				grpcTokens = max(0, grpcTokens-x/m.clients)
 			}
 			if k >= m.maxRetries || !m.retryOn[kind] {
 				continue
@@ -91,19 +95,20 @@ func (r *fluidRun) fleetRetries() {
 				if kind == kindTimeout {
 					c = m.costTO
 				}
-				want = min(want, r.tokens/c)
-				r.tokens -= want * c
+				want = min(want, tokens/c)
+				tokens -= want * c
 			}
-			if m.grpc && 2*r.grpcTokens <= m.grpcMax {
+			if m.grpc && 2*grpcTokens <= m.grpcMax {
 				want = 0 // gRPC's throttle: no retry at half the tokens or less
 			}
 			for _, p := range m.delay[k] {
 				at := t + max(p.steps, 0)
 				f0.due[at*K+k+1] += want * p.weight
-				r.st.dueCost[at] += want * p.weight * c
+				dueCost[at] += want * p.weight * c
 			}
 		}
 	}
+	r.brkFail, r.tokens, r.grpcTokens = brkFail, tokens, grpcTokens
 }
 
 // fleetSends is phase 2: what the clients send at this step, new intents
@@ -111,6 +116,7 @@ func (r *fluidRun) fleetRetries() {
 // breaker refuse locally; a refused retry gives its budget charge back.
 func (r *fluidRun) fleetSends() {
 	m, f0, K, t, tick, s := r.m, r.f0, r.K, r.t, r.tick, &r.s
+	send, open := &r.send, r.open
 	pThr := 0.0
 	if m.throttle {
 		pThr = max(0, (r.thrR-m.thr.K*r.thrA)/(r.thrR+m.clients*m.thr.Padding))
@@ -124,31 +130,32 @@ func (r *fluidRun) fleetSends() {
 	refT := in * pThr
 	refB := 0.0
 	if m.breaker && m.scopeAll {
-		refB = (in - refT) * r.open
+		refB = (in - refT) * open
 	}
-	r.send[0] = in - refT - refB
+	send[0] = in - refT - refB
 	if m.budget && m.funding == budget.FundedByRequest {
-		r.tokens = min(r.maxTokens, r.tokens+m.ratio*r.send[0])
+		r.tokens = min(r.maxTokens, r.tokens+m.ratio*send[0])
 	}
 	totalRefT, totalRefB := refT, refB
-	sent := r.send[0]
+	sent := send[0]
 	retries := 0.0
 	dueAll := 0.0
+	due := f0.due[t*K : (t+1)*K]
 	for k := 1; k < K; k++ {
-		dueAll += f0.due[t*K+k]
+		dueAll += due[k]
 	}
 	for k := 1; k < K; k++ {
-		x := f0.due[t*K+k]
+		x := due[k]
 		rT := x * pThr
 		rB := 0.0
 		if m.breaker {
-			rB = (x - rT) * r.open
+			rB = (x - rT) * open
 		}
-		r.send[k] = x - rT - rB
+		send[k] = x - rT - rB
 		totalRefT += rT
 		totalRefB += rB
-		retries += r.send[k]
-		sent += r.send[k]
+		retries += send[k]
+		sent += send[k]
 	}
 	if m.budget && dueAll > 0 {
 		// A refused retry gives its charge back.
@@ -158,7 +165,7 @@ func (r *fluidRun) fleetSends() {
 	s.ThrottleRefusals[tick] += totalRefT
 	s.BreakerRefusals[tick] += totalRefB
 	s.Offered[tick] += sent
-	s.FirstAttempts[tick] += r.send[0]
+	s.FirstAttempts[tick] += send[0]
 	s.Retries[tick] += retries
 	r.thrR += sent + totalRefT
 	r.st.thrReq[t%r.W] += sent + totalRefT
