@@ -481,7 +481,10 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		return zero, err
 	}
 	c := call[T]{g: g, o: o, fn: fn, do: do, ctx: ctx}
-	c.classify()
+	c.in.Idempotent = g.s.Idempotency == Idempotent
+	if o != nil || g.s.AutoKey {
+		c.classify() // not called otherwise: a call costs on the fast path
+	}
 	g.st.intents.Add(1)
 	// A panicking fn is counted and reported before its panic goes on:
 	// round (or race) has already released what the attempt held.
@@ -542,15 +545,15 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	}
 }
 
-// classify sets what the Policy is told of the intent: whether it is
-// idempotent (the Guard's setting, or the call's), its idempotency key
-// (the call's, or a new one when asked or when AutoKey makes a
-// non-idempotent Call retryable), and whether it may hedge. A call sent
-// Once is neither idempotent nor keyed, so that the Policy refuses its
-// every retry and hedge.
+// classify applies the call's options and AutoKey to what the Policy is
+// told of the intent, whose Idempotent holds the Guard's setting: the
+// call's idempotency, its idempotency key (the call's, or a new one when
+// asked or when AutoKey makes a non-idempotent Call retryable), and
+// whether it may hedge. A call sent Once is neither idempotent nor keyed,
+// so that the Policy refuses its every retry and hedge. Without options
+// or AutoKey it has nothing to do.
 func (c *call[T]) classify() {
 	g, o := c.g, c.o
-	c.in.Idempotent = g.s.Idempotency == Idempotent
 	if o != nil {
 		switch o.Idempotency {
 		case Idempotent:
