@@ -179,9 +179,9 @@ type fluidRun struct {
 	work           []int     // per tier: the steps its server works before it calls
 	cooldown       int       // the breaker's cooldown, in steps
 	segs           []segment
-	f0, o          *flows // the fleet's level and the one the origin serves
-	K              int    // the fleet's attempt numbers
-	maxTokens      float64
+	f0, o          *flows  // the fleet's level and the one the origin serves
+	K              int     // the fleet's attempt numbers
+	maxTokens      float64 // the budget's most tokens, the fleet's
 
 	// Carried from step to step.
 	seg              int
@@ -194,7 +194,9 @@ type fluidRun struct {
 	arrived, started float64 // queue: cumulative attempts admitted and started
 	service          float64 // queue: the service time in force
 	inflight         float64 // concurrency model: requests in flight
-	send             [maxUnlimited + 1]float64
+	// send is what a level sends this step, by attempt number: each
+	// level's in turn.
+	send [maxUnlimited + 1]float64
 
 	// The step's.
 	t, tick        int
