@@ -154,98 +154,144 @@ func runEject(ctx context.Context, opts Options) (*Outcome, error) {
 // ejectCases builds the experiment's runs from the base scenario: its
 // first fleet gives the retrying fleets' policy.
 func ejectCases(base *scenario.Scenario) []ejectCase {
-	pol := base.Fleets[0]
-	rr := scenario.Balancer{Use: scenario.BalancerRoundRobin, PanicThreshold: 50}
-	envoy := func(percent int, rule outlier.MaxEjectionRule) scenario.OutlierDetection {
-		s := outlier.EnvoyDefaults(0)
-		s.Flavor, s.MaxEjectionPercent, s.MaxEjectionRule = 0, percent, rule
-		return scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
+	b := newEjectBuilder(base)
+	cases := b.oneBad()
+	cases = append(cases, b.panicThreshold())
+	cases = append(cases, b.maxEjection()...)
+	return append(cases, b.slowReplica())
+}
+
+// ejectBuilder makes the experiment's fleets from the base scenario's
+// first one, pol: its timeout, and its retries, budget and breaker where a
+// fleet has them.
+type ejectBuilder struct {
+	base    *scenario.Scenario
+	pol     scenario.Fleet
+	noRetry scenario.Retry    // pol's retry with no retries
+	rr      scenario.Balancer // round robin, Envoy's panic threshold
+}
+
+func newEjectBuilder(base *scenario.Scenario) *ejectBuilder {
+	b := &ejectBuilder{base: base, pol: base.Fleets[0], rr: scenario.Balancer{Use: scenario.BalancerRoundRobin, PanicThreshold: 50}}
+	b.noRetry = b.pol.Retry
+	b.noRetry.MaxRetries = 0
+	return b
+}
+
+// envoy is Envoy's outlier detection, its defaults but the max ejection
+// percent and rule.
+func (b *ejectBuilder) envoy(percent int, rule outlier.MaxEjectionRule) scenario.OutlierDetection {
+	s := outlier.EnvoyDefaults(0)
+	s.Flavor, s.MaxEjectionPercent, s.MaxEjectionRule = 0, percent, rule
+	return scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
+}
+
+// fleet is a fleet of pol's timeout that does not retry, with no budget,
+// picking with bal.
+func (b *ejectBuilder) fleet(name string, bal scenario.Balancer) scenario.Fleet {
+	return scenario.Fleet{Name: name, Timeout: b.pol.Timeout, Retry: b.noRetry, Budget: scenario.Budget{Use: scenario.BudgetNone}, Balancer: bal}
+}
+
+// errorsOn is the replicas rs answering only errors.
+func errorsOn(rs ...int) []scenario.Fault {
+	var fs []scenario.Fault
+	for _, r := range rs {
+		fs = append(fs, scenario.Fault{Replica: r, Kind: scenario.FaultErrors, ErrorRate: 1})
 	}
-	noRetry := pol.Retry
-	noRetry.MaxRetries = 0
-	fleet := func(name string, b scenario.Balancer) scenario.Fleet {
-		return scenario.Fleet{Name: name, Timeout: pol.Timeout, Retry: noRetry, Budget: scenario.Budget{Use: scenario.BudgetNone}, Balancer: b}
-	}
-	errorsOn := func(rs ...int) []scenario.Fault {
-		var fs []scenario.Fault
-		for _, r := range rs {
-			fs = append(fs, scenario.Fault{Replica: r, Kind: scenario.FaultErrors, ErrorRate: 1})
-		}
-		return fs
-	}
+	return fs
+}
+
+// oneBad is one bad replica of 3, 5 and 10, under each defence alone and
+// together: nothing, outlier detection, retries, both, both with the
+// budget, both with the breaker.
+func (b *ejectBuilder) oneBad() []ejectCase {
 	var cases []ejectCase
 	for _, n := range []int{3, 5, 10} {
-		nothing := fleet("nothing", rr)
-		od := fleet("outlier detection", rr)
-		od.OutlierDetection = envoy(50, outlier.CheckAfter)
-		retries := fleet("retries", rr)
-		retries.Retry = pol.Retry
+		nothing := b.fleet("nothing", b.rr)
+		od := b.fleet("outlier detection", b.rr)
+		od.OutlierDetection = b.envoy(50, outlier.CheckAfter)
+		retries := b.fleet("retries", b.rr)
+		retries.Retry = b.pol.Retry
 		both := retries
 		both.Name, both.OutlierDetection = "both", od.OutlierDetection
 		budget := both
-		budget.Name, budget.Budget = "both + budget", pol.Budget
+		budget.Name, budget.Budget = "both + budget", b.pol.Budget
 		breaker := both
-		breaker.Name, breaker.Breaker = "both + breaker", pol.Breaker
+		breaker.Name, breaker.Breaker = "both + breaker", b.pol.Breaker
 		cases = append(cases, ejectCase{
 			name: fmt.Sprintf("1 bad of %d", n), replicas: n, faults: errorsOn(0),
 			fleets: []scenario.Fleet{nothing, od, retries, both, budget, breaker},
 		})
 	}
-	// The panic threshold: three bad replicas of five, all ejected (max
-	// 100%), leave 40% healthy, below Envoy's 50%.
-	panicOn := fleet("panic at 50%", rr)
-	panicOn.Retry, panicOn.OutlierDetection = pol.Retry, envoy(100, outlier.CheckAfter)
+	return cases
+}
+
+// panicThreshold is three bad replicas of five, all ejected (max 100%),
+// which leave 40% healthy, below Envoy's 50%: with panic mode, without
+// it, and without detection.
+func (b *ejectBuilder) panicThreshold() ejectCase {
+	panicOn := b.fleet("panic at 50%", b.rr)
+	panicOn.Retry, panicOn.OutlierDetection = b.pol.Retry, b.envoy(100, outlier.CheckAfter)
 	panicOff := panicOn
 	panicOff.Name, panicOff.Balancer.PanicThreshold = "panic off", 0
-	noDetect := fleet("no detection", rr)
-	noDetect.Retry = pol.Retry
-	cases = append(cases, ejectCase{name: "3 bad of 5", replicas: 5, faults: errorsOn(0, 1, 2),
-		fleets: []scenario.Fleet{noDetect, panicOn, panicOff}})
+	noDetect := b.fleet("no detection", b.rr)
+	noDetect.Retry = b.pol.Retry
+	return ejectCase{name: "3 bad of 5", replicas: 5, faults: errorsOn(0, 1, 2),
+		fleets: []scenario.Fleet{noDetect, panicOn, panicOff}}
+}
+
+// maxEjection is Envoy's max ejection rule before and after its 2023 fix,
+// at 67% and at its default 10%.
+func (b *ejectBuilder) maxEjection() []ejectCase {
 	// Envoy's rule, 3 hosts at 67%, 2 failing: once both are out, the
 	// third takes the whole load, more than its share of the capacity,
 	// and its rejections (503s) eject it too under the old rule. Panic
 	// mode off (gRPC has none), so that the rule alone decides.
 	off := scenario.Balancer{Use: scenario.BalancerRoundRobin}
-	before := fleet("before 2023", off)
-	before.Retry, before.OutlierDetection = pol.Retry, envoy(67, outlier.CheckBefore)
+	before := b.fleet("before 2023", off)
+	before.Retry, before.OutlierDetection = b.pol.Retry, b.envoy(67, outlier.CheckBefore)
 	after := before
-	after.Name, after.OutlierDetection = "after 2023", envoy(67, outlier.CheckAfter)
-	cases = append(cases, ejectCase{name: "2 bad of 3 at 67%", replicas: 3, faults: errorsOn(0, 1),
-		fleets: []scenario.Fleet{before, after}, capacity: 1.5 * base.Traffic.Rate})
+	after.Name, after.OutlierDetection = "after 2023", b.envoy(67, outlier.CheckAfter)
+	at67 := ejectCase{name: "2 bad of 3 at 67%", replicas: 3, faults: errorsOn(0, 1),
+		fleets: []scenario.Fleet{before, after}, capacity: 1.5 * b.base.Traffic.Rate}
 	// Envoy's default max_ejection_percent, 10, on 3 hosts: since the fix
 	// one ejection is 33%, above it, unless always_eject_one_host.
 	before10, after10 := before, after
-	before10.Name, before10.OutlierDetection = "before 2023", envoy(10, outlier.CheckBefore)
-	after10.Name, after10.OutlierDetection = "after 2023", envoy(10, outlier.CheckAfter)
+	before10.Name, before10.OutlierDetection = "before 2023", b.envoy(10, outlier.CheckBefore)
+	after10.Name, after10.OutlierDetection = "after 2023", b.envoy(10, outlier.CheckAfter)
 	always := after10
 	always.Name = "after + always_eject_one_host"
 	always.OutlierDetection.Settings.AlwaysEjectOneHost = true
 	for _, f := range []*scenario.Fleet{&before10, &after10, &always} {
-		f.Balancer = rr
+		f.Balancer = b.rr
 	}
-	cases = append(cases, ejectCase{name: "1 bad of 3 at 10%", replicas: 3, faults: errorsOn(0),
-		fleets: []scenario.Fleet{before10, after10, always}})
-	// A slow replica: 20× its latency, under each picker, with and
-	// without a hedge after 50ms. No retries: the hedge is the only extra
-	// load.
+	at10 := ejectCase{name: "1 bad of 3 at 10%", replicas: 3, faults: errorsOn(0),
+		fleets: []scenario.Fleet{before10, after10, always}}
+	return []ejectCase{at67, at10}
+}
+
+// slowReplica is a replica 20× slower than the others, under each picker,
+// with and without a hedge after 50ms. No retries: the hedge is the only
+// extra load.
+func (b *ejectBuilder) slowReplica() ejectCase {
 	var pickers []scenario.Fleet
 	for _, p := range []struct{ name, use string }{
 		{"random", scenario.BalancerRandom}, {"round robin", scenario.BalancerRoundRobin},
 		{"p2c", scenario.BalancerP2C}, {"ewma", scenario.BalancerEWMA},
 	} {
-		b := scenario.Balancer{Use: p.use, PanicThreshold: 50}
+		bal := scenario.Balancer{Use: p.use, PanicThreshold: 50}
 		if p.use == scenario.BalancerEWMA {
-			b.Decay, b.DefaultRTT = defaultDecay, defaultRTT
+			bal.Decay, bal.DefaultRTT = defaultDecay, defaultRTT
 		}
-		f := fleet(p.name, b)
+		f := b.fleet(p.name, bal)
 		h := f
 		h.Name, h.Hedge = p.name+" + hedge", scenario.Hedge{Delay: hedgeAfter, Max: 1}
 		pickers = append(pickers, f, h)
 	}
+	base := b.base
 	slow := &scenario.Origin{Model: scenario.ModelConcurrency, Base: cmp.Or(base.Origin.Latency, base.Origin.Base, 20*time.Millisecond)}
-	cases = append(cases, ejectCase{name: "1 slow of 5", replicas: 5, origin: slow,
-		faults: []scenario.Fault{{Replica: 0, Kind: scenario.FaultLatency, Factor: 20}}, fleets: pickers})
-	return cases
+	return ejectCase{name: "1 slow of 5", replicas: 5, origin: slow,
+		faults: []scenario.Fault{{Replica: 0, Kind: scenario.FaultLatency, Factor: 20}}, fleets: pickers}
 }
 
 // The EWMA picker's defaults (Linkerd's) and the hedge's delay.

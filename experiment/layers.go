@@ -157,18 +157,7 @@ func runLayers(ctx context.Context, opts Options) (*Outcome, error) {
 		return nil, fmt.Errorf("layers: the scenario needs a chain of at least three tiers; %s has %d", sc.Name, len(sc.Tiers))
 	}
 	js := layersJSON{Scenario: sc.Name, Seed: sc.Seed}
-
-	// A total outage: the chain's tiers as the scenario has them, timeouts
-	// that nest, and variants of their retries.
-	outage := []layersVariant{
-		{name: "1 tier", tiers: 1, change: retrying(every), closed: closedRetries},
-		{name: "2 tiers", tiers: 2, change: retrying(every), closed: closedRetries},
-		{name: "3 tiers", tiers: 3, change: retrying(every), closed: closedRetries},
-		{name: "outermost only", tiers: 3, change: retrying(outermost), closed: closedRetries},
-		{name: "innermost only", tiers: 3, change: retrying(innermost), closed: closedRetries},
-		{name: "10% budget each", tiers: 3, change: budgeted, closed: closedBudget},
-	}
-	total := len(outage) + 2 + 5
+	total := len(layersOutages) + 2 + 5
 	done := 0
 	progress := func() {
 		done++
@@ -176,55 +165,13 @@ func runLayers(ctx context.Context, opts Options) (*Outcome, error) {
 			opts.Progress(done, total)
 		}
 	}
-	for _, v := range outage {
-		row, err := layersOutage(ctx, sc, v, false, opts)
-		if err != nil {
-			return nil, err
-		}
-		js.Outage = append(js.Outage, row)
-		progress()
+	if js.Outage, err = layersOutageRuns(ctx, sc, opts, progress); err != nil {
+		return nil, err
 	}
-	// Deadlines: every layer gives up after the same second, so the
-	// layers above leave before the retries below are over.
-	for _, v := range []layersVariant{
-		{name: "flat timeouts", tiers: 3, change: retrying(every), closed: closedRetries},
-		{name: "flat, propagated", tiers: 3, change: propagating, closed: closedRetries},
-	} {
-		row, err := layersOutage(ctx, sc, v, true, opts)
-		if err != nil {
-			return nil, err
-		}
-		js.Outage = append(js.Outage, row)
-		progress()
-	}
-
-	// The dip: the scenario's trigger, each chain.
-	dip := []layersVariant{
-		{name: "every tier", change: retrying(every)},
-		{name: "outermost only", change: retrying(outermost)},
-		{name: "innermost only", change: retrying(innermost)},
-		{name: "10% budget each", change: budgeted},
-		{name: "propagated", change: propagating},
-		{name: "origin drops", change: retrying(every), origin: dropExpired},
-		{name: "propagated + drops", change: propagating, origin: dropExpired},
-	}
-	var dipRuns []sim.FleetResult
 	var dipRes *sim.Result
-	for _, v := range dip {
-		c := layersChain(sc, v)
-		res, err := opts.run(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		f := res.Fleets[0]
-		f.Name = v.name
-		dipRuns = append(dipRuns, f)
-		dipRes = res
-		js.Dip = append(js.Dip, layersDipRow(v.name, f))
-		progress()
+	if js.Dip, dipRes, err = layersDipRuns(ctx, sc, opts, progress); err != nil {
+		return nil, err
 	}
-	dipRes.Fleets = dipRuns
-
 	js.Claims = layersClaims(js)
 	sec := report.Section{
 		ID:    "layers",
@@ -243,6 +190,85 @@ func runLayers(ctx context.Context, opts Options) (*Outcome, error) {
 		},
 	}
 	return &Outcome{Name: "layers", Claims: js.Claims, Section: sec, Findings: layersFindings(js), JSON: js}, nil
+}
+
+// layersOutages are the chains run in a total outage: the chain's tiers
+// as the scenario has them, timeouts that nest, and variants of their
+// retries.
+var layersOutages = []layersVariant{
+	{name: "1 tier", tiers: 1, change: retrying(every), closed: closedRetries},
+	{name: "2 tiers", tiers: 2, change: retrying(every), closed: closedRetries},
+	{name: "3 tiers", tiers: 3, change: retrying(every), closed: closedRetries},
+	{name: "outermost only", tiers: 3, change: retrying(outermost), closed: closedRetries},
+	{name: "innermost only", tiers: 3, change: retrying(innermost), closed: closedRetries},
+	{name: "10% budget each", tiers: 3, change: budgeted, closed: closedBudget},
+}
+
+// layersFlat are the chains run in a total outage with flat timeouts:
+// every layer gives up after the same second, so the layers above leave
+// before the retries below are over.
+var layersFlat = []layersVariant{
+	{name: "flat timeouts", tiers: 3, change: retrying(every), closed: closedRetries},
+	{name: "flat, propagated", tiers: 3, change: propagating, closed: closedRetries},
+}
+
+// layersDips are the chains run through the scenario's dip.
+var layersDips = []layersVariant{
+	{name: "every tier", change: retrying(every)},
+	{name: "outermost only", change: retrying(outermost)},
+	{name: "innermost only", change: retrying(innermost)},
+	{name: "10% budget each", change: budgeted},
+	{name: "propagated", change: propagating},
+	{name: "origin drops", change: retrying(every), origin: dropExpired},
+	{name: "propagated + drops", change: propagating, origin: dropExpired},
+}
+
+// layersOutageRuns runs each chain of layersOutages, then of layersFlat,
+// in a total outage, calling progress after each.
+func layersOutageRuns(ctx context.Context, sc *scenario.Scenario, opts Options, progress func()) ([]layersOutageRow, error) {
+	var rows []layersOutageRow
+	for _, v := range layersOutages {
+		row, err := layersOutage(ctx, sc, v, false, opts)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		progress()
+	}
+	for _, v := range layersFlat {
+		row, err := layersOutage(ctx, sc, v, true, opts)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		progress()
+	}
+	return rows, nil
+}
+
+// layersDipRuns runs each chain of layersDips through the scenario's
+// trigger, calling progress after each. It returns their rows and the
+// last run's result with every chain's fleet in it, named after its
+// chain, for the charts.
+func layersDipRuns(ctx context.Context, sc *scenario.Scenario, opts Options, progress func()) ([]layersDip, *sim.Result, error) {
+	var rows []layersDip
+	var dipRuns []sim.FleetResult
+	var dipRes *sim.Result
+	for _, v := range layersDips {
+		c := layersChain(sc, v)
+		res, err := opts.run(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		f := res.Fleets[0]
+		f.Name = v.name
+		dipRuns = append(dipRuns, f)
+		dipRes = res
+		rows = append(rows, layersDipRow(v.name, f))
+		progress()
+	}
+	dipRes.Fleets = dipRuns
+	return rows, dipRes, nil
 }
 
 // layersChain is sc with the variant's tiers (the innermost v.tiers, or
@@ -440,7 +466,15 @@ func layersCharts(js layersJSON, dip *sim.Result) []report.Chart {
 	return append(charts, layers, origin, goodput)
 }
 
+// layersClaims are the experiment's claims: the outage's, then the dip's.
 func layersClaims(js layersJSON) []report.Claim {
+	return append(layersOutageClaims(js), layersDipClaims(js)...)
+}
+
+// layersOutageClaims are the claims of the total outage: the measured
+// amplification against the closed form, one tier retrying, budgets,
+// and deadlines with flat timeouts.
+func layersOutageClaims(js layersJSON) []report.Claim {
 	var cs []report.Claim
 	row := func(name string) layersOutageRow {
 		for _, r := range js.Outage {
@@ -487,6 +521,13 @@ func layersClaims(js layersJSON) []report.Claim {
 				yes.Amplification <= 1+layersAmpError && yes.WastedWork == 0,
 				map[string]any{"amplification": yes.Amplification, "wasted_work": yes.WastedWork}, "%.2f attempts per intent, %d wasted", yes.Amplification, yes.WastedWork))
 	}
+	return cs
+}
+
+// layersDipClaims are the claims of the dip: which chains stay collapsed
+// and which recover, and how fast.
+func layersDipClaims(js layersJSON) []report.Claim {
+	var cs []report.Claim
 	dip := func(name string) layersDip {
 		for _, r := range js.Dip {
 			if r.Config == name {

@@ -4,8 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
-	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
@@ -137,30 +135,98 @@ func (m *Model) schedule() []segment {
 // waiting, a success or an error. A request its caller has timed out on
 // keeps its place (the tier works on for nobody) and takes its call's end
 // to nobody.
+// run integrates the model with st's buffers.
+//
+// With tiers the model follows a level per hop: the fleet's attempts
+// (level 0) go to tier 0, whose calls (level 1) go to tier 1, and so on to
+// the last level's, which the origin serves. Every level is the same flows
+// as the fleet's (attempts by number, retries due by backoff), the tiers'
+// with their own retries, backoff and timeout. A tier answers its callers'
+// attempts in the order they came (its cohorts, first in, first out) as its
+// calls end: each call that ends, won or lost, answers the oldest request
+// waiting, a success or an error. A request its caller has timed out on
+// keeps its place (the tier works on for nobody) and takes its call's end
+// to nobody.
 func (m *Model) run(st *state) Result {
 	if m.perTick <= 0 || m.steps <= 0 {
 		return Result{RecoveryTicks: -1} // a Model New did not make: no run
 	}
+	r := m.newRun(st)
+	for t := range r.n + r.drain {
+		r.step(t)
+	}
+	return r.result()
+}
+
+// fluidRun is one integration of a Model: the run's constants worked out
+// once (delays in steps, buffer sizes), the state carried from step to
+// step (the budget's tokens, the breakers' open share, the throttle's
+// window, the origin's queue) and the step's own figures. Its phases are
+// methods that step calls in order; each reads what the one before left,
+// as the single loop they were cut from did.
+type fluidRun struct {
+	m  *Model
+	st *state
+	s  Series
+
+	// The run's constants.
+	n, drain, size int
+	ticks          int       // the ticks the result keeps (the drain's are dropped)
+	W              int       // the throttle's window, in steps
+	last           int       // the level the origin serves
+	tos            []int     // per level: its timeout, in steps
+	tout           []float64 // per level: its timeout, in seconds
+	work           []int     // per tier: the steps its server works before it calls
+	cooldown       int       // the breaker's cooldown, in steps
+	segs           []segment
+	f0, o          *flows  // the fleet's level and the one the origin serves
+	K              int     // the fleet's attempt numbers
+	maxTokens      float64 // the budget's most tokens, the fleet's
+
+	// Carried from step to step.
+	seg              int
+	cond             scenario.Conditions
+	tokens           float64 // the budget's tokens, the fleet's
+	grpcTokens       float64 // gRPC's throttle: a client's tokens, on average
+	open             float64 // breaker: share of clients whose breaker is open
+	lastFail         float64 // breaker: the failure share of the last outcomes
+	thrR, thrA       float64 // throttle: requests and accepts in the window
+	arrived, started float64 // queue: cumulative attempts admitted and started
+	service          float64 // queue: the service time in force
+	inflight         float64 // concurrency model: requests in flight
+	// send is what a level sends this step, by attempt number: each
+	// level's in turn.
+	send [maxUnlimited + 1]float64
+
+	// The step's.
+	t, tick        int
+	factor, mu     float64 // the latency factor; attempts per second the origin serves
+	errRate        float64
+	lost           bool    // an outage that loses or refuses what the origin answers
+	brkOK, brkFail float64 // the fleet's outcomes the breaker counts
+	sent           float64 // what the level the origin serves sends
+}
+
+// newRun sizes st for m's run and returns the run at its first step.
+// Buffers reach past the run by the longest delay so that nothing due late
+// needs a bound check; what falls after the end is dropped. Every delay is
+// clamped to the run's length: what falls due after the end does not
+// matter, and a delay of hours (an uncapped backoff, a long cooldown or
+// timeout) must not make the buffers that long.
+func (m *Model) newRun(st *state) *fluidRun {
 	n := m.steps
 	h := m.h
-	last := len(m.tiers) // the level the origin serves
-	W := 1
+	r := &fluidRun{m: m, st: st, n: n, last: len(m.tiers), W: 1}
 	if m.throttle {
 		// A window longer than the run never forgets: the run's steps.
-		W = max(1, min(n+1, int(math.Round(m.thr.Window.Seconds()/h))))
+		r.W = max(1, min(n+1, int(math.Round(m.thr.Window.Seconds()/h))))
 	}
-	// Buffers reach past the run by the longest delay so that nothing
-	// due late needs a bound check; what falls after the end is dropped.
-	// Every delay is clamped to the run's length: what falls due after
-	// the end does not matter, and a delay of hours (an uncapped backoff,
-	// a long cooldown or timeout) must not make the buffers that long.
 	stepsOf := func(sec float64) int { return min(n+1, max(1, int(math.Round(sec/h)))) }
 	timeoutSteps := stepsOf(m.timeout)
 	tail := timeoutSteps + 2
-	cooldown := 0
 	if m.breaker {
-		cooldown = stepsOf(m.brk.Cooldown.Seconds())
-		tail = max(tail, cooldown+2)
+		r.cooldown = stepsOf(m.brk.Cooldown.Seconds())
+		tail = max(tail, r.cooldown+2)
 	}
 	for _, d := range m.delay {
 		tail = max(tail, d[len(d)-1].steps+2)
@@ -168,15 +234,15 @@ func (m *Model) run(st *state) Result {
 	// Per level: its attempt numbers, its timeout, and the steps its
 	// server (a tier) works before it calls.
 	Ks := []int{m.maxRetries + 1}
-	tos := []int{timeoutSteps}
-	tout := []float64{m.timeout}
-	work := make([]int, last+1)
+	r.tos = []int{timeoutSteps}
+	r.tout = []float64{m.timeout}
+	r.work = make([]int, r.last+1)
 	for i, hop := range m.tiers {
 		Ks = append(Ks, hop.maxRetries+1)
-		tos = append(tos, stepsOf(hop.timeout))
-		tout = append(tout, hop.timeout)
-		work[i] = min(n+1, max(0, int(math.Round(hop.work/h))))
-		tail = max(tail, tos[i+1]+2, work[i]+2)
+		r.tos = append(r.tos, stepsOf(hop.timeout))
+		r.tout = append(r.tout, hop.timeout)
+		r.work[i] = min(n+1, max(0, int(math.Round(hop.work/h))))
+		tail = max(tail, r.tos[i+1]+2, r.work[i]+2)
 		for _, d := range hop.delay {
 			tail = max(tail, d[len(d)-1].steps+2)
 		}
@@ -186,612 +252,121 @@ func (m *Model) run(st *state) Result {
 	// the drain and are counted in the tick they were sent, as the
 	// simulator's are. (Without tiers the origin's backlog says when an
 	// attempt is lost before its timeout, and the run stops at its end.)
-	drain := 0
-	if last > 0 {
-		drain = timeoutSteps + 1
+	if r.last > 0 {
+		r.drain = timeoutSteps + 1
 	}
-	size := n + drain + tail
-	ticks := n / m.perTick
-	allTicks := (n+drain)/m.perTick + 1
-	st.reset(size, W, Ks, allTicks)
-	var s Series
-	series := []*[]float64{&s.Intents, &s.Offered, &s.FirstAttempts, &s.Retries, &s.Successes,
-		&s.FailedAttempts, &s.BreakerRefusals, &s.ThrottleRefusals, &s.Queue}
-	for _, p := range series {
+	r.size = n + r.drain + tail
+	r.ticks = n / m.perTick
+	allTicks := (n+r.drain)/m.perTick + 1
+	st.reset(r.size, r.W, Ks, allTicks)
+	for _, p := range r.s.all() {
 		*p = make([]float64, allTicks)
 	}
-	failedAt := func(level int) []float64 { // where a level's failed attempts are counted
-		if level == 0 {
-			return s.FailedAttempts
-		}
-		return st.scratch
-	}
-
-	segs := m.schedule()
-	seg := 0
-	var cond scenario.Conditions
-	tokens := m.minTok * m.clients
-	maxTokens := m.maxTok * m.clients
-	grpcTokens := m.grpcMax // gRPC's throttle: a client's tokens, on average
-	open := 0.0             // breaker: share of clients whose breaker is open
-	lastFail := 0.0         // breaker: the failure share of the last outcomes
-	thrR, thrA := 0.0, 0.0
-	arrived, started := 0.0, 0.0 // queue: cumulative attempts admitted and started
-	service := m.service         // queue: the service time in force
-	inflight := 0.0              // concurrency model: requests in flight
-	var send [maxUnlimited + 1]float64
-	f0 := &st.lv[0]
-	K := f0.K
-	o := &st.lv[last] // the level the origin serves
-
-	for t := range n + drain {
-		tick := t / m.perTick
-		for seg < len(segs) && segs[seg].at <= t {
-			cond = segs[seg].cond
-			seg++
-		}
-		factor := cond.Factor[0]
-		mu := cond.Capacity / factor // attempts per second the origin serves
-		if !m.queue && !m.conc {
-			mu = cond.Capacity // the capacity model has no latency factor
-		}
-		if cond.Capacity > 0 {
-			// A worker holds a request workers/capacity as it stands,
-			// times the factor; at zero capacity it keeps its last.
-			service = m.workers / cond.Capacity * factor
-		}
-		errRate := cond.ErrorRate
-		lost := cond.Outage && cond.Mode != scenario.OutageStall
-
-		// 0. A tier's requests whose caller's timeout ends now: what is
-		// not answered of them times out (the tier works on).
-		for i := range last {
-			p := &st.lv[i]
-			if j := t - tos[i]; j >= 0 && p.left[j] > 0 {
-				fa := failedAt(i)
-				for k := range p.K {
-					p.ev[(t*nKinds+kindTimeout)*p.K+k] += p.mass[j*p.K+k] * p.left[j]
-				}
-				fa[j/m.perTick] += p.total[j] * p.left[j]
-			}
-		}
-
-		// 1. Outcomes due now: successes fund the budget; failures are
-		// retried, as far as the policy and the budget allow.
-		brkOK, brkFail := 0.0, 0.0
-		for k := range K {
-			x := f0.succ[t*K+k]
-			if x == 0 {
-				continue
-			}
-			if lost && last == 0 {
-				// The origin served it, but a blackhole loses the answer
-				// (the client times out) and a refusing outage fails it.
-				// Counted in this tick: it was sent a service time ago.
-				kind := kindTimeout
-				if scenario.Refuses(cond.Mode) {
-					kind = kindRefused
-				}
-				f0.ev[(t*nKinds+kind)*K+k] += x
-				s.FailedAttempts[tick] += x
-				continue
-			}
-			s.Successes[tick] += x
-			brkOK += x
-			thrA += x
-			st.thrAcc[t%W] += x
-			if m.budget && m.funding == budget.FundedBySuccess {
-				tokens = min(maxTokens, tokens+m.ratio*x)
-			}
-			if m.grpc {
-				grpcTokens = min(m.grpcMax, grpcTokens+m.grpcRatio*x/m.clients)
-			}
-		}
-		for kind := range nKinds {
-			base := (t*nKinds + kind) * K
-			for k := range K {
-				x := f0.ev[base+k]
-				if x == 0 {
-					continue
-				}
-				brkFail += x
-				if m.grpc && m.grpcCounted[kind] {
-					// resil's End records the failure before Retry asks.
-					grpcTokens = max(0, grpcTokens-x/m.clients)
-				}
-				if k >= m.maxRetries || !m.retryOn[kind] {
-					continue
-				}
-				want := x
-				if k == 0 {
-					// Whether an intent may be retried is decided once:
-					// every retry's intent already was.
-					want *= m.retryShare
-				}
-				c := 0.0
-				if m.budget {
-					c = m.cost
-					if kind == kindTimeout {
-						c = m.costTO
-					}
-					want = min(want, tokens/c)
-					tokens -= want * c
-				}
-				if m.grpc && 2*grpcTokens <= m.grpcMax {
-					want = 0 // gRPC's throttle: no retry at half the tokens or less
-				}
-				for _, p := range m.delay[k] {
-					at := t + max(p.steps, 0)
-					f0.due[at*K+k+1] += want * p.weight
-					st.dueCost[at] += want * p.weight * c
-				}
-			}
-		}
-
-		// 2. What the clients send now: new intents and the retries due,
-		// less what the throttle and the breaker refuse locally.
-		pThr := 0.0
-		if m.throttle {
-			pThr = max(0, (thrR-m.thr.K*thrA)/(thrR+m.clients*m.thr.Padding))
-			pThr = min(pThr, m.thr.MaxProbability)
-		}
-		in := cond.Rate * h
-		if t >= n {
-			in = 0 // the drain
-		}
-		s.Intents[tick] += in
-		refT := in * pThr
-		refB := 0.0
-		if m.breaker && m.scopeAll {
-			refB = (in - refT) * open
-		}
-		send[0] = in - refT - refB
-		if m.budget && m.funding == budget.FundedByRequest {
-			tokens = min(maxTokens, tokens+m.ratio*send[0])
-		}
-		totalRefT, totalRefB := refT, refB
-		sent := send[0]
-		retries := 0.0
-		dueAll := 0.0
-		for k := 1; k < K; k++ {
-			dueAll += f0.due[t*K+k]
-		}
-		for k := 1; k < K; k++ {
-			x := f0.due[t*K+k]
-			rT := x * pThr
-			rB := 0.0
-			if m.breaker {
-				rB = (x - rT) * open
-			}
-			send[k] = x - rT - rB
-			totalRefT += rT
-			totalRefB += rB
-			retries += send[k]
-			sent += send[k]
-		}
-		if m.budget && dueAll > 0 {
-			// A refused retry gives its charge back.
-			refused := dueAll - retries
-			tokens = min(maxTokens, tokens+st.dueCost[t]*refused/dueAll)
-		}
-		s.ThrottleRefusals[tick] += totalRefT
-		s.BreakerRefusals[tick] += totalRefB
-		s.Offered[tick] += sent
-		s.FirstAttempts[tick] += send[0]
-		s.Retries[tick] += retries
-		thrR += sent + totalRefT
-		st.thrReq[t%W] += sent + totalRefT
-
-		// 3. The fleet's server: tier 0, or the origin.
-		if last > 0 {
-			m.toTier(st, 0, t, work[0], send[:K], sent)
-		}
-
-		// 4. The tiers' calls, level by level inward: their outcomes (a
-		// call ends when it succeeds or fails for good, and answers its
-		// tier's oldest request waiting), and what they send.
-		for i := 1; i <= last; i++ {
-			p := &st.lv[i]
-			hop := &m.tiers[i-1]
-			Kp := p.K
-			won, failed := 0.0, 0.0
-			for k := range Kp {
-				x := p.succ[t*Kp+k]
-				if x == 0 {
-					continue
-				}
-				if lost && i == last {
-					kind := kindTimeout
-					if scenario.Refuses(cond.Mode) {
-						kind = kindRefused
-					}
-					p.ev[(t*nKinds+kind)*Kp+k] += x
-					continue
-				}
-				won += x
-			}
-			for kind := range nKinds {
-				base := (t*nKinds + kind) * Kp
-				for k := range Kp {
-					x := p.ev[base+k]
-					if x == 0 {
-						continue
-					}
-					if k >= hop.maxRetries || !hop.retryOn[kind] {
-						failed += x
-						continue
-					}
-					for _, d := range hop.delay[k] {
-						p.due[(t+max(d.steps, 0))*Kp+k+1] += x * d.weight
-					}
-				}
-			}
-			send[0] = p.in[t]
-			sentI := send[0]
-			for k := 1; k < Kp; k++ {
-				send[k] = p.due[t*Kp+k]
-				sentI += send[k]
-			}
-			if i < last {
-				m.toTier(st, i, t, work[i], send[:Kp], sentI)
-			} else {
-				sent = sentI // the origin's, below
-			}
-			m.answer(&st.lv[i-1], t, tos[i-1], won, failed, failedAt(i-1))
-		}
-
-		// 5. The origin, serving the last level's attempts.
-		Ko := o.K
-		oTimeout, oTimeoutSteps := tout[last], tos[last]
-		fa := failedAt(last)
-		serviceSteps := min(oTimeoutSteps, max(1, int(math.Round(service/h))))
-		switch {
-		// In a refusing or blackhole outage the origin never sees what is
-		// sent, and goes on serving its queue (the answers are lost,
-		// above), as the simulator's does.
-		case cond.Outage && scenario.Refuses(cond.Mode):
-			m.fail(o, t, t+1, kindRefused, send[:Ko], fa, tick)
-		case cond.Outage && cond.Mode == scenario.OutageBlackhole:
-			m.fail(o, t, t+oTimeoutSteps, kindTimeout, send[:Ko], fa, tick)
-		case cond.Outage && !m.queue:
-			// A stalled capacity model: held past the timeout.
-			m.fail(o, t, t+oTimeoutSteps, kindTimeout, send[:Ko], fa, tick)
-			mu = 0
-		case cond.Outage: // stall: requests queue, nothing is served
-			mu = 0
-			fallthrough
-		case m.queue:
-			admit := sent
-			if m.limit > 0 {
-				admit = min(sent, max(0, m.limit-(arrived-started)+mu*h))
-			}
-			if admit < sent && sent > 0 {
-				rej := 1 - admit/sent
-				// A stall holds every answer to its end, the queue's
-				// refusals too (as the simulator does): heard then, or
-				// not at all by clients whose deadline comes first.
-				kind, at := kindRejection, t+1
-				if cond.Outage {
-					end := n + drain
-					if seg < len(segs) {
-						end = segs[seg].at
-					}
-					if end-t >= oTimeoutSteps {
-						kind, at = kindTimeout, t+oTimeoutSteps
-					} else {
-						at = max(end, t+1)
-					}
-				}
-				for k := range Ko {
-					x := send[k] * rej
-					send[k] -= x
-					o.ev[(at*nKinds+kind)*Ko+k] += x
-				}
-				fa[tick] += sent - admit
-			}
-			for k := range Ko {
-				o.mass[t*Ko+k] = send[k]
-			}
-			o.total[t] = admit
-			if admit > 0 {
-				o.left[t] = 1
-			}
-			arrived += admit
-		case m.conc:
-			// Every request is taken; its latency is fixed on arrival by
-			// the requests in flight then (half of this step's arrivals
-			// counted), as origin.Concurrency does. One answered within
-			// the timeout succeeds or errs then; a later one times out,
-			// and the origin holds it to its end (or drops it when it
-			// sheds by deadline).
-			inflight -= st.done[t]
-			lat := (m.base + m.perInflight*(inflight+sent/2)) * factor
-			inflight += sent
-			steps := max(1, int(math.Round(lat/h)))
-			end := min(t+steps, size-1)
-			if lat <= oTimeout {
-				for k := range Ko {
-					o.succ[end*Ko+k] += send[k] * (1 - errRate)
-					o.ev[(end*nKinds+kindError)*Ko+k] += send[k] * errRate
-				}
-				fa[tick] += sent * errRate
-			} else {
-				m.fail(o, t, t+oTimeoutSteps, kindTimeout, send[:Ko], fa, tick)
-				if m.drop {
-					end = t + oTimeoutSteps
-				}
-			}
-			st.done[end] += sent
-		default: // capacity model: up to the capacity answered, the rest rejected at once
-			admit := sent
-			if sent > mu*h {
-				if m.rejCost < 1 {
-					admit = max(0, (mu*h-m.rejCost*sent)/(1-m.rejCost))
-				} else {
-					admit = 0
-				}
-			}
-			lat := min(oTimeoutSteps, max(1, int(math.Round(m.latency/h))))
-			okAt := t + lat
-			if m.latency > oTimeout {
-				okAt = -1
-			}
-			for k := range Ko {
-				a := 0.0
-				if sent > 0 {
-					a = send[k] * admit / sent
-				}
-				o.ev[((t+1)*nKinds+kindRejection)*Ko+k] += send[k] - a
-				if okAt < 0 {
-					o.ev[((t+oTimeoutSteps)*nKinds+kindTimeout)*Ko+k] += a
-					fa[tick] += a
-					continue
-				}
-				o.succ[okAt*Ko+k] += a * (1 - errRate)
-				o.ev[(okAt*nKinds+kindError)*Ko+k] += a * errRate
-				fa[tick] += a * errRate
-			}
-			fa[tick] += sent - admit
-		}
-
-		if m.queue {
-			// Serve the backlog first in, first out, mu×h attempts a step.
-			// A cohort still in time (its clients wait, and it can start
-			// by timeout - service, the service time as it stands, after
-			// it was sent) is answered service later. One started later
-			// is served for nobody: its clients time out. The origin that
-			// drops expired requests skips it instead, at no cost (its
-			// clients time out); the one that sheds by deadline refuses it
-			// at once, a rejection, as soon as it would start too late.
-			// What no worker reached by its clients' deadline times out
-			// then, once (below); the origin may serve it later, for
-			// nobody, or skip it.
-			budget := mu * h
-			lastOK := oTimeout - service
-			for budget > 1e-12 && o.head <= t {
-				head := o.head
-				if o.left[head] <= 0 || o.total[head] <= 0 {
-					o.left[head] = 0 // an empty cohort: nothing to serve
-					o.head++
-					continue
-				}
-				age := t - head
-				gone := age >= oTimeoutSteps // its clients timed out: counted at the deadline
-				late := float64(age)*h > lastOK+1e-9
-				if m.shed {
-					// Shedding decides at each start, within the step: a
-					// request that would be late by the step's end is
-					// refused before its clients' deadline.
-					late = float64(age+1)*h > lastOK+1e-9
-				}
-				amt := o.total[head] * o.left[head]
-				if (late || gone) && (m.drop || m.shed) {
-					if !gone {
-						kind, at := kindTimeout, head+oTimeoutSteps
-						if m.shed {
-							kind, at = kindRejection, t+1
-						}
-						for k := range Ko {
-							o.ev[(at*nKinds+kind)*Ko+k] += o.mass[head*Ko+k] * o.left[head]
-						}
-						fa[head/m.perTick] += amt
-					}
-					started += amt
-					o.left[head] = 0
-					o.head++
-					continue
-				}
-				take := min(amt, budget)
-				budget -= take
-				started += take
-				frac := take / o.total[head]
-				switch {
-				case gone: // served for nobody, its timeout counted
-				case late:
-					// Served for nobody: its clients time out.
-					at := head + oTimeoutSteps
-					for k := range Ko {
-						o.ev[(at*nKinds+kindTimeout)*Ko+k] += o.mass[head*Ko+k] * frac
-					}
-					fa[head/m.perTick] += take
-				default:
-					at := t + serviceSteps
-					ht := head / m.perTick
-					for k := range Ko {
-						x := o.mass[head*Ko+k] * frac
-						o.succ[at*Ko+k] += x * (1 - errRate)
-						o.ev[(at*nKinds+kindError)*Ko+k] += x * errRate
-						fa[ht] += x * errRate
-					}
-				}
-				o.left[head] -= frac
-				if o.left[head] <= 1e-12 {
-					o.left[head] = 0
-					o.head++
-				}
-			}
-			// The cohort whose clients' deadline is the next step: what
-			// no worker reached of it times out then, once.
-			if j := t + 1 - oTimeoutSteps; j >= 0 && o.left[j] > 0 {
-				for k := range Ko {
-					o.ev[((t+1)*nKinds+kindTimeout)*Ko+k] += o.mass[j*Ko+k] * o.left[j]
-				}
-				fa[j/m.perTick] += o.total[j] * o.left[j]
-			}
-		}
-
-		// 6. The breaker and the throttle learn.
-		if m.breaker {
-			if c := brkOK + brkFail; c > 0 {
-				lastFail = brkFail / c
-			}
-			calls := (brkOK + brkFail) / h / m.clients
-			// Breakers whose cooldown ends now let a trial call through:
-			// those whose trial fails open for another cooldown.
-			if c := st.reopen[t]; c > 0 {
-				again := c * m.probeFails(arrived-started, inflight, mu, service, cond)
-				open -= c - again
-				st.reopen[t+cooldown] += again
-			}
-			trips := min(1-open, h*(1-open)*m.tripRate(lastFail, calls))
-			if trips > 0 {
-				open += trips
-				st.reopen[t+cooldown] += trips
-			}
-			open = min(1, max(0, open))
-		}
-		if m.throttle {
-			old := (t + 1) % W
-			if t+1 >= W {
-				thrR -= st.thrReq[old]
-				thrA -= st.thrAcc[old]
-			}
-			st.thrReq[old], st.thrAcc[old] = 0, 0
-		}
-		if (t+1)%m.perTick == 0 {
-			s.Queue[tick] = max(0, arrived-started)
-			if m.conc {
-				s.Queue[tick] = max(0, inflight)
-			}
-		}
-	}
-	for _, p := range series {
-		*p = (*p)[:ticks]
-	}
-	r := Result{Series: s, RecoveryTicks: -1}
-	if len(s.Queue) > 0 {
-		r.Queue = s.Queue[len(s.Queue)-1]
-	}
-	r.Recovered, r.RecoveryTicks = m.recovery(&s)
+	r.segs = m.schedule()
+	r.tokens = m.minTok * m.clients
+	r.maxTokens = m.maxTok * m.clients
+	r.grpcTokens = m.grpcMax
+	r.service = m.service
+	r.f0 = &st.lv[0]
+	r.K = r.f0.K
+	r.o = &st.lv[r.last]
 	return r
 }
 
-// toTier hands what level i sends at step t to tier i: its requests wait
-// there as a cohort for their answers, and its calls for them start after
-// the tier's own work.
-func (m *Model) toTier(st *state, i, t, work int, send []float64, sent float64) {
-	p := &st.lv[i]
-	copy(p.mass[t*p.K:(t+1)*p.K], send)
-	p.total[t] = sent
-	if sent > 0 {
-		p.left[t] = 1
-	}
-	st.lv[i+1].in[t+work] += sent
+// all is the series, in a fixed order, for what is done to each alike.
+func (s *Series) all() []*[]float64 {
+	return []*[]float64{&s.Intents, &s.Offered, &s.FirstAttempts, &s.Retries, &s.Successes,
+		&s.FailedAttempts, &s.BreakerRefusals, &s.ThrottleRefusals, &s.Queue}
 }
 
-// answer answers level p's oldest requests waiting at their tier with the
-// calls that ended at step t, won of them successes and failed lost: first
-// in, first out, each a success or an error in those shares, due the next
-// step. A request its caller timed out on (tos steps after it was sent)
-// takes its call's end to nobody. fa counts failed attempts by tick.
-func (m *Model) answer(p *flows, t, tos int, won, failed float64, fa []float64) {
-	amt := won + failed
-	if amt <= 1e-12 {
-		return
+// step integrates step t, its phases in order: the conditions in force,
+// the tiers' requests timed out (0), the fleet's outcomes and the retries
+// they start (1), what the fleet sends (2) to tier 0 (3), the tiers'
+// calls level by level (4), the origin (5) and its queue, and what the
+// breaker and the throttle learn (6). The phases a run does not have are
+// not called: a step is a few hundred nanoseconds, and a call costs.
+func (r *fluidRun) step(t int) {
+	m := r.m
+	r.t, r.tick = t, t/m.perTick
+	r.nextSegment()
+	r.conditions()
+	if r.last > 0 {
+		r.tierTimeouts()
 	}
-	ok := won / amt
-	K := p.K
-	for amt > 1e-12 && p.head <= t {
-		j := p.head
-		if p.left[j] <= 0 || p.total[j] <= 0 {
-			p.left[j] = 0
-			p.head++
-			continue
-		}
-		take := min(p.total[j]*p.left[j], amt)
-		amt -= take
-		frac := take / p.total[j]
-		if t-j < tos {
-			for k := range K {
-				x := p.mass[j*K+k] * frac
-				p.succ[(t+1)*K+k] += x * ok
-				p.ev[((t+1)*nKinds+kindError)*K+k] += x * (1 - ok)
-			}
-			fa[j/m.perTick] += take * (1 - ok)
-		}
-		p.left[j] -= frac
-		if p.left[j] <= 1e-12 {
-			p.left[j] = 0
-			p.head++
+	r.fleetSuccesses()
+	r.fleetRetries()
+	r.fleetSends()
+	if r.last > 0 {
+		m.toTier(r.st, 0, t, r.work[0], r.send[:r.K], r.sent)
+		for i := 1; i <= r.last; i++ {
+			r.tierCalls(i)
 		}
 	}
-}
-
-// fail ends what is sent at step t with a failure of kind at step at.
-func (m *Model) fail(o *flows, t, at int, kind int, send []float64, fa []float64, tick int) {
-	K := len(send)
-	for k, x := range send {
-		o.ev[(at*nKinds+kind)*K+k] += x
-		fa[tick] += x
-	}
-	o.total[t], o.left[t] = 0, 0
-}
-
-// probeFails is the chance that a breaker's trial call now fails: the
-// origin answers it in time when its backlog drains within the timeout.
-func (m *Model) probeFails(backlog, inflight, mu, service float64, c scenario.Conditions) float64 {
 	switch {
-	case c.Outage:
-		return 1
+	case r.cond.Outage:
+		r.outage()
+	case m.queue:
+		r.enqueue()
 	case m.conc:
-		if (m.base+m.perInflight*inflight)*c.Factor[0] > m.timeout {
-			return 1
-		}
-		return c.ErrorRate
-	case mu <= 0:
-		return 1
-	case m.queue && backlog/mu+service > m.timeout:
-		return 1
+		r.concurrent()
+	default:
+		r.capacity()
 	}
-	return c.ErrorRate
+	if m.queue {
+		r.serveQueue()
+	}
+	r.learn()
 }
 
-// tripRate is the rate at which a closed breaker opens: the rate its
-// rule fires at the observed failure share f and the client's call rate.
-// Each client's breaker is followed as a share of clients (open or
-// closed); an open one stays open for its cooldown exactly (a delay line,
-// not an exponential: the cooldown is a fixed time) and then again for
-// each trial call that fails.
-func (m *Model) tripRate(f, calls float64) float64 {
-	if f <= 0 || calls <= 0 {
-		return 0
+// nextSegment moves to the last segment that starts by step t.
+func (r *fluidRun) nextSegment() {
+	for r.seg < len(r.segs) && r.segs[r.seg].at <= r.t {
+		r.cond = r.segs[r.seg].cond
+		r.seg++
 	}
-	switch m.brk.Rule {
-	case resil.ConsecutiveFailures:
-		th := float64(m.brk.Threshold)
-		// Expected calls until th failures in a row.
-		e := th
-		if f < 1 {
-			ft := math.Pow(f, th)
-			e = (1 - ft) / ((1 - f) * ft)
-		}
-		return calls / e
-	default: // the window rules: open once the window's failure rate is reached
-		if f >= m.brk.FailureRate {
-			return calls / float64(max(m.brk.MinCalls, 1))
-		}
+}
+
+// conditions works out what the segment in force sets at this step: the
+// origin's rate of service, its service time, the error rate and whether
+// an outage loses the origin's answers.
+func (r *fluidRun) conditions() {
+	m, cond := r.m, &r.cond
+	r.factor = cond.Factor[0]
+	r.mu = cond.Capacity / r.factor // attempts per second the origin serves
+	if !m.queue && !m.conc {
+		r.mu = cond.Capacity // the capacity model has no latency factor
 	}
-	return 0
+	if cond.Capacity > 0 {
+		// A worker holds a request workers/capacity as it stands,
+		// times the factor; at zero capacity it keeps its last.
+		r.service = m.workers / cond.Capacity * r.factor
+	}
+	r.errRate = cond.ErrorRate
+	r.lost = cond.Outage && cond.Mode != scenario.OutageStall
+}
+
+// failedAt is where a level's failed attempts are counted: the fleet's in
+// its series, the tiers' calls' in scratch.
+func (r *fluidRun) failedAt(level int) []float64 {
+	if level == 0 {
+		return r.s.FailedAttempts
+	}
+	return r.st.scratch
+}
+
+// result trims the series to the run's ticks (the drain's are dropped)
+// and applies the simulator's recovery rule.
+func (r *fluidRun) result() Result {
+	s := r.s
+	for _, p := range s.all() {
+		*p = (*p)[:r.ticks]
+	}
+	res := Result{Series: s, RecoveryTicks: -1}
+	if len(s.Queue) > 0 {
+		res.Queue = s.Queue[len(s.Queue)-1]
+	}
+	res.Recovered, res.RecoveryTicks = r.m.recovery(&s)
+	return res
 }
 
 // recovery applies the simulator's rule to the model's series: sim's

@@ -184,10 +184,32 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	}
 	m := &Model{sc: *sc, fleet: f}
 	m.sc.Fleets = []scenario.Fleet{f}
-	o := sc.Origin
 	m.timeout = f.Timeout.Seconds()
 	m.clients = float64(max(sc.Traffic.Clients, 1))
 	m.rate = sc.Traffic.Rate
+	m.setOrigin(sc.Origin)
+	m.setStep(sc)
+	if err := m.setRetries(sc, f, &pol); err != nil {
+		return nil, err
+	}
+	if err := m.setBudget(f, &pol); err != nil {
+		return nil, err
+	}
+	if pol.Breaker != nil {
+		m.breaker = true
+		m.brk = pol.Breaker.Settings()
+		m.scopeAll = pol.BreakerScope == resil.GuardAll
+	}
+	if pol.Throttle != nil {
+		m.throttle = true
+		m.thr = pol.Throttle.Settings()
+	}
+	return m, nil
+}
+
+// setOrigin reads the origin's model and its rates: a queue of workers, a
+// latency that grows with the requests in flight, or a capacity.
+func (m *Model) setOrigin(o scenario.Origin) {
 	m.errRate = o.ErrorRate
 	m.capacity = o.Capacity
 	switch o.Model {
@@ -206,10 +228,14 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.latency = o.Latency.Seconds()
 		m.rejCost = o.RejectionCost
 	}
-	// The step: at most a tenth of the shortest timeout (the fleet's or a
-	// tier's) and 100ms, so that a timeout is ten steps or more, and a
-	// whole fraction of the tick. A step of 50ms gave the same agreement
-	// with the simulator at twice the cost (docs/model.md).
+}
+
+// setStep sets the step and the run's length in steps. The step is at most
+// a tenth of the shortest timeout (the fleet's or a tier's) and 100ms, so
+// that a timeout is ten steps or more, and a whole fraction of the tick. A
+// step of 50ms gave the same agreement with the simulator at twice the
+// cost (docs/model.md). m.timeout must be set.
+func (m *Model) setStep(sc *scenario.Scenario) {
 	shortest := m.timeout
 	for _, t := range sc.Tiers {
 		shortest = min(shortest, t.Client.Timeout.Seconds())
@@ -218,37 +244,52 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 	m.perTick = max(1, int(math.Ceil(tick/min(0.1, shortest/10))))
 	m.h = tick / float64(m.perTick)
 	m.steps = int(math.Ceil(sc.Duration.Seconds()/tick)) * m.perTick
+}
 
+// setRetries reads the fleet's retries and each tier's (how many, on which
+// outcomes, after which backoff), refusing a run longer than the model
+// holds (maxCells) before it builds the delays. The step must be set.
+func (m *Model) setRetries(sc *scenario.Scenario, f scenario.Fleet, pol *resil.Policy) error {
 	m.maxRetries = finite(pol.MaxRetries)
 	attempts := float64(m.maxRetries + 1)
 	for _, t := range sc.Tiers {
 		attempts += float64(finite(t.Client.Retry.MaxRetries) + 1)
 	}
 	if cells := float64(m.steps) * attempts * (nKinds + 5); cells > maxCells {
-		return nil, fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, %w (%.0g numbers): shorten the run or lengthen the tick or the timeout",
+		return fmt.Errorf("model: scenario %s would need %d steps of %v for %d attempt numbers, %w (%.0g numbers): shorten the run or lengthen the tick or the timeout",
 			sc.Name, m.steps, time.Duration(m.h*float64(time.Second)), m.maxRetries+1, ErrTooLarge, float64(maxCells))
 	}
 	m.retryShare = 1
 	if f.Retry.IdempotentOnly {
 		m.retryShare = sc.Traffic.Idempotent + (1-sc.Traffic.Idempotent)*sc.Traffic.Keys
 	}
-	for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
-		m.retryOn[k] = f.Retry.Retries(word)
-	}
+	m.retryOn = retryOn(&f.Retry)
 	m.delay = m.delays(pol.Backoff, m.maxRetries)
 	for _, t := range sc.Tiers {
 		p, err := t.NewPolicy()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		hop := tierHop{work: t.Server.Base.Seconds(), timeout: t.Client.Timeout.Seconds(), maxRetries: finite(p.MaxRetries)}
-		for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
-			hop.retryOn[k] = t.Client.Retry.Retries(word)
-		}
+		hop.retryOn = retryOn(&t.Client.Retry)
 		hop.delay = m.delays(p.Backoff, hop.maxRetries)
 		m.tiers = append(m.tiers, hop)
 	}
+	return nil
+}
 
+// retryOn is which outcome kinds r retries.
+func retryOn(r *scenario.Retry) [nKinds]bool {
+	var on [nKinds]bool
+	for k, word := range [nKinds]string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnTimeout, scenario.RetryOnRefused} {
+		on[k] = r.Retries(word)
+	}
+	return on
+}
+
+// setBudget reads the fleet's retry budget: the token bucket's settings,
+// or gRPC's throttle's, as resil builds them.
+func (m *Model) setBudget(f scenario.Fleet, pol *resil.Policy) error {
 	if f.Budget.Use == scenario.BudgetTokenBucket {
 		// The bucket's settings, with resil's defaults filled in: it
 		// starts at MinTokens, fills to MaxTokens, and a retry costs
@@ -257,34 +298,27 @@ func New(sc *scenario.Scenario, f scenario.Fleet) (*Model, error) {
 		m.budget, m.ratio, m.funding = true, s.Ratio, s.Funding
 		m.minTok, m.maxTok, m.cost, m.costTO = s.MinTokens, s.MaxTokens, s.RetryCost, s.TimeoutCost
 	}
-	if g, ok := pol.Budget.(*budget.GRPCThrottle); ok {
-		m.grpc = true
-		m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
-		m.grpcRatio = g.RetryShare()
-		// Which failures take a token is resil's rule (and the fleet's
-		// retry conditions): ask a fresh throttle of the fleet's.
-		// A refused connection is a rejection to the policy, as the
-		// simulator tells it (sim.policyOutcome).
-		for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeThrottled} {
-			p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
-			if err != nil {
-				return nil, err
-			}
-			fresh := p.Budget.(*budget.GRPCThrottle)
-			fresh.Record(time.Time{}, o, 0)
-			m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
+	g, ok := pol.Budget.(*budget.GRPCThrottle)
+	if !ok {
+		return nil
+	}
+	m.grpc = true
+	m.grpcMax = g.Tokens(time.Time{}) // a new throttle is full
+	m.grpcRatio = g.RetryShare()
+	// Which failures take a token is resil's rule (and the fleet's
+	// retry conditions): ask a fresh throttle of the fleet's.
+	// A refused connection is a rejection to the policy, as the
+	// simulator tells it (sim.policyOutcome).
+	for kind, o := range [nKinds]resil.Outcome{resil.OutcomeFailure, resil.OutcomeThrottled, resil.OutcomeTimeout, resil.OutcomeThrottled} {
+		p, err := f.NewPolicyRand(rand.NewPCG(1, 2))
+		if err != nil {
+			return err
 		}
+		fresh := p.Budget.(*budget.GRPCThrottle)
+		fresh.Record(time.Time{}, o, 0)
+		m.grpcCounted[kind] = fresh.Tokens(time.Time{}) < m.grpcMax
 	}
-	if pol.Breaker != nil {
-		m.breaker = true
-		m.brk = pol.Breaker.Settings()
-		m.scopeAll = pol.BreakerScope == resil.GuardAll
-	}
-	if pol.Throttle != nil {
-		m.throttle = true
-		m.thr = pol.Throttle.Settings()
-	}
-	return m, nil
+	return nil
 }
 
 // finite is a policy's retries, Unlimited made finite.
@@ -328,128 +362,4 @@ func merge(pts []point) []point {
 		out = append(out, p)
 	}
 	return out
-}
-
-// supportedTiers returns an *UnsupportedError for the first feature of
-// sc's tiers the model does not describe. It follows a chain whose tiers
-// queue nothing (the concurrency model with a fixed latency: a held worker
-// costs no one a wait) and call the next layer with retries, backoff and a
-// timeout; what a tier decides beyond that is a second control loop per
-// hop the model does not follow.
-func supportedTiers(sc *scenario.Scenario, f scenario.Fleet) error {
-	if len(sc.Tiers) == 0 {
-		return nil
-	}
-	if f.Breaker.Use != "" && f.Breaker.Use != scenario.BreakerNone {
-		return unsupported("breaker (with tiers)", "a breaker's trial call is answered by the chain, whose state the model does not sum up for it")
-	}
-	for i, t := range sc.Tiers {
-		at := func(key string) string { return fmt.Sprintf("tiers[%d] (%s): %s", i, t.Name, key) }
-		srv, cl := t.Server, t.Client
-		switch {
-		case srv.Model != scenario.ModelConcurrency:
-			return unsupported(at("server.model: "+srv.Model), "a tier holds its worker while it calls the next layer: a queue or a capacity there is a second queue, filled by the tier's own retries, the model does not describe")
-		case srv.PerInflight > 0:
-			return unsupported(at("server.per_inflight"), "a tier's latency that grows with its requests in flight, held by calls downstream, is not modelled")
-		case srv.Limit.Use != "" && srv.Limit.Use != scenario.LimitNone:
-			return unsupported(at("server.limit: "+srv.Limit.Use), "a concurrency limit at a tier is not modelled")
-		case srv.Replicas > 1:
-			return unsupported(at("server.replicas"), "a tier's replicas, each with its own policy, are not modelled")
-		case len(srv.Faults) > 0:
-			return unsupported(at("server.faults"), "a tier replica that misbehaves is not modelled")
-		case srv.ErrorRate > 0 || srv.Broken > 0:
-			return unsupported(at("server.error_rate"), "a tier's own errors are not modelled")
-		case srv.Shed.Deadline || srv.Shed.ServiceTime > 0 || srv.Shed.Reserve > 0:
-			return unsupported(at("server.shed"), "shedding at a tier is not modelled")
-		case !srv.ServiceTime.IsFixed():
-			return unsupported(at("server.service_time: "+srv.ServiceTime.Dist), "a tier's work is its fixed base latency in the model")
-		case cl.Deadline > 0:
-			return unsupported(at("client.deadline"), "a per-request deadline at a tier is not modelled")
-		case cl.PropagateDeadline:
-			return unsupported(at("client.propagate_deadline"), "cancelling the calls of a caller that left is not modelled: the model's tiers work on for nobody")
-		case cl.Budget.Use != "" && cl.Budget.Use != scenario.BudgetNone:
-			return unsupported(at("client.budget: "+cl.Budget.Use), "a tier's retry budget is a second budget, per hop, the model does not follow")
-		case cl.Breaker.Use != "" && cl.Breaker.Use != scenario.BreakerNone:
-			return unsupported(at("client.breaker: "+cl.Breaker.Use), "a tier's breaker is not modelled")
-		case cl.Hedge.Delay > 0:
-			return unsupported(at("client.hedge"), "hedged attempts race their originals; the model follows one attempt at a time")
-		case cl.Retry.IdempotentOnly:
-			return unsupported(at("client.retry.idempotent_only"), "a tier's share of retryable calls is not modelled")
-		case cl.Retry.Backoff.Jitter == "decorrelated":
-			return unsupported(at("client.retry.backoff.jitter: decorrelated"), "each delay depends on the one drawn before it")
-		case cl.OutlierDetection.Use != "" && cl.OutlierDetection.Use != scenario.OutlierNone:
-			return unsupported(at("client.outlier_detection: "+cl.OutlierDetection.Use), "ejecting a replica is a decision about one server of several; the model has one")
-		}
-	}
-	return nil
-}
-
-// supported returns an *UnsupportedError for the first feature of sc or f
-// the model does not describe.
-func supported(sc *scenario.Scenario, f scenario.Fleet) error {
-	o := sc.Origin
-	switch {
-	case o.Model != scenario.ModelQueue && o.Model != scenario.ModelCapacity && o.Model != scenario.ModelConcurrency:
-		return unsupported("origin.model", fmt.Sprintf("unknown model %q", o.Model))
-	case o.Replicas > 1:
-		return unsupported("origin.replicas", "random spreading over separate queues is not one queue of the summed capacity")
-	case len(o.Faults) > 0:
-		return unsupported("origin.replicas.faults", "a replica that misbehaves for the whole run is a second server the model does not describe")
-	case !o.ServiceTime.IsFixed():
-		return unsupported("origin.service_time: "+o.ServiceTime.Dist, "the fluid model serves every request in the mean time; a spread of service times lengthens waits, and so timeouts, by more than the mean says")
-	case f.OutlierDetection.Use != "" && f.OutlierDetection.Use != scenario.OutlierNone:
-		return unsupported("outlier_detection: "+f.OutlierDetection.Use, "ejecting a replica is a decision about one server of several; the model has one")
-	case o.Discipline != "" && o.Discipline != "fifo":
-		return unsupported("origin.discipline: "+o.Discipline, "the model's backlog is first in, first out")
-	case o.MaxQueueTime > 0:
-		return unsupported("origin.max_queue_time", "a bounded wait is not modelled")
-	case o.Limit.Use != "" && o.Limit.Use != scenario.LimitNone:
-		return unsupported("origin.limit: "+o.Limit.Use, "a concurrency limit that learns from latency is a control loop the model does not follow")
-	case o.Shed.ServiceTime > 0 || o.Shed.Reserve > 0:
-		return unsupported("origin.shed", "only deadline shedding by the service time as it stands, with no reserve, is modelled")
-	case o.Broken > 0:
-		return unsupported("origin.broken", "a broken share of keys fails every attempt of some intents: a second population the model does not follow")
-	case sc.Traffic.Series != nil:
-		return unsupported("traffic.series", "the model takes a constant rate and load triggers")
-	case f.Hedge.Delay > 0:
-		return unsupported("hedge", "hedged attempts race their originals; the model follows one attempt at a time")
-	case f.Deadline > 0:
-		return unsupported("deadline", "a per-intent deadline is not modelled")
-	case f.Budget.Use != "" && f.Budget.Use != scenario.BudgetNone && f.Budget.Use != scenario.BudgetTokenBucket && f.Budget.Use != scenario.BudgetGRPC:
-		return unsupported("budget: "+f.Budget.Use, "only the token bucket and gRPC's throttle are modelled")
-	case f.Budget.Use == scenario.BudgetTokenBucket && f.Budget.TokenBucket.Funding == budget.FundedByAnswer:
-		return unsupported("budget.funded_by: answer", "only success and request funding are modelled")
-	case f.Breaker.Use == scenario.BreakerTimeWindow || f.Breaker.Use == scenario.BreakerCountWindow:
-		if f.Breaker.SlowCallRate > 0 {
-			return unsupported("breaker.slow_call_rate", "the model does not follow latencies")
-		}
-	}
-	if f.Retry.Backoff.Jitter == "decorrelated" {
-		return unsupported("backoff.jitter: decorrelated", "each delay depends on the one drawn before it")
-	}
-	if err := supportedTiers(sc, f); err != nil {
-		return err
-	}
-	for _, t := range sc.Triggers {
-		if o.Model == scenario.ModelConcurrency && t.Kind == scenario.TriggerOutage && t.Mode == scenario.OutageStall {
-			return unsupported("triggers: a stall of the concurrency model", "the simulator holds every answer due in a stall to its end; the model does not follow that for the concurrency model")
-		}
-		if t.Replica != nil {
-			return unsupported("triggers: "+t.Kind+" on one replica", "the model has one server")
-		}
-		switch t.Kind {
-		case scenario.TriggerErrors:
-			if t.Answer == scenario.AnswerRejection {
-				return unsupported("triggers: errors answered as rejections", "the model's error answers are errors; it does not follow rejections retried apart")
-			}
-		case scenario.TriggerCapacity, scenario.TriggerOutage, scenario.TriggerLoad:
-		case scenario.TriggerLatency:
-			if t.Replicas != 0 {
-				return unsupported("triggers: latency on some replicas", "the model has one server")
-			}
-		default:
-			return unsupported("triggers: "+t.Kind, "unknown trigger")
-		}
-	}
-	return nil
 }

@@ -59,6 +59,25 @@ func (c Chart) SVG() string {
 	if xmax == xmin {
 		xmax = xmin + 1
 	}
+	yticks := niceTicks(0, c.yMax(), 5)
+	ytop := yticks[len(yticks)-1]
+	sx := func(x float64) float64 { return padL + (x-xmin)/(xmax-xmin)*pw }
+	sy := func(y float64) float64 { return padT + ph - min(max(y, 0), ytop)/ytop*ph }
+
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-label="%s" class="chart">`, svgW, svgH, esc(c.Title))
+	fmt.Fprintf(&b, `<title>%s</title>`, esc(c.Title))
+	fmt.Fprintf(&b, `<text x="%g" y="20" class="ct">%s</text>`, padL, esc(c.Title))
+	c.frame(&b, sx, sy, xmin, xmax, yticks, pw, ph)
+	c.polylines(&b, sx, sy)
+	c.legend(&b, pw)
+	c.hover(&b, sx, pw, ph)
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// yMax is the top of the data the Y axis must reach: YMax when set, else
+// the largest finite value of the lines (1 when there is none above 0).
+func (c Chart) yMax() float64 {
 	ymax := c.YMax
 	if ymax <= 0 {
 		for _, l := range c.Lines {
@@ -72,39 +91,42 @@ func (c Chart) SVG() string {
 			ymax = 1
 		}
 	}
-	yticks := niceTicks(0, ymax, 5)
-	ytop := yticks[len(yticks)-1]
-	sx := func(x float64) float64 { return padL + (x-xmin)/(xmax-xmin)*pw }
-	sy := func(y float64) float64 { return padT + ph - min(max(y, 0), ytop)/ytop*ph }
+	return ymax
+}
 
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-label="%s" class="chart">`, svgW, svgH, esc(c.Title))
-	fmt.Fprintf(&b, `<title>%s</title>`, esc(c.Title))
-	fmt.Fprintf(&b, `<text x="%g" y="20" class="ct">%s</text>`, padL, esc(c.Title))
+// frame draws what is behind the lines: the shaded spans, the Y grid and
+// its labels, the X ticks within [xmin, xmax], the axes and their labels.
+// sx and sy map data to the plot of pw × ph.
+func (c Chart) frame(b *strings.Builder, sx, sy func(float64) float64, xmin, xmax float64, yticks []float64, pw, ph float64) {
 	for _, s := range c.Shade {
 		x0, x1 := sx(max(s.From, xmin)), sx(min(s.To, xmax))
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%g" width="%.1f" height="%g" class="shade"><title>%s</title></rect>`, x0, padT, max(x1-x0, 1), ph, esc(s.Label))
+		fmt.Fprintf(b, `<rect x="%.1f" y="%g" width="%.1f" height="%g" class="shade"><title>%s</title></rect>`, x0, padT, max(x1-x0, 1), ph, esc(s.Label))
 		if s.Label != "" {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="sl">%s</text>`, x0+3, padT+11, esc(s.Label))
+			fmt.Fprintf(b, `<text x="%.1f" y="%g" class="sl">%s</text>`, x0+3, padT+11, esc(s.Label))
 		}
 	}
 	for _, t := range yticks {
 		y := sy(t)
-		fmt.Fprintf(&b, `<line x1="%g" x2="%g" y1="%.1f" y2="%.1f" class="grid"/>`, padL, padL+pw, y, y)
-		fmt.Fprintf(&b, `<text x="%g" y="%.1f" class="yt">%s</text>`, padL-6, y+4, c.yLabel(t))
+		fmt.Fprintf(b, `<line x1="%g" x2="%g" y1="%.1f" y2="%.1f" class="grid"/>`, padL, padL+pw, y, y)
+		fmt.Fprintf(b, `<text x="%g" y="%.1f" class="yt">%s</text>`, padL-6, y+4, c.yLabel(t))
 	}
 	for _, t := range niceTicks(xmin, xmax, 8) {
 		if t < xmin || t > xmax {
 			continue
 		}
 		x := sx(t)
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%g" y2="%g" class="tick"/>`, x, x, padT+ph, padT+ph+4)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="xt">%s</text>`, x, padT+ph+16, trimFloat(t))
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%g" y2="%g" class="tick"/>`, x, x, padT+ph, padT+ph+4)
+		fmt.Fprintf(b, `<text x="%.1f" y="%g" class="xt">%s</text>`, x, padT+ph+16, trimFloat(t))
 	}
-	fmt.Fprintf(&b, `<line x1="%g" x2="%g" y1="%g" y2="%g" class="axis"/>`, padL, padL+pw, padT+ph, padT+ph)
-	fmt.Fprintf(&b, `<line x1="%g" x2="%g" y1="%g" y2="%g" class="axis"/>`, padL, padL, padT, padT+ph)
-	fmt.Fprintf(&b, `<text x="%g" y="%d" class="xl">%s</text>`, padL+pw/2, svgH-8, esc(c.XLabel))
-	fmt.Fprintf(&b, `<text transform="translate(14 %g) rotate(-90)" class="yl">%s</text>`, padT+ph/2, esc(c.YLabel))
+	fmt.Fprintf(b, `<line x1="%g" x2="%g" y1="%g" y2="%g" class="axis"/>`, padL, padL+pw, padT+ph, padT+ph)
+	fmt.Fprintf(b, `<line x1="%g" x2="%g" y1="%g" y2="%g" class="axis"/>`, padL, padL, padT, padT+ph)
+	fmt.Fprintf(b, `<text x="%g" y="%d" class="xl">%s</text>`, padL+pw/2, svgH-8, esc(c.XLabel))
+	fmt.Fprintf(b, `<text transform="translate(14 %g) rotate(-90)" class="yl">%s</text>`, padT+ph/2, esc(c.YLabel))
+}
 
+// polylines draws each line as a polyline in its palette colour (dashed
+// when the line is), its points mapped by sx and sy, NaNs left out.
+func (c Chart) polylines(b *strings.Builder, sx, sy func(float64) float64) {
 	var num []byte // scratch for the numbers, reused
 	for i, l := range c.Lines {
 		b.WriteString(`<polyline points="`)
@@ -132,10 +154,6 @@ func (c Chart) SVG() string {
 		b.WriteString(esc(l.Name))
 		b.WriteString(`</title></polyline>`)
 	}
-	c.legend(&b, pw)
-	c.hover(&b, sx, pw, ph)
-	b.WriteString(`</svg>`)
-	return b.String()
 }
 
 // legend draws one row under the title, left-aligned with the plot.

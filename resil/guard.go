@@ -482,28 +482,9 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 	}
 	c := call[T]{g: g, o: o, fn: fn, do: do, ctx: ctx}
 	c.in.Idempotent = g.s.Idempotency == Idempotent
-	if o != nil {
-		switch o.Idempotency {
-		case Idempotent:
-			c.in.Idempotent = true
-		case NotIdempotent:
-			c.in.Idempotent = false
-		}
-		c.in.Key = o.Key
-		c.in.NoHedge = o.NoHedge
-		if c.in.Key == "" && o.NewKey {
-			c.in.Key = g.newKey()
-		}
+	if o != nil || g.s.AutoKey {
+		c.classify() // not called otherwise: a call costs on the fast path
 	}
-	switch {
-	case o != nil && o.Once:
-		// Neither idempotent nor keyed: the Policy refuses every retry and
-		// hedge, so the single-attempt rule stays the Policy's.
-		c.in.Idempotent, c.in.Key = false, ""
-	case c.in.Key == "" && !c.in.Idempotent && g.s.AutoKey && do == nil:
-		c.in.Key = g.newKey()
-	}
-
 	g.st.intents.Add(1)
 	// A panicking fn is counted and reported before its panic goes on:
 	// round (or race) has already released what the attempt held.
@@ -544,40 +525,16 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 			c.done(began.t, nil)
 			return c.keep(r), nil
 		}
-		now := g.Now()
-		var reason error
-		var wait time.Duration
-		switch {
-		case ctx.Err() != nil:
-			reason = ctx.Err()
-		case !r.retry:
-			reason = ErrNotRetryable
-		default:
-			wait, reason = g.p.Retry(now, &c.in, r.o, r.push, g.latest(ctx), &g.src)
-		}
-		if reason != nil {
-			if reason == ErrBudgetExhausted {
-				c.denied(now, c.next(KindRetry), r.err)
-			}
-			err := &StopError{Reason: reason, Last: r.err, Attempts: c.in.Attempts()}
+		wait, stop := c.retryOrStop(ctx, r)
+		if stop != nil {
 			g.st.failures.Add(1)
-			c.done(began.t, err)
-			return c.keep(r), err
+			c.done(began.t, stop)
+			return c.keep(r), stop
 		}
-		if g.observed() {
-			c.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
-		}
-		c.discard(r)
-		werr := g.sleep(ctx, wait)
-		if werr == nil && g.p.Pacer != nil {
-			werr = g.pace(ctx)
-		}
-		if werr != nil {
-			g.p.Abandon(g.Now(), &c.in)
-			err := &StopError{Reason: werr, Last: r.err, Attempts: c.in.Attempts()}
+		if stop := c.backOff(ctx, wait, r.err); stop != nil {
 			g.st.failures.Add(1)
-			c.done(began.t, err)
-			return zero, err
+			c.done(began.t, stop)
+			return zero, stop
 		}
 		start = at(g.Now())
 		t, err = g.p.Resume(start.t, &c.in)
@@ -586,6 +543,85 @@ func run[T any](ctx context.Context, g *Guard, o *CallOptions[T], fn func(contex
 		}
 		g.st.retries.Add(1)
 	}
+}
+
+// classify applies the call's options and AutoKey to what the Policy is
+// told of the intent, whose Idempotent holds the Guard's setting: the
+// call's idempotency, its idempotency key (the call's, or a new one when
+// asked or when AutoKey makes a non-idempotent Call retryable), and
+// whether it may hedge. A call sent Once is neither idempotent nor keyed,
+// so that the Policy refuses its every retry and hedge. Without options
+// or AutoKey it has nothing to do.
+func (c *call[T]) classify() {
+	g, o := c.g, c.o
+	if o != nil {
+		switch o.Idempotency {
+		case Idempotent:
+			c.in.Idempotent = true
+		case NotIdempotent:
+			c.in.Idempotent = false
+		}
+		c.in.Key = o.Key
+		c.in.NoHedge = o.NoHedge
+		if c.in.Key == "" && o.NewKey {
+			c.in.Key = g.newKey()
+		}
+	}
+	switch {
+	case o != nil && o.Once:
+		// Neither idempotent nor keyed: the Policy refuses every retry and
+		// hedge, so the single-attempt rule stays the Policy's.
+		c.in.Idempotent, c.in.Key = false, ""
+	case c.in.Key == "" && !c.in.Idempotent && g.s.AutoKey && c.do == nil:
+		c.in.Key = g.newKey()
+	}
+}
+
+// retryOrStop decides after round r failed: the *StopError the intent
+// stops with (the caller gave up, r is not retryable, or the Policy says
+// no, a refusal of the budget reported), or the wait before the retry,
+// which is announced and r's value discarded.
+func (c *call[T]) retryOrStop(ctx context.Context, r result[T]) (time.Duration, error) {
+	g := c.g
+	now := g.Now()
+	var reason error
+	var wait time.Duration
+	switch {
+	case ctx.Err() != nil:
+		reason = ctx.Err()
+	case !r.retry:
+		reason = ErrNotRetryable
+	default:
+		wait, reason = g.p.Retry(now, &c.in, r.o, r.push, g.latest(ctx), &g.src)
+	}
+	if reason != nil {
+		if reason == ErrBudgetExhausted {
+			c.denied(now, c.next(KindRetry), r.err)
+		}
+		return 0, &StopError{Reason: reason, Last: r.err, Attempts: c.in.Attempts()}
+	}
+	if g.observed() {
+		c.emit(Event{Kind: EventRetry, At: now, Attempt: c.next(KindRetry), Wait: wait, Err: r.err})
+	}
+	c.discard(r)
+	return wait, nil
+}
+
+// backOff waits before a retry, then for the pacer if there is one. When
+// ctx ends first the retry is abandoned (the Policy gives back what it
+// took for it) and the *StopError returned wraps ctx's error and last,
+// the failed attempt's.
+func (c *call[T]) backOff(ctx context.Context, wait time.Duration, last error) error {
+	g := c.g
+	werr := g.sleep(ctx, wait)
+	if werr == nil && g.p.Pacer != nil {
+		werr = g.pace(ctx)
+	}
+	if werr != nil {
+		g.p.Abandon(g.Now(), &c.in)
+		return &StopError{Reason: werr, Last: last, Attempts: c.in.Attempts()}
+	}
+	return nil
 }
 
 // next describes the attempt that would be sent next.

@@ -125,11 +125,75 @@ func (t *Traffic) RateChanges(tick, d time.Duration) []time.Duration {
 // number, at least 0. Lines starting with # are comments. file names the
 // file in errors, which are *Error with its line.
 func ReadSeries(file string, data []byte, column string) ([]Point, error) {
-	fail := func(line int, format string, args ...any) error {
-		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	sr := &seriesReader{file: file, column: column, col: 1}
+	if err := sr.checkBytes(data); err != nil {
+		return nil, err
 	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a spreadsheet's byte order mark
+	r := csv.NewReader(bytes.NewReader(data))
+	r.Comment = '#'
+	r.TrimLeadingSpace = true
+	r.ReuseRecord = true
+	for n := 0; ; n++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, sr.csvError(err)
+		}
+		line, _ := r.FieldPos(0)
+		if n == 0 {
+			header, err := sr.firstRow(line, rec)
+			if err != nil {
+				return nil, err
+			}
+			if header {
+				continue // a header holds no sample
+			}
+		}
+		if len(sr.pts) >= maxSeriesRows {
+			return nil, sr.fail(line, "more than %d rows: shorten the series, or sample it less often", maxSeriesRows)
+		}
+		at, err := sr.rowTime(line, n, rec[0])
+		if err != nil {
+			return nil, err
+		}
+		v, err := sr.rowRate(line, rec[sr.col])
+		if err != nil {
+			return nil, err
+		}
+		sr.pts = append(sr.pts, Point{At: at, Rate: v})
+	}
+	if len(sr.pts) == 0 {
+		return nil, sr.fail(0, "no rows: a rate series needs at least one row of a time and a rate")
+	}
+	return sr.pts, nil
+}
+
+// seriesReader is ReadSeries' state: the file's name for errors, the
+// rate's column, the kind and value of the first row's time (every row's
+// is of its kind, and taken from it), and the rows read.
+type seriesReader struct {
+	file   string
+	column string // the rate's column's name; empty: the second column
+	col    int    // the rate's column's index
+	kind   timeKind
+	first  float64 // the first row's time, in its kind's seconds
+	header bool
+	pts    []Point
+}
+
+// fail is an *Error at line of the file.
+func (sr *seriesReader) fail(line int, format string, args ...any) error {
+	return &Error{File: sr.file, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// checkBytes refuses a file too large, or not UTF-8 (naming the line of
+// the first invalid byte), before any of it is parsed.
+func (sr *seriesReader) checkBytes(data []byte) error {
 	if len(data) > maxSeriesSize {
-		return nil, fail(0, "the file is too large (%d bytes; at most %d)", len(data), maxSeriesSize)
+		return sr.fail(0, "the file is too large (%d bytes; at most %d)", len(data), maxSeriesSize)
 	}
 	if !utf8.Valid(data) {
 		off := 0
@@ -141,105 +205,101 @@ func ReadSeries(file string, data []byte, column string) ([]Point, error) {
 			off += n
 		}
 		line, _ := lineCol(data, off)
-		return nil, fail(line, "invalid UTF-8 (byte 0x%02x): save the file as UTF-8", data[off])
+		return sr.fail(line, "invalid UTF-8 (byte 0x%02x): save the file as UTF-8", data[off])
 	}
-	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a spreadsheet's byte order mark
-	r := csv.NewReader(bytes.NewReader(data))
-	r.Comment = '#'
-	r.TrimLeadingSpace = true
-	r.ReuseRecord = true
-	var (
-		pts    []Point
-		col    = 1
-		kind   timeKind
-		first  float64 // the first row's time, in its kind's seconds
-		header bool
-	)
-	for n := 0; ; n++ {
-		rec, err := r.Read()
-		if err == io.EOF {
-			break
+	return nil
+}
+
+// csvError is the *Error for the CSV reader's err, at its line and
+// column when it has them.
+func (sr *seriesReader) csvError(err error) error {
+	if pe, ok := errors.AsType[*csv.ParseError](err); ok {
+		msg := pe.Err.Error()
+		if errors.Is(pe.Err, csv.ErrFieldCount) {
+			msg = "a row with another number of columns than the first row"
 		}
-		if err != nil {
-			if pe, ok := errors.AsType[*csv.ParseError](err); ok {
-				msg := pe.Err.Error()
-				if errors.Is(pe.Err, csv.ErrFieldCount) {
-					msg = "a row with another number of columns than the first row"
-				}
-				return nil, &Error{File: file, Line: pe.Line, Column: pe.Column, Msg: "invalid CSV: " + msg, Err: err}
-			}
-			return nil, fail(0, "invalid CSV: %v", err)
-		}
-		line, _ := r.FieldPos(0)
-		if n == 0 {
-			if len(rec) < 2 {
-				return nil, fail(line, "a rate series needs two columns, a time and a rate; this row has %d", len(rec))
-			}
-			if _, ok := parseSeriesTime(rec[0]); !ok {
-				header = true
-				if column == "" && len(rec) > 2 {
-					return nil, fail(line, "the file has %d columns: say which holds the rate with column: (%s)", len(rec), quoteAll(rec[1:]))
-				}
-				if column != "" {
-					col = slices.IndexFunc(rec, func(h string) bool { return strings.TrimSpace(h) == column })
-					if col < 1 {
-						return nil, fail(line, "no column %q after the time; the header names %s", column, quoteAll(rec))
-					}
-				}
-				continue
-			}
-			if column != "" {
-				return nil, fail(line, "column: %q names a column, but the file has no header row (its first row holds a time, %q)", column, rec[0])
-			}
-			if len(rec) > 2 {
-				return nil, fail(line, "the file has %d columns and no header: give it a header row and say which column holds the rate with column:", len(rec))
-			}
-		}
-		if len(pts) >= maxSeriesRows {
-			return nil, fail(line, "more than %d rows: shorten the series, or sample it less often", maxSeriesRows)
-		}
-		t, ok := parseSeriesTime(rec[0])
-		switch {
-		case !ok && n == 1 && header:
-			return nil, fail(line, "%q is not a time: write seconds (1700000000 or 15.5), a duration (90s) or a date and time (2024-05-01T10:00:00Z)", rec[0])
-		case !ok:
-			return nil, fail(line, "%q is not a time: write seconds, a duration or a date and time, as the rows above", rec[0])
-		case len(pts) == 0:
-			kind, first = t.kind, t.secs
-			if kind == timeSeconds && t.secs >= 1e11 {
-				return nil, fail(line, "the time %s looks like Unix milliseconds: write seconds (divide by 1000)", rec[0])
-			}
-		case t.kind != kind:
-			return nil, fail(line, "the time %q is %s, but the first row's is %s: use one kind of time throughout", rec[0], t.kind, kind)
-		}
-		off := t.secs - first
-		if !(off < maxRun.Seconds()) {
-			return nil, fail(line, "the time %q is more than %s after the first row's: a series spans at most that", rec[0], show(maxRun))
-		}
-		at := time.Duration(math.Round(off * 1e9))
-		if len(pts) > 0 && at <= pts[len(pts)-1].At {
-			return nil, fail(line, "the time %q is not after the row above's: the rows must go forward in time", rec[0])
-		}
-		field := strings.TrimSpace(rec[col])
-		v, err := strconv.ParseFloat(field, 64)
-		switch {
-		case field == "":
-			return nil, fail(line, "no rate in column %d: fill the gap, or remove the row", col+1)
-		case err != nil && !errors.Is(err, strconv.ErrRange):
-			return nil, fail(line, "the rate %q is not a number", field)
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			return nil, fail(line, "the rate %q is not a finite number", field)
-		case v < 0:
-			return nil, fail(line, "the rate %q is negative: a rate is at least 0", field)
-		case v > maxRate:
-			return nil, fail(line, "the rate %q is above %s per second", field, show(float64(maxRate)))
-		}
-		pts = append(pts, Point{At: at, Rate: v})
+		return &Error{File: sr.file, Line: pe.Line, Column: pe.Column, Msg: "invalid CSV: " + msg, Err: err}
 	}
-	if len(pts) == 0 {
-		return nil, fail(0, "no rows: a rate series needs at least one row of a time and a rate")
+	return sr.fail(0, "invalid CSV: %v", err)
+}
+
+// firstRow reads the first row's shape: a header (true: it holds no
+// sample) whose names find the rate's column, or a first sample, in a file
+// of two columns, which no column: may name.
+func (sr *seriesReader) firstRow(line int, rec []string) (bool, error) {
+	column := sr.column
+	if len(rec) < 2 {
+		return false, sr.fail(line, "a rate series needs two columns, a time and a rate; this row has %d", len(rec))
 	}
-	return pts, nil
+	if _, ok := parseSeriesTime(rec[0]); !ok {
+		sr.header = true
+		if column == "" && len(rec) > 2 {
+			return false, sr.fail(line, "the file has %d columns: say which holds the rate with column: (%s)", len(rec), quoteAll(rec[1:]))
+		}
+		if column != "" {
+			sr.col = slices.IndexFunc(rec, func(h string) bool { return strings.TrimSpace(h) == column })
+			if sr.col < 1 {
+				return false, sr.fail(line, "no column %q after the time; the header names %s", column, quoteAll(rec))
+			}
+		}
+		return true, nil
+	}
+	if column != "" {
+		return false, sr.fail(line, "column: %q names a column, but the file has no header row (its first row holds a time, %q)", column, rec[0])
+	}
+	if len(rec) > 2 {
+		return false, sr.fail(line, "the file has %d columns and no header: give it a header row and say which column holds the rate with column:", len(rec))
+	}
+	return false, nil
+}
+
+// rowTime is the time of row n (its first field, field), from the first
+// sample's: of the first sample's kind, within maxRun of it, and after
+// the row above's.
+func (sr *seriesReader) rowTime(line, n int, field string) (time.Duration, error) {
+	t, ok := parseSeriesTime(field)
+	switch {
+	case !ok && n == 1 && sr.header:
+		return 0, sr.fail(line, "%q is not a time: write seconds (1700000000 or 15.5), a duration (90s) or a date and time (2024-05-01T10:00:00Z)", field)
+	case !ok:
+		return 0, sr.fail(line, "%q is not a time: write seconds, a duration or a date and time, as the rows above", field)
+	case len(sr.pts) == 0:
+		sr.kind, sr.first = t.kind, t.secs
+		if sr.kind == timeSeconds && t.secs >= 1e11 {
+			return 0, sr.fail(line, "the time %s looks like Unix milliseconds: write seconds (divide by 1000)", field)
+		}
+	case t.kind != sr.kind:
+		return 0, sr.fail(line, "the time %q is %s, but the first row's is %s: use one kind of time throughout", field, t.kind, sr.kind)
+	}
+	off := t.secs - sr.first
+	if !(off < maxRun.Seconds()) {
+		return 0, sr.fail(line, "the time %q is more than %s after the first row's: a series spans at most that", field, show(maxRun))
+	}
+	at := time.Duration(math.Round(off * 1e9))
+	if len(sr.pts) > 0 && at <= sr.pts[len(sr.pts)-1].At {
+		return 0, sr.fail(line, "the time %q is not after the row above's: the rows must go forward in time", field)
+	}
+	return at, nil
+}
+
+// rowRate is a row's rate, its field in the rate's column: a finite
+// number from 0 to maxRate.
+func (sr *seriesReader) rowRate(line int, field string) (float64, error) {
+	field = strings.TrimSpace(field)
+	v, err := strconv.ParseFloat(field, 64)
+	switch {
+	case field == "":
+		return 0, sr.fail(line, "no rate in column %d: fill the gap, or remove the row", sr.col+1)
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, sr.fail(line, "the rate %q is not a number", field)
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, sr.fail(line, "the rate %q is not a finite number", field)
+	case v < 0:
+		return 0, sr.fail(line, "the rate %q is negative: a rate is at least 0", field)
+	case v > maxRate:
+		return 0, sr.fail(line, "the rate %q is above %s per second", field, show(float64(maxRate)))
+	}
+	return v, nil
 }
 
 func quoteAll(ss []string) string {

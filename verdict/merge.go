@@ -75,53 +75,85 @@ func MergeFiles(names []string, parts [][]byte) (*Merged, error) {
 		}
 		return fmt.Sprintf("result %d", i+1)
 	}
+	kind, err := shardsKind(parts, name)
+	if err != nil {
+		return nil, err
+	}
+	return mergeKind(kind, parts, name)
+}
+
+// shardsKind is the kind of shard every part is (sweep, check, stack,
+// advise or lab), read from its top-level keys before any of it is
+// decoded: the parts' total size is bounded, every part must be of the
+// first one's kind, and no shard may come twice. name(i) names part i.
+func shardsKind(parts [][]byte, name func(int) string) (string, error) {
 	total := 0
 	kind := ""
 	shards := map[string]int{} // "i/n" → the first part that is it
 	for i, p := range parts {
 		if total += len(p); total > MaxMergeBytes {
-			return nil, fmt.Errorf("merge: %s: the results are too large together: at most %d bytes", name(i), MaxMergeBytes)
+			return "", fmt.Errorf("merge: %s: the results are too large together: at most %d bytes", name(i), MaxMergeBytes)
 		}
 		var keys map[string]json.RawMessage
 		if err := json.Unmarshal(p, &keys); err != nil {
-			return nil, fmt.Errorf("merge: %s is not a shard's JSON: %v", name(i), err)
+			return "", fmt.Errorf("merge: %s is not a shard's JSON: %v", name(i), err)
 		}
-		k := ""
-		switch {
-		case keys["lab_shard"] != nil:
-			k = "lab"
-		case keys["stack_shard"] != nil:
-			k = "stack"
-		case keys["candidates"] != nil:
-			k = "advise"
-		case keys["faults"] != nil && keys["fleets"] != nil:
-			k = "check"
-		case keys["policies"] != nil && keys["shard"] != nil:
-			k = "sweep"
-		default:
-			return nil, fmt.Errorf("merge: %s is not the JSON of a sweep, check, check --stack or advise shard", name(i))
+		k := shardKind(keys)
+		if k == "" {
+			return "", fmt.Errorf("merge: %s is not the JSON of a sweep, check, check --stack or advise shard", name(i))
 		}
 		if kind != "" && k != kind {
-			return nil, fmt.Errorf("merge: %s is a %s, %s a %s", name(i), k, name(0), kind)
+			return "", fmt.Errorf("merge: %s is a %s, %s a %s", name(i), k, name(0), kind)
 		}
 		kind = k
 		// The same shard given twice (a file named twice, or copied):
 		// said here, by file, rather than cell by cell.
-		// A sweep's shard is {"part": "i/n", ...}, the others' "i/n".
-		var sh struct {
-			Part string `json:"part"`
+		part := shardPart(keys, k)
+		if j, ok := shards[part]; ok && part != "" {
+			return "", fmt.Errorf("merge: %s: shard: %q again: %s is that shard too", name(i), part, name(j))
 		}
-		if json.Unmarshal(keys["shard"], &sh) != nil {
-			_ = json.Unmarshal(keys["shard"], &sh.Part)
-		}
-		if k == "stack" {
-			_ = json.Unmarshal(keys["stack_shard"], &sh.Part)
-		}
-		if j, ok := shards[sh.Part]; ok && sh.Part != "" {
-			return nil, fmt.Errorf("merge: %s: shard: %q again: %s is that shard too", name(i), sh.Part, name(j))
-		}
-		shards[sh.Part] = i
+		shards[part] = i
 	}
+	return kind, nil
+}
+
+// shardKind is the kind of shard a result's top-level keys say it is, or
+// "" for none.
+func shardKind(keys map[string]json.RawMessage) string {
+	switch {
+	case keys["lab_shard"] != nil:
+		return "lab"
+	case keys["stack_shard"] != nil:
+		return "stack"
+	case keys["candidates"] != nil:
+		return "advise"
+	case keys["faults"] != nil && keys["fleets"] != nil:
+		return "check"
+	case keys["policies"] != nil && keys["shard"] != nil:
+		return "sweep"
+	}
+	return ""
+}
+
+// shardPart is a shard's "i/n", or "" when it says none. A sweep's shard
+// is {"part": "i/n", ...}, a stack's is its stack_shard, the others'
+// shard is "i/n".
+func shardPart(keys map[string]json.RawMessage, kind string) string {
+	var sh struct {
+		Part string `json:"part"`
+	}
+	if json.Unmarshal(keys["shard"], &sh) != nil {
+		_ = json.Unmarshal(keys["shard"], &sh.Part)
+	}
+	if kind == "stack" {
+		_ = json.Unmarshal(keys["stack_shard"], &sh.Part)
+	}
+	return sh.Part
+}
+
+// mergeKind decodes every part as a shard of kind, each checked against
+// its schema and the first, and merges them.
+func mergeKind(kind string, parts [][]byte, name func(int) string) (*Merged, error) {
 	switch kind {
 	case "stack":
 		ps := make([]*StackShard, len(parts))

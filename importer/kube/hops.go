@@ -128,96 +128,129 @@ func (ix *kubeIndex) indexObjects(name string, data []byte) error {
 			continue
 		}
 		root := doc.Content[0]
-		kind := scalar(field(root, "kind"))
 		md := field(root, "metadata")
-		objName, ns := scalar(field(md, "name")), cmp.Or(scalar(field(md, "namespace")), "default")
-		spec := field(root, "spec")
+		o := indexedObject{file: name, kind: scalar(field(root, "kind")), root: root, spec: field(root, "spec"),
+			name: scalar(field(md, "name")), ns: cmp.Or(scalar(field(md, "namespace")), "default")}
 		if ix.lines == nil {
 			ix.lines = map[[3]string]int{}
 		}
-		if _, ok := ix.lines[[3]string{name, kind, objName}]; !ok {
-			ix.lines[[3]string{name, kind, objName}] = root.Line
+		if _, ok := ix.lines[[3]string{name, o.kind, o.name}]; !ok {
+			ix.lines[[3]string{name, o.kind, o.name}] = root.Line
 		}
-		switch kind {
+		switch o.kind {
 		case "VirtualService":
-			r := routeInfo{kind: kind, name: objName, ns: ns, file: name, line: root.Line}
-			gws := seq(field(spec, "gateways"))
-			r.mesh = len(gws) == 0
-			for _, g := range gws {
-				r.mesh = r.mesh || scalar(g) == "mesh"
-			}
-			for _, h := range seq(field(spec, "hosts")) {
-				r.into = append(r.into, shortHost(scalar(h)))
-			}
-			for _, h := range seq(field(spec, "http")) {
-				var ds []ref
-				for _, rt := range seq(field(h, "route")) {
-					d := field(rt, "destination")
-					if host := scalar(field(d, "host")); host != "" {
-						rf := hostRef(host, ns)
-						rf.subset = scalar(field(d, "subset"))
-						rf.at = fmt.Sprintf("%s:%d: destination.host", name, d.Line)
-						ds = append(ds, rf)
-					}
-				}
-				r.dests = append(r.dests, ds)
-				r.lines = append(r.lines, h.Line)
-			}
-			ix.routes = append(ix.routes, r)
+			ix.routes = append(ix.routes, o.virtualService())
 		case "HTTPRoute":
-			r := routeInfo{kind: kind, name: objName, ns: ns, file: name, line: root.Line}
-			for _, p := range seq(field(spec, "parentRefs")) {
-				switch scalar(field(p, "kind")) {
-				case "Service":
-					r.mesh = true // GAMMA: the route applies to calls into this Service
-					r.into = append(r.into, scalar(field(p, "name")))
-				}
-			}
-			var ds []ref
-			for _, rule := range seq(field(spec, "rules")) {
-				for _, b := range seq(field(rule, "backendRefs")) {
-					if k := scalar(field(b, "kind")); k != "" && k != "Service" {
-						continue
-					}
-					ds = append(ds, ref{name: scalar(field(b, "name")), ns: cmp.Or(scalar(field(b, "namespace")), ns), at: fmt.Sprintf("%s:%d: backendRefs", name, b.Line)})
-				}
-			}
-			if len(ds) == 0 { // no backendRefs: the parent Service serves it
-				for _, s := range r.into {
-					ds = append(ds, ref{name: s, ns: ns, at: fmt.Sprintf("%s:%d: parentRefs", name, root.Line)})
-				}
-			}
-			r.dests = [][]ref{ds}
-			ix.routes = append(ix.routes, r)
+			ix.routes = append(ix.routes, o.httpRoute())
 		case "DestinationRule":
-			host := shortHost(scalar(field(spec, "host")))
-			for _, s := range seq(field(spec, "subsets")) {
-				labels := map[string]string{}
-				if l := field(s, "labels"); l != nil && l.Kind == yaml.MappingNode {
-					for i := 0; i+1 < len(l.Content); i += 2 {
-						labels[l.Content[i].Value] = l.Content[i+1].Value
-					}
-				}
-				if ix.subsets == nil {
-					ix.subsets = map[subsetKey]map[string]string{}
-				}
-				ix.subsets[subsetKey{host, scalar(field(s, "name"))}] = labels
-			}
+			ix.destinationRule(o)
 		case "ConfigMap":
-			d := field(root, "data")
-			if d == nil || d.Kind != yaml.MappingNode {
+			ix.configMap(o)
+		}
+	}
+}
+
+// indexedObject is one object of a manifest file as indexObjects reads
+// it: its file, kind, name and namespace (default when unsaid), its root
+// node and its spec.
+type indexedObject struct {
+	file, kind, name, ns string
+	root, spec           *yaml.Node
+}
+
+// virtualService is an Istio VirtualService's route: the hosts it applies
+// to, whether the mesh's own calls take it (no gateways, or "mesh"), and
+// each http route's destinations.
+func (o indexedObject) virtualService() routeInfo {
+	r := routeInfo{kind: o.kind, name: o.name, ns: o.ns, file: o.file, line: o.root.Line}
+	gws := seq(field(o.spec, "gateways"))
+	r.mesh = len(gws) == 0
+	for _, g := range gws {
+		r.mesh = r.mesh || scalar(g) == "mesh"
+	}
+	for _, h := range seq(field(o.spec, "hosts")) {
+		r.into = append(r.into, shortHost(scalar(h)))
+	}
+	for _, h := range seq(field(o.spec, "http")) {
+		var ds []ref
+		for _, rt := range seq(field(h, "route")) {
+			d := field(rt, "destination")
+			if host := scalar(field(d, "host")); host != "" {
+				rf := hostRef(host, o.ns)
+				rf.subset = scalar(field(d, "subset"))
+				rf.at = fmt.Sprintf("%s:%d: destination.host", o.file, d.Line)
+				ds = append(ds, rf)
+			}
+		}
+		r.dests = append(r.dests, ds)
+		r.lines = append(r.lines, h.Line)
+	}
+	return r
+}
+
+// httpRoute is a Gateway API HTTPRoute's route: the Services it is
+// attached to (GAMMA, the mesh's calls into them) and its backends, or
+// its parent Service when it names none.
+func (o indexedObject) httpRoute() routeInfo {
+	r := routeInfo{kind: o.kind, name: o.name, ns: o.ns, file: o.file, line: o.root.Line}
+	for _, p := range seq(field(o.spec, "parentRefs")) {
+		switch scalar(field(p, "kind")) {
+		case "Service":
+			r.mesh = true // GAMMA: the route applies to calls into this Service
+			r.into = append(r.into, scalar(field(p, "name")))
+		}
+	}
+	var ds []ref
+	for _, rule := range seq(field(o.spec, "rules")) {
+		for _, b := range seq(field(rule, "backendRefs")) {
+			if k := scalar(field(b, "kind")); k != "" && k != "Service" {
 				continue
 			}
-			for i := 0; i+1 < len(d.Content); i += 2 {
-				v := d.Content[i+1]
-				if rf, ok := targetRef(v.Value, ns); ok {
-					rf.at = fmt.Sprintf("%s:%d: ConfigMap %s data.%s", name, v.Line, objName, d.Content[i].Value)
-					if ix.cmTargets == nil {
-						ix.cmTargets = map[string][]ref{}
-					}
-					ix.cmTargets[ns+"/"+objName] = append(ix.cmTargets[ns+"/"+objName], rf)
-				}
+			ds = append(ds, ref{name: scalar(field(b, "name")), ns: cmp.Or(scalar(field(b, "namespace")), o.ns), at: fmt.Sprintf("%s:%d: backendRefs", o.file, b.Line)})
+		}
+	}
+	if len(ds) == 0 { // no backendRefs: the parent Service serves it
+		for _, s := range r.into {
+			ds = append(ds, ref{name: s, ns: o.ns, at: fmt.Sprintf("%s:%d: parentRefs", o.file, o.root.Line)})
+		}
+	}
+	r.dests = [][]ref{ds}
+	return r
+}
+
+// destinationRule indexes an Istio DestinationRule's subsets: host and
+// subset name → the pods' labels.
+func (ix *kubeIndex) destinationRule(o indexedObject) {
+	host := shortHost(scalar(field(o.spec, "host")))
+	for _, s := range seq(field(o.spec, "subsets")) {
+		labels := map[string]string{}
+		if l := field(s, "labels"); l != nil && l.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(l.Content); i += 2 {
+				labels[l.Content[i].Value] = l.Content[i+1].Value
 			}
+		}
+		if ix.subsets == nil {
+			ix.subsets = map[subsetKey]map[string]string{}
+		}
+		ix.subsets[subsetKey{host, scalar(field(s, "name"))}] = labels
+	}
+}
+
+// configMap indexes the Services a ConfigMap's data values name (a
+// channel's target, a base URL), under its namespace and name.
+func (ix *kubeIndex) configMap(o indexedObject) {
+	d := field(o.root, "data")
+	if d == nil || d.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(d.Content); i += 2 {
+		v := d.Content[i+1]
+		if rf, ok := targetRef(v.Value, o.ns); ok {
+			rf.at = fmt.Sprintf("%s:%d: ConfigMap %s data.%s", o.file, v.Line, o.name, d.Content[i].Value)
+			if ix.cmTargets == nil {
+				ix.cmTargets = map[string][]ref{}
+			}
+			ix.cmTargets[o.ns+"/"+o.name] = append(ix.cmTargets[o.ns+"/"+o.name], rf)
 		}
 	}
 }
@@ -687,17 +720,30 @@ func chainName(ch []Layer) string {
 // mesh route sends to T. It returns the first loop found as loopError's
 // message, or nil.
 func (c *chainer) anyLoop() error {
-	calls := map[string][]ref{}
-	keyOf := func(s service) string { return s.ns + "/" + s.name }
-	resolve := func(r ref) []string {
-		var out []string
-		for _, sv := range c.services {
-			if sv.name == r.name && (r.ns == "" || sv.ns == r.ns) {
-				out = append(out, keyOf(sv))
+	g := &callGraph{services: c.services, calls: c.serviceCalls(), routed: c.meshRoutes(), state: map[string]int{}}
+	// Depth-first, in a fixed order: white, grey (on the path), black.
+	keys := make([]string, 0, len(g.calls))
+	for k := range g.calls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if g.state[k] == 0 {
+			if err := g.visit(k, "the manifests"); err != nil {
+				return err
 			}
 		}
-		return out
 	}
+	return nil
+}
+
+// serviceKey is a Service's node in the call graph: "namespace/name".
+func serviceKey(s service) string { return s.ns + "/" + s.name }
+
+// serviceCalls are the calls of each Service's workloads, by the
+// Service's key: what the workloads it selects name as their next hop.
+func (c *chainer) serviceCalls() map[string][]ref {
+	calls := map[string][]ref{}
 	for _, w := range c.loads {
 		for _, sv := range c.services {
 			if sv.ns != w.ns || len(sv.selector) == 0 || !selects(sv.selector, w.labels) {
@@ -705,14 +751,18 @@ func (c *chainer) anyLoop() error {
 			}
 			for _, e := range c.edges(w, false) {
 				if e.next != nil {
-					calls[keyOf(sv)] = append(calls[keyOf(sv)], *e.next)
+					calls[serviceKey(sv)] = append(calls[serviceKey(sv)], *e.next)
 				}
 			}
 		}
 	}
-	// A mesh route into a Service sends its calls on to its
-	// destinations: a call into it is a call to them (a route into
-	// payments that sends to payments is no call of its own).
+	return calls
+}
+
+// meshRoutes are the destinations of the mesh routes into each Service,
+// by its short name: a call into it is a call to them (a route into
+// payments that sends to payments is no call of its own).
+func (c *chainer) meshRoutes() map[string][]ref {
 	routed := map[string][]ref{}
 	for _, l := range c.layers {
 		if l.host == "" || !l.mesh {
@@ -722,55 +772,68 @@ func (c *chainer) anyLoop() error {
 			routed[into] = append(routed[into], l.dests...)
 		}
 	}
-	targets := func(r ref) []string {
-		dests, ok := routed[r.name]
-		if !ok {
-			return resolve(r)
+	return routed
+}
+
+// callGraph is anyLoop's search: the Services, their calls and the mesh
+// routes, and the depth-first search's state: 0 white, 1 grey (on the
+// path), 2 black.
+type callGraph struct {
+	services []service
+	calls    map[string][]ref
+	routed   map[string][]ref
+	state    map[string]int
+	path     []step
+}
+
+// resolve is the keys of the Services r names (every namespace's, when
+// r does not say one).
+func (g *callGraph) resolve(r ref) []string {
+	var out []string
+	for _, sv := range g.services {
+		if sv.name == r.name && (r.ns == "" || sv.ns == r.ns) {
+			out = append(out, serviceKey(sv))
 		}
-		var out []string
-		for _, d := range dests {
-			if d.at == "" {
-				d.at = r.at
-			}
-			out = append(out, resolve(d)...)
+	}
+	return out
+}
+
+// targets is the Services a call to r reaches: a mesh route's
+// destinations when one goes into r's Service, else r's Service.
+func (g *callGraph) targets(r ref) []string {
+	dests, ok := g.routed[r.name]
+	if !ok {
+		return g.resolve(r)
+	}
+	var out []string
+	for _, d := range dests {
+		if d.at == "" {
+			d.at = r.at
 		}
-		return out
+		out = append(out, g.resolve(d)...)
 	}
-	// Depth-first, in a fixed order: white, grey (on the path), black.
-	keys := make([]string, 0, len(calls))
-	for k := range calls {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	state := map[string]int{}
-	var path []step
-	var visit func(svc, at string) error
-	visit = func(svc, at string) error {
-		state[svc] = 1
-		path = append(path, step{svc: svc, at: at})
-		for _, r := range calls[svc] {
-			for _, next := range targets(r) {
-				switch state[next] {
-				case 1:
-					ns, name, _ := strings.Cut(next, "/")
-					return loopError(path, ref{name: name, ns: ns, at: r.at})
-				case 0:
-					if err := visit(next, r.at); err != nil {
-						return err
-					}
+	return out
+}
+
+// visit searches from svc, reached by the call at at, and returns
+// loopError for the first call back to a Service on the path.
+func (g *callGraph) visit(svc, at string) error {
+	g.state[svc] = 1
+	g.path = append(g.path, step{svc: svc, at: at})
+	for _, r := range g.calls[svc] {
+		for _, next := range g.targets(r) {
+			switch g.state[next] {
+			case 1:
+				ns, name, _ := strings.Cut(next, "/")
+				return loopError(g.path, ref{name: name, ns: ns, at: r.at})
+			case 0:
+				if err := g.visit(next, r.at); err != nil {
+					return err
 				}
 			}
 		}
-		path = path[:len(path)-1]
-		state[svc] = 2
-		return nil
 	}
-	for _, k := range keys {
-		if state[k] == 0 {
-			if err := visit(k, "the manifests"); err != nil {
-				return err
-			}
-		}
-	}
+	g.path = g.path[:len(g.path)-1]
+	g.state[svc] = 2
 	return nil
 }

@@ -299,20 +299,50 @@ func (s Settings) normalize() (Settings, error) {
 	if s.MaxEjectionRule > CheckBefore {
 		return s, bad("MaxEjectionRule", s.MaxEjectionRule, "unknown rule")
 	}
+	if err := s.normalizeTimes(); err != nil {
+		return s, err
+	}
+	if s.MaxEjectionRule == RuleOfFlavor {
+		s.MaxEjectionRule = CheckAfter
+		if s.Flavor == GRPC {
+			s.MaxEjectionRule = CheckBefore
+		}
+	}
+	if err := s.checkBounds(); err != nil {
+		return s, err
+	}
+	if s.Flavor == GRPC {
+		// gRPC implements only the two interval rules (A50, "Rationale").
+		if err := s.checkGRPC(); err != nil {
+			return s, err
+		}
+	}
+	if s.Rand == nil {
+		var seed [32]byte
+		crand.Read(seed[:])
+		s.Rand = rand.NewChaCha8(seed)
+	}
+	return s, nil
+}
+
+// normalizeTimes checks the durations (0 to 24h), fills in the interval's
+// and the ejection times' defaults, and makes the longest ejection at
+// least the base one: Envoy refuses one shorter, gRPC raises it (A50).
+func (s *Settings) normalizeTimes() error {
 	for _, d := range []struct {
 		f string
 		v time.Duration
 	}{{"Interval", s.Interval}, {"BaseEjectionTime", s.BaseEjectionTime},
 		{"MaxEjectionTime", s.MaxEjectionTime}, {"MaxEjectionTimeJitter", s.MaxEjectionTimeJitter}} {
 		if d.v < 0 || d.v > 24*time.Hour {
-			return s, bad(d.f, d.v, "must be 0 to 24h")
+			return bad(d.f, d.v, "must be 0 to 24h")
 		}
 	}
 	if s.Interval == 0 {
 		s.Interval = 10 * time.Second
 	}
 	if s.Interval < time.Millisecond {
-		return s, bad("Interval", s.Interval, "must be at least 1ms")
+		return bad("Interval", s.Interval, "must be at least 1ms")
 	}
 	if s.BaseEjectionTime == 0 {
 		s.BaseEjectionTime = 30 * time.Second
@@ -322,16 +352,16 @@ func (s Settings) normalize() (Settings, error) {
 	}
 	if s.MaxEjectionTime < s.BaseEjectionTime {
 		if s.Flavor == Envoy {
-			return s, bad("MaxEjectionTime", s.MaxEjectionTime, "cannot be smaller than BaseEjectionTime")
+			return bad("MaxEjectionTime", s.MaxEjectionTime, "cannot be smaller than BaseEjectionTime")
 		}
 		s.MaxEjectionTime = s.BaseEjectionTime // A50: max(base, max)
 	}
-	if s.MaxEjectionRule == RuleOfFlavor {
-		s.MaxEjectionRule = CheckAfter
-		if s.Flavor == GRPC {
-			s.MaxEjectionRule = CheckBefore
-		}
-	}
+	return nil
+}
+
+// checkBounds checks the percentages (0 to 100), the counts (0 to
+// 2^31-1) and the success rate's stdev factor (0 to 1e6).
+func (s *Settings) checkBounds() error {
 	percents := []struct {
 		f string
 		v int
@@ -345,7 +375,7 @@ func (s Settings) normalize() (Settings, error) {
 		{"Enforcing.LocalOriginFailurePercentage", s.Enforcing.LocalOriginFailurePercentage}}
 	for _, p := range percents {
 		if p.v < 0 || p.v > 100 {
-			return s, bad(p.f, p.v, "must be 0 to 100 (percent)")
+			return bad(p.f, p.v, "must be 0 to 100 (percent)")
 		}
 	}
 	counts := []struct {
@@ -358,39 +388,37 @@ func (s Settings) normalize() (Settings, error) {
 		{"FailurePercentageRequestVolume", s.FailurePercentageRequestVolume}}
 	for _, c := range counts {
 		if c.v < 0 || c.v > math.MaxInt32 {
-			return s, bad(c.f, c.v, "must be 0 to 2^31-1")
+			return bad(c.f, c.v, "must be 0 to 2^31-1")
 		}
 	}
 	if !(s.SuccessRateStdevFactor >= 0 && s.SuccessRateStdevFactor <= 1e6) {
-		return s, bad("SuccessRateStdevFactor", s.SuccessRateStdevFactor, "must be 0 to 1e6")
+		return bad("SuccessRateStdevFactor", s.SuccessRateStdevFactor, "must be 0 to 1e6")
 	}
-	if s.Flavor == GRPC {
-		// gRPC implements only the two interval rules (A50, "Rationale").
-		envoyOnly := []struct {
-			f  string
-			on bool
-		}{{"Consecutive5xx", s.Consecutive5xx != 0}, {"ConsecutiveGatewayFailure", s.ConsecutiveGatewayFailure != 0},
-			{"ConsecutiveLocalOriginFailure", s.ConsecutiveLocalOriginFailure != 0},
-			{"SplitExternalLocalOriginErrors", s.SplitExternalLocalOriginErrors},
-			{"MaxEjectionTimeJitter", s.MaxEjectionTimeJitter != 0},
-			{"AlwaysEjectOneHost", s.AlwaysEjectOneHost},
-			{"Enforcing.Consecutive5xx", s.Enforcing.Consecutive5xx != 0},
-			{"Enforcing.ConsecutiveGatewayFailure", s.Enforcing.ConsecutiveGatewayFailure != 0},
-			{"Enforcing.ConsecutiveLocalOriginFailure", s.Enforcing.ConsecutiveLocalOriginFailure != 0},
-			{"Enforcing.LocalOriginSuccessRate", s.Enforcing.LocalOriginSuccessRate != 0},
-			{"Enforcing.LocalOriginFailurePercentage", s.Enforcing.LocalOriginFailurePercentage != 0}}
-		for _, e := range envoyOnly {
-			if e.on {
-				return s, bad(e.f, nil, "applies to Flavor Envoy only; gRPC (A50) has no such rule")
-			}
+	return nil
+}
+
+// checkGRPC refuses, for Flavor GRPC, a setting of one of the rules only
+// Envoy has.
+func (s *Settings) checkGRPC() error {
+	envoyOnly := []struct {
+		f  string
+		on bool
+	}{{"Consecutive5xx", s.Consecutive5xx != 0}, {"ConsecutiveGatewayFailure", s.ConsecutiveGatewayFailure != 0},
+		{"ConsecutiveLocalOriginFailure", s.ConsecutiveLocalOriginFailure != 0},
+		{"SplitExternalLocalOriginErrors", s.SplitExternalLocalOriginErrors},
+		{"MaxEjectionTimeJitter", s.MaxEjectionTimeJitter != 0},
+		{"AlwaysEjectOneHost", s.AlwaysEjectOneHost},
+		{"Enforcing.Consecutive5xx", s.Enforcing.Consecutive5xx != 0},
+		{"Enforcing.ConsecutiveGatewayFailure", s.Enforcing.ConsecutiveGatewayFailure != 0},
+		{"Enforcing.ConsecutiveLocalOriginFailure", s.Enforcing.ConsecutiveLocalOriginFailure != 0},
+		{"Enforcing.LocalOriginSuccessRate", s.Enforcing.LocalOriginSuccessRate != 0},
+		{"Enforcing.LocalOriginFailurePercentage", s.Enforcing.LocalOriginFailurePercentage != 0}}
+	for _, e := range envoyOnly {
+		if e.on {
+			return bad(e.f, nil, "applies to Flavor Envoy only; gRPC (A50) has no such rule")
 		}
 	}
-	if s.Rand == nil {
-		var seed [32]byte
-		crand.Read(seed[:])
-		s.Rand = rand.NewChaCha8(seed)
-	}
-	return s, nil
+	return nil
 }
 
 // host is one host's state. The counters are atomics written by Record

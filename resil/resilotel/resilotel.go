@@ -174,94 +174,15 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 		buckets = DefaultBuckets
 	}
 	base := append([]attribute.KeyValue{GuardName.String(o.Name)}, o.Attributes...)
-	set := attribute.NewSet(base...)
 	with := func(kv ...attribute.KeyValue) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), kv...)...))
 	}
 	i := &Instruments{g: g, spans: !o.NoSpanEvents}
-
-	var obs []metric.Observable
-	type readCounter struct {
-		inst metric.Int64ObservableCounter
-		get  func(resil.Stats) uint64
-	}
-	var cs []readCounter
-	for _, c := range counters {
-		inst, err := m.Int64ObservableCounter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
-		if err != nil {
-			return nil, err
-		}
-		cs = append(cs, readCounter{inst, c.get})
-		obs = append(obs, inst)
-	}
-	attempts, err := m.Int64ObservableCounter("resil.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts sent, by kind: first attempts, retries and hedges."))
+	obs, err := newObservables(m)
 	if err != nil {
 		return nil, err
 	}
-	trips, err := m.Int64ObservableCounter("resil.breaker.trips", metric.WithUnit("{trip}"),
-		metric.WithDescription("Times the circuit breaker opened from closed."))
-	if err != nil {
-		return nil, err
-	}
-	transitions, err := m.Int64ObservableCounter("resil.breaker.transitions", metric.WithUnit("{transition}"),
-		metric.WithDescription("Circuit breaker state changes."))
-	if err != nil {
-		return nil, err
-	}
-	state, err := m.Int64ObservableGauge("resil.breaker.state", metric.WithUnit("{state}"),
-		metric.WithDescription("Circuit breaker state: 0 closed, 1 open, 2 half-open."))
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := m.Float64ObservableGauge("resil.budget.tokens", metric.WithUnit("{token}"),
-		metric.WithDescription("Retry budget balance, in retries of unit cost."))
-	if err != nil {
-		return nil, err
-	}
-	// {retry}/{request}, not 1: the Prometheus exporter would add _ratio.
-	rpr, err := m.Float64ObservableGauge("resil.retries_per_request", metric.WithUnit("{retry}/{request}"),
-		metric.WithDescription("Retries sent per guarded call since start: the retry-storm early warning."))
-	if err != nil {
-		return nil, err
-	}
-	// {probability}, not 1, for the same reason.
-	throttle, err := m.Float64ObservableGauge("resil.throttle.probability", metric.WithUnit("{probability}"),
-		metric.WithDescription("Adaptive throttle's probability of refusing an attempt now."))
-	if err != nil {
-		return nil, err
-	}
-	obs = append(obs, attempts, trips, transitions, state, tokens, rpr, throttle)
-	all := metric.WithAttributeSet(set)
-	byKind := [3]metric.MeasurementOption{
-		with(AttemptKind.String(resil.KindFirst.String())),
-		with(AttemptKind.String(resil.KindRetry.String())),
-		with(AttemptKind.String(resil.KindHedge.String())),
-	}
-	breaker, throttled := g.Policy().Breaker, g.Policy().Throttle != nil
-	i.reg, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		s := g.Stats()
-		for _, c := range cs {
-			ob.ObserveInt64(c.inst, int64(c.get(s)), all)
-		}
-		ob.ObserveInt64(attempts, int64(s.Attempts-s.Retries-s.Hedges), byKind[resil.KindFirst])
-		ob.ObserveInt64(attempts, int64(s.Retries), byKind[resil.KindRetry])
-		ob.ObserveInt64(attempts, int64(s.Hedges), byKind[resil.KindHedge])
-		if breaker != nil {
-			ob.ObserveInt64(trips, int64(breaker.Trips()), all)
-			ob.ObserveInt64(transitions, int64(breaker.Generation()-1), all)
-		}
-		ob.ObserveInt64(state, int64(s.BreakerState), all)
-		if s.HasBudgetTokens {
-			ob.ObserveFloat64(tokens, s.BudgetTokens, all)
-		}
-		ob.ObserveFloat64(rpr, s.RetriesPerRequest, all)
-		if throttled {
-			ob.ObserveFloat64(throttle, s.ThrottleProbability, all)
-		}
-		return nil
-	}, obs...)
-	if err != nil {
+	if err := i.register(m, obs, metric.WithAttributeSet(attribute.NewSet(base...)), with); err != nil {
 		return nil, err
 	}
 	i.duration, err = m.Float64Histogram("resil.attempt.duration", metric.WithUnit("s"),
@@ -279,6 +200,116 @@ func Instrument(g *resil.Guard, o Options) (*Instruments, error) {
 	}
 	i.unobserve = g.Observe(i.observe)
 	return i, nil
+}
+
+// readCounter is a counter's instrument and how it reads Stats.
+type readCounter struct {
+	inst metric.Int64ObservableCounter
+	get  func(resil.Stats) uint64
+}
+
+// observables are the instruments the callback reports, read from Stats
+// when the meter collects: the counters of the table above and those
+// with attributes or a condition of their own.
+type observables struct {
+	counters                     []readCounter
+	attempts, trips, transitions metric.Int64ObservableCounter
+	state                        metric.Int64ObservableGauge
+	tokens, rpr, throttle        metric.Float64ObservableGauge
+	all                          []metric.Observable // every one, for RegisterCallback
+}
+
+// newObservables creates the observable instruments on m, the table's
+// counters first.
+func newObservables(m metric.Meter) (*observables, error) {
+	o := &observables{}
+	var err error
+	for _, c := range counters {
+		inst, err := m.Int64ObservableCounter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
+		if err != nil {
+			return nil, err
+		}
+		o.counters = append(o.counters, readCounter{inst, c.get})
+		o.all = append(o.all, inst)
+	}
+	o.attempts, err = m.Int64ObservableCounter("resil.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent, by kind: first attempts, retries and hedges."))
+	if err != nil {
+		return nil, err
+	}
+	o.trips, err = m.Int64ObservableCounter("resil.breaker.trips", metric.WithUnit("{trip}"),
+		metric.WithDescription("Times the circuit breaker opened from closed."))
+	if err != nil {
+		return nil, err
+	}
+	o.transitions, err = m.Int64ObservableCounter("resil.breaker.transitions", metric.WithUnit("{transition}"),
+		metric.WithDescription("Circuit breaker state changes."))
+	if err != nil {
+		return nil, err
+	}
+	o.state, err = m.Int64ObservableGauge("resil.breaker.state", metric.WithUnit("{state}"),
+		metric.WithDescription("Circuit breaker state: 0 closed, 1 open, 2 half-open."))
+	if err != nil {
+		return nil, err
+	}
+	o.tokens, err = m.Float64ObservableGauge("resil.budget.tokens", metric.WithUnit("{token}"),
+		metric.WithDescription("Retry budget balance, in retries of unit cost."))
+	if err != nil {
+		return nil, err
+	}
+	// {retry}/{request}, not 1: the Prometheus exporter would add _ratio.
+	o.rpr, err = m.Float64ObservableGauge("resil.retries_per_request", metric.WithUnit("{retry}/{request}"),
+		metric.WithDescription("Retries sent per guarded call since start: the retry-storm early warning."))
+	if err != nil {
+		return nil, err
+	}
+	// {probability}, not 1, for the same reason.
+	o.throttle, err = m.Float64ObservableGauge("resil.throttle.probability", metric.WithUnit("{probability}"),
+		metric.WithDescription("Adaptive throttle's probability of refusing an attempt now."))
+	if err != nil {
+		return nil, err
+	}
+	o.all = append(o.all, o.attempts, o.trips, o.transitions, o.state, o.tokens, o.rpr, o.throttle)
+	return o, nil
+}
+
+// register registers the callback that reports obs from the Guard's
+// Stats at each collection, with the Guard's attributes (all) and the
+// attempts by kind (with adds the kind); the breaker's counters only with
+// a breaker, the budget's tokens only when it has them, the throttle's
+// probability only with a throttle.
+func (i *Instruments) register(m metric.Meter, obs *observables, all metric.MeasurementOption, with func(...attribute.KeyValue) metric.MeasurementOption) error {
+	g := i.g
+	byKind := [3]metric.MeasurementOption{
+		with(AttemptKind.String(resil.KindFirst.String())),
+		with(AttemptKind.String(resil.KindRetry.String())),
+		with(AttemptKind.String(resil.KindHedge.String())),
+	}
+	breaker, throttled := g.Policy().Breaker, g.Policy().Throttle != nil
+	var err error
+	i.reg, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		s := g.Stats()
+		for _, c := range obs.counters {
+			ob.ObserveInt64(c.inst, int64(c.get(s)), all)
+		}
+		ob.ObserveInt64(obs.attempts, int64(s.Attempts-s.Retries-s.Hedges), byKind[resil.KindFirst])
+		ob.ObserveInt64(obs.attempts, int64(s.Retries), byKind[resil.KindRetry])
+		ob.ObserveInt64(obs.attempts, int64(s.Hedges), byKind[resil.KindHedge])
+		if breaker != nil {
+			ob.ObserveInt64(obs.trips, int64(breaker.Trips()), all)
+			ob.ObserveInt64(obs.transitions, int64(breaker.Generation()-1), all)
+		}
+		ob.ObserveInt64(obs.state, int64(s.BreakerState), all)
+		if s.HasBudgetTokens {
+			ob.ObserveFloat64(obs.tokens, s.BudgetTokens, all)
+		}
+		ob.ObserveFloat64(obs.rpr, s.RetriesPerRequest, all)
+		if throttled {
+			ob.ObserveFloat64(obs.throttle, s.ThrottleProbability, all)
+		}
+		return nil
+	}, obs.all...)
+	return err
 }
 
 // Close stops reporting: it unregisters the callback and the observer.
