@@ -49,7 +49,7 @@ func TestOutputsNeverClobberInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterBefore, _ := os.ReadFile(cluster)
-	if r := runCLI(t, "check", "--seeds", "1", route, "--sarif", link); r.code == 2 {
+	if r := runCLI(t, "check", "--seeds", "1", "--out", t.TempDir(), route, "--sarif", link); r.code == 2 {
 		t.Fatalf("check --sarif through a link to a file not checked: exit 2\n%s", r.stderr)
 	}
 	if now, _ := os.ReadFile(cluster); string(now) != string(clusterBefore) {
