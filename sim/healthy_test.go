@@ -54,6 +54,56 @@ func TestSummarizeNeverHealthy(t *testing.T) {
 	}
 }
 
+// TestRecoveryAllowsChance: a tick's failure share counts as recovered
+// within a point of the baseline, or within four binomial standard
+// deviations of it when chance alone spreads wider: a base failing 26% of
+// its 150 tries a tick at rest (a calibrated window's) moves by 3.6
+// points a tick, and with one point it never counted as recovered, with
+// retries or without. At a baseline of 0 the rule is DESIGN.md's point.
+func TestRecoveryAllowsChance(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		baseline float64
+		n        int64
+		want     float64
+	}{
+		{"no failures at rest", 0, 150, 0.01},
+		{"no tries", 0.26, 0, 0.01},
+		{"1% of 100", 0.01, 100, 4 * 0.00995},
+		{"26% of 150", 0.26, 150, 4 * 0.035815},
+		{"26% of 100,000", 0.26, 100_000, 0.01},
+	} {
+		if got := tolerance(c.baseline, c.n); got < c.want-1e-5 || got > c.want+1e-5 {
+			t.Errorf("%s: tolerance %.5f, want %.5f", c.name, got, c.want)
+		}
+	}
+	// 26% at rest, ticks of 150 tries drawn around it (±2.5 standard
+	// deviations), a dip of 80% failing: recovered as soon as it ends.
+	const n, start, end = 60, 20, 30
+	s := NewSeries(n)
+	wobble := []int64{39, 30, 46, 35, 42, 27, 44, 38, 31, 48}
+	for k := range n {
+		s.Offered[k], s.FailedAttempts[k] = 150, wobble[k%len(wobble)]
+		if k >= start && k < end {
+			s.FailedAttempts[k] = 120
+		}
+	}
+	var sum Summary
+	Summarize(&s, &sum, start, end)
+	if !sum.Recovered || *sum.RecoveryTicks != 0 {
+		t.Errorf("recovered %v after %v ticks (baseline %.3f), want at once", sum.Recovered, sum.RecoveryTicks, sum.BaselineErrorRate)
+	}
+	// Failing 45% after it, past four deviations of 26%: not recovered.
+	for k := end; k < n; k++ {
+		s.FailedAttempts[k] = 68
+	}
+	sum = Summary{}
+	Summarize(&s, &sum, start, end)
+	if sum.Recovered {
+		t.Errorf("recovered at 45%% failing against a baseline of %.3f", sum.BaselineErrorRate)
+	}
+}
+
 // TestOriginSlowerThanTimeoutIsNeverHealthy: an origin whose service time
 // (100 ms: 10 workers at 100/s) is longer than the fleet's timeout (50
 // ms) fails every attempt at 30% load, before the dip as after it. The

@@ -7,8 +7,18 @@ import (
 )
 
 // recoveryTolerance is how far above the pre-trigger baseline the failure
-// share may be for a tick to count as recovered: one percentage point.
+// share may be for a tick to count as recovered: one percentage point, or
+// recoverySigmas standard deviations of a tick's share at the baseline
+// when its chance alone spreads wider (a base that fails a quarter of its
+// calls at rest, as a calibrated window may, moves by several points from
+// tick to tick; with a tolerance of one point it never counted as
+// recovered, with retries or without).
 const recoveryTolerance = 0.01
+
+// recoverySigmas is how many binomial standard deviations above the
+// baseline a tick's failure share may go by chance: past four, a tick in
+// a run of a thousand healthy ones does so with odds under 1 in 30.
+const recoverySigmas = 4
 
 // UnhealthyBaseline is the failure share before the trigger past which a
 // fleet was never healthy: failing more than half its tries at rest (an
@@ -136,7 +146,7 @@ func failureShare(s *Series, from, to int) float64 {
 }
 
 // recovery finds the first tick k >= end from which every tick's failure
-// share stays within recoveryTolerance of the baseline to the end of the
+// share stays within its tolerance of the baseline to the end of the
 // run, with at least RecoveryTail ticks left, and returns k - end. The
 // failure share counts breaker and throttle refusals, so a breaker or a
 // throttle refusing everything is not mistaken for health.
@@ -144,7 +154,7 @@ func recovery(s *Series, end int, baseline float64) (int, bool) {
 	n := len(s.Tick)
 	first := n
 	for k := n - 1; k >= end; k-- {
-		if failureShare(s, k, k+1) > baseline+recoveryTolerance {
+		if failureShare(s, k, k+1) > baseline+tolerance(baseline, tries(s, k)) {
 			break
 		}
 		first = k
@@ -153,6 +163,22 @@ func recovery(s *Series, end int, baseline float64) (int, bool) {
 		return 0, false
 	}
 	return first - end, true
+}
+
+// tries is the caller's tries in tick k, as failureShare counts them.
+func tries(s *Series, k int) int64 {
+	return s.Offered[k] + s.BreakerRefusals[k] + throttled(s, k)
+}
+
+// tolerance is how far above baseline a tick of n tries may fail and
+// still count as recovered: recoveryTolerance, or recoverySigmas binomial
+// standard deviations of the share at the baseline, whichever is wider.
+// At a baseline of 0 it is recoveryTolerance.
+func tolerance(baseline float64, n int64) float64 {
+	if n <= 0 {
+		return recoveryTolerance
+	}
+	return max(recoveryTolerance, recoverySigmas*math.Sqrt(baseline*(1-baseline)/float64(n)))
 }
 
 func ratio(a, b int64) float64 {
