@@ -433,7 +433,9 @@ func detectDoc(d *yaml.Node) Format {
 		return Linkerd
 	case (strings.Contains(api, "gateway.networking.k8s.io") || api == "v1") && linkerdAnnotated(d):
 		return Linkerd // an HTTPRoute or a Service with Linkerd's retry annotations
-	case get(d, "methodConfig") != nil || get(d, "retryThrottling") != nil || get(d, "loadBalancingConfig") != nil:
+	case getAnyCase(d, "methodConfig") != nil || getAnyCase(d, "retryThrottling") != nil || getAnyCase(d, "loadBalancingConfig") != nil:
+		// grpc-go reads a service config with encoding/json, whose keys
+		// match in any case: "MethodConfig" is its methodConfig.
 		return GRPC
 	case isIngressConfigMap(d):
 		return NGINX // ingress-nginx's ConfigMap

@@ -101,6 +101,21 @@ func get(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// getAnyCase is get with the key matched regardless of case, as Go's
+// encoding/json matches a struct's fields (grpc-go's service configs).
+func getAnyCase(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if strings.EqualFold(n.Content[i].Value, key) {
+			return deref(n.Content[i+1])
+		}
+	}
+	return nil
+}
+
 func deref(n *yaml.Node) *yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias

@@ -27,8 +27,12 @@ const (
 	maxCapacity = 1e9                 // attempts per second
 	maxCount    = 1_000_000           // clients, workers, retries, thresholds
 	maxReplicas = 10_000
-	maxNameLen  = 100
+	maxNameLen  = MaxNameBytes
 )
+
+// MaxNameBytes is the longest name a scenario or a fleet may have, in
+// bytes.
+const MaxNameBytes = 100
 
 // Validate checks a scenario as Parse leaves it, defaults filled in: every
 // value in range, nothing set that its kind does not use, and the rules

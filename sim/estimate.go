@@ -213,7 +213,7 @@ func Estimate(sc *scenario.Scenario) Cost {
 		f := &sc.Fleets[i]
 		perIntent, lifetime := attemptsPerIntent(sc, f, layerServer(sc, 0))
 		attempts := intents * perIntent
-		if share, floor, ok := budgetShare(f, sc.Duration); ok {
+		if share, floor, ok := budgetShare(f, sc.Duration+lifetime); ok {
 			clients := float64(max(sc.Traffic.Clients, 1))
 			attempts = min(attempts, intents*(1+share)+clients*floor)
 		}
@@ -225,9 +225,9 @@ func Estimate(sc *scenario.Scenario) Cost {
 		// requests.
 		chainHeld, above := 0.0, attempts
 		for l := range tiers {
-			per, _ := attemptsPerIntent(sc, &tiers[l], layerServer(sc, l+1))
+			per, life := attemptsPerIntent(sc, &tiers[l], layerServer(sc, l+1))
 			below := above * per
-			if share, floor, ok := budgetShare(&tiers[l], sc.Duration); ok {
+			if share, floor, ok := budgetShare(&tiers[l], sc.Duration+life); ok {
 				below = min(below, above*(1+share)+float64(max(sc.Tiers[l].Server.Replicas, 1))*floor)
 			}
 			c.Attempts += below + scans(sc.Tiers[l].Client.Balancer, below, layerServer(sc, l+1).Replicas)
@@ -440,7 +440,8 @@ func attemptsIn(f *scenario.Fleet, quickest, follow time.Duration) float64 {
 
 // budgetShare returns the share of intents a fleet's budget lets retry
 // (and hedge), and the retries each client may send whatever the traffic
-// over a run of length d, or false for no budget.
+// while any intent lives, d (the run and the longest life of an intent
+// after it), or false for no budget.
 func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok bool) {
 	b := f.Budget
 	switch b.Use {
@@ -452,7 +453,7 @@ func budgetShare(f *scenario.Fleet, d time.Duration) (share, floor float64, ok b
 		// The floor renews as the window moves: over a run it adds up.
 		w := b.Window
 		cost := max(w.RetryCost, 1e-6)
-		return w.Ratio / cost, w.MinRetriesPerSecond * (d + time.Duration(drainLimit)).Seconds() / cost, true
+		return w.Ratio / cost, w.MinRetriesPerSecond * d.Seconds() / cost, true
 	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
 		q := b.AWS
 		c := float64(max(q.RetryCost, 1))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
@@ -59,6 +60,25 @@ type AdviseOptions struct {
 	// (screen). A sharded search is always exhaustive: its shards must
 	// not depend on each other.
 	Exhaustive bool
+	// ScreenOnly stops an unsharded search after its screen: every
+	// candidate has its Screen and none its Cells, and ScreenOrder ranks
+	// them. A search in rounds uses it to choose what to run in full.
+	ScreenOnly bool
+	// Screens, when set, keeps each candidate's screen by name across
+	// searches with the same options and user fleet, so that a search in
+	// rounds screens a candidate once.
+	Screens *ScreenCache
+}
+
+// ScreenCache holds candidates' screens by name (AdviseOptions.Screens).
+// Its zero value is empty and ready; it is not safe for concurrent use.
+type ScreenCache struct {
+	m map[string]screenEntry
+}
+
+type screenEntry struct {
+	cells  [][]CheckCell
+	source string
 }
 
 // AdviseCandidate is one policy advise tried, and how it did over every
@@ -139,6 +159,11 @@ type AdviseResult struct {
 	// are in).
 	Ranking []int          `json:"ranking"`
 	Claims  []report.Claim `json:"claims"`
+	// ScreenOrder lists candidate indexes by their screens, best first,
+	// in a screened search (AdviseOptions.ScreenOnly, and the screen of
+	// a search that then ran the best at every seed).
+	ScreenOrder []int `json:"-"`
+	screenKeys  []screenKey
 }
 
 // AdviseBare is a fleet with retries off and its runs,
@@ -304,7 +329,7 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts experim
 	for i := range r.Candidates {
 		r.Exhaustive += len(r.candidateJobs(i, 0))
 	}
-	if ao.Shard.Count > 1 || ao.Exhaustive || len(cands) <= adviseConfirm+1 {
+	if !ao.ScreenOnly && (ao.Shard.Count > 1 || ao.Exhaustive || len(cands) <= adviseConfirm+1) {
 		for i := range r.Candidates {
 			r.Candidates[i].Cells = newSeedCells(nS, nF, nL)
 			r.Candidates[i].Source = sourceSimulator
@@ -328,7 +353,7 @@ func Advise(ctx context.Context, user CheckInput, ao AdviseOptions, opts experim
 		r.rank()
 		return r, nil
 	}
-	if err := r.screened(ctx, e, name, opts); err != nil {
+	if err := r.screened(ctx, e, name, opts, ao.ScreenOnly, ao.Screens); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -787,8 +812,22 @@ func CodeAdditions(f scenario.Fleet) []scenario.Fleet {
 	withBreaker, withBucket, both := f, f, f
 	withBreaker.Breaker, both.Breaker = breaker, breaker
 	withBucket.Budget, both.Budget = bucket, bucket
-	withBreaker.Name = f.Name + " + resil's breaker (5 failures, 5s)"
-	withBucket.Name = f.Name + " + resil's token bucket 10%"
-	both.Name = f.Name + " + resil's breaker and token bucket 10%"
+	withBreaker.Name = withSuffix(f.Name, " + resil's breaker (5 failures, 5s)")
+	withBucket.Name = withSuffix(f.Name, " + resil's token bucket 10%")
+	both.Name = withSuffix(f.Name, " + resil's breaker and token bucket 10%")
 	return []scenario.Fleet{withBreaker, withBucket, both}
+}
+
+// withSuffix is name and suffix within a fleet name's length
+// (scenario.MaxNameBytes), name cut short (at a rune) with "…" if need be.
+func withSuffix(name, suffix string) string {
+	room := scenario.MaxNameBytes - len(suffix)
+	if len(name) <= room {
+		return name + suffix
+	}
+	cut := room - len("…")
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…" + suffix
 }

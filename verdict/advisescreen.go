@@ -80,16 +80,51 @@ func (r *AdviseResult) screenOf(c *AdviseCandidate) screenKey {
 	return k
 }
 
+// get returns the screen kept for name; a nil cache keeps none.
+func (c *ScreenCache) get(name string) (screenEntry, bool) {
+	if c == nil {
+		return screenEntry{}, false
+	}
+	s, ok := c.m[name]
+	return s, ok
+}
+
+// put keeps name's screen; a nil cache keeps nothing.
+func (c *ScreenCache) put(name string, s screenEntry) {
+	if c == nil {
+		return
+	}
+	if c.m == nil {
+		c.m = map[string]screenEntry{}
+	}
+	c.m[name] = s
+}
+
+// ScreenBetter reports whether candidate i's screen does better than your
+// policy's (candidate 0's), in the ranking's order: fewer cells that never
+// recover or amplify, then fewer that never recover, then fewer intents
+// lost. False without a screen.
+func (r *AdviseResult) ScreenBetter(i int) bool {
+	if i >= len(r.screenKeys) {
+		return false
+	}
+	return r.screenKeys[i].compare(r.screenKeys[0]) < 0
+}
+
 // screened is Advise's search with a screen: it screens every candidate,
 // runs the ones that can still win at every seed, ranks, and, when the
 // best of those still fails or amplifies in some cell (so that a
 // candidate left out could rank above it), runs every other candidate at
 // every seed too.
-func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int) string, opts experiment.Options) error {
+func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int) string, opts experiment.Options, only bool, cache *ScreenCache) error {
 	nS, nF, nL := len(e.seeds), len(e.faults), len(e.loads)
 	var first []job
 	for i := range r.Candidates {
 		c := &r.Candidates[i]
+		if s, ok := cache.get(c.Name); ok {
+			c.Screen, c.ScreenSource, c.Cells = s.cells, s.source, nil
+			continue
+		}
 		c.Screen, c.Cells = newCells(nF, nL), nil
 		var model, simulated int
 		for fi := range nF {
@@ -125,6 +160,9 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 	if err := r.run(ctx, e, first, name, grid.Shard{}, opts); err != nil {
 		return err
 	}
+	for _, c := range r.Candidates {
+		cache.put(c.Name, screenEntry{cells: c.Screen, source: c.ScreenSource})
+	}
 
 	keys := make([]screenKey, len(r.Candidates))
 	order := make([]int, len(r.Candidates))
@@ -132,6 +170,13 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 		keys[i], order[i] = r.screenOf(&r.Candidates[i]), i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return keys[a].compare(keys[b]) })
+	r.ScreenOrder, r.screenKeys = order, keys
+	if only {
+		for i := range r.Candidates {
+			r.Candidates[i].Source = r.Candidates[i].ScreenSource
+		}
+		return nil
+	}
 	best := keys[order[0]]
 	confirm := make([]bool, len(r.Candidates))
 	confirm[0] = true // yours: the claims compare with it

@@ -50,6 +50,15 @@ type Layer struct {
 	// Instances is how many instances the layer has (the replicas of the
 	// Deployment that runs it); zero: not known.
 	Instances int
+	// Format and Sources are what an edit of the layer's policy takes
+	// (importer.Edit): its format and the files its fleet was imported
+	// from, the mesh's files together. For a config held inside a
+	// ConfigMap's data (Embedded), Sources is that document alone, named
+	// "FILE#ConfigMap NAME/KEY": an edit of it is of the data, which the
+	// manifest holds as a string.
+	Format   importer.Format
+	Sources  []importer.Source
+	Embedded bool
 }
 
 // Options say how Find reads the manifests.
@@ -159,7 +168,7 @@ func configMapLayers(p string, data []byte, opts importer.Options) ([]manifestLa
 		cmNS := namespaceOf(data, name)
 		for _, f := range fl {
 			l := manifestLayer{cm: cmNS + "/" + name, ns: cmNS, layer: Layer{Name: "ConfigMap " + name, File: p, Line: e.Offset + 1,
-				Fleet: f.Fleet, Origin: f.Origin, From: f.From}}
+				Fleet: f.Fleet, Origin: f.Origin, From: f.From, Format: f.Format, Sources: []importer.Source{e.Src}, Embedded: true}}
 			for _, s := range importer.Settings([]importer.Source{e.Src}, f) {
 				at := importer.Setting{Name: s.Name, File: p, Line: s.Line}
 				if s.Line > 0 {
@@ -196,7 +205,7 @@ func routeLayers(srcs []importer.Source, ix *kubeIndex, opts importer.Options) (
 			file, rest, _ := strings.Cut(origin, ": ")
 			obj, _, _ := strings.Cut(rest, ": ")
 			l := manifestLayer{host: shortHost(routeHost(origin)), layer: Layer{Name: obj, File: file,
-				Fleet: f.Fleet, Origin: origin, From: f.From}}
+				Fleet: f.Fleet, Origin: origin, From: f.From, Format: f.Format, Sources: srcs}}
 			ix.describe(&l, file, obj, origin)
 			l.layer.Settings = append(l.layer.Settings, sets[k]...)
 			layers = append(layers, l)

@@ -18,14 +18,13 @@ import (
 
 // Advise is `retrystorm advise`, run by retrystorm-full (full.Heavy).
 func Advise(ctx context.Context, inv *cli.Invocation) error {
-	if len(inv.Configs.Stack) > 0 || inv.Configs.Manifests != "" {
-		io, clear := configIO(inv, "advise")
-		err := RunAdviseStack(ctx, inv.Args, checkOptions(inv), io)
+	io, clear := configIO(inv, "advise")
+	c := inv.Configs
+	if len(c.Stack) > 0 || c.Manifests != "" {
+		err := RunAdviseChains(ctx, inv.Args, AdviseOptions{CheckOptions: checkOptions(inv), Write: c.Write, InPlace: c.InPlace}, io)
 		clear()
 		return configErr(err)
 	}
-	io, clear := configIO(inv, "advise")
-	c := inv.Configs
 	// A search too long to run unwatched is refused as run refuses a
 	// scenario: --long lets it go ahead.
 	admit := func(e verdict.AdviseEstimate) error {

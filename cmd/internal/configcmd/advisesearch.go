@@ -1,28 +1,29 @@
 package configcmd
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
 
 	"github.com/retrystorm/retrystorm/experiment"
-	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
-// The writable search goes setting by setting: the candidates that change
-// one setting of the format (its retries, its per-try timeout, its
-// back-off, its limit, its outlier detection...), then the best
-// topPerSetting values of each setting that did better than yours, taken
-// together (at most maxCombos of them), beside the best of the first
-// round and what code would add to it. Its cost grows with the sum of the
-// settings' choices, not their product.
+// The writable search screens (the model, or one seed of the simulator)
+// the candidates that change one setting of the format (its retries, its
+// per-try timeout, its back-off, its limit, its outlier detection...),
+// then climbs: from the best screened so far, every candidate one setting
+// away, for at most climbSteps steps, while one does better. The best
+// topSingles of all that were screened, the climb's end, and what code
+// would add to your policy and to the best that still retries then run
+// as a search of their own (screened again from the cache, the best at
+// every seed): every comparison printed rests on that last search. Its
+// cost grows with the settings' choices times the steps, not with their
+// product.
 const (
-	topPerSetting = 2
-	maxCombos     = 24
-	topSingles    = 4
+	topSingles = 4
+	climbSteps = 3
 )
 
 // writableSearch is advise's search for a user's config whose format
@@ -39,63 +40,132 @@ func writableSearch(ctx context.Context, start verdict.CheckInput, e *editTarget
 		ao.Writable, ao.Exhaustive = e.fleetsOf(all), true
 		return verdict.Advise(ctx, start, ao, opts)
 	}
-	// Round 1: one setting at a time.
+	ao.Screens = &verdict.ScreenCache{}
+	screen := func(idx []int) (*verdict.AdviseResult, error) {
+		s := ao
+		s.Space, s.Writable, s.ScreenOnly = []scenario.Fleet{}, e.fleetsOf(idx), true
+		return verdict.Advise(ctx, start, s, opts)
+	}
 	var singles []int
 	for i, c := range e.cands[1:] {
 		if changedSettings(c.Pick) == 1 {
 			singles = append(singles, i+1)
 		}
 	}
-	ao.Space, ao.Writable = []scenario.Fleet{}, e.fleetsOf(singles)
-	r1, err := verdict.Advise(ctx, start, ao, opts)
+	r, err := screen(singles)
 	if err != nil {
 		return nil, err
 	}
-	yours := r1.Candidates[0]
-	best := map[int][]int{} // setting → the options that did better than yours, best first
-	var top []int
-	for _, k := range r1.Ranking {
-		c := r1.Candidates[k]
-		i, ok := e.byName[c.Name]
-		if !ok || !c.Simulated() {
-			continue
+	top := e.screenTop(r)
+	screened := map[int]bool{}
+	for _, i := range singles {
+		screened[i] = true
+	}
+	// Climb from the best screened and from the best that still retries
+	// (no retries at all screens well in a storm, and is a dead end to
+	// climb from): each step screens both one setting further.
+	starts := e.climbStarts(r)
+	for range climbSteps {
+		var next []int
+		for _, c := range starts {
+			next = append(next, e.neighbours(c, screened)...)
 		}
-		if len(top) < topSingles {
-			top = append(top, i)
+		if len(next) == 0 {
+			break
 		}
-		if !verdict.Better(c, yours) {
-			continue
+		if r, err = screen(append(next, starts...)); err != nil {
+			return nil, err
 		}
-		d := settingOf(e.cands[i].Pick)
-		if len(best[d]) < topPerSetting {
-			best[d] = append(best[d], e.cands[i].Pick[d])
+		better := e.climbStarts(r)
+		if slices.Equal(better, starts) {
+			break
+		}
+		starts = better
+	}
+	round := top
+	for _, c := range starts {
+		if !slices.Contains(round, c) {
+			round = append(round, c)
 		}
 	}
-	// Round 2: the best of each setting together, the best singles
-	// again, and code on top of the best single.
-	round := slices.Clone(top)
-	var combos []int
-	for i, c := range e.cands[1:] {
-		if changedSettings(c.Pick) >= 2 && takes(c.Pick, best) {
-			combos = append(combos, i+1)
-		}
-	}
-	slices.SortStableFunc(combos, func(a, b int) int {
-		return cmp.Compare(-changedSettings(e.cands[a].Pick), -changedSettings(e.cands[b].Pick))
-	})
-	round = append(round, combos[:min(len(combos), maxCombos)]...)
 	ao.Writable = e.fleetsOf(round)
-	// What code would add: to your policy, and to the best single that
-	// still retries.
+	// What code would add: to your policy, and to the best that still
+	// retries.
 	ao.Space = verdict.CodeAdditions(start.Fleet)
-	for _, i := range top {
+	for _, i := range append(starts, top...) {
 		if f := e.cands[i].Fleet.Fleet; retries(f) {
-			f.Name = shorten(candidateName(e.cands[i], i))
+			f.Name = e.nameOf(i)
 			ao.Space = append(ao.Space, verdict.CodeAdditions(f)...)
 			break
 		}
 	}
 	return verdict.Advise(ctx, start, ao, opts)
+}
+
+// screenTop returns the topSingles best writable candidates of a screen
+// (indexes into e.cands; yours left out).
+func (e *editTarget) screenTop(r *verdict.AdviseResult) []int {
+	var top []int
+	for _, k := range r.ScreenOrder {
+		if i, ok := e.byName[r.Candidates[k].Name]; ok && k != 0 && len(top) < topSingles {
+			top = append(top, i)
+		}
+	}
+	return top
+}
+
+// climbStarts returns, of a screen, the best writable candidate that
+// screens better than yours, and the best that still retries if that is
+// another one (indexes into e.cands); none when yours screens best.
+func (e *editTarget) climbStarts(r *verdict.AdviseResult) []int {
+	var out []int
+	retrying := false
+	for _, k := range r.ScreenOrder {
+		if k == 0 || !r.ScreenBetter(k) {
+			continue
+		}
+		i, ok := e.byName[r.Candidates[k].Name]
+		if !ok {
+			continue
+		}
+		rt := retries(e.cands[i].Fleet.Fleet)
+		switch {
+		case len(out) == 0:
+			out, retrying = append(out, i), rt
+		case !retrying && rt:
+			return append(out, i)
+		}
+		if retrying {
+			break
+		}
+	}
+	return out
+}
+
+// neighbours are the candidates one setting away from candidate cur (one
+// setting changed, added or taken back) that were not screened yet; they
+// are marked screened.
+func (e *editTarget) neighbours(cur int, screened map[int]bool) []int {
+	var out []int
+	for i := 1; i < len(e.cands); i++ {
+		if screened[i] || i == cur || differ(e.cands[i].Pick, e.cands[cur].Pick) != 1 {
+			continue
+		}
+		screened[i] = true
+		out = append(out, i)
+	}
+	return out
+}
+
+// differ counts the settings two picks set differently.
+func differ(a, b []int) int {
+	n := 0
+	for d := range a {
+		if a[d] != b[d] {
+			n++
+		}
+	}
+	return n
 }
 
 // retries reports whether f sends attempts past the first.
@@ -112,27 +182,6 @@ func changedSettings(pick []int) int {
 	return n
 }
 
-// settingOf is the one setting a single's pick changes.
-func settingOf(pick []int) int {
-	for d, i := range pick {
-		if i != 0 {
-			return d
-		}
-	}
-	return -1
-}
-
-// takes reports whether every setting pick changes takes one of the
-// options best lists for it.
-func takes(pick []int, best map[int][]int) bool {
-	for d, i := range pick {
-		if i != 0 && !slices.Contains(best[d], i) {
-			return false
-		}
-	}
-	return true
-}
-
 // fleetsOf are the candidates at indexes idx as advise takes them, named
 // uniquely within a fleet name's length; byName maps those names back.
 func (e *editTarget) fleetsOf(idx []int) []scenario.Fleet {
@@ -140,15 +189,20 @@ func (e *editTarget) fleetsOf(idx []int) []scenario.Fleet {
 	for _, i := range idx {
 		c := e.cands[i]
 		f := c.Fleet.Fleet
-		f.Name = shorten(candidateName(c, i))
+		f.Name = e.nameOf(i)
 		e.byName[f.Name] = i
 		out = append(out, f)
 	}
 	return out
 }
 
-// candidateName is a writable candidate's name for advise: its changes
-// in the product's words, numbered.
-func candidateName(c importer.Candidate, i int) string {
-	return c.Name + " #" + strconv.Itoa(i)
+// nameOf is writable candidate i's name for advise: its changes in the
+// product's words, cut to a fleet name's length, numbered only when
+// another candidate has that name already.
+func (e *editTarget) nameOf(i int) string {
+	name := shorten(e.cands[i].Name)
+	if j, taken := e.byName[name]; taken && j != i || name == e.from.Fleet.Name {
+		name = shorten(e.cands[i].Name + " #" + strconv.Itoa(i))
+	}
+	return name
 }

@@ -1,15 +1,10 @@
 package configcmd
 
 import (
-	"cmp"
-	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/retrystorm/retrystorm/importer"
-	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/resil/budget"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -141,136 +136,4 @@ func stackCandidates(files []stackFile) []stackCandidate {
 		out = append(out, every)
 	}
 	return out
-}
-
-// RunAdviseStack is advise --stack: it says at which layer of the chain
-// to retry, which layers should not, and which budget and breaker each
-// layer should have, by checking the stack as it is and each placement
-// of stackCandidates through check's envelope (the work counted first,
-// and refused past --max-runs); then it writes each layer's change into
-// that layer's own file, as a diff (importer.Edit's rules: only what
-// changes, in place).
-func RunAdviseStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
-	st, err := readStack(o, "advise", files, c)
-	if err != nil {
-		return err
-	}
-	if st.shard.Count > 1 {
-		return usagef("--shard is not supported with advise --stack yet")
-	}
-	var names []string
-	for _, f := range st.files {
-		names = append(names, f.layer.Name)
-	}
-	chain := strings.Join(names, " → ")
-	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, NoMargin: true}
-	cands := stackCandidates(st.files)
-	var layers []verdict.StackLayer
-	for _, f := range st.files {
-		layers = append(layers, f.layer)
-	}
-	per, err := verdict.StackRuns(co, layers)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	most := cmp.Or(c.MaxRuns, defaultMaxRuns)
-	if runs := per * len(cands); runs > most {
-		return usagef("advise --stack: %d placements × %d simulations each = %d simulations, more than --max-runs %d: give fewer --seeds or raise --max-runs", len(cands), per, runs, most)
-	}
-	if !c.JSON {
-		fmt.Fprintf(o.Stderr, "advise --stack: %d placements × %d simulations each = %d simulations.\n", len(cands), per, per*len(cands))
-	}
-	for k := range cands {
-		cand := &cands[k]
-		var layers []verdict.StackLayer
-		for i, f := range st.files {
-			l := f.layer
-			l.Input.Fleet = cand.fleets[i]
-			layers = append(layers, l)
-		}
-		r, err := verdict.CheckStack(ctx, layers, co, st.opts)
-		if err != nil {
-			return costly(err)
-		}
-		cand.Verdict, cand.FailingCells, cand.Result = r.Level, r.Check.FailingCells(0), r
-		cand.Writable = true
-		for i, f := range st.files {
-			if cand.Changes[i] != "as it is" && !importer.Expressible(cand.fleets[i], f.from.Format) {
-				cand.Writable = false
-			}
-		}
-		cand.Origin = r.Layers[len(r.Layers)-1].Simulated
-		for _, row := range r.Check.Fleets[0].Cells {
-			for _, cell := range row {
-				cand.IntentsLost += cell.IntentsLost
-			}
-		}
-	}
-	// The best verdict, then the fewest cells against it, then the
-	// fewest intents lost, then the least amplification, then the fewest
-	// changes; ties keep the stack as it is first.
-	ranked := slices.Clone(cands)
-	slices.SortStableFunc(ranked, func(a, b stackCandidate) int {
-		return cmp.Or(cmp.Compare(a.Verdict, b.Verdict), cmp.Compare(a.FailingCells, b.FailingCells), cmp.Compare(a.IntentsLost, b.IntentsLost), cmp.Compare(a.Origin, b.Origin), cmp.Compare(a.changed, b.changed))
-	})
-	// The recommendation is the best placement the files can say; one
-	// ranked above it needs what no format writes (resil's breaker in
-	// front of the calls), and is said as such.
-	best, top := ranked[0], ranked[0]
-	for _, cd := range ranked {
-		if cd.Writable {
-			best = cd
-			break
-		}
-	}
-	if c.JSON {
-		return writeJSON(o.Stdout, struct {
-			Chain       string           `json:"chain"`
-			Candidates  []stackCandidate `json:"candidates"`
-			Recommended string           `json:"recommended"`
-		}{chain, ranked, best.Name})
-	}
-	t := report.Table{Title: fmt.Sprintf("Where to retry, and with what, in %s (check's faults, loads and seeds; ranked)", chain),
-		Columns: []report.Column{{Name: "placement"}, {Name: "verdict"}, {Name: "cells against it", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "attempts per intent at the origin, total outage", Align: report.Right}}}
-	for _, cd := range ranked {
-		t.Rows = append(t.Rows, []string{cd.Name, cd.Verdict.String(), fmt.Sprint(cd.FailingCells), report.Int(cd.IntentsLost), fmt.Sprintf("%.3g", cd.Origin)})
-	}
-	if err := t.Render(o.Stdout, o.Style); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Stdout, "\nRecommendation: %s.\n", best.Name)
-	if top.Name != best.Name {
-		fmt.Fprintf(o.Stdout, "Ranked above it, %s: no layer's format can write it (a breaker on the whole dependency is resil's, or the mesh's, in front of the calls).\n", top.Name)
-	}
-	if best.changed == 0 {
-		fmt.Fprintln(o.Stdout, "Keep every layer as it is: no placement tried does better here.")
-		return nil
-	}
-	for i, f := range st.files {
-		rec := f.from.Fleet
-		user := f.layer.Input.Fleet
-		want := best.fleets[i]
-		if want.Retry.MaxRetries == user.Retry.MaxRetries && want.Budget.Equal(user.Budget) && want.Breaker == user.Breaker {
-			what := "keeps its retries"
-			if user.Retry.MaxRetries == 0 {
-				what = "does not retry"
-			}
-			fmt.Fprintf(o.Stdout, "\n%s %s: unchanged.\n", f.layer.Name, what)
-			continue
-		}
-		rec.Retry.MaxRetries, rec.Budget, rec.Breaker = want.Retry.MaxRetries, want.Budget, want.Breaker
-		fmt.Fprintf(o.Stdout, "\n%s: %s. Its change, in its own file:\n", f.layer.Name, best.Changes[i])
-		edited, notes, err := importer.Edit(f.srcs, f.from, rec)
-		if err != nil {
-			fmt.Fprintf(o.Stdout, "  (not written: %v)\n", err)
-			continue
-		}
-		for _, e := range edited {
-			fmt.Fprint(o.Stdout, e.Diff)
-		}
-		for _, n := range notes {
-			fmt.Fprintf(o.Stdout, "  note: %s\n", n)
-		}
-	}
-	return nil
 }

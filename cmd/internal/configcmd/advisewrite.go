@@ -262,9 +262,15 @@ func editInPlace(edited []importer.Edited) error {
 // it beside the line it changes.
 func writeAdviseSARIF(file string, r *verdict.AdviseResult, rec verdict.AdviseCandidate, edit importer.Candidate, inputs []string) error {
 	yours := r.Candidates[0]
-	level := map[verdict.Level]string{verdict.Unsafe: "error", verdict.AtRisk: "warning", verdict.Safe: "note"}[yours.Level]
 	desc := fmt.Sprintf("retrystorm advise: %s (%s; yours: %s)", edit.Name, standing(rec), standing(yours))
-	fix, err := importer.SARIFFixOf(desc, edit.Edited)
+	return writeSARIFFixes(file, yours.Level, desc, edit.Edited, inputs)
+}
+
+// writeSARIFFixes writes edited as one SARIF result per file, each with
+// the whole edit as its fix, at the level of the verdict it answers.
+func writeSARIFFixes(file string, answers verdict.Level, desc string, edited []importer.Edited, inputs []string) error {
+	level := map[verdict.Level]string{verdict.Unsafe: "error", verdict.AtRisk: "warning", verdict.Safe: "note"}[answers]
+	fix, err := importer.SARIFFixOf(desc, edited)
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,9 @@ type stackFile struct {
 	layer verdict.StackLayer
 	srcs  []importer.Source
 	from  importer.Fleet
+	// embedded: srcs is a config held in a ConfigMap's data (--manifests),
+	// whose edit advise prints and does not write.
+	embedded bool
 }
 
 // stackLayer imports one layer: its files (joined with "+"), with its own
