@@ -260,3 +260,14 @@ func (v given) read(d *decoder, n *yaml.Node, path string) error {
 	}
 	return nil
 }
+
+// CacheTier is the index of the first tier that is a cache, or -1.
+func (s *Scenario) CacheTier() int {
+	return slices.IndexFunc(s.Tiers, func(t Tier) bool { return t.Cache != nil })
+}
+
+// PoolTier is the index of the first tier whose calls go through a pool,
+// or -1.
+func (s *Scenario) PoolTier() int {
+	return slices.IndexFunc(s.Tiers, func(t Tier) bool { return t.Client.Pool.On() })
+}
