@@ -114,6 +114,11 @@ func (s *Scenario) checkSystem(c *checker) {
 			c.fail(p+".calls", "%q is no layer of the scenario%s", f.Calls, didYouMean(f.Calls, layers))
 		}
 	}
+	for i := range s.Fleets {
+		if t := s.Fleets[i].Traffic; t != nil && t.Rate == 0 && t.Series == nil && !t.Closed() && !s.triggered(s.Fleets[i].Name) {
+			c.fail(fmt.Sprintf("fleets[%d].traffic.rate", i), "is 0: a fleet whose own rate is 0 needs a burst or load trigger that names it")
+		}
+	}
 	if s.Shared && s.Traffic == (Traffic{}) {
 		if i := slices.IndexFunc(s.Fleets, func(f Fleet) bool { return f.Traffic == nil }); i >= 0 {
 			c.fail(fmt.Sprintf("fleets[%d].traffic", i), "is required: the scenario gives no traffic for the fleets that have none")
@@ -200,7 +205,9 @@ func (v fleetTraffic) zero() bool { return *v.p == nil }
 
 func (v fleetTraffic) validate(c *checker, path string) {
 	if *v.p != nil {
-		trafficObject(*v.p).validate(c, path)
+		o := trafficObject(*v.p)
+		o.check = func(c *checker, path string) { (*v.p).checkRate(c, path, true) }
+		o.validate(c, path)
 	}
 }
 
@@ -270,4 +277,11 @@ func (s *Scenario) CacheTier() int {
 // or -1.
 func (s *Scenario) PoolTier() int {
 	return slices.IndexFunc(s.Tiers, func(t Tier) bool { return t.Client.Pool.On() })
+}
+
+// triggered reports whether a burst or a load trigger names fleet name.
+func (s *Scenario) triggered(name string) bool {
+	return slices.ContainsFunc(s.Triggers, func(t Trigger) bool {
+		return (t.Kind == TriggerBurst || t.Kind == TriggerLoad) && t.Fleet == name
+	})
 }

@@ -232,8 +232,16 @@ func (s *Scenario) crossCheck(c *checker) {
 	s.checkSystem(c)
 }
 
-func (t *Traffic) check(c *checker, path string) {
-	if t.Series == nil && !t.Closed() {
+func (t *Traffic) check(c *checker, path string) { t.checkRate(c, path, false) }
+
+// checkRate is check, but that a fleet's own traffic may have a rate of 0
+// (zeroOK): a population that only a burst or a load trigger sets going.
+func (t *Traffic) checkRate(c *checker, path string, zeroOK bool) {
+	switch {
+	case t.Series != nil || t.Closed():
+	case zeroOK:
+		in(c, join(path, "rate"), t.Rate, 0, maxRate)
+	default:
 		over(c, join(path, "rate"), t.Rate, 0, maxRate)
 	}
 	t.checkArrivals(c, path)
