@@ -29,6 +29,7 @@ var Cache = register(&Experiment{
 	Order:   95,
 	Page: Page{
 		Knobs: []string{"rate", "capacity", "max_retries", "cache_keys", "fill_timeout"},
+		Heavy: true,
 		Cost:  600,
 		Fixed: "The experiment adds each defence to the scenario itself; the stampede runs a scenario of its own (cache_stampede.yaml).",
 	},

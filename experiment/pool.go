@@ -24,7 +24,7 @@ var Pool = register(&Experiment{
 	Order:   96,
 	Page: Page{
 		Knobs: []string{"rate", "max_retries", "pool_size"},
-		Cost:  300,
+		Cost:  60,
 		Fixed: "The experiment adds each defence itself; the GC death spiral runs a scenario of its own (pool_gc.yaml).",
 	},
 	Run: runPool,
