@@ -104,11 +104,19 @@ listen service
 // URL.
 func startNginx(t *testing.T) string {
 	t.Helper()
-	nginx := need(t, "nginx", "nginx")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runNginx(t, dir, "", "root "+dir+";")
+}
+
+// runNginx runs nginx on 127.0.0.1 with its files in dir, the directives
+// http in its http block, and one server whose directives (after listen)
+// are server, and returns its URL.
+func runNginx(t *testing.T, dir, http, server string) string {
+	t.Helper()
+	nginx := need(t, "nginx", "nginx")
 	addrs := servertest.Start(t, context.Background(), servertest.Program{
 		Name:  "nginx",
 		Bin:   nginx,
@@ -128,12 +136,13 @@ http {
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
   keepalive_requests 100000;
+  %[3]s
   server {
     listen %[2]s;
-    root %[1]s;
+    %[4]s
   }
 }
-`, dir, addrs[0])
+`, dir, addrs[0], http, server)
 			file := filepath.Join(dir, "nginx.conf")
 			return []string{"-c", file, "-e", filepath.Join(dir, "error.log")}, os.WriteFile(file, []byte(cfg), 0o600)
 		},
