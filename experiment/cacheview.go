@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -227,4 +228,29 @@ func describeNewTrigger(t scenario.Trigger) string {
 		return fmt.Sprintf("a CPU cut to %g%%", 100*t.Share)
 	}
 	return t.Kind
+}
+
+// describeLoad says who sends the intents, in words: "100 intents/s over
+// 20 clients", a closed loop's clients and think time, or, when the
+// fleets share one system, each fleet's own.
+func describeLoad(sc *scenario.Scenario) string {
+	if !sc.Shared {
+		return describeTraffic(&sc.Traffic)
+	}
+	parts := make([]string, len(sc.Fleets))
+	for i, f := range sc.Fleets {
+		parts[i] = f.Name + ": " + describeTraffic(sc.TrafficOf(i))
+	}
+	return "Fleets sharing one system (" + strings.Join(parts, "; ") + ")"
+}
+
+func describeTraffic(t *scenario.Traffic) string {
+	if t.Closed() {
+		return fmt.Sprintf("%d closed-loop clients thinking %s", t.Clients, t.Think)
+	}
+	rate := describeRate(&scenario.Scenario{Traffic: *t})
+	if r := t.Ramp; r.For > 0 {
+		rate += fmt.Sprintf(" (ramped from %g at %s over %s)", r.From, r.At, r.For)
+	}
+	return fmt.Sprintf("%s over %d clients", rate, t.Clients)
 }
