@@ -3,14 +3,12 @@ package lab
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -165,7 +163,7 @@ func runCacheFlush(t *testing.T, sc *scenario.Scenario, lock bool) (flushCounts,
 	client.Transport.(*http.Transport).MaxIdleConnsPerHost = 2048
 	warmCache(t, client, base, cache.Keys)
 
-	cdf := zipfKeys(cache.Keys, cache.Skew)
+	cdf := sim.ZipfShares(cache.Keys, cache.Skew)
 	rng := rand.New(rand.NewPCG(sc.Seed, 39))
 	flush, timeout := sc.Triggers[0].At, sc.Fleets[0].Timeout
 	var wg sync.WaitGroup
@@ -184,7 +182,7 @@ func runCacheFlush(t *testing.T, sc *scenario.Scenario, lock bool) (flushCounts,
 		if at >= flush {
 			epoch = "1"
 		}
-		key := sort.SearchFloat64s(cdf, rng.Float64())
+		key, _ := slices.BinarySearch(cdf, rng.Float64())
 		c.sent[k]++
 		wg.Go(func() {
 			r := send(client, http.MethodGet, base+"?k="+strconv.Itoa(key), timeout, "X-Epoch", epoch)
@@ -238,21 +236,6 @@ func warmCache(t *testing.T, client *http.Client, base string, keys int) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("warming the cache: %d of %d keys failed", n, keys)
 	}
-}
-
-// zipfKeys is the cumulative share of keys 0..n-1 with weight 1/(k+1)^s,
-// the simulator's popularity (docs/scenario.md, cache.popularity).
-func zipfKeys(n int, s float64) []float64 {
-	cdf := make([]float64, n)
-	sum := 0.0
-	for k := range cdf {
-		sum += math.Pow(float64(k+1), -s)
-		cdf[k] = sum
-	}
-	for k := range cdf {
-		cdf[k] /= sum
-	}
-	return cdf
 }
 
 // startCachingNginx runs nginx as a caching proxy of origin: the cache key

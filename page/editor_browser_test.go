@@ -45,15 +45,7 @@ fleets:
 // with its line; a costly one, checked but left for Run; and a fragment
 // over 64 KiB, refused before it is read.
 func TestBrowserEditor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the browser test takes a while; go test without -short runs it")
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the page must be tested in a browser in CI, and %s is missing: %v", chromium, err)
-		}
-		t.Skipf("%s is not installed, so the page is not tested in a browser (apt-get install chromium)", chromium)
-	}
+	needBrowser(t)
 	doc, err := Render(freshAssets(t))
 	if err != nil {
 		t.Fatal(err)
@@ -160,5 +152,20 @@ func TestBrowserEditor(t *testing.T) {
 	defer mu.Unlock()
 	if len(console) > 0 {
 		t.Errorf("the console holds errors: %q", console)
+	}
+}
+
+// needBrowser skips a browser test with -short, and where chromium is
+// missing, except in CI, which must run it.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the browser tests take half a minute each; go test without -short runs them")
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the page must be tested in a browser in CI, and %s is missing: %v", chromium, err)
+		}
+		t.Skipf("%s is not installed, so the page is not tested in a browser (apt-get install chromium)", chromium)
 	}
 }

@@ -81,7 +81,7 @@ func newCache(s *system, l int, cfg *scenario.Cache) *cache {
 		jitter: rand.NewPCG(s.seed, cacheStream|uint64(l)),
 	}
 	if cfg.Popularity == scenario.PopularityZipf {
-		c.cdf = zipfCDF(n, cfg.Skew)
+		c.cdf = ZipfShares(n, cfg.Skew)
 	}
 	for k := range c.expires {
 		c.expires[k], c.pending[k] = absent, -1
@@ -111,9 +111,12 @@ func (c *cache) warm(s *system) {
 
 var zipfCDFs sync.Map // [2]float64{n, skew} → []float64, immutable once made
 
-// zipfCDF returns the cumulative shares of a Zipf distribution over n
-// keys of exponent skew: key k (from 0) weighs 1/(k+1)^skew.
-func zipfCDF(n int, skew float64) []float64 {
+// ZipfShares returns the cumulative shares of a Zipf distribution over n
+// keys of exponent skew, as a cache with popularity zipf draws its keys:
+// key k (from 0) weighs 1/(k+1)^skew, and a uniform draw u asks for the
+// first key whose share is u or more. The slice is shared: do not modify
+// it.
+func ZipfShares(n int, skew float64) []float64 {
 	id := [2]float64{float64(n), skew}
 	if v, ok := zipfCDFs.Load(id); ok {
 		return v.([]float64)
@@ -225,14 +228,7 @@ func (c *cache) count1(total *int64, series []int64, t int32) {
 // caller once its waiter is in.
 func (s *system) newFill(l *layer, k int32, in *sintent, now int64, refresh bool) int32 {
 	c := l.cache
-	var fi int32
-	if n := len(c.freeF); n > 0 {
-		fi = c.freeF[n-1]
-		c.freeF = c.freeF[:n-1]
-	} else {
-		c.fills = append(c.fills, fill{})
-		fi = int32(len(c.fills) - 1)
-	}
+	fi := slot(&c.fills, &c.freeF, fill{})
 	counted := s.tickOf(now) >= 0
 	if counted {
 		c.st.Fills++

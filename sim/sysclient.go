@@ -388,26 +388,12 @@ func (s *system) finishUnfinished() {
 
 func (s *system) newIntent() int32 {
 	s.live++
-	if n := len(s.freeI); n > 0 {
-		i := s.freeI[n-1]
-		s.freeI = s.freeI[:n-1]
-		gen := s.ints[i].gen
-		s.ints[i] = sintent{gen: gen, head: -1, parent: -1}
-		return i
-	}
-	s.ints = append(s.ints, sintent{gen: 1, head: -1, parent: -1})
-	return int32(len(s.ints) - 1)
+	i := slot(&s.ints, &s.freeI, sintent{gen: 1})
+	s.ints[i] = sintent{gen: s.ints[i].gen, head: -1, parent: -1}
+	return i
 }
 
-func (s *system) newAttempt() int32 {
-	if n := len(s.freeA); n > 0 {
-		a := s.freeA[n-1]
-		s.freeA = s.freeA[:n-1]
-		return a
-	}
-	s.atts = append(s.atts, sattempt{gen: 1})
-	return int32(len(s.atts) - 1)
-}
+func (s *system) newAttempt() int32 { return slot(&s.atts, &s.freeA, sattempt{gen: 1}) }
 
 // freeAttempt frees attempt a's slot: its fields stay readable until the
 // slot is taken again.

@@ -58,14 +58,19 @@ type sreq struct {
 }
 
 // take returns a free request slot.
-func (s *system) take() int32 {
-	if n := len(s.freeR); n > 0 {
-		r := s.freeR[n-1]
-		s.freeR = s.freeR[:n-1]
-		return r
+func (s *system) take() int32 { return slot(&s.reqs, &s.freeR, sreq{gen: 1}) }
+
+// slot returns the index of a free slot of *tab, the last one freed, or of
+// a new one, fresh: a slot taken again keeps its fields (its generation
+// among them) until the caller sets them.
+func slot[T any](tab *[]T, free *[]int32, fresh T) int32 {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return i
 	}
-	s.reqs = append(s.reqs, sreq{gen: 1})
-	return int32(len(s.reqs) - 1)
+	*tab = append(*tab, fresh)
+	return int32(len(*tab) - 1)
 }
 
 // releaseReq frees request r: its server is done with it.
