@@ -49,8 +49,8 @@ func RunScenarioWith(ctx context.Context, sc *scenario.Scenario, opts Options) (
 	sec := report.Section{
 		ID:    "run",
 		Title: fmt.Sprintf("Scenario %s (seed %d)", sc.Name, sc.Seed),
-		Intro: []string{fmt.Sprintf("%s over %d clients against a %s origin; %s.",
-			describeRate(sc), sc.Traffic.Clients, sc.Origin.Model, describeTriggers(sc))},
+		Intro: []string{fmt.Sprintf("%s against a %s origin; %s.",
+			describeLoad(sc), sc.Origin.Model, describeTriggers(sc))},
 		Tables: append(append([]report.Table{t}, chainTables(res)...), replicaTables(res)...),
 		Charts: append(runCharts(res, sc, nil), replicaCharts(res)...),
 		Notes:  notes,

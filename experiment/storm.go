@@ -267,6 +267,12 @@ func describeTriggers(sc *scenario.Scenario) string {
 			s += fmt.Sprintf("a load change to %g intents/s", t.Rate)
 		case scenario.TriggerLatency:
 			s += fmt.Sprintf("latency ×%g", t.Factor)
+		default:
+			s += describeNewTrigger(t) // cacheview.go
+			if t.Kind == scenario.TriggerFlush && t.For == 0 {
+				s += fmt.Sprintf(" at %s", t.At)
+				continue
+			}
 		}
 		s += fmt.Sprintf(" from %s for %s", t.At, t.For)
 	}

@@ -42,8 +42,16 @@ func startNginx(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runNginx(t, dir, "", "root "+dir+";")
+}
+
+// runNginx runs nginx on 127.0.0.1 with its files in dir, the directives
+// http in its http block, and one server whose directives (after listen)
+// are server, and returns its URL.
+func runNginx(t *testing.T, dir, http, server string) string {
+	t.Helper()
 	addr, _ := servertest.Nginx(t, dir, "/", func(listen string) string {
-		return fmt.Sprintf("    keepalive_requests 100000;\n    server {\n        listen %s;\n        root %s;\n    }", listen, dir)
+		return fmt.Sprintf("    keepalive_requests 100000;\n    %s\n    server {\n        listen %s;\n        %s\n    }", http, listen, server)
 	})
 	return "http://" + addr + "/"
 }

@@ -246,6 +246,9 @@ func Check(sc *scenario.Scenario) error {
 	if err := refuseReplicas(sc); err != nil {
 		return err
 	}
+	if err := refuseSystem(sc); err != nil {
+		return err
+	}
 	for _, t := range sc.Tiers {
 		tr, err := NewTier(TierConfig{Tier: t, Next: &url.URL{}})
 		if err != nil {

@@ -31,16 +31,7 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 	r := func(x float64) float64 { return x / f }
 	s := *sc
 	s.Duration, s.Tick = d(s.Duration), d(s.Tick)
-	s.Traffic.Rate = r(s.Traffic.Rate)
-	if sr := s.Traffic.Series; sr != nil {
-		c := *sr
-		c.Scale = r(c.Scale)
-		c.Points = slices.Clone(c.Points)
-		for i := range c.Points {
-			c.Points[i].At = d(c.Points[i].At)
-		}
-		s.Traffic.Series = &c
-	}
+	scaleTraffic(&s.Traffic, f)
 	scaleOrigin(&s.Origin, f)
 	s.Triggers = slices.Clone(sc.Triggers)
 	for i := range s.Triggers {
@@ -57,12 +48,40 @@ func Scale(sc *scenario.Scenario, f float64) *scenario.Scenario {
 		t.Client.Timeout, t.Client.Deadline = fl.Timeout, fl.Deadline
 		t.Client.Retry, t.Client.Budget, t.Client.Breaker, t.Client.Hedge = fl.Retry, fl.Budget, fl.Breaker, fl.Hedge
 		t.Client.Balancer, t.Client.OutlierDetection = fl.Balancer, fl.OutlierDetection
+		t.Client.Pool.WaitTimeout = d(t.Client.Pool.WaitTimeout)
+		if c := t.Cache; c != nil {
+			cc := *c
+			cc.TTL, cc.ServeStale, cc.Latency = d(c.TTL), d(c.ServeStale), d(c.Latency)
+			t.Cache = &cc
+		}
 	}
 	s.Fleets = slices.Clone(sc.Fleets)
 	for i := range s.Fleets {
 		scaleFleet(&s.Fleets[i], f)
+		if tr := s.Fleets[i].Traffic; tr != nil {
+			c := *tr
+			scaleTraffic(&c, f)
+			s.Fleets[i].Traffic = &c
+		}
 	}
 	return &s
+}
+
+// scaleTraffic scales an open loop's rates and a closed loop's think
+// time by f, as Scale does: the scenario's traffic, or a fleet's own.
+func scaleTraffic(t *scenario.Traffic, f float64) {
+	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * f) }
+	t.Rate, t.Think = t.Rate/f, d(t.Think)
+	t.Ramp.From, t.Ramp.At, t.Ramp.For = t.Ramp.From/f, d(t.Ramp.At), d(t.Ramp.For)
+	if sr := t.Series; sr != nil {
+		c := *sr
+		c.Scale /= f
+		c.Points = slices.Clone(c.Points)
+		for i := range c.Points {
+			c.Points[i].At = d(c.Points[i].At)
+		}
+		t.Series = &c
+	}
 }
 
 // scaleOrigin scales a server by f, as Scale does: the origin's, or a
@@ -120,6 +139,7 @@ func scaleFleet(fl *scenario.Fleet, f float64) {
 	br.WindowPeriod, br.SlowCall = d(br.WindowPeriod), d(br.SlowCall)
 	br.Cooldown, br.MaxCooldown = d(br.Cooldown), d(br.MaxCooldown)
 	fl.Hedge.Delay = d(fl.Hedge.Delay)
+	fl.Pool.WaitTimeout = d(fl.Pool.WaitTimeout)
 	if fl.Throttle.Use == scenario.ThrottleAdaptive && fl.Throttle.Window == 0 {
 		fl.Throttle.Window = defaultThrottleWindow // resil's default is in real seconds
 	}

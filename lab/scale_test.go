@@ -13,7 +13,7 @@ import (
 // rates are the float fields of a scenario that are per second: Scale
 // divides them. Every other float is a count or a share and stays.
 var rates = map[string]bool{
-	"Traffic.Rate": true, "Origin.Capacity": true,
+	"Traffic.Rate": true, "Traffic.Ramp.From": true, "Origin.Capacity": true,
 	"Triggers.Capacity": true, "Triggers.Rate": true,
 	"Fleets.Budget.Window.MinRetriesPerSecond": true, "Fleets.Budget.Pacer.MinFillRate": true,
 	"Tiers.Server.Capacity":                          true,
@@ -57,6 +57,11 @@ var notRates = map[string]bool{
 	"Tiers.Server.Faults.Factor": true, "Tiers.Server.Faults.ErrorRate": true,
 	"Fleets.OutlierDetection.Settings.SuccessRateStdevFactor": true, "Tiers.Client.OutlierDetection.Settings.SuccessRateStdevFactor": true,
 	"Tiers.Server.Limit.Backoff": true, "Tiers.Server.Limit.Smoothing": true, "Tiers.Server.Limit.Tolerance": true, "Tiers.Server.Limit.Headroom": true,
+	// The latency's growth with load is a factor of utilization; a
+	// burst's size is a count (its span is scaled), a CPU cut a share.
+	"Origin.LoadLatency.Factor": true, "Origin.LoadLatency.Exponent": true,
+	"Tiers.Server.LoadLatency.Factor": true, "Tiers.Server.LoadLatency.Exponent": true,
+	"Triggers.Count": true, "Triggers.Share": true,
 }
 
 // fill sets every duration and float field reachable from v to a value of

@@ -88,6 +88,12 @@ func supported(sc *scenario.Scenario, f scenario.Fleet) error {
 		return unsupported("origin.broken", "a broken share of keys fails every attempt of some intents: a second population the model does not follow")
 	case sc.Traffic.Series != nil:
 		return unsupported("traffic.series", "the model takes a constant rate and load triggers")
+	case sc.Traffic.Ramp.For > 0:
+		return unsupported("traffic.ramp", "the model takes a constant rate and load triggers")
+	case sc.System():
+		return unsupported("a system: caches, pools, shared fleets, closed loops, flushes or partitions", "the model follows one fleet's retries against one server")
+	case !o.LoadLatency.Flat():
+		return unsupported("origin.load_latency", "a service time that grows with the load makes the capacity a function of the backlog the model does not follow")
 	case f.Hedge.Delay > 0:
 		return unsupported("hedge", "hedged attempts race their originals; the model follows one attempt at a time")
 	case f.Deadline > 0:

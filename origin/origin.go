@@ -228,7 +228,7 @@ func NewWith(o *scenario.Origin, replica, replicas int, d Driver, opts Options) 
 		s := QueueSettings{
 			Capacity: o.Capacity / float64(replicas), Workers: o.Workers / replicas,
 			MaxWait: o.MaxQueueTime, Shed: o.Shed.Deadline, DropExpired: o.DropExpired, Reserve: opts.Reserve,
-			Service: service,
+			Service: service, Load: o.LoadLatency,
 		}
 		if o.Shed.Deadline {
 			s.Reserve += o.Shed.Reserve

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil/admission"
+	"github.com/retrystorm/retrystorm/scenario"
 )
 
 // QueueSettings configure a [Queue] model.
@@ -48,6 +49,10 @@ type QueueSettings struct {
 	// Service draws each request's service time, as a factor of the
 	// mean, when a worker takes it; nil: every request takes the mean.
 	Service *Sampler
+	// Load multiplies each service time by its curve at the share of the
+	// workers busy when the request starts, itself included (see
+	// scenario.LoadLatency); the zero value is flat.
+	Load scenario.LoadLatency
 }
 
 // Queue is workers in front of a queue: a request holds a worker for
@@ -88,6 +93,8 @@ type Queue struct {
 	rate    float64       // requests per second
 	service time.Duration // how long a request holds a worker on average, at the conditions in force
 	sampler *Sampler      // the distribution around it; nil: fixed
+	load    scenario.LoadLatency
+	loaded  bool // load is not flat
 
 	shed        bool
 	estimate    *admission.DeadlineShedder // Shed's, when it has a fixed estimate
@@ -117,7 +124,7 @@ func NewQueue(s QueueSettings, d Driver) (*Queue, error) {
 	q := &Queue{
 		d: d, workers: s.Workers, limit: s.Limit, lifo: s.Discipline == admission.LIFO,
 		shed: s.Shed, estimate: s.Estimate, dropExpired: s.DropExpired, reserve: s.Reserve,
-		sampler: s.Service,
+		sampler: s.Service, load: s.Load, loaded: !s.Load.Flat(),
 	}
 	if s.MaxWait > 0 || s.Discipline == admission.AdaptiveLIFO {
 		wq, err := admission.NewWaitQueue[Request](admission.QueueSettings{MaxLen: s.Limit, Discipline: s.Discipline, MaxWait: s.MaxWait})
@@ -182,7 +189,11 @@ func (q *Queue) len() int {
 
 func (q *Queue) start(now time.Duration, r Request) {
 	q.busy++
-	q.d.Serve(r, now, now+q.sampler.Draw(q.service))
+	d := q.sampler.Draw(q.service)
+	if q.loaded {
+		d = time.Duration(min(float64(d)*q.load.At(float64(q.busy)/float64(q.workers)), 1e18))
+	}
+	q.d.Serve(r, now, now+d)
 }
 
 // Done frees r's worker and gives it the next request.
@@ -291,6 +302,15 @@ func (q *Queue) WouldAnswer(now, timeout time.Duration) bool {
 		ahead = 0
 	}
 	s := q.service
+	if q.loaded {
+		// Started now, among those in service; or, behind a backlog, with
+		// every worker busy.
+		u := 1.0
+		if q.busy < q.workers && ahead == 0 {
+			u = float64(q.busy+1) / float64(q.workers)
+		}
+		s = time.Duration(min(float64(s)*q.load.At(u), 1e18))
+	}
 	if q.busy < q.workers && ahead == 0 {
 		return s <= timeout
 	}

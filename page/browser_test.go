@@ -36,15 +36,7 @@ const chromium = "/usr/bin/chromium"
 // when its workers compute other numbers for a panel's defaults than
 // retrystorm page did natively.
 func TestBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the browser test takes half a minute; go test without -short runs it")
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the page must be tested in a browser in CI, and %s is missing: %v", chromium, err)
-		}
-		t.Skipf("%s is not installed, so the page is not tested in a browser (apt-get install chromium)", chromium)
-	}
+	needBrowser(t)
 	doc, err := Render(freshAssets(t))
 	if err != nil {
 		t.Fatal(err)

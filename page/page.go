@@ -35,6 +35,8 @@ var (
 	script string
 	//go:embed web/worker.js
 	workerScript string
+	//go:embed web/editor.js
+	editorScript string
 )
 
 // MaxBytes is the size the page must stay under.
@@ -124,9 +126,13 @@ func render(a Assets, views []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("page: %w", err)
 	}
+	editor, err := editorData()
+	if err != nil {
+		return nil, err
+	}
 	// The scripts are inlined as text: none may hold the end tag that
 	// would close its element early.
-	for name, text := range map[string]string{"wasm_exec.js": string(a.WasmExec), "page.js": script, "worker.js": workerScript, "page.css": style} {
+	for name, text := range map[string]string{"wasm_exec.js": string(a.WasmExec), "page.js": script, "editor.js": editorScript, "worker.js": workerScript, "page.css": style} {
 		if strings.Contains(strings.ToLower(text), "</script") || strings.Contains(strings.ToLower(text), "</style") {
 			return nil, fmt.Errorf("page: %s holds an end tag and cannot be inlined", name)
 		}
@@ -138,7 +144,10 @@ func render(a Assets, views []byte) ([]byte, error) {
 		"{{wasm_exec}}": string(a.WasmExec),
 		"{{worker}}":    workerScript,
 		"{{module}}":    base64.StdEncoding.EncodeToString(a.Module),
-		"{{script}}":    script,
+		// The editor first: page.js ends by booting the page, which
+		// builds the editor, whose top-level constants must be set.
+		"{{script}}": editorScript + "\n" + script,
+		"{{editor}}": string(editor),
 		// The lede counts the panels: a count written by hand said
 		// "Eight" over nine of them.
 		"{{experiments}}": upperFirst(countWord(len(panels))) + " experiments",
@@ -151,7 +160,7 @@ func render(a Assets, views []byte) ([]byte, error) {
 		oldnew = append(oldnew, marker, text)
 	}
 	var b bytes.Buffer
-	b.Grow(len(shell) + len(a.Module)*4/3 + len(a.WasmExec) + len(script) + len(style) + len(data) + len(views) + len(workerScript))
+	b.Grow(len(shell) + len(a.Module)*4/3 + len(a.WasmExec) + len(script) + len(editorScript) + len(style) + len(data) + len(editor) + len(views) + len(workerScript))
 	// One pass: a marker inside an inlined text is left alone.
 	if _, err := strings.NewReplacer(oldnew...).WriteString(&b, shell); err != nil {
 		return nil, err
@@ -160,6 +169,20 @@ func render(a Assets, views []byte) ([]byte, error) {
 		return nil, fmt.Errorf("page: the page is %d bytes, over the limit of %d", b.Len(), MaxBytes)
 	}
 	return b.Bytes(), nil
+}
+
+// editorData is what the scenario editor (web/editor.js) needs: its
+// examples and its bounds, as JSON safe in a script element.
+func editorData() ([]byte, error) {
+	b, err := json.Marshal(struct {
+		MaxBytes int            `json:"maxBytes"` // a link's scenario, at most
+		MaxFile  int            `json:"maxFile"`  // a file loaded, at most
+		Examples []live.Example `json:"examples"`
+	}{live.MaxYAML, live.MaxYAML, live.Examples()})
+	if err != nil {
+		return nil, fmt.Errorf("page: %w", err)
+	}
+	return b, nil
 }
 
 // countWord writes n as the page's prose does: in words up to twenty, in

@@ -93,6 +93,7 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 		c.ReplicaOutage = append([]string(nil), base.ReplicaOutage...)
 	}
 	loadFrom, outageFrom := time.Duration(-1), time.Duration(-1)
+	burst := 0.0
 	for _, tr := range triggers {
 		if t < tr.At || t >= tr.End() {
 			continue
@@ -107,6 +108,8 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 				}
 			case TriggerLatency:
 				c.Factor[*r] *= tr.Factor
+			case TriggerCPU:
+				c.Factor[*r] /= tr.Share
 			}
 			continue
 		}
@@ -139,8 +142,11 @@ func At(base Conditions, triggers []Trigger, t time.Duration) Conditions {
 			for i := range n {
 				c.Factor[i] *= tr.Factor
 			}
+		case TriggerBurst, TriggerCPU:
+			burst += newConditions(&c, tr)
 		}
 	}
+	c.Rate += burst
 	if c.ReplicaErrorRate != nil {
 		c.combineReplicas()
 	}

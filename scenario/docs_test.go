@@ -42,11 +42,23 @@ func vocabulary() map[string][][]string {
 			out[o.selector] = append(out[o.selector], o.kinds)
 		}
 		for _, f := range o.fields {
-			switch v := f.v.(type) {
+			v := f.v
+			if z, ok := v.(omitZero); ok {
+				v = z.value
+			}
+			switch v := v.(type) {
 			case word:
 				out[f.key] = append(out[f.key], v.words)
 			case enumWord:
 				out[f.key] = append(out[f.key], v.words)
+			case trafficValue:
+				walk(v.object())
+			case tierServer:
+				walk(v.object())
+			case cacheValue:
+				walk(cacheObject(new(Cache)))
+			case fleetTraffic:
+				walk(trafficObject(new(Traffic)))
 			case *object:
 				walk(v)
 			case unlessUnset:

@@ -31,8 +31,17 @@ type field struct {
 	// unless names another key of the map that stands in for this one:
 	// with it, this one is not required, and may not be given.
 	unless string
-	v      value
+	// optional, when set and true once the map is read, makes the field
+	// neither required nor defaulted when absent (a closed loop's rate, a
+	// shared scenario's traffic).
+	optional func() bool
+	v        value
 }
+
+// absentDefaults is a value that wraps a map: when the field is absent,
+// its map is read as absent all the same, for its defaults and its
+// required keys.
+type absentDefaults interface{ absentObject() *object }
 
 func (f *field) appliesTo(kind string) bool {
 	return f.kinds == nil || slices.Contains(f.kinds, kind)
@@ -156,10 +165,17 @@ func (o *object) read(d *decoder, n *yaml.Node, path string) error {
 		if seen[f.key] || !f.appliesTo(kind) {
 			continue
 		}
-		if f.need && !(f.unless != "" && seen[f.unless]) {
+		if (f.unless != "" && seen[f.unless]) || (f.optional != nil && f.optional()) {
+			continue
+		}
+		if f.need {
 			return d.errorAt(path, "%s", o.required(f, kind))
 		}
-		if sub, ok := f.v.(*object); ok {
+		sub, ok := f.v.(*object)
+		if w, wraps := f.v.(absentDefaults); wraps {
+			sub, ok = w.absentObject(), true
+		}
+		if ok {
 			if err := sub.read(d, nil, join(path, f.key)); err != nil {
 				return err
 			}

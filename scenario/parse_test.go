@@ -58,7 +58,7 @@ var parseErrorTests = []struct {
 	// Keys.
 	{"unknown key", "duraton: 60s\n", "1:1", "duraton", `unknown key "duraton"; did you mean "duration"?`},
 	{"unknown key, camel case", withFleet("    retry: {maxRetries: 3}\n"), "8:13", "fleets[0].retry.maxRetries", `did you mean "max_retries"?`},
-	{"unknown key, nothing close", head + "colour: red\n", "4:1", "colour", `unknown key "colour" (expected name, seed, duration, tick, traffic, origin, tiers, triggers or fleets)`},
+	{"unknown key, nothing close", head + "colour: red\n", "4:1", "colour", `unknown key "colour" (expected name, seed, duration, tick, shared, traffic, origin, tiers, triggers or fleets)`},
 	{"duplicate key", "duration: 60s\nduration: 30s\n", "2:1", "duration", `duplicate key "duration" (first at line 1)`},
 	{"duplicate key in a flow map", "duration: 60s\ntraffic: {rate: 10, rate: 20}\n", "2:21", "traffic.rate", "duplicate key"},
 	{"merge key", head + "fleets:\n  - &a {name: a, timeout: 1s, budget: {use: none}}\n  - {<<: *a, name: b}\n", "6:6", "fleets[1]", "merge keys (<<) are not supported"},

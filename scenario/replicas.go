@@ -447,7 +447,7 @@ func (b *Balancer) NewPicker(hosts int, det *outlier.Detector, src rand.Source) 
 // under the file's key.
 func (s *Scenario) checkReplicaPolicy(c *checker, i int) {
 	f := &s.Fleets[i]
-	s.checkPicker(c, fmt.Sprintf("fleets[%d]", i), &f.Balancer, &f.OutlierDetection, s.layerReplicas(0))
+	s.checkPicker(c, fmt.Sprintf("fleets[%d]", i), &f.Balancer, &f.OutlierDetection, s.layerReplicas(s.Entry(i)))
 }
 
 // checkTierPicker checks tier l's client's balancer and outlier detector

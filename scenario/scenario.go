@@ -19,8 +19,13 @@ type Scenario struct {
 	Seed     uint64        // default 1
 	Duration time.Duration // virtual time the run covers; required
 	Tick     time.Duration // reporting interval; default 1s
-	Traffic  Traffic
-	Origin   Origin
+	// Shared runs every fleet against one system (one origin, one chain
+	// of tiers and caches), each fleet with its own traffic; false (the
+	// default) gives each fleet its own copy of the whole scenario
+	// (shared.go).
+	Shared  bool
+	Traffic Traffic
+	Origin  Origin
 	// Tiers are the services between the fleets and the origin,
 	// outermost first: the fleets call the first, each calls the next,
 	// the last calls the origin. None: the fleets call the origin.
@@ -44,6 +49,13 @@ type Traffic struct {
 	// Keys is the share of non-idempotent intents that carry an
 	// idempotency key (and so may be retried); default 0.
 	Keys float64
+	// Think is a closed-loop client's wait between the end of one intent
+	// and the start of its next (arrivals: closed), and ThinkDist how it
+	// is drawn; Ramp changes an open loop's rate linearly over a span
+	// (arrivals.go).
+	Think     time.Duration
+	ThinkDist string
+	Ramp      Ramp
 }
 
 // Origin models.
@@ -107,6 +119,9 @@ type Origin struct {
 	// model's mean (workers/capacity, base, or latency); the zero value
 	// is fixed: every request takes the mean.
 	ServiceTime ServiceTime
+	// LoadLatency makes a queue model's service time grow with the share
+	// of its workers busy (curve.go); the zero value is flat.
+	LoadLatency LoadLatency
 }
 
 // Service-time distributions.
@@ -295,12 +310,23 @@ type Trigger struct {
 	// trigger hits (from 0); nil: every replica (or Replicas of them).
 	Replica *int
 	// Mode is what an outage trigger does to the requests: OutageRefuse,
-	// OutageRefusePod,
-	// OutageBlackhole (the default; empty reads as it) or OutageStall.
+	// OutageRefusePod, OutageBlackhole (the default; empty reads as it)
+	// or OutageStall; and what a flush does to the entries: FlushHard
+	// (the default) or FlushSoft.
 	Mode string
 	// Answer is what an errors trigger's failed answers are: AnswerError
 	// (the default; empty reads as it) or AnswerRejection.
 	Answer string
+
+	// The kinds of triggers.go: a burst's extra intents; the cache a
+	// flush empties; the CPU share a cut leaves; the link a partition
+	// cuts; and, in a shared scenario, the fleet a load or burst
+	// trigger changes ("" for every fleet).
+	Count    float64
+	Cache    string
+	Share    float64
+	From, To string
+	Fleet    string
 }
 
 // What an errors trigger answers.
@@ -362,6 +388,13 @@ type Fleet struct {
 	// attempt.
 	Balancer         Balancer
 	OutlierDetection OutlierDetection
+	// Traffic, in a shared scenario, is the fleet's own traffic; nil
+	// takes the scenario's. Callee names the layer the fleet calls (a
+	// tier or cache, or "origin"); "" is the first. Pool is the
+	// connection pool each client sends its attempts through (pool.go).
+	Traffic *Traffic
+	Callee  string
+	Pool    Pool
 	// Calls says how the fleet's clients speak to the layer they call and
 	// what runs at their own layer: see Calls.
 	Calls
@@ -391,6 +424,12 @@ const (
 	ProtocolHTTP = "http"
 	ProtocolGRPC = "grpc"
 )
+
+// Plain reports whether c is an HTTP application's calls to replicas
+// with no proxy beside them: the zero value, or its defaults written out.
+func (c Calls) Plain() bool {
+	return (c.Protocol == "" || c.Protocol == ProtocolHTTP) && (c.Product == "" || c.Product == "app") && c.Inbound.Product == ""
+}
 
 // GRPC reports whether the calls speak gRPC.
 func (c Calls) GRPC() bool { return c.Protocol == ProtocolGRPC }
@@ -476,6 +515,10 @@ type Tier struct {
 	Name   string
 	Server Origin
 	Client Client
+	// Cache, when set, makes the tier a look-aside cache instead of a
+	// server (cache.go): its Server is unused, and its Client is how it
+	// fills a miss from the next layer.
+	Cache *Cache
 }
 
 // Client is the policy a tier calls the next one with: a fleet's, less
@@ -504,12 +547,15 @@ type Client struct {
 	// it runs (what it answers its callers when it gives up), the proxy
 	// beside each replica of the next layer.
 	Calls
+	// Pool is the connection pool each replica of the tier (or the cache)
+	// calls the next layer through (pool.go).
+	Pool Pool
 }
 
 // Fleet returns the client as a fleet called name: the same policy.
 func (c Client) Fleet(name string) Fleet {
 	return Fleet{Name: name, Timeout: c.Timeout, Deadline: c.Deadline, Retry: c.Retry, Budget: c.Budget, Breaker: c.Breaker, Hedge: c.Hedge,
-		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection, Calls: c.Calls}
+		Balancer: c.Balancer, OutlierDetection: c.OutlierDetection, Calls: c.Calls, Pool: c.Pool}
 }
 
 // Client returns the fleet's policy as a tier's client, every setting a
@@ -517,7 +563,7 @@ func (c Client) Fleet(name string) Fleet {
 // with it.
 func (f Fleet) Client() Client {
 	return Client{Timeout: f.Timeout, Deadline: f.Deadline, Retry: f.Retry, Budget: f.Budget, Breaker: f.Breaker, Hedge: f.Hedge,
-		Balancer: f.Balancer, OutlierDetection: f.OutlierDetection, Calls: f.Calls}
+		Balancer: f.Balancer, OutlierDetection: f.OutlierDetection, Calls: f.Calls, Pool: f.Pool}
 }
 
 // Clone copies the scenario deeply enough to change it: its triggers and

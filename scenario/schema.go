@@ -24,7 +24,7 @@ import (
 // NewPolicy reads it back with UnmarshalText.
 var (
 	models       = []string{ModelCapacity, ModelQueue, ModelConcurrency}
-	triggerKinds = []string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}
+	triggerKinds = append([]string{TriggerCapacity, TriggerErrors, TriggerOutage, TriggerLoad, TriggerLatency}, newTriggerKinds...)
 	outageModes  = []string{OutageRefuse, OutageRefusePod, OutageBlackhole, OutageStall}
 	errorAnswers = []string{AnswerError, AnswerRejection}
 	budgetKinds  = []string{BudgetNone, BudgetTokenBucket, BudgetWindow, BudgetGRPC, BudgetAWS, BudgetConcurrency, BudgetAWSAdaptive}
@@ -32,7 +32,7 @@ var (
 	breakerKinds = append([]string{BreakerNone}, breakerRules...)
 	schedules    = resilWords(resil.NoDelay, resil.Fixed, resil.Exponential)
 	jitters      = resilWords(resil.NoJitter, resil.FullJitter, resil.EqualJitter, resil.DecorrelatedJitter, resil.FactorJitter)
-	arrivals     = []string{"constant", "poisson"}
+	arrivals     = []string{"constant", "poisson", ArrivalsClosed}
 	disciplines  = resilWords(admission.FIFO, admission.LIFO, admission.AdaptiveLIFO)
 	limitAlgos   = resilWords(admission.LimitFixed, admission.LimitAIMD, admission.LimitGradient, admission.LimitVegas)
 	limitKinds   = append([]string{LimitNone}, limitAlgos...)
@@ -76,7 +76,8 @@ func scenarioObject(s *Scenario) *object {
 			{key: "seed", v: unsigned{&s.Seed}},
 			{key: "duration", need: true, v: duration{&s.Duration}},
 			{key: "tick", v: duration{&s.Tick}},
-			{key: "traffic", v: trafficObject(&s.Traffic)},
+			{key: "shared", v: omitZero{boolean{&s.Shared}}},
+			{key: "traffic", optional: func() bool { return s.Shared }, v: trafficValue{s}},
 			{key: "origin", v: originObject(&s.Origin)},
 			{key: "tiers", v: list[Tier]{&s.Tiers, tierObject}},
 			{key: "triggers", v: list[Trigger]{&s.Triggers, triggerObject}},
@@ -90,17 +91,23 @@ func scenarioObject(s *Scenario) *object {
 func trafficObject(t *Traffic) *object {
 	return &object{
 		fields: []field{
-			{key: "rate", need: true, why: "(it has no default; or give a series)", unless: "series", v: rate{t}},
+			{key: "rate", need: true, why: "(it has no default; or give a series)", unless: "series", optional: t.Closed, v: rate{t}},
 			{key: "series", v: series{&t.Series}},
 			{key: "arrivals", v: word{p: &t.Arrivals, words: arrivals}},
 			{key: "clients", v: integer{&t.Clients}},
 			{key: "idempotent", v: number{&t.Idempotent}},
 			{key: "keys", v: number{&t.Keys}},
+			{key: "think", v: omitZero{duration{&t.Think}}},
+			{key: "think_dist", v: optWord{word{p: &t.ThinkDist, words: thinkDists}}},
+			{key: "ramp", v: rampValue(&t.Ramp)},
 		},
 		preset: func(string) { t.Arrivals, t.Clients, t.Idempotent = "constant", 1, 1 },
 		finish: func(func(string) bool) {
 			if t.Series != nil {
 				t.Rate = t.Series.Peak()
+			}
+			if t.Closed() && t.ThinkDist == "" {
+				t.ThinkDist = ThinkFixed
 			}
 		},
 		check: t.check,
@@ -146,6 +153,7 @@ func originObject(o *Origin) *object {
 			{key: "limit", kinds: holding, v: limitObject(&o.Limit)},
 			{key: "shed", kinds: holding, v: shedObject(&o.Shed)},
 			{key: "service_time", v: serviceTime{&o.ServiceTime}},
+			{key: "load_latency", kinds: queue, v: loadLatencyValue(&o.LoadLatency)},
 		},
 		preset: func(model string) {
 			o.Replicas = 1
@@ -163,24 +171,26 @@ func originObject(o *Origin) *object {
 func triggerObject(t *Trigger) *object {
 	return &object{
 		selector: "kind", kind: &t.Kind, kinds: triggerKinds, what: "kind: %s",
-		fields: []field{
+		fields: append([]field{
 			{key: "at", v: duration{&t.At}},
-			{key: "for", need: true, v: duration{&t.For}},
+			{key: "for", need: true, optional: func() bool { return t.Kind == TriggerFlush }, v: duration{&t.For}},
 			{key: "capacity", kinds: []string{TriggerCapacity}, need: true, v: number{&t.Capacity}},
 			{key: "error_rate", kinds: []string{TriggerErrors}, need: true, v: number{&t.ErrorRate}},
 			{key: "rate", kinds: []string{TriggerLoad}, need: true, v: number{&t.Rate}},
 			{key: "factor", kinds: []string{TriggerLatency}, need: true, v: number{&t.Factor}},
 			{key: "replicas", kinds: []string{TriggerLatency}, v: integer{&t.Replicas}},
-			{key: "replica", kinds: []string{TriggerErrors, TriggerOutage, TriggerLatency}, unless: "replicas", v: optReplica{&t.Replica}},
+			{key: "replica", kinds: []string{TriggerErrors, TriggerOutage, TriggerLatency, TriggerCPU}, unless: "replicas", v: optReplica{&t.Replica}},
 			{key: "mode", kinds: []string{TriggerOutage}, v: word{p: &t.Mode, words: outageModes, unset: OutageBlackhole}},
 			{key: "answer", kinds: []string{TriggerErrors}, v: word{p: &t.Answer, words: errorAnswers, unset: AnswerError}},
-		},
+		}, triggerFields(t)...),
 		preset: func(kind string) {
 			switch kind {
 			case TriggerOutage:
 				t.Mode = OutageBlackhole
 			case TriggerErrors:
 				t.Answer = AnswerError
+			case TriggerFlush:
+				t.Mode = FlushHard
 			}
 		},
 		check: t.check,
@@ -204,6 +214,9 @@ func fleetObject(f *Fleet) *object {
 			{key: "protocol", v: omitZero{word{p: &f.Protocol, words: protocols, unset: ProtocolHTTP}}},
 			{key: "product", v: omitZero{word{p: &f.Product, words: products, unset: string(giveup.App)}}},
 			{key: "inbound", v: omitZero{inboundObject(&f.Inbound)}},
+			{key: "traffic", v: fleetTraffic{&f.Traffic}},
+			{key: "calls", v: omitZero{text{&f.Callee}}},
+			{key: "pool", v: poolValue(&f.Pool)},
 		},
 		check: f.check,
 	}
@@ -214,8 +227,9 @@ func tierObject(t *Tier) *object {
 		block: true,
 		fields: []field{
 			{key: "name", need: true, v: text{&t.Name}},
-			{key: "server", need: true, why: "(the tier's server: an origin model, such as {model: queue, capacity: 400, workers: 40})", v: originObject(&t.Server)},
+			{key: "server", need: true, why: "(the tier's server: an origin model, such as {model: queue, capacity: 400, workers: 40}; or a cache: {...})", unless: "cache", v: tierServer{t}},
 			{key: "client", need: true, why: "(how the tier calls the next one: at least a timeout and a budget)", v: clientObject(&t.Client)},
+			{key: "cache", v: cacheValue{&t.Cache}},
 		},
 		check: t.check,
 	}
@@ -237,14 +251,17 @@ func clientObject(c *Client) *object {
 			{key: "protocol", v: omitZero{word{p: &c.Protocol, words: protocols, unset: ProtocolHTTP}}},
 			{key: "product", v: omitZero{word{p: &c.Product, words: products, unset: string(giveup.App)}}},
 			{key: "inbound", v: omitZero{inboundObject(&c.Inbound)}},
+			{key: "pool", v: poolValue(&c.Pool)},
 		},
 		check: c.check,
 	}
 }
 
-// omitZero is a value Marshal leaves out while it is zero: keys added
+// omitZero is a value Marshal leaves out while it is zero: a key added
 // after files were written (a fleet's protocol, product and inbound
-// proxy) do not appear in every file that does not set them.
+// proxy; its pool and the layer it calls), whose zero is what a file
+// without it always meant, so that those files marshal as they always
+// did.
 type omitZero struct{ value }
 
 func (v omitZero) write() *yaml.Node {

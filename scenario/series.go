@@ -87,9 +87,13 @@ func (s *Series) At(t time.Duration) float64 {
 }
 
 // RateAt is the intent rate at t before any load trigger: the series' at
-// the start of t's tick when there is a series, Rate otherwise.
+// the start of t's tick when there is a series, or the ramp's when there
+// is a ramp (arrivals.go), Rate otherwise.
 func (t *Traffic) RateAt(at, tick time.Duration) float64 {
 	if t.Series == nil {
+		if t.Ramp.For > 0 {
+			return t.rampAt(at, tick)
+		}
 		return t.Rate
 	}
 	if tick > 0 {
@@ -99,9 +103,9 @@ func (t *Traffic) RateAt(at, tick time.Duration) float64 {
 }
 
 // RateChanges returns the starts of the ticks, within a run of d, at which
-// the series changes the rate, in order: none without a series.
+// the series (or the ramp) changes the rate, in order: none without one.
 func (t *Traffic) RateChanges(tick, d time.Duration) []time.Duration {
-	if t.Series == nil || tick <= 0 {
+	if (t.Series == nil && t.Ramp.For <= 0) || tick <= 0 {
 		return nil
 	}
 	var out []time.Duration

@@ -233,12 +233,22 @@ func (s *Scenario) crossCheck(c *checker) {
 			c.fail(p+".mode", "a stall of one replica is not simulated: use blackhole or refuse, or leave out replica")
 		}
 	}
+	s.checkSystem(c)
 }
 
-func (t *Traffic) check(c *checker, path string) {
-	if t.Series == nil {
+func (t *Traffic) check(c *checker, path string) { t.checkRate(c, path, false) }
+
+// checkRate is check, but that a fleet's own traffic may have a rate of 0
+// (zeroOK): a population that only a burst or a load trigger sets going.
+func (t *Traffic) checkRate(c *checker, path string, zeroOK bool) {
+	switch {
+	case t.Series != nil || t.Closed():
+	case zeroOK:
+		in(c, join(path, "rate"), t.Rate, 0, maxRate)
+	default:
 		over(c, join(path, "rate"), t.Rate, 0, maxRate)
 	}
+	t.checkArrivals(c, path)
 	in(c, join(path, "clients"), t.Clients, 1, maxCount)
 	in(c, join(path, "idempotent"), t.Idempotent, 0, 1)
 	in(c, join(path, "keys"), t.Keys, 0, 1)
@@ -363,7 +373,8 @@ func (s *Shed) check(c *checker, path string) {
 func (t *Trigger) check(c *checker, path string) {
 	at := func(key string) string { return join(path, key) }
 	in(c, at("at"), t.At, 0, maxRun)
-	over(c, at("for"), t.For, 0, maxRun)
+	t.checkFor(c, path)
+	t.checkNew(c, path)
 	switch t.Kind {
 	case TriggerCapacity:
 		in(c, at("capacity"), t.Capacity, 0, maxCapacity)

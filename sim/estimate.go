@@ -191,6 +191,9 @@ const (
 // scenario only; sc need not be valid (what Validate would refuse still
 // gets a finite estimate).
 func Estimate(sc *scenario.Scenario) Cost {
+	if sc.System() {
+		return estimateSystem(sc) // sysestimate.go
+	}
 	var c Cost
 	ticks := int64(1)
 	if sc.Tick > 0 {

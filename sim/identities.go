@@ -134,6 +134,10 @@ func (r *Result) check(slack float64) error {
 				c.fail(name, "amplification", "%v != (%d attempts + %d inbound retries) / %d intents", t.Amplification, t.Summary.Attempts, t.Summary.InboundRetries, f.Summary.Intents)
 			}
 		}
+		c.components(f.Name+"/", f.Tiers) // caches and pools (sysidentities.go)
+	}
+	if len(r.Layers) > 0 {
+		c.shared(r)
 	}
 	if len(c.broken) == 0 {
 		return nil

@@ -10,6 +10,11 @@ type Result struct {
 	TickSeconds float64       `json:"tick_seconds"`
 	Trigger     *Window       `json:"trigger"`
 	Fleets      []FleetResult `json:"fleets"`
+	// Layers are, for a shared scenario (every fleet in one system), the
+	// layers every fleet's calls load, outermost first, the origin last:
+	// each layer's hop is the sum of its callers'. None otherwise: a
+	// fleet's own layers are in its Tiers.
+	Layers []TierResult `json:"layers,omitempty"`
 }
 
 // Window is a span of the run, in seconds from its start.
@@ -36,6 +41,8 @@ type FleetResult struct {
 	// replica for (every one ejected, panic mode off), sent during the
 	// run: they failed at once and reached no replica.
 	NoHealthyReplica int64 `json:"no_healthy_replica,omitempty"`
+	// Calls names the layer the fleet calls, in a shared scenario.
+	Calls string `json:"calls,omitempty"`
 }
 
 // ReplicaResult is one replica of the origin as the fleet's attempts saw
@@ -95,6 +102,10 @@ type TierResult struct {
 	// no replica. The first layer's are the fleet's.
 	Replicas         []ReplicaResult `json:"replicas,omitempty"`
 	NoHealthyReplica int64           `json:"no_healthy_replica,omitempty"`
+	// Cache is the layer's cache (a tier with cache: {...}); Pool, the
+	// connection pools of the calls into the layer. Nil without.
+	Cache *CacheResult `json:"cache,omitempty"`
+	Pool  *PoolResult  `json:"pool,omitempty"`
 }
 
 // Summary is a fleet's run in numbers. Attempt counts cover attempts sent

@@ -55,6 +55,9 @@ func RunWith(ctx context.Context, sc *scenario.Scenario, opts Options) (*Result,
 	if err := Estimate(sc).Check(sc.Name, opts.Limits); err != nil {
 		return nil, err
 	}
+	if sc.System() {
+		return runSystemResult(ctx, sc, &opts)
+	}
 	fleets := make([]*fleet, len(sc.Fleets))
 	for i := range fleets {
 		f, err := newFleet(sc, i, &opts)

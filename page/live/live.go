@@ -136,6 +136,10 @@ type Request struct {
 	// model's boundary, "sim" is the simulator in every cell. Empty is
 	// the engine knob's value (Values["engine"]), else DefaultEngine.
 	Engine string `json:"engine,omitempty"`
+	// YAML, when set, is the editor's scenario (editor.go): the panel
+	// name is RunAs or the experiment that runs it as its --config, and
+	// the knobs do not apply.
+	YAML string `json:"yaml,omitempty"`
 }
 
 // View is a computed panel, as the page draws it.
@@ -254,6 +258,9 @@ func Scenario(name string, req Request) (*scenario.Scenario, []string, error) {
 // long experiment (the sweep) has come, from any of its goroutines. A
 // failure is the View's Error.
 func Run(ctx context.Context, name string, req Request, progress func(done, total int)) View {
+	if req.YAML != "" {
+		return runYAML(ctx, name, req, progress)
+	}
 	v := View{Name: name}
 	e, err := lookup(name)
 	if err != nil {
@@ -296,6 +303,20 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 			v.Fleets = append(v.Fleets, f.Name)
 		}
 	}
+	fill(&v, out)
+	v.Engine = bySimulator
+	if e.Grid {
+		if v.Sources, err = sources(out.JSON); err != nil {
+			return View{Name: name, Error: err.Error()}
+		}
+		v.Engine = engineOf(v.Sources)
+	}
+	return v
+}
+
+// fill puts an experiment's outcome in the view: its prose, claims,
+// tables and charts.
+func fill(v *View, out *experiment.Outcome) {
 	s := out.Section
 	v.Intro, v.Notes, v.Findings = s.Intro, s.Notes, out.Findings
 	for _, c := range out.Claims {
@@ -310,14 +331,6 @@ func Run(ctx context.Context, name string, req Request, progress func(done, tota
 	for _, f := range s.Figures {
 		v.Figures = append(v.Figures, string(f))
 	}
-	v.Engine = bySimulator
-	if e.Grid {
-		if v.Sources, err = sources(out.JSON); err != nil {
-			return View{Name: name, Error: err.Error()}
-		}
-		v.Engine = engineOf(v.Sources)
-	}
-	return v
 }
 
 // sources reads what answered each policy from the sweep's JSON (its

@@ -5,6 +5,7 @@
 // workers as a global object:
 //
 //	retrystorm.run(name, requestJSON, progress) → viewJSON
+//	retrystorm.check(yaml, as) → checkJSON (the editor's: live.CheckYAML)
 //
 // and then waits for calls for ever. `go generate ./page` builds it.
 package main
@@ -23,6 +24,7 @@ import (
 func main() {
 	api := js.Global().Get("Object").New()
 	api.Set("run", js.FuncOf(run))
+	api.Set("check", js.FuncOf(check))
 	js.Global().Set("retrystorm", api)
 	// Returning would end the program and the functions with it.
 	select {}
@@ -63,6 +65,25 @@ func run(_ js.Value, args []js.Value) (result any) {
 		return errorView(name, err.Error())
 	}
 	return b.String()
+}
+
+// check is retrystorm.check: the editor's scenario checked and its cost
+// estimated, as JSON.
+func check(_ js.Value, args []js.Value) (result any) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, _ := json.Marshal(live.Check{Error: fmt.Sprintf("internal error: %v", r)})
+			result = string(b)
+		}
+	}()
+	if len(args) < 2 {
+		return `{"error":"retrystorm.check(yaml, as) takes two arguments"}`
+	}
+	b, err := json.Marshal(live.CheckYAML(args[0].String(), args[1].String()))
+	if err != nil {
+		return `{"error":"internal error: the check does not encode"}`
+	}
+	return string(b)
 }
 
 func errorView(name, msg string) string {

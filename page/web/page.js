@@ -222,18 +222,20 @@ class Pool {
     for (const slot of this.slots) {
       if (!slot.ready || slot.job) continue;
       const busy = this.slots.filter((s) => s.job);
-      const heavy = busy.filter((s) => byName.get(s.job.panel).heavy).length;
+      // The editor's jobs carry their own weight (editor.js).
+      const weight = (job) => (byName.get(job.panel) || job).heavy;
+      const heavy = busy.filter((s) => weight(s.job)).length;
       const checks = busy.filter((s) => s.job.verify).length;
       // What a person asked for first; the checks of the precomputed
       // panels wait (they change nothing on screen).
       const ready = [...this.queue.values()].filter((job) =>
-        !busy.some((s) => s.job.panel === job.panel) && !(byName.get(job.panel).heavy && heavy >= this.slots.length - 1) &&
+        !busy.some((s) => s.job.panel === job.panel) && !(weight(job) && heavy >= this.slots.length - 1) &&
         !(job.verify && checks >= cores));
       const next = ready.find((job) => !job.verify) || ready[0];
       if (!next) return;
       this.queue.delete(next.panel);
       slot.job = next;
-      slot.worker.postMessage({ type: 'run', panel: next.panel, id: next.id, request: JSON.stringify(next.request) });
+      slot.worker.postMessage({ type: next.kind || 'run', panel: next.target || next.panel, key: next.panel, id: next.id, request: JSON.stringify(next.request) });
     }
   }
 
@@ -245,7 +247,7 @@ class Pool {
         this.pump();
         break;
       case 'progress':
-        progress(m.panel, m.done, m.total);
+        progress(m.key || m.panel, m.done, m.total);
         break;
       case 'console':
         console[m.level](`[retrystorm ${slot.name}]`, m.text);
@@ -256,6 +258,10 @@ class Pool {
         // The next job first: the worker computes while this thread
         // draws.
         this.pump();
+        if (job.onResult) {
+          job.onResult(JSON.parse(m.view), m.ms); // the editor's (editor.js)
+          break;
+        }
         job.received = performance.now();
         const view = JSON.parse(m.view);
         job.parsed = performance.now();
@@ -325,6 +331,8 @@ function decodeBase64(b64) {
 async function boot() {
   timings.boot.script = performance.now();
   buildPage();
+  buildEditor();
+  editorLink();
   wireSeed();
   wireTips();
   for (const p of panels) if (precomputed.has(p.name)) draw(p.name, precomputed.get(p.name), null, null);
@@ -336,6 +344,7 @@ async function boot() {
     pool = new Pool(url, 1);
     if (document.readyState === 'loading') await new Promise((ok) => document.addEventListener('DOMContentLoaded', ok, { once: true }));
     pool.start(await loadModule());
+    editorReady();
     status(`Simulator loaded: ${mb(timings.boot.moduleBytes)} of WebAssembly (${mb(timings.boot.gzipBytes)} in this page), ` +
       `compiled in ${Math.round(timings.boot.compiled - timings.boot.script)} ms. Computing every panel again here…`);
     // A panel whose knobs moved meanwhile is computed for them instead.

@@ -26,15 +26,21 @@ self.onmessage = async ({ data: m }) => {
     }
     return;
   }
-  if (m.type === 'run') {
-    const progress = (done, total) => self.postMessage({ type: 'progress', panel: m.panel, done, total });
+  if (m.type === 'run' || m.type === 'check') {
+    const progress = (done, total) => self.postMessage({ type: 'progress', panel: m.panel, key: m.key, done, total });
     const t0 = performance.now();
     let view;
     try {
-      view = self.retrystorm.run(m.panel, m.request, progress);
+      if (m.type === 'check') {
+        // The editor's: its scenario checked and its cost estimated.
+        const req = JSON.parse(m.request);
+        view = self.retrystorm.check(req.yaml, req.as);
+      } else {
+        view = self.retrystorm.run(m.panel, m.request, progress);
+      }
     } catch (err) {
       view = JSON.stringify({ name: m.panel, error: 'internal error: ' + err });
     }
-    self.postMessage({ type: 'result', panel: m.panel, id: m.id, view, ms: performance.now() - t0 });
+    self.postMessage({ type: 'result', panel: m.panel, key: m.key, id: m.id, view, ms: performance.now() - t0 });
   }
 };
