@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"math"
 	"strings"
 	"time"
@@ -331,7 +330,7 @@ func boundaryMapTable(js *boundaryJSON, p boundaryPolicyRow) report.Table {
 	return t
 }
 
-func boundaryHeatmap(js *boundaryJSON, p boundaryPolicyRow) template.HTML {
+func boundaryHeatmap(js *boundaryJSON, p boundaryPolicyRow) report.SVG {
 	top := 0
 	cells := make([][]float64, len(p.Recovery))
 	for y, row := range p.Recovery {
@@ -350,5 +349,5 @@ func boundaryHeatmap(js *boundaryJSON, p boundaryPolicyRow) template.HTML {
 		XFmt: func(v float64) string { return report.Percent(v, 0) },
 		YFmt: func(v float64) string { return report.Percent(v, 0) },
 	}
-	return template.HTML(h.SVG())
+	return report.SVG(h.SVG())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"math"
 	"slices"
 	"strings"
@@ -376,7 +375,7 @@ func sweepTable(js sweepJSON) report.Table {
 	return t
 }
 
-func sweepHeatmaps(js sweepJSON) []template.HTML {
+func sweepHeatmaps(js sweepJSON) []report.SVG {
 	top := 0
 	for _, p := range js.Policies {
 		for _, row := range p.Recovery {
@@ -385,7 +384,7 @@ func sweepHeatmaps(js sweepJSON) []template.HTML {
 			}
 		}
 	}
-	var out []template.HTML
+	var out []report.SVG
 	for _, p := range js.Policies {
 		cells := make([][]float64, len(p.Recovery))
 		for y, row := range p.Recovery {
@@ -403,7 +402,7 @@ func sweepHeatmaps(js sweepJSON) []template.HTML {
 			XFmt: func(v float64) string { return report.Percent(v, 0) },
 			YFmt: func(v float64) string { return report.Percent(v, 0) },
 		}
-		out = append(out, template.HTML(h.SVG()))
+		out = append(out, report.SVG(h.SVG()))
 	}
 	return out
 }

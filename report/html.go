@@ -1,17 +1,11 @@
 package report
 
 import (
-	"bytes"
-	_ "embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
-
-	"github.com/retrystorm/retrystorm/internal/safetext"
 )
 
 // Section is one experiment's part of a report.
@@ -23,9 +17,13 @@ type Section struct {
 	Claims []Claim
 	Charts []Chart
 	// Figures are pre-rendered SVG (heatmaps and other non-line charts).
-	Figures []template.HTML
+	Figures []SVG
 	Notes   []string
 }
+
+// SVG is markup that package report drew (a heatmap, a chart): trusted,
+// and written into an HTML report as it is.
+type SVG string
 
 // Page is a whole report.
 type Page struct {
@@ -34,77 +32,6 @@ type Page struct {
 	Command  string // the command line that produced it
 	Findings []string
 	Sections []Section
-}
-
-//go:embed report.html.tmpl
-var pageTemplate string
-
-// The template is parsed on first use, not at init: a template parsed at
-// package level would link the whole template engine (and, through its
-// reflection, every exported method) into any binary importing report, such
-// as the page's WebAssembly module, which renders no HTML.
-var (
-	tmplOnce sync.Once
-	tmpl     *template.Template
-)
-
-func parseTemplate() {
-	tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-		"svg":    func(c Chart) template.HTML { return template.HTML(c.SVG()) },
-		"right":  func(a Align) bool { return a == Right },
-		"emph":   func(t Table, r, c int) bool { return t.Emphasis[[2]int{r, c}] },
-		"allok":  AllHold,
-		"plural": func(n int) string { return map[bool]string{true: "", false: "s"}[n == 1] },
-	}).Parse(pageTemplate))
-}
-
-// HTML renders the page as one self-contained HTML document: inline style,
-// inline SVG, no script, nothing fetched.
-//
-// Text from outside (a file name in the title or the command) is printed
-// with its control and invisible characters escaped (\x1b), so that
-// reading the file in a terminal cannot run an escape sequence; any other
-// control character is replaced.
-func (p Page) HTML() ([]byte, error) {
-	p.Title, p.Subtitle, p.Command = safetext.Escape(p.Title), safetext.Escape(p.Subtitle), safetext.Escape(p.Command)
-	var b bytes.Buffer
-	tmplOnce.Do(parseTemplate)
-	if err := tmpl.Execute(&b, p); err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	return scrub(b.Bytes()), nil
-}
-
-// scrub replaces the C0 control characters other than tab, newline and
-// carriage return, and DEL, with U+FFFD: HTML allows none of them, and a
-// terminal would obey them.
-func scrub(doc []byte) []byte {
-	if !bytes.ContainsFunc(doc, control) {
-		return doc
-	}
-	return bytes.Map(func(r rune) rune {
-		if control(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, doc)
-}
-
-func control(r rune) bool { return (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f }
-
-// Write renders the page to dir/index.html and returns that path. The file
-// is written to a temporary name first and renamed, so a failed run never
-// leaves half a report.
-func Write(dir string, p Page) (string, error) {
-	doc, err := p.HTML()
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("report: %w", err)
-	}
-	path := filepath.Join(dir, "index.html")
-	return path, WriteFileAtomic(path, doc)
 }
 
 // WriteFileAtomicMkdir is WriteFileAtomic, making path's directory first.

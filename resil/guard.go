@@ -2,7 +2,6 @@ package resil
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil/internal/entropy"
 )
 
 // GuardSettings configures a [Guard]. Only Policy matters for most uses; every
@@ -145,7 +146,7 @@ func NewGuard(s GuardSettings) (*Guard, error) {
 	g.src.src = s.Rand
 	if g.src.src == nil {
 		var seed [32]byte
-		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
+		entropy.Read(seed[:])
 		g.src.src = rand.NewChaCha8(seed)
 	}
 	if g.newKey == nil {
@@ -885,10 +886,11 @@ func (s *lockedSource) Uint64() uint64 {
 	return s.src.Uint64()
 }
 
-// randomUUID returns a random (version 4) UUID from crypto/rand.
+// randomUUID returns a random (version 4) UUID from crypto/rand (see
+// package entropy for the browser).
 func randomUUID() string {
 	var b [16]byte
-	_, _ = crand.Read(b[:])
+	entropy.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	var s [36]byte

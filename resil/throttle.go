@@ -1,7 +1,6 @@
 package resil
 
 import (
-	crand "crypto/rand"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystorm/retrystorm/resil/internal/entropy"
 	"github.com/retrystorm/retrystorm/resil/internal/window"
 )
 
@@ -109,7 +109,7 @@ func NewThrottler(s ThrottlerSettings) (*Throttler, error) {
 	t := &Throttler{k: s.K, padding: s.Padding, maxP: s.MaxProbability, win: window.New(s.Window), window: s.Window, src: s.Rand, built: true}
 	if t.src == nil {
 		var seed [32]byte
-		_, _ = crand.Read(seed[:]) // never fails (crypto/rand panics instead)
+		entropy.Read(seed[:])
 		t.src = rand.NewChaCha8(seed)
 	}
 	t.clear.Store(math.MinInt64)

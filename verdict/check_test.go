@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/report/document"
 
 	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/report"
@@ -57,7 +58,7 @@ func TestCheckStorm(t *testing.T) {
 	if _, err := json.Marshal(r); err != nil {
 		t.Fatal(err)
 	}
-	html, err := report.Page{Title: "check", Sections: []report.Section{r.Section()}}.HTML()
+	html, err := document.HTML(report.Page{Title: "check", Sections: []report.Section{r.Section()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
+	"github.com/retrystorm/retrystorm/report/document"
 
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -133,7 +134,7 @@ func TestMergeAdvise(t *testing.T) {
 	if one.Best().Name == "yours: naive" {
 		t.Error("the naive fleet was recommended")
 	}
-	html, err := report.Page{Title: "advise", Sections: []report.Section{m.Advise.Section(3)}}.HTML()
+	html, err := document.HTML(report.Page{Title: "advise", Sections: []report.Section{m.Advise.Section(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}

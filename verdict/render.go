@@ -3,7 +3,6 @@ package verdict
 import (
 	"cmp"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"slices"
@@ -318,7 +317,7 @@ func (r *CheckResult) Section() report.Section {
 	return sec
 }
 
-func checkHeatmap(r *CheckResult, f CheckFleet) template.HTML {
+func checkHeatmap(r *CheckResult, f CheckFleet) report.SVG {
 	cells := make([][]float64, len(f.Cells))
 	ys := make([]float64, len(f.Cells))
 	top := 0.0
@@ -342,5 +341,5 @@ func checkHeatmap(r *CheckResult, f CheckFleet) template.HTML {
 			}
 			return ""
 		}}
-	return template.HTML(h.SVG())
+	return report.SVG(h.SVG())
 }

@@ -424,17 +424,14 @@ func tableOf(t report.Table) Table {
 	for _, c := range t.Columns {
 		out.Columns = append(out.Columns, Column{Name: c.Name, Right: c.Align == report.Right})
 	}
-	for cell, on := range t.Emphasis {
-		if on {
-			out.Emphasis = append(out.Emphasis, cell)
+	// Row by row, not in the map's random order: the JSON should not be
+	// random (and sorting [2]int cells would add a sort to the module).
+	for i, row := range t.Rows {
+		for j := range row {
+			if t.Emphasis[[2]int{i, j}] {
+				out.Emphasis = append(out.Emphasis, [2]int{i, j})
+			}
 		}
 	}
-	// Map order is random; the JSON should not be.
-	slices.SortFunc(out.Emphasis, func(a, b [2]int) int {
-		if a[0] != b[0] {
-			return a[0] - b[0]
-		}
-		return a[1] - b[1]
-	})
 	return out
 }

@@ -1,7 +1,6 @@
 package balance
 
 import (
-	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/internal/entropy"
 	"github.com/retrystorm/retrystorm/resil/outlier"
 )
 
@@ -150,7 +150,7 @@ func (c *core) init(s Settings, useRand bool) error {
 			seed = s.Rand.Uint64()
 		} else {
 			var b [8]byte
-			crand.Read(b[:])
+			entropy.Read(b[:])
 			seed = binary.LittleEndian.Uint64(b[:])
 		}
 		c.rnd.Store(seed)

@@ -1,7 +1,6 @@
 package outlier
 
 import (
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/internal/entropy"
 )
 
 // Flavor is whose rules a [Detector] follows. The zero value is Envoy. A
@@ -319,7 +319,7 @@ func (s Settings) normalize() (Settings, error) {
 	}
 	if s.Rand == nil {
 		var seed [32]byte
-		crand.Read(seed[:])
+		entropy.Read(seed[:])
 		s.Rand = rand.NewChaCha8(seed)
 	}
 	return s, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/retrystorm/retrystorm/internal/outfile"
+	"github.com/retrystorm/retrystorm/report/document"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
@@ -251,7 +252,7 @@ func (inv *Invocation) Emit(outs []*experiment.Outcome, js any, title string) er
 			page.Sections = append(page.Sections, o.Section)
 			page.Findings = append(page.Findings, o.Findings...)
 		}
-		path, err := report.Write(dir, page)
+		path, err := document.Write(dir, page)
 		if err != nil {
 			return err
 		}

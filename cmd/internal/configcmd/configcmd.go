@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/cmd/internal/cli"
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/report/document"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/userconfig"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -91,7 +92,7 @@ func writeReport(o IO, dir string, sec report.Section, command string) error {
 	if dir == "" {
 		return nil
 	}
-	path, err := report.Write(dir, report.Page{Title: "retrystorm", Subtitle: sec.Title, Command: command, Sections: []report.Section{sec}})
+	path, err := document.Write(dir, report.Page{Title: "retrystorm", Subtitle: sec.Title, Command: command, Sections: []report.Section{sec}})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/report/document"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
 )
@@ -100,7 +101,7 @@ func FuzzMerge(f *testing.F) {
 			for _, tb := range sweep.Section.Tables {
 				err = errors.Join(err, tb.Render(o.Stdout, report.Style{}))
 			}
-			_, herr := report.Page{Title: "merge", Sections: []report.Section{sweep.Section}}.HTML()
+			_, herr := document.HTML(report.Page{Title: "merge", Sections: []report.Section{sweep.Section}})
 			err = errors.Join(err, herr)
 		}
 		runtime.ReadMemStats(&after)

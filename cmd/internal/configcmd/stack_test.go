@@ -793,7 +793,7 @@ func TestAdviseStack(t *testing.T) {
 		t.Fatalf("%d candidates, recommended %q: want 11, and one retrying layer", len(r.Candidates), r.Recommended)
 	}
 	for _, c := range r.Candidates {
-		if c.At < 0 && c.Name == "as it is" && (c.Origin != 12 || c.Verdict == verdict.Safe) {
+		if c.At < 0 && c.Name == "as it is" && (c.Origin != 36 || c.Verdict == verdict.Safe) {
 			t.Errorf("the stack as it is: %+v", c)
 		}
 		if strings.Contains(c.Name, "breaker") == c.Writable {
