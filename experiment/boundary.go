@@ -19,9 +19,15 @@ const boundaryTitle = "Boundary: where the system tips, from the analytic model"
 // model).
 type boundaryPolicyRow struct {
 	Policy string `json:"policy"`
-	// Recovery[y][x] is recovery ticks, or -1 for never, as the sweep's.
+	// Recovery[y][x] is recovery ticks, or -1 for never, as the sweep's;
+	// model.NeverHealthy (-2) where the fleet failed more than half its
+	// calls before the dip.
 	Recovery  [][]int `json:"recovery_ticks,omitempty"`
 	Recovered int     `json:"recovered"`
+	// NeverHealthy counts the cells of model.NeverHealthy: where the
+	// fleet was not healthy before the dip, so that "never recovers"
+	// would blame the dip for what the load alone does.
+	NeverHealthy int `json:"never_healthy_cells"`
 	// Edge[x] is the smallest dip (share of capacity taken away) the
 	// policy never recovers from at load x, by bisection to 0.001; null
 	// where it recovers from every dip.
@@ -103,6 +109,9 @@ func BoundaryMap(ctx context.Context, opts Options) (*boundaryJSON, error) {
 		return nil, fmt.Errorf("boundary: grid %d out of [2, 200]", n)
 	}
 	trig := sc.Triggers[0]
+	if trig.Capacity > sc.Origin.Capacity {
+		return nil, fmt.Errorf("%w: its trigger raises the capacity (to %g/s, from %g/s): the map varies how much a dip takes away", ErrBoundaryInput, trig.Capacity, sc.Origin.Capacity)
+	}
 	js := &boundaryJSON{
 		Unsupported: []unsupportedRow{},
 		Scenario:    sc.Name, Source: "model", Rate: sc.Traffic.Rate,
@@ -110,27 +119,21 @@ func BoundaryMap(ctx context.Context, opts Options) (*boundaryJSON, error) {
 		ForSeconds: trig.For.Seconds(),
 		Load:       linspace(sweepLoadLo, sweepLoadHi, n), Dip: linspace(sweepDipLo, sweepDipHi, n),
 	}
-	// A policy the model does not describe is listed, not answered; with
-	// none it does, there is nothing to map, and the error says why.
-	var firstUnsupported error
+	// A policy the model does not describe is listed, not answered, as a
+	// row of its own, even when the model describes none of them (an
+	// imported file's fleet, with its route's deadline, often).
 	for _, p := range pols {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		bp, err := boundaryPolicy(sc, p, js)
 		if u := (*model.UnsupportedError)(nil); errors.As(err, &u) {
-			if firstUnsupported == nil {
-				firstUnsupported = err
-			}
 			js.Unsupported = append(js.Unsupported, unsupportedRow{Policy: p.name, Reason: u.Feature + ": " + u.Reason})
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		js.Policies = append(js.Policies, bp)
-	}
-	if len(js.Policies) == 0 {
-		return nil, firstUnsupported
 	}
 	// The map checks no claims: it is the model's answer, and the
 	// agreement tests (boundary_test.go) check it against the simulator.
@@ -188,8 +191,11 @@ func boundaryPolicy(sc *scenario.Scenario, p sweepPolicy, js *boundaryJSON) (bou
 	}
 	for _, row := range bp.Recovery {
 		for _, v := range row {
-			if v >= 0 {
+			switch {
+			case v >= 0:
 				bp.Recovered++
+			case v == model.NeverHealthy:
+				bp.NeverHealthy++
 			}
 		}
 	}
@@ -251,7 +257,7 @@ func boundaryOutcome(js *boundaryJSON) *Outcome {
 		ID:    "boundary",
 		Title: boundaryTitle,
 		Intro: []string{
-			fmt.Sprintf("%s, answered by the fluid model (docs/model.md), not the simulator: %g intents/s against a queue whose capacity sets the base load (%.0f%% to %.1f%% of capacity, across), and a %s dip that takes away %.0f%% to %.0f%% of it (up). Map: '.' recovers within 5 ticks, 'o' slower, '#' never.",
+			fmt.Sprintf("%s, answered by the fluid model (docs/model.md), not the simulator: %g intents/s against a queue whose capacity sets the base load (%.0f%% to %.1f%% of capacity, across), and a %s dip that takes away %.0f%% to %.0f%% of it (up). Map: '.' recovers within 5 ticks, 'o' slower, '#' never, '!' never healthy before the dip.",
 				js.Scenario, js.Rate, 100*sweepLoadLo, 100*sweepLoadHi, time.Duration(js.ForSeconds*float64(time.Second)), 100*sweepDipLo, 100*sweepDipHi),
 		},
 		Tables: []report.Table{boundaryTable(js)},
@@ -261,6 +267,15 @@ func boundaryOutcome(js *boundaryJSON) *Outcome {
 	for _, u := range js.Unsupported {
 		notes = append(notes, fmt.Sprintf("%s: unsupported by the model (%s); the simulator answers for it (sweep).", u.Policy, u.Reason))
 	}
+	if len(js.Policies) == 0 {
+		notes = append(notes, "The model describes none of the fleets: there is no map to draw. `retrystorm sweep --config FILE` maps them with the simulator.")
+	}
+	for _, p := range js.Policies {
+		if p.NeverHealthy > 0 {
+			notes = append(notes, fmt.Sprintf("%s is never healthy in %d of %d cells ('!'): it fails more than half its calls before the dip, at that load alone, so those cells say nothing about the dip.",
+				p.Policy, p.NeverHealthy, len(js.Load)*len(js.Dip)))
+		}
+	}
 	for _, p := range js.Policies {
 		sec.Tables = append(sec.Tables, boundaryMapTable(js, p))
 		sec.Figures = append(sec.Figures, boundaryHeatmap(js, p))
@@ -268,6 +283,10 @@ func boundaryOutcome(js *boundaryJSON) *Outcome {
 	sec.Notes = notes
 	var findings []string
 	for _, p := range js.Policies {
+		if p.NeverHealthy == len(js.Load)*len(js.Dip) {
+			findings = append(findings, fmt.Sprintf("Boundary (model): %s is never healthy, at any load of the map.", p.Policy))
+			continue
+		}
 		findings = append(findings, fmt.Sprintf("Boundary (model): %s survives a dip of up to %s at %s load.", p.Policy, survived(p.LargestDip), report.Percent(js.OwnLoad, 0)))
 	}
 	return &Outcome{Name: "boundary", Claims: js.Claims, Section: sec, Findings: findings, JSON: js}
@@ -298,8 +317,14 @@ func boundaryTable(js *boundaryJSON) report.Table {
 		if p.Stuck != nil {
 			stuck = fmt.Sprintf("%.0f/s sent, %.0f ok", p.Stuck.Offered, p.Stuck.Goodput)
 		}
-		t.Rows = append(t.Rows, []string{p.Policy, survived(p.LargestDip), longest, stuck,
-			report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0)})
+		largest, recovered := survived(p.LargestDip), report.Percent(float64(p.Recovered)/float64(len(js.Load)*len(js.Dip)), 0)
+		if p.NeverHealthy == len(js.Load)*len(js.Dip) {
+			largest, longest = "never healthy", ""
+		}
+		if p.NeverHealthy > 0 {
+			recovered += fmt.Sprintf(" (%s never healthy)", report.Percent(float64(p.NeverHealthy)/float64(len(js.Load)*len(js.Dip)), 0))
+		}
+		t.Rows = append(t.Rows, []string{p.Policy, largest, longest, stuck, recovered})
 	}
 	for _, u := range js.Unsupported {
 		t.Rows = append(t.Rows, []string{u.Policy, "unsupported", "", "", ""})
@@ -317,6 +342,8 @@ func boundaryMapTable(js *boundaryJSON, p boundaryPolicyRow) report.Table {
 		var b strings.Builder
 		for _, v := range p.Recovery[y] {
 			switch {
+			case v == model.NeverHealthy:
+				b.WriteByte('!')
 			case v < 0:
 				b.WriteByte('#')
 			case v < 5:
@@ -345,7 +372,7 @@ func boundaryHeatmap(js *boundaryJSON, p boundaryPolicyRow) report.SVG {
 	}
 	h := report.Heatmap{
 		Title: p.Policy + " (model)", XLabel: "base load", YLabel: "dip", X: js.Load, Y: js.Dip, Cells: cells,
-		Unit: "ticks", Max: float64(max(top, 1)), Never: "never recovered",
+		Unit: "ticks", Max: float64(max(top, 1)), Never: "never recovered (or never healthy: the text map's '!')",
 		XFmt: func(v float64) string { return report.Percent(v, 0) },
 		YFmt: func(v float64) string { return report.Percent(v, 0) },
 	}

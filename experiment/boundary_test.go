@@ -386,3 +386,61 @@ func verdicts(t *testing.T, sc *scenario.Scenario, f scenario.Fleet) (byModel, b
 	}
 	return m.Verdict(), bySim
 }
+
+// TestBoundaryOnAnyFile: boundary answers for a file whose fleets the
+// model does not describe (each a row, no map, exit 0: before, an
+// imported route's deadline made it an error), refuses a trigger that
+// raises the capacity (it showed as a dip of -833333233%), and draws a
+// fleet that fails before the dip as never healthy ('!'), not as one the
+// dip broke.
+func TestBoundaryOnAnyFile(t *testing.T) {
+	load := func(t *testing.T, text string) *scenario.Scenario {
+		t.Helper()
+		sc, err := scenario.Parse("file.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	const head = "name: file\nduration: 80s\ntick: 1s\ntraffic: {rate: 100, arrivals: poisson, clients: 20}\norigin: {model: queue, capacity: 120, workers: 12}\n"
+	t.Run("no fleet the model describes", func(t *testing.T) {
+		sc := load(t, head+"triggers: [{kind: capacity, at: 20s, for: 10s, capacity: 60}]\nfleets:\n  - {name: routed, timeout: 1s, deadline: 5s, retry: {max_retries: 2}, budget: {use: none}}\n")
+		js, err := BoundaryMap(context.Background(), Options{Grid: 4, Scenario: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(js.Policies) != 0 || len(js.Unsupported) != 1 || !strings.Contains(js.Unsupported[0].Reason, "deadline") {
+			t.Fatalf("policies %d, unsupported %+v: want the fleet as an unsupported row", len(js.Policies), js.Unsupported)
+		}
+		o := boundaryOutcome(js)
+		if !strings.Contains(strings.Join(o.Section.Notes, "\n"), "describes none of the fleets") {
+			t.Errorf("notes %q: want the reason there is no map", o.Section.Notes)
+		}
+	})
+	t.Run("a trigger that raises the capacity", func(t *testing.T) {
+		sc := load(t, head+"triggers: [{kind: capacity, at: 20s, for: 10s, capacity: 1000000000}]\nfleets:\n  - {name: naive, timeout: 1s, retry: {max_retries: 3}, budget: {use: none}}\n")
+		_, err := BoundaryMap(context.Background(), Options{Grid: 4, Scenario: sc})
+		if !errors.Is(err, ErrBoundaryInput) || !strings.Contains(err.Error(), "raises the capacity") {
+			t.Fatalf("err %v: want ErrBoundaryInput saying the trigger raises the capacity", err)
+		}
+	})
+	t.Run("never healthy", func(t *testing.T) {
+		// A timeout shorter than every answer (12 workers at 120/s serve
+		// in 100ms): every call fails, at every load.
+		sc := load(t, head+"triggers: [{kind: capacity, at: 20s, for: 10s, capacity: 60}]\nfleets:\n  - {name: hasty, timeout: 10ms, retry: {max_retries: 1}, budget: {use: none}}\n")
+		js, err := BoundaryMap(context.Background(), Options{Grid: 4, Scenario: sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(js.Policies) != 1 || js.Policies[0].NeverHealthy != 16 || js.Policies[0].Recovered != 0 {
+			t.Fatalf("%+v: want 16 of 16 cells never healthy", js.Policies)
+		}
+		o := boundaryOutcome(js)
+		if m := boundaryMapTable(js, js.Policies[0]); m.Rows[0][1] != "!!!!" {
+			t.Errorf("map row %q, want !!!!", m.Rows[0][1])
+		}
+		if !strings.Contains(o.Findings[0], "never healthy") || o.Section.Tables[0].Rows[0][1] != "never healthy" {
+			t.Errorf("finding %q, row %q: want never healthy", o.Findings[0], o.Section.Tables[0].Rows[0])
+		}
+	})
+}

@@ -90,8 +90,13 @@ func (m *Model) settle(t *scenario.Trigger) Equilibrium {
 	return e
 }
 
+// NeverHealthy is a cell of Map whose fleet was never healthy: it failed
+// more than sim.UnhealthyBaseline of its calls before the trigger, so
+// the cell says nothing about the trigger.
+const NeverHealthy = -2
+
 // Map is the model's verdict over a grid of scenarios, built by cell.
-// Cells[y][x] is the recovery in ticks, or -1 for never.
+// Cells[y][x] is the recovery in ticks, -1 for never, or NeverHealthy.
 func Map(nx, ny int, cell func(x, y int) (*Model, error)) ([][]int, error) {
 	out := make([][]int, ny)
 	var st state
@@ -102,7 +107,11 @@ func Map(nx, ny int, cell func(x, y int) (*Model, error)) ([][]int, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[y][x] = m.run(&st).RecoveryTicks
+			r := m.run(&st)
+			out[y][x] = r.RecoveryTicks
+			if r.NeverHealthy {
+				out[y][x] = NeverHealthy
+			}
 		}
 	}
 	return out, nil

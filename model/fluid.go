@@ -26,6 +26,10 @@ type Result struct {
 	// point of the pre-trigger baseline, with ten ticks of run left.
 	Recovered     bool
 	RecoveryTicks int // -1 when not recovered
+	// NeverHealthy is the simulator's rule too: the fleet failed more
+	// than sim.UnhealthyBaseline of its calls before the triggers, so
+	// there was nothing to recover to (Recovered is false).
+	NeverHealthy bool
 	// Queue is the backlog at the end of the run.
 	Queue float64
 }
@@ -365,14 +369,14 @@ func (r *fluidRun) result() Result {
 	if len(s.Queue) > 0 {
 		res.Queue = s.Queue[len(s.Queue)-1]
 	}
-	res.Recovered, res.RecoveryTicks = r.m.recovery(&s)
+	res.Recovered, res.RecoveryTicks, res.NeverHealthy = r.m.recovery(&s)
 	return res
 }
 
 // recovery applies the simulator's rule to the model's series: sim's
 // Summarize on the counts scaled up a thousandfold, so that rounding to
 // whole counts does not move the one-point tolerance.
-func (m *Model) recovery(s *Series) (bool, int) {
+func (m *Model) recovery(s *Series) (recovered bool, ticks int, neverHealthy bool) {
 	n := len(s.Intents)
 	ser := sim.NewSeries(n)
 	var sum sim.Summary
@@ -389,7 +393,7 @@ func (m *Model) recovery(s *Series) (bool, int) {
 	start, end := sim.TriggerTicks(&m.sc)
 	sim.Summarize(&ser, &sum, start, end)
 	if !sum.Recovered {
-		return false, -1
+		return false, -1, sum.NeverHealthy
 	}
-	return true, *sum.RecoveryTicks
+	return true, *sum.RecoveryTicks, false
 }
