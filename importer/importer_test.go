@@ -3,12 +3,13 @@ package importer
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	goldenfile "github.com/retrystorm/retrystorm/internal/golden"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/budgetcheck"
@@ -17,8 +18,6 @@ import (
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func storm(t testing.TB) *scenario.Scenario {
 	t.Helper()
@@ -70,21 +69,7 @@ func TestImportGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden := filepath.Join("testdata", "golden", name+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, out, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(out, want) {
-				t.Errorf("%s differs from what import writes now (run with -update if the change is meant):\n%s", golden, out)
-			}
+			goldenfile.Check(t, golden, out, "go test ./importer -run TestImportGolden -update")
 			back, err := scenario.Parse(golden, out)
 			if err != nil {
 				t.Fatalf("the written scenario does not load: %v", err)
