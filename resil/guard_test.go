@@ -820,11 +820,11 @@ func TestGuardFakeClock(t *testing.T) {
 			return nil
 		})
 	}()
-	<-clk.added // the attempt's timeout timer
+	<-clk.Added() // the attempt's timeout timer
 	clk.Advance(time.Second)
-	<-clk.added // the backoff timer
+	<-clk.Added() // the backoff timer
 	clk.Advance(3 * time.Second)
-	<-clk.added // the second attempt's timeout
+	<-clk.Added() // the second attempt's timeout
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -230,12 +230,10 @@ func TestShedderTooLateAfterWait(t *testing.T) {
 		_, err := sh.Admit(context.Background(), t0.Add(time.Second))
 		done <- err
 	}()
-	<-clk.added // its timer: it waits
+	<-clk.Added() // its timer: it waits
 	// The clock jumps past the deadline without the timer firing, as a
 	// stalled process would see it; then the slot frees.
-	clk.mu.Lock()
-	clk.now = t0.Add(950 * time.Millisecond)
-	clk.mu.Unlock()
+	clk.Set(t0.Add(950 * time.Millisecond))
 	sh.Done(hold, false)
 	if err := <-done; reasonOf(t, err) != ShedTooLate {
 		t.Errorf("after the wait: %v, want too_late", err)
