@@ -11,17 +11,24 @@ import (
 	"testing"
 )
 
+// servicePolicy is one generated service's retries: its gateway route's
+// attempts, its client's gRPC maxAttempts, and whether the client's
+// service config has retryThrottling (10 tokens, ratio 0.1).
+type servicePolicy struct {
+	attempts, maxAttempts int
+	throttle              bool
+}
+
 // writeServices writes n services into dir, each a gateway route (Istio),
-// a Service, a Deployment and a ConfigMap holding the client's gRPC
-// service config, as a company's platform templates would: the route's
-// attempts (1 to 3), the client's maxAttempts (2 to 4) and its
-// retryThrottling (none or 10/0.1) are drawn from the service's number,
-// 18 distinct chains over n services.
-func writeServices(tb testing.TB, dir string, n int) {
+// a Service, a Deployment of 3 and a ConfigMap holding the client's gRPC
+// service config, as a company's platform templates would; policy gives
+// service i's retries.
+func writeServices(tb testing.TB, dir string, n int, policy func(i int) servicePolicy) {
 	tb.Helper()
 	for i := range n {
+		p := policy(i)
 		throttle := ""
-		if i%2 == 1 {
+		if p.throttle {
 			throttle = `"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}, `
 		}
 		m := fmt.Sprintf(`apiVersion: networking.istio.io/v1
@@ -55,7 +62,7 @@ kind: ConfigMap
 metadata: {name: svc%[1]d-grpc, namespace: shop}
 data:
   service-config.json: '{%[4]s"methodConfig": [{"name": [{"service": "shop.Next"}], "retryPolicy": {"maxAttempts": %[3]d, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}'
-`, i, 1+i/2%3, 2+i/6%3, throttle)
+`, i, p.attempts, p.maxAttempts, throttle)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("svc%04d.yaml", i)), []byte(m), 0o644); err != nil {
 			tb.Fatal(err)
 		}
@@ -69,7 +76,11 @@ data:
 //	go test -run '^$' -bench Manifests1000 -benchtime 1x ./cmd/internal/configcmd
 func BenchmarkManifests1000(b *testing.B) {
 	dir := b.TempDir()
-	writeServices(b, dir, 1000)
+	// 18 distinct chains: the route's attempts 1 to 3, the client's
+	// maxAttempts 2 to 4, with and without retryThrottling.
+	writeServices(b, dir, 1000, func(i int) servicePolicy {
+		return servicePolicy{attempts: 1 + i/2%3, maxAttempts: 2 + i/6%3, throttle: i%2 == 1}
+	})
 	var r struct {
 		Chains    []json.RawMessage
 		Simulated int `json:"chains_simulated"`

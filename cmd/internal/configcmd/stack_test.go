@@ -666,43 +666,7 @@ func TestTwoHundredServicesInManifests(t *testing.T) {
 		t.Skip("a few seconds on 2 busy cores")
 	}
 	dir := t.TempDir()
-	for i := range 200 {
-		m := fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: svc%[1]d-edge, namespace: istio-system}
-spec:
-  hosts: [svc%[1]d.example.com]
-  gateways: [istio-system/ingress]
-  http:
-  - route:
-    - destination: {host: svc%[1]d.shop.svc.cluster.local}
-    retries: {attempts: 1, perTryTimeout: 5s, retryOn: 5xx}
----
-apiVersion: v1
-kind: Service
-metadata: {name: svc%[1]d, namespace: shop}
-spec: {selector: {app: svc%[1]d}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: svc%[1]d, namespace: shop}
-spec:
-  replicas: 3
-  template:
-    metadata: {labels: {app: svc%[1]d}}
-    spec:
-      volumes: [{name: grpc, configMap: {name: svc%[1]d-grpc}}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: svc%[1]d-grpc, namespace: shop}
-data:
-  service-config.json: '{"methodConfig": [{"name": [{"service": "shop.Next"}], "retryPolicy": {"maxAttempts": %[2]d, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}'
-`, i, 2+i%2)
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("svc%03d.yaml", i)), []byte(m), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeServices(t, dir, 200, func(i int) servicePolicy { return servicePolicy{attempts: 1, maxAttempts: 2 + i%2} })
 	start := time.Now()
 	var out bytes.Buffer
 	err := RunCheck(context.Background(), nil, CheckOptions{JSON: true, CI: CI{Manifests: dir}}, IO{Stdout: &out, Stderr: &bytes.Buffer{}})
