@@ -62,15 +62,7 @@ func hapReadsAsNamed(t *testing.T, c Candidate) {
 				t.Errorf("%q: %d retries, want %d", c.Name, f.Retry.MaxRetries, n)
 			}
 		case "retry-on":
-			var want []string
-			for _, w := range words[1:] {
-				if !slices.Contains(want, hapRetryOnKinds[w]) {
-					want = append(want, hapRetryOnKinds[w])
-				}
-			}
-			if f.Retry.MaxRetries == 0 || !sameKinds(f.Retry.On, want) {
-				t.Errorf("%q: %d retries on %v, want retries on %v", c.Name, f.Retry.MaxRetries, f.Retry.On, want)
-			}
+			retriesOnNamed(t, c, words[1:], hapRetryOnKinds)
 		case "observe":
 			observe = words[1]
 		case "error-limit":

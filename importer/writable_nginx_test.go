@@ -90,15 +90,7 @@ func ngxReadsAsNamed(t *testing.T, c Candidate, servers int) {
 				t.Errorf("%q: deadline %v, want %v", c.Name, f.Deadline, d)
 			}
 		case strings.HasSuffix(words[0], "_next_upstream"):
-			var want []string
-			for _, v := range words[1:] {
-				if !slices.Contains(want, ngxNextKinds[v]) {
-					want = append(want, ngxNextKinds[v])
-				}
-			}
-			if f.Retry.MaxRetries == 0 || !sameKinds(f.Retry.On, want) {
-				t.Errorf("%q: %d retries on %v, want retries on %v", c.Name, f.Retry.MaxRetries, f.Retry.On, want)
-			}
+			retriesOnNamed(t, c, words[1:], ngxNextKinds)
 		case strings.HasPrefix(part, "max_fails="):
 			n, _ := strconv.Atoi(strings.TrimPrefix(part, "max_fails="))
 			if got := max(od.Consecutive5xx, od.ConsecutiveLocalOriginFailure*b2i(od.SplitExternalLocalOriginErrors)); f.OutlierDetection.Use != scenario.OutlierEnvoy || got != n {
@@ -112,6 +104,21 @@ func ngxReadsAsNamed(t *testing.T, c Candidate, servers int) {
 		case part != AsItIs:
 			t.Errorf("%q: %q is no setting of nginx's space", c.Name, part)
 		}
+	}
+}
+
+// retriesOnNamed checks that c retries the failures that words name, each
+// word's failure in kinds.
+func retriesOnNamed(t *testing.T, c Candidate, words []string, kinds map[string]string) {
+	t.Helper()
+	var want []string
+	for _, w := range words {
+		if !slices.Contains(want, kinds[w]) {
+			want = append(want, kinds[w])
+		}
+	}
+	if f := c.Fleet.Fleet; f.Retry.MaxRetries == 0 || !sameKinds(f.Retry.On, want) {
+		t.Errorf("%q: %d retries on %v, want retries on %v", c.Name, f.Retry.MaxRetries, f.Retry.On, want)
 	}
 }
 
