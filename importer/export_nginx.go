@@ -207,8 +207,11 @@ func (t *textFile) setDirective(l *ngxDirective, name, args string) bool {
 		return true
 	}
 	i := l.Line - 1
-	if i >= len(t.lines) || !strings.HasSuffix(strings.TrimSpace(t.lines[i]), "{") {
+	if i >= len(t.lines) {
 		return false
+	}
+	if opening, _, _ := strings.Cut(t.lines[i], "\n"); !strings.HasSuffix(strings.TrimSpace(opening), "{") {
+		return false // the directives added before this one follow the opening line
 	}
 	ind := t.indent(i) + "    "
 	if len(l.Block) > 0 && l.Block[0].Line-1 < len(t.lines) && l.Block[0].Line > l.Line {

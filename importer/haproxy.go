@@ -70,6 +70,30 @@ type hapServer struct {
 }
 
 func importHAProxy(srcs []Source, o Options) ([]Fleet, error) {
+	proxies, err := hapProxies(srcs)
+	if err != nil {
+		return nil, err
+	}
+	if err := admit(HAProxy, len(proxies), "backends"); err != nil {
+		return nil, err
+	}
+	var out fleetSet
+	for _, px := range proxies {
+		f, err := px.fleet(o)
+		if err != nil {
+			return nil, err
+		}
+		out.add(f)
+	}
+	if len(out.list) == 0 {
+		return nil, fmt.Errorf("%s: no backend or listen section has a server: nothing is retried", srcs[0].Name)
+	}
+	return out.list, nil
+}
+
+// hapProxies reads the backend and listen sections of the files that have
+// servers, each with the settings of its defaults section and its own.
+func hapProxies(srcs []Source) ([]*hapProxy, error) {
 	var proxies []*hapProxy
 	defs := map[string]map[string]hapSetting{}
 	var last map[string]hapSetting
@@ -107,21 +131,7 @@ func importHAProxy(srcs []Source, o Options) ([]Fleet, error) {
 			}
 		}
 	}
-	if err := admit(HAProxy, len(proxies), "backends"); err != nil {
-		return nil, err
-	}
-	var out fleetSet
-	for _, px := range proxies {
-		f, err := px.fleet(o)
-		if err != nil {
-			return nil, err
-		}
-		out.add(f)
-	}
-	if len(out.list) == 0 {
-		return nil, fmt.Errorf("%s: no backend or listen section has a server: nothing is retried", srcs[0].Name)
-	}
-	return out.list, nil
+	return proxies, nil
 }
 
 // hapApply returns base's settings with those of sec's lines in place.

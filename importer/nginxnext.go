@@ -84,19 +84,7 @@ func ngxTries(p *prov, l ngxLocation, prefix string, up *ngxUpstream, target str
 	case up == nil:
 		p.note("retry.max_retries", "0", fmt.Sprintf("%s: %s %s is one address, not an upstream: one try (a name that resolves to several addresses is tried at each)", l.file, l.pass.Name, l.pass.Args[0]))
 	default:
-		primary, single := 0, len(up.servers) == 1
-		servers = 0
-		for _, s := range up.servers {
-			if !s.down {
-				servers++
-			}
-			if !s.backup {
-				primary++
-			}
-		}
-		if single || primary == 0 {
-			servers = min(servers, 1)
-		}
+		servers = up.tries()
 		p.note("tries", strconv.Itoa(servers), fmt.Sprintf("%s: upstream %s (line %d): its servers not down, each tried at most once per request", up.file, up.name, up.line))
 	}
 	name := prefix + "next_upstream_tries"
@@ -118,6 +106,26 @@ func ngxTries(p *prov, l ngxLocation, prefix string, up *ngxUpstream, target str
 	}
 	p.set("retry.max_retries", strconv.Itoa(max(servers-1, 0)), ngxWhere(d)+", less the first try")
 	return servers, nil
+}
+
+// tries is how many tries up's servers allow a request: those not down,
+// primary and backup, each tried once; one for an upstream of one server
+// or of backups alone (ngx_http_upstream_round_robin.c,
+// ngx_http_upstream_init_round_robin and ngx_http_upstream_tries).
+func (up *ngxUpstream) tries() int {
+	primary, servers := 0, 0
+	for _, s := range up.servers {
+		if !s.down {
+			servers++
+		}
+		if !s.backup {
+			primary++
+		}
+	}
+	if len(up.servers) == 1 || primary == 0 {
+		servers = min(servers, 1)
+	}
+	return servers
 }
 
 // balance maps an upstream's balancing method and its servers' max_fails

@@ -33,8 +33,10 @@ var (
 // WithDefaultServiceConfig and refuses what its parser refuses, without
 // dialling); Istio's messages (istio.io/api v1.32.0) read strictly, with
 // Istio's validation of the retry and traffic policy fields written out
-// (validateistio.go). Linkerd and the AWS SDKs have no Go parser among the
-// module's dependencies: the importer's own strict readers stand in. A
+// (validateistio.go). Linkerd, the AWS SDKs, nginx and HAProxy have no Go
+// parser among the module's dependencies: the importer's own strict
+// readers stand in (nginx's and HAProxy's are checked against the real
+// binaries' config tests in the importer's tests). A
 // file that the product refused before the edit (a fragment without a
 // field Validate wants) is judged on what the edit added: only an error
 // the original does not have is one. The error wraps ErrNotAccepted.
@@ -79,6 +81,15 @@ func productErrors(format Format, name string, data []byte) []string {
 		add(err)
 	case AWS:
 		_, err := parseAWS(name, data)
+		add(err)
+	case NGINX:
+		// nginx's own parser and the directives' checks, as the importer
+		// reads them (nginxconf.go): no light Go parser of nginx's exists;
+		// the tests run the real nginx -t on every candidate.
+		_, err := importNginx([]Source{{Name: name, Data: data}}, Options{})
+		add(err)
+	case HAProxy:
+		_, err := importHAProxy([]Source{{Name: name, Data: data}}, Options{})
 		add(err)
 	default:
 		add(fmt.Errorf("no parser for format %q", format))

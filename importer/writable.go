@@ -82,6 +82,10 @@ func Writable(srcs []Source, from Fleet, o WritableOptions) ([]Candidate, error)
 		sp, err = grpcSpace(w)
 	case AWS:
 		sp, err = awsSpace(w)
+	case NGINX:
+		sp, err = ngxSpace(w)
+	case HAProxy:
+		sp, err = hapSpace(w)
 	default:
 		err = fmt.Errorf("importer: cannot write a %s file", from.Format)
 	}

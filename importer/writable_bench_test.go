@@ -17,6 +17,8 @@ func BenchmarkWritable(b *testing.B) {
 		{"linkerd/books.yaml"},
 		{"grpc/service-config.json"},
 		{"aws/config"},
+		{"nginx/nginx.conf"},
+		{"haproxy/haproxy.cfg"},
 	} {
 		srcs := readSources(b, files...)
 		fl, err := Import(srcs, Options{})

@@ -94,7 +94,7 @@ func sarifOffsetOf(b []byte, line, col int) int {
 // space never panics, and every candidate it returns imports back as its
 // fleet.
 func FuzzWritable(f *testing.F) {
-	for _, file := range []string{"envoy/route.yaml", "istio/reviews.yaml", "istio/destination-rule-reviews.yaml", "linkerd/books.yaml", "grpc/capitalised.json", "aws/env"} {
+	for _, file := range []string{"envoy/route.yaml", "istio/reviews.yaml", "istio/destination-rule-reviews.yaml", "linkerd/books.yaml", "grpc/capitalised.json", "aws/env", "nginx/nginx.conf", "haproxy/haproxy.cfg"} {
 		d, err := os.ReadFile(filepath.Join("testdata", file))
 		if err != nil {
 			f.Fatal(err)

@@ -20,7 +20,9 @@ type writableCase struct {
 // Istio (VirtualService with DestinationRule, a route with no rule, a
 // kubectl List, a DestinationRule alone), Linkerd (ServiceProfile and
 // HTTPRoute annotations), gRPC (both key spellings, hedging) and AWS
-// (profiles and environment lines).
+// (profiles and environment lines), nginx (a location and its upstream,
+// a grpc_pass) and HAProxy (a backend with its defaults, one that
+// observes its servers).
 var writableCases = []writableCase{
 	{files: []string{"envoy/front-proxy.yaml"}, min: 10, names: []string{"num_retries 1", "retry_budget 10%/min 1", "num_retries 2, retry_back_off 500ms to 5s"}},
 	{files: []string{"envoy/route.yaml", "envoy/cluster.yaml"}, min: 50, names: []string{"num_retries 1, per_try_timeout 7.5s, max_retries 1", "outlier_detection consecutive_5xx 5"}},
@@ -45,6 +47,12 @@ var writableCases = []writableCase{
 	{files: []string{"aws/config"}, min: 8, names: []string{"retry_mode adaptive, max_attempts 2", "max_attempts 1"}},
 	{files: []string{"aws/config"}, at: "batch", min: 8, names: []string{"retry_mode standard"}},
 	{files: []string{"aws/env"}, min: 8, names: []string{"retry_mode standard, max_attempts 2"}},
+	{files: []string{"nginx/nginx.conf"}, min: 20, names: []string{"proxy_next_upstream_tries 1 (no retries)", "proxy_next_upstream_tries 4", "proxy_next_upstream_tries 2, proxy_next_upstream_timeout 5s, max_fails=1, fail_timeout=10s"}},
+	{files: []string{"nginx/nginx.conf"}, at: "line 41", min: 10, names: []string{"grpc_next_upstream_tries 1 (no retries)", "grpc_next_upstream_timeout 2s, max_fails=3"}},
+	{files: []string{"nginx/nginx.conf"}, opts: WritableOptions{Conditions: true}, min: 60, names: []string{"proxy_next_upstream error", "proxy_next_upstream_tries 2, proxy_next_upstream error timeout"}},
+	{files: []string{"haproxy/haproxy.cfg"}, min: 10, names: []string{"retries 0", "retries 1, observe layer7, error-limit 5, on-error mark-down"}},
+	{files: []string{"haproxy/haproxy.cfg"}, at: "backend api", min: 4, names: []string{"retries 3"}},
+	{files: []string{"haproxy/haproxy.cfg"}, opts: WritableOptions{Conditions: true}, min: 40, names: []string{"retry-on conn-failure", "retries 1, retry-on conn-failure response-timeout 500 502 503 504"}},
 }
 
 func findFleet(t *testing.T, fl []Fleet, at string) Fleet {

@@ -225,6 +225,10 @@ func formatName(f importer.Format) string {
 		return "a gRPC service config"
 	case importer.AWS:
 		return "AWS SDK settings"
+	case importer.NGINX:
+		return "an nginx location and upstream"
+	case importer.HAProxy:
+		return "an HAProxy backend"
 	case importer.GoCode:
 		return "resil Go code"
 	}

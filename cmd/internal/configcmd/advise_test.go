@@ -29,13 +29,7 @@ func advisedata(name string) string { return filepath.Join("testdata", "advise",
 // collapsed cells (for an AT RISK config: fewer findings past the
 // thresholds), over the same cells and seeds.
 func TestAdviseEditsEachFormat(t *testing.T) {
-	cases := []struct {
-		name   string
-		files  []string
-		format importer.Format
-		route  string
-		absent []string // spellings the edit must not add
-	}{
+	cases := []adviseEditCase{
 		{"envoy route and cluster", []string{advisedata("envoy-route.yaml"), advisedata("envoy-cluster.yaml")}, importer.Envoy, "", nil},
 		{"istio virtualservice and destinationrule", []string{testdata("istio/reviews.yaml"), testdata("istio/destination-rule-reviews.yaml")}, importer.Istio, "ratings", nil},
 		{"istio kubectl list", []string{advisedata("istio-list.yaml")}, importer.Istio, "", nil},
@@ -49,110 +43,128 @@ func TestAdviseEditsEachFormat(t *testing.T) {
 	if testing.Short() {
 		cases = cases[5:6] // one format under -short; every one in the full run
 	}
-	const seeds = 1
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			var out, errb bytes.Buffer
-			a := AdviseOptions{CheckOptions: CheckOptions{Seeds: seeds, Out: t.TempDir()}, Route: c.route, Write: dir, Top: 3}
-			if err := RunAdvise(context.Background(), c.files, a, IO{Stdout: &out, Stderr: &errb}); err != nil {
-				t.Fatalf("advise: %v\n%s%s", err, errb.String(), out.String())
-			}
-			m := regexp.MustCompile(`(?m)^Recommended, as .* writes it: (.*)$`).FindStringSubmatch(out.String())
-			if m == nil {
-				t.Fatalf("advise recommends no edit:\n%s", out.String())
-			}
-			recName := m[1]
-
-			// The files as edited: the originals, with what --write wrote in
-			// place of each (a new file beside them).
-			orig := readSources(t, c.files)
-			edited := readSources(t, c.files)
-			written, _ := os.ReadDir(dir)
-			var eds []importer.Edited
-			for _, w := range written {
-				after, err := os.ReadFile(filepath.Join(dir, w.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				name := w.Name()
-				var before []byte
-				for i, s := range edited {
-					if filepath.Base(s.Name) == w.Name() {
-						name, before = s.Name, s.Data
-						edited[i].Data = after
-					}
-				}
-				if before == nil {
-					edited = append(edited, importer.Source{Name: name, Data: after})
-				}
-				eds = append(eds, importer.Edited{Name: name, Before: before, After: after})
-				for _, a := range c.absent {
-					if bytes.Contains(after, []byte(a)) {
-						t.Errorf("the edit of %s writes %s, a second spelling of a key the file has", name, a)
-					}
-				}
-			}
-			if len(eds) == 0 {
-				t.Fatalf("advise --write wrote nothing:\n%s", errb.String())
-			}
-			if err := importer.ValidateEdited(c.format, eds); err != nil {
-				t.Errorf("the product refuses the edit: %v", err)
-			}
-
-			// It imports back as the recommendation advise printed.
-			start := startOf(t, orig, c.route)
-			cands, err := importer.Writable(orig, start, importer.WritableOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want *importer.Candidate
-			for i := range cands {
-				if cands[i].Name == recName {
-					want = &cands[i]
-				}
-			}
-			if want == nil {
-				t.Fatalf("%q is not among what the format writes", recName)
-			}
-			back, err := importer.Import(edited, importer.Options{})
-			if err != nil {
-				t.Fatalf("the edited files do not import: %v", err)
-			}
-			got, ok := fleetAt(back, want.Fleet.Origin)
-			if !ok {
-				t.Fatalf("no fleet at %s in the edited files", want.Fleet.Origin)
-			}
-			if d := importer.Differences(got.Fleet, want.Fleet.Fleet, c.format); len(d) > 0 {
-				t.Errorf("the edited files read as %v, not as %q", d, recName)
-			}
-
-			// check does better on the edited files, over the same cells.
-			before, beforeLevel := checkFleet(t, orig, start.Origin, seeds)
-			after, _ := checkFleet(t, edited, want.Fleet.Origin, seeds)
-			collapsed := func(f verdict.CheckFleet) (n int) {
-				for _, x := range f.Findings {
-					if x.What == "collapse" || x.What == "never_healthy" {
-						n++
-					}
-				}
-				return n
-			}
-			switch beforeLevel {
-			case verdict.Unsafe:
-				if collapsed(after) >= collapsed(before) {
-					t.Errorf("check finds %d collapsed cells after the edit, %d before", collapsed(after), collapsed(before))
-				}
-			case verdict.AtRisk:
-				if len(after.Findings) >= len(before.Findings) {
-					t.Errorf("check finds %d findings after the edit, %d before", len(after.Findings), len(before.Findings))
-				}
-			default:
-				t.Fatalf("%s is %s before the edit: not a case for this test", c.name, beforeLevel)
-			}
-			t.Logf("%s: %s → %q: collapsed %d → %d, findings %d → %d", c.name, beforeLevel, recName, collapsed(before), collapsed(after), len(before.Findings), len(after.Findings))
-		})
+		t.Run(c.name, func(t *testing.T) { adviseEditsBetter(t, c) })
 	}
+}
+
+// adviseEditCase is a user's files that check calls UNSAFE or AT RISK, in
+// format; route picks the fleet advise starts from, absent are spellings
+// the edit must not add.
+type adviseEditCase struct {
+	name   string
+	files  []string
+	format importer.Format
+	route  string
+	absent []string
+}
+
+// adviseEditsBetter runs advise --write on c's files and checks its edit:
+// the product's parser accepts it, it imports back as the recommendation
+// advise printed, and check does better with it over the same cells and
+// seeds (fewer collapsed cells for an UNSAFE config, fewer findings for
+// an AT RISK one).
+func adviseEditsBetter(t *testing.T, c adviseEditCase) {
+	const seeds = 1
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	a := AdviseOptions{CheckOptions: CheckOptions{Seeds: seeds, Out: t.TempDir()}, Route: c.route, Write: dir, Top: 3}
+	if err := RunAdvise(context.Background(), c.files, a, IO{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("advise: %v\n%s%s", err, errb.String(), out.String())
+	}
+	m := regexp.MustCompile(`(?m)^Recommended, as .* writes it: (.*)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("advise recommends no edit:\n%s", out.String())
+	}
+	recName := m[1]
+
+	// The files as edited: the originals, with what --write wrote in
+	// place of each (a new file beside them).
+	orig := readSources(t, c.files)
+	edited := readSources(t, c.files)
+	written, _ := os.ReadDir(dir)
+	var eds []importer.Edited
+	for _, w := range written {
+		after, err := os.ReadFile(filepath.Join(dir, w.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := w.Name()
+		var before []byte
+		for i, s := range edited {
+			if filepath.Base(s.Name) == w.Name() {
+				name, before = s.Name, s.Data
+				edited[i].Data = after
+			}
+		}
+		if before == nil {
+			edited = append(edited, importer.Source{Name: name, Data: after})
+		}
+		eds = append(eds, importer.Edited{Name: name, Before: before, After: after})
+		for _, a := range c.absent {
+			if bytes.Contains(after, []byte(a)) {
+				t.Errorf("the edit of %s writes %s, a second spelling of a key the file has", name, a)
+			}
+		}
+	}
+	if len(eds) == 0 {
+		t.Fatalf("advise --write wrote nothing:\n%s", errb.String())
+	}
+	if err := importer.ValidateEdited(c.format, eds); err != nil {
+		t.Errorf("the product refuses the edit: %v", err)
+	}
+
+	// It imports back as the recommendation advise printed.
+	start := startOf(t, orig, c.route)
+	cands, err := importer.Writable(orig, start, importer.WritableOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want *importer.Candidate
+	for i := range cands {
+		if cands[i].Name == recName {
+			want = &cands[i]
+		}
+	}
+	if want == nil {
+		t.Fatalf("%q is not among what the format writes", recName)
+	}
+	back, err := importer.Import(edited, importer.Options{})
+	if err != nil {
+		t.Fatalf("the edited files do not import: %v", err)
+	}
+	got, ok := fleetAt(back, want.Fleet.Origin)
+	if !ok {
+		t.Fatalf("no fleet at %s in the edited files", want.Fleet.Origin)
+	}
+	if d := importer.Differences(got.Fleet, want.Fleet.Fleet, c.format); len(d) > 0 {
+		t.Errorf("the edited files read as %v, not as %q", d, recName)
+	}
+
+	// check does better on the edited files, over the same cells.
+	before, beforeLevel := checkFleet(t, orig, start.Origin, seeds)
+	after, _ := checkFleet(t, edited, want.Fleet.Origin, seeds)
+	collapsed := func(f verdict.CheckFleet) (n int) {
+		for _, x := range f.Findings {
+			if x.What == "collapse" || x.What == "never_healthy" {
+				n++
+			}
+		}
+		return n
+	}
+	switch beforeLevel {
+	case verdict.Unsafe:
+		if collapsed(after) >= collapsed(before) {
+			t.Errorf("check finds %d collapsed cells after the edit, %d before", collapsed(after), collapsed(before))
+		}
+	case verdict.AtRisk:
+		if len(after.Findings) >= len(before.Findings) {
+			t.Errorf("check finds %d findings after the edit, %d before", len(after.Findings), len(before.Findings))
+		}
+	default:
+		t.Fatalf("%s is %s before the edit: not a case for this test", c.name, beforeLevel)
+	}
+	t.Logf("%s: %s → %q: collapsed %d → %d, findings %d → %d", c.name, beforeLevel, recName, collapsed(before), collapsed(after), len(before.Findings), len(after.Findings))
 }
 
 func readSources(t *testing.T, files []string) []importer.Source {
