@@ -276,7 +276,12 @@ func (px *hapProxy) retries(p *prov, f *scenario.Fleet) error {
 	if st, ok := px.settings["retry-on"]; ok {
 		words, where = st.Words, st.at()
 	}
-	if m, ok := px.settings["mode"]; ok && len(m.Words) > 0 && m.Words[0] == "tcp" {
+	// HAProxy's default mode is tcp (configuration.txt, "mode"): a proxy
+	// that never says mode http forwards bytes, and retries connections
+	// alone whatever retry-on says.
+	if m, ok := px.settings["mode"]; !ok || len(m.Words) == 0 {
+		words, where = []string{"conn-failure"}, "default (mode unset; HAProxy's default, tcp): only connections are retried in mode tcp"
+	} else if m.Words[0] == "tcp" {
 		words, where = []string{"conn-failure"}, m.at()+": only connections are retried in mode tcp"
 	}
 	set := map[string]bool{}

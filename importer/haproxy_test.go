@@ -64,6 +64,24 @@ func TestHAProxyDecisionTable(t *testing.T) {
 	}
 }
 
+// TestHAProxyDefaultModeIsTCP: a proxy that never says mode http is in
+// mode tcp, HAProxy's default (doc/configuration.txt at v2.6.0, "mode":
+// "tcp ... default mode"), and retries connections alone, whatever
+// retry-on says; the import read it as http and retried 503s.
+func TestHAProxyDefaultModeIsTCP(t *testing.T) {
+	src := []Source{{Name: "haproxy.cfg", Data: []byte("defaults\n    retry-on 503 504\n\nbackend app\n    server a 10.0.0.1:80\n    server b 10.0.0.2:80\n")}}
+	fl, err := Import(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on := strings.Join(fl[0].Fleet.Retry.On, " "); on != "refused" {
+		t.Errorf("retries on [%s], want [refused]: mode tcp retries connections alone", on)
+	}
+	if !strings.Contains(strings.Join(fl[0].From, "\n"), "mode unset; HAProxy's default, tcp") {
+		t.Errorf("provenance %q does not say the mode is HAProxy's default", fl[0].From)
+	}
+}
+
 // TestHAProxyObserve: observe layer7 on servers with check counts
 // error-limit (default 10) consecutive errors, then on-error (default
 // fail-check; mark-down at once; fastinter only checks sooner); a server
