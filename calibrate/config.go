@@ -340,35 +340,30 @@ func hedged(f scenario.Fleet) string {
 	return ""
 }
 
-// A provenance is one line of the fleet's From, read back: "setting:
-// value  <- where".
+// A provenance is one of the fleet's From, with the file and line
+// importer.Locate finds it at.
 type provenance struct {
-	setting, value, where string
-	file                  string // "" when where names no file (a default)
-	line                  int
+	importer.Provenance
+	file string // "" when no file of the config sets it (a default)
+	line int
 }
 
 func (c *Config) provenances() []provenance {
 	var out []provenance
-	for _, l := range c.Fleet.From {
-		name, rest, ok := strings.Cut(l, ": ")
-		value, where, ok2 := strings.Cut(rest, "  <- ")
-		if !ok || !ok2 {
-			continue
-		}
-		p := provenance{setting: name, value: value, where: where}
-		p.file, p.line = importer.Locate(c.Sources, where)
+	for _, v := range c.Fleet.From {
+		p := provenance{Provenance: v}
+		p.file, p.line = importer.Locate(c.Sources, v)
 		out = append(out, p)
 	}
 	return out
 }
 
-// keys are the fleet's keys a provenance's setting is about: "timeout
-// and deadline" is both, "retry.backoff.base" is retry.
+// keys are the fleet's keys a provenance's settings are under: "timeout"
+// and "deadline" are both, "retry.backoff.base" is retry.
 func (p provenance) keys() []string {
 	var out []string
-	for _, s := range strings.Split(p.setting, " and ") {
-		k, _, _ := strings.Cut(strings.TrimSpace(s), ".")
+	for _, s := range p.Settings {
+		k, _, _ := strings.Cut(s, ".")
 		out = append(out, k)
 	}
 	return out
@@ -377,19 +372,18 @@ func (p provenance) keys() []string {
 // String writes p as a comment: the setting, its value, and where it
 // came from, as FILE:LINE where the config sets it.
 func (p provenance) String() string {
-	v := p.setting
-	if p.value != "as written" {
-		v += ": " + p.value
+	v := strings.Join(p.Settings, " and ")
+	if p.Value != importer.AsWritten {
+		v += ": " + p.Value
 	}
 	if p.file == "" {
-		return v + ", " + p.where
+		return v + ", " + p.Where()
 	}
 	at := p.file
 	if p.line > 0 {
 		at += ":" + strconv.Itoa(p.line)
 	}
-	path := strings.TrimPrefix(p.where, p.file+": ")
-	return fmt.Sprintf("%s, from %s (%s)", v, at, path)
+	return fmt.Sprintf("%s, from %s (%s)", v, at, p.At())
 }
 
 // notes are the comments for the fleet's key: each of its settings,
@@ -417,8 +411,7 @@ func (c *Config) where(setting string) string {
 	var best *provenance
 	ps := c.provenances()
 	for i, p := range ps {
-		for _, s := range strings.Split(p.setting, " and ") {
-			s = strings.TrimSpace(s)
+		for _, s := range p.Settings {
 			if s == setting || (best == nil && (s == key || strings.HasPrefix(s, key+"."))) {
 				best = &ps[i]
 			}
@@ -428,7 +421,7 @@ func (c *Config) where(setting string) string {
 	case best == nil:
 		return "not set by " + c.Fleet.Origin
 	case best.file == "":
-		return best.where
+		return best.Where()
 	case best.line > 0:
 		return fmt.Sprintf("%s:%d", best.file, best.line)
 	}

@@ -340,7 +340,7 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	}
 	f.Timeout = p.wait("timeout per attempt", perTry, 0)
 
-	pr := envoyProtocol(r, file+": "+path, o)
+	pr := envoyProtocol(r, file, path, o)
 	envoyCalls(p, &f, pr)
 	if rp == nil {
 		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
@@ -361,12 +361,11 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	for _, v := range v2 {
 		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
 	}
-	fl := Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}
+	var replicas int
 	if cl := c.findCluster(clusterName); cl != nil {
-		fl.Replicas = endpoints(p.in(cl.file), cl)
-		fl.From, fl.Lost = p.from, p.lost
+		replicas = endpoints(p.in(cl.file), cl)
 	}
-	return fl, nil
+	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas, at: place{file: file, path: path}}, nil
 }
 
 // endpoints counts the hosts of a cluster's load_assignment (issue 36,
@@ -396,28 +395,37 @@ func envoyCalls(p *prov, f *scenario.Fleet, pr protocol) {
 	p.note("product", f.Product, "Envoy gives up with a local 503 after a reset or a refused connection, a 504 after a timeout, and forwards an upstream's failed answer (router.cc); UNAVAILABLE to a gRPC caller (status.cc, httpToGrpcStatus)")
 	if pr.grpc {
 		f.Protocol = scenario.ProtocolGRPC
-		p.note("protocol", f.Protocol, pr.why)
+		p.took("protocol", f.Protocol, pr.why)
 	}
 }
 
 // protocol is what a route's service speaks, and why it is taken to.
 type protocol struct {
 	grpc bool
-	why  string
+	why  Provenance
 }
 
-// envoyProtocol says whether the route's service speaks gRPC: the route
-// matches only gRPC requests, or the user said so.
-func envoyProtocol(r *routev3.Route, path string, o Options) protocol {
+// given and assumed are the reasons for a protocol the user gave, or the
+// importer assumed.
+func given(grpc bool) Provenance {
+	if grpc {
+		return Provenance{Rule: "given (--protocol grpc)"}
+	}
+	return Provenance{Rule: "given (--protocol http)"}
+}
+
+// envoyProtocol says whether the route's service (at path in file)
+// speaks gRPC: the route matches only gRPC requests, or the user said so.
+func envoyProtocol(r *routev3.Route, file, path string, o Options) protocol {
 	switch {
 	case o.Protocol == ProtocolGRPC:
-		return protocol{true, "given (--protocol grpc)"}
+		return protocol{true, given(true)}
 	case o.Protocol == ProtocolHTTP:
-		return protocol{false, "given (--protocol http)"}
+		return protocol{false, given(false)}
 	case r.GetMatch().GetGrpc() != nil:
-		return protocol{true, path + ".match.grpc: the route matches gRPC requests"}
+		return protocol{true, Provenance{File: file, Path: path + ".match.grpc", Rule: "the route matches gRPC requests", ruleForm: afterColon}}
 	}
-	return protocol{false, "assumed: the route does not match on gRPC (--protocol grpc if the service speaks it)"}
+	return protocol{false, Provenance{Rule: "assumed: the route does not match on gRPC (--protocol grpc if the service speaks it)"}}
 }
 
 // mapRetryOn maps retry conditions to the fleet's retry.on, with notes;
@@ -432,7 +440,7 @@ func mapRetryOn(p *prov, f *scenario.Fleet, s string, codes []uint32, pr protoco
 		if pr.grpc {
 			name = "grpc"
 		}
-		p.note("protocol", name, pr.why)
+		p.took("protocol", name, pr.why)
 	}
 	for _, u := range unread {
 		p.lose("%s %s", key, u)
@@ -677,23 +685,21 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 		p.note("budget", "none", "the route sends no retries")
 		return
 	}
-	at := func(s string) string {
-		if cl == nil {
-			return s
-		}
-		return fmt.Sprintf("%s: %s", cl.file, s)
+	cp := p // the cluster's file, which may not be the route's
+	if cl != nil {
+		cp = p.in(cl.file)
 	}
 	if rb := th.GetRetryBudget(); rb != nil {
 		pct, min := envoyBudgetPercent, envoyMinConcurrency
 		if rb.GetBudgetPercent() != nil {
 			pct = rb.GetBudgetPercent().GetValue()
-			p.note("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), at(thPath+".retry_budget.budget_percent"))
+			cp.set("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), thPath+".retry_budget.budget_percent")
 		} else {
 			p.dflt("budget.budget_percent", "20", thPath+".retry_budget.budget_percent", "RetryBudget.budget_percent: defaults to 20%")
 		}
 		if rb.GetMinRetryConcurrency() != nil {
 			min = p.count("min_retry_concurrency", int64(rb.GetMinRetryConcurrency().GetValue()))
-			p.note("budget.min_retry_concurrency", strconv.Itoa(min), at(thPath+".retry_budget.min_retry_concurrency"))
+			cp.set("budget.min_retry_concurrency", strconv.Itoa(min), thPath+".retry_budget.min_retry_concurrency")
 		} else {
 			p.dflt("budget.min_retry_concurrency", "3", thPath+".retry_budget.min_retry_concurrency", "RetryBudget.min_retry_concurrency: defaults to 3")
 		}
@@ -715,7 +721,7 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 	mr := uint32(envoyMaxRetries)
 	if th.GetMaxRetries() != nil {
 		mr = th.GetMaxRetries().GetValue()
-		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), at(thPath+".max_retries")+" (the retry circuit breaker: at most this many retries active at once)")
+		cp.set("budget.min_retry_concurrency", strconv.Itoa(int(mr)), thPath+".max_retries").by(inParens, "the retry circuit breaker: at most this many retries active at once")
 	} else {
 		p.dflt("budget.min_retry_concurrency", "3", "circuit_breakers max_retries", "CircuitBreakers.Thresholds.max_retries: default 3 retries active at once")
 	}

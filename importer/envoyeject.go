@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 
@@ -99,7 +98,7 @@ func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clust
 	}
 	if v := od.GetSuccessRateStdevFactor(); v != nil {
 		s.SuccessRateStdevFactor = float64(v.GetValue()) / 1000
-		p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), at("outlier_detection.success_rate_stdev_factor")+" / 1000")
+		p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), at("outlier_detection.success_rate_stdev_factor")).by(afterSpace, "/ 1000")
 	}
 	if v := od.GetInterval(); v != nil {
 		s.Interval = dur(v)
@@ -141,6 +140,6 @@ func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clust
 		p.lose("outlier_detection (cluster in %s): Envoy refuses it (%v); not imported", cl.file, err)
 		return
 	}
-	p.note("outlier_detection.use", scenario.OutlierEnvoy, fmt.Sprintf("%s: %s; max_ejection_percent is checked as Envoy does since 2023 (max_ejection_rule: after), and the simulator's origin has the replicas of the scenario, one unless changed", cl.file, at("outlier_detection")))
+	p.set("outlier_detection.use", scenario.OutlierEnvoy, at("outlier_detection")).by(afterSemicolon, "max_ejection_percent is checked as Envoy does since 2023 (max_ejection_rule: after), and the simulator's origin has the replicas of the scenario, one unless changed")
 	f.OutlierDetection = det
 }

@@ -137,7 +137,7 @@ func grpcEjection(p *prov, f *scenario.Fleet, data []byte) error {
 		p.note(key+"enforcing_success_rate", "100", path+".successRateEjection given (enforcementPercentage defaults to 100)")
 		if sr.StdevFactor != nil {
 			s.SuccessRateStdevFactor = float64(*sr.StdevFactor) / 1000
-			p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), path+".successRateEjection.stdevFactor / 1000")
+			p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), path+".successRateEjection.stdevFactor").by(afterSpace, "/ 1000")
 		}
 		ints(".successRateEjection", sr.EnforcementPercentage, "enforcing_success_rate", &s.Enforcing.SuccessRate,
 			sr.MinimumHosts, "success_rate_minimum_hosts", &s.SuccessRateMinimumHosts, sr.RequestVolume, "success_rate_request_volume", &s.SuccessRateRequestVolume)

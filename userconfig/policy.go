@@ -17,9 +17,8 @@ import (
 // replay --config: the one fleet their metrics are compared with and
 // written with, read as check and advise read their files.
 type Policy struct {
-	// Fleet is the fleet with its provenance: each setting's line reads
-	// "setting: value  <- file: path" (importer.Settings turns it into
-	// a file and a line).
+	// Fleet is the fleet with its provenance: each setting's file and
+	// path (importer.Settings finds their lines).
 	Fleet importer.Fleet
 	// Sources are the files it was read from, as the provenance names
 	// them.
@@ -109,7 +108,7 @@ func scenarioPolicy(file string, data []byte, f scenario.Fleet) (*Policy, error)
 			if key == "name" {
 				continue
 			}
-			fl.From = append(fl.From, fmt.Sprintf("%s: as written  <- %s: fleets[%d].%s", key, src.Name, i, key))
+			fl.From = append(fl.From, importer.Provenance{Settings: []string{key}, Value: importer.AsWritten, File: src.Name, Path: fmt.Sprintf("fleets[%d].%s", i, key)})
 		}
 	}
 	return &Policy{Fleet: fl, Sources: []importer.Source{src}}, nil
