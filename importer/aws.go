@@ -246,5 +246,5 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 	}
 	p.lose("the 2026 retry behaviour (AWS_NEW_RETRIES_2026: retry cost 14, 50ms base backoff) is opt-in and not imported")
-	return Fleet{Fleet: f, Format: AWS, Origin: fmt.Sprintf("%s: profile %s", file, pr.name), From: p.list, Lost: p.lost}, nil
+	return Fleet{Fleet: f, Format: AWS, File: file, Origin: fmt.Sprintf("%s: profile %s", file, pr.name), From: p.list, Lost: p.lost}, nil
 }

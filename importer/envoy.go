@@ -308,7 +308,7 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 	if cl := c.findCluster(clusterName); cl != nil {
 		replicas = endpoints(p.in(cl.file), cl)
 	}
-	return Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas, at: place{file: file, path: path}}, nil
+	return Fleet{Fleet: f, Format: Envoy, File: file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas, at: place{file: file, path: path}}, nil
 }
 
 // routeCluster is the cluster a route sends to: the first of weighted

@@ -153,7 +153,7 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "no retryThrottling")
 	}
-	return Fleet{Fleet: f, Format: GRPC, Origin: fmt.Sprintf("%s: %s", file, path), From: p.list, Lost: p.lost, at: place{file: file, path: path}}
+	return Fleet{Fleet: f, Format: GRPC, File: file, Origin: fmt.Sprintf("%s: %s", file, path), From: p.list, Lost: p.lost, at: place{file: file, path: path}}
 }
 
 // grpcOn maps retryable status codes to the simulator's failures.

@@ -212,7 +212,7 @@ func (px *hapProxy) fleet(o Options) (Fleet, error) {
 	if err != nil {
 		return Fleet{}, err
 	}
-	return Fleet{Fleet: f, Format: HAProxy, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
+	return Fleet{Fleet: f, Format: HAProxy, File: px.file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
 }
 
 // timeouts maps timeout server (each try's wait) and timeout connect.

@@ -71,6 +71,8 @@ type Fleet struct {
 	Fleet scenario.Fleet
 	// Format is where it came from.
 	Format Format
+	// File is the file the config object is in: the first part of Origin.
+	File string
 	// Origin names the config object: "envoy.yaml: route api → cluster backend".
 	Origin string
 	// From says, for each setting, where it came from (file, object,

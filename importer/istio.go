@@ -193,7 +193,7 @@ func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
 	pol := istioPolicy(p, o, "")
 	istioTraffic(p, &f, pol, attempts > 0)
 	istioEjection(p, &f, pol)
-	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.list, Lost: p.lost,
+	return Fleet{Fleet: f, Format: Istio, File: o.file, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.list, Lost: p.lost,
 		at: place{file: o.file, object: Object{"DestinationRule", o.name}}}
 }
 
@@ -269,7 +269,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	pol := istioPolicy(p, dr, subset)
 	istioTraffic(p, &f, pol, attempts > 0)
 	istioEjection(p, &f, pol)
-	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.list, Lost: p.lost, at: place{o.file, obj, path}}, dr
+	return Fleet{Fleet: f, Format: Istio, File: o.file, Origin: origin, From: p.list, Lost: p.lost, at: place{o.file, obj, path}}, dr
 }
 
 // istioRouteRetries maps a route's retries (r; nil for Istio's default),

@@ -172,7 +172,7 @@ func linkerdProfileRoute(file, name string, i int, r spRoute, rb *spBudget) (Fle
 		f.Name = fmt.Sprintf("%s route %d", name, i)
 	}
 	fleet := func() Fleet {
-		return Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s: %s", file, obj, path), From: p.list, Lost: p.lost, at: place{file, obj, path}}
+		return Fleet{Fleet: f, Format: Linkerd, File: file, Origin: fmt.Sprintf("%s: %s: %s", file, obj, path), From: p.list, Lost: p.lost, at: place{file, obj, path}}
 	}
 	if r.Timeout != "" {
 		d, err := time.ParseDuration(r.Timeout)

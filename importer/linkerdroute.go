@@ -68,7 +68,7 @@ func linkerdRoute(file string, d *yaml.Node) (Fleet, bool, error) {
 	if err != nil {
 		return Fleet{}, false, err
 	}
-	return Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, r.obj), From: p.list, Lost: p.lost, at: place{file: file, object: r.obj}}, true, nil
+	return Fleet{Fleet: f, Format: Linkerd, File: file, Origin: fmt.Sprintf("%s: %s", file, r.obj), From: p.list, Lost: p.lost, at: place{file: file, object: r.obj}}, true, nil
 }
 
 // linkerdAnnotations are an object's annotations, with the provenance

@@ -369,7 +369,7 @@ func (c *ngxConfig) fleet(l ngxLocation, o Options) (Fleet, error) {
 	if up != nil {
 		replicas = c.balance(p, &f, up)
 	}
-	return Fleet{Fleet: f, Format: NGINX, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
+	return Fleet{Fleet: f, Format: NGINX, File: l.file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
 }
 
 // target is the upstream a proxy_pass names, or else the plain address.

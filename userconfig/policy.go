@@ -101,7 +101,7 @@ func scenarioPolicy(file string, data []byte, f scenario.Fleet) (*Policy, error)
 		return nil, usagef("%s:%d: tiers %s: --config takes one layer's retry policy, the fleet's calling the origin (the layer the metrics count), and a scenario's tiers retry on their own, which the file written would drop; give a scenario file without tiers (the fleet alone)",
 			src.Name, topKeyLine(&doc, "tiers"), strings.Join(tiers, ", "))
 	}
-	fl := importer.Fleet{Fleet: sc.Fleets[i], Format: importer.ScenarioFleet, Origin: fmt.Sprintf("%s: fleets[%d] (%s)", src.Name, i, strconv.Quote(f.Name))}
+	fl := importer.Fleet{Fleet: sc.Fleets[i], Format: importer.ScenarioFleet, File: src.Name, Origin: fmt.Sprintf("%s: fleets[%d] (%s)", src.Name, i, strconv.Quote(f.Name))}
 	if node := fleetNode(&doc, i); node != nil {
 		for k := 0; k+1 < len(node.Content); k += 2 {
 			key := node.Content[k].Value
