@@ -108,18 +108,38 @@ func article(s string) string {
 // crossCheck compares the config with what the window shows of the
 // policy in force.
 func crossCheck(src *Source, w *Window, c *Config) []Disagreement {
-	fl := c.Fleet.Fleet
-	q := func(x Ref) string {
-		if x.Label == "" {
-			return w.Query(x.Metric)
-		}
-		return x.String()
-	}
-	var out []Disagreement
-	add := func(setting, format string, args ...any) {
-		out = append(out, Disagreement{Setting: setting, Text: fmt.Sprintf(format, args...)})
-	}
+	x := &crossChecker{src: src, w: w, c: c}
+	x.retries()
+	x.limits()
+	x.timeouts()
+	return x.out
+}
 
+// crossChecker collects what config c and the metrics of src in window w
+// disagree on.
+type crossChecker struct {
+	src *Source
+	w   *Window
+	c   *Config
+	out []Disagreement
+}
+
+// q is the query that reads r in the window.
+func (x *crossChecker) q(r Ref) string {
+	if r.Label == "" {
+		return x.w.Query(r.Metric)
+	}
+	return r.String()
+}
+
+func (x *crossChecker) add(setting, format string, args ...any) {
+	x.out = append(x.out, Disagreement{Setting: setting, Text: fmt.Sprintf(format, args...)})
+}
+
+// retries checks the config's retries against the retries the metrics
+// show.
+func (x *crossChecker) retries() {
+	src, w, c, fl := x.src, x.w, x.c, x.c.Fleet.Fleet
 	// Retries: no intent can be retried more than max_retries times (a
 	// hedge is one more attempt, counted as a retry where retries are
 	// attempts less calls); a hundredth of an intent is left for the
@@ -129,14 +149,14 @@ func crossCheck(src *Source, w *Window, c *Config) []Disagreement {
 	// diluted by the quiet steps.
 	if w.Has(src.Attempts.Metric) && fl.Retry.MaxRetries >= 0 {
 		att := Counter(w, src.Attempts)
-		intents, retries, query := retrySteps(w, src, att, q)
+		intents, retries, query := retrySteps(w, src, att, x.q)
 		allowed := fl.Retry.MaxRetries + max(0, fl.Hedge.Max)
 		if share, ok := retryShare(w, src, att, intents, retries, query); ok {
 			if share > float64(allowed)+0.01 {
-				add("retry", "the metrics show %.3g retries per intent (%s over the intents), more than the config allows, retry.max_retries %d%s (%s): the metrics may be of another route, or another layer retries too",
+				x.add("retry", "the metrics show %.3g retries per intent (%s over the intents), more than the config allows, retry.max_retries %d%s (%s): the metrics may be of another route, or another layer retries too",
 					share, query, fl.Retry.MaxRetries, hedged(fl), c.where("retry.max_retries"))
 			} else if p, ok := peakRetries(intents, retries, allowed, span(fl), w.Step); ok {
-				add("retry", "in the %s to %s the metrics show %.0f retries (%s) for %.0f intents begun in it and the %s before, as long as an intent can last (the config's %s): %.3g per intent, more than retry.max_retries %d%s allows (%s): the metrics may be of another route, or another layer retries too",
+				x.add("retry", "in the %s to %s the metrics show %.0f retries (%s) for %.0f intents begun in it and the %s before, as long as an intent can last (the config's %s): %.3g per intent, more than retry.max_retries %d%s allows (%s): the metrics may be of another route, or another layer retries too",
 					dur(w.Step), p.at.UTC().Format(time.RFC3339), p.retries, query, p.intents, dur(p.back), p.spanWhy, p.retries/p.intents, fl.Retry.MaxRetries, hedged(fl), c.where("retry.max_retries"))
 			}
 		}
@@ -147,43 +167,53 @@ func crossCheck(src *Source, w *Window, c *Config) []Disagreement {
 		if query != "" && fl.Retry.MaxRetries != 0 && !fl.Retry.IdempotentOnly && retries.total() <= 0 && retriesFailures(fl.Retry) {
 			failed, what := 0.0, ""
 			if src.Errors.ok() && w.Has(src.Errors.Metric) {
-				failed, what = Counter(w, src.Errors).total(), q(src.Errors)
+				failed, what = Counter(w, src.Errors).total(), x.q(src.Errors)
 			}
 			if src.PerTryTimeouts.ok() && src.Timeouts.ok() && w.Has(src.Timeouts.Metric) {
 				failed -= Counter(w, src.Timeouts).total()
-				what += " less " + q(src.Timeouts)
+				what += " less " + x.q(src.Timeouts)
 			}
 			refused := 0.0
 			if src.RetryOverflow.ok() && w.Has(src.RetryOverflow.Metric) {
 				refused = Counter(w, src.RetryOverflow).total()
 			}
 			if failed >= minFailed && refused <= 0 {
-				add("retry", "the config retries (retry.max_retries %s, %s; retry.on %s, %s), but the metrics show no retry (%s flat, none refused) while %.0f attempts failed (%s): the config's retry.on may not match what failed, or it is not the policy in force",
+				x.add("retry", "the config retries (retry.max_retries %s, %s; retry.on %s, %s), but the metrics show no retry (%s flat, none refused) while %.0f attempts failed (%s): the config's retry.on may not match what failed, or it is not the policy in force",
 					maxRetries(fl.Retry.MaxRetries), c.where("retry.max_retries"), retryOn(fl.Retry), c.where("retry.on"), query, failed, what)
 			}
 		}
 	}
+}
 
+// limits checks a budget and a breaker that the metrics show and the
+// config does not have.
+func (x *crossChecker) limits() {
+	src, w, c, fl := x.src, x.w, x.c, x.c.Fleet.Fleet
 	// A budget: refused retries, or a budget's own gauge, where the
 	// config has none.
 	if fl.Budget.Use == scenario.BudgetNone || fl.Budget.Use == "" {
 		if src.RetryOverflow.ok() && w.Has(src.RetryOverflow.Metric) {
 			if n := Counter(w, src.RetryOverflow).total(); n > 0 {
-				add("budget", "%s counted %.0f refused retries, but the config has no retry budget nor any limit on retries (budget: none, %s)", q(src.RetryOverflow), n, c.where("budget"))
+				x.add("budget", "%s counted %.0f refused retries, but the config has no retry budget nor any limit on retries (budget: none, %s)", x.q(src.RetryOverflow), n, c.where("budget"))
 			}
 		}
 		if src.Budget.ok() && w.Has(src.Budget.Metric) {
-			add("budget", "%s is exported, as only a retry budget exports it, but the config has none (budget: none, %s)", q(src.Budget), c.where("budget"))
+			x.add("budget", "%s is exported, as only a retry budget exports it, but the config has none (budget: none, %s)", x.q(src.Budget), c.where("budget"))
 		}
 	}
 
 	// A breaker that refused calls, where the config has none.
 	if (fl.Breaker.Use == scenario.BreakerNone || fl.Breaker.Use == "") && src.BreakerRefusals.ok() && w.Has(src.BreakerRefusals.Metric) {
 		if n := Counter(w, src.BreakerRefusals).total(); n > 0 {
-			add("breaker", "%s counted %.0f calls a breaker refused, but the config has no breaker (breaker: none, %s)", q(src.BreakerRefusals), n, c.where("breaker"))
+			x.add("breaker", "%s counted %.0f calls a breaker refused, but the config has no breaker (breaker: none, %s)", x.q(src.BreakerRefusals), n, c.where("breaker"))
 		}
 	}
+}
 
+// timeouts checks the config's timeouts against the latency and the
+// timeouts the metrics show.
+func (x *crossChecker) timeouts() {
+	src, w, c, fl := x.src, x.w, x.c, x.c.Fleet.Fleet
 	// The timeout. Where the latency is measured at the client (the
 	// proxy, the library), no answer can take longer than the attempt's
 	// timeout: answers in buckets wholly above it say a longer one is in
@@ -194,14 +224,14 @@ func crossCheck(src *Source, w *Window, c *Config) []Disagreement {
 		b := Histogram(w, src.Latency, nil)
 		if k := slices.IndexFunc(b.Le, func(le float64) bool { return le >= to.Seconds() }); k >= 0 && b.Count > 0 {
 			if above := (b.Count - b.Cum[k]) / b.Count; above > 0.001 {
-				add("timeout", "%.3g%% of the attempts took longer than %s (%s_bucket), past the config's per-attempt timeout of %s (%s): a longer timeout is in force",
+				x.add("timeout", "%.3g%% of the attempts took longer than %s (%s_bucket), past the config's per-attempt timeout of %s (%s): a longer timeout is in force",
 					100*above, sec(b.Le[k]), src.Latency.Base, dur(to), c.where("timeout"))
 			}
 		}
 	}
 	if src.Timeouts.ok() && !src.PerTryTimeouts.ok() && w.Has(src.Timeouts.Metric) && to >= noTimeout {
 		if n := Counter(w, src.Timeouts).total(); n > 0 {
-			add("timeout", "%s counted %.0f timeouts, but the config sets no timeout (written as %s, the simulator's longest; %s)", q(src.Timeouts), n, dur(to), c.where("timeout"))
+			x.add("timeout", "%s counted %.0f timeouts, but the config sets no timeout (written as %s, the simulator's longest; %s)", x.q(src.Timeouts), n, dur(to), c.where("timeout"))
 		}
 	}
 	// Envoy counts its two timeouts apart (source/common/router/router.cc,
@@ -215,18 +245,17 @@ func crossCheck(src *Source, w *Window, c *Config) []Disagreement {
 	if src.PerTryTimeouts.ok() {
 		if src.Timeouts.ok() && w.Has(src.Timeouts.Metric) && fl.Deadline <= 0 {
 			if n := Counter(w, src.Timeouts).total(); n > 0 {
-				add("timeout", "%s counted %.0f requests the route's timeout ended, but the config has no route timeout (deadline: none, %s): a route timeout is in force", q(src.Timeouts), n, c.where("deadline"))
+				x.add("timeout", "%s counted %.0f requests the route's timeout ended, but the config has no route timeout (deadline: none, %s): a route timeout is in force", x.q(src.Timeouts), n, c.where("deadline"))
 			}
 		}
 		perTry := to < noTimeout && (fl.Deadline <= 0 || to < fl.Deadline)
 		if w.Has(src.PerTryTimeouts.Metric) && !perTry {
 			if n := Counter(w, src.PerTryTimeouts).total(); n > 0 {
-				add("timeout", "%s counted %.0f attempts a per-try timeout cut, but the config has none shorter than the route's (timeout %s, %s; deadline %s, %s): a per_try_timeout is in force",
-					q(src.PerTryTimeouts), n, dur(to), c.where("timeout"), deadline(fl.Deadline), c.where("deadline"))
+				x.add("timeout", "%s counted %.0f attempts a per-try timeout cut, but the config has none shorter than the route's (timeout %s, %s; deadline %s, %s): a per_try_timeout is in force",
+					x.q(src.PerTryTimeouts), n, dur(to), c.where("timeout"), deadline(fl.Deadline), c.where("deadline"))
 			}
 		}
 	}
-	return out
 }
 
 // noTimeout is the timeout the importers write where a config sets none,
@@ -340,35 +369,30 @@ func hedged(f scenario.Fleet) string {
 	return ""
 }
 
-// A provenance is one line of the fleet's From, read back: "setting:
-// value  <- where".
+// A provenance is one of the fleet's From, with the file and line
+// importer.Locate finds it at.
 type provenance struct {
-	setting, value, where string
-	file                  string // "" when where names no file (a default)
-	line                  int
+	importer.Provenance
+	file string // "" when no file of the config sets it (a default)
+	line int
 }
 
 func (c *Config) provenances() []provenance {
 	var out []provenance
-	for _, l := range c.Fleet.From {
-		name, rest, ok := strings.Cut(l, ": ")
-		value, where, ok2 := strings.Cut(rest, "  <- ")
-		if !ok || !ok2 {
-			continue
-		}
-		p := provenance{setting: name, value: value, where: where}
-		p.file, p.line = importer.Locate(c.Sources, where)
+	for _, v := range c.Fleet.From {
+		p := provenance{Provenance: v}
+		p.file, p.line = importer.Locate(c.Sources, v)
 		out = append(out, p)
 	}
 	return out
 }
 
-// keys are the fleet's keys a provenance's setting is about: "timeout
-// and deadline" is both, "retry.backoff.base" is retry.
+// keys are the fleet's keys a provenance's settings are under: "timeout"
+// and "deadline" are both, "retry.backoff.base" is retry.
 func (p provenance) keys() []string {
 	var out []string
-	for _, s := range strings.Split(p.setting, " and ") {
-		k, _, _ := strings.Cut(strings.TrimSpace(s), ".")
+	for _, s := range p.Settings {
+		k, _, _ := strings.Cut(s, ".")
 		out = append(out, k)
 	}
 	return out
@@ -377,19 +401,18 @@ func (p provenance) keys() []string {
 // String writes p as a comment: the setting, its value, and where it
 // came from, as FILE:LINE where the config sets it.
 func (p provenance) String() string {
-	v := p.setting
-	if p.value != "as written" {
-		v += ": " + p.value
+	v := strings.Join(p.Settings, " and ")
+	if p.Value != importer.AsWritten {
+		v += ": " + p.Value
 	}
 	if p.file == "" {
-		return v + ", " + p.where
+		return v + ", " + p.Where()
 	}
 	at := p.file
 	if p.line > 0 {
 		at += ":" + strconv.Itoa(p.line)
 	}
-	path := strings.TrimPrefix(p.where, p.file+": ")
-	return fmt.Sprintf("%s, from %s (%s)", v, at, path)
+	return fmt.Sprintf("%s, from %s (%s)", v, at, p.At())
 }
 
 // notes are the comments for the fleet's key: each of its settings,
@@ -417,8 +440,7 @@ func (c *Config) where(setting string) string {
 	var best *provenance
 	ps := c.provenances()
 	for i, p := range ps {
-		for _, s := range strings.Split(p.setting, " and ") {
-			s = strings.TrimSpace(s)
+		for _, s := range p.Settings {
 			if s == setting || (best == nil && (s == key || strings.HasPrefix(s, key+"."))) {
 				best = &ps[i]
 			}
@@ -428,7 +450,7 @@ func (c *Config) where(setting string) string {
 	case best == nil:
 		return "not set by " + c.Fleet.Origin
 	case best.file == "":
-		return best.where
+		return best.Where()
 	case best.line > 0:
 		return fmt.Sprintf("%s:%d", best.file, best.line)
 	}

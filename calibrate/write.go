@@ -33,6 +33,25 @@ type Output struct {
 // written.
 func Write(r *Result, file string) (*Output, error) {
 	var b yamlWriter
+	writeHeader(&b, r)
+	b.line(0, "name", "calibrated", "")
+	b.line(0, "seed", "1", "")
+	out := &Output{}
+	writeTraffic(&b, r, file, out)
+	writeOrigin(&b, r)
+	if r.Config != nil {
+		if err := configFleet(&b, r); err != nil {
+			return nil, err
+		}
+		return finish(&b, out, file)
+	}
+	writeFleet(&b, r)
+	return finish(&b, out, file)
+}
+
+// writeHeader writes the comments that open the file: where r came from,
+// and what its config and its metrics disagree on.
+func writeHeader(b *yamlWriter, r *Result) {
 	w := r.Window
 	b.comment(0, "Calibrated by retrystorm calibrate from %s metrics.", r.Source.Name)
 	b.comment(0, "Window: %s.", w.Describe())
@@ -50,9 +69,13 @@ func Write(r *Result, file string) (*Output, error) {
 			}
 		}
 	}
-	b.line(0, "name", "calibrated", "")
-	b.line(0, "seed", "1", "")
-	out := &Output{}
+}
+
+// writeTraffic writes the duration, the tick and the traffic: r's rate
+// series, into out's CSV beside file, or its median without a file or
+// when the rate was steady.
+func writeTraffic(b *yamlWriter, r *Result, file string, out *Output) {
+	w := r.Window
 	tick, duration := time.Second, 120*time.Second
 	series := !r.Steady && file != ""
 	var extended bool
@@ -93,22 +116,25 @@ func Write(r *Result, file string) (*Output, error) {
 	}
 	b.line(2, "arrivals", "poisson", "default: the metrics show rates per step, not arrivals; Poisson is the usual open-loop model")
 	b.line(2, "clients", strconv.Itoa(int(r.Clients.V)), r.Clients.Note)
+}
+
+// writeOrigin writes the origin as r fitted it.
+func writeOrigin(b *yamlWriter, r *Result) {
 	b.open(0, "origin")
 	b.line(2, "model", "queue", "workers in parallel with a FIFO queue")
 	b.line(2, "capacity", num(r.Capacity.V), r.Capacity.Note+knownNote(r.Capacity))
 	b.line(2, "workers", strconv.Itoa(int(r.Workers.V)), r.Workers.Note+knownNote(r.Workers))
 	b.line(2, "queue_limit", "0", "default: unbounded (no metric shows a bound)")
 	b.line(2, "error_rate", num(r.ErrorRate.V), r.ErrorRate.Note)
-	serviceTime(&b, r)
+	serviceTime(b, r)
 	if r.Replicas.Known {
 		b.comment(2, "Replicas: %s; %s (%.0f).", r.Source.Name, r.Replicas.Note, r.Replicas.V)
 	}
-	if r.Config != nil {
-		if err := configFleet(&b, r); err != nil {
-			return nil, err
-		}
-		return finish(&b, out, file)
-	}
+}
+
+// writeFleet writes the one fleet calibrated from the metrics alone,
+// with the defaults they cannot show.
+func writeFleet(b *yamlWriter, r *Result) {
 	b.line(0, "fleets", "", "")
 	b.raw("  - name: calibrated\n")
 	to := time.Duration(r.Timeout.V * float64(time.Second))
@@ -151,7 +177,6 @@ func Write(r *Result, file string) (*Output, error) {
 	} else {
 		b.line(6, "use", "none", r.BreakerNte)
 	}
-	return finish(&b, out, file)
 }
 
 // MinSeriesRun is the shortest run a calibrated rate series is written

@@ -80,6 +80,68 @@ const (
 // set beside the simulator's run of the whole scenario as `lab` sets it.
 // Shards of different runs, a shard twice or one missing are refused.
 func MergeLab(parts [][]byte) (*Outcome, error) {
+	shards, err := decodeLabShards(parts)
+	if err != nil {
+		return nil, err
+	}
+	first := shards[0].Shard
+	sc, err := scenario.ParseContained("lab_shard.scenario_yaml", []byte(first.Scenario))
+	if err != nil {
+		return nil, fmt.Errorf("merge: lab shard 1: %v", err)
+	}
+	start, end := sim.TriggerTicks(sc)
+	merged := &sim.Result{Scenario: shards[0].Scenario, Seed: shards[0].Seed, TickSeconds: shards[0].TickSeconds, Trigger: shards[0].Trigger}
+	inconclusive := 0
+	for _, s := range shards {
+		if s.Verdict == "inconclusive" {
+			inconclusive++
+		}
+	}
+	hists, err := shardLatencies(shards)
+	if err != nil {
+		return nil, err
+	}
+	for f := range shards[0].Fleets {
+		out, err := mergeLabFleet(shards, f, hists, start, end)
+		if err != nil {
+			return nil, err
+		}
+		merged.Fleets = append(merged.Fleets, out)
+	}
+	wall := time.Duration(first.WallTickSeconds * float64(time.Second))
+	o := LabOutcome(sc, shards[0].Simulator, merged, LabOptions{
+		WallTick: wall, Target: first.Target, Protocol: first.Protocol,
+		CounterfactualName: "",
+	})
+	var model []report.Claim
+	if first.Target != "" && !first.Impose {
+		// As one process's run against a target: the claims are what the
+		// service did, the model only a comparison (LabAboutService).
+		if model, err = aboutService(o, sc, merged); err != nil {
+			return nil, err
+		}
+	}
+	o.Section.Intro = append(o.Section.Intro, fmt.Sprintf("Merged from %d load processes (run %s, started at Unix time %d): each sent the intents of its share of the clients, on one schedule, through a fault proxy with its share of the origin's capacity.", first.Count, first.Run, first.StartUnix))
+	js := &MergedLabJSON{labJSON: o.JSON.(labJSON), Shards: first.Count, Run: first.Run, ModelComparison: model}
+	if model != nil {
+		js.Claims = o.Claims
+	}
+	if inconclusive > 0 {
+		o.Section.Intro = append([]string{fmt.Sprintf("INCONCLUSIVE: %d of the %d shards could not measure (see each shard's reasons), so no claim is judged.", inconclusive, first.Count)}, o.Section.Intro...)
+		for _, c := range o.Claims {
+			o.Section.Notes = append(o.Section.Notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
+		}
+		js.Verdict, js.NotJudged = "inconclusive", o.Claims
+		js.Claims = []report.Claim{}
+		o.Claims, o.Section.Claims = nil, nil
+	}
+	o.JSON = js
+	return o, nil
+}
+
+// decodeLabShards reads the JSON of each shard of a lab run, and checks
+// that they are the shards of one run, each once, none missing.
+func decodeLabShards(parts [][]byte) ([]labShardJSON, error) {
 	var shards []labShardJSON
 	for i, p := range parts {
 		var js labShardJSON
@@ -120,98 +182,64 @@ func MergeLab(parts [][]byte) (*Outcome, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge: lab shards missing: %s", strings.Join(missing, ", "))
 	}
-	sc, err := scenario.ParseContained("lab_shard.scenario_yaml", []byte(first.Scenario))
-	if err != nil {
-		return nil, fmt.Errorf("merge: lab shard 1: %v", err)
+	return shards, nil
+}
+
+// mergeLabFleet merges fleet f of the shards: their series and counts
+// add; the latency quantiles are those of the summed histograms (hists,
+// nil when a shard has none), else the worst shard's. start and end are
+// the trigger's ticks.
+func mergeLabFleet(shards []labShardJSON, f int, hists []*sim.Histogram, start, end int) (sim.FleetResult, error) {
+	n := len(shards[0].Fleets[f].Series.Tick)
+	if n > maxLabShardTicks {
+		return sim.FleetResult{}, fmt.Errorf("merge: lab shard 1: %d ticks, more than %d", n, maxLabShardTicks)
 	}
-	start, end := sim.TriggerTicks(sc)
-	merged := &sim.Result{Scenario: shards[0].Scenario, Seed: shards[0].Seed, TickSeconds: shards[0].TickSeconds, Trigger: shards[0].Trigger}
-	inconclusive := 0
-	for _, s := range shards {
-		if s.Verdict == "inconclusive" {
-			inconclusive++
+	out := sim.FleetResult{Name: shards[0].Fleets[f].Name, Series: sim.NewSeries(n)}
+	var sum sim.Summary
+	for i, s := range shards {
+		in := s.Fleets[f]
+		if in.Name != out.Name || !seriesLen(in.Series, n) {
+			return sim.FleetResult{}, fmt.Errorf("merge: lab shard %d: fleet %d is %q of %d ticks, the first's %q of %d", i+1, f+1, in.Name, len(in.Series.Tick), out.Name, n)
 		}
+		addSeries(&out.Series, in.Series, len(shards))
+		addSummary(&sum, in.Summary)
 	}
-	hists, err := shardLatencies(shards)
-	if err != nil {
-		return nil, err
+	if hists != nil {
+		// Counts add: the run's quantiles are the summed
+		// histogram's, in scenario time as a run's are.
+		scale := shards[0].Shard.WallTickSeconds / shards[0].TickSeconds
+		sum.LatencyP50 = hists[f].Quantile(0.50).Seconds() / scale
+		sum.LatencyP99 = hists[f].Quantile(0.99).Seconds() / scale
 	}
-	for f := range shards[0].Fleets {
-		n := len(shards[0].Fleets[f].Series.Tick)
-		if n > maxLabShardTicks {
-			return nil, fmt.Errorf("merge: lab shard 1: %d ticks, more than %d", n, maxLabShardTicks)
-		}
-		out := sim.FleetResult{Name: shards[0].Fleets[f].Name, Series: sim.NewSeries(n)}
-		var sum sim.Summary
-		for i, s := range shards {
-			in := s.Fleets[f]
-			if in.Name != out.Name || !seriesLen(in.Series, n) {
-				return nil, fmt.Errorf("merge: lab shard %d: fleet %d is %q of %d ticks, the first's %q of %d", i+1, f+1, in.Name, len(in.Series.Tick), out.Name, n)
-			}
-			addSeries(&out.Series, in.Series, len(shards))
-			x := in.Summary
-			sum.Timeouts += x.Timeouts
-			sum.Victims += x.Victims
-			sum.IntentsLost += x.IntentsLost
-			l := &sum.LostBy
-			l.RetriesExhausted += x.LostBy.RetriesExhausted
-			l.Budget += x.LostBy.Budget
-			l.Breaker += x.LostBy.Breaker
-			l.Throttled += x.LostBy.Throttled
-			l.NotIdempotent += x.LostBy.NotIdempotent
-			l.Deadline += x.LostBy.Deadline
-			l.Unfinished += x.LostBy.Unfinished
-			sum.AnswersThrownAway += x.AnswersThrownAway
-			sum.WastedWork += x.WastedWork
-			sum.Dropped += x.Dropped
-			sum.BudgetDenials += x.BudgetDenials
-			sum.BreakerTrips += x.BreakerTrips
-			sum.Ceiling = x.Ceiling
-			// Quantiles do not add: without the shards' histograms,
-			// the worst shard's.
-			sum.LatencyP50 = max(sum.LatencyP50, x.LatencyP50)
-			sum.LatencyP99 = max(sum.LatencyP99, x.LatencyP99)
-		}
-		if hists != nil {
-			// Counts add: the run's quantiles are the summed
-			// histogram's, in scenario time as a run's are.
-			scale := first.WallTickSeconds / shards[0].TickSeconds
-			sum.LatencyP50 = hists[f].Quantile(0.50).Seconds() / scale
-			sum.LatencyP99 = hists[f].Quantile(0.99).Seconds() / scale
-		}
-		sim.Summarize(&out.Series, &sum, start, end)
-		out.Summary = sum
-		merged.Fleets = append(merged.Fleets, out)
-	}
-	wall := time.Duration(first.WallTickSeconds * float64(time.Second))
-	o := LabOutcome(sc, shards[0].Simulator, merged, LabOptions{
-		WallTick: wall, Target: first.Target, Protocol: first.Protocol,
-		CounterfactualName: "",
-	})
-	var model []report.Claim
-	if first.Target != "" && !first.Impose {
-		// As one process's run against a target: the claims are what the
-		// service did, the model only a comparison (LabAboutService).
-		if model, err = aboutService(o, sc, merged); err != nil {
-			return nil, err
-		}
-	}
-	o.Section.Intro = append(o.Section.Intro, fmt.Sprintf("Merged from %d load processes (run %s, started at Unix time %d): each sent the intents of its share of the clients, on one schedule, through a fault proxy with its share of the origin's capacity.", first.Count, first.Run, first.StartUnix))
-	js := &MergedLabJSON{labJSON: o.JSON.(labJSON), Shards: first.Count, Run: first.Run, ModelComparison: model}
-	if model != nil {
-		js.Claims = o.Claims
-	}
-	if inconclusive > 0 {
-		o.Section.Intro = append([]string{fmt.Sprintf("INCONCLUSIVE: %d of the %d shards could not measure (see each shard's reasons), so no claim is judged.", inconclusive, first.Count)}, o.Section.Intro...)
-		for _, c := range o.Claims {
-			o.Section.Notes = append(o.Section.Notes, fmt.Sprintf("Not judged: %s (%s).", c.Text, c.Detail))
-		}
-		js.Verdict, js.NotJudged = "inconclusive", o.Claims
-		js.Claims = []report.Claim{}
-		o.Claims, o.Section.Claims = nil, nil
-	}
-	o.JSON = js
-	return o, nil
+	sim.Summarize(&out.Series, &sum, start, end)
+	out.Summary = sum
+	return out, nil
+}
+
+// addSummary adds a shard's summary x to s: counts add; quantiles do
+// not, so s keeps the worst shard's.
+func addSummary(s *sim.Summary, x sim.Summary) {
+	s.Timeouts += x.Timeouts
+	s.Victims += x.Victims
+	s.IntentsLost += x.IntentsLost
+	l := &s.LostBy
+	l.RetriesExhausted += x.LostBy.RetriesExhausted
+	l.Budget += x.LostBy.Budget
+	l.Breaker += x.LostBy.Breaker
+	l.Throttled += x.LostBy.Throttled
+	l.NotIdempotent += x.LostBy.NotIdempotent
+	l.Deadline += x.LostBy.Deadline
+	l.Unfinished += x.LostBy.Unfinished
+	s.AnswersThrownAway += x.AnswersThrownAway
+	s.WastedWork += x.WastedWork
+	s.Dropped += x.Dropped
+	s.BudgetDenials += x.BudgetDenials
+	s.BreakerTrips += x.BreakerTrips
+	s.Ceiling = x.Ceiling
+	// Quantiles do not add: without the shards' histograms,
+	// the worst shard's.
+	s.LatencyP50 = max(s.LatencyP50, x.LatencyP50)
+	s.LatencyP99 = max(s.LatencyP99, x.LatencyP99)
 }
 
 // MergedLabJSON is the JSON of a lab run's shards merged: the lab's, with

@@ -181,11 +181,13 @@ func importAWS(srcs []Source, o Options) ([]Fleet, error) {
 
 func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	p := &prov{file: file}
-	where := func(k string) string {
+	// at is where key k is set: an INI key, or an environment variable.
+	at := func(k string) Provenance {
+		v := Provenance{File: file, Path: fmt.Sprintf("[%s] %s", pr.name, k), Line: pr.settings[k].line}
 		if pr.name == "environment" {
-			return fmt.Sprintf("line %d (AWS_%s)", pr.settings[k].line, strings.ToUpper(k))
+			v.Path, v.lineForm = "AWS_"+strings.ToUpper(k), lineBefore
 		}
-		return fmt.Sprintf("[%s] %s (line %d)", pr.name, k, pr.settings[k].line)
+		return v
 	}
 	f := scenario.Fleet{Name: "aws " + pr.name}
 	for _, n := range pr.nested {
@@ -194,7 +196,7 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	mode := "standard"
 	if v, ok := pr.settings["retry_mode"]; ok {
 		mode = strings.ToLower(v.v)
-		p.set("budget.use", mode, where("retry_mode"))
+		p.took("budget.use", mode, at("retry_mode"))
 	} else {
 		p.dflt("budget.use", "standard", "retry_mode", "the SDKs' defaults differ; standard is the reference guide's recommended mode")
 	}
@@ -209,7 +211,7 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 		f.Budget = scenario.Budget{Use: scenario.BudgetAWS, AWS: budget.AWSQuotaSettings{Capacity: 500, RetryCost: 5, TimeoutCost: 10, NoRetryIncrement: 1}}
 		p.lose("retry_mode legacy is specific to each SDK: imported as standard")
 	default:
-		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, where("retry_mode"), mode)
+		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, at("retry_mode").At(), mode)
 	}
 	p.note("budget.settings", fmt.Sprintf("capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment %d", f.Budget.AWS.NoRetryIncrement), "the standard mode's retry quota")
 	p.note("sdk", awsSDK, "assumed: the SDKs differ in backoff and in the adaptive mode's quota; botocore and the Java SDK wait about half as long and refill the adaptive quota")
@@ -217,10 +219,10 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	if v, ok := pr.settings["max_attempts"]; ok {
 		n, err := strconv.Atoi(v.v)
 		if err != nil || n < 1 || n > 1_000_000 {
-			return Fleet{}, fmt.Errorf("%s: %s: max_attempts %q: want a whole number greater than 0", file, where("max_attempts"), v.v)
+			return Fleet{}, fmt.Errorf("%s: %s: max_attempts %q: want a whole number greater than 0", file, at("max_attempts").At(), v.v)
 		}
 		attempts = n
-		p.set("retry.max_retries", strconv.Itoa(n-1), where("max_attempts")+", less the first attempt")
+		p.took("retry.max_retries", strconv.Itoa(n-1), at("max_attempts")).by(afterComma, "less the first attempt")
 	} else {
 		p.dflt("retry.max_retries", "2", "max_attempts", "standard and adaptive make three attempts")
 	}
@@ -237,11 +239,12 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 		// a TLS handshake timeout but no overall request timeout, so an
 		// attempt waits as long as the caller's context lets it.
 		f.Timeout = maxTimeout
-		p.note("timeout", "none ("+fmtDur(maxTimeout)+", the simulator's longest)", "default: "+awsSDK+"'s HTTP client sets no overall request timeout; an attempt ends only at the caller's deadline")
+		p.add(Provenance{Settings: []string{"timeout"}, Value: "none (" + fmtDur(maxTimeout) + ", the simulator's longest)", Default: true,
+			Rule: awsSDK + "'s HTTP client sets no overall request timeout; an attempt ends only at the caller's deadline"})
 	}
 	if attempts == 1 {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 	}
 	p.lose("the 2026 retry behaviour (AWS_NEW_RETRIES_2026: retry cost 14, 50ms base backoff) is opt-in and not imported")
-	return Fleet{Fleet: f, Format: AWS, Origin: fmt.Sprintf("%s: profile %s", file, pr.name), From: p.from, Lost: p.lost}, nil
+	return Fleet{Fleet: f, Format: AWS, File: file, Origin: fmt.Sprintf("%s: profile %s", file, pr.name), From: p.list, Lost: p.lost}, nil
 }

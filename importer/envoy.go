@@ -276,17 +276,61 @@ func dur(d *durationpb.Duration) time.Duration {
 func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *routev3.Route, dropped, v2 []string, o Options) (Fleet, error) {
 	p := &prov{file: file}
 	act := r.GetRoute()
-	clusterName := act.GetCluster()
+	clusterName := routeCluster(p, act)
+	f := scenario.Fleet{Name: envoyRouteName(vh, r), Retry: scenario.Retry{Backoff: noBackoff}}
+	origin := fmt.Sprintf("%s: %s", file, path)
+	if clusterName != "" {
+		origin += fmt.Sprintf(" (cluster %q)", clusterName)
+	}
+	rp, rpPath := envoyTimeouts(p, &f, act, vh, path)
+	pr := envoyProtocol(r, file, path, o)
+	envoyCalls(p, &f, pr)
+	if rp == nil {
+		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
+	} else if err := envoyRetry(p, &f, rp, rpPath, pr); err != nil {
+		return Fleet{}, err
+	}
+	if act.GetHedgePolicy() != nil || vh.GetHedgePolicy() != nil {
+		p.lose("hedge_policy: Envoy hedges on per-try timeouts inside one request; not imported")
+	}
+
+	c.thresholds(p, &f, clusterName, rp != nil && f.Retry.MaxRetries > 0)
+	if len(dropped) > 0 {
+		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
+	}
+	for _, d := range c.v2Types[file] {
+		p.lose("%s: %s is a v2 API type; Envoy 1.18 and later read only the v3 API and reject it (write the v3 type)", file, d)
+	}
+	for _, v := range v2 {
+		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
+	}
+	var replicas int
+	if cl := c.findCluster(clusterName); cl != nil {
+		replicas = endpoints(p.in(cl.file), cl)
+	}
+	return Fleet{Fleet: f, Format: Envoy, File: file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas, at: place{file: file, path: path}}, nil
+}
+
+// routeCluster is the cluster a route sends to: the first of weighted
+// clusters, none for a cluster chosen by a header.
+func routeCluster(p *prov, act *routev3.RouteAction) string {
+	name := act.GetCluster()
 	switch {
 	case act.GetWeightedClusters() != nil:
 		wc := act.GetWeightedClusters().GetClusters()
 		if len(wc) > 0 {
-			clusterName = wc[0].GetName()
+			name = wc[0].GetName()
 		}
-		p.lose("weighted_clusters: only the first cluster (%q) is imported", clusterName)
+		p.lose("weighted_clusters: only the first cluster (%q) is imported", name)
 	case act.GetClusterHeader() != "":
 		p.lose("cluster_header %q: the cluster is chosen per request; Envoy's default thresholds are used", act.GetClusterHeader())
 	}
+	return name
+}
+
+// envoyRouteName is the fleet's name: the route's, or its virtual host's
+// and its match's.
+func envoyRouteName(vh *routev3.VirtualHost, r *routev3.Route) string {
 	name := r.GetName()
 	if name == "" {
 		name = vh.GetName()
@@ -296,16 +340,14 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 			name += " " + m.GetPath()
 		}
 	}
-	f := scenario.Fleet{Name: strings.TrimSpace(name), Retry: scenario.Retry{Backoff: noBackoff}}
-	if f.Name == "" {
-		f.Name = "route"
-	}
-	origin := fmt.Sprintf("%s: %s", file, path)
-	if clusterName != "" {
-		origin += fmt.Sprintf(" (cluster %q)", clusterName)
-	}
+	return cmpOr(strings.TrimSpace(name), "route")
+}
 
-	// The route's timeout covers the whole request, retries included.
+// envoyTimeouts maps the route's timeout (the whole request's, retries
+// included: the deadline) and the retry policy's per_try_timeout, and
+// returns the retry policy (the route's, or else its virtual host's) and
+// its path.
+func envoyTimeouts(p *prov, f *scenario.Fleet, act *routev3.RouteAction, vh *routev3.VirtualHost, path string) (*routev3.RetryPolicy, string) {
 	routeTimeout := envoyRouteTimeout
 	if act.GetTimeout() != nil {
 		routeTimeout = dur(act.GetTimeout())
@@ -339,34 +381,7 @@ func (c *envoyConfig) fleet(file, path string, vh *routev3.VirtualHost, r *route
 		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 	}
 	f.Timeout = p.wait("timeout per attempt", perTry, 0)
-
-	pr := envoyProtocol(r, file+": "+path, o)
-	envoyCalls(p, &f, pr)
-	if rp == nil {
-		p.note("retry.max_retries", "0", "no retry_policy on the route or its virtual host: Envoy does not retry")
-	} else if err := envoyRetry(p, &f, rp, rpPath, pr); err != nil {
-		return Fleet{}, err
-	}
-	if act.GetHedgePolicy() != nil || vh.GetHedgePolicy() != nil {
-		p.lose("hedge_policy: Envoy hedges on per-try timeouts inside one request; not imported")
-	}
-
-	c.thresholds(p, &f, clusterName, rp != nil && f.Retry.MaxRetries > 0)
-	if len(dropped) > 0 {
-		p.lose("typed configs of types this tool does not read were skipped (they hold no retry setting): %s", strings.Join(dropped, ", "))
-	}
-	for _, d := range c.v2Types[file] {
-		p.lose("%s: %s is a v2 API type; Envoy 1.18 and later read only the v3 API and reject it (write the v3 type)", file, d)
-	}
-	for _, v := range v2 {
-		p.lose("%s: %s is the v2 API's untyped filter config; Envoy 1.18 and later read only the v3 API and reject it (write typed_config with an @type): imported as v3 would read the same fields", file, v)
-	}
-	fl := Fleet{Fleet: f, Format: Envoy, Origin: origin, From: p.from, Lost: p.lost}
-	if cl := c.findCluster(clusterName); cl != nil {
-		fl.Replicas = endpoints(p.in(cl.file), cl)
-		fl.From, fl.Lost = p.from, p.lost
-	}
-	return fl, nil
+	return rp, rpPath
 }
 
 // endpoints counts the hosts of a cluster's load_assignment (issue 36,
@@ -396,28 +411,37 @@ func envoyCalls(p *prov, f *scenario.Fleet, pr protocol) {
 	p.note("product", f.Product, "Envoy gives up with a local 503 after a reset or a refused connection, a 504 after a timeout, and forwards an upstream's failed answer (router.cc); UNAVAILABLE to a gRPC caller (status.cc, httpToGrpcStatus)")
 	if pr.grpc {
 		f.Protocol = scenario.ProtocolGRPC
-		p.note("protocol", f.Protocol, pr.why)
+		p.took("protocol", f.Protocol, pr.why)
 	}
 }
 
 // protocol is what a route's service speaks, and why it is taken to.
 type protocol struct {
 	grpc bool
-	why  string
+	why  Provenance
 }
 
-// envoyProtocol says whether the route's service speaks gRPC: the route
-// matches only gRPC requests, or the user said so.
-func envoyProtocol(r *routev3.Route, path string, o Options) protocol {
+// given and assumed are the reasons for a protocol the user gave, or the
+// importer assumed.
+func given(grpc bool) Provenance {
+	if grpc {
+		return Provenance{Rule: "given (--protocol grpc)"}
+	}
+	return Provenance{Rule: "given (--protocol http)"}
+}
+
+// envoyProtocol says whether the route's service (at path in file)
+// speaks gRPC: the route matches only gRPC requests, or the user said so.
+func envoyProtocol(r *routev3.Route, file, path string, o Options) protocol {
 	switch {
 	case o.Protocol == ProtocolGRPC:
-		return protocol{true, "given (--protocol grpc)"}
+		return protocol{true, given(true)}
 	case o.Protocol == ProtocolHTTP:
-		return protocol{false, "given (--protocol http)"}
+		return protocol{false, given(false)}
 	case r.GetMatch().GetGrpc() != nil:
-		return protocol{true, path + ".match.grpc: the route matches gRPC requests"}
+		return protocol{true, Provenance{File: file, Path: path + ".match.grpc", Rule: "the route matches gRPC requests", ruleForm: afterColon}}
 	}
-	return protocol{false, "assumed: the route does not match on gRPC (--protocol grpc if the service speaks it)"}
+	return protocol{false, Provenance{Rule: "assumed: the route does not match on gRPC (--protocol grpc if the service speaks it)"}}
 }
 
 // mapRetryOn maps retry conditions to the fleet's retry.on, with notes;
@@ -432,7 +456,7 @@ func mapRetryOn(p *prov, f *scenario.Fleet, s string, codes []uint32, pr protoco
 		if pr.grpc {
 			name = "grpc"
 		}
-		p.note("protocol", name, pr.why)
+		p.took("protocol", name, pr.why)
 	}
 	for _, u := range unread {
 		p.lose("%s %s", key, u)
@@ -544,106 +568,132 @@ func envoyRetry(p *prov, f *scenario.Fleet, rp *routev3.RetryPolicy, path string
 // only on resets. It returns the failures retried, in the scenario's
 // order, and, for each condition that matches none of them, why.
 func retryOn(s string, codes []uint32, grpc bool) (on, unread []string, err error) {
-	const (
-		errorK   = scenario.RetryOnError
-		rejectK  = scenario.RetryOnRejection
-		gatewayK = scenario.RetryOnGateway
-		timeoutK = scenario.RetryOnTimeout
-		refusedK = scenario.RetryOnRefused
-	)
-	set := map[string]bool{}
-	add := func(kinds ...string) {
-		for _, k := range kinds {
-			set[k] = true
-		}
-	}
-	// answers adds the answers an HTTP condition retries: none on gRPC.
-	answers := func(c string, kinds ...string) {
-		if grpc {
-			unread = append(unread, c+": on a gRPC service every answer has HTTP status 200 (the error is its grpc-status), so it acts on resets only")
-			return
-		}
-		add(kinds...)
-	}
-	code := func(c int, from string) {
-		switch {
-		case grpc:
-			unread = append(unread, fmt.Sprintf("%s %d: on a gRPC service every answer has HTTP status 200 (the error is its grpc-status)", from, c))
-		case c == 500:
-			add(errorK)
-		case c == 503, c == 429:
-			add(rejectK)
-		case c == 502, c == 504:
-			add(gatewayK) // a tier below that gave up: the origin never answers them
-		default:
-			unread = append(unread, fmt.Sprintf("%s %d: the simulator's origin never answers %d", from, c, c))
-		}
-	}
-	grpcOnly := func(c string, kinds ...string) {
-		if grpc {
-			add(kinds...)
-			return
-		}
-		unread = append(unread, c+": acts only on a gRPC status in the answer, and the service is taken to speak HTTP")
-	}
+	r := retryConditions{grpc: grpc, set: map[string]bool{}}
 	for _, c := range strings.Split(s, ",") {
-		c = strings.TrimSpace(c)
-		if c == "" {
+		if c = strings.TrimSpace(c); c == "" {
 			continue
 		}
-		switch c {
-		case "5xx":
-			add(timeoutK, refusedK) // every reset
-			answers(c, errorK, rejectK, gatewayK)
-		case "gateway-error":
-			add(timeoutK, refusedK)       // every reset
-			answers(c, rejectK, gatewayK) // 502, 503, 504 answers
-		case "reset":
-			add(timeoutK, refusedK) // every reset: a per-try timeout, a refused connection
-		case "reset-before-request":
-			add(refusedK) // a per-try timeout resets a request already sent
-		case "connect-failure":
-			add(refusedK)
-		case "refused-stream":
-			add(refusedK) // a stream refused before any work: the simulator's refusal stands in
-		case "unavailable", "resource-exhausted":
-			grpcOnly(c, rejectK)
-		case "internal":
-			grpcOnly(c, errorK)
-		case "deadline-exceeded":
-			grpcOnly(c, gatewayK) // a gRPC application below that gave up on its deadline
-		case "cancelled":
-			if grpc {
-				unread = append(unread, c+": the simulator's origin never answers this gRPC status (a per-try timeout is a local reset)")
-			} else {
-				grpcOnly(c)
-			}
-		case "envoy-ratelimited":
-			unread = append(unread, c+": acts only on an answer with x-envoy-ratelimited, which the simulator's origin never sends")
-		case "retriable-status-codes":
-			for _, n := range codes {
-				code(int(n), "retriable_status_codes")
-			}
-		case "retriable-4xx":
-			unread = append(unread, c+": retries 409 answers, which the simulator's origin never sends")
-		case "retriable-headers":
-			unread = append(unread, c+": the simulator's answers carry no headers")
-		case "http3-post-connect-failure":
-			unread = append(unread, c+": the simulator has no HTTP/3")
-		default:
-			if n, cerr := strconv.Atoi(c); cerr == nil && n >= 100 && n <= 599 {
-				code(n, "status")
-				continue
-			}
-			return nil, nil, fmt.Errorf("unknown retry condition %q", c)
+		if err := r.condition(c, codes); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, k := range giveup.Kinds {
-		if set[k] {
+		if r.set[k] {
 			on = append(on, k)
 		}
 	}
-	return on, unread, nil
+	return on, r.unread, nil
+}
+
+// retryConditions collects the failures retry conditions retry, on a
+// service that speaks gRPC or not, and why a condition retries none.
+type retryConditions struct {
+	grpc   bool
+	set    map[string]bool
+	unread []string
+}
+
+// The simulator's failures, as retryOn names them.
+const (
+	errorK   = scenario.RetryOnError
+	rejectK  = scenario.RetryOnRejection
+	gatewayK = scenario.RetryOnGateway
+	timeoutK = scenario.RetryOnTimeout
+	refusedK = scenario.RetryOnRefused
+)
+
+func (r *retryConditions) add(kinds ...string) {
+	for _, k := range kinds {
+		r.set[k] = true
+	}
+}
+
+func (r *retryConditions) skip(why string) { r.unread = append(r.unread, why) }
+
+// answers adds the answers an HTTP condition c retries: none on gRPC.
+func (r *retryConditions) answers(c string, kinds ...string) {
+	if r.grpc {
+		r.skip(c + ": on a gRPC service every answer has HTTP status 200 (the error is its grpc-status), so it acts on resets only")
+		return
+	}
+	r.add(kinds...)
+}
+
+// code adds the answer of status c (from names the condition).
+func (r *retryConditions) code(c int, from string) {
+	switch {
+	case r.grpc:
+		r.skip(fmt.Sprintf("%s %d: on a gRPC service every answer has HTTP status 200 (the error is its grpc-status)", from, c))
+	case c == 500:
+		r.add(errorK)
+	case c == 503, c == 429:
+		r.add(rejectK)
+	case c == 502, c == 504:
+		r.add(gatewayK) // a tier below that gave up: the origin never answers them
+	default:
+		r.skip(fmt.Sprintf("%s %d: the simulator's origin never answers %d", from, c, c))
+	}
+}
+
+// grpcOnly adds what a condition c on a gRPC status retries, on gRPC.
+func (r *retryConditions) grpcOnly(c string, kinds ...string) {
+	if r.grpc {
+		r.add(kinds...)
+		return
+	}
+	r.skip(c + ": acts only on a gRPC status in the answer, and the service is taken to speak HTTP")
+}
+
+// condition adds what condition c retries (codes are the
+// retriable_status_codes).
+func (r *retryConditions) condition(c string, codes []uint32) error {
+	switch c {
+	case "5xx":
+		r.add(timeoutK, refusedK) // every reset
+		r.answers(c, errorK, rejectK, gatewayK)
+	case "gateway-error":
+		r.add(timeoutK, refusedK)       // every reset
+		r.answers(c, rejectK, gatewayK) // 502, 503, 504 answers
+	case "reset":
+		r.add(timeoutK, refusedK) // every reset: a per-try timeout, a refused connection
+	case "reset-before-request":
+		r.add(refusedK) // a per-try timeout resets a request already sent
+	case "connect-failure":
+		r.add(refusedK)
+	case "refused-stream":
+		r.add(refusedK) // a stream refused before any work: the simulator's refusal stands in
+	case "unavailable", "resource-exhausted":
+		r.grpcOnly(c, rejectK)
+	case "internal":
+		r.grpcOnly(c, errorK)
+	case "deadline-exceeded":
+		r.grpcOnly(c, gatewayK) // a gRPC application below that gave up on its deadline
+	case "cancelled":
+		if r.grpc {
+			r.skip(c + ": the simulator's origin never answers this gRPC status (a per-try timeout is a local reset)")
+		} else {
+			r.grpcOnly(c)
+		}
+	case "envoy-ratelimited":
+		r.skip(c + ": acts only on an answer with x-envoy-ratelimited, which the simulator's origin never sends")
+	case "retriable-status-codes":
+		for _, n := range codes {
+			r.code(int(n), "retriable_status_codes")
+		}
+	case "retriable-4xx":
+		r.skip(c + ": retries 409 answers, which the simulator's origin never sends")
+	case "retriable-headers":
+		r.skip(c + ": the simulator's answers carry no headers")
+	case "http3-post-connect-failure":
+		r.skip(c + ": the simulator has no HTTP/3")
+	default:
+		if n, err := strconv.Atoi(c); err == nil && n >= 100 && n <= 599 {
+			r.code(n, "status")
+			return nil
+		}
+		return fmt.Errorf("unknown retry condition %q", c)
+	}
+	return nil
 }
 
 // thresholds maps the cluster's DEFAULT priority circuit breaker: the
@@ -677,45 +727,18 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 		p.note("budget", "none", "the route sends no retries")
 		return
 	}
-	at := func(s string) string {
-		if cl == nil {
-			return s
-		}
-		return fmt.Sprintf("%s: %s", cl.file, s)
+	cp := p // the cluster's file, which may not be the route's
+	if cl != nil {
+		cp = p.in(cl.file)
 	}
 	if rb := th.GetRetryBudget(); rb != nil {
-		pct, min := envoyBudgetPercent, envoyMinConcurrency
-		if rb.GetBudgetPercent() != nil {
-			pct = rb.GetBudgetPercent().GetValue()
-			p.note("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), at(thPath+".retry_budget.budget_percent"))
-		} else {
-			p.dflt("budget.budget_percent", "20", thPath+".retry_budget.budget_percent", "RetryBudget.budget_percent: defaults to 20%")
-		}
-		if rb.GetMinRetryConcurrency() != nil {
-			min = p.count("min_retry_concurrency", int64(rb.GetMinRetryConcurrency().GetValue()))
-			p.note("budget.min_retry_concurrency", strconv.Itoa(min), at(thPath+".retry_budget.min_retry_concurrency"))
-		} else {
-			p.dflt("budget.min_retry_concurrency", "3", thPath+".retry_budget.min_retry_concurrency", "RetryBudget.min_retry_concurrency: defaults to 3")
-		}
-		if rb.GetBudgetInterval() != nil && dur(rb.GetBudgetInterval()) > 0 {
-			p.lose("retry_budget.budget_interval %s: requests that ended within it still count; the simulator counts only those in flight", fmtDur(dur(rb.GetBudgetInterval())))
-		}
-		if th.GetMaxRetries() != nil {
-			p.lose("max_retries %d is ignored: Envoy's retry budget overrides the retry circuit breaker", th.GetMaxRetries().GetValue())
-		}
-		if pct == 0 && min == 0 {
-			f.Retry.MaxRetries = 0
-			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
-			p.note("retry.max_retries", "0", "a retry budget of 0% with min_retry_concurrency 0 allows no retry")
-			return
-		}
-		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: pct, MinConcurrency: min}}
+		envoyRetryBudget(p, cp, f, th, thPath)
 		return
 	}
 	mr := uint32(envoyMaxRetries)
 	if th.GetMaxRetries() != nil {
 		mr = th.GetMaxRetries().GetValue()
-		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), at(thPath+".max_retries")+" (the retry circuit breaker: at most this many retries active at once)")
+		cp.set("budget.min_retry_concurrency", strconv.Itoa(int(mr)), thPath+".max_retries").by(inParens, "the retry circuit breaker: at most this many retries active at once")
 	} else {
 		p.dflt("budget.min_retry_concurrency", "3", "circuit_breakers max_retries", "CircuitBreakers.Thresholds.max_retries: default 3 retries active at once")
 	}
@@ -730,4 +753,36 @@ func (c *envoyConfig) thresholds(p *prov, f *scenario.Fleet, name string, retrie
 	default:
 		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: 0, MinConcurrency: int(mr)}}
 	}
+}
+
+// envoyRetryBudget maps a DEFAULT threshold's retry_budget (at thPath in
+// the cluster's file, cp's view; p is the route's) to f's budget.
+func envoyRetryBudget(p, cp *prov, f *scenario.Fleet, th *clusterv3.CircuitBreakers_Thresholds, thPath string) {
+	rb := th.GetRetryBudget()
+	pct, min := envoyBudgetPercent, envoyMinConcurrency
+	if rb.GetBudgetPercent() != nil {
+		pct = rb.GetBudgetPercent().GetValue()
+		cp.set("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), thPath+".retry_budget.budget_percent")
+	} else {
+		p.dflt("budget.budget_percent", "20", thPath+".retry_budget.budget_percent", "RetryBudget.budget_percent: defaults to 20%")
+	}
+	if rb.GetMinRetryConcurrency() != nil {
+		min = p.count("min_retry_concurrency", int64(rb.GetMinRetryConcurrency().GetValue()))
+		cp.set("budget.min_retry_concurrency", strconv.Itoa(min), thPath+".retry_budget.min_retry_concurrency")
+	} else {
+		p.dflt("budget.min_retry_concurrency", "3", thPath+".retry_budget.min_retry_concurrency", "RetryBudget.min_retry_concurrency: defaults to 3")
+	}
+	if rb.GetBudgetInterval() != nil && dur(rb.GetBudgetInterval()) > 0 {
+		p.lose("retry_budget.budget_interval %s: requests that ended within it still count; the simulator counts only those in flight", fmtDur(dur(rb.GetBudgetInterval())))
+	}
+	if th.GetMaxRetries() != nil {
+		p.lose("max_retries %d is ignored: Envoy's retry budget overrides the retry circuit breaker", th.GetMaxRetries().GetValue())
+	}
+	if pct == 0 && min == 0 {
+		f.Retry.MaxRetries = 0
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		p.note("retry.max_retries", "0", "a retry budget of 0% with min_retry_concurrency 0 allows no retry")
+		return
+	}
+	f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{Percent: pct, MinConcurrency: min}}
 }

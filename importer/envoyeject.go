@@ -1,11 +1,12 @@
 package importer
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrystorm/retrystorm/resil/outlier"
@@ -40,32 +41,61 @@ func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clust
 	p = p.in(cl.file)
 	if msg.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || msg.GetOutlierDetection() != nil || msg.GetCommonLbConfig().GetHealthyPanicThreshold() != nil {
 		// Without any of them the fleet keeps the simulator's default.
-		use, ok := envoyLbPolicies[msg.GetLbPolicy()]
-		switch {
-		case !ok:
-			p.lose("lb_policy %s (cluster in %s): not modelled; the fleet picks round robin", msg.GetLbPolicy(), cl.file)
-			use = scenario.BalancerRoundRobin
-		case msg.GetLbPolicy() == clusterv3.Cluster_LEAST_REQUEST:
-			if n := msg.GetLeastRequestLbConfig().GetChoiceCount(); n != nil && n.GetValue() != 2 {
-				p.lose("least_request_lb_config.choice_count %d: the simulator's least request draws two (p2c)", n.GetValue())
-			}
-		}
-		b := scenario.Balancer{Use: use, PanicThreshold: 50}
-		if msg.GetLbPolicy() == clusterv3.Cluster_ROUND_ROBIN {
-			p.dflt("balancer.use", use, at("lb_policy"), "Cluster.lb_policy: defaults to ROUND_ROBIN")
-		} else {
-			p.set("balancer.use", use, at("lb_policy"))
-		}
-		if th := msg.GetCommonLbConfig().GetHealthyPanicThreshold(); th != nil {
-			b.PanicThreshold = int(th.GetValue())
-			p.set("balancer.settings.panic_threshold", strconv.Itoa(b.PanicThreshold), at("common_lb_config.healthy_panic_threshold"))
-		}
-		f.Balancer = b
+		f.Balancer = envoyBalancer(p, cl, at)
 	}
 	od := msg.GetOutlierDetection()
 	if od == nil {
 		return
 	}
+	s := envoyOutlier(p, od, at)
+	if od.GetSuccessfulActiveHealthCheckUnejectHost().GetValue() {
+		p.lose("outlier_detection.successful_active_health_check_uneject_host: the simulator has no active health checks")
+	}
+	if len(od.GetMonitors()) > 0 {
+		p.lose("outlier_detection.monitors: extension monitors are not modelled")
+	}
+	if od.GetDetectDegradedHosts().GetValue() {
+		p.lose("outlier_detection.detect_degraded_hosts: the simulator has no degraded hosts")
+	}
+	det := scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
+	if _, err := det.NewDetector(1, rand.NewPCG(1, 1)); err != nil {
+		p.lose("outlier_detection (cluster in %s): Envoy refuses it (%v); not imported", cl.file, err)
+		return
+	}
+	p.set("outlier_detection.use", scenario.OutlierEnvoy, at("outlier_detection")).by(afterSemicolon, "max_ejection_percent is checked as Envoy does since 2023 (max_ejection_rule: after), and the simulator's origin has the replicas of the scenario, one unless changed")
+	f.OutlierDetection = det
+}
+
+// envoyBalancer maps cluster cl's lb_policy and healthy_panic_threshold
+// (at says where a field is in the cluster's file).
+func envoyBalancer(p *prov, cl *envoyPiece[*clusterv3.Cluster], at func(string) string) scenario.Balancer {
+	msg := cl.msg
+	use, ok := envoyLbPolicies[msg.GetLbPolicy()]
+	switch {
+	case !ok:
+		p.lose("lb_policy %s (cluster in %s): not modelled; the fleet picks round robin", msg.GetLbPolicy(), cl.file)
+		use = scenario.BalancerRoundRobin
+	case msg.GetLbPolicy() == clusterv3.Cluster_LEAST_REQUEST:
+		if n := msg.GetLeastRequestLbConfig().GetChoiceCount(); n != nil && n.GetValue() != 2 {
+			p.lose("least_request_lb_config.choice_count %d: the simulator's least request draws two (p2c)", n.GetValue())
+		}
+	}
+	b := scenario.Balancer{Use: use, PanicThreshold: 50}
+	if msg.GetLbPolicy() == clusterv3.Cluster_ROUND_ROBIN {
+		p.dflt("balancer.use", use, at("lb_policy"), "Cluster.lb_policy: defaults to ROUND_ROBIN")
+	} else {
+		p.set("balancer.use", use, at("lb_policy"))
+	}
+	if th := msg.GetCommonLbConfig().GetHealthyPanicThreshold(); th != nil {
+		b.PanicThreshold = int(th.GetValue())
+		p.set("balancer.settings.panic_threshold", strconv.Itoa(b.PanicThreshold), at("common_lb_config.healthy_panic_threshold"))
+	}
+	return b
+}
+
+// envoyOutlier maps the fields of an outlier_detection to resil/outlier's
+// settings with Envoy's rules, Envoy's defaults where a field is unset.
+func envoyOutlier(p *prov, od *clusterv3.OutlierDetection, at func(string) string) outlier.Settings {
 	s := outlier.EnvoyDefaults(0)
 	s.Flavor, s.MaxEjectionRule = 0, outlier.CheckAfter
 	ints := []struct {
@@ -99,25 +129,26 @@ func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clust
 	}
 	if v := od.GetSuccessRateStdevFactor(); v != nil {
 		s.SuccessRateStdevFactor = float64(v.GetValue()) / 1000
-		p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), at("outlier_detection.success_rate_stdev_factor")+" / 1000")
+		p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), at("outlier_detection.success_rate_stdev_factor")).by(afterSpace, "/ 1000")
 	}
-	if v := od.GetInterval(); v != nil {
-		s.Interval = dur(v)
-		p.set(key+"interval", fmtDur(s.Interval), at("outlier_detection.interval"))
+	durations := []struct {
+		key string
+		v   *durationpb.Duration
+		p   *time.Duration
+	}{
+		{"interval", od.GetInterval(), &s.Interval},
+		{"base_ejection_time", od.GetBaseEjectionTime(), &s.BaseEjectionTime},
+		{"max_ejection_time", od.GetMaxEjectionTime(), &s.MaxEjectionTime},
+		{"max_ejection_time_jitter", od.GetMaxEjectionTimeJitter(), &s.MaxEjectionTimeJitter},
 	}
-	if v := od.GetBaseEjectionTime(); v != nil {
-		s.BaseEjectionTime = dur(v)
-		p.set(key+"base_ejection_time", fmtDur(s.BaseEjectionTime), at("outlier_detection.base_ejection_time"))
+	for _, d := range durations {
+		if d.v != nil {
+			*d.p = dur(d.v)
+			p.set(key+d.key, fmtDur(*d.p), at("outlier_detection."+d.key))
+		}
 	}
-	if v := od.GetMaxEjectionTime(); v != nil {
-		s.MaxEjectionTime = dur(v)
-		p.set(key+"max_ejection_time", fmtDur(s.MaxEjectionTime), at("outlier_detection.max_ejection_time"))
-	} else if s.BaseEjectionTime > s.MaxEjectionTime {
+	if od.GetMaxEjectionTime() == nil && s.BaseEjectionTime > s.MaxEjectionTime {
 		s.MaxEjectionTime = s.BaseEjectionTime
-	}
-	if v := od.GetMaxEjectionTimeJitter(); v != nil {
-		s.MaxEjectionTimeJitter = dur(v)
-		p.set(key+"max_ejection_time_jitter", fmtDur(s.MaxEjectionTimeJitter), at("outlier_detection.max_ejection_time_jitter"))
 	}
 	if od.GetSplitExternalLocalOriginErrors() {
 		s.SplitExternalLocalOriginErrors = true
@@ -127,20 +158,5 @@ func (c *envoyConfig) ejection(p *prov, f *scenario.Fleet, cl *envoyPiece[*clust
 		s.AlwaysEjectOneHost = true
 		p.set(key+"always_eject_one_host", "true", at("outlier_detection.always_eject_one_host"))
 	}
-	if od.GetSuccessfulActiveHealthCheckUnejectHost().GetValue() {
-		p.lose("outlier_detection.successful_active_health_check_uneject_host: the simulator has no active health checks")
-	}
-	if len(od.GetMonitors()) > 0 {
-		p.lose("outlier_detection.monitors: extension monitors are not modelled")
-	}
-	if od.GetDetectDegradedHosts().GetValue() {
-		p.lose("outlier_detection.detect_degraded_hosts: the simulator has no degraded hosts")
-	}
-	det := scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
-	if _, err := det.NewDetector(1, rand.NewPCG(1, 1)); err != nil {
-		p.lose("outlier_detection (cluster in %s): Envoy refuses it (%v); not imported", cl.file, err)
-		return
-	}
-	p.note("outlier_detection.use", scenario.OutlierEnvoy, fmt.Sprintf("%s: %s; max_ejection_percent is checked as Envoy does since 2023 (max_ejection_rule: after), and the simulator's origin has the replicas of the scenario, one unless changed", cl.file, at("outlier_detection")))
-	f.OutlierDetection = det
+	return s
 }

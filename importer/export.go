@@ -405,34 +405,69 @@ func exportAWS(f scenario.Fleet) (string, []string) {
 // GuardSettings literal.
 func exportGo(f scenario.Fleet) (string, []string) {
 	var b strings.Builder
-	var lost []string
-	goDur := func(d time.Duration) string {
-		switch {
-		case d == 0:
-			return "0"
-		case d%time.Second == 0:
-			return fmt.Sprintf("%d * time.Second", d/time.Second)
-		case d%time.Millisecond == 0:
-			return fmt.Sprintf("%d * time.Millisecond", d/time.Millisecond)
-		}
-		return fmt.Sprintf("%d", int64(d))
+	retryBudget := goBudget(&b, f)
+	pacer := ""
+	if f.Budget.Use == scenario.BudgetAWSAdaptive {
+		b.WriteString("pacer, err := budget.NewClientRateLimiter(budget.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
+		pacer = "\n\t\tPacer:      pacer,"
 	}
-	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-	funding := func(f budget.Funding) string {
-		switch f {
-		case budget.FundedByRequest:
-			return "budget.FundedByRequest"
-		case budget.FundedByAnswer:
-			return "budget.FundedByAnswer"
-		}
-		return "budget.FundedBySuccess"
+	breaker, lost := goBreaker(&b, f.Breaker)
+	sched := map[string]string{"": "resil.NoDelay", "none": "resil.NoDelay", "fixed": "resil.Fixed", "exponential": "resil.Exponential"}[f.Retry.Backoff.Use]
+	jit := map[string]string{"": "resil.NoJitter", "none": "resil.NoJitter", "full": "resil.FullJitter", "equal": "resil.EqualJitter", "decorrelated": "resil.DecorrelatedJitter", "factor": "resil.FactorJitter"}[f.Retry.Backoff.Jitter]
+	maxRetries := strconv.Itoa(f.Retry.MaxRetries)
+	if f.Retry.MaxRetries < 0 {
+		maxRetries = "resil.Unlimited"
 	}
-	retryBudget := "nil"
+	bo := f.Retry.Backoff
+	factor := ""
+	if bo.Factor != 0 {
+		factor = ", Factor: " + goFloat(bo.Factor)
+	}
+	fmt.Fprintf(&b, "settings := resil.GuardSettings{\n\tIdempotency:    resil.Idempotent, // say NotIdempotent if the calls may not run twice\n\tAttemptTimeout: %s,\n\tPolicy: resil.Policy{\n\t\tMaxRetries: %s,\n\t\tBudget:     %s,\n\t\tBreaker:    %s,%s\n\t\tBackoff: resil.Backoff{Schedule: %s, Base: %s, Cap: %s, Multiplier: %s, Jitter: %s%s},\n\t},\n}\n",
+		goDur(f.Timeout), maxRetries, retryBudget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), goFloat(bo.Multiplier), jit, factor)
+	if f.Deadline > 0 {
+		fmt.Fprintf(&b, "// The deadline (%v) is the caller's: call g.Do with a context.WithTimeout of it.\n", f.Deadline)
+	}
+	if len(f.Retry.On) > 0 && len(f.Retry.On) < 3 {
+		lost = append(lost, fmt.Sprintf("retry.on %v: set GuardSettings.RetryOn (or Classify) to the errors of those kinds", f.Retry.On))
+	}
+	return b.String(), lost
+}
+
+// goDur writes d as Go: "3 * time.Second".
+func goDur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d * time.Second", d/time.Second)
+	case d%time.Millisecond == 0:
+		return fmt.Sprintf("%d * time.Millisecond", d/time.Millisecond)
+	}
+	return fmt.Sprintf("%d", int64(d))
+}
+
+func goFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// goFunding writes f as Go.
+func goFunding(f budget.Funding) string {
+	switch f {
+	case budget.FundedByRequest:
+		return "budget.FundedByRequest"
+	case budget.FundedByAnswer:
+		return "budget.FundedByAnswer"
+	}
+	return "budget.FundedBySuccess"
+}
+
+// goBudget writes the code that makes f's retry budget into b, and
+// returns the variable that holds it ("nil" for none).
+func goBudget(b *strings.Builder, f scenario.Fleet) string {
 	switch bu := f.Budget; bu.Use {
 	case scenario.BudgetTokenBucket:
-		fmt.Fprintf(&b, "retryBudget, err := budget.NewTokenBucket(budget.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
-			num(bu.TokenBucket.Ratio), funding(bu.TokenBucket.Funding), num(bu.TokenBucket.MinTokens), num(bu.TokenBucket.MaxTokens))
-		retryBudget = "retryBudget"
+		fmt.Fprintf(b, "retryBudget, err := budget.NewTokenBucket(budget.TokenBucketSettings{\n\tRatio: %s, Funding: %s, MinTokens: %s, MaxTokens: %s,\n})\nif err != nil {\n\treturn err\n}\n",
+			goFloat(bu.TokenBucket.Ratio), goFunding(bu.TokenBucket.Funding), goFloat(bu.TokenBucket.MinTokens), goFloat(bu.TokenBucket.MaxTokens))
+		return "retryBudget"
 	case scenario.BudgetWindow:
 		tower := ""
 		w := bu.Window
@@ -449,32 +484,34 @@ func exportGo(f scenario.Fleet) (string, []string) {
 			}
 			tower += " Retried: []resil.Outcome{" + strings.Join(r, ", ") + "},"
 		}
-		fmt.Fprintf(&b, "retryBudget, err := budget.NewWindow(budget.WindowSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
-			num(w.Ratio), funding(w.Funding), num(w.MinRetriesPerSecond), goDur(w.TTL), tower)
-		retryBudget = "retryBudget"
+		fmt.Fprintf(b, "retryBudget, err := budget.NewWindow(budget.WindowSettings{\n\tRatio: %s, Funding: %s, MinRetriesPerSecond: %s, TTL: %s,%s\n})\nif err != nil {\n\treturn err\n}\n",
+			goFloat(w.Ratio), goFunding(w.Funding), goFloat(w.MinRetriesPerSecond), goDur(w.TTL), tower)
+		return "retryBudget"
 	case scenario.BudgetConcurrency:
-		fmt.Fprintf(&b, "retryBudget, err := budget.NewConcurrency(budget.ConcurrencySettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", num(bu.Concurrency.Percent), bu.Concurrency.MinConcurrency)
-		retryBudget = "retryBudget"
+		fmt.Fprintf(b, "retryBudget, err := budget.NewConcurrency(budget.ConcurrencySettings{Percent: %s, MinConcurrency: %d})\nif err != nil {\n\treturn err\n}\n", goFloat(bu.Concurrency.Percent), bu.Concurrency.MinConcurrency)
+		return "retryBudget"
 	case scenario.BudgetGRPC:
-		fmt.Fprintf(&b, "retryBudget, err := budget.NewGRPCThrottle(budget.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", num(bu.GRPC.MaxTokens), num(bu.GRPC.TokenRatio))
-		retryBudget = "retryBudget"
+		fmt.Fprintf(b, "retryBudget, err := budget.NewGRPCThrottle(budget.GRPCThrottleSettings{MaxTokens: %s, TokenRatio: %s})\nif err != nil {\n\treturn err\n}\n", goFloat(bu.GRPC.MaxTokens), goFloat(bu.GRPC.TokenRatio))
+		return "retryBudget"
 	case scenario.BudgetAWS, scenario.BudgetAWSAdaptive:
 		q := bu.AWS
 		increment := fmt.Sprintf("NoRetryIncrement: %d", q.NoRetryIncrement)
 		if q.NoIncrement {
 			increment = "NoIncrement: true"
 		}
-		fmt.Fprintf(&b, "retryBudget, err := budget.NewAWSQuota(budget.AWSQuotaSettings{Capacity: %d, RetryCost: %d, TimeoutCost: %d, %s})\nif err != nil {\n\treturn err\n}\n",
+		fmt.Fprintf(b, "retryBudget, err := budget.NewAWSQuota(budget.AWSQuotaSettings{Capacity: %d, RetryCost: %d, TimeoutCost: %d, %s})\nif err != nil {\n\treturn err\n}\n",
 			q.Capacity, q.RetryCost, q.TimeoutCost, increment)
-		retryBudget = "retryBudget"
+		return "retryBudget"
 	}
-	pacer := ""
-	if f.Budget.Use == scenario.BudgetAWSAdaptive {
-		b.WriteString("pacer, err := budget.NewClientRateLimiter(budget.ClientRateLimiterSettings{}) // the AWS SDKs' constants\nif err != nil {\n\treturn err\n}\n")
-		pacer = "\n\t\tPacer:      pacer,"
-	}
-	breaker := "nil"
-	if br := f.Breaker; br.Use != "" && br.Use != scenario.BreakerNone {
+	return "nil"
+}
+
+// goBreaker writes the code that makes breaker br into b, and returns
+// the variable that holds it ("nil" for none) and what the code cannot
+// say.
+func goBreaker(b *strings.Builder, br scenario.Breaker) (string, []string) {
+	var lost []string
+	if br.Use != "" && br.Use != scenario.BreakerNone {
 		rule := map[string]string{scenario.BreakerConsecutive: "resil.ConsecutiveFailures", scenario.BreakerCountWindow: "resil.CountWindow", scenario.BreakerTimeWindow: "resil.TimeWindow"}[br.Use]
 		fields := []string{"Rule: " + rule}
 		add := func(name, v string, zero bool) {
@@ -486,38 +523,19 @@ func exportGo(f scenario.Fleet) (string, []string) {
 		add("WindowSize", strconv.Itoa(br.WindowSize), br.WindowSize == 0)
 		add("WindowPeriod", goDur(br.WindowPeriod), br.WindowPeriod == 0)
 		add("MinCalls", strconv.Itoa(br.MinCalls), br.MinCalls == 0)
-		add("FailureRate", num(br.FailureRate), br.FailureRate == 0)
+		add("FailureRate", goFloat(br.FailureRate), br.FailureRate == 0)
 		add("SlowCall", goDur(br.SlowCall), br.SlowCall == 0)
-		add("SlowCallRate", num(br.SlowCallRate), br.SlowCallRate == 0)
+		add("SlowCallRate", goFloat(br.SlowCallRate), br.SlowCallRate == 0)
 		add("Cooldown", goDur(br.Cooldown), br.Cooldown == 0)
 		add("MaxCooldown", goDur(br.MaxCooldown), br.MaxCooldown == 0)
 		add("Probes", strconv.Itoa(br.Probes), br.Probes == 0)
-		fmt.Fprintf(&b, "breaker, err := resil.NewBreaker(resil.BreakerSettings{%s})\nif err != nil {\n\treturn err\n}\n", strings.Join(fields, ", "))
+		fmt.Fprintf(b, "breaker, err := resil.NewBreaker(resil.BreakerSettings{%s})\nif err != nil {\n\treturn err\n}\n", strings.Join(fields, ", "))
 		if br.Scope == "retries" {
 			lost = append(lost, "breaker scope retries: set Policy.BreakerScope to resil.GuardRetries")
 		}
-		breaker = "breaker"
+		return "breaker", lost
 	}
-	sched := map[string]string{"": "resil.NoDelay", "none": "resil.NoDelay", "fixed": "resil.Fixed", "exponential": "resil.Exponential"}[f.Retry.Backoff.Use]
-	jit := map[string]string{"": "resil.NoJitter", "none": "resil.NoJitter", "full": "resil.FullJitter", "equal": "resil.EqualJitter", "decorrelated": "resil.DecorrelatedJitter", "factor": "resil.FactorJitter"}[f.Retry.Backoff.Jitter]
-	maxRetries := strconv.Itoa(f.Retry.MaxRetries)
-	if f.Retry.MaxRetries < 0 {
-		maxRetries = "resil.Unlimited"
-	}
-	bo := f.Retry.Backoff
-	factor := ""
-	if bo.Factor != 0 {
-		factor = ", Factor: " + num(bo.Factor)
-	}
-	fmt.Fprintf(&b, "settings := resil.GuardSettings{\n\tIdempotency:    resil.Idempotent, // say NotIdempotent if the calls may not run twice\n\tAttemptTimeout: %s,\n\tPolicy: resil.Policy{\n\t\tMaxRetries: %s,\n\t\tBudget:     %s,\n\t\tBreaker:    %s,%s\n\t\tBackoff: resil.Backoff{Schedule: %s, Base: %s, Cap: %s, Multiplier: %s, Jitter: %s%s},\n\t},\n}\n",
-		goDur(f.Timeout), maxRetries, retryBudget, breaker, pacer, sched, goDur(bo.Base), goDur(bo.Cap), num(bo.Multiplier), jit, factor)
-	if f.Deadline > 0 {
-		fmt.Fprintf(&b, "// The deadline (%v) is the caller's: call g.Do with a context.WithTimeout of it.\n", f.Deadline)
-	}
-	if len(f.Retry.On) > 0 && len(f.Retry.On) < 3 {
-		lost = append(lost, fmt.Sprintf("retry.on %v: set GuardSettings.RetryOn (or Classify) to the errors of those kinds", f.Retry.On))
-	}
-	return b.String(), lost
+	return "nil", lost
 }
 
 // num writes a number as the configs do.
@@ -688,18 +706,7 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 	if err != nil {
 		return nil, err
 	}
-	var route *yaml.Node
-	vhPath, _, _ := strings.Cut(loc.path, ".routes[")
-	if strings.HasPrefix(loc.path, "routes[") {
-		vhPath = ""
-	}
-	var vh *yaml.Node
-	for _, d := range f.docs {
-		if r := lookup(d, loc.path); r != nil && child(r, "route") != nil {
-			route, vh = r, lookup(d, vhPath)
-			break
-		}
-	}
+	route, vh := envoyRouteAt(f, loc.path)
 	if route == nil {
 		return nil, fmt.Errorf("%s: %s is not there", f.name, loc.path)
 	}
@@ -767,47 +774,76 @@ func editEnvoy(open func(string) (*yamlFile, error), srcs []Source, loc location
 	}
 	// The budget: the DEFAULT thresholds of the route's cluster.
 	if bu := rec.Budget; bu.Use == scenario.BudgetConcurrency && n > 0 && !bu.Equal(user.Budget) {
-		cf, cl, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
-			return walk(d, func(m *yaml.Node) bool { return str(m, "name") == loc.cluster && isCluster(m) }) != nil
-		})
-		if cl != nil {
-			cl = walk(cl, func(m *yaml.Node) bool { return str(m, "name") == loc.cluster && isCluster(m) })
+		more, err := editEnvoyBudget(open, srcs, loc.cluster, bu)
+		if err != nil {
+			return nil, err
 		}
-		switch th := lookup(cl, "circuit_breakers.thresholds"); {
-		case cl == nil:
-			notes = append(notes, fmt.Sprintf("the budget: cluster %q is not in the files given; set its circuit_breakers.thresholds (priority DEFAULT) to %s", loc.cluster, describeBudget(bu)))
-		case th == nil:
-			if err := cf.set(cl, []kv{{Key: "circuit_breakers", Map: []kv{{Key: "thresholds", Value: "[{" + cf.flow(append([]kv{{Key: "priority", Value: "DEFAULT", Quoted: true}}, envoyBudget(bu)...)) + "}]"}}}}); err != nil {
-				return nil, err
-			}
-		default:
-			var entry *yaml.Node
-			for _, e := range th.Content {
-				if p := str(e, "priority"); p == "" || p == "DEFAULT" {
-					entry = e
-					break
-				}
-			}
-			if entry == nil {
-				notes = append(notes, fmt.Sprintf("the budget: cluster %q has no DEFAULT thresholds; add one with %s", loc.cluster, describeBudget(bu)))
-				break
-			}
-			if bu.Concurrency.Percent == 0 && child(entry, "retry_budget") != nil {
-				notes = append(notes, "the budget: your retry_budget is kept (Envoy ignores max_retries beside one)")
-				break
-			}
-			if err := cf.set(entry, envoyBudget(bu)); err != nil {
-				return nil, err
-			}
-			if bu.Concurrency.Percent > 0 && child(entry, "max_retries") != nil {
-				notes = append(notes, "the budget: your max_retries stays as it is; Envoy ignores it beside a retry_budget")
-			}
-		}
+		notes = append(notes, more...)
 	} else if n > 0 && !rec.Budget.Equal(user.Budget) {
 		notes = append(notes, budgetNotes(user, rec, "Envoy", "its circuit breaker's max_retries and retry_budget")...)
 	}
 	notes = append(notes, breakerLost(rec, "Envoy")...)
 	notes = append(notes, jitterLost(rec, "Envoy", "fully jittered exponential back-off")...)
+	return notes, nil
+}
+
+// envoyRouteAt is the route at path in f (a route with a route action),
+// and its virtual host; nil when it is not there.
+func envoyRouteAt(f *yamlFile, path string) (route, vh *yaml.Node) {
+	vhPath, _, _ := strings.Cut(path, ".routes[")
+	if strings.HasPrefix(path, "routes[") {
+		vhPath = ""
+	}
+	for _, d := range f.docs {
+		if r := lookup(d, path); r != nil && child(r, "route") != nil {
+			route, vh = r, lookup(d, vhPath)
+			break
+		}
+	}
+	return route, vh
+}
+
+// editEnvoyBudget writes budget bu into the DEFAULT thresholds of the
+// cluster named cluster, in the file of srcs that has it, or says where
+// it could not.
+func editEnvoyBudget(open func(string) (*yamlFile, error), srcs []Source, cluster string, bu scenario.Budget) ([]string, error) {
+	var notes []string
+	cf, cl, _ := findDoc(open, srcs, func(d *yaml.Node) bool {
+		return walk(d, func(m *yaml.Node) bool { return str(m, "name") == cluster && isCluster(m) }) != nil
+	})
+	if cl != nil {
+		cl = walk(cl, func(m *yaml.Node) bool { return str(m, "name") == cluster && isCluster(m) })
+	}
+	switch th := lookup(cl, "circuit_breakers.thresholds"); {
+	case cl == nil:
+		notes = append(notes, fmt.Sprintf("the budget: cluster %q is not in the files given; set its circuit_breakers.thresholds (priority DEFAULT) to %s", cluster, describeBudget(bu)))
+	case th == nil:
+		if err := cf.set(cl, []kv{{Key: "circuit_breakers", Map: []kv{{Key: "thresholds", Value: "[{" + cf.flow(append([]kv{{Key: "priority", Value: "DEFAULT", Quoted: true}}, envoyBudget(bu)...)) + "}]"}}}}); err != nil {
+			return nil, err
+		}
+	default:
+		var entry *yaml.Node
+		for _, e := range th.Content {
+			if p := str(e, "priority"); p == "" || p == "DEFAULT" {
+				entry = e
+				break
+			}
+		}
+		if entry == nil {
+			notes = append(notes, fmt.Sprintf("the budget: cluster %q has no DEFAULT thresholds; add one with %s", cluster, describeBudget(bu)))
+			break
+		}
+		if bu.Concurrency.Percent == 0 && child(entry, "retry_budget") != nil {
+			notes = append(notes, "the budget: your retry_budget is kept (Envoy ignores max_retries beside one)")
+			break
+		}
+		if err := cf.set(entry, envoyBudget(bu)); err != nil {
+			return nil, err
+		}
+		if bu.Concurrency.Percent > 0 && child(entry, "max_retries") != nil {
+			notes = append(notes, "the budget: your max_retries stays as it is; Envoy ignores it beside a retry_budget")
+		}
+	}
 	return notes, nil
 }
 

@@ -36,11 +36,11 @@ func importGRPC(srcs []Source) ([]Fleet, error) {
 		}
 		for _, m := range cfg.Methods {
 			f := grpcFleet(s.Name, cfg, m)
-			p := &prov{file: s.Name, from: f.From, lost: f.Lost}
+			p := &prov{file: s.Name, list: f.From, lost: f.Lost}
 			if err := grpcEjection(p, &f.Fleet, s.Data); err != nil {
 				return nil, fmt.Errorf("%s: %v", s.Name, err)
 			}
-			f.From, f.Lost = p.from, p.lost
+			f.From, f.Lost = p.list, p.lost
 			out.add(f)
 		}
 	}
@@ -69,10 +69,10 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	if m.Timeout > 0 {
 		f.Timeout = p.wait("timeout", m.Timeout, 0)
 		f.Deadline = f.Timeout
-		p.set("timeout and deadline", fmtDur(m.Timeout), path+".timeout (the whole call's)")
+		p.set("timeout", fmtDur(m.Timeout), path+".timeout").and("deadline").by(inParens, "the whole call's")
 	} else {
 		f.Timeout = maxTimeout
-		p.dflt("timeout and deadline", "none", path+".timeout", "gRPC: no deadline unless the caller sets one")
+		p.dflt("timeout", "none", path+".timeout", "gRPC: no deadline unless the caller sets one").and("deadline")
 		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes; the caller's own deadline is not in the service config", fmtDur(maxTimeout))
 	}
 	if m.WaitForReady != nil {
@@ -88,45 +88,18 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	}
 	switch {
 	case m.Retry != nil:
-		r := m.Retry
-		f.Retry.MaxRetries = r.MaxAttempts - 1
-		p.set("retry.max_retries", fmt.Sprint(r.MaxAttempts-1), path+".retryPolicy.maxAttempts, less the first attempt")
-		if r.Requested != r.MaxAttempts {
-			p.lose("maxAttempts %d: grpc-go caps it at %d", r.Requested, r.MaxAttempts)
-		}
-		mult := r.BackoffMultiplier
-		if !(mult >= 1 && mult <= 1000) {
-			// grpc-go takes any multiplier above 0; the simulator's backoff
-			// grows, by at most 1000 times a retry.
-			mult = min(max(mult, 1), 1000)
-			p.lose("backoffMultiplier %g: the simulator's is from 1 to 1000, and imports it as %g", r.BackoffMultiplier, mult)
-		}
-		f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("initialBackoff", min(r.InitialBackoff, r.MaxBackoff), 0), Cap: p.wait("maxBackoff", r.MaxBackoff, 0),
-			Multiplier: mult, Jitter: "factor", Factor: 0.2}
-		p.set("retry.backoff", fmt.Sprintf("exponential from %s by %g, cap %s, jitter 0.8 to 1.2", fmtDur(r.InitialBackoff), r.BackoffMultiplier, fmtDur(r.MaxBackoff)),
-			path+".retryPolicy (grpc-go's formula)")
-		p.lose("grpc-go jitters the wait past maxBackoff (up to 1.2 times it); the simulator's jitter stays under the cap")
+		grpcRetry(p, &f, m.Retry, path)
 	case m.Hedging != nil:
-		h := m.Hedging
-		f.Hedge = scenario.Hedge{Delay: max(h.HedgingDelay, time.Millisecond), Max: h.MaxAttempts - 1}
-		p.set("hedge", fmt.Sprintf("delay %s, max %d", fmtDur(f.Hedge.Delay), f.Hedge.Max), path+".hedgingPolicy")
-		if h.HedgingDelay == 0 {
-			p.lose("hedgingDelay 0 sends every hedge at once: written as 1ms")
-		}
-		if f.Hedge.Delay >= f.Timeout {
-			p.lose("hedgingDelay %s is not shorter than the call's timeout (%s): no hedge is ever sent, and none is imported", fmtDur(h.HedgingDelay), fmtDur(f.Timeout))
-			f.Hedge = scenario.Hedge{}
-		}
-		p.lose("grpc-go does not hedge (it ignores hedgingPolicy); imported as gRFC A6 specifies")
+		grpcHedge(p, &f, m.Hedging, path)
 	default:
 		p.note("retry.max_retries", "0", "no retryPolicy or hedgingPolicy: the call is sent once")
 	}
 	switch {
 	case len(on) > 0 && len(on) < len(giveup.Kinds):
 		f.Retry.On = on
-		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path+" status codes")
+		p.set("retry.on", "["+strings.Join(on, ", ")+"]", path).by(afterSpace, "status codes")
 	case len(on) > 0:
-		p.set("retry.on", "every failure", path+" status codes")
+		p.set("retry.on", "every failure", path).by(afterSpace, "status codes")
 	case m.Hedging != nil:
 		// Hedges go out on hedgingDelay whatever the status; without
 		// non-fatal codes a failed attempt ends the call (gRFC A6).
@@ -135,7 +108,50 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 	default:
 		f.Retry.MaxRetries = 0
 	}
-	t := cfg.Throttling
+	grpcThrottle(p, &f, cfg.Throttling)
+	return Fleet{Fleet: f, Format: GRPC, File: file, Origin: fmt.Sprintf("%s: %s", file, path), From: p.list, Lost: p.lost, at: place{file: file, path: path}}
+}
+
+// grpcRetry maps a method's retryPolicy r (at path) to f's retries and
+// backoff.
+func grpcRetry(p *prov, f *scenario.Fleet, r *grpcconfig.RetryPolicy, path string) {
+	f.Retry.MaxRetries = r.MaxAttempts - 1
+	p.set("retry.max_retries", fmt.Sprint(r.MaxAttempts-1), path+".retryPolicy.maxAttempts").by(afterComma, "less the first attempt")
+	if r.Requested != r.MaxAttempts {
+		p.lose("maxAttempts %d: grpc-go caps it at %d", r.Requested, r.MaxAttempts)
+	}
+	mult := r.BackoffMultiplier
+	if !(mult >= 1 && mult <= 1000) {
+		// grpc-go takes any multiplier above 0; the simulator's backoff
+		// grows, by at most 1000 times a retry.
+		mult = min(max(mult, 1), 1000)
+		p.lose("backoffMultiplier %g: the simulator's is from 1 to 1000, and imports it as %g", r.BackoffMultiplier, mult)
+	}
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("initialBackoff", min(r.InitialBackoff, r.MaxBackoff), 0), Cap: p.wait("maxBackoff", r.MaxBackoff, 0),
+		Multiplier: mult, Jitter: "factor", Factor: 0.2}
+	p.set("retry.backoff", fmt.Sprintf("exponential from %s by %g, cap %s, jitter 0.8 to 1.2", fmtDur(r.InitialBackoff), r.BackoffMultiplier, fmtDur(r.MaxBackoff)),
+		path+".retryPolicy").by(inParens, "grpc-go's formula")
+	p.lose("grpc-go jitters the wait past maxBackoff (up to 1.2 times it); the simulator's jitter stays under the cap")
+}
+
+// grpcHedge maps a method's hedgingPolicy h (at path) to f's hedge.
+func grpcHedge(p *prov, f *scenario.Fleet, h *grpcconfig.HedgingPolicy, path string) {
+	f.Hedge = scenario.Hedge{Delay: max(h.HedgingDelay, time.Millisecond), Max: h.MaxAttempts - 1}
+	p.set("hedge", fmt.Sprintf("delay %s, max %d", fmtDur(f.Hedge.Delay), f.Hedge.Max), path+".hedgingPolicy")
+	if h.HedgingDelay == 0 {
+		p.lose("hedgingDelay 0 sends every hedge at once: written as 1ms")
+	}
+	if f.Hedge.Delay >= f.Timeout {
+		p.lose("hedgingDelay %s is not shorter than the call's timeout (%s): no hedge is ever sent, and none is imported", fmtDur(h.HedgingDelay), fmtDur(f.Timeout))
+		f.Hedge = scenario.Hedge{}
+	}
+	p.lose("grpc-go does not hedge (it ignores hedgingPolicy); imported as gRFC A6 specifies")
+}
+
+// grpcThrottle maps the service config's retryThrottling t (nil when it
+// has none) to f's budget: the budget only of a method that retries or
+// hedges.
+func grpcThrottle(p *prov, f *scenario.Fleet, t *grpcconfig.Throttling) {
 	switch {
 	case t != nil && (f.Retry.MaxRetries > 0 || f.Hedge.Delay > 0):
 		f.Budget = scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: t.MaxTokens, TokenRatio: min(t.TokenRatio, 1000)}}
@@ -153,7 +169,6 @@ func grpcFleet(file string, cfg *grpcconfig.Config, m grpcconfig.Method) Fleet {
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 		p.note("budget", "none", "no retryThrottling")
 	}
-	return Fleet{Fleet: f, Format: GRPC, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost}
 }
 
 // grpcOn maps retryable status codes to the simulator's failures.

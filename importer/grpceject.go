@@ -96,6 +96,23 @@ func grpcEjection(p *prov, f *scenario.Fleet, data []byte) error {
 	}
 	f.Balancer = scenario.Balancer{Use: use}
 	p.note("balancer.settings.panic_threshold", "0", "gRPC has no panic threshold")
+	s, err := grpcOutlierSettings(p, &od, path)
+	if err != nil {
+		return err
+	}
+	det := scenario.OutlierDetection{Use: scenario.OutlierGRPC, Settings: s}
+	if _, err := det.NewDetector(1, nil); err != nil {
+		return fmt.Errorf("%s: %v (grpc-go refuses it too)", path, err)
+	}
+	p.note("outlier_detection.use", scenario.OutlierGRPC, path+"; max_ejection_percent is checked before the ejection, as grpc-go does; the simulator's origin has the replicas of the scenario, one unless changed")
+	f.OutlierDetection = det
+	return nil
+}
+
+// grpcOutlierSettings maps an outlier_detection_experimental policy's
+// config od (at path) to resil/outlier's settings, grpc-go's defaults
+// where a field is unset.
+func grpcOutlierSettings(p *prov, od *grpcOutlier, path string) (outlier.Settings, error) {
 	s := outlier.GRPCDefaults(0)
 	s.Flavor, s.MaxEjectionRule = 0, outlier.CheckBefore
 	s.Enforcing.SuccessRate = 0 // on only with successRateEjection
@@ -114,7 +131,7 @@ func grpcEjection(p *prov, f *scenario.Fleet, data []byte) error {
 		}
 		t, err := time.ParseDuration(*d.v)
 		if err != nil || t < 0 {
-			return fmt.Errorf("%s.%s: %q is not a duration such as \"10s\"", path, d.json, *d.v)
+			return outlier.Settings{}, fmt.Errorf("%s.%s: %q is not a duration such as \"10s\"", path, d.json, *d.v)
 		}
 		*d.p = p.wait(d.json, t, time.Millisecond)
 		p.set(key+d.k, fmtDur(*d.p), path+"."+d.json)
@@ -137,7 +154,7 @@ func grpcEjection(p *prov, f *scenario.Fleet, data []byte) error {
 		p.note(key+"enforcing_success_rate", "100", path+".successRateEjection given (enforcementPercentage defaults to 100)")
 		if sr.StdevFactor != nil {
 			s.SuccessRateStdevFactor = float64(*sr.StdevFactor) / 1000
-			p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), path+".successRateEjection.stdevFactor / 1000")
+			p.set(key+"success_rate_stdev_factor", strconv.FormatFloat(s.SuccessRateStdevFactor, 'g', -1, 64), path+".successRateEjection.stdevFactor").by(afterSpace, "/ 1000")
 		}
 		ints(".successRateEjection", sr.EnforcementPercentage, "enforcing_success_rate", &s.Enforcing.SuccessRate,
 			sr.MinimumHosts, "success_rate_minimum_hosts", &s.SuccessRateMinimumHosts, sr.RequestVolume, "success_rate_request_volume", &s.SuccessRateRequestVolume)
@@ -150,13 +167,7 @@ func grpcEjection(p *prov, f *scenario.Fleet, data []byte) error {
 			p.lose("%s.failurePercentageEjection without enforcementPercentage: grpc-go's default is 0, so the rule never ejects", path)
 		}
 	}
-	det := scenario.OutlierDetection{Use: scenario.OutlierGRPC, Settings: s}
-	if _, err := det.NewDetector(1, nil); err != nil {
-		return fmt.Errorf("%s: %v (grpc-go refuses it too)", path, err)
-	}
-	p.note("outlier_detection.use", scenario.OutlierGRPC, path+"; max_ejection_percent is checked before the ejection, as grpc-go does; the simulator's origin has the replicas of the scenario, one unless changed")
-	f.OutlierDetection = det
-	return nil
+	return s, nil
 }
 
 // grpcKnown are the policies grpc-go registers (with its xds package

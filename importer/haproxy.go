@@ -197,9 +197,10 @@ func (px *hapProxy) readServers() error {
 	return nil
 }
 
-// at writes where a setting came from, for the provenance.
-func (st hapSetting) at() string {
-	return fmt.Sprintf("%s: %s (line %d)", st.File, strings.Join(st.At.Words, " "), st.At.Line)
+// at is where a setting came from: its file, its line, and the line's
+// words.
+func (st hapSetting) at() Provenance {
+	return Provenance{File: st.File, Path: strings.Join(st.At.Words, " "), Line: st.At.Line}
 }
 
 // fleet builds the fleet of one backend.
@@ -221,7 +222,7 @@ func (px *hapProxy) fleet(o Options) (Fleet, error) {
 	if err != nil {
 		return Fleet{}, err
 	}
-	return Fleet{Fleet: f, Format: HAProxy, Origin: origin, From: p.from, Lost: p.lost, Replicas: replicas}, nil
+	return Fleet{Fleet: f, Format: HAProxy, File: px.file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
 }
 
 // timeouts maps timeout server (each try's wait) and timeout connect.
@@ -241,7 +242,7 @@ func (px *hapProxy) timeouts(p *prov, f *scenario.Fleet) error {
 		return fmt.Errorf("%s:%d: timeout server: %v (HAProxy refuses it)", st.File, st.At.Line, err)
 	}
 	f.Timeout = p.wait("timeout server", max(d, time.Millisecond), 0)
-	p.add(fmt.Sprintf("timeout: %s  <- %s", fmtDur(d), st.at()))
+	p.took("timeout", fmtDur(d), st.at())
 	if c, ok := px.settings["timeout connect"]; ok {
 		p.lose("timeout connect (%s:%d): the simulator's connections are made at once; a black-holed server is waited for until timeout server", c.File, c.At.Line)
 	}
@@ -268,11 +269,11 @@ func (px *hapProxy) retries(p *prov, f *scenario.Fleet) error {
 			return fmt.Errorf("%s:%d: retries: want a whole number (HAProxy refuses %q)", st.File, st.At.Line, strings.Join(st.Words, " "))
 		}
 		n = p.count("retries", int64(v))
-		p.add(fmt.Sprintf("retry.max_retries: %d  <- %s", n, st.at()))
+		p.took("retry.max_retries", strconv.Itoa(n), st.at())
 	} else {
 		p.dflt("retry.max_retries", "3", "retries", "HAProxy's default, 3")
 	}
-	words, where := []string{hapRetryOn}, "default (retry-on unset; HAProxy's default, conn-failure)"
+	words, where := []string{hapRetryOn}, Provenance{Default: true, Path: "retry-on", Rule: "HAProxy's default, conn-failure"}
 	if st, ok := px.settings["retry-on"]; ok {
 		words, where = st.Words, st.at()
 	}
@@ -280,9 +281,10 @@ func (px *hapProxy) retries(p *prov, f *scenario.Fleet) error {
 	// that never says mode http forwards bytes, and retries connections
 	// alone whatever retry-on says.
 	if m, ok := px.settings["mode"]; !ok || len(m.Words) == 0 {
-		words, where = []string{"conn-failure"}, "default (mode unset; HAProxy's default, tcp): only connections are retried in mode tcp"
+		words, where = []string{"conn-failure"}, Provenance{Default: true, Path: "mode", Rule: "mode unset; HAProxy's default, tcp: only connections are retried in mode tcp"}
 	} else if m.Words[0] == "tcp" {
-		words, where = []string{"conn-failure"}, m.at()+": only connections are retried in mode tcp"
+		words, where = []string{"conn-failure"}, m.at()
+		where.by(afterColon, "only connections are retried in mode tcp")
 	}
 	set := map[string]bool{}
 	for _, w := range words {
@@ -304,7 +306,7 @@ func (px *hapProxy) retries(p *prov, f *scenario.Fleet) error {
 			on = append(on, k)
 		}
 	}
-	p.add(fmt.Sprintf("retry.on: [%s]  <- %s", strings.Join(on, ", "), where))
+	p.took("retry.on", "["+strings.Join(on, ", ")+"]", where)
 	if len(on) == 0 || n == 0 {
 		p.note("retry.max_retries", "0", "nothing is retried")
 		return nil

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,7 @@ func TestHAProxyDefaultModeIsTCP(t *testing.T) {
 	if on := strings.Join(fl[0].Fleet.Retry.On, " "); on != "refused" {
 		t.Errorf("retries on [%s], want [refused]: mode tcp retries connections alone", on)
 	}
-	if !strings.Contains(strings.Join(fl[0].From, "\n"), "mode unset; HAProxy's default, tcp") {
+	if !strings.Contains(fmt.Sprint(fl[0].From), "HAProxy's default, tcp") {
 		t.Errorf("provenance %q does not say the mode is HAProxy's default", fl[0].From)
 	}
 }

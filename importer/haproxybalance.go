@@ -26,7 +26,7 @@ func (px *hapProxy) balance(p *prov, f *scenario.Fleet) (int, error) {
 			primary++
 		}
 	}
-	p.set("origin.replicas", strconv.Itoa(primary), fmt.Sprintf("%s %s (line %d): its servers not backup or disabled", px.sec.Kind, px.sec.Name, px.sec.Line))
+	p.set("origin.replicas", strconv.Itoa(primary), px.sec.Kind+" "+px.sec.Name).atLine(px.sec.Line, lineAfter).by(afterColon, "its servers not backup or disabled")
 	if len(backups) > 0 {
 		p.lose("backup servers (%s): HAProxy sends to them only once every other is down; the simulator's replicas are all primary", strings.Join(backups, ", "))
 	}
@@ -49,7 +49,7 @@ func (px *hapProxy) balance(p *prov, f *scenario.Fleet) (int, error) {
 		default:
 			p.lose("balance %s: not modelled; the fleet picks round robin", algo)
 		}
-		p.add(fmt.Sprintf("balancer.use: %s  <- %s", use, st.at()))
+		p.took("balancer.use", use, st.at())
 	}
 	f.Balancer = scenario.Balancer{Use: use}
 	p.note("balancer.settings.panic_threshold", "0", "HAProxy has no panic mode: with every server down it answers 503")
@@ -124,7 +124,7 @@ func (px *hapProxy) observe(p *prov, f *scenario.Fleet) error {
 	default:
 		return fmt.Errorf("%s:%d: server %s: observe %q: want layer4 or layer7 (HAProxy refuses it)", px.file, s.line, s.name, mode)
 	}
-	p.set("outlier_detection.settings", fmt.Sprintf("%d errors in a row eject for %s (%s)", limit, fmtDur(back), mode), at+": observe, error-limit, on-error, rise and inter")
+	p.set("outlier_detection.settings", fmt.Sprintf("%d errors in a row eject for %s (%s)", limit, fmtDur(back), mode), "server "+s.name).atLine(s.line, lineAfter).by(afterColon, "observe, error-limit, on-error, rise and inter")
 	p.lose("a server marked down comes back after rise good health checks, which the simulator's replicas do not answer: it comes back after rise x inter")
 	f.OutlierDetection = scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: st}
 	return nil

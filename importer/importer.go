@@ -71,11 +71,13 @@ type Fleet struct {
 	Fleet scenario.Fleet
 	// Format is where it came from.
 	Format Format
+	// File is the file the config object is in: the first part of Origin.
+	File string
 	// Origin names the config object: "envoy.yaml: route api → cluster backend".
 	Origin string
-	// From says, one line per setting, where it came from (file and path),
-	// or which documented default it took.
-	From []string
+	// From says, for each setting, where it came from (file, object,
+	// path and line), or which documented default or product rule set it.
+	From []Provenance
 	// Lost says what the config sets that the fleet cannot represent.
 	Lost []string
 	// Covers names the other config objects with the same settings (and
@@ -87,6 +89,12 @@ type Fleet struct {
 	// servers, an HAProxy backend's servers), or 0 when it does not say.
 	// Scenario gives a base origin of one replica this many.
 	Replicas int
+
+	// at is where the config object is, and coversAt where each of
+	// Covers is: the settings read under one are read under the others
+	// at the same paths (CoveredSettings).
+	at       place
+	coversAt []place
 }
 
 // Options says how to import.
@@ -249,6 +257,7 @@ func (s *fleetSet) add(f Fleet) {
 	k := fmt.Sprintf("%s\x00%#v\x00%q", f.Format, g, f.Lost)
 	if i, ok := s.seen[k]; ok {
 		s.list[i].Covers = append(s.list[i].Covers, f.Origin)
+		s.list[i].coversAt = append(s.list[i].coversAt, f.at)
 		return
 	}
 	if s.seen == nil {
@@ -487,8 +496,8 @@ func Scenario(fleets []Fleet, base *scenario.Scenario) (*scenario.Scenario, scen
 func (f Fleet) Note() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s)", f.Origin, f.Format)
-	for _, l := range f.From {
-		b.WriteString("\n  " + l)
+	for _, v := range f.From {
+		b.WriteString("\n  " + v.String())
 	}
 	if len(f.Lost) > 0 {
 		b.WriteString("\nNot represented:")
@@ -512,51 +521,6 @@ func Write(fleets []Fleet, base *scenario.Scenario) ([]byte, error) {
 		return nil, err
 	}
 	return scenario.MarshalNotes(sc, notes), nil
-}
-
-// prov collects a fleet's provenance as it is built.
-type prov struct {
-	file string
-	from []string
-	lost []string
-	// root is the provenance a view made by in writes into; nil for the
-	// provenance itself.
-	root *prov
-}
-
-// in returns a view of p whose settings are read from file: a route's
-// cluster, or its DestinationRule, in a file of its own (issue 36, row 9).
-func (p *prov) in(file string) *prov { return &prov{file: file, root: p.base()} }
-
-// base is the provenance p writes into.
-func (p *prov) base() *prov {
-	if p.root != nil {
-		return p.root
-	}
-	return p
-}
-
-func (p *prov) add(line string) { b := p.base(); b.from = append(b.from, line) }
-
-// set notes that setting took value from path in the file.
-func (p *prov) set(setting, value, path string) {
-	p.add(fmt.Sprintf("%s: %s  <- %s: %s", setting, value, p.file, path))
-}
-
-// dflt notes that setting took the documented default value, because
-// path was not set; source cites the documentation.
-func (p *prov) dflt(setting, value, path, source string) {
-	p.add(fmt.Sprintf("%s: %s  <- default (%s unset; %s)", setting, value, path, source))
-}
-
-// note records a derived setting with its reason.
-func (p *prov) note(setting, value, why string) {
-	p.add(fmt.Sprintf("%s: %s  <- %s", setting, value, why))
-}
-
-func (p *prov) lose(format string, args ...any) {
-	b := p.base()
-	b.lost = append(b.lost, fmt.Sprintf(format, args...))
 }
 
 // wait brings a time the config sets (what names it) into the

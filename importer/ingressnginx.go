@@ -124,7 +124,7 @@ func ingressFleet(l ngxLocation, name string) (Fleet, error) {
 		if n > 0 {
 			tries = n
 		}
-		p.set("retry.max_retries", strconv.Itoa(tries-1), fmt.Sprintf("data.proxy-next-upstream-tries (line %d), less the first try", d.Line))
+		p.set("retry.max_retries", strconv.Itoa(tries-1), "data.proxy-next-upstream-tries").atLine(d.Line, lineAfter).by(afterComma, "less the first try")
 	}
 	if len(on) > 0 && tries > 1 {
 		f.Retry.MaxRetries = tries - 1
@@ -136,7 +136,7 @@ func ingressFleet(l ngxLocation, name string) (Fleet, error) {
 	p.lose("the endpoints: the controller balances over the Service's endpoints (its Lua balancer), which the ConfigMap does not list; every try proxy-next-upstream-tries allows is imported, as if there were as many endpoints")
 	f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 	p.note("budget", "none", "nginx has no retry budget")
-	return Fleet{Fleet: f, Format: NGINX, Origin: fmt.Sprintf("%s: ConfigMap %s (line %d)", l.file, name, l.line), From: p.from, Lost: p.lost}, nil
+	return Fleet{Fleet: f, Format: NGINX, File: l.file, Origin: fmt.Sprintf("%s: ConfigMap %s (line %d)", l.file, name, l.line), From: p.list, Lost: p.lost}, nil
 }
 
 // ingressError names the ConfigMap's key for a directive's error.

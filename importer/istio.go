@@ -158,17 +158,17 @@ func grpcPort(ports *yaml.Node) string {
 func istioProtocol(objs []istioObject, host string, o Options) protocol {
 	switch o.Protocol {
 	case ProtocolGRPC:
-		return protocol{true, "given (--protocol grpc)"}
+		return protocol{true, given(true)}
 	case ProtocolHTTP:
-		return protocol{false, "given (--protocol http)"}
+		return protocol{false, given(false)}
 	}
 	short := strings.SplitN(host, ".", 2)[0]
 	for _, s := range objs {
 		if s.grpcPort != "" && s.name == short {
-			return protocol{true, fmt.Sprintf("%s: Service %s: port %s speaks gRPC", s.file, s.name, s.grpcPort)}
+			return protocol{true, Provenance{File: s.file, Object: Object{"Service", s.name}, Rule: "port " + s.grpcPort + " speaks gRPC", ruleForm: afterColon}}
 		}
 	}
-	return protocol{false, "assumed: no Service given names a grpc port for " + cmpOr(host, "the host") + " (--protocol grpc if it speaks gRPC)"}
+	return protocol{false, Provenance{Rule: "assumed: no Service given names a grpc port for " + cmpOr(host, "the host") + " (--protocol grpc if it speaks gRPC)"}}
 }
 
 // istioRuleFleet is the fleet of a DestinationRule's host that no
@@ -193,7 +193,8 @@ func istioRuleFleet(o *istioObject, objs []istioObject, opts Options) Fleet {
 	pol := istioPolicy(p, o, "")
 	istioTraffic(p, &f, pol, attempts > 0)
 	istioEjection(p, &f, pol)
-	return Fleet{Fleet: f, Format: Istio, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.from, Lost: p.lost}
+	return Fleet{Fleet: f, Format: Istio, File: o.file, Origin: fmt.Sprintf("%s: %s (host %s, no VirtualService)", o.file, path, host), From: p.list, Lost: p.lost,
+		at: place{file: o.file, object: Object{"DestinationRule", o.name}}}
 }
 
 // istioRetries maps a retryOn ("" for Istio's default) onto f.Retry.On
@@ -224,8 +225,10 @@ func istioRetries(p *prov, f *scenario.Fleet, retryOnS string, objs []istioObjec
 }
 
 func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObject, opts Options) (Fleet, *istioObject) {
-	path := fmt.Sprintf("VirtualService %s: spec.http[%d]", o.name, i)
+	path := fmt.Sprintf("spec.http[%d]", i)
+	obj := Object{"VirtualService", o.name}
 	p := &prov{file: o.file}
+	vs := p.of(obj.Kind, obj.Name)
 	name := h.GetName()
 	if name == "" {
 		name = fmt.Sprintf("%s http[%d]", o.name, i)
@@ -238,7 +241,7 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 			p.lose("%d weighted destinations: only the first (%s) is imported", len(rs), host)
 		}
 	}
-	origin := fmt.Sprintf("%s: %s", o.file, path)
+	origin := fmt.Sprintf("%s: %s: %s", o.file, obj, path)
 	if host != "" {
 		origin += fmt.Sprintf(" (host %s)", host)
 	}
@@ -246,59 +249,16 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	deadline := time.Duration(0)
 	if h.GetTimeout() != nil {
 		deadline = h.GetTimeout().AsDuration()
-		p.set("deadline", fmtDur(deadline), path+".timeout")
+		vs.set("deadline", fmtDur(deadline), path+".timeout")
 	} else {
-		p.dflt("deadline", "none", path+".timeout", "HTTPRoute.timeout: default is disabled")
+		vs.dflt("deadline", "none", path+".timeout", "HTTPRoute.timeout: default is disabled")
 	}
 	if deadline > 0 {
 		f.Deadline = p.wait("timeout", deadline, 0)
 	}
-
-	r := h.GetRetries()
-	attempts, retryOnS, perTry, backoff := istioAttempts, "", time.Duration(0), istioBackoff
-	if r == nil {
-		p.dflt("retry.max_retries", "2", path+".retries", "Istio retries twice by default (Traffic Management: Retries)")
-	} else {
-		attempts = p.count("attempts", int64(r.GetAttempts()))
-		p.set("retry.max_retries", strconv.Itoa(attempts), path+".retries.attempts")
-		if r.GetPerTryTimeout() != nil {
-			perTry = r.GetPerTryTimeout().AsDuration()
-		}
-		if r.GetBackoff() != nil {
-			backoff = max(r.GetBackoff().AsDuration(), time.Millisecond)
-			p.set("retry.backoff.base", fmtDur(backoff), path+".retries.backoff")
-		}
-		if r.GetRetryOn() != "" {
-			retryOnS = r.GetRetryOn()
-		}
-		if r.GetRetryRemoteLocalities() != nil {
-			p.lose("retryRemoteLocalities: the simulator has one locality")
-		}
-	}
-	if r == nil || r.GetBackoff() == nil {
-		p.dflt("retry.backoff.base", fmtDur(backoff), path+".retries.backoff", "HTTPRetry.backoff: 25ms")
-	}
-	p.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
-	if perTry > 0 {
-		p.set("timeout", fmtDur(perTry), path+".retries.perTryTimeout")
-	} else {
-		perTry = deadline
-		if perTry > 0 {
-			p.note("timeout", fmtDur(perTry), "perTryTimeout unset: the route timeout (HTTPRetry.per_try_timeout)")
-		}
-	}
-	if perTry <= 0 {
-		perTry = maxTimeout
-		p.lose("no timeout at all (Istio's default): attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
-	}
-	f.Timeout = p.wait("timeout per attempt", perTry, 0)
-
-	if attempts > 0 && istioRetries(p, &f, retryOnS, objs, host, path, opts) == 0 {
-		attempts = 0
-	}
-	f.Retry.MaxRetries = attempts
-	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: p.wait("backoff", backoff, 0), Cap: p.wait("the backoff's cap, 10 times backoff,", 10*min(backoff, maxTimeout), 0), Multiplier: 2, Jitter: "full"}
-	p.dflt("retry.backoff.cap", fmtDur(10*min(backoff, maxTimeout)), "Envoy's max_interval", "Envoy: 10 times the base")
+	attempts := istioRouteRetries(vs, &f, h.GetRetries(), path, deadline, func(retryOn string) int {
+		return istioRetries(vs, &f, retryOn, objs, host, path, opts)
+	})
 
 	istioCalls(p, &f, istioProtocol(objs, host, opts), opts)
 	dr := findRule(objs, host)
@@ -309,7 +269,60 @@ func istioFleet(o istioObject, i int, h *networking.HTTPRoute, objs []istioObjec
 	pol := istioPolicy(p, dr, subset)
 	istioTraffic(p, &f, pol, attempts > 0)
 	istioEjection(p, &f, pol)
-	return Fleet{Fleet: f, Format: Istio, Origin: origin, From: p.from, Lost: p.lost}, dr
+	return Fleet{Fleet: f, Format: Istio, File: o.file, Origin: origin, From: p.list, Lost: p.lost, at: place{o.file, obj, path}}, dr
+}
+
+// istioRouteRetries maps a route's retries (r; nil for Istio's default),
+// at path in the VirtualService (vs, its view), and its timeouts: the
+// attempts, and each attempt's timeout (the route's deadline when
+// perTryTimeout is unset). on maps the retryOn ("" for the default) and
+// returns the attempts it leaves.
+func istioRouteRetries(vs *prov, f *scenario.Fleet, r *networking.HTTPRetry, path string, deadline time.Duration, on func(string) int) int {
+	attempts, retryOnS, perTry, backoff := istioAttempts, "", time.Duration(0), istioBackoff
+	if r == nil {
+		vs.dflt("retry.max_retries", "2", path+".retries", "Istio retries twice by default (Traffic Management: Retries)")
+	} else {
+		attempts = vs.count("attempts", int64(r.GetAttempts()))
+		vs.set("retry.max_retries", strconv.Itoa(attempts), path+".retries.attempts")
+		if r.GetPerTryTimeout() != nil {
+			perTry = r.GetPerTryTimeout().AsDuration()
+		}
+		if r.GetBackoff() != nil {
+			backoff = max(r.GetBackoff().AsDuration(), time.Millisecond)
+			vs.set("retry.backoff.base", fmtDur(backoff), path+".retries.backoff")
+		}
+		if r.GetRetryOn() != "" {
+			retryOnS = r.GetRetryOn()
+		}
+		if r.GetRetryRemoteLocalities() != nil {
+			vs.lose("retryRemoteLocalities: the simulator has one locality")
+		}
+	}
+	if r == nil || r.GetBackoff() == nil {
+		vs.dflt("retry.backoff.base", fmtDur(backoff), path+".retries.backoff", "HTTPRetry.backoff: 25ms")
+	}
+	vs.lose("retries skip the hosts already tried (retryIgnorePreviousHosts, true by default): the simulator's replicas are interchangeable")
+	if perTry > 0 {
+		vs.set("timeout", fmtDur(perTry), path+".retries.perTryTimeout")
+	} else {
+		perTry = deadline
+		if perTry > 0 {
+			vs.note("timeout", fmtDur(perTry), "perTryTimeout unset: the route timeout (HTTPRetry.per_try_timeout)")
+		}
+	}
+	if perTry <= 0 {
+		perTry = maxTimeout
+		vs.lose("no timeout at all (Istio's default): attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
+	}
+	f.Timeout = vs.wait("timeout per attempt", perTry, 0)
+
+	if attempts > 0 && on(retryOnS) == 0 {
+		attempts = 0
+	}
+	f.Retry.MaxRetries = attempts
+	f.Retry.Backoff = scenario.Backoff{Use: "exponential", Base: vs.wait("backoff", backoff, 0), Cap: vs.wait("the backoff's cap, 10 times backoff,", 10*min(backoff, maxTimeout), 0), Multiplier: 2, Jitter: "full"}
+	vs.base().dflt("retry.backoff.cap", fmtDur(10*min(backoff, maxTimeout)), "Envoy's max_interval", "Envoy: 10 times the base")
+	return attempts
 }
 
 // findRule returns the DestinationRule for host: the same name, or the
@@ -342,7 +355,7 @@ func istioCalls(p *prov, f *scenario.Fleet, pr protocol, o Options) {
 	p.note("product", f.Product, "the client sidecar is Envoy: a local 503 after refused connections, 504 after timeouts (router.cc); UNAVAILABLE to a gRPC caller")
 	if pr.grpc {
 		f.Protocol = scenario.ProtocolGRPC
-		p.note("protocol", f.Protocol, pr.why)
+		p.took("protocol", f.Protocol, pr.why)
 	}
 	f.Inbound = scenario.Inbound{Product: string(giveup.Envoy)}
 	major, minor := 1, 24
@@ -363,12 +376,15 @@ func istioCalls(p *prov, f *scenario.Fleet, pr protocol, o Options) {
 // trafficPolicy is the traffic policy of a route's destination, as pilot
 // builds its cluster: the DestinationRule's, with a subset's fields in
 // place of the rule's where the subset sets them, and where each field
-// was read (file, object and path; "" when it is not set).
+// was read (its path in the rule; "" when it is not set).
 type trafficPolicy struct {
 	tp                        *networking.TrafficPolicy
 	pool, lb, outlier, budget string // where connectionPool, loadBalancer, outlierDetection, retryBudget came from
 	file, name                string // the DestinationRule's; "" for none
 }
+
+// in is p's view of the DestinationRule's paths.
+func (pol trafficPolicy) in(p *prov) *prov { return p.in(pol.file).of("DestinationRule", pol.name) }
 
 // istioPolicy is the traffic policy pilot builds host's cluster with for
 // subset ("" for none): pilot/pkg/networking/core/cluster_builder.go,
@@ -383,7 +399,7 @@ func istioPolicy(p *prov, dr *istioObject, subset string) trafficPolicy {
 	}
 	out.file, out.name = dr.file, dr.name
 	top := dr.dr.GetTrafficPolicy()
-	at := fmt.Sprintf("DestinationRule %s: spec.trafficPolicy", dr.name)
+	const at = "spec.trafficPolicy"
 	merged := &networking.TrafficPolicy{}
 	if top != nil {
 		merged.ConnectionPool, merged.LoadBalancer, merged.OutlierDetection, merged.RetryBudget = top.ConnectionPool, top.LoadBalancer, top.OutlierDetection, top.RetryBudget
@@ -394,7 +410,7 @@ func istioPolicy(p *prov, dr *istioObject, subset string) trafficPolicy {
 		if i < 0 {
 			p.lose("subset %s: DestinationRule %s has no such subset; the rule's own traffic policy is imported", subset, dr.name)
 		} else if sp := dr.dr.GetSubsets()[i].GetTrafficPolicy(); sp != nil {
-			sat := fmt.Sprintf("DestinationRule %s: spec.subsets[%d].trafficPolicy", dr.name, i)
+			sat := fmt.Sprintf("spec.subsets[%d].trafficPolicy", i)
 			if sp.ConnectionPool != nil {
 				merged.ConnectionPool, out.pool = sp.ConnectionPool, sat
 			}
@@ -407,7 +423,7 @@ func istioPolicy(p *prov, dr *istioObject, subset string) trafficPolicy {
 			if sp.RetryBudget != nil {
 				merged.RetryBudget, out.budget = sp.RetryBudget, sat
 			}
-			p.note("subset", subset, fmt.Sprintf("%s: %s: its traffic policy replaces the rule's where it sets a field (pilot's MergeSubsetTrafficPolicy)", dr.file, sat))
+			out.in(p).set("subset", subset, sat).by(afterColon, "its traffic policy replaces the rule's where it sets a field (pilot's MergeSubsetTrafficPolicy)")
 		}
 	}
 	if top != nil || subset != "" {
@@ -432,17 +448,17 @@ func istioTraffic(p *prov, f *scenario.Fleet, pol trafficPolicy, retries bool) {
 		p.lose("connectionPool.http limits on requests in flight: the simulator's clients have none")
 	}
 	if rb := tp.GetRetryBudget(); rb != nil {
-		path := pol.file + ": " + pol.budget
+		dr := pol.in(p)
 		pct, mc := istioBudgetPercent, istioMinConc
 		if rb.GetPercent() != nil {
 			pct = rb.GetPercent().GetValue()
-			p.note("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), path+".retryBudget.percent")
+			dr.set("budget.budget_percent", strconv.FormatFloat(pct, 'g', -1, 64), pol.budget+".retryBudget.percent")
 		} else {
 			p.dflt("budget.budget_percent", "20", "retryBudget.percent", "TrafficPolicy.RetryBudget.percent: defaults to 20%")
 		}
 		if rb.GetMinRetryConcurrency() != 0 {
 			mc = int(rb.GetMinRetryConcurrency())
-			p.note("budget.min_retry_concurrency", strconv.Itoa(mc), path+".retryBudget.minRetryConcurrency")
+			dr.set("budget.min_retry_concurrency", strconv.Itoa(mc), pol.budget+".retryBudget.minRetryConcurrency")
 		} else {
 			p.dflt("budget.min_retry_concurrency", "3", "retryBudget.minRetryConcurrency", "TrafficPolicy.RetryBudget.min_retry_concurrency: defaults to 3")
 		}
@@ -453,7 +469,7 @@ func istioTraffic(p *prov, f *scenario.Fleet, pol trafficPolicy, retries bool) {
 		return
 	}
 	if mr := tp.GetConnectionPool().GetHttp().GetMaxRetries(); mr > 0 {
-		p.note("budget.min_retry_concurrency", strconv.Itoa(int(mr)), pol.file+": "+pol.pool+".connectionPool.http.maxRetries (at most this many retries active at once)")
+		pol.in(p).set("budget.min_retry_concurrency", strconv.Itoa(int(mr)), pol.pool+".connectionPool.http.maxRetries").by(inParens, "at most this many retries active at once")
 		f.Budget = scenario.Budget{Use: scenario.BudgetConcurrency, Concurrency: budget.ConcurrencySettings{MinConcurrency: int(min(mr, 1_000_000))}}
 		return
 	}

@@ -44,7 +44,7 @@ func istioEjection(p *prov, f *scenario.Fleet, pol trafficPolicy) {
 		return
 	}
 	p = p.in(pol.file) // the rule's file, which may not be the route's (issue 36, row 9)
-	path := pol.lb     // set prefixes the file
+	dr := pol.in(p)
 	use, ok := istioSimpleLB[lb.GetSimple()]
 	switch {
 	case lb.GetConsistentHash() != nil || lb.GetBackendUtilization() != nil || !ok:
@@ -53,7 +53,7 @@ func istioEjection(p *prov, f *scenario.Fleet, pol trafficPolicy) {
 	case lb.GetSimple() == networking.LoadBalancerSettings_UNSPECIFIED:
 		p.dflt("balancer.use", use, "spec.trafficPolicy.loadBalancer.simple", "pilot's defaultLBAlgorithm: LEAST_REQUEST")
 	default:
-		p.set("balancer.use", use, path+".loadBalancer.simple")
+		dr.set("balancer.use", use, pol.lb+".loadBalancer.simple")
 	}
 	if lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil {
 		p.lose("loadBalancer warmup (slow start) is not modelled")
@@ -76,39 +76,39 @@ func istioEjection(p *prov, f *scenario.Fleet, pol trafficPolicy) {
 	}
 	if v := od.GetConsecutive_5XxErrors(); v != nil {
 		s.Consecutive5xx, s.Enforcing.Consecutive5xx = p.count("consecutive5xxErrors", int64(v.GetValue())), enforce(v.GetValue())
-		p.set(key+"consecutive_5xx", strconv.Itoa(s.Consecutive5xx), at+"consecutive5xxErrors")
+		dr.set(key+"consecutive_5xx", strconv.Itoa(s.Consecutive5xx), at+"consecutive5xxErrors")
 	}
 	if v := od.GetConsecutiveGatewayErrors(); v != nil {
 		s.ConsecutiveGatewayFailure, s.Enforcing.ConsecutiveGatewayFailure = p.count("consecutiveGatewayErrors", int64(v.GetValue())), enforce(v.GetValue())
-		p.set(key+"consecutive_gateway_failure", strconv.Itoa(s.ConsecutiveGatewayFailure), at+"consecutiveGatewayErrors")
+		dr.set(key+"consecutive_gateway_failure", strconv.Itoa(s.ConsecutiveGatewayFailure), at+"consecutiveGatewayErrors")
 	}
 	if v := od.GetInterval(); v != nil {
 		s.Interval = dur(v)
-		p.set(key+"interval", fmtDur(s.Interval), at+"interval")
+		dr.set(key+"interval", fmtDur(s.Interval), at+"interval")
 	}
 	if v := od.GetBaseEjectionTime(); v != nil {
 		s.BaseEjectionTime = dur(v)
 		s.MaxEjectionTime = max(s.MaxEjectionTime, s.BaseEjectionTime)
-		p.set(key+"base_ejection_time", fmtDur(s.BaseEjectionTime), at+"baseEjectionTime")
+		dr.set(key+"base_ejection_time", fmtDur(s.BaseEjectionTime), at+"baseEjectionTime")
 	}
 	if v := od.GetMaxEjectionPercent(); v > 0 {
 		s.MaxEjectionPercent = int(min(v, 100))
-		p.set(key+"max_ejection_percent", strconv.Itoa(s.MaxEjectionPercent), at+"maxEjectionPercent")
+		dr.set(key+"max_ejection_percent", strconv.Itoa(s.MaxEjectionPercent), at+"maxEjectionPercent")
 	}
 	if od.GetSplitExternalLocalOriginErrors() {
 		s.SplitExternalLocalOriginErrors, s.Enforcing.LocalOriginSuccessRate = true, 0
-		p.set(key+"split_external_local_origin_errors", "true", at+"splitExternalLocalOriginErrors")
+		dr.set(key+"split_external_local_origin_errors", "true", at+"splitExternalLocalOriginErrors")
 		if v := od.GetConsecutiveLocalOriginFailures().GetValue(); v > 0 {
 			s.ConsecutiveLocalOriginFailure, s.Enforcing.ConsecutiveLocalOriginFailure = p.count("consecutiveLocalOriginFailures", int64(v)), 100
-			p.set(key+"consecutive_local_origin_failure", strconv.Itoa(s.ConsecutiveLocalOriginFailure), at+"consecutiveLocalOriginFailures")
+			dr.set(key+"consecutive_local_origin_failure", strconv.Itoa(s.ConsecutiveLocalOriginFailure), at+"consecutiveLocalOriginFailures")
 		}
 	}
 	if od.GetConsecutiveErrors() != 0 || od.GetFailurePercentageThreshold() != nil || len(od.GetOutlierDetectionHttpErrorCodes()) > 0 {
 		p.lose("outlierDetection.consecutiveErrors, failurePercentageThreshold and outlierDetectionHttpErrorCodes are not imported: pilot (istio commit 011b88bb) does not read them")
 	}
 	f.Balancer.PanicThreshold = int(max(0, min(od.GetMinHealthPercent(), 100)))
-	p.note("balancer.settings.panic_threshold", strconv.Itoa(f.Balancer.PanicThreshold), pol.file+": "+at+"minHealthPercent: pilot sets healthy_panic_threshold to it, 0 (panic mode off) by default")
+	dr.set("balancer.settings.panic_threshold", strconv.Itoa(f.Balancer.PanicThreshold), at+"minHealthPercent").by(afterColon, "pilot sets healthy_panic_threshold to it, 0 (panic mode off) by default")
 	det := scenario.OutlierDetection{Use: scenario.OutlierEnvoy, Settings: s}
-	p.note("outlier_detection.use", scenario.OutlierEnvoy, pol.file+": "+pol.outlier+".outlierDetection; Envoy's max ejection rule since 2023 (after); the simulator's origin has the replicas of the scenario, one unless changed")
+	dr.set("outlier_detection.use", scenario.OutlierEnvoy, pol.outlier+".outlierDetection").by(afterSemicolon, "Envoy's max ejection rule since 2023 (after); the simulator's origin has the replicas of the scenario, one unless changed")
 	f.OutlierDetection = det
 }

@@ -150,99 +150,130 @@ func linkerdFleets(file string, sp *serviceProfile) ([]Fleet, error) {
 	name, _ := sp.Metadata["name"].(string)
 	var out []Fleet
 	for i, r := range sp.Spec.Routes {
-		path := fmt.Sprintf("ServiceProfile %s: spec.routes[%d]", name, i)
-		p := &prov{file: file}
-		f := scenario.Fleet{Name: r.Name, Retry: scenario.Retry{Backoff: noBackoff}}
-		f.Product = string(giveup.Linkerd)
-		if f.Name == "" {
-			f.Name = fmt.Sprintf("%s route %d", name, i)
+		f, err := linkerdProfileRoute(file, name, i, r, sp.Spec.RetryBudget)
+		if err != nil {
+			return nil, err
 		}
-		if r.Timeout != "" {
-			d, err := time.ParseDuration(r.Timeout)
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("%s: %s.timeout: %q is not a positive duration", file, path, r.Timeout)
-			}
-			p.set("timeout and deadline", fmtDur(d), path+".timeout")
-			// The route's timeout covers the request, retries included.
-			f.Timeout = p.wait("timeout", d, 0)
-			f.Deadline = f.Timeout
-		} else {
-			p.dflt("timeout and deadline", "none", path+".timeout", "Linkerd sets no route timeout unless the route has one (since stable-2.9)")
-			f.Timeout = maxTimeout
-			p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
-		}
-		if len(r.ResponseClasses) > 0 {
-			p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
-		}
-		if !r.IsRetryable {
-			p.dflt("retry.max_retries", "0", path+".isRetryable", "isRetryable: false by default")
-			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
-			out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
-			continue
-		}
-		p.set("retry.max_retries", "unlimited", path+".isRetryable (Linkerd bounds retries by the budget alone)")
-		f.Retry.MaxRetries = -1
-		f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway}
-		p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
-		p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
-		w := budget.WindowSettings{Funding: budget.FundedByAnswer, Tower: true, RetryCost: 1, TimeoutCost: 1, Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
-		bp := fmt.Sprintf("ServiceProfile %s: spec.retryBudget", name)
-		rb := sp.Spec.RetryBudget
-		if rb != nil && rb.RetryRatio != nil {
-			w.Ratio = *rb.RetryRatio
-			p.set("budget.budget_ratio", strconv.FormatFloat(w.Ratio, 'g', -1, 64), bp+".retryRatio")
-			switch r := w.Ratio; {
-			case r > 0 && float32(r) == 0:
-				p.lose("retryRatio %g is 0 as the float32 Linkerd holds it", r)
-				w.Ratio = 0
-			case w.Ratio > 1:
-				p.lose("retryRatio %g: the simulator's budget_ratio is at most 1 (a retry for every request), and imports it as that", r)
-				w.Ratio = 1
-			case w.Ratio > 0 && w.Ratio < 1e-6:
-				p.lose("retryRatio %g: the simulator's budget_ratio is at least 0.000001, and imports it as that", r)
-				w.Ratio = 1e-6
-			}
-			if eff := 1 / math.Floor(1/w.Ratio); w.Ratio > 0 && eff != w.Ratio {
-				p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", w.Ratio, math.Floor(1/w.Ratio)))
-			}
-		} else {
-			p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
-		}
-		if rb != nil && rb.MinRetriesPerSecond != nil {
-			// A uint32 in Linkerd's API: whole retries per second.
-			w.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
-			p.set("budget.min_retries_per_second", strconv.FormatFloat(w.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
-		} else {
-			p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
-		}
-		if rb != nil && rb.TTL != "" {
-			d, err := time.ParseDuration(rb.TTL)
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("%s: %s.ttl: %q is not a positive duration", file, bp, rb.TTL)
-			}
-			if d < time.Second || d > time.Minute {
-				// linkerd2-proxy (service-profiles/src/proto.rs) logs a
-				// warning and drops the budget: the route then never retries.
-				f.Retry.MaxRetries, f.Retry.On = 0, nil
-				f.Budget = scenario.Budget{Use: scenario.BudgetNone}
-				p.note("retry.max_retries", "0", fmt.Sprintf("%s.ttl %s is outside 1s to 60s: Linkerd's proxy drops the budget and the route does not retry", bp, fmtDur(d)))
-				out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
-				continue
-			}
-			w.TTL = d
-			p.set("budget.ttl", fmtDur(d), bp+".ttl")
-		} else {
-			p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
-		}
-		if w.Ratio <= 0 {
-			f.Retry.MaxRetries, f.Retry.On = 0, nil
-			f.Budget = scenario.Budget{Use: scenario.BudgetNone}
-			p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
-		} else {
-			f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Window: w}
-			p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
-		}
-		out = append(out, Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s", file, path), From: p.from, Lost: p.lost})
+		out = append(out, f)
 	}
 	return out, nil
+}
+
+// linkerdProfileRoute is the fleet of route i of ServiceProfile name,
+// whose retry budget is rb.
+func linkerdProfileRoute(file, name string, i int, r spRoute, rb *spBudget) (Fleet, error) {
+	path := fmt.Sprintf("spec.routes[%d]", i)
+	obj := Object{"ServiceProfile", name}
+	p := &prov{file: file}
+	sp := p.of(obj.Kind, obj.Name)
+	f := scenario.Fleet{Name: r.Name, Retry: scenario.Retry{Backoff: noBackoff}}
+	f.Product = string(giveup.Linkerd)
+	if f.Name == "" {
+		f.Name = fmt.Sprintf("%s route %d", name, i)
+	}
+	fleet := func() Fleet {
+		return Fleet{Fleet: f, Format: Linkerd, File: file, Origin: fmt.Sprintf("%s: %s: %s", file, obj, path), From: p.list, Lost: p.lost, at: place{file, obj, path}}
+	}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		if err != nil || d <= 0 {
+			return Fleet{}, fmt.Errorf("%s: %s: %s.timeout: %q is not a positive duration", file, obj, path, r.Timeout)
+		}
+		sp.set("timeout", fmtDur(d), path+".timeout").and("deadline")
+		// The route's timeout covers the request, retries included.
+		f.Timeout = p.wait("timeout", d, 0)
+		f.Deadline = f.Timeout
+	} else {
+		sp.dflt("timeout", "none", path+".timeout", "Linkerd sets no route timeout unless the route has one (since stable-2.9)").and("deadline")
+		f.Timeout = maxTimeout
+		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
+	}
+	if len(r.ResponseClasses) > 0 {
+		p.lose("responseClasses: the simulator's failures are what Linkerd counts by default (5xx answers); custom classes are not imported")
+	}
+	if !r.IsRetryable {
+		sp.dflt("retry.max_retries", "0", path+".isRetryable", "isRetryable: false by default")
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+		return fleet(), nil
+	}
+	sp.set("retry.max_retries", "unlimited", path+".isRetryable").by(inParens, "Linkerd bounds retries by the budget alone")
+	f.Retry.MaxRetries = -1
+	f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway}
+	p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
+	p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
+	if err := linkerdProfileBudget(sp, &f, rb); err != nil {
+		return Fleet{}, err
+	}
+	return fleet(), nil
+}
+
+// linkerdProfileBudget maps a ServiceProfile's retryBudget (nil: none) to f's
+// budget, noting each field in p (the profile's view). A budget Linkerd's
+// proxy drops, or a ratio of 0, leaves f no retries.
+func linkerdProfileBudget(p *prov, f *scenario.Fleet, rb *spBudget) error {
+	w := budget.WindowSettings{Funding: budget.FundedByAnswer, Tower: true, RetryCost: 1, TimeoutCost: 1, Ratio: linkerdRatio, MinRetriesPerSecond: linkerdMinPerSec, TTL: linkerdTTL}
+	const bp = "spec.retryBudget"
+	if rb != nil && rb.RetryRatio != nil {
+		w.Ratio = linkerdRatioOf(p, *rb.RetryRatio)
+	} else {
+		p.dflt("budget.budget_ratio", "0.2", bp+".retryRatio", "Linkerd: retries add at most 20% to the request load")
+	}
+	if rb != nil && rb.MinRetriesPerSecond != nil {
+		// A uint32 in Linkerd's API: whole retries per second.
+		w.MinRetriesPerSecond = float64(p.count("minRetriesPerSecond", int64(*rb.MinRetriesPerSecond)))
+		p.set("budget.min_retries_per_second", strconv.FormatFloat(w.MinRetriesPerSecond, 'g', -1, 64), bp+".minRetriesPerSecond")
+	} else {
+		p.dflt("budget.min_retries_per_second", "10", bp+".minRetriesPerSecond", "Linkerd: plus 10 retries per second")
+	}
+	noRetries := func() {
+		f.Retry.MaxRetries, f.Retry.On = 0, nil
+		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
+	}
+	if rb != nil && rb.TTL != "" {
+		d, err := time.ParseDuration(rb.TTL)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s: %s: %s.ttl: %q is not a positive duration", p.file, p.object, bp, rb.TTL)
+		}
+		if d < time.Second || d > time.Minute {
+			// linkerd2-proxy (service-profiles/src/proto.rs) logs a
+			// warning and drops the budget: the route then never retries.
+			noRetries()
+			p.note("retry.max_retries", "0", fmt.Sprintf("%s: %s.ttl %s is outside 1s to 60s: Linkerd's proxy drops the budget and the route does not retry", p.object, bp, fmtDur(d)))
+			return nil
+		}
+		w.TTL = d
+		p.set("budget.ttl", fmtDur(d), bp+".ttl")
+	} else {
+		p.dflt("budget.ttl", "10s", bp+".ttl", "retryBudget.ttl: 10s")
+	}
+	if w.Ratio <= 0 {
+		noRetries()
+		p.note("retry.max_retries", "0", "retryRatio 0 allows no retry beyond the floor, which the simulator cannot express alone")
+		return nil
+	}
+	f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Window: w}
+	p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
+	return nil
+}
+
+// linkerdRatioOf is the budget ratio retryRatio r imports as, noted in p
+// (the profile's view), with what the simulator cannot hold.
+func linkerdRatioOf(p *prov, r float64) float64 {
+	p.set("budget.budget_ratio", strconv.FormatFloat(r, 'g', -1, 64), "spec.retryBudget.retryRatio")
+	ratio := r
+	switch {
+	case r > 0 && float32(r) == 0:
+		p.lose("retryRatio %g is 0 as the float32 Linkerd holds it", r)
+		ratio = 0
+	case r > 1:
+		p.lose("retryRatio %g: the simulator's budget_ratio is at most 1 (a retry for every request), and imports it as that", r)
+		ratio = 1
+	case r > 0 && r < 1e-6:
+		p.lose("retryRatio %g: the simulator's budget_ratio is at least 0.000001, and imports it as that", r)
+		ratio = 1e-6
+	}
+	if eff := 1 / math.Floor(1/ratio); ratio > 0 && eff != ratio {
+		p.note("budget (effective ratio)", strconv.FormatFloat(eff, 'g', 4, 64), fmt.Sprintf("tower truncates 1/retryRatio: %g acts as 1/%g", ratio, math.Floor(1/ratio)))
+	}
+	return ratio
 }

@@ -51,124 +51,133 @@ func linkerdRoute(file string, d *yaml.Node) (Fleet, bool, error) {
 		return Fleet{}, false, nil
 	}
 	name := str(get(d, "metadata"), "name")
-	path := fmt.Sprintf("%s %s: metadata.annotations", kind, name)
-	ann := map[string]awsValue{}
+	r := linkerdAnnotations{file: file, obj: Object{kind, name}, ann: map[string]awsValue{}}
 	a := get(get(d, "metadata"), "annotations")
 	for i := 0; i+1 < len(a.Content); i += 2 {
-		ann[a.Content[i].Value] = awsValue{a.Content[i+1].Value, a.Content[i+1].Line}
-	}
-	at := func(k string) string { return fmt.Sprintf("%s[%s] (line %d)", path, k, ann[k].line) }
-	bad := func(k, want string) error {
-		return fmt.Errorf("%s:%d: %s: %q: %s", file, ann[k].line, k, ann[k].v, want)
+		r.ann[a.Content[i].Value] = awsValue{a.Content[i+1].Value, a.Content[i+1].Line}
 	}
 	p := &prov{file: file}
+	r.p = p.of(kind, name)
 	f := scenario.Fleet{Name: name, Retry: scenario.Retry{Backoff: noBackoff}}
 	f.Product = string(giveup.Linkerd)
 	p.note("linkerd", "HTTPRoute retries", "retry.linkerd.io annotations: Linkerd 2.16's retries, which have no retry budget")
+	perTry, err := r.timeouts(&f, d)
+	if err == nil {
+		err = r.retries(&f, perTry)
+	}
+	if err != nil {
+		return Fleet{}, false, err
+	}
+	return Fleet{Fleet: f, Format: Linkerd, File: file, Origin: fmt.Sprintf("%s: %s", file, r.obj), From: p.list, Lost: p.lost, at: place{file: file, object: r.obj}}, true, nil
+}
 
-	// The request timeout bounds the request, retries included.
-	if v, ok := ann["timeout.linkerd.io/request"]; ok {
-		d, err := time.ParseDuration(v.v)
-		if err != nil || d < 0 {
-			return Fleet{}, false, bad("timeout.linkerd.io/request", "want a duration")
-		}
-		if d > 0 {
-			f.Deadline = min(d, 720*time.Hour)
-			p.set("deadline", fmtDur(d), at("timeout.linkerd.io/request"))
-		}
+// linkerdAnnotations are an object's annotations, with the provenance
+// (p, the object's view) of the fleet made of them.
+type linkerdAnnotations struct {
+	file string
+	obj  Object
+	ann  map[string]awsValue
+	p    *prov
+}
+
+// set notes that setting took value from annotation k.
+func (r *linkerdAnnotations) set(setting, value, k string) *Provenance {
+	return r.p.set(setting, value, "metadata.annotations["+k+"]").atLine(r.ann[k].line, lineAfter)
+}
+
+// bad is the error of annotation k, which wants what want says.
+func (r *linkerdAnnotations) bad(k, want string) error {
+	return fmt.Errorf("%s:%d: %s: %q: %s", r.file, r.ann[k].line, k, r.ann[k].v, want)
+}
+
+// duration reads annotation k as a duration (0 when it is not there).
+func (r *linkerdAnnotations) duration(k string) (time.Duration, error) {
+	v, ok := r.ann[k]
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v.v)
+	if err != nil || d < 0 {
+		return 0, r.bad(k, "want a duration")
+	}
+	return d, nil
+}
+
+// timeouts maps the request timeout, which bounds the request, retries
+// included, and the per-try timeout, which it returns.
+func (r *linkerdAnnotations) timeouts(f *scenario.Fleet, d *yaml.Node) (time.Duration, error) {
+	if dl, err := r.duration("timeout.linkerd.io/request"); err != nil {
+		return 0, err
+	} else if dl > 0 {
+		f.Deadline = min(dl, 720*time.Hour)
+		r.set("deadline", fmtDur(dl), "timeout.linkerd.io/request")
 	}
 	// A Gateway API rule's timeout, when no annotation sets one (GEP-1742;
 	// http.rs, convert_gateway_rule): read for the first rule.
 	if rules := get(get(d, "spec"), "rules"); f.Deadline == 0 && rules != nil && rules.Kind == yaml.SequenceNode && len(rules.Content) > 0 {
 		if rt := str(get(rules.Content[0], "timeouts"), "request"); rt != "" {
-			d, err := time.ParseDuration(rt)
-			if err != nil || d < 0 {
-				return Fleet{}, false, fmt.Errorf("%s: %s %s: spec.rules[0].timeouts.request: %q: want a duration", file, kind, name, rt)
+			dl, err := time.ParseDuration(rt)
+			if err != nil || dl < 0 {
+				return 0, fmt.Errorf("%s: %s: spec.rules[0].timeouts.request: %q: want a duration", r.file, r.obj, rt)
 			}
-			if d > 0 { // zero means no timeout (GEP-1742)
-				f.Deadline = min(d, 720*time.Hour)
-				p.set("deadline", fmtDur(d), fmt.Sprintf("%s %s: spec.rules[0].timeouts.request", kind, name))
+			if dl > 0 { // zero means no timeout (GEP-1742)
+				f.Deadline = min(dl, 720*time.Hour)
+				r.p.set("deadline", fmtDur(dl), "spec.rules[0].timeouts.request")
 			}
 			if len(rules.Content) > 1 {
-				p.lose("the timeouts of rules after the first: one fleet per route")
+				r.p.lose("the timeouts of rules after the first: one fleet per route")
 			}
 		}
 	}
 	if f.Deadline == 0 {
-		p.dflt("deadline", "none", "timeout.linkerd.io/request", "Linkerd sets no request timeout by default")
+		r.p.base().dflt("deadline", "none", "timeout.linkerd.io/request", "Linkerd sets no request timeout by default")
 	}
 	f.Timeout = maxTimeout
 	if f.Deadline > 0 {
 		f.Timeout = min(f.Deadline, maxTimeout)
 	}
-	var perTry time.Duration
-	if v, ok := ann["retry.linkerd.io/timeout"]; ok {
-		d, err := time.ParseDuration(v.v)
-		if err != nil || d < 0 {
-			return Fleet{}, false, bad("retry.linkerd.io/timeout", "want a duration")
-		}
-		perTry = d
+	perTry, err := r.duration("retry.linkerd.io/timeout")
+	if err != nil {
+		return 0, err
 	}
 	if perTry > 0 {
 		f.Timeout = min(perTry, f.Timeout)
-		p.set("timeout", fmtDur(perTry), at("retry.linkerd.io/timeout")+": a response that has not begun by then is retried")
-		p.lose("the last attempt has no per-try timeout in Linkerd (retry.rs removes it once retries are exhausted), only the request timeout; the simulator gives it the per-try timeout")
+		r.set("timeout", fmtDur(perTry), "retry.linkerd.io/timeout").by(afterColon, "a response that has not begun by then is retried")
+		r.p.lose("the last attempt has no per-try timeout in Linkerd (retry.rs removes it once retries are exhausted), only the request timeout; the simulator gives it the per-try timeout")
 	} else if f.Deadline == 0 {
-		p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
+		r.p.lose("no timeout at all: attempts are given %s, the longest the simulator takes", fmtDur(maxTimeout))
 	}
+	return perTry, nil
+}
 
+// retries maps the retry limit and the statuses retried; a per-try
+// timeout (perTry above 0) is always retried.
+func (r *linkerdAnnotations) retries(f *scenario.Fleet, perTry time.Duration) error {
+	p := r.p.base()
 	// A limit of 0 and a timeout of 0 count as unset (parse_http_retry).
 	limit := 0
-	if v, ok := ann["retry.linkerd.io/limit"]; ok {
+	if v, ok := r.ann["retry.linkerd.io/limit"]; ok {
 		n, err := strconv.ParseUint(v.v, 10, 16)
 		if err != nil {
-			return Fleet{}, false, bad("retry.linkerd.io/limit", "want a whole number from 0 to 65535")
+			return r.bad("retry.linkerd.io/limit", "want a whole number from 0 to 65535")
 		}
 		limit = int(n)
 	}
-	_, hasHTTP := ann["retry.linkerd.io/http"]
+	_, hasHTTP := r.ann["retry.linkerd.io/http"]
 	if limit == 0 && !hasHTTP && perTry == 0 {
 		p.note("retry.max_retries", "0", "no retry.linkerd.io annotation that sets anything: Linkerd does not retry")
 		f.Budget = scenario.Budget{Use: scenario.BudgetNone}
-		return Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s %s", file, kind, name), From: p.from, Lost: p.lost}, true, nil
+		return nil
 	}
 	if limit > 0 {
-		p.set("retry.max_retries", strconv.Itoa(limit), at("retry.linkerd.io/limit"))
+		r.set("retry.max_retries", strconv.Itoa(limit), "retry.linkerd.io/limit")
 	} else {
 		limit = linkerdRouteLimit
 		p.dflt("retry.max_retries", "1", "retry.linkerd.io/limit", "parse_http_retry: limit 1 when another retry annotation is set")
 	}
-
-	// Which answers are retried: status ranges, none when unset (the
-	// policy controller then sends an empty list, and the proxy retries no
-	// status). A per-try timeout is always retried, as a response-headers
-	// timeout; a refused connection is not inspected (retry.rs).
-	var on []string
-	if v, ok := ann["retry.linkerd.io/http"]; ok {
-		kinds := map[string]bool{}
-		for _, c := range strings.Split(v.v, ",") {
-			lo, hi, ok := linkerdStatusRange(c)
-			if !ok {
-				return Fleet{}, false, bad("retry.linkerd.io/http", "want 5xx, gateway-error, a status or a range of statuses, comma-separated")
-			}
-			if lo <= 500 && 500 <= hi {
-				kinds[scenario.RetryOnError] = true
-			}
-			if (lo <= 503 && 503 <= hi) || (lo <= 429 && 429 <= hi) {
-				kinds[scenario.RetryOnRejection] = true
-			}
-			if (lo <= 502 && 502 <= hi) || (lo <= 504 && 504 <= hi) {
-				kinds[scenario.RetryOnGateway] = true // a tier's give-up (package giveup)
-			}
-		}
-		for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway} {
-			if kinds[k] {
-				on = append(on, k)
-			}
-		}
-		p.set("retry.on", "["+strings.Join(on, ", ")+"]", at("retry.linkerd.io/http"))
-	} else {
-		p.dflt("retry.on", "no answer", "retry.linkerd.io/http", "no status is retried without it")
+	on, err := r.statuses()
+	if err != nil {
+		return err
 	}
 	if perTry > 0 {
 		on = append(on, scenario.RetryOnTimeout)
@@ -184,7 +193,43 @@ func linkerdRoute(file string, d *yaml.Node) (Fleet, bool, error) {
 	}
 	f.Budget = scenario.Budget{Use: scenario.BudgetNone}
 	p.note("budget", "none", "HTTPRoute retries have no retry budget: only the limit bounds them")
-	return Fleet{Fleet: f, Format: Linkerd, Origin: fmt.Sprintf("%s: %s %s", file, kind, name), From: p.from, Lost: p.lost}, true, nil
+	return nil
+}
+
+// statuses maps retry.linkerd.io/http, the answers retried: status
+// ranges, none when unset (the policy controller then sends an empty
+// list, and the proxy retries no status). A refused connection is not
+// inspected (retry.rs).
+func (r *linkerdAnnotations) statuses() ([]string, error) {
+	v, ok := r.ann["retry.linkerd.io/http"]
+	if !ok {
+		r.p.base().dflt("retry.on", "no answer", "retry.linkerd.io/http", "no status is retried without it")
+		return nil, nil
+	}
+	kinds := map[string]bool{}
+	for _, c := range strings.Split(v.v, ",") {
+		lo, hi, ok := linkerdStatusRange(c)
+		if !ok {
+			return nil, r.bad("retry.linkerd.io/http", "want 5xx, gateway-error, a status or a range of statuses, comma-separated")
+		}
+		if lo <= 500 && 500 <= hi {
+			kinds[scenario.RetryOnError] = true
+		}
+		if (lo <= 503 && 503 <= hi) || (lo <= 429 && 429 <= hi) {
+			kinds[scenario.RetryOnRejection] = true
+		}
+		if (lo <= 502 && 502 <= hi) || (lo <= 504 && 504 <= hi) {
+			kinds[scenario.RetryOnGateway] = true // a tier's give-up (package giveup)
+		}
+	}
+	var on []string
+	for _, k := range []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway} {
+		if kinds[k] {
+			on = append(on, k)
+		}
+	}
+	r.set("retry.on", "["+strings.Join(on, ", ")+"]", "retry.linkerd.io/http")
+	return on, nil
 }
 
 // linkerdStatusRange reads one retry.linkerd.io/http condition as the

@@ -55,7 +55,7 @@ func TestSettingsAtTheirLines(t *testing.T) {
 		})
 	}
 	// A default has no file.
-	if f, l := Locate([]Source{{Name: "a.yaml"}}, "default (Envoy: 10 times the base)"); f != "" || l != 0 {
+	if f, l := Locate([]Source{{Name: "a.yaml"}}, Provenance{Default: true, Path: "retry_back_off.max_interval", Rule: "Envoy: 10 times the base"}); f != "" || l != 0 {
 		t.Errorf("a default located at %s:%d", f, l)
 	}
 }

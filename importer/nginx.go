@@ -316,8 +316,10 @@ func ngxEffective(levels [][]*ngxDirective, names ...string) []*ngxDirective {
 	return nil
 }
 
-// ngxWhere is a directive's place, as the provenance writes it.
-func ngxWhere(d *ngxDirective) string { return fmt.Sprintf("%s (line %d)", d.Name, d.Line) }
+// ngxSet notes that setting took value from directive d, in p's file.
+func ngxSet(p *prov, setting, value string, d *ngxDirective) *Provenance {
+	return p.set(setting, value, d.Name).atLine(d.Line, lineAfter)
+}
 
 // fleet builds the fleet of one proxying location.
 func (c *ngxConfig) fleet(l ngxLocation, o Options) (Fleet, error) {
@@ -332,7 +334,7 @@ func (c *ngxConfig) fleet(l ngxLocation, o Options) (Fleet, error) {
 	p.note("product", "nginx", "nginx gives up with 502 after an error and 504 after a timeout, and passes a failed answer on (ngx_http_upstream.c, ngx_http_upstream_next)")
 	if grpc {
 		f.Protocol = scenario.ProtocolGRPC
-		p.set("protocol", "grpc", ngxWhere(l.pass))
+		ngxSet(p, "protocol", "grpc", l.pass)
 	}
 	up, target := c.target(l.pass)
 	origin := fmt.Sprintf("%s: location %s (line %d)", l.file, l.path, l.line)
@@ -367,7 +369,7 @@ func (c *ngxConfig) fleet(l ngxLocation, o Options) (Fleet, error) {
 	if up != nil {
 		replicas = c.balance(p, &f, up)
 	}
-	return Fleet{Fleet: f, Format: NGINX, Origin: origin, From: p.from, Lost: p.lost, Replicas: replicas}, nil
+	return Fleet{Fleet: f, Format: NGINX, File: l.file, Origin: origin, From: p.list, Lost: p.lost, Replicas: replicas}, nil
 }
 
 // target is the upstream a proxy_pass names, or else the plain address.
@@ -424,6 +426,6 @@ func ngxDuration(p *prov, l ngxLocation, name, setting string, dflt time.Duratio
 	if err != nil {
 		return 0, fmt.Errorf("%s:%d: %s: %q: %v (nginx refuses it)", l.file, d.Line, name, d.Args[0], err)
 	}
-	p.set(setting, fmtDur(v), ngxWhere(d))
+	ngxSet(p, setting, fmtDur(v), d)
 	return v, nil
 }

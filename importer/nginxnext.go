@@ -32,7 +32,7 @@ func ngxNext(p *prov, l ngxLocation, prefix string) (on []string, nonIdem bool, 
 	name := prefix + "next_upstream"
 	ds := ngxEffective(l.levels, name)
 	var values []string
-	where := "default (" + name + " unset; nginx's default, " + ngxDefaultNext + ")"
+	where := Provenance{Default: true, Path: name, Rule: "nginx's default, " + ngxDefaultNext}
 	if len(ds) == 0 {
 		values = strings.Fields(ngxDefaultNext)
 	} else {
@@ -42,7 +42,8 @@ func ngxNext(p *prov, l ngxLocation, prefix string) (on []string, nonIdem bool, 
 			}
 			values = append(values, d.Args...)
 		}
-		where = l.file + ": " + ngxWhere(ds[len(ds)-1])
+		d := ds[len(ds)-1]
+		where = Provenance{File: l.file, Path: d.Name, Line: d.Line}
 	}
 	set := map[string]bool{}
 	for _, v := range values {
@@ -52,7 +53,7 @@ func ngxNext(p *prov, l ngxLocation, prefix string) (on []string, nonIdem bool, 
 		}
 		switch strings.ToLower(v) {
 		case "off":
-			p.note("retry.max_retries", "0", where+": off")
+			p.took("retry.max_retries", "0", where).by(afterColon, "off")
 			return nil, false, nil
 		case "non_idempotent":
 			nonIdem = true
@@ -68,7 +69,7 @@ func ngxNext(p *prov, l ngxLocation, prefix string) (on []string, nonIdem bool, 
 			on = append(on, k)
 		}
 	}
-	p.add(fmt.Sprintf("retry.on: [%s]  <- %s", strings.Join(on, ", "), where))
+	p.took("retry.on", "["+strings.Join(on, ", ")+"]", where)
 	return on, nonIdem, nil
 }
 
@@ -82,10 +83,11 @@ func ngxTries(p *prov, l ngxLocation, prefix string, up *ngxUpstream, target str
 	case up == nil && strings.Contains(target, "$"):
 		p.lose("%s %s: the upstream is chosen per request by a variable; one try is imported", l.pass.Name, l.pass.Args[0])
 	case up == nil:
-		p.note("retry.max_retries", "0", fmt.Sprintf("%s: %s %s is one address, not an upstream: one try (a name that resolves to several addresses is tried at each)", l.file, l.pass.Name, l.pass.Args[0]))
+		p.set("retry.max_retries", "0", l.pass.Name+" "+l.pass.Args[0]).atLine(l.pass.Line, lineUnwritten).
+			by(afterSpace, "is one address, not an upstream: one try (a name that resolves to several addresses is tried at each)")
 	default:
 		servers = up.tries()
-		p.note("tries", strconv.Itoa(servers), fmt.Sprintf("%s: upstream %s (line %d): its servers not down, each tried at most once per request", up.file, up.name, up.line))
+		p.in(up.file).set("tries", strconv.Itoa(servers), "upstream "+up.name).atLine(up.line, lineAfter).by(afterColon, "its servers not down, each tried at most once per request")
 	}
 	name := prefix + "next_upstream_tries"
 	ds := ngxEffective(l.levels, name)
@@ -104,7 +106,7 @@ func ngxTries(p *prov, l ngxLocation, prefix string, up *ngxUpstream, target str
 	if n > 0 && n < servers {
 		servers = n
 	}
-	p.set("retry.max_retries", strconv.Itoa(max(servers-1, 0)), ngxWhere(d)+", less the first try")
+	ngxSet(p, "retry.max_retries", strconv.Itoa(max(servers-1, 0)), d).by(afterComma, "less the first try")
 	return servers, nil
 }
 
@@ -142,8 +144,8 @@ func (c *ngxConfig) balance(p *prov, f *scenario.Fleet, up *ngxUpstream) int {
 			primary++
 		}
 	}
-	at := fmt.Sprintf("upstream %s (line %d)", up.name, up.line)
-	p.set("origin.replicas", strconv.Itoa(primary), at+": its servers not down or backup")
+	at := "upstream " + up.name
+	p.set("origin.replicas", strconv.Itoa(primary), at).atLine(up.line, lineAfter).by(afterColon, "its servers not down or backup")
 	if len(backups) > 0 {
 		p.lose("backup servers (%s): nginx sends to them only once every primary is unavailable; the simulator's replicas are all primary", strings.Join(backups, ", "))
 	}
@@ -152,7 +154,7 @@ func (c *ngxConfig) balance(p *prov, f *scenario.Fleet, up *ngxUpstream) int {
 	}
 	use := scenario.BalancerRoundRobin
 	if b := up.balance; b == nil {
-		p.dflt("balancer.use", use, at, "nginx's weighted round robin")
+		p.dflt("balancer.use", use, at, "nginx's weighted round robin").atLine(up.line, lineAfter)
 	} else {
 		switch args := strings.Join(b.Args, " "); {
 		case b.Name == "least_conn":
@@ -164,7 +166,7 @@ func (c *ngxConfig) balance(p *prov, f *scenario.Fleet, up *ngxUpstream) int {
 		default:
 			p.lose("%s (line %d): not modelled; the fleet picks round robin", b.Name, b.Line)
 		}
-		p.set("balancer.use", use, ngxWhere(b))
+		ngxSet(p, "balancer.use", use, b)
 	}
 	f.Balancer = scenario.Balancer{Use: use}
 	p.note("balancer.settings.panic_threshold", "0", "nginx has no panic mode: with every server unavailable it answers 502 (no live upstreams)")
@@ -191,14 +193,14 @@ func ngxPassive(p *prov, f *scenario.Fleet, up *ngxUpstream) {
 			break
 		}
 	}
-	at := fmt.Sprintf("server %s (line %d)", s0.addr, s0.line)
+	at := "server " + s0.addr
 	if s0.maxFails == 0 {
-		p.set("outlier_detection", "none", at+": max_fails=0 turns the accounting off")
+		p.set("outlier_detection", "none", at).atLine(s0.line, lineAfter).by(afterColon, "max_fails=0 turns the accounting off")
 		return
 	}
 	connects := !slices.Contains(f.Retry.On, scenario.RetryOnError) && !slices.Contains(f.Retry.On, scenario.RetryOnRejection) && !slices.Contains(f.Retry.On, scenario.RetryOnGateway)
 	st := inARow(s0.maxFails, s0.failTimeout, connects)
-	p.set("outlier_detection.settings", fmt.Sprintf("%d failures eject for %s", s0.maxFails, fmtDur(s0.failTimeout)), at+": max_fails and fail_timeout (defaults 1 and 10s)")
+	p.set("outlier_detection.settings", fmt.Sprintf("%d failures eject for %s", s0.maxFails, fmtDur(s0.failTimeout)), at).atLine(s0.line, lineAfter).by(afterColon, "max_fails and fail_timeout (defaults 1 and 10s)")
 	p.lose("max_fails counts failures within fail_timeout of each other, not in a row, and a server back from fail_timeout is left out again at its next failure; the simulator's detector counts them in a row")
 	if up.zone {
 		p.note("outlier_detection (scope)", "per nginx", fmt.Sprintf("upstream %s has a shared zone: one count for the workers of each nginx; each of the scenario's clients is one nginx", up.name))

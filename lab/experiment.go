@@ -117,41 +117,9 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 	per := time.Duration(float64(opts.Tick) * sc.Duration.Seconds() / sc.Tick.Seconds())
 	fmt.Fprintf(log, "lab: %d fleets, %s of wall time each; live view at %s/\n", len(names), per.Round(100*time.Millisecond), view.URL())
 
-	token := newToken() // /admin/faults needs it: a web page cannot guess it
-	run := runOptions{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
-		Ready: func(fleet string, origin, gateway *url.URL) {
-			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
-			if opts.Ready != nil {
-				opts.Ready(fleet, origin, gateway)
-			}
-		},
-		ReadyTiers: func(fleet string, tiers []*url.URL) {
-			for i, u := range tiers {
-				fmt.Fprintf(log, "lab: %s: tier %s %s (metrics at /metrics)\n", fleet, sc.Tiers[i].Name, u)
-			}
-			if opts.ReadyTiers != nil {
-				opts.ReadyTiers(fleet, tiers)
-			}
-		},
-		ReadyGRPC: func(fleet, origin, gateway string) {
-			fmt.Fprintf(log, "lab: %s: gRPC origin %s, gRPC gateway %s (grpc.testing.TestService/UnaryCall)\n", fleet, origin, gateway)
-		},
-	}
-	var target string
-	if t := opts.Target; t != nil {
-		target = t.describe()
-		if t.Log == nil {
-			t.Log = log
-		}
-		if err := announceTarget(log, t, sc, opts.Tick, len(names)); err != nil {
-			return nil, err
-		}
-		run.Ready = func(fleet string, proxy, gateway *url.URL) {
-			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
-			if opts.Ready != nil {
-				opts.Ready(fleet, proxy, gateway)
-			}
-		}
+	run, target, err := labRun(log, sc, opts, live, len(names))
+	if err != nil {
+		return nil, err
 	}
 	played := sc
 	if opts.Shard.Count > 1 {
@@ -181,7 +149,61 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 		res.judge(sc, opts.Tick)
 	}
 	live.Close()
+	out, err := labOutcome(sc, simRes, res, opts, cfName, target)
+	if err != nil {
+		return nil, err
+	}
+	return &Measurement{Outcome: out, Inconclusive: res.Lab.Inconclusive, Result: res}, nil
+}
 
+// labRun is how the fleets run: at opts' tick, into the live view, each
+// announcing its servers on log; with a target, through a fault proxy in
+// front of it (target describes it) for the fleets.
+func labRun(log io.Writer, sc *scenario.Scenario, opts ExperimentOptions, live *Live, fleets int) (runOptions, string, error) {
+	token := newToken() // /admin/faults needs it: a web page cannot guess it
+	run := runOptions{Tick: opts.Tick, Live: live, AdminToken: token, Protocol: opts.Protocol, Target: opts.Target,
+		Ready: func(fleet string, origin, gateway *url.URL) {
+			fmt.Fprintf(log, "lab: %s: origin %s, gateway %s (metrics at /metrics; faults at %s/admin/faults?token=%s)\n", fleet, origin, gateway, origin, token)
+			if opts.Ready != nil {
+				opts.Ready(fleet, origin, gateway)
+			}
+		},
+		ReadyTiers: func(fleet string, tiers []*url.URL) {
+			for i, u := range tiers {
+				fmt.Fprintf(log, "lab: %s: tier %s %s (metrics at /metrics)\n", fleet, sc.Tiers[i].Name, u)
+			}
+			if opts.ReadyTiers != nil {
+				opts.ReadyTiers(fleet, tiers)
+			}
+		},
+		ReadyGRPC: func(fleet, origin, gateway string) {
+			fmt.Fprintf(log, "lab: %s: gRPC origin %s, gRPC gateway %s (grpc.testing.TestService/UnaryCall)\n", fleet, origin, gateway)
+		},
+	}
+	var target string
+	if t := opts.Target; t != nil {
+		target = t.describe()
+		if t.Log == nil {
+			t.Log = log
+		}
+		if err := announceTarget(log, t, sc, opts.Tick, fleets); err != nil {
+			return runOptions{}, "", err
+		}
+		run.Ready = func(fleet string, proxy, gateway *url.URL) {
+			fmt.Fprintf(log, "lab: %s: fault proxy %s in front of %s, gateway %s (metrics at /metrics of both)\n", fleet, proxy, t.URL.Redacted(), gateway)
+			if opts.Ready != nil {
+				opts.Ready(fleet, proxy, gateway)
+			}
+		}
+	}
+	return run, target, nil
+}
+
+// labOutcome is the outcome of the lab's run res beside the simulator's
+// simRes: the claims judged on it (withheld when it is inconclusive),
+// about the service with a target it does not impose faults on, as a
+// shard's with opts.Shard.
+func labOutcome(sc *scenario.Scenario, simRes *sim.Result, res *Result, opts ExperimentOptions, cfName, target string) (*experiment.Outcome, error) {
 	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{
 		WallTick:           opts.Tick,
 		Storm:              opts.Storm && (opts.Target == nil || opts.Target.Impose),
@@ -206,7 +228,7 @@ func Measure(ctx context.Context, sc *scenario.Scenario, opts ExperimentOptions)
 			return nil, err
 		}
 	}
-	return &Measurement{Outcome: out, Inconclusive: res.Lab.Inconclusive, Result: res}, nil
+	return out, nil
 }
 
 // announceTarget tells log, before a run of sc against t at a wall-clock

@@ -291,12 +291,7 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 	if !opts.startAt.IsZero() {
 		start = opts.startAt
 	}
-	// One tally per hop: the fleet's into the first layer, then each
-	// tier's into the next.
-	tallies := make([]*Tally, len(wall.Tiers)+1)
-	for l := range tallies {
-		tallies[l] = NewTally(start, wall.Tick, n)
-	}
+	tallies := hopTallies(wall, start, n)
 	tally := tallies[0]
 	clearAt := time.Duration(-1)
 	if w := sim.TriggerSpan(wall); w != nil {
@@ -315,25 +310,7 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
 	defer r.close()
-	if opts.Ready != nil {
-		opts.Ready(fleet.Name, r.osrv.URL(), r.gsrv.URL())
-	}
-	if opts.ReadyTiers != nil && len(r.tsrv) > 0 {
-		tiers := make([]*url.URL, len(r.tsrv))
-		for l, s := range r.tsrv {
-			tiers[l] = s.URL()
-		}
-		opts.ReadyTiers(fleet.Name, tiers)
-	}
-	if opts.ReadyGRPC != nil && r.ogrpc != nil {
-		opts.ReadyGRPC(fleet.Name, r.ogrpc.Addr(), r.ggrpc.Addr())
-	}
-	links := liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String()}
-	if opts.Target == nil {
-		faults := r.osrv.URL()
-		faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
-		links.Faults = faults.String()
-	}
+	links := r.announce(fleet.Name, opts, token)
 	page := opts.Live.beginFleet(fleet.Name, links)
 
 	sampling := make(chan struct{})
@@ -358,17 +335,8 @@ func runFleet(ctx context.Context, sc *scenario.Scenario, i int, opts runOptions
 		return sim.FleetResult{}, FleetInfo{}, err
 	}
 
-	info := FleetInfo{
-		Name: fleet.Name, WallSeconds: time.Since(began).Seconds(),
-		Origin: r.origin.Counts(), Gateway: r.gw.Counts(), Load: load, Watch: seen,
-		Latency: tally.latencyHistogram(),
-	}
-	for _, t := range r.tiers {
-		info.Tiers = append(info.Tiers, t.Counts())
-	}
-	if g, ok := r.gw.(*Gateway); ok && reportsReplicas(sc, i) {
-		info.Replicas, info.NoHealthyReplica = g.ReplicaResults(sc.Tick)
-	}
+	info := r.info(sc, i, tally, began)
+	info.Load, info.Watch = load, seen
 	fr := fleetResult(sc, i, tallies, info, scale)
 	opts.Live.endFleet(page, fr)
 	return fr, info, nil
@@ -515,4 +483,57 @@ func summarize(sc *scenario.Scenario, s *sim.Series, t *Tally, h hop, scale floa
 	q := t.latencies.quantiles(0.50, 0.99)
 	sum.LatencyP50, sum.LatencyP99 = q[0]/scale, q[1]/scale
 	return sum
+}
+
+// announce tells opts' Ready callbacks where r's servers for fleet are,
+// and returns the links the live view shows (the faults page's with
+// token, without a target).
+func (r *rig) announce(fleet string, opts runOptions, token string) liveLinks {
+	if opts.Ready != nil {
+		opts.Ready(fleet, r.osrv.URL(), r.gsrv.URL())
+	}
+	if opts.ReadyTiers != nil && len(r.tsrv) > 0 {
+		tiers := make([]*url.URL, len(r.tsrv))
+		for l, s := range r.tsrv {
+			tiers[l] = s.URL()
+		}
+		opts.ReadyTiers(fleet, tiers)
+	}
+	if opts.ReadyGRPC != nil && r.ogrpc != nil {
+		opts.ReadyGRPC(fleet, r.ogrpc.Addr(), r.ggrpc.Addr())
+	}
+	links := liveLinks{Origin: r.osrv.url.String(), Gateway: r.gsrv.url.String()}
+	if opts.Target == nil {
+		faults := r.osrv.URL()
+		faults.Path, faults.RawQuery = "/admin/faults", url.Values{"token": {token}}.Encode()
+		links.Faults = faults.String()
+	}
+	return links
+}
+
+// info is what r's servers counted for fleet i of sc, begun at began;
+// tally is the fleet's.
+func (r *rig) info(sc *scenario.Scenario, i int, tally *Tally, began time.Time) FleetInfo {
+	info := FleetInfo{
+		Name: sc.Fleets[i].Name, WallSeconds: time.Since(began).Seconds(),
+		Origin: r.origin.Counts(), Gateway: r.gw.Counts(),
+		Latency: tally.latencyHistogram(),
+	}
+	for _, t := range r.tiers {
+		info.Tiers = append(info.Tiers, t.Counts())
+	}
+	if g, ok := r.gw.(*Gateway); ok && reportsReplicas(sc, i) {
+		info.Replicas, info.NoHealthyReplica = g.ReplicaResults(sc.Tick)
+	}
+	return info
+}
+
+// hopTallies are wall's tallies of n ticks from start, one per hop: the
+// fleet's into the first layer, then each tier's into the next.
+func hopTallies(wall *scenario.Scenario, start time.Time, n int) []*Tally {
+	tallies := make([]*Tally, len(wall.Tiers)+1)
+	for l := range tallies {
+		tallies[l] = NewTally(start, wall.Tick, n)
+	}
+	return tallies
 }

@@ -81,137 +81,42 @@ func (t Trigger) When() string {
 // else saturation of unknown cause, taken for a capacity drop with low
 // confidence. The trigger lasts while its own signal does.
 func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
-	n := m.n()
-	zero := func(i int) bool {
-		return m.known(i) && m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(b.served, 1e-9))
-	}
+	r := reading{m: m, b: b, on: on, capacity: capacity}
 	saturated := m.saturated
-	// span runs while the trigger's own signal does, through a gap (steps
-	// without a value) when the first known step after it still shows the
-	// signal: a trigger is not cut short by the scrapes its overload
-	// failed. One whose signal is gone after the gap ended within it, when
-	// is not known: it is taken to end in the gap's middle; one that runs
-	// into a gap at the window's end, to last to the end.
-	span := func(while func(int) bool) int {
-		e := on
-		for e < n {
-			if !m.known(e) {
-				next := m.nextKnown(e)
-				if next == n {
-					// The window ends in the gap: it does not show the
-					// trigger's end.
-					e = n
-					break
-				}
-				if !while(next) {
-					e += (next - e + 1) / 2
-					break
-				}
-				e = next
-			}
-			if !while(e) {
-				break
-			}
-			e++
-		}
-		return max(e, on+1)
-	}
-	// of is v's known values over the trigger's steps.
-	of := func(v []float64, end int) []float64 { return m.knownOf(v, on, end) }
 	t := Trigger{start: on}
 	switch {
-	case zero(on):
+	case r.zero(on):
 		t.Kind = scenario.TriggerOutage
-		t.end = span(zero)
-		t.Mode = scenario.OutageBlackhole
-		how := "no answers while attempts arrived"
-		if m.Queue != nil && m.Queue[t.end-1] > m.Queue[m.prevKnown(on-1)] {
-			t.Mode = scenario.OutageStall
-			how += ", the queue growing meanwhile (a stall: requests accepted, none served)"
-		} else {
-			how += ", no queue growing (requests vanished: a blackhole)"
-		}
-		t.Confidence, t.How = "high", how
+		t.end = r.span(r.zero)
+		t.Confidence, t.How = "high", "no answers while attempts arrived"+r.outageMode(&t)
 	case b.rate > 0 && m.Intents[on] > b.rateHi:
-		t.Kind = scenario.TriggerLoad
-		t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 })
-		t.Confidence = "high"
-		if m.retriesUnseen != "" {
-			// Once calls fail, the requests are retries too: the spike
-			// is the steps before the errors, its rise perhaps the
-			// retries of a failure upstream, which the source cannot
-			// see.
-			t.end = span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 && (i == on || m.ErrorRate[i] <= b.errHi) })
-			t.Confidence, t.Requests = "medium", true
-		}
-		t.Size = mean(of(m.Intents, t.end))
-		t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
-		if m.retriesUnseen != "" {
-			t.How = fmt.Sprintf("the requests rose from a base of %.4g/s to %.4g/s until calls failed; %s, so the rise may be its clients' retries after a failure it did not see (upstream of it), and the intents after it are not known", b.rate, t.Size, m.retriesUnseen)
-		}
+		r.load(&t)
 	case saturated(on) && m.Served[on] < CapacityDrop*capacity:
-		t.Kind = scenario.TriggerCapacity
-		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && saturated(i) })
-		t.Size = level(of(m.Served, t.end), false)
-		t.Confidence = "high"
-		if t.end-on < 2 {
-			t.Confidence = "medium"
-		}
-		t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
-		if z := slices.IndexFunc(m.Served[on:t.end], func(v float64) bool { return v < 0.05*max(b.served, 1e-9) }); z >= 0 && zero(on+z) {
-			// A stall that begins within a step shows first as a drop:
-			// the step before its first silent one answered for part of
-			// its time. No answers at all in the span make it an outage,
-			// which ends when answers come back, as one read from its
-			// first silent step does: not when the origin serves its
-			// capacity again, which a retry storm after it may never let
-			// the callers see (TestInferOutageWithinAStep).
-			e := on + z
-			for e < n && zero(e) {
-				e++
-			}
-			t.end = max(e, on+z+1)
-			t.Kind, t.Size, t.Mode = scenario.TriggerOutage, 0, scenario.OutageBlackhole
-			t.How = "answers stopped altogether within a drop of the origin's answers"
-			if m.Queue != nil && m.Queue[t.end-1] > m.Queue[m.prevKnown(on-1)] {
-				t.Mode = scenario.OutageStall
-				t.How += ", the queue growing meanwhile (a stall: requests accepted, none served)"
-			} else {
-				t.How += ", no queue growing (requests vanished: a blackhole)"
-			}
-		}
+		r.capacityDrop(&t)
 	case b.latency > 0 && m.Latency[on]-m.wait(on) > b.latHi && !saturated(on):
 		t.Kind = scenario.TriggerLatency
-		t.end = span(func(i int) bool { return m.Latency[i] > (b.latency+b.latHi)/2 })
-		t.Size = level(of(m.Latency, t.end), true) / b.latency
+		t.end = r.span(func(i int) bool { return m.Latency[i] > (b.latency+b.latHi)/2 })
+		t.Size = level(r.of(m.Latency, t.end), true) / b.latency
 		t.Confidence = "medium"
 		t.How = fmt.Sprintf("the mean latency rose %.3g× from %.3gs with the origin unsaturated (capacity intact)", t.Size, b.latency)
 	case errorBlip(m, b, on, capacity):
-		t.Kind = scenario.TriggerErrors
-		t.end = span(func(i int) bool { return errorBlip(m, b, i, capacity) })
-		t.Size = max(0.01, min(1, level(answered(m, on, t.end), true)-b.answered))
-		t.Confidence = "medium"
-		if m.timeouts != nil {
-			t.Confidence = "high"
-			t.How = fmt.Sprintf("the share of attempts answered with an error (timeouts apart) rose %.0f points above its baseline %.1f%%, the origin serving at its capacity or unsaturated", 100*t.Size, 100*b.answered)
-		} else {
-			t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the latency normal or the origin serving at its capacity; overload errors look alike, so it lasts while that holds", 100*t.Size, 100*b.errShare)
-		}
+		r.errorBlip(&t)
 	case !saturated(on) && m.ErrorRate[on] > b.errHi:
 		// Errors with the origin keeping up: a blip, whatever the
 		// latency says.
 		t.Kind = scenario.TriggerErrors
-		t.end = span(func(i int) bool { return m.ErrorRate[i] > b.errHi && !saturated(i) })
-		t.Size = max(0.01, min(1, level(of(m.ErrorRate, t.end), true)-b.errShare))
+		t.end = r.span(func(i int) bool { return m.ErrorRate[i] > b.errHi && !saturated(i) })
+		t.Size = max(0.01, min(1, level(r.of(m.ErrorRate, t.end), true)-b.errShare))
 		t.Confidence = "medium"
 		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the origin keeping up with its attempts", 100*t.Size, 100*b.errShare)
 	default:
 		t.Kind = scenario.TriggerCapacity
-		t.end = span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
-		t.Size = math.Min(capacity, median(of(m.Served, t.end)))
+		t.end = r.span(func(i int) bool { return m.Served[i] < CapacityBack*capacity })
+		t.Size = math.Min(capacity, median(r.of(m.Served, t.end)))
 		t.Confidence = "low"
 		t.How = "the origin saturated without a clear cause in the metrics (no drop in answers, latency or load that stands out): taken as a capacity drop to what it served"
 	}
+	n := m.n()
 	t.Ended = t.end < n
 	if g := m.prevKnown(on-1) + 1; on > 0 && g < on && m.known(g-1) {
 		// The step before the first abnormal one has no value: the
@@ -224,6 +129,137 @@ func infer(m *Measured, b baseline, on int, capacity float64) Trigger {
 	t.Time = m.start.Add(time.Duration(t.At * float64(time.Second))).UTC()
 	t.For = float64(t.end-t.start) * m.Step
 	return t
+}
+
+// reading is what infer reads a trigger from: the measured window, its
+// baseline, the trigger's first step and the calibrated capacity.
+type reading struct {
+	m        *Measured
+	b        baseline
+	on       int
+	capacity float64
+}
+
+// zero reports whether step i had attempts but (almost) no answers.
+func (r reading) zero(i int) bool {
+	m := r.m
+	return m.known(i) && m.Attempts[i] > 0 && m.Served[i] < 0.05*min(m.Attempts[i], max(r.b.served, 1e-9))
+}
+
+// span runs while the trigger's own signal does, through a gap (steps
+// without a value) when the first known step after it still shows the
+// signal: a trigger is not cut short by the scrapes its overload failed.
+// One whose signal is gone after the gap ended within it, when is not
+// known: it is taken to end in the gap's middle; one that runs into a gap
+// at the window's end, to last to the end.
+func (r reading) span(while func(int) bool) int {
+	m, n, e := r.m, r.m.n(), r.on
+	for e < n {
+		if !m.known(e) {
+			next := m.nextKnown(e)
+			if next == n {
+				// The window ends in the gap: it does not show the
+				// trigger's end.
+				e = n
+				break
+			}
+			if !while(next) {
+				e += (next - e + 1) / 2
+				break
+			}
+			e = next
+		}
+		if !while(e) {
+			break
+		}
+		e++
+	}
+	return max(e, r.on+1)
+}
+
+// of is v's known values over the trigger's steps, up to end.
+func (r reading) of(v []float64, end int) []float64 { return r.m.knownOf(v, r.on, end) }
+
+// outageMode sets an outage's mode: a stall when the queue grew over it,
+// else a blackhole; and says which, as the end of its How.
+func (r reading) outageMode(t *Trigger) string {
+	m := r.m
+	t.Mode = scenario.OutageBlackhole
+	if m.Queue != nil && m.Queue[t.end-1] > m.Queue[m.prevKnown(r.on-1)] {
+		t.Mode = scenario.OutageStall
+		return ", the queue growing meanwhile (a stall: requests accepted, none served)"
+	}
+	return ", no queue growing (requests vanished: a blackhole)"
+}
+
+// load reads a load spike: more intents than the base rate.
+func (r reading) load(t *Trigger) {
+	m, b := r.m, r.b
+	t.Kind = scenario.TriggerLoad
+	t.end = r.span(func(i int) bool { return m.Intents[i] > (b.rate+b.rateHi)/2 })
+	t.Confidence = "high"
+	if m.retriesUnseen != "" {
+		// Once calls fail, the requests are retries too: the spike
+		// is the steps before the errors, its rise perhaps the
+		// retries of a failure upstream, which the source cannot
+		// see.
+		t.end = r.span(func(i int) bool {
+			return m.Intents[i] > (b.rate+b.rateHi)/2 && (i == r.on || m.ErrorRate[i] <= b.errHi)
+		})
+		t.Confidence, t.Requests = "medium", true
+	}
+	t.Size = mean(r.of(m.Intents, t.end))
+	t.How = fmt.Sprintf("the intents rose from a base of %.4g/s to %.4g/s", b.rate, t.Size)
+	if m.retriesUnseen != "" {
+		t.How = fmt.Sprintf("the requests rose from a base of %.4g/s to %.4g/s until calls failed; %s, so the rise may be its clients' retries after a failure it did not see (upstream of it), and the intents after it are not known", b.rate, t.Size, m.retriesUnseen)
+	}
+}
+
+// capacityDrop reads a saturated origin serving less than its capacity:
+// a capacity drop, or an outage that began within a step.
+func (r reading) capacityDrop(t *Trigger) {
+	m, b, on, capacity := r.m, r.b, r.on, r.capacity
+	t.Kind = scenario.TriggerCapacity
+	t.end = r.span(func(i int) bool { return m.Served[i] < CapacityBack*capacity && m.saturated(i) })
+	t.Size = level(r.of(m.Served, t.end), false)
+	t.Confidence = "high"
+	if t.end-on < 2 {
+		t.Confidence = "medium"
+	}
+	t.How = fmt.Sprintf("the origin was saturated (more attempts than answers, or a growing queue) yet served %.4g/s, below %.0f%% of its calibrated capacity %.4g/s, until it served %.0f%% of it again (or kept up with its attempts)", t.Size, 100*CapacityDrop, capacity, 100*CapacityBack)
+	z := slices.IndexFunc(m.Served[on:t.end], func(v float64) bool { return v < 0.05*max(b.served, 1e-9) })
+	if z < 0 || !r.zero(on+z) {
+		return
+	}
+	// A stall that begins within a step shows first as a drop: the step
+	// before its first silent one answered for part of its time. No
+	// answers at all in the span make it an outage, which ends when
+	// answers come back, as one read from its first silent step does: not
+	// when the origin serves its capacity again, which a retry storm
+	// after it may never let the callers see
+	// (TestInferOutageWithinAStep).
+	e := on + z
+	for e < m.n() && r.zero(e) {
+		e++
+	}
+	t.end = max(e, on+z+1)
+	t.Kind, t.Size = scenario.TriggerOutage, 0
+	t.How = "answers stopped altogether within a drop of the origin's answers" + r.outageMode(t)
+}
+
+// errorBlip reads an error blip: more attempts answered with an error.
+func (r reading) errorBlip(t *Trigger) {
+	m, b := r.m, r.b
+	t.Kind = scenario.TriggerErrors
+	t.end = r.span(func(i int) bool { return errorBlip(m, b, i, r.capacity) })
+	t.Size = max(0.01, min(1, level(answered(m, r.on, t.end), true)-b.answered))
+	t.Confidence = "medium"
+	if m.timeouts != nil {
+		t.Confidence = "high"
+		t.How = fmt.Sprintf("the share of attempts answered with an error (timeouts apart) rose %.0f points above its baseline %.1f%%, the origin serving at its capacity or unsaturated", 100*t.Size, 100*b.answered)
+	} else {
+		t.How = fmt.Sprintf("the error share rose %.0f points above its baseline %.1f%% with the latency normal or the origin serving at its capacity; overload errors look alike, so it lasts while that holds", 100*t.Size, 100*b.errShare)
+	}
 }
 
 // MissingMuch is the share of a window's steps without a value past which

@@ -193,23 +193,12 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		}
 	}
 	whole := w
-	ls, notes := measurable(layersOf(w, src), src)
-	var at *layer
-	var d *diagnosis
-	if ls != nil {
-		order(ls)
-		var more []string
-		var err error
-		if at, more, err = pick(ls, src, opts.Config); err != nil {
-			return nil, err
-		}
-		notes = append(notes, more...)
-		w, d = at.w, at.d
-	} else {
-		var err error
-		if d, err = diagnose(w, src, opts.Config); err != nil {
-			return nil, err
-		}
+	ls, at, d, notes, err := diagnoseLayers(w, src, opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	if at != nil {
+		w = at.w
 	}
 	m, b, fit := d.m, d.b, d.fit
 	res := &Result{Window: whole.Describe(), Source: src.Name, Measured: m, Notes: append(slices.Clone(whole.Notes), notes...)}
@@ -232,37 +221,13 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		}
 	}
 	if d.on < 0 {
-		lat := "no latency in the window's metrics"
-		if b.latency > 0 {
-			lat = fmt.Sprintf("no mean latency rose past %.3gs (%.0f%% above the baseline's, or %g times its spread)", b.latHi, 100*(LatencyJump-1), Noise)
-		}
-		res.Message = fmt.Sprintf("no incident in the window: no step's error share passed %.1f%% (the baseline's %.1f%% by %.0f points, or %g times its spread), %s, answers never stopped and the intents never rose past %.4g/s (%.0f%% above the base rate %.4g/s)",
-			100*b.errHi, 100*b.errShare, 100*ErrorJump, Noise, lat, b.rateHi, 100*(LoadJump-1), b.rate)
-		if gap != "" {
-			res.Message += " in its known steps; " + gap
-		}
-		res.Conclusion = res.Message + "."
-		if opts.Config != nil {
-			// Nothing is replayed, but the config is still compared with
-			// the window, as calibrate --config compares it.
-			if fit, err := calibrate.Fit(w, src); err == nil && fit.UseConfig(opts.Config, w) == nil {
-				res.Disagreements = fit.Disagreements
-			}
-		}
+		res.noIncident(b, gap, w, src, opts.Config)
 		return res, nil
 	}
 	res.Incident = true
 	trig := d.trig
 	res.Trigger = &trig
-	pre := d.pre
-	capacity := fit.Capacity.V
-	res.Calibration = &Calibration{Window: pre.Describe(), Rate: fit.Rate.V, Capacity: capacity, Workers: int(fit.Workers.V),
-		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), ClientsKnown: fit.Clients.Known, ClientsNote: fit.Clients.Note, RetryShare: fit.RetryShare.V,
-		Timeout: fit.Timeout.V, MaxRetries: int(fit.MaxRetries.V), Budget: fit.HasBudget, Breaker: fit.Breaker,
-		CapacityNte: fit.Capacity.Note, TimeoutNte: fit.Timeout.Note}
-	if res.Calibration.Dist == "" {
-		res.Calibration.Dist = scenario.DistFixed
-	}
+	res.Calibration = calibrationOf(fit, d.pre)
 
 	// The measured verdict, judged as the simulator judges a run.
 	v := judgeWindow(m, trig)
@@ -279,6 +244,70 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		return nil, err
 	}
 	res.Scenario = sc
+	if err := res.replay(ctx, sc, opts); err != nil {
+		return nil, err
+	}
+	res.Agrees = Agree(v, res.AsIs.Verdict, m.Step)
+	res.conclude()
+	return res, nil
+}
+
+// diagnoseLayers diagnoses w: at the layer to replay (at, among the
+// measurable layers ls, with notes on those left out) when src sees
+// layers, or else as one.
+func diagnoseLayers(w *calibrate.Window, src *calibrate.Source, cfg *calibrate.Config) (ls []*layer, at *layer, d *diagnosis, notes []string, err error) {
+	ls, notes = measurable(layersOf(w, src), src)
+	if ls == nil {
+		d, err = diagnose(w, src, cfg)
+		return nil, nil, d, notes, err
+	}
+	order(ls)
+	var more []string
+	if at, more, err = pick(ls, src, cfg); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return ls, at, at.d, append(notes, more...), nil
+}
+
+// noIncident concludes a replay of a window without an incident (b its
+// baseline, gap what its unknown steps are): nothing is replayed, but a
+// config (cfg) is still compared with the window, as calibrate --config
+// compares it.
+func (res *Result) noIncident(b baseline, gap string, w *calibrate.Window, src *calibrate.Source, cfg *calibrate.Config) {
+	lat := "no latency in the window's metrics"
+	if b.latency > 0 {
+		lat = fmt.Sprintf("no mean latency rose past %.3gs (%.0f%% above the baseline's, or %g times its spread)", b.latHi, 100*(LatencyJump-1), Noise)
+	}
+	res.Message = fmt.Sprintf("no incident in the window: no step's error share passed %.1f%% (the baseline's %.1f%% by %.0f points, or %g times its spread), %s, answers never stopped and the intents never rose past %.4g/s (%.0f%% above the base rate %.4g/s)",
+		100*b.errHi, 100*b.errShare, 100*ErrorJump, Noise, lat, b.rateHi, 100*(LoadJump-1), b.rate)
+	if gap != "" {
+		res.Message += " in its known steps; " + gap
+	}
+	res.Conclusion = res.Message + "."
+	if cfg != nil {
+		if fit, err := calibrate.Fit(w, src); err == nil && fit.UseConfig(cfg, w) == nil {
+			res.Disagreements = fit.Disagreements
+		}
+	}
+}
+
+// calibrationOf is what the replay calibrated, from the fit of the
+// window pre before the trigger.
+func calibrationOf(fit *calibrate.Result, pre *calibrate.Window) *Calibration {
+	c := &Calibration{Window: pre.Describe(), Rate: fit.Rate.V, Capacity: fit.Capacity.V, Workers: int(fit.Workers.V),
+		Service: fit.Scale, Dist: fit.ServiceTime.Dist, Clients: int(fit.Clients.V), ClientsKnown: fit.Clients.Known, ClientsNote: fit.Clients.Note, RetryShare: fit.RetryShare.V,
+		Timeout: fit.Timeout.V, MaxRetries: int(fit.MaxRetries.V), Budget: fit.HasBudget, Breaker: fit.Breaker,
+		CapacityNte: fit.Capacity.Note, TimeoutNte: fit.Timeout.Note}
+	if c.Dist == "" {
+		c.Dist = scenario.DistFixed
+	}
+	return c
+}
+
+// replay runs the incident sc as it was, with each change (and advise's
+// recommendation, with opts.Advise), and with an origin that drops
+// expired requests, into res.AsIs and res.Others.
+func (res *Result) replay(ctx context.Context, sc *scenario.Scenario, opts Options) error {
 	asIs := sc.Fleets[0]
 	asIs.Name = "as-is"
 	runs := []*Run{{Name: "as-is", Change: "none: the incident as it was", Fleet: asIs}}
@@ -289,7 +318,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 		f, note, err := advise(ctx, sc, asIs, opts.AdviseSpace)
 		switch {
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return ctx.Err()
 		case err != nil:
 			res.AdviseNote = "advise was not replayed: " + err.Error()
 		default:
@@ -307,7 +336,7 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	}
 	out, err := sim.Run(ctx, &fsc)
 	if err != nil {
-		return nil, tooCostly(err, "replaying")
+		return tooCostly(err, "replaying")
 	}
 	for i, r := range runs {
 		r.fill(out.Fleets[i], sc.Tick)
@@ -317,16 +346,14 @@ func replayWindow(ctx context.Context, w *calibrate.Window, opts Options) (*Resu
 	dsc.Fleets = []scenario.Fleet{asIs}
 	dout, err := sim.Run(ctx, &dsc)
 	if err != nil {
-		return nil, tooCostly(err, "replaying with drop_expired")
+		return tooCostly(err, "replaying with drop_expired")
 	}
 	drop := &Run{Name: "drop expired", Change: "the origin dropping requests whose caller has left, origin.drop_expired", Fleet: asIs}
 	drop.fill(dout.Fleets[0], sc.Tick)
 	res.AsIs = runs[0]
 	res.Others = append(runs[1:2:2], drop)
 	res.Others = append(res.Others, runs[2:]...)
-	res.Agrees = Agree(v, res.AsIs.Verdict, m.Step)
-	res.conclude()
-	return res, nil
+	return nil
 }
 
 // tooCostly says what a replay the simulator refused for its cost can do

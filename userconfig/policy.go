@@ -17,9 +17,8 @@ import (
 // replay --config: the one fleet their metrics are compared with and
 // written with, read as check and advise read their files.
 type Policy struct {
-	// Fleet is the fleet with its provenance: each setting's line reads
-	// "setting: value  <- file: path" (importer.Settings turns it into
-	// a file and a line).
+	// Fleet is the fleet with its provenance: each setting's file and
+	// path (importer.Settings finds their lines).
 	Fleet importer.Fleet
 	// Sources are the files it was read from, as the provenance names
 	// them.
@@ -102,14 +101,14 @@ func scenarioPolicy(file string, data []byte, f scenario.Fleet) (*Policy, error)
 		return nil, usagef("%s:%d: tiers %s: --config takes one layer's retry policy, the fleet's calling the origin (the layer the metrics count), and a scenario's tiers retry on their own, which the file written would drop; give a scenario file without tiers (the fleet alone)",
 			src.Name, topKeyLine(&doc, "tiers"), strings.Join(tiers, ", "))
 	}
-	fl := importer.Fleet{Fleet: sc.Fleets[i], Format: importer.ScenarioFleet, Origin: fmt.Sprintf("%s: fleets[%d] (%s)", src.Name, i, strconv.Quote(f.Name))}
+	fl := importer.Fleet{Fleet: sc.Fleets[i], Format: importer.ScenarioFleet, File: src.Name, Origin: fmt.Sprintf("%s: fleets[%d] (%s)", src.Name, i, strconv.Quote(f.Name))}
 	if node := fleetNode(&doc, i); node != nil {
 		for k := 0; k+1 < len(node.Content); k += 2 {
 			key := node.Content[k].Value
 			if key == "name" {
 				continue
 			}
-			fl.From = append(fl.From, fmt.Sprintf("%s: as written  <- %s: fleets[%d].%s", key, src.Name, i, key))
+			fl.From = append(fl.From, importer.Provenance{Settings: []string{key}, Value: importer.AsWritten, File: src.Name, Path: fmt.Sprintf("fleets[%d].%s", i, key)})
 		}
 	}
 	return &Policy{Fleet: fl, Sources: []importer.Source{src}}, nil

@@ -193,18 +193,15 @@ func withReplicas(b *scenario.Scenario, fl []importer.Fleet) *scenario.Scenario 
 const maxReplicas = 10_000
 
 // FromBase lists the settings an imported fleet did not take from its
-// file, from its provenance lines ("setting: value  <- where"): those
-// from a documented default or from the base scenario.
-func FromBase(from []string) []string {
+// file: those that took a documented default.
+func FromBase(from []importer.Provenance) []string {
 	var out []string
-	for _, l := range from {
-		setting, _, ok := strings.Cut(l, ": ")
-		_, where, _ := strings.Cut(l, "  <- ")
-		if !ok || !(strings.HasPrefix(where, "default") || strings.Contains(where, "the base scenario's")) {
+	for _, v := range from {
+		if !v.Default {
 			continue
 		}
-		for _, s := range strings.Split(setting, " and ") {
-			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+		for _, s := range v.Settings {
+			if !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}

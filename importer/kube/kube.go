@@ -42,9 +42,9 @@ type Layer struct {
 	// the same settings has its own Origin here).
 	Fleet  scenario.Fleet
 	Origin string
-	// From are the importer's provenance lines of Fleet (importer.Fleet's
+	// From is where each of Fleet's settings came from (importer.Fleet's
 	// From).
-	From []string
+	From []importer.Provenance
 	// Settings are the layer's settings with their file and line.
 	Settings []importer.Setting
 	// Instances is how many instances the layer has (the replicas of the

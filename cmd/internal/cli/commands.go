@@ -28,7 +28,14 @@ func table(h Heavy) []command {
 	for _, e := range experiment.All() {
 		cmds = append(cmds, experimentCommand(e))
 	}
-	return append(cmds, []command{
+	cmds = append(cmds, fileCommands()...)
+	cmds = append(cmds, heavyCommands(h)...)
+	return append(cmds, toolCommands()...)
+}
+
+// fileCommands run a scenario file, or every experiment.
+func fileCommands() []command {
+	return []command{
 		{
 			Name:    "run",
 			Args:    "FILE.yaml",
@@ -50,6 +57,13 @@ func table(h Heavy) []command {
 			Flags:   groups(outputFlags, costFlags, gridFlag, findingsFlag),
 			Run:     runAll,
 		},
+	}
+}
+
+// heavyCommands run in the companion binary (Heavy): the lab, and the
+// commands that read a user's configs or metrics.
+func heavyCommands(h Heavy) []command {
+	return []command{
 		{
 			Name:    "lab",
 			Summary: "the storm over real HTTP or gRPC on loopback, beside the simulator (about a minute)",
@@ -110,6 +124,12 @@ func table(h Heavy) []command {
 			Run:     h.Merge,
 			Heavy:   true,
 		},
+	}
+}
+
+// toolCommands are the page, version and help.
+func toolCommands() []command {
+	return []command{
 		{
 			Name:    "page",
 			Summary: "write a self-contained HTML page that reruns the experiments in a browser",
@@ -128,7 +148,7 @@ func table(h Heavy) []command {
 			Summary: "list the commands, or show one command's flags",
 			Run:     runHelp,
 		},
-	}...)
+	}
 }
 
 // RunFunc runs a command once its flags are parsed.

@@ -2,7 +2,6 @@ package configcmd
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/retrystorm/retrystorm/internal/outfile"
 
@@ -22,7 +21,7 @@ func checkVerdicts(r *verdict.CheckResult, in []verdict.CheckInput, u *userconfi
 			fl, ok := importer.Fleet{}, false
 			if i < len(in) {
 				if fl, ok = u.Imported(in[i]); ok {
-					file, _, _ = strings.Cut(fl.Origin, ": ")
+					file = fl.File
 					at = importerSettings(u, fl)
 				}
 			}

@@ -52,25 +52,8 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	if err := lab.Check(sc); err != nil { // what the lab cannot run at all
 		return cli.Usagef("%v", err)
 	}
-	// A run that ends before recovery can be seen cannot bear out a claim
-	// about recovery: the rule is lab.MinDuration's, for --duration and
-	// for the scenario's own duration alike.
-	need, why, err := lab.MinDuration(ctx, sc)
-	if err != nil {
+	if err := labDuration(ctx, inv, sc); err != nil {
 		return err
-	}
-	if d := inv.Lab.Duration; d != 0 {
-		sc.Duration = d
-		if err := sc.Validate(); err != nil {
-			return cli.Usagef("--duration %s: %v", lab.Short(d), err)
-		}
-		if d < need {
-			return cli.Usagef("--duration %s: %s needs at least %s: %s", lab.Short(d), sc.Name, lab.Short(need), why)
-		}
-	} else if _, end := sim.TriggerTicks(sc); sc.Duration < need && time.Duration(end)*sc.Tick < sc.Duration {
-		// (A trigger that lasts the whole run shows no recovery, and
-		// claims none.)
-		return cli.Usagef("%s lasts %s: its claims about recovery need at least %s: %s; lengthen its duration", sc.Name, lab.Short(sc.Duration), lab.Short(need), why)
 	}
 	if err := inv.Admit(sc); err != nil { // the simulator runs it first
 		return err
@@ -105,19 +88,43 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 	// The lab's heap is small and churns fast: it runs at its own GC
 	// target, the process's setting, which is the command's to make.
 	defer debug.SetGCPercent(debug.SetGCPercent(lab.GCPercent))
+	opts := lab.ExperimentOptions{Port: inv.Lab.Port, Storm: inv.Config == "", Log: inv.Log(), Protocol: protocol, Target: target, Shard: shard, StartAt: startAt}
+	return measureLab(ctx, inv, sc, opts, b.Max, wire)
+}
+
+// labDuration checks the run's duration (--duration, or the scenario's
+// own): a run that ends before recovery can be seen cannot bear out a
+// claim about recovery; the rule is lab.MinDuration's.
+func labDuration(ctx context.Context, inv *cli.Invocation, sc *scenario.Scenario) error {
+	need, why, err := lab.MinDuration(ctx, sc)
+	if err != nil {
+		return err
+	}
+	if d := inv.Lab.Duration; d != 0 {
+		sc.Duration = d
+		if err := sc.Validate(); err != nil {
+			return cli.Usagef("--duration %s: %v", lab.Short(d), err)
+		}
+		if d < need {
+			return cli.Usagef("--duration %s: %s needs at least %s: %s", lab.Short(d), sc.Name, lab.Short(need), why)
+		}
+	} else if _, end := sim.TriggerTicks(sc); sc.Duration < need && time.Duration(end)*sc.Tick < sc.Duration {
+		// (A trigger that lasts the whole run shows no recovery, and
+		// claims none.)
+		return cli.Usagef("%s lasts %s: its claims about recovery need at least %s: %s; lengthen its duration", sc.Name, lab.Short(sc.Duration), lab.Short(need), why)
+	}
+	return nil
+}
+
+// measureLab runs the lab with opts at --tick, and again at a longer
+// tick (up to maxTick) while it is inconclusive, with --auto-tick; and
+// emits the outcome of the storm over wire.
+func measureLab(ctx context.Context, inv *cli.Invocation, sc *scenario.Scenario, opts lab.ExperimentOptions, maxTick time.Duration, wire string) error {
 	tick := inv.Lab.Tick
 	var tried []string // the ticks that were inconclusive, and why
 	for {
-		m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{
-			Tick:     tick,
-			Port:     inv.Lab.Port,
-			Storm:    inv.Config == "",
-			Log:      inv.Log(),
-			Protocol: protocol,
-			Target:   target,
-			Shard:    shard,
-			StartAt:  startAt,
-		})
+		opts.Tick = tick
+		m, err := lab.Measure(ctx, sc, opts)
 		if err != nil {
 			return targetError(err)
 		}
@@ -128,7 +135,7 @@ func runLab(ctx context.Context, inv *cli.Invocation) error {
 			// pause must not make the next run hours long.
 			next = min(in.SuggestedTick(), maxAutoGrowth*tick)
 		}
-		if in != nil && inv.Lab.AutoTick && len(tried) < maxAutoTicks && next > tick && next <= b.Max {
+		if in != nil && inv.Lab.AutoTick && len(tried) < maxAutoTicks && next > tick && next <= maxTick {
 			fmt.Fprintf(inv.Log(), "lab: inconclusive at --tick %s (%s); --auto-tick: running it again at --tick %s\n", lab.Short(tick), in.Reasons[0], lab.Short(next))
 			tried = append(tried, fmt.Sprintf("--tick %s was inconclusive: %s.", lab.Short(tick), strings.Join(in.Reasons, "; ")))
 			tick = next
