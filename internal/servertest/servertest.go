@@ -56,11 +56,20 @@ func Need(t testing.TB, program, pkg string) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed, and CI requires it (.ci/run installs the Debian package %s)", program, pkg)
-	}
-	t.Skipf("%s is not installed: apt-get install %s to run this test", program, pkg)
+	Missing(t, "%s is not installed (.ci/run installs the Debian package %s: apt-get install %s)", program, pkg, pkg)
 	return ""
+}
+
+// Missing ends t, which lacks something it needs to check its claim (a
+// program, a checkout): it skips, saying why, and fails under CI=true,
+// where .ci/run provides everything and no test of a claim may skip.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; CI=true requires it", msg)
+	}
+	t.Skip(msg)
 }
 
 // Nginx runs nginx, found by Need, with one worker, no daemon, and its
