@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/retrystorm/retrystorm/experiment"
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -40,10 +41,7 @@ func TestBrowser(t *testing.T) {
 		t.Skip("the browser test takes half a minute; go test without -short runs it")
 	}
 	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the page must be tested in a browser in CI, and %s is missing: %v", chromium, err)
-		}
-		t.Skipf("%s is not installed, so the page is not tested in a browser (apt-get install chromium)", chromium)
+		servertest.Missing(t, "%s is not installed, so the page is not tested in a browser (apt-get install chromium): %v", chromium, err)
 	}
 	doc, err := Render(freshAssets(t))
 	if err != nil {
