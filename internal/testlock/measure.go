@@ -13,10 +13,10 @@ import (
 // measure (the lab's watch, a load generator's lateness) then call the
 // run inconclusive. Outside CI such a test skips, saying why; in CI
 // (CI=true), which must show that every claim was checked, it fails. To
-// make a conclusive run likely, a timing test waits for the machine to be
-// quiet before it measures (Quiet), holds the lock exclusively (so that no
-// CPU-heavy test package runs beside it), and measures again, up to Tries
-// times, when a burst of other work spoiled a run.
+// make a conclusive run likely, a timing test holds the lock exclusively
+// (so that no CPU-heavy test package runs beside it), and when a burst of
+// other work spoiled a run it waits for the machine to be quiet (Quiet)
+// and measures again, up to Tries runs in all (Conclusive).
 
 // Tries is how many times a timing test measures before it calls itself
 // inconclusive: a run spoiled by a burst of other work (the go command
@@ -85,15 +85,19 @@ func Quiet(t testing.TB) float64 {
 	}
 }
 
-// Conclusive runs a timing test's run, after waiting for the machine to
-// be quiet, until it returns "" (the run measured what it tests), at most
-// Tries times; it logs why each other run was inconclusive, and after the
-// last ends t (Inconclusive: a skip, and a failure under CI=true). try
-// counts from 1, for a run that needs fresh state each time.
+// Conclusive runs a timing test's run until it returns "" (the run
+// measured what it tests), at most Tries times, each run after the first
+// once the machine is quiet (Quiet: the first costs nothing on a quiet
+// machine, and a burst of other work that spoiled it waits); it logs why
+// each other run was inconclusive, and after the last ends t
+// (Inconclusive: a skip, and a failure under CI=true). try counts from 1,
+// for a run that needs fresh state each time.
 func Conclusive(t testing.TB, run func(try int) (inconclusive string)) {
 	t.Helper()
 	for try := 1; ; try++ {
-		Quiet(t)
+		if try > 1 {
+			Quiet(t)
+		}
 		why := run(try)
 		if why == "" {
 			return

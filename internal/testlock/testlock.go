@@ -10,7 +10,7 @@
 // For the lab the lock is about speed, not correctness: the lab watches
 // itself (its timers' lateness, its goroutines' waits to run, its CPU), and
 // a run it reports inconclusive is measured again (Conclusive, Timed: up
-// to Tries runs, each after waiting for the machine to be quiet); after
+// to Tries runs, each after the first once the machine is quiet); after
 // the last the test skips, saying why, and fails under CI=true, where no
 // test of a claim may pass unmeasured (Inconclusive). So a loaded machine
 // costs the timing tests runs, never a false verdict;
