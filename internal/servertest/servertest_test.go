@@ -129,39 +129,14 @@ func TestFreeAddrsDiffer(t *testing.T) {
 	}
 }
 
-// endingTB records how a test ended, and ends its goroutine, as
-// testing.T does.
-type endingTB struct {
-	testing.TB
-	how, msg string
-}
-
-func (e *endingTB) Helper() {}
-
-func (e *endingTB) Skip(args ...any) {
-	e.how, e.msg = "skip", fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func (e *endingTB) Fatalf(format string, args ...any) {
-	e.how, e.msg = "fail", fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 // TestMissing: what a test needs and lacks skips it outside CI and fails
 // it under CI=true, saying what is missing either way.
 func TestMissing(t *testing.T) {
 	for _, c := range []struct{ ci, want string }{{"", "skip"}, {"1", "skip"}, {"true", "fail"}} {
 		t.Setenv("CI", c.ci)
-		e := &endingTB{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			Need(e, "retrystorm-no-such-program", "nosuch")
-		}()
-		<-done
-		if e.how != c.want || !strings.Contains(e.msg, "retrystorm-no-such-program is not installed") {
-			t.Errorf("CI=%q: %s %q, want a %s that names the program", c.ci, e.how, e.msg, c.want)
+		how, msg := Ended(t, func(tb testing.TB) { Need(tb, "retrystorm-no-such-program", "nosuch") })
+		if how != c.want || !strings.Contains(msg, "retrystorm-no-such-program is not installed") {
+			t.Errorf("CI=%q: %s %q, want a %s that names the program", c.ci, how, msg, c.want)
 		}
 	}
 }

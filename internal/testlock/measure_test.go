@@ -3,12 +3,12 @@ package testlock
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrystorm/retrystorm/internal/cpuhog"
+	"github.com/retrystorm/retrystorm/internal/servertest"
 )
 
 func TestMain(m *testing.M) {
@@ -16,39 +16,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// endingTB records how a test ended (a skip or a fatal failure), and
-// ends its goroutine, as testing.T does.
-type endingTB struct {
-	testing.TB
-	how, msg string
-}
-
-func (e *endingTB) Helper() {}
-
-func (e *endingTB) Skipf(format string, args ...any) {
-	e.how, e.msg = "skip", fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (e *endingTB) Fatalf(format string, args ...any) {
-	e.how, e.msg = "fail", fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 // TestInconclusive: a measurement the machine spoiled skips outside CI
 // and fails under CI=true, saying why either way.
 func TestInconclusive(t *testing.T) {
 	for _, c := range []struct{ ci, want string }{{"", "skip"}, {"false", "skip"}, {"true", "fail"}} {
 		t.Setenv("CI", c.ci)
-		e := &endingTB{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			Inconclusive(e, "late by %d ms", 90)
-		}()
-		<-done
-		if e.how != c.want || !strings.Contains(e.msg, "late by 90 ms") {
-			t.Errorf("CI=%q: %s %q, want a %s that says why", c.ci, e.how, e.msg, c.want)
+		how, msg := servertest.Ended(t, func(tb testing.TB) { Inconclusive(tb, "late by %d ms", 90) })
+		if how != c.want || !strings.Contains(msg, "late by 90 ms") {
+			t.Errorf("CI=%q: %s %q, want a %s that says why", c.ci, how, msg, c.want)
 		}
 	}
 }
@@ -70,18 +45,14 @@ func TestConclusive(t *testing.T) {
 		t.Errorf("tries %v, want [1 2]", tries)
 	}
 	tries = nil
-	e := &endingTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Conclusive(e, func(try int) string {
+	how, msg := servertest.Ended(t, func(tb testing.TB) {
+		Conclusive(tb, func(try int) string {
 			tries = append(tries, try)
 			return fmt.Sprintf("spoiled %d", try)
 		})
-	}()
-	<-done
-	if len(tries) != Tries || e.how != "skip" || !strings.Contains(e.msg, fmt.Sprintf("spoiled %d", Tries)) {
-		t.Errorf("always spoiled: tries %v, then %s %q; want %d tries and a skip that gives the last reason", tries, e.how, e.msg, Tries)
+	})
+	if len(tries) != Tries || how != "skip" || !strings.Contains(msg, fmt.Sprintf("spoiled %d", Tries)) {
+		t.Errorf("always spoiled: tries %v, then %s %q; want %d tries and a skip that gives the last reason", tries, how, msg, Tries)
 	}
 }
 
@@ -135,14 +106,8 @@ func TestTimed(t *testing.T) {
 	}
 	cpuhog.Start(t)
 	runs, checks = 0, 0
-	e := &endingTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Timed(e, 5*time.Millisecond, run)
-	}()
-	<-done
-	if runs != Tries || checks != 0 || e.how != "skip" || !strings.Contains(e.msg, "past the test's slack of 5ms") {
-		t.Errorf("stalled: %d runs, %d checks, then %s %q; want %d runs, no check, and a skip that says why", runs, checks, e.how, e.msg, Tries)
+	how, msg := servertest.Ended(t, func(tb testing.TB) { Timed(tb, 5*time.Millisecond, run) })
+	if runs != Tries || checks != 0 || how != "skip" || !strings.Contains(msg, "past the test's slack of 5ms") {
+		t.Errorf("stalled: %d runs, %d checks, then %s %q; want %d runs, no check, and a skip that says why", runs, checks, how, msg, Tries)
 	}
 }
