@@ -28,6 +28,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/internal/promtest"
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 )
 
@@ -72,8 +73,8 @@ var grpcRetryConfig = fmt.Sprintf(`{"methodConfig": [{
 // adds no instance label of its own: its resource goes to target_info).
 func TestRealGRPC(t *testing.T) {
 	bin := promtest.Bin(t, "the real-gRPC test takes about 30 s")
-	// The lock is TestMain's.
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// The lock is TestMain's. Up to testlock.Tries runs of 26 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 
 	// The server: its own meter provider and /metrics.
@@ -104,23 +105,33 @@ func TestRealGRPC(t *testing.T) {
 	}
 	promURL := promtest.Start(t, ctx, bin, promtest.Static(targets...))
 
-	begin := time.Now()
-	time.Sleep(3 * time.Second)
-	sent, late := openLoop(ctx, clients, func(at time.Duration) float64 {
-		if at >= 8*time.Second && at < 10*time.Second {
-			return grpcBurst
-		}
-		return grpcRate
-	}, 20*time.Second)
-	t.Logf("load: %d calls sent, p99 late %.1fms, server: %d attempts", sent, 1000*late, svc.n.Load())
 	// The server times its own calls, so a late send does not lengthen a
 	// service time as it does the lab's (maxLate); late sends catch up
 	// on the schedule, so only lateness near a step would blur the rate.
-	if late > grpcMaxLate {
-		t.Skipf("inconclusive: the load generator sent its calls up to %.0fms late (p99; at most %.0fms): the machine is too busy", 1000*late, 1000*grpcMaxLate)
-	}
-	time.Sleep(2500 * time.Millisecond)
-	end := time.Now()
+	// A run whose sends were later than that measured the machine: it is
+	// run again, on the same servers, with the truth counted afresh.
+	var begin, end time.Time
+	testlock.Conclusive(t, func(int) string {
+		svc.n.Store(0)
+		svc.held.Store(0)
+		svc.first.Store(0)
+		svc.retried.Store(0)
+		begin = time.Now()
+		time.Sleep(3 * time.Second)
+		sent, late := openLoop(ctx, clients, func(at time.Duration) float64 {
+			if at >= 8*time.Second && at < 10*time.Second {
+				return grpcBurst
+			}
+			return grpcRate
+		}, 20*time.Second)
+		t.Logf("load: %d calls sent, p99 late %.1fms, server: %d attempts", sent, 1000*late, svc.n.Load())
+		if late > grpcMaxLate {
+			return fmt.Sprintf("the load generator sent its calls up to %.0fms late (p99; at most %.0fms): the machine is too busy", 1000*late, 1000*grpcMaxLate)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		end = time.Now()
+		return ""
+	})
 	if testing.Verbose() {
 		logScrape(t, srvMetrics, targets[1])
 	}
@@ -154,7 +165,11 @@ func TestRealGRPC(t *testing.T) {
 		{"median service time", r.Service.Median, service, 0.10},
 		{"base rate", r.Rate.V, grpcRate, 0.05},
 		{"client instances", r.Clients.V, grpcClients, 0},
-		{"workers", r.Workers.V, grpcWorkers, 0},
+		// The workers are the calls finished per second times the
+		// mean service time, rounded (calibrate's inFlight): two
+		// measured rates whose errors the capacity's 10% allows, so one
+		// worker in eight is within them (a loaded machine's fit gave 9).
+		{"workers", r.Workers.V, grpcWorkers, 1.0 / grpcWorkers},
 		{"retries per call", r.RetryShare.V, retries, 0.10},
 		{"max retries", r.MaxRetries.V, grpcAttempts - 1, 0},
 	} {

@@ -2,15 +2,15 @@ package calibrate_test
 
 import (
 	"context"
+	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/internal/promtest"
 	"github.com/retrystorm/retrystorm/internal/servertest"
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -22,19 +22,10 @@ import (
 // docs/lab.md sets it up. 300 intents a second, with a burst to 900 for
 // 2 s that fills HAProxy's queue.
 func TestRealHAProxy(t *testing.T) {
-	prom, err := exec.LookPath("prometheus")
-	hap, err2 := exec.LookPath("haproxy")
-	if err != nil || err2 != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus and haproxy must be on the PATH in CI")
-		}
-		t.Skip("prometheus or haproxy is not on the PATH: install both to run the real-HAProxy calibration test")
-	}
-	if testing.Short() {
-		t.Skip("-short: the real-HAProxy test takes about 30 s")
-	}
+	prom := promtest.Bin(t, "the real-HAProxy test takes about 30 s")
+	hap := servertest.Need(t, "haproxy", "haproxy")
 	// The lock is TestMain's.
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second) // up to testlock.Tries runs
 	defer cancel()
 
 	front, stats := servertest.StartHAProxy(t, ctx, servertest.HAProxy{Bin: hap, Service: 20 * time.Millisecond, Maxconn: 12, Queue: 5 * time.Second, Exporter: true})
@@ -50,19 +41,26 @@ fleets: [{name: f, timeout: 5s, budget: {use: none}}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	begin := time.Now()
-	time.Sleep(3 * time.Second)
-	stats0, err := lab.RunLoad(ctx, lab.LoadConfig{Target: mustURL(t, "http://"+front+"/"), Traffic: sc.Traffic, Triggers: sc.Triggers,
-		Tick: time.Second, Duration: 20 * time.Second, Deadline: 6 * time.Second, ClearAt: -1, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load: %+v", stats0)
-	if stats0.LateP99 > maxLate {
-		t.Skipf("inconclusive: the load generator sent its intents up to %.0fms late (p99; at most %.0fms): the machine is too busy", 1000*stats0.LateP99, 1000*maxLate)
-	}
-	time.Sleep(2500 * time.Millisecond)
-	end := time.Now()
+	// A load generator that could not keep its schedule measured the
+	// machine: the run is run again (HAProxy's queue drains in the 3 s at
+	// rest before each).
+	var begin, end time.Time
+	testlock.Conclusive(t, func(int) string {
+		begin = time.Now()
+		time.Sleep(3 * time.Second)
+		stats0, err := lab.RunLoad(ctx, lab.LoadConfig{Target: mustURL(t, "http://"+front+"/"), Traffic: sc.Traffic, Triggers: sc.Triggers,
+			Tick: time.Second, Duration: 20 * time.Second, Deadline: 6 * time.Second, ClearAt: -1, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("load: %+v", stats0)
+		if stats0.LateP99 > maxLate {
+			return fmt.Sprintf("the load generator sent its intents up to %.0fms late (p99; at most %.0fms): the machine is too busy", 1000*stats0.LateP99, 1000*maxLate)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		end = time.Now()
+		return ""
+	})
 	sel, _ := calibrate.ParseSelector(`{proxy="origin"}`)
 	src, _ := calibrate.SourceNamed("haproxy")
 	w, err := calibrate.Fetch(ctx, calibrate.Live{URL: promURL, Start: begin.Add(3 * time.Second), End: end.Add(-2 * time.Second), Step: time.Second, Selector: sel, Source: src, Timeout: 10 * time.Second})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/resil/resilhttp"
 	"github.com/retrystorm/retrystorm/scenario"
 )
@@ -452,45 +453,51 @@ func TestOriginStallQueues(t *testing.T) {
 // not left to time out; neither costs work; and the Shedder's counts are
 // on the origin's registry.
 func TestOriginShedsByDeadline(t *testing.T) {
-	o := queueOrigin(1, 5) // 200 ms each
-	o.Shed = scenario.Shed{Deadline: true}
-	org, url := startOrigin(t, OriginConfig{Origin: o})
-	c := testClient(t)
-	var wg sync.WaitGroup
-	wg.Go(func() { send(c, "GET", url, 5*time.Second) }) // holds the worker 0-200 ms
-	time.Sleep(10 * time.Millisecond)
-	tooLate := send(c, "GET", url, 5*time.Second, TimeoutHeader, "100m")
-	var doomed reply
-	// Queued at 20 ms; at 200 ms it has 120 ms left for 200 ms of work.
-	wg.Go(func() { doomed = send(c, "GET", url, 5*time.Second, TimeoutHeader, "300m") })
-	time.Sleep(10 * time.Millisecond)
-	last := send(c, "GET", url, 5*time.Second) // queued behind it
-	wg.Wait()
+	// The checks allow late for the machine; a run in which the process
+	// itself stalled for half of that is measured again (testlock.Timed).
 	late := 80 * time.Millisecond
 	if slow() {
 		late = 300 * time.Millisecond
 	}
-	if tooLate.status != http.StatusServiceUnavailable || tooLate.header.Get(resilhttp.ShedHeader) != "too_late" || tooLate.took > late {
-		t.Errorf("the request with 100 ms for 200 ms of work: %d %q after %v, want 503 too_late at once", tooLate.status, tooLate.header.Get(resilhttp.ShedHeader), tooLate.took)
-	}
-	if doomed.status != http.StatusServiceUnavailable || doomed.took > 200*time.Millisecond+late {
-		t.Errorf("the request that waited too long: %d after %v, want 503 when the worker freed up, at about 180 ms", doomed.status, doomed.took)
-	}
-	if last.status != http.StatusOK || last.took > 400*time.Millisecond+late {
-		t.Errorf("the next request: %d after %v, want 200 after about 370 ms (the refused ones cost nothing)", last.status, last.took)
-	}
-	if got := org.Counts(); got.Wasted != 0 {
-		t.Errorf("counts %+v, want nothing wasted", got)
-	}
-	r := send(c, "GET", url+"/metrics", time.Second)
-	if m := contains(r.body,
-		`resil_shed_refused_total{name="origin",reason="too_late"} 1`,
-		`retrystorm_origin_requests_total{result="shed"} 1`,
-		`retrystorm_origin_requests_total{result="rejected"} 1`,
-		`resil_shed_service_time_seconds{name="origin"} 0.2`,
-	); len(m) > 0 {
-		t.Errorf("/metrics lacks %q", m)
-	}
+	testlock.Timed(t, late/2, func() func() {
+		o := queueOrigin(1, 5) // 200 ms each
+		o.Shed = scenario.Shed{Deadline: true}
+		org, url := startOrigin(t, OriginConfig{Origin: o})
+		c := testClient(t)
+		var wg sync.WaitGroup
+		wg.Go(func() { send(c, "GET", url, 5*time.Second) }) // holds the worker 0-200 ms
+		time.Sleep(10 * time.Millisecond)
+		tooLate := send(c, "GET", url, 5*time.Second, TimeoutHeader, "100m")
+		var doomed reply
+		// Queued at 20 ms; at 200 ms it has 120 ms left for 200 ms of work.
+		wg.Go(func() { doomed = send(c, "GET", url, 5*time.Second, TimeoutHeader, "300m") })
+		time.Sleep(10 * time.Millisecond)
+		last := send(c, "GET", url, 5*time.Second) // queued behind it
+		wg.Wait()
+		return func() {
+			if tooLate.status != http.StatusServiceUnavailable || tooLate.header.Get(resilhttp.ShedHeader) != "too_late" || tooLate.took > late {
+				t.Errorf("the request with 100 ms for 200 ms of work: %d %q after %v, want 503 too_late at once", tooLate.status, tooLate.header.Get(resilhttp.ShedHeader), tooLate.took)
+			}
+			if doomed.status != http.StatusServiceUnavailable || doomed.took > 200*time.Millisecond+late {
+				t.Errorf("the request that waited too long: %d after %v, want 503 when the worker freed up, at about 180 ms", doomed.status, doomed.took)
+			}
+			if last.status != http.StatusOK || last.took > 400*time.Millisecond+late {
+				t.Errorf("the next request: %d after %v, want 200 after about 370 ms (the refused ones cost nothing)", last.status, last.took)
+			}
+			if got := org.Counts(); got.Wasted != 0 {
+				t.Errorf("counts %+v, want nothing wasted", got)
+			}
+			r := send(c, "GET", url+"/metrics", time.Second)
+			if m := contains(r.body,
+				`resil_shed_refused_total{name="origin",reason="too_late"} 1`,
+				`retrystorm_origin_requests_total{result="shed"} 1`,
+				`retrystorm_origin_requests_total{result="rejected"} 1`,
+				`resil_shed_service_time_seconds{name="origin"} 0.2`,
+			); len(m) > 0 {
+				t.Errorf("/metrics lacks %q", m)
+			}
+		}
+	})
 }
 
 // TestOriginLimit: with a fixed limit of one request held, the second

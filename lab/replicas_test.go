@@ -20,7 +20,8 @@ import (
 // ejected as often (within one ejection) and as long (within two ticks a
 // ejection) in both; the lab's result passes the simulator's identities
 // (runBoth: CheckMeasured), the per-replica ones included. A loaded machine
-// makes it inconclusive: skipped, never failed (runBoth).
+// makes a run inconclusive, measured again (runBoth: conclusive), never a
+// false verdict.
 func TestLabReplicasAgreeWithSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three replicas over real HTTP take 7 s: skipped with -short")
@@ -32,8 +33,7 @@ func TestLabReplicasAgreeWithSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := DefaultTick
-	simRes, res := runBoth(t, sc, tick, ProtocolHTTP)
+	simRes, res, tick := runBoth(t, sc, DefaultTick, ProtocolHTTP)
 	out := experiment.LabOutcome(sc, simRes, res.Result, experiment.LabOptions{WallTick: tick})
 	b := outcomeText(out)
 	t.Log("\n" + b.String())

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -17,14 +18,7 @@ const rulesDir = "../deploy/prometheus"
 // rule tests skip, except in CI (CI=true), where they must run.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is not installed, and CI=true requires it: apt-get install prometheus")
-		}
-		t.Skip("promtool is not installed (Debian: apt-get install prometheus): the alert rules are not checked")
-	}
-	return p
+	return servertest.Need(t, "promtool", "prometheus")
 }
 
 func runPromtool(t *testing.T, args ...string) {

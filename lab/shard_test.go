@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
@@ -96,6 +97,52 @@ func TestShardProcess(t *testing.T) {
 func TestShardsAgainstNginx(t *testing.T) {
 	timed(t)
 	target := startNginx(t)
+	u, _ := url.Parse(target)
+	// Both runs must be conclusive, the shards' and the one process's,
+	// or they are measured again (testlock.Tries runs of each at most).
+	var (
+		parts  [][]byte
+		merged *verdict.Merged
+		one    *Measurement
+	)
+	testlock.Conclusive(t, func(int) string {
+		var why string
+		if parts, why = runShards(t, target); why != "" {
+			return why
+		}
+		var err error
+		if merged, err = verdict.Merge(parts); err != nil {
+			t.Fatal(err)
+		}
+		one, err = Measure(context.Background(), shardScenario(t), ExperimentOptions{Tick: DefaultTick, Target: &Target{URL: u}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if one.Inconclusive != nil {
+			return "the run in one process was inconclusive: " + strings.Join(one.Inconclusive.Reasons, "; ")
+		}
+		return ""
+	})
+	compareTallies(t, shardScenario(t), one.Result.Result, labOf(t, merged.Lab))
+
+	// Shards of different runs, or one shard twice: exit 2's errors.
+	other := strings.Replace(string(parts[1]), `"run":"`, `"run":"x`, 1)
+	if _, err := verdict.Merge([][]byte{parts[0], []byte(other)}); err == nil || !strings.Contains(err.Error(), "is of another run") {
+		t.Errorf("shards of different runs merged: %v", err)
+	}
+	if _, err := verdict.Merge([][]byte{parts[0], parts[0]}); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("a shard given twice merged: %v", err)
+	}
+	if _, err := verdict.Merge([][]byte{parts[0]}); err == nil || !strings.Contains(err.Error(), "missing: 2/2") {
+		t.Errorf("a shard missing merged: %v", err)
+	}
+}
+
+// runShards runs shardScenario split over two load processes of their
+// own (this test binary, as TestShardProcess) against target, and returns
+// their JSON, or why a shard was inconclusive.
+func runShards(t *testing.T, target string) (parts [][]byte, inconclusive string) {
+	t.Helper()
 	dir := t.TempDir()
 	start := time.Now().Add(3 * time.Second).Truncate(time.Second)
 	var procs []*exec.Cmd
@@ -117,18 +164,17 @@ func TestShardsAgainstNginx(t *testing.T) {
 				_ = cmd.Wait()
 			}
 		})
-		defer func() {
+		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("shard %d's process:\n%s", i, log.String())
 			}
-		}()
+		})
 	}
 	for i, cmd := range procs {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("shard %d/2: %v", i+1, err)
 		}
 	}
-	var parts [][]byte
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -140,34 +186,10 @@ func TestShardsAgainstNginx(t *testing.T) {
 		var js struct{ Verdict string }
 		_ = json.Unmarshal(p, &js)
 		if js.Verdict == "inconclusive" {
-			t.Skipf("a shard was inconclusive: %s", p[:min(len(p), 2000)])
+			return nil, fmt.Sprintf("a shard was inconclusive: %s", p[:min(len(p), 2000)])
 		}
 	}
-	merged, err := verdict.Merge(parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(target)
-	one, err := Measure(context.Background(), shardScenario(t), ExperimentOptions{Tick: DefaultTick, Target: &Target{URL: u}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if one.Inconclusive != nil {
-		t.Skipf("the run in one process was inconclusive: %s", strings.Join(one.Inconclusive.Reasons, "; "))
-	}
-	compareTallies(t, shardScenario(t), one.Result.Result, labOf(t, merged.Lab))
-
-	// Shards of different runs, or one shard twice: exit 2's errors.
-	other := strings.Replace(string(parts[1]), `"run":"`, `"run":"x`, 1)
-	if _, err := verdict.Merge([][]byte{parts[0], []byte(other)}); err == nil || !strings.Contains(err.Error(), "is of another run") {
-		t.Errorf("shards of different runs merged: %v", err)
-	}
-	if _, err := verdict.Merge([][]byte{parts[0], parts[0]}); err == nil || !strings.Contains(err.Error(), "given twice") {
-		t.Errorf("a shard given twice merged: %v", err)
-	}
-	if _, err := verdict.Merge([][]byte{parts[0]}); err == nil || !strings.Contains(err.Error(), "missing: 2/2") {
-		t.Errorf("a shard missing merged: %v", err)
-	}
+	return parts, ""
 }
 
 // labOf is the lab's run in a merged outcome's JSON.

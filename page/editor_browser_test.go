@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/page/live"
 )
 
@@ -163,9 +164,6 @@ func needBrowser(t *testing.T) {
 		t.Skip("the browser tests take half a minute each; go test without -short runs them")
 	}
 	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the page must be tested in a browser in CI, and %s is missing: %v", chromium, err)
-		}
-		t.Skipf("%s is not installed, so the page is not tested in a browser (apt-get install chromium)", chromium)
+		servertest.Missing(t, "%s is not installed, so the page is not tested in a browser (apt-get install chromium): %v", chromium, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/page/live"
 )
 
@@ -44,7 +45,7 @@ func TestReadmePageSize(t *testing.T) {
 	}
 	a, ok := Embedded()
 	if !ok {
-		t.Skip("this build embeds no module")
+		servertest.Missing(t, "this build embeds no module: run go generate ./page")
 	}
 	doc, err := Render(a)
 	if err != nil {

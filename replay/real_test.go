@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/calibrate"
 	"github.com/retrystorm/retrystorm/internal/promtest"
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 	"github.com/retrystorm/retrystorm/replay"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -55,27 +57,35 @@ func TestRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second) // up to testlock.Tries runs of 40 s
 	defer cancel()
 	promURL, targets := promtest.StartDiscovering(t, ctx, bin)
 
-	var begin time.Time
 	// The scenario's fleet alone (FleetsOnly): the window and the scrape
-	// are its run's.
-	m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{Tick: time.Second, Log: io.Discard, FleetsOnly: true, Ready: func(_ string, o, g *url.URL) {
-		if !begin.IsZero() {
-			return
+	// are its run's. A run the lab says measured its machine is run
+	// again, with new targets for Prometheus and a window of its own.
+	var (
+		begin time.Time
+		res   *lab.Result
+	)
+	testlock.Conclusive(t, func(int) string {
+		begin = time.Time{}
+		m, err := lab.Measure(ctx, sc, lab.ExperimentOptions{Tick: time.Second, Log: io.Discard, FleetsOnly: true, Ready: func(_ string, o, g *url.URL) {
+			if !begin.IsZero() {
+				return
+			}
+			_ = promtest.WriteTargets(targets, o.Host, g.Host) // a failure shows as no scrape
+			begin = time.Now()
+		}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_ = promtest.WriteTargets(targets, o.Host, g.Host) // a failure shows as no scrape
-		begin = time.Now()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := m.Result
-	if in := res.Lab.Inconclusive; in != nil {
-		t.Skipf("inconclusive: the lab measured its machine, not the storm: %+v", in)
-	}
+		res = m.Result
+		if in := res.Lab.Inconclusive; in != nil {
+			return "the lab measured its machine, not the storm: " + strings.Join(in.Reasons, "; ")
+		}
+		return ""
+	})
 	labSum := res.Fleets[0].Summary // the scenario's own fleet, run first
 	t.Logf("lab: recovered %v, recovery ticks %v, intents lost %d", labSum.Recovered, labSum.RecoveryTicks, labSum.IntentsLost)
 	time.Sleep(2500 * time.Millisecond) // the last scrapes
@@ -155,7 +165,7 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 480*time.Second) // up to testlock.Tries runs of each
 	defer cancel()
 	r, err := replay.Replay(ctx, w, replay.Options{Advise: true})
 	if err != nil {
@@ -190,13 +200,17 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	measured := map[string]sim.Summary{}
 	wall := map[string]float64{} // seconds
 	for _, s := range []*scenario.Scenario{&fleets, &drop} {
-		m, err := lab.Measure(ctx, s, lab.ExperimentOptions{Tick: 500 * time.Millisecond, Log: io.Discard, FleetsOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in := m.Result.Lab.Inconclusive; in != nil {
-			t.Skipf("inconclusive: the lab measured its machine: %+v", in)
-		}
+		var m *lab.Measurement
+		testlock.Conclusive(t, func(int) string {
+			var err error
+			if m, err = lab.Measure(ctx, s, lab.ExperimentOptions{Tick: 500 * time.Millisecond, Log: io.Discard, FleetsOnly: true}); err != nil {
+				t.Fatal(err)
+			}
+			if in := m.Result.Lab.Inconclusive; in != nil {
+				return "the lab measured its machine: " + strings.Join(in.Reasons, "; ")
+			}
+			return ""
+		})
 		for i, f := range m.Result.Fleets {
 			if _, ok := predicted[f.Name]; ok { // not Measure's own counterfactual (deadline shedding), which replay does not predict
 				measured[f.Name] = f.Summary

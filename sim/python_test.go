@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/internal/servertest"
 )
 
 // TestPythonYardstickAgrees checks that bench/python/storm.py, the plain
@@ -14,14 +16,15 @@ import (
 // simulates the same thing: the storm's naive fleet, whose totals it
 // must match within a few percent (its random streams are Python's, so
 // not exactly; the mean of three seeds). It runs where python3 is on the
-// PATH and not under -short: CI needs no Python.
+// PATH and not under -short; CI (CI=true) fails without python3, which
+// .ci/run installs.
 func TestPythonYardstickAgrees(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs python3: not under -short")
 	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3 on the PATH")
+		servertest.Missing(t, "no python3 on the PATH (.ci/run installs it): %v", err)
 	}
 	sc := loadScenario(t, "testdata/storm.yaml")
 	sc.Fleets = sc.Fleets[:1] // naive

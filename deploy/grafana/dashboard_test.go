@@ -20,6 +20,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/admission"
 	"github.com/retrystorm/retrystorm/resil/budget"
@@ -270,7 +271,7 @@ func TestQueriesNameRegisteredMetrics(t *testing.T) {
 func TestBinariesLeaveTheSDKOut(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("the go command is not on PATH")
+		servertest.Missing(t, "the go command is not on PATH: %v", err)
 	}
 	cmd := exec.Command(goTool, "list", "-deps", "./cmd/...")
 	cmd.Dir = filepath.Join("..", "..")

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -56,11 +57,20 @@ func Need(t testing.TB, program, pkg string) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed, and CI requires it (.ci/run installs the Debian package %s)", program, pkg)
-	}
-	t.Skipf("%s is not installed: apt-get install %s to run this test", program, pkg)
+	Missing(t, "%s is not installed (.ci/run installs the Debian package %s: apt-get install %s)", program, pkg, pkg)
 	return ""
+}
+
+// Missing ends t, which lacks something it needs to check its claim (a
+// program, a checkout): it skips, saying why, and fails under CI=true,
+// where .ci/run provides everything and no test of a claim may skip.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; CI=true requires it", msg)
+	}
+	t.Skip(msg)
 }
 
 // Nginx runs nginx, found by Need, with one worker, no daemon, and its
@@ -239,3 +249,40 @@ func (s *syncBuilder) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Ended runs f with a testing.TB that records how f ended it, for the
+// tests of helpers that skip or fail: how is "skip" or "fail" ("" when f
+// returned), and msg what it said. Like testing.T, a skip or a fatal
+// failure ends f's goroutine; the TB's other methods are t's.
+func Ended(t testing.TB, f func(testing.TB)) (how, msg string) {
+	e := &ending{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(e)
+	}()
+	<-done
+	return e.how, e.msg
+}
+
+// ending is Ended's testing.TB.
+type ending struct {
+	testing.TB
+	how, msg string
+}
+
+func (e *ending) Helper() {}
+
+func (e *ending) end(how, msg string) {
+	e.how, e.msg = how, msg
+	runtime.Goexit()
+}
+
+func (e *ending) Skip(args ...any)                 { e.end("skip", fmt.Sprint(args...)) }
+func (e *ending) Skipf(format string, args ...any) { e.end("skip", fmt.Sprintf(format, args...)) }
+func (e *ending) SkipNow()                         { e.end("skip", "") }
+func (e *ending) Fatal(args ...any)                { e.end("fail", fmt.Sprint(args...)) }
+func (e *ending) Fatalf(format string, args ...any) {
+	e.end("fail", fmt.Sprintf(format, args...))
+}
+func (e *ending) FailNow() { e.end("fail", "") }

@@ -128,3 +128,15 @@ func TestFreeAddrsDiffer(t *testing.T) {
 		seen[a] = true
 	}
 }
+
+// TestMissing: what a test needs and lacks skips it outside CI and fails
+// it under CI=true, saying what is missing either way.
+func TestMissing(t *testing.T) {
+	for _, c := range []struct{ ci, want string }{{"", "skip"}, {"1", "skip"}, {"true", "fail"}} {
+		t.Setenv("CI", c.ci)
+		how, msg := Ended(t, func(tb testing.TB) { Need(tb, "retrystorm-no-such-program", "nosuch") })
+		if how != c.want || !strings.Contains(msg, "retrystorm-no-such-program is not installed") {
+			t.Errorf("CI=%q: %s %q, want a %s that names the program", c.ci, how, msg, c.want)
+		}
+	}
+}

@@ -8,14 +8,14 @@
 // test binary: they may run together, but not beside the lab.
 //
 // For the lab the lock is about speed, not correctness: the lab watches
-// itself (its timers' lateness, its goroutines' waits to run, its CPU) and
-// a test whose run it reports inconclusive skips, saying why, so a loaded
-// machine costs the lab's tests measurements (skips), never a false
-// verdict; TestLabStarvedFromOutside proves it with another process
-// keeping every core busy. The lock makes a measurement likelier. One
-// test still rests on it: resilgrpc's TestStorm, which has only its load
-// generator's lateness to go by and fails rather than skips in CI (CI=true)
-// when that is past its bound, so that CI never passes it unmeasured.
+// itself (its timers' lateness, its goroutines' waits to run, its CPU), and
+// a run it reports inconclusive is measured again (Conclusive, Timed: up
+// to Tries runs, each after the first once the machine is quiet); after
+// the last the test skips, saying why, and fails under CI=true, where no
+// test of a claim may pass unmeasured (Inconclusive). So a loaded machine
+// costs the timing tests runs, never a false verdict;
+// TestLabStarvedFromOutside proves it with another process keeping every
+// core busy. The lock makes a conclusive run likelier.
 //
 // The lock is an advisory file lock in the temporary directory, released
 // by the operating system when the test process exits, however it exits.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/golden"
+	"github.com/retrystorm/retrystorm/internal/servertest"
 )
 
 type result struct {
@@ -328,7 +329,7 @@ func TestSweepSmallestGrid(t *testing.T) {
 func TestLightBinaryIsLean(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command")
+		servertest.Missing(t, "no go command: %v", err)
 	}
 	out, err := exec.Command(goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ModulePath+"/cmd/retrystorm").Output()
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/internal/servertest"
 )
 
 // stage is a world for the finder: a directory with this binary (and
@@ -147,15 +149,42 @@ func TestCompanionBuildSaysWhy(t *testing.T) {
 
 // buildCommand builds a main package of this module into dir, as
 // go build does (-buildvcs=false: as go run, a build from a working tree).
+//
+// It builds as .ci/release and deploy/Dockerfile do (sharedBuild), so that
+// the go command compiles the commands' packages once for all the tests
+// that build them (TestDockerfileBuilds, TestReleaseArchive, TestGoInstall
+// and this package's), not once per set of flags: a cold build of the
+// companion's dependencies is a minute of two cores.
 func buildCommand(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg)+exeSuffix())
 	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", out, "./"+pkg)
 	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), sharedBuild()...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out
+}
+
+// sharedBuild is the environment of a go build that compiles what
+// .ci/release and deploy/Dockerfile compile (CGO_ENABLED=0, -trimpath;
+// their -ldflags=-s and -buildvcs only change the link), to be added to
+// the test's own.
+func sharedBuild() []string {
+	return []string{"CGO_ENABLED=0", "GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath")}
+}
+
+// copyFile copies the executable from to to.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func moduleRoot(t *testing.T) string {
@@ -202,12 +231,13 @@ func TestCompanionDispatch(t *testing.T) {
 		t.Skip("builds the binaries; skipped with -short")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
+		servertest.Missing(t, "no go command")
 	}
 	pair, alone, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
 	light := buildCommand(t, pair, "cmd/retrystorm")
 	buildCommand(t, pair, "cmd/"+CompanionName)
-	lone := buildCommand(t, alone, "cmd/retrystorm")
+	lone := filepath.Join(alone, filepath.Base(light))
+	copyFile(t, light, lone)
 	noPath := []string{"PATH=" + filepath.Join(elsewhere, "empty"), "XDG_CACHE_HOME=" + t.TempDir()}
 
 	if r := execute(t, elsewhere, noPath, light, "lab", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "name: storm") {
@@ -227,7 +257,7 @@ func TestCompanionDispatch(t *testing.T) {
 		t.Errorf("a line of %d columns:\n%s", n, r.stderr)
 	}
 	cache := t.TempDir()
-	r = execute(t, moduleRoot(t), []string{"XDG_CACHE_HOME=" + cache}, lone, "lab", "--print-config")
+	r = execute(t, moduleRoot(t), append(sharedBuild(), "XDG_CACHE_HOME="+cache), lone, "lab", "--print-config")
 	if r.code != 0 || !strings.Contains(r.stdout, "name: storm") {
 		t.Errorf("alone, in the checkout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

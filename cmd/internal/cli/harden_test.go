@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -25,7 +26,7 @@ func TestFileNamesAreQuoted(t *testing.T) {
 	}
 
 	if err := os.WriteFile(evil, []byte("duration: [\n"), 0o644); err != nil {
-		t.Skipf("this file system refuses the name: %v", err)
+		servertest.Missing(t, "this file system refuses the name: %v", err)
 	}
 	r = runCLI(t, "run", evil)
 	if r.code != exitUsage || raw(r.stderr) || !strings.Contains(oneLine(r.stderr), `EVIL\x1b[0m.yaml":`) {

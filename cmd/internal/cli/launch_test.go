@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/retrystorm/retrystorm/internal/servertest"
 )
 
 // TestExitStatus runs the built binary, through its launcher: 0 when the
@@ -20,7 +22,7 @@ func TestExitStatus(t *testing.T) {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
+		servertest.Missing(t, "no go command: %v", err)
 	}
 	bin := buildCommand(t, t.TempDir(), "cmd/retrystorm")
 	dir := t.TempDir()
@@ -54,7 +56,7 @@ func TestExitStatus(t *testing.T) {
 	}
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh to limit the memory with")
+		servertest.Missing(t, "no sh to limit the memory with: %v", err)
 	}
 	// 20 fleets of 100,000 ticks: about 2 GB, in a process whose address
 	// space is limited to 1 GB, of which the Go runtime reserves about 700
@@ -83,7 +85,7 @@ func tail(s string, n int) string {
 func TestChildVerdictPassesInconclusive(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		servertest.Missing(t, "no sh: %v", err)
 	}
 	err = exec.Command(sh, "-c", "exit 3").Run()
 	if code, msg := childVerdict(err); code != exitInconclusive || msg != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/resil"
 	"github.com/retrystorm/retrystorm/resil/budget"
 )
@@ -274,7 +275,7 @@ func TestDurationForms(t *testing.T) {
 func TestOnlyStandardLibraryAndResil(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
-		t.Skipf("go list: %v", err)
+		servertest.Missing(t, "go list: %v", err)
 	}
 	const resil = "github.com/retrystorm/retrystorm/resil"
 	for _, p := range strings.Fields(string(out)) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystorm/retrystorm/internal/servertest"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -27,12 +28,12 @@ func TestCommandsReadBoundedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.Truncate(3 << 30); err != nil {
-		t.Skipf("no sparse files here: %v", err)
+		servertest.Missing(t, "no sparse files here: %v", err)
 	}
 	f.Close()
 	fifo := filepath.Join(dir, "fifo.yaml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
+		servertest.Missing(t, "no named pipes here: %v", err)
 	}
 	ok := importerData("istio/naive.yaml")
 	bad := []struct{ file, want string }{
@@ -79,7 +80,7 @@ func TestImportNonUTF8FileName(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "bad\xff\x1b[2J.yaml")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Skipf("this file system takes no such name: %v", err)
+		servertest.Missing(t, "this file system takes no such name: %v", err)
 	}
 	r := runCLI(t, "import", file)
 	if r.code != 0 || strings.Contains(r.stderr, "panic") {

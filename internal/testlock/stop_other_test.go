@@ -1,0 +1,5 @@
+//go:build !unix
+
+package testlock
+
+func canStop() bool { return false }
