@@ -217,7 +217,7 @@ func shedAgrees(t *testing.T, protocol Protocol, starved bool) {
 	if starved {
 		var in *Inconclusive
 		simRes = simRun(t, sc)
-		if res, in = labRun(t, sc, protocol)(tick); in != nil {
+		if res, in = stormRun(t, sc, protocol)(tick); in != nil {
 			t.Logf("inconclusive, as the lab reports it: %s", strings.Join(in.Reasons, "; "))
 			return
 		}
@@ -277,7 +277,7 @@ func TestLabConcurrencyAgreesWithSimulator(t *testing.T) {
 func runBoth(t *testing.T, sc *scenario.Scenario, tick time.Duration, protocol Protocol) (*sim.Result, *Result, time.Duration) {
 	t.Helper()
 	simRes := simRun(t, sc)
-	res, tick := conclusive(t, tick, labRun(t, sc, protocol))
+	res, tick := conclusive(t, tick, stormRun(t, sc, protocol))
 	checkTallies(t, res)
 	return simRes, res, tick
 }
@@ -294,7 +294,7 @@ func simRun(t *testing.T, sc *scenario.Scenario) *sim.Result {
 
 // labRun is a run of sc's fleets in the lab over protocol, for
 // conclusive: it logs what the lab's watch saw.
-func labRun(t *testing.T, sc *scenario.Scenario, protocol Protocol) func(time.Duration) (*Result, *Inconclusive) {
+func stormRun(t *testing.T, sc *scenario.Scenario, protocol Protocol) func(time.Duration) (*Result, *Inconclusive) {
 	return func(tick time.Duration) (*Result, *Inconclusive) {
 		t.Helper()
 		res, err := runFleets(context.Background(), sc, runOptions{Tick: tick, Protocol: protocol})
