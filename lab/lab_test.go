@@ -292,7 +292,7 @@ func simRun(t *testing.T, sc *scenario.Scenario) *sim.Result {
 	return r
 }
 
-// labRun is a run of sc's fleets in the lab over protocol, for
+// stormRun is a run of sc's fleets in the lab over protocol, for
 // conclusive: it logs what the lab's watch saw.
 func stormRun(t *testing.T, sc *scenario.Scenario, protocol Protocol) func(time.Duration) (*Result, *Inconclusive) {
 	return func(tick time.Duration) (*Result, *Inconclusive) {
