@@ -95,7 +95,18 @@ func Expressible(f scenario.Fleet, format Format) bool {
 
 // protoDur writes a duration as protobuf JSON does: "0.25s".
 func protoDur(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	// From the integer nanoseconds, not d.Seconds(): 1.36s as a float is
+	// 1.3599999999999999, which protobuf's Duration refuses (at most nine
+	// decimals).
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	s := sign + strconv.FormatInt(int64(d/time.Second), 10)
+	if ns := int64(d % time.Second); ns != 0 {
+		s += "." + strings.TrimRight(fmt.Sprintf("%09d", ns), "0")
+	}
+	return s + "s"
 }
 
 // retries returns the fleet's retry count, and whether it is unlimited.

@@ -153,3 +153,21 @@ func TestExportOthersRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestProtoDur: a protobuf Duration from the integer nanoseconds: 1.36s
+// was written "1.3599999999999999s" (from a float), which Envoy's parser
+// refuses, and advise on an Envoy route with a 13.6 s timeout and 9
+// retries failed.
+func TestProtoDur(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {1360 * time.Millisecond, "1.36s"}, {time.Second, "1s"}, {100 * time.Millisecond, "0.1s"},
+		{time.Nanosecond, "0.000000001s"}, {-1500 * time.Millisecond, "-1.5s"}, {90 * time.Minute, "5400s"},
+	} {
+		if got := protoDur(c.d); got != c.want {
+			t.Errorf("protoDur(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

@@ -696,7 +696,7 @@ func MergeAdvise(parts []*AdviseResult) (*AdviseResult, error) {
 func (r *AdviseResult) Table(top int) report.Table {
 	cells := len(r.Seeds) * len(r.Faults) * len(r.Loads)
 	t := report.Table{
-		Title: fmt.Sprintf("Policies ranked over %d cells (%d faults × %d loads × %d seeds)", cells, len(r.Faults), len(r.Loads), len(r.Seeds)),
+		Title: fmt.Sprintf("Policies ranked over %d cells (%d faults × %d loads × %d seed%s)", cells, len(r.Faults), len(r.Loads), len(r.Seeds), plural(len(r.Seeds))),
 		Columns: []report.Column{{Name: "#", Align: report.Right}, {Name: "policy"}, {Name: "verdict"}, {Name: "collapsed", Align: report.Right},
 			{Name: "at risk", Align: report.Right}, {Name: "intents lost", Align: report.Right}, {Name: "extra attempts", Align: report.Right}, {Name: "slowest", Align: report.Right},
 			{Name: "from"}},

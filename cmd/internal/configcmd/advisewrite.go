@@ -94,7 +94,7 @@ func standing(c verdict.AdviseCandidate) string {
 // why no edit this format can write does better, and what would.
 func (e *editTarget) explain(o IO, r *verdict.AdviseResult) error {
 	yours := r.Candidates[0]
-	over := fmt.Sprintf("%d cells (%d faults × %d loads) × %d seeds", len(r.Faults)*len(r.Loads), len(r.Faults), len(r.Loads), len(r.Seeds))
+	over := fmt.Sprintf("%d cells (%d faults × %d loads) × %d seed%s", len(r.Faults)*len(r.Loads), len(r.Faults), len(r.Loads), len(r.Seeds), plural(len(r.Seeds)))
 	name := formatName(e.from.Format)
 	fmt.Fprintf(o.Stdout, "\nYour policy: %s, over %s.\n", standing(yours), over)
 	if e.cands == nil {
