@@ -193,12 +193,9 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 	for _, n := range pr.nested {
 		p.lose("%s: settings for that service's clients only, not the profile's: not imported", n)
 	}
-	mode := "standard"
+	mode, set := "standard", false
 	if v, ok := pr.settings["retry_mode"]; ok {
-		mode = strings.ToLower(v.v)
-		p.took("budget.use", mode, at("retry_mode"))
-	} else {
-		p.dflt("budget.use", "standard", "retry_mode", "the SDKs' defaults differ; standard is the reference guide's recommended mode")
+		mode, set = strings.ToLower(v.v), true
 	}
 	switch mode {
 	case "standard":
@@ -212,6 +209,13 @@ func awsFleet(file string, pr *awsProfile, o Options) (Fleet, error) {
 		p.lose("retry_mode legacy is specific to each SDK: imported as standard")
 	default:
 		return Fleet{}, fmt.Errorf("%s: %s: retry_mode %q: want standard, adaptive or legacy", file, at("retry_mode").At(), mode)
+	}
+	// The note says the budget the fleet holds (aws, aws_adaptive), and
+	// the mode it came from.
+	if set {
+		p.took("budget.use", string(f.Budget.Use), at("retry_mode")).by(afterComma, "retry_mode "+mode)
+	} else {
+		p.dflt("budget.use", string(f.Budget.Use), "retry_mode", "standard: the SDKs' defaults differ; standard is the reference guide's recommended mode")
 	}
 	p.note("budget.settings", fmt.Sprintf("capacity 500, retry_cost 5, timeout_cost 10, no_retry_increment %d", f.Budget.AWS.NoRetryIncrement), "the standard mode's retry quota")
 	p.note("sdk", awsSDK, "assumed: the SDKs differ in backoff and in the adaptive mode's quota; botocore and the Java SDK wait about half as long and refill the adaptive quota")

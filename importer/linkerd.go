@@ -199,7 +199,7 @@ func linkerdProfileRoute(file, name string, i int, r spRoute, rb *spBudget) (Fle
 	sp.set("retry.max_retries", "unlimited", path+".isRetryable").by(inParens, "Linkerd bounds retries by the budget alone")
 	f.Retry.MaxRetries = -1
 	f.Retry.On = []string{scenario.RetryOnError, scenario.RetryOnRejection, scenario.RetryOnGateway}
-	p.note("retry.on", "[error, rejection]", "Linkerd retries failed answers (5xx); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
+	p.note("retry.on", onText(f.Retry.On), "Linkerd retries failed answers (5xx, a layer below's 502 and 504 among them); a timeout or a refused connection is an error, not an answer, and is never retried (linkerd2-proxy retry.rs)")
 	p.lose("Linkerd's ServiceProfile retries have no backoff setting: imported as retries sent at once")
 	if err := linkerdProfileBudget(sp, &f, rb); err != nil {
 		return Fleet{}, err
@@ -252,7 +252,8 @@ func linkerdProfileBudget(p *prov, f *scenario.Fleet, rb *spBudget) error {
 		return nil
 	}
 	f.Budget = scenario.Budget{Use: scenario.BudgetWindow, Window: w}
-	p.note("budget.funded_by", "answer, tower", "Linkerd's proxy deposits for every answer it does not retry, and its budget (tower's TpsBudget) allows ratio x deposits plus the floor: in a total outage only the floor")
+	p.note("budget.funded_by", w.Funding.String(), "Linkerd's proxy deposits for every answer it does not retry")
+	p.note("budget.tower", "true", "Linkerd's budget is tower's TpsBudget, which allows ratio x deposits plus the floor: in a total outage only the floor")
 	return nil
 }
 

@@ -182,6 +182,20 @@ func (r *linkerdAnnotations) retries(f *scenario.Fleet, perTry time.Duration) er
 	if perTry > 0 {
 		on = append(on, scenario.RetryOnTimeout)
 	}
+	// The note says the list the fleet retries on, timeouts included: one
+	// value, read from one place.
+	if hasHTTP {
+		v := r.set("retry.on", onText(on), "retry.linkerd.io/http")
+		if perTry > 0 {
+			v.by(afterComma, "and timeouts, as retry.linkerd.io/timeout is set")
+		}
+	} else {
+		why := "no status is retried without it"
+		if perTry > 0 {
+			why += "; timeouts are, as retry.linkerd.io/timeout is set"
+		}
+		p.dflt("retry.on", onText(on), "retry.linkerd.io/http", why)
+	}
 	p.lose("a refused connection: Linkerd's HTTPRoute retries do not inspect connection errors (retry.rs)")
 	f.Retry.On, f.Retry.MaxRetries = on, limit
 	if len(on) == 0 {
@@ -203,7 +217,6 @@ func (r *linkerdAnnotations) retries(f *scenario.Fleet, perTry time.Duration) er
 func (r *linkerdAnnotations) statuses() ([]string, error) {
 	v, ok := r.ann["retry.linkerd.io/http"]
 	if !ok {
-		r.p.base().dflt("retry.on", "no answer", "retry.linkerd.io/http", "no status is retried without it")
 		return nil, nil
 	}
 	kinds := map[string]bool{}
@@ -228,8 +241,16 @@ func (r *linkerdAnnotations) statuses() ([]string, error) {
 			on = append(on, k)
 		}
 	}
-	r.set("retry.on", "["+strings.Join(on, ", ")+"]", "retry.linkerd.io/http")
 	return on, nil
+}
+
+// onText is a retry.on list as a note writes it: "[error, gateway]", or
+// "no answer" for none.
+func onText(on []string) string {
+	if len(on) == 0 {
+		return "no answer"
+	}
+	return "[" + strings.Join(on, ", ") + "]"
 }
 
 // linkerdStatusRange reads one retry.linkerd.io/http condition as the
