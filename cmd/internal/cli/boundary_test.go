@@ -86,11 +86,11 @@ duration: 60s
 traffic: {rate: 50}
 origin: {model: queue, capacity: 60}
 triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 30}, {kind: errors, at: 20s, for: 5s, error_rate: 0.5}]` + fleet, "exactly one trigger"},
-		{"hedged.yaml", `name: hedged
+		{"raised.yaml", `name: raised
 duration: 60s
 traffic: {rate: 50}
 origin: {model: queue, capacity: 60}
-triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 30}]` + fleet + "    hedge: {delay: 50ms}\n", "unsupported: hedge"},
+triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 600}]` + fleet, "raises the capacity"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, "boundary", write(c.name, c.text), "--grid", "6")
@@ -98,6 +98,16 @@ triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 30}]` + fleet + "    hed
 				t.Errorf("exit %d, stderr %q: want 2 and %q", r.code, r.stderr, c.want)
 			}
 		})
+	}
+	// A file whose every fleet the model does not describe: each a row
+	// marked unsupported, and why there is no map (exit 2 before).
+	hedged := write("hedged.yaml", `name: hedged
+duration: 60s
+traffic: {rate: 50}
+origin: {model: queue, capacity: 60}
+triggers: [{kind: capacity, at: 10s, for: 5s, capacity: 30}]`+fleet+"    hedge: {delay: 50ms}\n")
+	if r := runCLI(t, "boundary", hedged, "--grid", "6", "--out", t.TempDir()); r.code != 0 || !strings.Contains(r.stdout, "unsupported") || !strings.Contains(strings.ReplaceAll(r.stdout, "\n", " "), "describes none of the fleets") {
+		t.Errorf("hedged: exit %d, stdout %q, stderr %q: want 0, the fleet as an unsupported row and why there is no map", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, "boundary", good, good); r.code != 2 {
 		t.Errorf("two files: exit %d, want 2", r.code)
