@@ -36,6 +36,9 @@ type FleetResult struct {
 	// replica for (every one ejected, panic mode off), sent during the
 	// run: they failed at once and reached no replica.
 	NoHealthyReplica int64 `json:"no_healthy_replica,omitempty"`
+	// Ended says where, and by which rule, a run with Options.EarlyExit
+	// stopped early; nil for a run followed to its end.
+	Ended *EarlyEnd `json:"ended_early,omitempty"`
 }
 
 // ReplicaResult is one replica of the origin as the fleet's attempts saw
