@@ -45,6 +45,10 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 		// Realistic up to 97.5% load and a dip of 90%: retries off
 		// collapse too, so the runs that stop are run again to their end.
 		{name: "storm at the edge", in: []verdict.CheckInput{{Fleet: base.Fleets[0], Origin: "storm"}}, base: base, seeds: 1, load: 0.975, dip: 0.9},
+		// Two Istio routes of attempts: 10 (363 attempts per intent at
+		// the origin), on the short storm so that the full runs stay
+		// cheap.
+		istio10(t, "../cmd/internal/configcmd/testdata/stack/short-base.yaml", 1),
 	}
 	switch v := os.Getenv("VERDICT_EARLY"); {
 	case v == "files":
@@ -65,8 +69,18 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 	}
 	stopped := 0
 	for _, c := range cases {
-		fullAll, full, fullText := c.run(t, true)
-		earlyAll, early, earlyText := c.run(t, false)
+		start := time.Now() // for the log only
+		fullAll, full, fullText, fullErr := c.run(t, true)
+		earlyAll, early, earlyText, earlyErr := c.run(t, false)
+		if fullErr != nil || earlyErr != nil {
+			// A config check refuses (a hedge as long as the timeout)
+			// must be refused the same way both ways.
+			if fullErr == nil || earlyErr == nil || fullErr.Error() != earlyErr.Error() {
+				t.Errorf("%s: full runs: %v; early exit: %v", c.name, fullErr, earlyErr)
+			}
+			t.Logf("%s: refused both ways: %v", c.name, fullErr)
+			continue
+		}
 		n := sameCheck(t, c.name, full, early)
 		if a, b := jsonText(t, fullAll), jsonText(t, earlyAll); a != b {
 			t.Errorf("%s: the results differ:\nfull runs:\n%s\nearly exit:\n%s", c.name, a, b)
@@ -75,7 +89,7 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 		if fullText != withoutEarlyNote(earlyText) {
 			t.Errorf("%s: the reports differ beyond the note:\nfull runs:\n%s\nearly exit:\n%s", c.name, fullText, earlyText)
 		}
-		t.Logf("%s: %s, %d runs stopped early", c.name, early.Fleets[0].Verdict, n)
+		t.Logf("%s: %s, %d runs stopped early (%.1fs both ways)", c.name, early.Fleets[0].Verdict, n, time.Since(start).Seconds())
 	}
 	if stopped == 0 {
 		t.Error("no run stopped early: the test proves nothing")
@@ -94,29 +108,66 @@ type earlyCheck struct {
 }
 
 // run checks c, with every run to its end or not, and returns the result
-// (a stack's check in it) and its report.
-func (c earlyCheck) run(t *testing.T, full bool) (any, *verdict.CheckResult, string) {
+// (a stack's check in it) and its report, or the error check refused c
+// with.
+func (c earlyCheck) run(t testing.TB, full bool) (any, *verdict.CheckResult, string, error) {
 	t.Helper()
 	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, FullRuns: full}
 	var text bytes.Buffer
 	if c.layers != nil {
 		s, err := verdict.CheckStack(context.Background(), c.layers, co, experiment.Options{})
 		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+			return nil, nil, "", err
 		}
 		if err := s.Render(&text, report.Style{}); err != nil {
 			t.Fatal(err)
 		}
-		return s, s.Check, text.String()
+		return s, s.Check, text.String(), nil
 	}
 	r, err := verdict.Check(context.Background(), c.in, co, experiment.Options{})
 	if err != nil {
-		t.Fatalf("%s: %v", c.name, err)
+		return nil, nil, "", err
 	}
 	if err := r.Render(&text, report.Style{}); err != nil {
 		t.Fatal(err)
 	}
-	return r, r, text.String()
+	return r, r, text.String(), nil
+}
+
+// istio10 is the stack of issue 40, two Istio routes of attempts: 10
+// (testdata/early), checked on the base scenario in baseFile (empty:
+// check's default, the storm) with seeds seeds (0: check's default).
+func istio10(t testing.TB, baseFile string, seeds int) earlyCheck {
+	t.Helper()
+	var layers []verdict.StackLayer
+	var base *scenario.Scenario
+	for _, f := range []string{"istio10-a.yaml", "istio10-b.yaml"} {
+		in, b, _, _, err := userconfig.Reader{}.Files([]string{filepath.Join("testdata", "early", f)}, "", baseFile, importer.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if base == nil {
+			base = b
+		}
+		layers = append(layers, verdict.StackLayer{Name: f, File: f, Input: in[0]})
+	}
+	return earlyCheck{name: "istio10 on " + base.Name, layers: layers, base: base, seeds: seeds}
+}
+
+// BenchmarkCheckStackIstio10 is check --stack of issue 40's stack, two
+// Istio routes of attempts: 10, on the storm with three seeds, with early
+// exit (early) and every run to its end (full).
+func BenchmarkCheckStackIstio10(b *testing.B) {
+	c := istio10(b, "", 0)
+	for _, full := range []bool{false, true} {
+		b.Run(map[bool]string{false: "early", true: "full"}[full], func(b *testing.B) {
+			for b.Loop() {
+				if _, _, _, err := c.run(b, full); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // sameCheck reports where early differs from full in what early exit
@@ -243,7 +294,7 @@ func earlyFiles(t *testing.T) []earlyCheck {
 		out = append(out, earlyCheck{name: f, in: in, base: base})
 	}
 	stack := "../cmd/internal/configcmd/testdata/stack/"
-	for _, s := range [][]string{{"app-grpc.json", "mesh.yaml"}, {"mesh.yaml", "gateway.yaml"}, {"app-configmap.yaml", "mesh.yaml", "gateway.yaml"}} {
+	for _, s := range [][]string{{"app-grpc.json", "mesh.yaml"}, {"mesh.yaml", "gateway.yaml"}, {"app-grpc.json", "mesh.yaml", "gateway.yaml"}, {"mesh.yaml", "mesh.yaml"}} {
 		var layers []verdict.StackLayer
 		var base *scenario.Scenario
 		for _, f := range s {
@@ -258,7 +309,7 @@ func earlyFiles(t *testing.T) []earlyCheck {
 		}
 		out = append(out, earlyCheck{name: strings.Join(s, ","), layers: layers, base: base})
 	}
-	return out
+	return append(out, istio10(t, "", 0))
 }
 
 // generatedFleet is a random retry policy checked on the storm's base
