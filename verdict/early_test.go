@@ -47,9 +47,9 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 		// collapse too, so the runs that stop are run again to their end.
 		{name: "storm at the edge", in: []verdict.CheckInput{{Fleet: base.Fleets[0], Origin: "storm"}}, base: base, seeds: 1, load: 0.975, dip: 0.9},
 		// Two Istio routes of attempts: 10 (363 attempts per intent at
-		// the origin), on the short storm so that the full runs stay
+		// the origin), on a small storm (testdata/early) so that the full runs stay
 		// cheap.
-		istio10(t, "../cmd/internal/configcmd/testdata/stack/short-base.yaml", 1),
+		istio10(t, filepath.Join("testdata", "early", "small-base.yaml"), 1),
 	}
 	switch v := os.Getenv("VERDICT_EARLY"); {
 	case v == "files":
