@@ -3,6 +3,7 @@ package verdict
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/sim"
@@ -72,8 +73,11 @@ func (c *checkRun) settleStopped(ctx context.Context, jobs []job, cells func(j j
 			bare = append(bare, job{j.fleet, retriesOff, 0, j.seed, j.fault, j.load, sim.SkipCertainDrain})
 		}
 	}
+	var mu sync.Mutex // the grid's workers call back at once: a map takes no concurrent writes, even to keys of their own
 	err := c.e.runJobs(ctx, bare, c.fleet, c.name, grid.Shard{}, c.opts, func(j job, cell CheckCell) {
-		recovers[key{j.fleet, j.seed, j.fault, j.load}] = cell.Recovered // each key written once, by one worker
+		mu.Lock()
+		recovers[key{j.fleet, j.seed, j.fault, j.load}] = cell.Recovered
+		mu.Unlock()
 	})
 	if err != nil {
 		return err

@@ -100,6 +100,30 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 	}
 }
 
+// TestEarlyExitSettles checks the storm at the edge with early exit, for
+// the race detector above all (TestEarlyExitKeepsTheVerdict is too slow
+// under it): the runs that stop are settled by runs with retries off,
+// which the grid's workers report at once (settleStopped). It requires
+// some run to have stopped, so that settling ran.
+func TestEarlyExitSettles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole check")
+	}
+	base := earlyBase(t)
+	c := earlyCheck{name: "storm at the edge", in: []verdict.CheckInput{{Fleet: base.Fleets[0], Origin: "storm"}}, base: base, seeds: 1, load: 0.975, dip: 0.9}
+	_, r, _, err := c.run(t, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := 0
+	for _, k := range r.Fleets[0].Runs[1:] {
+		stopped += countStopped(k)
+	}
+	if stopped == 0 {
+		t.Error("no run stopped early: nothing was settled")
+	}
+}
+
 // earlyCheck is one check of the test: fleets on a base, or a stack.
 type earlyCheck struct {
 	name   string
