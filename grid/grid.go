@@ -31,6 +31,10 @@ type Grid struct {
 	// Shard, when its Count is above 1, runs only the cells the shard
 	// owns.
 	Shard Shard
+	// Early, when set, is how far cell i's run may end early (see
+	// sim.EarlyExit): for a caller that reads only what the rules keep.
+	// Nil: every run plays to its end.
+	Early func(i int) sim.EarlyExit
 }
 
 // Shard is one part of a grid split for several machines: shard Index
@@ -92,6 +96,15 @@ func (o Options) Simulate(ctx context.Context, sc *scenario.Scenario) (*sim.Resu
 	return sim.RunWith(ctx, sc, sim.Options{Limits: o.Limits})
 }
 
+// simulate is Simulate for cell i of g, with the early exit g gives it.
+func (o Options) simulate(ctx context.Context, g *Grid, i int, sc *scenario.Scenario) (*sim.Result, error) {
+	so := sim.Options{Limits: o.Limits}
+	if g.Early != nil {
+		so.EarlyExit = g.Early(i)
+	}
+	return sim.RunWith(ctx, sc, so)
+}
+
 // Run runs the grid's cells (the shard's) on opts.Workers goroutines
 // (all cores by default) and hands each cell's fleet result to keep, from
 // the goroutine that ran it: keep must write only what belongs to cell i,
@@ -129,7 +142,7 @@ func Run(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.Flee
 					fail(err)
 					continue
 				}
-				res, err := opts.Simulate(ctx, sc)
+				res, err := opts.simulate(ctx, &g, job, sc)
 				if err != nil {
 					fail(err)
 					continue

@@ -79,6 +79,13 @@ func BenchmarkStormFleet(b *testing.B) {
 // attempts are every hop's, the fleet's and each tier's.
 func BenchmarkChain(b *testing.B) { benchRun(b, loadScenario(b, "../scenario/testdata/tiers.yaml")) }
 
+// BenchmarkStackIstio10 is one collapsed cell of issue 40's check
+// --stack: two Istio layers of attempts: 10, a burst of rejections at 70%
+// load; 363 attempts per intent at the origin at most, 70 over the fault.
+func BenchmarkStackIstio10(b *testing.B) {
+	benchRun(b, loadScenario(b, "testdata/istio10-stack.yaml"))
+}
+
 // BenchmarkConcurrency is the concurrency model in deep collapse (latency
 // that grows with the requests in flight), naive and guarded.
 func BenchmarkConcurrency(b *testing.B) { benchRun(b, loadScenario(b, "testdata/concurrency.yaml")) }

@@ -94,7 +94,7 @@ const (
 )
 
 // eventQueue is a priority queue on (at, seq): FIFO lanes for events that
-// come in order, and a 4-ary min-heap for the rest. seq numbers every push,
+// come in order, and a radix heap (radixHeap) for the rest. seq numbers every push,
 // so ties break by insertion order and a run is deterministic; the order in
 // which events come out is exactly that of a single heap.
 //
@@ -116,7 +116,7 @@ type eventQueue struct {
 	n     int
 	seq   uint64 // pushes so far: 48 bits of ord, far more than a run makes
 	lanes [nLanes]ring
-	heap  []event
+	heap  radixHeap
 
 	// atts is the run's attempt table, for the timeout lane's dead
 	// heads: an attempt that ended before its timeout (nearly all, in a
@@ -134,7 +134,7 @@ func (q *eventQueue) reset() {
 	for i := range q.lanes {
 		q.lanes[i].head, q.lanes[i].size = 0, 0
 	}
-	q.heap = q.heap[:0]
+	q.heap.reset()
 	q.active, q.n, q.seq, q.early = 0, 0, 0, 0
 }
 
@@ -171,9 +171,9 @@ func (q *eventQueue) push(e event, l lane) {
 			return
 		}
 	}
-	empty := len(q.heap) == 0
-	q.heapPush(e)
-	switch h := q.heap[0].stamp(); {
+	empty := q.heap.n == 0
+	q.heap.push(&e)
+	switch h := q.heap.min; {
 	case empty:
 		q.heads[heapSrc] = h
 		q.enter(heapSrc)
@@ -250,9 +250,9 @@ func (q *eventQueue) pop(e *event) {
 	more := false
 	var h stamp // the source's new head
 	if src == heapSrc {
-		q.heapPop(e)
-		if more = len(q.heap) > 0; more {
-			h = q.heap[0].stamp()
+		q.heap.pop(e)
+		if more = q.heap.n > 0; more {
+			h = q.heap.min
 			q.heads[src] = h
 		}
 	} else {
@@ -307,53 +307,6 @@ func (q *eventQueue) pop(e *event) {
 // is for an attempt that has already ended: the fleet would drop it.
 func (q *eventQueue) deadTimeout(e *event) bool {
 	return (*q.atts)[e.ref()].gen != e.gen()
-}
-
-func (q *eventQueue) heapPush(e event) {
-	q.heap = append(q.heap, event{})
-	h := q.heap
-	h[len(h)-1].set(&e) // see set
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if !h[i].before(&h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-// heapPop removes the heap's least event and puts it in e.
-func (q *eventQueue) heapPop(e *event) {
-	h := q.heap
-	e.set(&h[0])
-	n := len(h) - 1
-	last := h[n]
-	q.heap = h[:n]
-	if n == 0 {
-		return
-	}
-	h = q.heap
-	i := 0
-	for {
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for j := c + 1; j < c+4 && j < n; j++ {
-			if h[j].before(&h[m]) {
-				m = j
-			}
-		}
-		if !h[m].before(&last) {
-			break
-		}
-		h[i] = h[m]
-		i = m
-	}
-	h[i] = last
 }
 
 // ring is a growable circular FIFO of events.

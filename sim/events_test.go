@@ -170,3 +170,60 @@ func TestEventQueueDropsDeadTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestRadixHeapOrder pushes random keys into a radix heap, now and then
+// one before the last popped (which no run does, and the heap must still
+// order: it deals itself out again), and pops them against a plain list
+// searched for its least.
+func TestRadixHeapOrder(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		var h radixHeap
+		h.reset()
+		var ref []event
+		now, seq := int64(0), uint64(0)
+		for step := range 5000 {
+			if len(ref) == 0 || r.IntN(100) < 55 {
+				at := now + r.Int64N(1<<uint(r.IntN(40)))
+				switch r.IntN(50) {
+				case 0:
+					at = now - r.Int64N(1<<20) // in the past
+				case 1:
+					at = now // a tie in time
+				case 2:
+					at = math.MinInt64 + r.Int64N(10)
+				}
+				seq++
+				e := mkEvent(at, int32(step), 0, 0, 0)
+				e.ord = seq<<16 | e.ord&0xffff
+				h.push(&e)
+				ref = append(ref, e)
+				continue
+			}
+			best := 0
+			for i := range ref {
+				if ref[i].before(&ref[best]) {
+					best = i
+				}
+			}
+			want := ref[best]
+			ref = append(ref[:best], ref[best+1:]...)
+			if h.min != want.stamp() {
+				t.Fatalf("seed %d step %d: min = %+v, want %+v", seed, step, h.min, want.stamp())
+			}
+			var got event
+			h.pop(&got)
+			if got != want {
+				t.Fatalf("seed %d step %d: pop = %+v, want %+v", seed, step, got, want)
+			}
+			now = max(now, got.at)
+			if h.n != len(ref) {
+				t.Fatalf("seed %d step %d: n = %d, want %d", seed, step, h.n, len(ref))
+			}
+		}
+		h.reset()
+		if h.n != 0 {
+			t.Fatal("reset left events")
+		}
+	}
+}

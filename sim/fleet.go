@@ -154,6 +154,10 @@ type fleet struct {
 	// and the ground truth per replica, counted only when the scenario
 	// balances, detects or names a replica (reps nil otherwise).
 	replicaState
+
+	// early is the state of Options.EarlyExit's rules; nil when the run
+	// plays to its end (see early.go).
+	early *early
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -249,6 +253,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	if tick <= 0 {
 		return nil, fmt.Errorf("sim: tick must be positive")
 	}
+	arrivals := rand.NewPCG(sc.Seed, 0xa77)
 	f := &fleet{
 		sc:       sc,
 		cfg:      cfg,
@@ -264,7 +269,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		replicas: replicas,
 		// Streams: the arrival stream is shared by every fleet (same
 		// traffic); the jitter stream is the fleet's own.
-		arrivals: rand.New(rand.NewPCG(sc.Seed, 0xa77)),
+		arrivals: rand.New(arrivals),
 		jitter:   rand.NewPCG(sc.Seed, 0x1000+uint64(idx)),
 		lastT:    time.Unix(0, 0),
 		sched:    buildSchedule(sc, replicas),
@@ -314,6 +319,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 	f.setConditions(0)
 	f.s = newSeries(f.nTicks)
 	f.nextArrival = f.firstArrival(0)
+	f.early = newEarly(f, o.EarlyExit, arrivals)
 	return f, nil
 }
 
@@ -416,6 +422,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	)
 	limit := satAdd(f.end, drainLimit)
 	var e event // the event in hand: popped into, handled by reference (see eventQueue.pop)
+	var ended EarlyEnd
 	for steps := 1; ; steps++ {
 		nextEnv := int64(math.MaxInt64)
 		if f.envAt+1 < len(f.sched.at) {
@@ -459,6 +466,9 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		if now >= f.boundary {
 			f.sampleUpTo(int(min(now/f.tickNs, int64(f.nTicks))))
 		}
+		if f.early != nil && f.checkEarly(now, &ended) {
+			break
+		}
 		switch what {
 		case doEnv:
 			f.switchEnv(now)
@@ -474,7 +484,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 			return FleetResult{}, errStopped
 		}
 	}
-	f.sampleUpTo(f.nTicks)
+	f.endSamples(&ended)
 	f.finishUnfinished()
 	sum := f.summarize()
 	var tiers []TierResult
@@ -483,7 +493,12 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	}
 	reps, noHost := f.replicaState.results()
 	f.give()
-	return FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers, Replicas: reps, NoHealthyReplica: noHost}, nil
+	r := FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers, Replicas: reps, NoHealthyReplica: noHost}
+	if ended.Rule != "" {
+		r.Ended = &ended
+		truncate(&r)
+	}
+	return r, nil
 }
 
 var errStopped = errors.New("sim: stopped")

@@ -43,6 +43,9 @@ type FleetResult struct {
 	NoHealthyReplica int64 `json:"no_healthy_replica,omitempty"`
 	// Calls names the layer the fleet calls, in a shared scenario.
 	Calls string `json:"calls,omitempty"`
+	// Ended says where, and by which rule, a run with Options.EarlyExit
+	// stopped early; nil for a run followed to its end.
+	Ended *EarlyEnd `json:"ended_early,omitempty"`
 }
 
 // ReplicaResult is one replica of the origin as the fleet's attempts saw

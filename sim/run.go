@@ -39,6 +39,10 @@ type Options struct {
 	// implement budget.InFlight when the budget does, or the run is
 	// no longer the policy's.
 	WrapBudget func(fleet, client int, b resil.Budget) resil.Budget
+	// EarlyExit lets the run stop once what is left cannot change what
+	// its caller reads (check's verdict): see EarlyExit. The zero value
+	// plays every run to its end.
+	EarlyExit EarlyExit
 
 	// sharedReplicas gives every client instance of a hop one picker and
 	// one detector, shared, as the simulator did before issue 36: the

@@ -37,6 +37,11 @@ type CheckCell struct {
 	// (sim.Summary.NeverHealthy), so the cell is never recovered whatever
 	// the retries do; left out of the JSON when false.
 	NeverHealthy bool `json:"never_healthy,omitempty"`
+	// EndedEarly, for a run check stopped once its collapse was certain
+	// (docs/early-exit.md), says where and by which rule: its Recovered
+	// and NeverHealthy are the whole run's, its other figures stop there
+	// and nothing check prints uses them. Nil for a run to its end.
+	EndedEarly *sim.EarlyEnd `json:"ended_early,omitempty"`
 }
 
 // perIntent is the attempts per intent over the fault and its recovery.
@@ -64,6 +69,10 @@ func (e *envelope) cellOf(f *sim.FleetResult, fi, li int) CheckCell {
 		Retries: s.Retries + s.Hedges, IntentsLost: s.IntentsLost, PeakOffered: s.PeakOffered, NeverHealthy: s.NeverHealthy}
 	if s.Recovered {
 		c.RecoveryTicks = *s.RecoveryTicks
+	}
+	if f.Ended != nil && f.Ended.Truncated {
+		end := *f.Ended
+		c.EndedEarly = &end
 	}
 	window(&c, e.base.Tick, e.at, e.faults[fi], e.base.Traffic.Rate/e.loads[li], offered, f.Series.Intents)
 	return c

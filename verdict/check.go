@@ -11,6 +11,7 @@ import (
 	"github.com/retrystorm/retrystorm/grid"
 	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // CheckInput is one fleet to check, and where it came from.
@@ -71,6 +72,11 @@ type CheckOptions struct {
 	Model bool
 	// NoMargin skips the margin's search (advise's evidence, tests).
 	NoMargin bool
+	// FullRuns plays every run to its end: no run ends early once its
+	// collapse is certain (docs/early-exit.md). The verdict is the same
+	// either way; what it changes is the time, and the figures of the
+	// stopped runs in the JSON.
+	FullRuns bool
 }
 
 // CheckFleet is one fleet's results: Cells[fault][load], the worst seed
@@ -198,7 +204,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		}
 		r.Fleets = append(r.Fleets, cf)
 	}
-	run := checkRun{e: e, in: in, r: r, opts: opts, name: func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }}
+	run := checkRun{e: e, in: in, r: r, opts: opts, early: !co.FullRuns, name: func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }}
 	jobs := e.jobs(fleets, variants)
 	if co.Model && co.Shard.Count <= 1 && !run.stack() {
 		jobs = r.modelFar(e, fleets, jobs)
@@ -234,11 +240,12 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 
 // checkRun is one check's runs: the envelope, the fleets, the result.
 type checkRun struct {
-	e    *envelope
-	in   []CheckInput
-	r    *CheckResult
-	opts experiment.Options
-	name func(i int) string
+	e     *envelope
+	in    []CheckInput
+	r     *CheckResult
+	opts  experiment.Options
+	early bool // runs may end early (see checkearly.go)
+	name  func(i int) string
 }
 
 // stack reports whether the fleets call the origin through a stack's
@@ -272,18 +279,38 @@ func (c *checkRun) jobs(ctx context.Context, jobs []job, sh grid.Shard) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	return c.e.runJobs(ctx, jobs, c.fleet, c.name, sh, c.opts, func(j job, cell CheckCell) {
-		f := &c.r.Fleets[j.fleet]
-		switch j.variant {
-		case asConfigured:
-			f.Runs[j.clients][j.seed][j.fault][j.load] = cell
-		case retriesOff:
-			f.Bare[j.seed][j.fault][j.load] = cell
-		case assumed:
-			f.Assumed.Runs[j.seed][j.fault][j.load] = cell
+	if c.early {
+		jobs = slices.Clone(jobs)
+		for k := range jobs {
+			jobs[k].early = earlyFor(jobs[k])
 		}
-	})
+	}
+	if err := c.e.runJobs(ctx, jobs, c.fleet, c.name, sh, c.opts, c.file); err != nil || !c.early {
+		return err
+	}
+	var mine []job
+	for k, j := range jobs {
+		if sh.Owns(k) {
+			mine = append(mine, j)
+		}
+	}
+	return c.settleStopped(ctx, mine, c.cell, c.file)
 }
+
+// cell is where job j's cell is filed.
+func (c *checkRun) cell(j job) *CheckCell {
+	f := &c.r.Fleets[j.fleet]
+	switch j.variant {
+	case retriesOff:
+		return &f.Bare[j.seed][j.fault][j.load]
+	case assumed:
+		return &f.Assumed.Runs[j.seed][j.fault][j.load]
+	}
+	return &f.Runs[j.clients][j.seed][j.fault][j.load]
+}
+
+// file files job j's cell where it belongs.
+func (c *checkRun) file(j job, cell CheckCell) { *c.cell(j) = cell }
 
 // bareJobs are the runs with retries off that the verdict compares a
 // collapse with: the cells (fault, load) where some run of a fleet that
@@ -300,7 +327,7 @@ func (r *CheckResult) bareJobs() []job {
 					continue
 				}
 				for si := range r.Seeds {
-					out = append(out, job{i, retriesOff, 0, si, fi, li})
+					out = append(out, job{i, retriesOff, 0, si, fi, li, sim.NoEarlyExit})
 				}
 			}
 		}
@@ -364,6 +391,7 @@ func (r *CheckResult) finish() {
 		}
 	}
 	r.Notes = append(r.Notes, r.neverHealthyNotes()...)
+	r.Notes = append(r.Notes, r.earlyNote()...)
 	r.Claims = r.claims()
 }
 

@@ -390,8 +390,12 @@ const (
 )
 
 // job is one run of an envelope: which fleet, in which variant, at which
-// client count, seed, fault and load.
-type job struct{ fleet, variant, clients, seed, fault, load int }
+// client count, seed, fault and load, and how far it may end early (the
+// zero value: to its end).
+type job struct {
+	fleet, variant, clients, seed, fault, load int
+	early                                      sim.EarlyExit
+}
 
 // jobs lists the runs of the fleets over the envelope, in an order that
 // does not depend on the machine (shards own jobs by number): for each
@@ -409,7 +413,7 @@ func (e *envelope) jobs(fleets []scenario.Fleet, variants []bool) []job {
 				}
 				for li := range e.loads {
 					if !realOnly || realisticCell(e.loads, e.faults, e.realLoad, fi, li) {
-						out = append(out, job{fl, v, ki, si, fi, li})
+						out = append(out, job{fl, v, ki, si, fi, li, sim.NoEarlyExit})
 					}
 				}
 			}
@@ -457,6 +461,7 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 			}
 			return sc, nil
 		},
+		Early: func(i int) sim.EarlyExit { return jobs[i].early },
 	}
 	return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
 		j := jobs[i]

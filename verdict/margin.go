@@ -135,7 +135,7 @@ func (c *checkRun) recoversAt(ctx context.Context, i, v int, load float64, ft ch
 	all := true
 	g := grid.Grid{Cells: len(e.seeds), Cell: func(s int) (*scenario.Scenario, error) {
 		return e.scenarioAt(f, tiers, e.clients[0], s, load, ft)
-	}}
+	}, Early: c.earlyExit(sim.StopWhenDecided)} // only whether it recovered counts
 	opts := c.opts.GridOptions()
 	opts.Progress = nil
 	err := grid.Run(ctx, g, opts, func(_ int, r *sim.FleetResult) {
@@ -215,7 +215,7 @@ func (c *checkRun) floorMargin(ctx context.Context, i int, m *Margin) error {
 		g := grid.Grid{Cells: len(runs), Cell: func(k int) (*scenario.Scenario, error) {
 			x := cells[runs[k].cell]
 			return c.e.scenarioAt(fl, tiers, n, runs[k].seed, c.e.loads[x[1]], c.e.faults[x[0]])
-		}}
+		}, Early: c.earlyExit(sim.SkipCertainDrain)}
 		opts := c.opts.GridOptions()
 		opts.Progress = nil
 		err := grid.Run(ctx, g, opts, func(k int, r *sim.FleetResult) {
