@@ -183,7 +183,7 @@ func runCache(ctx context.Context, opts Options) (*Outcome, error) {
 		Charts: cacheCharts(fr, hr, flush.Tick.Seconds()),
 		Notes: []string{
 			"recovery counts ticks from the flush until the failure share stays within a point of its level before it; for the stampede, whose expiry is no trigger, from the start of the run.",
-			"Coalescing in a Go service is golang.org/x/sync/singleflight; resil.Freshness makes the TTL's jitter and the serve-stale decisions.",
+			"Coalescing in a Go service is golang.org/x/sync/singleflight; resil/freshness makes the TTL's jitter and the serve-stale decisions.",
 		},
 	}
 	return &Outcome{

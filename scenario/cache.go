@@ -16,7 +16,7 @@ import (
 // misses of a key whose fill is out wait for that fill instead of
 // starting their own (Go's golang.org/x/sync/singleflight, nginx's
 // proxy_cache_lock). What is fresh, stale or expired, and how long a new
-// entry lives, is resil's decision (resil.Freshness).
+// entry lives, is resil's decision (resil/freshness).
 
 // Key popularity: how the intents' keys are drawn.
 const (

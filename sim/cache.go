@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystorm/retrystorm/resil"
+	"github.com/retrystorm/retrystorm/resil/freshness"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -19,12 +19,12 @@ import (
 // entry when it succeeds and answers the misses that wait for it. Fills
 // run to their end whoever still waits. With coalescing a miss whose key
 // has a fill out joins it. Whether an entry is fresh, stale or expired,
-// and when a new one expires, is resil.Freshness's to say.
+// and when a new one expires, is freshness.Policy's to say.
 
 // cache is one cache layer's state.
 type cache struct {
 	cfg     *scenario.Cache
-	fresh   resil.Freshness
+	fresh   freshness.Policy
 	cdf     []float64 // zipf: the cumulative share of keys 0..k; nil for uniform
 	expires []int64   // per key: absent, or when it stops being fresh (never)
 	pending []int32   // per key: the fill its misses join (and its refresh), or -1
@@ -74,7 +74,7 @@ func newCache(s *system, l int, cfg *scenario.Cache) *cache {
 	n := cfg.Keys
 	c := &cache{
 		cfg:     cfg,
-		fresh:   resil.Freshness{TTL: cfg.TTL, Jitter: cfg.TTLJitter, StaleWhileRevalidate: cfg.ServeStale},
+		fresh:   freshness.Policy{TTL: cfg.TTL, Jitter: cfg.TTLJitter, StaleWhileRevalidate: cfg.ServeStale},
 		expires: make([]int64, n), pending: make([]int32, n), prev: make([]int32, n), next: make([]int32, n),
 		head: -1, tail: -1, held: cfg.Held(), lru: cfg.Eviction != scenario.EvictFIFO,
 		latency: int64(cfg.Latency), blocked: math.MinInt64,
@@ -154,13 +154,13 @@ func (c *cache) expiry(ns int64) int64 {
 }
 
 // state is what a lookup of key k at now may do.
-func (c *cache) state(s *system, k int32, now int64) resil.EntryState {
+func (c *cache) state(s *system, k int32, now int64) freshness.State {
 	e := c.expires[k]
 	if e == absent || now < c.blocked {
-		return resil.EntryExpired
+		return freshness.Expired
 	}
 	if e == never {
-		return resil.EntryFresh
+		return freshness.Fresh
 	}
 	return c.fresh.State(s.vt(now), time.Unix(0, e))
 }
@@ -176,12 +176,12 @@ func (s *system) lookup(l *layer, ai int32, now int64) {
 		c.st.Lookups++
 	}
 	switch c.state(s, k, now) {
-	case resil.EntryFresh:
+	case freshness.Fresh:
 		c.count1(&c.st.Hits, c.st.Series.Hits, t)
 		c.touch(k)
 		s.answerAt(ai, now+c.latency, answerOK)
 		return
-	case resil.EntryStale:
+	case freshness.Stale:
 		c.count1(&c.st.StaleHits, c.st.Series.StaleHits, t)
 		c.touch(k)
 		s.answerAt(ai, now+c.latency, answerOK)
@@ -373,5 +373,5 @@ func (c *cache) sample(t int) { c.st.Series.Entries[t] = int64(c.count) }
 // holds reports whether a lookup of the key of intent root at now would
 // be answered by the cache itself (fresh or stale).
 func (c *cache) holds(s *system, root uint64, now int64) bool {
-	return c.state(s, c.key(s.seed, root), now) != resil.EntryExpired
+	return c.state(s, c.key(s.seed, root), now) != freshness.Expired
 }

@@ -1,11 +1,18 @@
-package resil
+// Package freshness is a cache's overload decisions about its entries,
+// by the time it is given: how long a new entry stays fresh, and what a
+// lookup may do with one that is not (see [Policy]).
+package freshness
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
-// Freshness is a cache's overload decisions about its entries, by the
+// Policy is a cache's overload decisions about its entries, by the
 // time it is given: how long a new entry stays fresh, and what a lookup
 // may do with one that is not. A cache is a load shedder for the service
 // behind it, and two of its habits decide whether it keeps shedding when
@@ -25,12 +32,12 @@ import (
 // Concurrent fetches of one key are the other half of a stampede: a
 // service coalesces them with golang.org/x/sync/singleflight (one fetch,
 // every caller waits for it), which resil does not rewrite. The
-// retrystorm simulator models coalescing itself, and drives Freshness for
+// retrystorm simulator models coalescing itself, and drives a Policy for
 // its caches' other decisions.
 //
 // The zero value keeps an entry fresh for ever and serves nothing stale.
 // A plain value, safe to copy and share.
-type Freshness struct {
+type Policy struct {
 	// TTL is how long a new entry is fresh; zero means for ever.
 	TTL time.Duration
 	// Jitter spreads each TTL uniformly over TTL × [1 − Jitter,
@@ -44,30 +51,35 @@ type Freshness struct {
 	StaleIfError time.Duration
 }
 
-// EntryState is what a lookup may do with an entry (see [Freshness.State]).
-type EntryState uint8
+// State is what a lookup may do with an entry (see [Policy.State]).
+type State uint8
 
 const (
-	// EntryFresh: serve it.
-	EntryFresh EntryState = iota
-	// EntryStale: serve it, and refresh it (one fetch per key).
-	EntryStale
-	// EntryExpired: fetch it before answering.
-	EntryExpired
+	// Fresh: serve it.
+	Fresh State = iota
+	// Stale: serve it, and refresh it (one fetch per key).
+	Stale
+	// Expired: fetch it before answering.
+	Expired
 )
 
-var entryStateNames = [...]string{"fresh", "stale", "expired"}
+var stateNames = [...]string{"fresh", "stale", "expired"}
 
 // String returns "fresh", "stale" or "expired".
-func (s EntryState) String() string { return enumString("EntryState", entryStateNames[:], uint8(s)) }
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
 
 // Validate reports the first invalid field, or nil.
-func (f Freshness) Validate() error {
-	const p = "Freshness."
+func (f Policy) Validate() error {
+	const p = "freshness.Policy."
 	switch {
 	case f.TTL < 0:
 		return badSetting(p+"TTL", f.TTL, "must not be negative")
-	case !finite(f.Jitter) || f.Jitter < 0 || f.Jitter >= 1:
+	case math.IsNaN(f.Jitter) || math.IsInf(f.Jitter, 0) || f.Jitter < 0 || f.Jitter >= 1:
 		return badSetting(p+"Jitter", f.Jitter, "must be in [0, 1)")
 	case f.Jitter > 0 && f.TTL == 0:
 		return badSetting(p+"Jitter", f.Jitter, "spreads the TTL, and TTL is zero (entries never expire)")
@@ -79,13 +91,23 @@ func (f Freshness) Validate() error {
 	return nil
 }
 
+func badSetting(field string, value any, reason string) error {
+	return &resil.SettingError{Field: field, Value: value, Reason: reason}
+}
+
+// uniform is a draw in [0, 1) from src's low 53 bits, as resil's backoff
+// draws its jitter.
+func uniform(src rand.Source) float64 {
+	return float64(src.Uint64()<<11>>11) / (1 << 53)
+}
+
 // Expires returns when an entry stored at now stops being fresh: now +
 // TTL, spread by Jitter with one draw from src, which may be nil when
 // Jitter is zero (a service passes a rand.NewPCG of its own, a simulator
 // its seeded stream). It returns the zero time for an entry that never
-// expires (TTL zero). Like Backoff.Delay, it assumes a valid Freshness
+// expires (TTL zero). Like Backoff.Delay, it assumes a valid Policy
 // and does not allocate.
-func (f Freshness) Expires(now time.Time, src rand.Source) time.Time {
+func (f Policy) Expires(now time.Time, src rand.Source) time.Time {
 	if f.TTL <= 0 {
 		return time.Time{}
 	}
@@ -100,19 +122,19 @@ func (f Freshness) Expires(now time.Time, src rand.Source) time.Time {
 // expires (the zero time: never): serve it while fresh; serve it and
 // refresh it within StaleWhileRevalidate of its expiry; fetch it after.
 // An entry is fresh up to its expiry, inclusive.
-func (f Freshness) State(now, expires time.Time) EntryState {
+func (f Policy) State(now, expires time.Time) State {
 	switch {
 	case expires.IsZero() || !now.After(expires):
-		return EntryFresh
+		return Fresh
 	case !now.After(expires.Add(f.StaleWhileRevalidate)):
-		return EntryStale
+		return Stale
 	}
-	return EntryExpired
+	return Expired
 }
 
 // ServeOnError reports whether an entry that expires at expires may be
 // served at now because its fetch failed: within StaleIfError of its
 // expiry (a fresh entry, which needs no fetch, may always be served).
-func (f Freshness) ServeOnError(now, expires time.Time) bool {
+func (f Policy) ServeOnError(now, expires time.Time) bool {
 	return expires.IsZero() || !now.After(expires.Add(f.StaleIfError))
 }

@@ -1,4 +1,4 @@
-package resil
+package freshness
 
 import (
 	"errors"
@@ -6,27 +6,29 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/retrystorm/retrystorm/resil"
 )
 
-// TestFreshnessState: what a lookup may do with an entry, on a grid of
+// TestPolicyState: what a lookup may do with an entry, on a grid of
 // times around its expiry at 10s (stale-while-revalidate 5s,
 // stale-if-error 30s).
-func TestFreshnessState(t *testing.T) {
-	f := Freshness{TTL: 10 * time.Second, StaleWhileRevalidate: 5 * time.Second, StaleIfError: 30 * time.Second}
+func TestPolicyState(t *testing.T) {
+	f := Policy{TTL: 10 * time.Second, StaleWhileRevalidate: 5 * time.Second, StaleIfError: 30 * time.Second}
 	t0 := time.Unix(1000, 0)
 	expires := t0.Add(10 * time.Second)
 	for _, c := range []struct {
 		at        time.Duration
-		state     EntryState
+		state     State
 		onErrorOK bool
 	}{
-		{0, EntryFresh, true},
-		{10 * time.Second, EntryFresh, true}, // fresh up to its expiry, inclusive
-		{10*time.Second + 1, EntryStale, true},
-		{15 * time.Second, EntryStale, true},
-		{15*time.Second + 1, EntryExpired, true},
-		{40 * time.Second, EntryExpired, true},
-		{40*time.Second + 1, EntryExpired, false},
+		{0, Fresh, true},
+		{10 * time.Second, Fresh, true}, // fresh up to its expiry, inclusive
+		{10*time.Second + 1, Stale, true},
+		{15 * time.Second, Stale, true},
+		{15*time.Second + 1, Expired, true},
+		{40 * time.Second, Expired, true},
+		{40*time.Second + 1, Expired, false},
 	} {
 		now := t0.Add(c.at)
 		if got := f.State(now, expires); got != c.state {
@@ -36,27 +38,27 @@ func TestFreshnessState(t *testing.T) {
 			t.Errorf("ServeOnError at %v = %v, want %v", c.at, got, c.onErrorOK)
 		}
 	}
-	// An entry without an expiry is fresh for ever; the zero Freshness
+	// An entry without an expiry is fresh for ever; the zero Policy
 	// serves nothing stale.
-	if s := f.State(t0.Add(1000*time.Hour), time.Time{}); s != EntryFresh {
+	if s := f.State(t0.Add(1000*time.Hour), time.Time{}); s != Fresh {
 		t.Errorf("an entry that never expires is %v", s)
 	}
-	if s := (Freshness{}).State(expires.Add(1), expires); s != EntryExpired {
-		t.Errorf("the zero Freshness calls an expired entry %v", s)
+	if s := (Policy{}).State(expires.Add(1), expires); s != Expired {
+		t.Errorf("the zero Policy calls an expired entry %v", s)
 	}
 }
 
-// TestFreshnessExpires: the TTL, spread by the jitter within its bounds,
+// TestPolicyExpires: the TTL, spread by the jitter within its bounds,
 // and a mean near the TTL; no TTL, no expiry.
-func TestFreshnessExpires(t *testing.T) {
+func TestPolicyExpires(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	if e := (Freshness{}).Expires(t0, nil); !e.IsZero() {
+	if e := (Policy{}).Expires(t0, nil); !e.IsZero() {
 		t.Errorf("no TTL expires at %v, want never (the zero time)", e)
 	}
-	if e := (Freshness{TTL: time.Minute}).Expires(t0, nil); !e.Equal(t0.Add(time.Minute)) {
+	if e := (Policy{TTL: time.Minute}).Expires(t0, nil); !e.Equal(t0.Add(time.Minute)) {
 		t.Errorf("without jitter: %v, want %v", e, t0.Add(time.Minute))
 	}
-	f := Freshness{TTL: 10 * time.Second, Jitter: 0.2}
+	f := Policy{TTL: 10 * time.Second, Jitter: 0.2}
 	src := rand.NewPCG(1, 2)
 	var sum time.Duration
 	lo, hi := time.Duration(1<<62), time.Duration(0)
@@ -77,32 +79,32 @@ func TestFreshnessExpires(t *testing.T) {
 	}
 }
 
-func TestFreshnessValidate(t *testing.T) {
+func TestPolicyValidate(t *testing.T) {
 	for _, c := range []struct {
-		f     Freshness
+		f     Policy
 		field string
 	}{
-		{Freshness{TTL: -1}, "Freshness.TTL"},
-		{Freshness{TTL: time.Second, Jitter: 1}, "Freshness.Jitter"},
-		{Freshness{Jitter: 0.1}, "Freshness.Jitter"},
-		{Freshness{StaleWhileRevalidate: -1}, "Freshness.StaleWhileRevalidate"},
-		{Freshness{StaleIfError: -1}, "Freshness.StaleIfError"},
+		{Policy{TTL: -1}, "freshness.Policy.TTL"},
+		{Policy{TTL: time.Second, Jitter: 1}, "freshness.Policy.Jitter"},
+		{Policy{Jitter: 0.1}, "freshness.Policy.Jitter"},
+		{Policy{StaleWhileRevalidate: -1}, "freshness.Policy.StaleWhileRevalidate"},
+		{Policy{StaleIfError: -1}, "freshness.Policy.StaleIfError"},
 	} {
 		err := c.f.Validate()
-		var se *SettingError
+		var se *resil.SettingError
 		if !errors.As(err, &se) || se.Field != c.field {
 			t.Errorf("%+v: %v, want a SettingError on %s", c.f, err, c.field)
 		}
 	}
-	if err := (Freshness{TTL: time.Second, Jitter: 0.5, StaleWhileRevalidate: time.Minute}).Validate(); err != nil {
+	if err := (Policy{TTL: time.Second, Jitter: 0.5, StaleWhileRevalidate: time.Minute}).Validate(); err != nil {
 		t.Error(err)
 	}
 }
 
 // A cache's entry through its life: fresh, then served stale while one
 // fetch refreshes it, then fetched before it is served.
-func ExampleFreshness() {
-	f := Freshness{TTL: 30 * time.Second, StaleWhileRevalidate: 10 * time.Second}
+func ExamplePolicy() {
+	f := Policy{TTL: 30 * time.Second, StaleWhileRevalidate: 10 * time.Second}
 	stored := time.Unix(0, 0)
 	expires := f.Expires(stored, nil) // no jitter: no draw
 	for _, at := range []time.Duration{10 * time.Second, 35 * time.Second, 45 * time.Second} {
