@@ -291,8 +291,10 @@ func TestCheckOneBadReplica(t *testing.T) {
 	if a, e := r.Fleets[0].Cells[errs][l7], r.Fleets[1].Cells[errs][l7]; !a.Recovered || e.Recovered {
 		t.Errorf("at 70%% load: without ejection %+v, with %+v; want only the ejecting fleet to collapse", a, e)
 	}
-	if len(r.Notes) != 0 {
-		t.Errorf("notes %q", r.Notes)
+	for _, n := range r.Notes {
+		if !strings.Contains(n, "docs/early-exit.md") { // how many runs stopped early: said, and harmless
+			t.Errorf("note %q", n)
+		}
 	}
 	if v := strings.Join(r.Verdicts()[1], "\n"); !strings.Contains(v, "and one bad replica") {
 		t.Errorf("the verdict does not name the faults of one replica in its region:\n%s", v)
