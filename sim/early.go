@@ -38,6 +38,17 @@ const (
 	// its recovery (never), its baseline and NeverHealthy are the whole
 	// run's, and every other count stops there.
 	StopWhenDecided
+	// StopWhenLost is SkipCertainDrain, and also ends the run as soon as
+	// the queue rule proves that the fleet cannot recover and that every
+	// intent still open, and every one still to arrive before the run's
+	// end, is lost: no attempt any of them may send can be answered in
+	// time. The intents to come are drawn ahead and counted lost at once
+	// (LostBy.Unfinished, with those still open). Its recovery (never),
+	// baseline, NeverHealthy, intents (per tick too) and intents lost are
+	// the whole run's; every other count stops where it did. It asks more
+	// of the queue than StopWhenDecided does, so it stops later, and never
+	// by the never-healthy rule alone.
+	StopWhenLost
 )
 
 // The rules an early exit names (EarlyEnd.Rule).
@@ -55,10 +66,14 @@ type EarlyEnd struct {
 	// At is when, in seconds of virtual time.
 	At   float64 `json:"at"`
 	Rule string  `json:"rule"`
-	// Truncated: the run stopped before its end (StopWhenDecided); its
-	// counts and series stop at At. False: it played to its end, and only
-	// the open intents' ends after it were not followed.
+	// Truncated: the run stopped before its end (StopWhenDecided,
+	// StopWhenLost); its counts and series stop at At. False: it played to
+	// its end, and only the open intents' ends after it were not followed.
 	Truncated bool `json:"truncated"`
+	// AllLost: the run stopped before its end by StopWhenLost's rule; its
+	// intents, per tick and in all, and its intents lost are the whole
+	// run's.
+	AllLost bool `json:"all_lost,omitempty"`
 }
 
 // earlyMargin is the slack every comparison of the rules keeps: far more
@@ -96,7 +111,7 @@ func newEarly(f *fleet, mode EarlyExit, arrivals *rand.PCG) *early {
 	}
 	e.settled = int64(start)*f.tickNs + f.timeout + earlyMargin
 	e.checkAt = max(e.settled, 0)
-	if mode != StopWhenDecided {
+	if mode == SkipCertainDrain {
 		e.checkAt = math.MaxInt64
 	}
 	return e
@@ -162,16 +177,26 @@ func (f *fleet) checkEarly(now int64, end *EarlyEnd) bool {
 		return false
 	}
 	e.checkAt = now + f.tickNs // at most once a tick
-	rule := ""
-	switch b, never := f.baselineNow(); {
+	b, never := f.baselineNow()
+	stop := EarlyEnd{At: float64(now) / 1e9, Rule: EarlyQueue, Truncated: true}
+	switch {
+	case e.mode == StopWhenLost:
+		// Every open intent and every one to come is lost once no attempt
+		// before the last of them can end can succeed.
+		c0, ok := f.noSuccessBefore(now)
+		if !ok || c0 <= f.end+e.life+earlyMargin || !never && !f.cannotRecover(now, b, c0) {
+			return false
+		}
+		stop.AllLost = true
 	case never:
-		rule = EarlyNeverHealthy
-	case f.cannotRecover(now, b):
-		rule = EarlyQueue
+		stop.Rule = EarlyNeverHealthy
 	default:
-		return false
+		c0, ok := f.noSuccessBefore(now)
+		if !ok || !f.cannotRecover(now, b, c0) {
+			return false
+		}
 	}
-	*end = EarlyEnd{At: float64(now) / 1e9, Rule: rule, Truncated: true}
+	*end = stop
 	return true
 }
 
@@ -188,14 +213,14 @@ func (f *fleet) baselineNow() (float64, bool) {
 	return b, b > UnhealthyBaseline
 }
 
-// cannotRecover reports whether the queue rule proves at now that the
-// fleet does not recover: every attempt it sends before the run ends
-// fails, and some tick of the last RecoveryTail ticks after the triggers
-// and after now will hold enough intents' first tries, all failed, to be
-// past the baseline's tolerance.
-func (f *fleet) cannotRecover(now int64, baseline float64) bool {
-	c0, ok := f.noSuccessBefore(now)
-	if !ok || c0 <= f.end+f.timeout+earlyMargin {
+// cannotRecover reports whether the queue rule, which proved at now that
+// no attempt can be answered success before c0, proves that the fleet
+// does not recover: every attempt it sends before the run ends fails, and
+// some tick of the last RecoveryTail ticks after the triggers and after
+// now will hold enough intents' first tries, all failed, to be past the
+// baseline's tolerance.
+func (f *fleet) cannotRecover(now int64, baseline float64, c0 int64) bool {
+	if c0 <= f.end+f.timeout+earlyMargin {
 		return false
 	}
 	need := triesPastTolerance(baseline)
@@ -352,6 +377,24 @@ func (f *fleet) endSamples(ended *EarlyEnd) {
 	case f.progress != nil && f.nextSample < f.nTicks:
 		f.progress(f.nTicks - f.nextSample)
 	}
+	if ended.AllLost {
+		f.loseArrivals()
+	}
+}
+
+// loseArrivals counts, when StopWhenLost's rule stopped the run, the
+// intents still to arrive before its end: each in its tick, and lost, as
+// the rule proves it will be. The arrival stream is drawn as the run
+// would have drawn it (its rate is the last, the rule's condition).
+func (f *fleet) loseArrivals() {
+	for t := f.nextArrival; t < f.end; t = satAdd(t, f.gap()) {
+		if k := t / f.tickNs; k < int64(f.nTicks) {
+			f.ticks[k].intents++
+		}
+		f.sum.IntentsLost++
+		f.sum.LostBy.Unfinished++
+	}
+	f.nextArrival = math.MaxInt64
 }
 
 // truncate marks what a run stopped before its end decided: no layer

@@ -19,7 +19,8 @@ import (
 // SkipCertainDrain every count of the run's ticks, the intents lost, the
 // recovery and the baseline are the whole run's; with StopWhenDecided a
 // run that stopped before its end has the whole run's recovery (never),
-// baseline and NeverHealthy. The scenarios are the project's and
+// baseline and NeverHealthy; with StopWhenLost also its intents, per
+// tick and in all, and its intents lost. The scenarios are the project's and
 // generated ones (storms, chains, replicas, every fault kind); the test
 // also requires each rule to have fired, so that it cannot pass by never
 // exiting early. SIM_EARLY_CASES sets how many generated scenarios.
@@ -46,8 +47,10 @@ func TestEarlyExitKeepsItsPromises(t *testing.T) {
 		whole := runEarly(t, sc, NoEarlyExit)
 		drain := runEarly(t, sc, SkipCertainDrain)
 		stop := runEarly(t, sc, StopWhenDecided)
+		lost := runEarly(t, sc, StopWhenLost)
 		for i := range whole.Fleets {
 			w, d, s := &whole.Fleets[i], &drain.Fleets[i], &stop.Fleets[i]
+			allLost(t, fmt.Sprintf("%s/%s", sc.Name, w.Name), w, &lost.Fleets[i], fired)
 			at := fmt.Sprintf("%s/%s", sc.Name, w.Name)
 			if w.Ended != nil {
 				t.Fatalf("%s: a whole run says it ended early: %+v", at, w.Ended)
@@ -72,12 +75,38 @@ func TestEarlyExitKeepsItsPromises(t *testing.T) {
 			}
 		}
 	}
-	for _, rule := range []string{"drain " + EarlyQueue, "stop " + EarlyQueue} {
+	for _, rule := range []string{"drain " + EarlyQueue, "stop " + EarlyQueue, "lost " + EarlyQueue} {
 		if fired[rule] == 0 {
 			t.Errorf("the rule %q never fired: the test proves nothing of it (fired: %v)", rule, fired)
 		}
 	}
 	t.Logf("%d scenarios; early exits: %v", len(scs), fired)
+}
+
+// allLost checks what StopWhenLost promises of fleet result l against
+// the whole run w: where it stopped before the end, the whole run's
+// recovery (never), baseline, NeverHealthy, intents per tick and in all,
+// and intents lost; elsewhere what SkipCertainDrain promises.
+func allLost(t *testing.T, at string, w, l *FleetResult, fired map[string]int) {
+	t.Helper()
+	if l.Ended == nil || !l.Ended.Truncated {
+		if l.Ended != nil && l.Ended.AllLost {
+			t.Errorf("%s: all lost at the run's end: %+v", at, l.Ended)
+		}
+		sameAfterDrain(t, at+" (lost at the end)", w, l)
+		return
+	}
+	fired["lost "+l.Ended.Rule]++
+	ws, ls := w.Summary, l.Summary
+	if !l.Ended.AllLost || ws.Recovered || ls.Recovered || ls.NeverHealthy != ws.NeverHealthy || ls.BaselineErrorRate != ws.BaselineErrorRate ||
+		ls.Intents != ws.Intents || ls.IntentsLost != ws.IntentsLost {
+		t.Errorf("%s: all lost at %gs (%+v): recovered %v never healthy %v baseline %g intents %d lost %d; the whole run: %v %v %g %d %d",
+			at, l.Ended.At, l.Ended, ls.Recovered, ls.NeverHealthy, ls.BaselineErrorRate, ls.Intents, ls.IntentsLost,
+			ws.Recovered, ws.NeverHealthy, ws.BaselineErrorRate, ws.Intents, ws.IntentsLost)
+	}
+	if !reflect.DeepEqual(w.Series.Intents, l.Series.Intents) {
+		t.Errorf("%s: all lost at %gs: intents per tick differ from the whole run's", at, l.Ended.At)
+	}
 }
 
 func runEarly(t *testing.T, sc *scenario.Scenario, m EarlyExit) *Result {

@@ -481,6 +481,15 @@ func (r *AdviseResult) run(ctx context.Context, e *envelope, jobs []job, name fu
 		}
 		return r.Candidates[i].Fleet, nil
 	}
+	// Every figure advise ranks by is the whole run's with the certain
+	// drain skipped (docs/early-exit.md); the screen's runs stop sooner,
+	// and a candidate that goes on runs its stopped cells again.
+	jobs = slices.Clone(jobs)
+	for k := range jobs {
+		if jobs[k].early == sim.NoEarlyExit {
+			jobs[k].early = sim.SkipCertainDrain
+		}
+	}
 	var runs atomic.Int64 // keep runs on every worker
 	err := e.runJobs(ctx, jobs, spec, name, sh, opts, func(j job, c CheckCell) {
 		if j.variant == retriesOff {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
-
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/sim"
 )
 
 // An unsharded advise screens its candidates before it simulates them at
@@ -19,6 +19,13 @@ import (
 // candidate that can still win runs at every seed, and the ranking and
 // the recommendation rest on those runs only. The screen decides what
 // is simulated, never what is recommended.
+//
+// The screen's simulator runs stop once a collapse is certain and every
+// intent left is lost (sim.StopWhenLost): what the screen ranks by (the
+// cells that never recover or amplify, those that never recover, the
+// intents lost) is the whole run's, and only its tie-break, the extra
+// attempts, stops there. A candidate that goes on runs such a cell again,
+// to its end.
 const (
 	// adviseConfirm is how many candidates, besides yours, go on to
 	// every seed at least: the screen's best.
@@ -140,7 +147,7 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 				if err != nil {
 					// Unsupported, or settings the simulator will name:
 					// either way the simulator answers this cell.
-					first = append(first, job{fleet: i, fault: fi, load: li})
+					first = append(first, job{fleet: i, fault: fi, load: li, early: sim.StopWhenLost})
 					simulated++
 					continue
 				}
@@ -209,8 +216,10 @@ func (r *AdviseResult) screened(ctx context.Context, e *envelope, name func(int)
 			}
 			c.Cells = newSeedCells(nS, nF, nL)
 			for _, j := range r.candidateJobs(i, 0) {
-				if sc := c.Screen[j.fault][j.load]; j.seed == 0 && sc.Source == sourceSimulator {
-					// The screen's run of the cell is its first seed.
+				if sc := c.Screen[j.fault][j.load]; j.seed == 0 && sc.Source == sourceSimulator && sc.EndedEarly == nil {
+					// The screen's run of the cell is its first seed,
+					// unless it stopped once its collapse was certain:
+					// its retries are counted to its end here.
 					c.Cells[0][j.fault][j.load] = sc
 					continue
 				}

@@ -201,8 +201,8 @@ func (a assessment) amplification(runs [][][]CheckCell, ft checkFault, fi, li in
 		f := Finding{What: t.what, Fault: fi, Load: li, Threshold: t.threshold}
 		for _, seed := range runs {
 			c := seed[fi][li]
-			if !c.Ran || c.NeverHealthy {
-				continue
+			if !c.Ran || c.NeverHealthy || c.EndedEarly != nil {
+				continue // a stopped run's attempts stop where it did: its collapse is its finding
 			}
 			if v := t.value(c); v > t.threshold {
 				f.Seeds++

@@ -74,9 +74,16 @@ type CheckOptions struct {
 	NoMargin bool
 	// FullRuns plays every run to its end: no run ends early once its
 	// collapse is certain (docs/early-exit.md). The verdict is the same
-	// either way; what it changes is the time, and the figures of the
-	// stopped runs in the JSON.
+	// either way; what it changes is the time, the amplification printed
+	// for collapsed cells, and the figures of the stopped runs in the
+	// JSON.
 	FullRuns bool
+	// CountCollapsed plays the collapsed runs at the verdict's client
+	// count to their end, so that their attempts count (advise ranks its
+	// candidates by the retries of every cell). By default they stop once
+	// every intent left is certain to be lost, and the map gives them no
+	// amplification figure (checkearly.go).
+	CountCollapsed bool
 }
 
 // CheckFleet is one fleet's results: Cells[fault][load], the worst seed
@@ -204,7 +211,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		}
 		r.Fleets = append(r.Fleets, cf)
 	}
-	run := checkRun{e: e, in: in, r: r, opts: opts, early: !co.FullRuns, name: func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }}
+	run := checkRun{e: e, in: in, r: r, opts: opts, early: !co.FullRuns, lost: !co.FullRuns && !co.CountCollapsed, name: func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }}
 	jobs := e.jobs(fleets, variants)
 	if co.Model && co.Shard.Count <= 1 && !run.stack() {
 		jobs = r.modelFar(e, fleets, jobs)
@@ -245,6 +252,7 @@ type checkRun struct {
 	r     *CheckResult
 	opts  experiment.Options
 	early bool // runs may end early (see checkearly.go)
+	lost  bool // and the printed runs too, once every intent left is lost
 	name  func(i int) string
 }
 
@@ -282,7 +290,7 @@ func (c *checkRun) jobs(ctx context.Context, jobs []job, sh grid.Shard) error {
 	if c.early {
 		jobs = slices.Clone(jobs)
 		for k := range jobs {
-			jobs[k].early = earlyFor(jobs[k])
+			jobs[k].early = c.earlyFor(jobs[k])
 		}
 	}
 	if err := c.e.runJobs(ctx, jobs, c.fleet, c.name, sh, c.opts, c.file); err != nil || !c.early {

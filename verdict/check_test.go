@@ -70,11 +70,17 @@ func TestCheckStorm(t *testing.T) {
 // TestCheckAdviseAgree: check and advise run the user's fleet on the same
 // cells with the same seeds and clients, and must see the same runs, cell
 // by cell (issue 22: check said "safe" where advise showed the same cell
-// never recovering).
+// never recovering). Check's default stops its collapsed runs once every
+// intent left is lost: their recovery and intents lost must agree with
+// advise's too.
 func TestCheckAdviseAgree(t *testing.T) {
 	sc := stormScenario(t)
 	user := sc.Fleets[0]
-	cr, err := Check(context.Background(), []CheckInput{{Fleet: user}}, CheckOptions{Base: sc, Seeds: 2}, experiment.Options{})
+	cr, err := Check(context.Background(), []CheckInput{{Fleet: user}}, CheckOptions{Base: sc, Seeds: 2, CountCollapsed: true}, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := Check(context.Background(), []CheckInput{{Fleet: user}}, CheckOptions{Base: sc, Seeds: 2}, experiment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +90,24 @@ func TestCheckAdviseAgree(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cr.Fleets[0].Runs[0], ar.Candidates[0].Cells) {
 		t.Fatalf("check and advise disagree on the user's cells")
+	}
+	stopped := 0
+	for s, seed := range fast.Fleets[0].Runs[0] {
+		for fi, row := range seed {
+			for li, c := range row {
+				a := ar.Candidates[0].Cells[s][fi][li]
+				if c.EndedEarly != nil {
+					stopped++
+				}
+				if c.Recovered != a.Recovered || c.RecoveryTicks != a.RecoveryTicks || c.Intents != a.Intents || c.IntentsLost != a.IntentsLost {
+					t.Errorf("seed %d cell %d/%d: check recovered %v (+%d ticks), lost %d of %d; advise %v (+%d), %d of %d",
+						s, fi, li, c.Recovered, c.RecoveryTicks, c.IntentsLost, c.Intents, a.Recovered, a.RecoveryTicks, a.IntentsLost, a.Intents)
+				}
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no collapsed run of check's stopped: the comparison above proves nothing of them")
 	}
 	ev := ar.evidence(1)
 	if !reflect.DeepEqual(ev.Fleets[0].Cells, cr.Fleets[0].Cells) || !reflect.DeepEqual(ev.Fleets[0].Collapsing, cr.Fleets[0].Collapsing) {

@@ -13,28 +13,36 @@ import (
 // left changes nothing check reads (docs/early-exit.md). By the figures
 // each run gives:
 //
-//   - the runs whose every figure is read (the first client count's, the
-//     runs with retries off: the map, the findings, the worst numbers,
-//     the JSON) play to their end, and only the open intents after it go
-//     unfollowed when none of them can succeed (sim.SkipCertainDrain):
-//     every figure of the cell is the whole run's;
+//   - the runs with retries off play to their end, and only the open
+//     intents after it go unfollowed when none of them can succeed
+//     (sim.SkipCertainDrain): every figure of the cell is the whole run's;
+//   - the runs at the verdict's client count, whose figures the map, the
+//     findings and the JSON print, stop once the queue rule proves that
+//     the fleet cannot recover and that every intent left is lost
+//     (sim.StopWhenLost): their recovery, intents and intents lost are
+//     the whole run's; their attempts stop there, so no amplification is
+//     judged or printed for them. Their collapse is their finding;
+//     CheckOptions.CountCollapsed plays them to their end (SkipCertainDrain);
 //   - the runs of the other client counts and of a changed assumption,
 //     of which check reads only the verdict's level, and the margin's
 //     runs, of which it reads only whether they recovered, stop as soon
-//     as their collapse is certain (sim.StopWhenDecided). A stopped cell
-//     of those (not one never healthy, whose finding makes the level
-//     UNSAFE by itself) keeps its level only when the same cell with
-//     retries off recovers: the collapse is then UNSAFE whatever its
-//     other figures. Where retries off collapse too, or the fleet does not
-//     retry, the cell is run again to its end.
+//     as their collapse is certain (sim.StopWhenDecided).
 //
-// A stopped cell says where (CheckCell.EndedEarly) and the result says
-// how many (a note). CheckOptions.FullRuns turns it all off.
+// A stopped cell (not one never healthy, whose finding makes the level
+// UNSAFE by itself) keeps its level only when the same cell with retries
+// off recovers: the collapse is then UNSAFE whatever its other figures.
+// Where retries off collapse too, or the fleet does not retry, the cell
+// is run again to its end, and its amplification judged. A stopped cell
+// says where (CheckCell.EndedEarly) and the result says how many (a
+// note). CheckOptions.FullRuns turns it all off.
 
 // earlyFor is how far job j's run may end early.
-func earlyFor(j job) sim.EarlyExit {
-	if j.variant == assumed || j.clients > 0 {
+func (c *checkRun) earlyFor(j job) sim.EarlyExit {
+	switch {
+	case j.variant == assumed || j.clients > 0:
 		return sim.StopWhenDecided
+	case j.variant != retriesOff && c.lost:
+		return sim.StopWhenLost
 	}
 	return sim.SkipCertainDrain
 }
@@ -93,17 +101,19 @@ func (c *checkRun) settleStopped(ctx context.Context, jobs []job, cells func(j j
 	return c.e.runJobs(ctx, again, c.fleet, c.name, grid.Shard{}, c.opts, refile)
 }
 
-// earlyNote says how many of the result's cells stopped early, if any.
+// earlyNote says how many of the result's cells stopped early, if any:
+// at the verdict's client count, and at the others (or with an
+// assumption changed).
 func (r *CheckResult) earlyNote() []string {
-	stopped, runs := 0, 0
-	count := func(seeds [][][]CheckCell) {
+	var stopped, runs [2]int
+	count := func(k int, seeds [][][]CheckCell) {
 		for _, s := range seeds {
 			for _, row := range s {
 				for _, c := range row {
 					if c.Ran {
-						runs++
+						runs[k]++
 						if c.EndedEarly != nil {
-							stopped++
+							stopped[k]++
 						}
 					}
 				}
@@ -111,16 +121,21 @@ func (r *CheckResult) earlyNote() []string {
 		}
 	}
 	for _, f := range r.Fleets {
-		for _, k := range f.Runs[min(1, len(f.Runs)):] {
-			count(k)
+		for i, k := range f.Runs {
+			count(min(i, 1), k)
 		}
 		if f.Assumed != nil {
-			count(f.Assumed.Runs)
+			count(1, f.Assumed.Runs)
 		}
 	}
-	if stopped == 0 {
-		return nil
+	var out []string
+	if stopped[0] > 0 {
+		out = append(out, fmt.Sprintf("%d of the %d runs at the verdict's client count stopped once their collapse was certain and every intent left was lost (docs/early-exit.md): their recovery (never) and intents lost are the whole run's, their attempts stop there, so the map and the worst numbers give no amplification for them (their collapse is the finding); --full-runs plays them to their end",
+			stopped[0], runs[0]))
 	}
-	return []string{fmt.Sprintf("%d of the %d runs at the other client counts (or with an assumption changed) stopped once their collapse was certain (docs/early-exit.md): each stays collapsed, its level counts in the verdict, and no number printed comes from it (--json marks them: ended_early)",
-		stopped, runs)}
+	if stopped[1] > 0 {
+		out = append(out, fmt.Sprintf("%d of the %d runs at the other client counts (or with an assumption changed) stopped once their collapse was certain (docs/early-exit.md): each stays collapsed, its level counts in the verdict, and no number printed comes from it (--json marks them: ended_early)",
+			stopped[1], runs[1]))
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,20 +73,23 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 			}
 		}
 	}
-	stopped := 0
+	stopped, lost := 0, 0
 	for _, c := range cases {
 		start := time.Now() // for the log only
-		fullAll, full, fullText, fullErr := c.run(t, true)
-		earlyAll, early, earlyText, earlyErr := c.run(t, false)
-		if fullErr != nil || earlyErr != nil {
+		fullAll, full, fullText, fullErr := c.run(t, runFull)
+		earlyAll, early, earlyText, earlyErr := c.run(t, runCounted)
+		_, fast, fastText, fastErr := c.run(t, runDefault)
+		if fullErr != nil || earlyErr != nil || fastErr != nil {
 			// A config check refuses (a hedge as long as the timeout)
-			// must be refused the same way both ways.
-			if fullErr == nil || earlyErr == nil || fullErr.Error() != earlyErr.Error() {
-				t.Errorf("%s: full runs: %v; early exit: %v", c.name, fullErr, earlyErr)
+			// must be refused the same way every way.
+			if fullErr == nil || earlyErr == nil || fastErr == nil || fullErr.Error() != earlyErr.Error() || fullErr.Error() != fastErr.Error() {
+				t.Errorf("%s: full runs: %v; early exit: %v; collapsed runs stopped: %v", c.name, fullErr, earlyErr, fastErr)
 			}
-			t.Logf("%s: refused both ways: %v", c.name, fullErr)
+			t.Logf("%s: refused every way: %v", c.name, fullErr)
 			continue
 		}
+		l := sameLost(t, c, early, fast, earlyText, fastText)
+		lost += l
 		n := sameCheck(t, c.name, full, early)
 		if a, b := jsonText(t, fullAll), jsonText(t, earlyAll); a != b {
 			t.Errorf("%s: the results differ:\nfull runs:\n%s\nearly exit:\n%s", c.name, a, b)
@@ -93,11 +98,103 @@ func TestEarlyExitKeepsTheVerdict(t *testing.T) {
 		if fullText != withoutEarlyNote(earlyText) {
 			t.Errorf("%s: the reports differ beyond the note:\nfull runs:\n%s\nearly exit:\n%s", c.name, fullText, earlyText)
 		}
-		t.Logf("%s: %s, %d runs stopped early (%.1fs both ways)", c.name, early.Fleets[0].Verdict, n, time.Since(start).Seconds())
+		t.Logf("%s: %s, %d runs stopped early, %d collapsed runs at the verdict's count (%.1fs every way)", c.name, early.Fleets[0].Verdict, n, l, time.Since(start).Seconds())
 	}
-	if stopped == 0 {
-		t.Error("no run stopped early: the test proves nothing")
+	if stopped == 0 || lost == 0 {
+		t.Errorf("%d runs stopped early, %d at the verdict's client count: the test proves nothing of what did not", stopped, lost)
 	}
+}
+
+// sameLost checks what check's default (the collapsed runs at the
+// verdict's client count stop once every intent left is lost: fast)
+// promises against the same check with them counted to their end
+// (early): the verdict at every client count, the collapses found, the
+// margins, the worst cell, the runs with retries off and every run that
+// did not stop, whole; a stopped run's recovery (none), NeverHealthy,
+// intents and intents lost; amplification findings only where early has
+// them, and only from runs that did not stop (so never worse); the
+// printed verdict, margin, intents lost and blame. It returns how many
+// of fast's runs at the verdict's client count stopped.
+func sameLost(t *testing.T, c earlyCheck, early, fast *verdict.CheckResult, earlyText, fastText string) int {
+	t.Helper()
+	stopped := 0
+	for i := range min(len(early.Fleets), len(fast.Fleets)) {
+		e, f := &early.Fleets[i], &fast.Fleets[i]
+		at := fmt.Sprintf("%s/%s", c.name, e.Name)
+		if e.Verdict != f.Verdict || !reflect.DeepEqual(e.ByClients, f.ByClients) || !reflect.DeepEqual(e.Margin, f.Margin) || !reflect.DeepEqual(e.Bare, f.Bare) {
+			t.Errorf("%s: verdict %v by clients %v margin %+v; counted: %v %v %+v (or the runs with retries off differ)", at, f.Verdict, f.ByClients, f.Margin, e.Verdict, e.ByClients, e.Margin)
+		}
+		hasStop := map[[2]int]bool{}
+		for s := range e.Runs[0] {
+			for fi := range e.Runs[0][s] {
+				for li := range e.Runs[0][s][fi] {
+					x, y := e.Runs[0][s][fi][li], f.Runs[0][s][fi][li]
+					if y.EndedEarly == nil {
+						if !reflect.DeepEqual(x, y) {
+							t.Errorf("%s: seed %d cell %d/%d did not stop and differs: %+v; counted %+v", at, s, fi, li, y, x)
+						}
+						continue
+					}
+					stopped++
+					hasStop[[2]int{fi, li}] = true
+					if !y.EndedEarly.AllLost || y.Recovered || x.Recovered || x.NeverHealthy != y.NeverHealthy ||
+						x.Intents != y.Intents || x.IntentsLost != y.IntentsLost || x.FaultIntents != y.FaultIntents {
+						t.Errorf("%s: seed %d cell %d/%d stopped (%+v): %+v; counted %+v", at, s, fi, li, *y.EndedEarly, y, x)
+					}
+				}
+			}
+		}
+		var kept []verdict.Finding
+		for _, x := range e.Findings {
+			switch x.What {
+			case "work", "load", "instant", "herd":
+				if hasStop[[2]int{x.Fault, x.Load}] {
+					continue // judged again below, from the runs that did not stop
+				}
+			}
+			kept = append(kept, x)
+		}
+		var fk []verdict.Finding
+		for _, x := range f.Findings {
+			if hasStop[[2]int{x.Fault, x.Load}] && x.What != "collapse" && x.What != "collapse_outside" && x.What != "never_healthy" && x.What != "collapse_anyway" {
+				if !slices.ContainsFunc(e.Findings, func(y verdict.Finding) bool {
+					return y.What == x.What && y.Fault == x.Fault && y.Load == x.Load && x.Seeds <= y.Seeds && x.Value <= y.Value
+				}) {
+					t.Errorf("%s: finding %+v, which the counted runs do not give or give smaller", at, x)
+				}
+				continue
+			}
+			fk = append(fk, x)
+		}
+		if !reflect.DeepEqual(kept, fk) {
+			t.Errorf("%s: findings %+v; counted %+v", at, fk, kept)
+		}
+	}
+	if c.in != nil {
+		ew, _, eok, eerr := early.WorstScenario(c.in, c.base)
+		fw, _, fok, ferr := fast.WorstScenario(c.in, c.base)
+		if eok != fok || (eerr == nil) != (ferr == nil) || !reflect.DeepEqual(ew, fw) {
+			t.Errorf("%s: the worst cell differs: %+v; counted %+v", c.name, fw, ew)
+		}
+	}
+	if a, b := printedVerdict(earlyText), printedVerdict(fastText); a != b {
+		t.Errorf("%s: the printed verdicts differ:\n%s\ncounted:\n%s", c.name, b, a)
+	}
+	return stopped
+}
+
+// printedVerdict is the lines of a check's report that say its verdict,
+// margin, intents lost and blame.
+func printedVerdict(text string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, p := range []string{"  verdict:", "  margin:", "  intents lost:", "  to blame:", "  the same at", "Verdict"} {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestEarlyExitSettles checks the storm at the edge with early exit, for
@@ -111,7 +208,7 @@ func TestEarlyExitSettles(t *testing.T) {
 	}
 	base := earlyBase(t)
 	c := earlyCheck{name: "storm at the edge", in: []verdict.CheckInput{{Fleet: base.Fleets[0], Origin: "storm"}}, base: base, seeds: 1, load: 0.975, dip: 0.9}
-	_, r, _, err := c.run(t, false)
+	_, r, _, err := c.run(t, runDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +232,21 @@ type earlyCheck struct {
 	load, dip float64
 }
 
+// runWay is how far a check of the test lets its runs end early.
+type runWay int
+
+const (
+	runDefault runWay = iota // check's default: every rule
+	runCounted               // the collapsed runs at the verdict's client count played to their end (CountCollapsed)
+	runFull                  // every run to its end (FullRuns)
+)
+
 // run checks c, with every run to its end or not, and returns the result
 // (a stack's check in it) and its report, or the error check refused c
 // with.
-func (c earlyCheck) run(t testing.TB, full bool) (any, *verdict.CheckResult, string, error) {
+func (c earlyCheck) run(t testing.TB, how runWay) (any, *verdict.CheckResult, string, error) {
 	t.Helper()
-	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, FullRuns: full}
+	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, FullRuns: how == runFull, CountCollapsed: how == runCounted}
 	var text bytes.Buffer
 	if c.layers != nil {
 		s, err := verdict.CheckStack(context.Background(), c.layers, co, experiment.Options{})
@@ -184,14 +290,16 @@ func istio10(t testing.TB, baseFile string, seeds int) earlyCheck {
 
 // BenchmarkCheckStackIstio10 is check --stack of issue 40's stack, two
 // Istio routes of attempts: 10, on the storm with three seeds, with early
-// exit (early) and every run to its end (full).
+// exit (early: check's default), with the collapsed runs at the
+// verdict's client count played to their end (counted) and every run to
+// its end (full).
 func BenchmarkCheckStackIstio10(b *testing.B) {
 	c := istio10(b, "", 0)
-	for _, full := range []bool{false, true} {
-		b.Run(map[bool]string{false: "early", true: "full"}[full], func(b *testing.B) {
+	for _, how := range []runWay{runDefault, runCounted, runFull} {
+		b.Run([]string{"early", "counted", "full"}[how], func(b *testing.B) {
 			cpu := cpuTime()
 			for b.Loop() {
-				if _, _, _, err := c.run(b, full); err != nil {
+				if _, _, _, err := c.run(b, how); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -236,13 +236,16 @@ func (r *CheckResult) worstNumbers(f CheckFleet) []string {
 	worst, wf, wl := 0.0, -1, 0
 	lost, lf, ll := int64(-1), 0, 0
 	var lostIntents int64
+	stopped := 0
 	for _, seed := range f.Runs[0] {
 		for fi, row := range seed {
 			for li, c := range row {
 				if !c.Ran {
 					continue
 				}
-				if a := c.perIntent(); a > worst {
+				if c.EndedEarly != nil {
+					stopped++ // its attempts stop where it did; its intents lost are the whole run's
+				} else if a := c.perIntent(); a > worst {
 					worst, wf, wl = a, fi, li
 				}
 				if c.Intents > 0 && c.IntentsLost > lost {
@@ -253,7 +256,13 @@ func (r *CheckResult) worstNumbers(f CheckFleet) []string {
 	}
 	var out []string
 	if wf >= 0 {
-		out = append(out, fmt.Sprintf("most attempts per intent over a fault and its recovery: %.2f (%s at %s load)", worst, r.Faults[wf].Name, report.Percent(r.Loads[wl], 0)))
+		s := fmt.Sprintf("most attempts per intent over a fault and its recovery: %.2f (%s at %s load)", worst, r.Faults[wf].Name, report.Percent(r.Loads[wl], 0))
+		if stopped > 0 {
+			s += fmt.Sprintf(", of the runs played to their end (%d collapsed runs stopped once certain; --full-runs counts them)", stopped)
+		}
+		out = append(out, s)
+	} else if stopped > 0 {
+		out = append(out, fmt.Sprintf("most attempts per intent over a fault and its recovery: not counted (each of the %d runs that collapsed stopped once certain; --full-runs counts them)", stopped))
 	}
 	if lost >= 0 {
 		out = append(out, fmt.Sprintf("intents lost: at most %s of %s (%s), %s at %s load",

@@ -138,7 +138,9 @@ import takes --format F, --base FILE (the scenario whose traffic, origin and
 triggers the fleets run in; the storm's by default), -o FILE and --timeout
 D. check and advise take --json, --seed, --out, --format, --base, --load
 SHARE and --dip SHARE (the region you call realistic), --seeds N,
---clients N, --shard I/N and --workers N; advise also --max-runs N, --top N,
+--clients N, --shard I/N and --workers N; check also --model and
+--full-runs (play the collapsed runs to their end, to print their
+amplification); advise also --max-runs N, --top N,
 --as FORMATS, --route NAME, --conditions, --long and --progress.
 sweep takes --shard I/N and --workers N too; merge takes --json, --out and
 --top. docs/check.md describes them.

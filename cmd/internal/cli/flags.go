@@ -231,6 +231,8 @@ type ConfigFlags struct {
 	// Model is check --model: the analytic model answers the cells far
 	// from the boundary outside the realistic region.
 	Model bool
+	// FullRuns is check --full-runs: every run plays to its end.
+	FullRuns bool
 	// Exhaustive is advise --exhaustive: simulate every candidate at
 	// every seed, with no screen by the model.
 	Exhaustive bool
@@ -423,9 +425,10 @@ func checkRunsFlags(fs *flag.FlagSet, inv *Invocation) {
 	whole(fs, "max-runs", "refuse a --stack or --manifests check of more than `N` simulations, counted first (default 20000)", &inv.Configs.MaxRuns, 1, 10_000_000)
 }
 
-// checkModelFlags is check's own: --model.
+// checkModelFlags is check's own: --model, --full-runs.
 func checkModelFlags(fs *flag.FlagSet, inv *Invocation) {
 	fs.BoolVar(&inv.Configs.Model, "model", false, "let the analytic model answer the cells outside the realistic region that it places far from the boundary; the realistic cells, and so the verdict, still rest on the simulator (docs/model.md)")
+	fs.BoolVar(&inv.Configs.FullRuns, "full-runs", false, "play every run to its end, so that the collapsed cells' amplification is counted too (slower; the verdict is the same; docs/early-exit.md)")
 }
 
 func adviseFlags(fs *flag.FlagSet, inv *Invocation) {

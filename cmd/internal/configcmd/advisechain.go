@@ -50,7 +50,7 @@ func RunAdviseChains(ctx context.Context, files []string, a AdviseOptions, o IO)
 	if st.shard.Count > 1 {
 		return usagef("--shard is not supported with advise --stack or --manifests yet")
 	}
-	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, NoMargin: true}
+	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, NoMargin: true, CountCollapsed: true}
 	runs, per := 0, make([]int, len(chains))
 	for k, ch := range chains {
 		n, err := verdict.StackRuns(co, layersOf(ch))

@@ -29,7 +29,7 @@ func Check(ctx context.Context, inv *cli.Invocation) error {
 func checkOptions(inv *cli.Invocation) CheckOptions {
 	c := inv.Configs
 	return CheckOptions{Format: c.Format, Base: c.Base, Out: inv.ReportDir(), Load: c.Load, Dip: c.Dip,
-		JSON: inv.JSON, Model: c.Model, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
+		JSON: inv.JSON, Model: c.Model, FullRuns: c.FullRuns, Shard: c.Shard, Workers: c.Workers, Seed: inv.Seed, Seeds: c.Seeds, Clients: c.Clients,
 		MaxMemory: inv.Limits().Memory, Protocol: c.Protocol, Istio: c.Istio,
 		CI: CI{Stack: c.Stack, SARIF: c.SARIF, JUnit: c.JUnit, Baseline: c.Baseline, Manifests: c.Manifests, MaxRuns: c.MaxRuns, FailOnUnsafe: c.FailOnUnsafe, EmitWorst: c.EmitWorst, Instances: c.Instances, Inputs: inv.Inputs()}}
 }
@@ -37,18 +37,20 @@ func checkOptions(inv *cli.Invocation) CheckOptions {
 // CheckOptions are the flags check and advise share, as internal/cli
 // parsed and checked them.
 type CheckOptions struct {
-	Format  string  // --format: the files' format; "" detects it
-	Base    string  // --base: the scenario to run against
-	Out     string  // --out: the HTML report's directory
-	Load    float64 // --load: the realistic load
-	Dip     float64 // --dip: the realistic dip
-	JSON    bool    // --json
-	Model   bool    // check --model: the model answers the cells far from the boundary
-	Shard   string  // --shard i/n
-	Workers int     // --workers
-	Seed    *uint64 // --seed: replaces the base scenario's
-	Seeds   int     // --seeds: seeds per cell; 0 means 3
-	Clients int     // --clients: client instances; 0 means the base scenario's
+	Format string  // --format: the files' format; "" detects it
+	Base   string  // --base: the scenario to run against
+	Out    string  // --out: the HTML report's directory
+	Load   float64 // --load: the realistic load
+	Dip    float64 // --dip: the realistic dip
+	JSON   bool    // --json
+	Model  bool    // check --model: the model answers the cells far from the boundary
+	// FullRuns is check --full-runs: every run plays to its end.
+	FullRuns bool
+	Shard    string  // --shard i/n
+	Workers  int     // --workers
+	Seed     *uint64 // --seed: replaces the base scenario's
+	Seeds    int     // --seeds: seeds per cell; 0 means 3
+	Clients  int     // --clients: client instances; 0 means the base scenario's
 	// Protocol (--protocol) and Istio (--istio) say what the configs do
 	// not, as import's do: what the services speak, the Istio release.
 	Protocol, Istio string
@@ -107,7 +109,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if c.Seed != nil {
 		b.Seed = *c.Seed
 	}
-	r, err := verdict.Check(ctx, in, verdict.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients, Model: c.Model}, opts)
+	r, err := verdict.Check(ctx, in, verdict.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Shard: sh, Seeds: c.Seeds, Clients: c.Clients, Model: c.Model, FullRuns: c.FullRuns}, opts)
 	if err != nil {
 		return costly(err)
 	}

@@ -48,7 +48,7 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	for _, u := range found.Unmatched {
 		fmt.Fprintf(head, "  not matched: %s\n", u)
 	}
-	co := verdict.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	co := verdict.CheckOptions{Base: b, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, FullRuns: c.FullRuns}
 	return c.runChains(ctx, o, chainSet{source: "--manifests " + c.Manifests, chains: chains, unmatched: found.Unmatched}, co, opts, sh)
 }
 

@@ -103,7 +103,7 @@ func RunStack(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	for _, l := range st.files {
 		layers = append(layers, l.layer)
 	}
-	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients}
+	co := verdict.CheckOptions{Base: st.base, Load: c.Load, Dip: c.Dip, Seeds: c.Seeds, Clients: c.Clients, FullRuns: c.FullRuns}
 	if len(c.Instances) > 0 && c.Instances[0] > 0 {
 		// The outermost layer's instances are the clients: each runs
 		// the fleet's policy with its own budget and breaker.
