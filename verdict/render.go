@@ -300,10 +300,29 @@ func (r *CheckResult) Render(w io.Writer, st report.Style) error {
 		if err := tables[i].Render(w, st); err != nil {
 			return err
 		}
-		fmt.Fprintln(w, "n/a: not judged (it retries none of what the fault makes); †: collapses with retries off too; ×!: past an amplification threshold (the worst value)")
+		legend := "n/a: not judged (it retries none of what the fault makes); †: collapses with retries off too; ×!: past an amplification threshold (the worst value)"
+		if i < len(r.Fleets) && countEnded(r.Fleets[i].Runs[0]) > 0 {
+			legend += "; no ×! from a run that stopped once its collapse was certain (--full-runs plays it out)"
+		}
+		fmt.Fprintln(w, legend)
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// countEnded is how many of seeds' runs ended early.
+func countEnded(seeds [][][]CheckCell) int {
+	n := 0
+	for _, s := range seeds {
+		for _, row := range s {
+			for _, c := range row {
+				if c.Ran && c.EndedEarly != nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 func loadList(ls []float64) string {
