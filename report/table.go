@@ -52,9 +52,14 @@ func (s Style) wrap(code, text string) string {
 	return code + text + ansiReset
 }
 
+// textWidth is the width a table's text keeps to where it can.
+const textWidth = 80
+
 // Render writes the table as aligned text. Columns are separated by two
-// spaces; a column that does not fit the width is not cut: the title and
-// rule still fit, and narrow terminals wrap as they must.
+// spaces, or by one where that makes the table fit textWidth columns (a
+// long cell such as "never healthy" otherwise pushes a table just past
+// it); a column that does not fit is not cut: the title and rule still
+// fit, and narrow terminals wrap as they must.
 func (t Table) Render(w io.Writer, st Style) error {
 	widths := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
@@ -72,6 +77,10 @@ func (t Table) Render(w io.Writer, st Style) error {
 		total += n + 2
 	}
 	total -= 2
+	sep := "  "
+	if total > textWidth && total-(len(widths)-1) <= textWidth {
+		sep, total = " ", total-(len(widths)-1)
+	}
 	var b strings.Builder
 	if t.Title != "" {
 		b.WriteString(st.wrap(ansiBold, t.Title))
@@ -81,7 +90,7 @@ func (t Table) Render(w io.Writer, st Style) error {
 	for i, c := range t.Columns {
 		cells[i] = pad(c.Name, widths[i], c.Align)
 	}
-	b.WriteString(st.wrap(ansiDim, strings.TrimRight(strings.Join(cells, "  "), " ")))
+	b.WriteString(st.wrap(ansiDim, strings.TrimRight(strings.Join(cells, sep), " ")))
 	b.WriteByte('\n')
 	b.WriteString(st.wrap(ansiDim, strings.Repeat("─", total)))
 	b.WriteByte('\n')
@@ -97,7 +106,7 @@ func (t Table) Render(w io.Writer, st Style) error {
 			}
 			cells[i] = cell
 		}
-		b.WriteString(strings.TrimRight(strings.Join(cells, "  "), " "))
+		b.WriteString(strings.TrimRight(strings.Join(cells, sep), " "))
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())

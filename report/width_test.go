@@ -50,3 +50,39 @@ func TestTableAlignsWideNames(t *testing.T) {
 		}
 	}
 }
+
+// A table a long cell pushes just past 80 columns closes its gaps to one
+// space and fits (issue 40's CI: the lab's storm table with a fleet "never
+// healthy" was 84 columns); one that cannot fit keeps two.
+func TestTableFitsEightyColumns(t *testing.T) {
+	storm := Table{
+		Columns: []Column{{Name: "fleet"}, {Name: "peak", Align: Right}, {Name: "r/req", Align: Right},
+			{Name: "goodput", Align: Right}, {Name: "failures", Align: Right},
+			{Name: "after", Align: Right}, {Name: "recovery", Align: Right}, {Name: "lost", Align: Right}},
+		Rows: [][]string{
+			{"naive", "107", "2.211", "64", "1,217", "1,122", "never", "335"},
+			{"guarded", "35", "0.040", "245", "213", "61", "never healthy", "154"},
+			{"naive, deadline shedding", "48", "0.424", "389", "179", "121", "never", "10"},
+		},
+	}
+	wide := Table{Columns: []Column{{Name: strings.Repeat("a", 50)}, {Name: strings.Repeat("b", 40)}}}
+	for _, c := range []struct {
+		name  string
+		t     Table
+		width int
+	}{{"storm", storm, 77}, {"too wide", wide, 92}} {
+		var b strings.Builder
+		if err := c.t.Render(&b, Style{}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		if got := Width(lines[1]); got != c.width {
+			t.Errorf("%s: the rule is %d columns, want %d:\n%s", c.name, got, c.width, b.String())
+		}
+		for _, l := range lines {
+			if Width(l) > c.width {
+				t.Errorf("%s: a line of %d columns: %q", c.name, Width(l), l)
+			}
+		}
+	}
+}
