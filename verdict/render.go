@@ -236,16 +236,14 @@ func (r *CheckResult) worstNumbers(f CheckFleet) []string {
 	worst, wf, wl := 0.0, -1, 0
 	lost, lf, ll := int64(-1), 0, 0
 	var lostIntents int64
-	stopped := 0
+	stopped := countEnded(f.Runs[0]) // their attempts stop where they did; their intents lost are the whole runs'
 	for _, seed := range f.Runs[0] {
 		for fi, row := range seed {
 			for li, c := range row {
 				if !c.Ran {
 					continue
 				}
-				if c.EndedEarly != nil {
-					stopped++ // its attempts stop where it did; its intents lost are the whole run's
-				} else if a := c.perIntent(); a > worst {
+				if a := c.perIntent(); c.EndedEarly == nil && a > worst {
 					worst, wf, wl = a, fi, li
 				}
 				if c.Intents > 0 && c.IntentsLost > lost {
