@@ -72,6 +72,7 @@ var grpcRetryConfig = fmt.Sprintf(`{"methodConfig": [{
 // target, so Prometheus's instance label tells them apart (the exporter
 // adds no instance label of its own: its resource goes to target_info).
 func TestRealGRPC(t *testing.T) {
+	t.Parallel() // see realTimeParallel
 	bin := promtest.Bin(t, "the real-gRPC test takes about 30 s")
 	// The lock is TestMain's. Up to testlock.Tries runs of 26 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)

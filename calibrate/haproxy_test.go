@@ -22,6 +22,7 @@ import (
 // docs/lab.md sets it up. 300 intents a second, with a burst to 900 for
 // 2 s that fills HAProxy's queue.
 func TestRealHAProxy(t *testing.T) {
+	t.Parallel() // see realTimeParallel
 	prom := promtest.Bin(t, "the real-HAProxy test takes about 30 s")
 	hap := servertest.Need(t, "haproxy", "haproxy")
 	// The lock is TestMain's.

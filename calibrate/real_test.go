@@ -63,6 +63,7 @@ fleets:
 // Targets (issue 23): capacity and median service time within 10%, base
 // rate within 5%, client instances exact.
 func TestRealPrometheus(t *testing.T) {
+	t.Parallel() // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus test takes about 30 s")
 	// The lock is TestMain's.
 	truth, err := scenario.Parse("truth.yaml", []byte(truthYAML))

@@ -28,6 +28,7 @@ import (
 // testdata/haproxy-storm.json, which TestHAProxyStormWindow replays on
 // every run. About 75 s.
 func TestRealHAProxyStorm(t *testing.T) {
+	t.Parallel() // see realTimeParallel
 	prom := promtest.Bin(t, "the real-HAProxy storm takes about 60 s")
 	hap := servertest.Need(t, "haproxy", "haproxy")
 	// The lock is TestMain's.

@@ -13,6 +13,14 @@ import (
 // in CI the CPU-heavy packages hold the lock, shared, for minutes (a wait
 // inside a test timed the package out at 15 minutes). Under -short those
 // tests skip, and nothing is taken.
+//
+// realTimeParallel: the tests that play a storm in real time against real
+// servers (the lab's fleets, HAProxy, Prometheus) run in parallel with
+// each other, two at a time by default (go test's -parallel is
+// GOMAXPROCS), since each keeps a sixth of a core busy and waits on its
+// ticks the rest of the time: 256 s of the package's run, one after
+// another, became about half. Each still watches its machine and
+// measures again when a run was spoiled (testlock.Conclusive).
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !testing.Short() {

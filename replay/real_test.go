@@ -51,6 +51,7 @@ fleets:
 // and the replay's (recovered or never) must agree with what the lab
 // measured, and the inferred trigger must be the dip.
 func TestRealPrometheus(t *testing.T) {
+	t.Parallel() // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus replay test takes about 45 s")
 	// The lock is TestMain's.
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
@@ -160,6 +161,7 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the lab runs seven fleets for about 95 s")
 	}
+	t.Parallel() // see realTimeParallel
 	// The lock is TestMain's.
 	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
 	if err != nil {
