@@ -84,6 +84,10 @@ type CheckOptions struct {
 	// every intent left is certain to be lost, and the map gives them no
 	// amplification figure (checkearly.go).
 	CountCollapsed bool
+	// Runs, when set, is shared with the other checks of one invocation
+	// (the chains of a manifests directory): a run one of them made is
+	// not made again (RunCache). Nil: the check keeps a cache of its own.
+	Runs *RunCache
 }
 
 // CheckFleet is one fleet's results: Cells[fault][load], the worst seed
@@ -183,6 +187,10 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 	}
 	base := e.base
 	e.faults = append(e.faults, faultsFor(base, in)...)
+	e.cache = co.Runs
+	if e.cache == nil && !noRunCache {
+		e.cache = new(RunCache)
+	}
 	r := &CheckResult{Schema: CheckSchema, Scenario: base.Name, Seed: base.Seed, Rate: base.Traffic.Rate, Tick: base.Tick.Seconds(),
 		Loads: e.loads, Faults: e.faults, RealLoad: e.realLoad, RealDip: e.realDip, Seeds: e.seeds, Clients: e.clients,
 		ClientsFrom: "the scenario's", Shard: co.Shard.String(), Notes: append(slices.Clone(e.notes), balancingNotes(base, in)...)}
@@ -199,9 +207,9 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		fleets[i] = f.Fleet
 		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, counted, f.FromBase), Runs: r.newRuns()}
 		for _, ft := range e.faults {
-			cf.Judged = append(cf.Judged, judges(f.Fleet, ft))
+			cf.Judged = append(cf.Judged, chainJudges(f, ft))
 		}
-		if retries(f.Fleet) {
+		if chainRetries(f) {
 			cf.Bare = newSeedCells(len(e.seeds), len(e.faults), len(e.loads))
 		}
 		if a := f.Assume; a != nil {
@@ -212,7 +220,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		r.Fleets = append(r.Fleets, cf)
 	}
 	run := checkRun{e: e, in: in, r: r, opts: opts, early: !co.FullRuns, lost: !co.FullRuns && !co.CountCollapsed, name: func(i int) string { return fmt.Sprintf("check: fleet %q", in[i].Fleet.Name) }}
-	jobs := e.jobs(fleets, variants)
+	jobs := e.jobs(in, variants)
 	if co.Model && co.Shard.Count <= 1 && !run.stack() {
 		jobs = r.modelFar(e, fleets, jobs)
 	}

@@ -76,7 +76,7 @@ func (c *checkRun) settleStopped(ctx context.Context, jobs []job, cells func(j j
 	var bare []job
 	for _, j := range stopped {
 		k := key{j.fleet, j.seed, j.fault, j.load}
-		if _, ok := recovers[k]; !ok && retries(c.in[j.fleet].Fleet) {
+		if _, ok := recovers[k]; !ok && chainRetries(c.in[j.fleet]) {
 			recovers[k] = false
 			bare = append(bare, job{j.fleet, retriesOff, 0, j.seed, j.fault, j.load, sim.SkipCertainDrain})
 		}

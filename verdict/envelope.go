@@ -247,6 +247,8 @@ type envelope struct {
 	at                time.Duration
 	realLoad, realDip float64
 	notes             []string // what the envelope changed of the base, in words
+	// cache, when set, makes each distinct run once (RunCache).
+	cache *RunCache
 }
 
 // Where the faults go in a run: from faultAt (or the base scenario's
@@ -403,12 +405,12 @@ type job struct {
 // realistic ones at the others; then the same cells with retries off at
 // the first count (for a fleet that retries at all), then its assumed
 // variant's realistic cells (for a fleet that has one).
-func (e *envelope) jobs(fleets []scenario.Fleet, variants []bool) []job {
+func (e *envelope) jobs(fleets []CheckInput, variants []bool) []job {
 	var out []job
 	add := func(fl, v, ki int, realOnly bool) {
 		for si := range e.seeds {
 			for fi, ft := range e.faults {
-				if !judges(fleets[fl], ft) {
+				if !chainJudges(fleets[fl], ft) {
 					continue
 				}
 				for li := range e.loads {
@@ -423,7 +425,7 @@ func (e *envelope) jobs(fleets []scenario.Fleet, variants []bool) []job {
 		for ki := range e.clients {
 			add(fl, asConfigured, ki, ki > 0)
 		}
-		if retries(fleets[fl]) {
+		if chainRetries(fleets[fl]) {
 			add(fl, retriesOff, 0, false)
 		}
 		if fl < len(variants) && variants[fl] {
@@ -437,6 +439,23 @@ func (e *envelope) jobs(fleets []scenario.Fleet, variants []bool) []job {
 // or hedges.
 func retries(f scenario.Fleet) bool { return f.Retry.MaxRetries != 0 || f.Hedge.Delay > 0 }
 
+// chainRetries reports whether in sends any attempt past the first at
+// some layer: its fleet, or a tier it calls through (a stack's inner
+// layers, which may retry where the first does not: an app that does not
+// retry behind a sidecar that does).
+func chainRetries(in CheckInput) bool {
+	return retries(in.Fleet) || slices.ContainsFunc(in.Tiers, func(t scenario.Tier) bool { return retries(t.Client.Fleet(t.Name)) })
+}
+
+// chainJudges reports whether in is judged on fault f: its fleet, or a
+// tier it calls through, retries a failure f makes. (A layer between two
+// others sees what the one below gives up with, not the origin's
+// failure: judging it on the origin's is a superset, which costs runs, not
+// verdicts, since a finding needs what the runs show.)
+func chainJudges(in CheckInput, f checkFault) bool {
+	return judges(in.Fleet, f) || slices.ContainsFunc(in.Tiers, func(t scenario.Tier) bool { return judges(t.Client.Fleet(t.Name), f) })
+}
+
 // withoutRetries is f with its retries and hedges off, everything else
 // as it is.
 func withoutRetries(f scenario.Fleet) scenario.Fleet {
@@ -447,26 +466,90 @@ func withoutRetries(f scenario.Fleet) scenario.Fleet {
 
 // runJobs runs jobs on the envelope, fleet i as variant v being
 // spec(i, v), calling the origin through the tiers it gives, if any (a
-// stack's chain, judged at the origin), and hands each cell to keep.
+// stack's chain, judged at the origin), and hands each cell to keep,
+// from the goroutines that run them. With a cache (and no shard, whose
+// cells are numbered by job), a run the cache has, or that another job
+// makes, is not made again.
 func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) (scenario.Fleet, []scenario.Tier), name func(i int) string, sh grid.Shard, opts experiment.Options, keep func(j job, c CheckCell)) error {
-	g := grid.Grid{
-		Cells: len(jobs),
-		Shard: sh,
-		Cell: func(i int) (*scenario.Scenario, error) {
+	build := func(j job) (*scenario.Scenario, error) {
+		f, ts := spec(j.fleet, j.variant)
+		sc, err := e.cellThrough(f, ts, j.clients, j.seed, j.fault, j.load)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name(j.fleet), err)
+		}
+		return sc, nil
+	}
+	if e.cache == nil || sh.Count > 1 {
+		g := grid.Grid{
+			Cells: len(jobs),
+			Shard: sh,
+			Cell:  func(i int) (*scenario.Scenario, error) { return build(jobs[i]) },
+			Early: func(i int) sim.EarlyExit { return jobs[i].early },
+		}
+		return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
 			j := jobs[i]
-			f, ts := spec(j.fleet, j.variant)
-			sc, err := e.cellThrough(f, ts, j.clients, j.seed, j.fault, j.load)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name(j.fleet), err)
+			keep(j, e.cellOf(f, j.fault, j.load))
+		})
+	}
+	type run struct {
+		job   job
+		sc    *scenario.Scenario
+		key   runKey
+		keyed bool
+		same  []job // jobs whose run is this one's
+	}
+	var todo []*run
+	first := map[runKey]*run{}
+	for _, j := range jobs {
+		sc, err := build(j)
+		if err != nil {
+			return err
+		}
+		k, ok := keyOf(sc, j.early, e.reading(j))
+		if ok {
+			if cell, hit := e.cache.get(k); hit {
+				keep(j, cell)
+				continue
 			}
+			if r := first[k]; r != nil {
+				r.same = append(r.same, j)
+				continue
+			}
+		}
+		r := &run{job: j, sc: sc, key: k, keyed: ok}
+		if ok {
+			first[k] = r
+		}
+		todo = append(todo, r)
+	}
+	g := grid.Grid{
+		Cells: len(todo),
+		Cell: func(i int) (*scenario.Scenario, error) {
+			sc := todo[i].sc
+			todo[i].sc = nil // the run's own, and no longer kept
 			return sc, nil
 		},
-		Early: func(i int) sim.EarlyExit { return jobs[i].early },
+		Early: func(i int) sim.EarlyExit { return todo[i].job.early },
 	}
 	return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
-		j := jobs[i]
-		keep(j, e.cellOf(f, j.fault, j.load))
+		r := todo[i]
+		cell := e.cellOf(f, r.job.fault, r.job.load)
+		if r.keyed {
+			e.cache.put(r.key, cell)
+			e.cache.shared(len(r.same))
+		}
+		keep(r.job, cell)
+		for _, j := range r.same {
+			keep(j, cell)
+		}
 	})
+}
+
+// reading is how job j's run is read (cellOf): its window, the fault's
+// and the capacity's, which two jobs of the same scenario may not share
+// (a fault's place in the list differs from chain to chain).
+func (e *envelope) reading(j job) string {
+	return fmt.Sprintf("cell %d %d %+v %v", e.base.Tick, e.at, e.faults[j.fault], e.base.Traffic.Rate/e.loads[j.load])
 }
 
 // realistic is the region the user calls realistic: the given load and

@@ -61,7 +61,7 @@ func (c *checkRun) margins(ctx context.Context) error {
 			byLoad  bool
 		}
 		searches := []search{{&m.Load, asConfigured, true}, {&m.Dip, asConfigured, false}}
-		if retries(c.in[i].Fleet) {
+		if chainRetries(c.in[i]) {
 			searches = append(searches, search{&m.LoadNoRetries, retriesOff, true}, search{&m.DipNoRetries, retriesOff, false})
 		}
 		var wg sync.WaitGroup
@@ -89,7 +89,7 @@ func (c *checkRun) margins(ctx context.Context) error {
 				return err
 			}
 		}
-		if !retries(c.in[i].Fleet) {
+		if !chainRetries(c.in[i]) {
 			m.LoadNoRetries, m.DipNoRetries = m.Load, m.Dip
 		}
 		if err := c.floorMargin(ctx, i, m); err != nil {
@@ -127,18 +127,51 @@ func edge(lo, hi float64, ok func(float64) (bool, error)) (*float64, error) {
 }
 
 // recoversAt reports whether fleet i as variant v recovers, in every
-// seed, from fault ft at base load load.
+// seed, from fault ft at base load load. A seed's run the cache has
+// (the same fleet's, or another chain's with retries off) is not made
+// again.
 func (c *checkRun) recoversAt(ctx context.Context, i, v int, load float64, ft checkFault) (bool, error) {
 	e := c.e
 	f, tiers := c.fleet(i, v)
+	early := sim.NoEarlyExit
+	if c.early {
+		early = sim.StopWhenDecided // only whether it recovered counts
+	}
+	var (
+		todo []*scenario.Scenario
+		keys []runKey
+		kept []bool
+	)
+	for s := range e.seeds {
+		sc, err := e.scenarioAt(f, tiers, e.clients[0], s, load, ft)
+		if err != nil {
+			return false, err
+		}
+		k, ok := runKey{}, false
+		if e.cache != nil {
+			k, ok = keyOf(sc, early, "recovered")
+		}
+		if ok {
+			if cell, hit := e.cache.get(k); hit {
+				if !cell.Recovered {
+					return false, nil
+				}
+				continue
+			}
+		}
+		todo, keys, kept = append(todo, sc), append(keys, k), append(kept, ok)
+	}
 	var mu sync.Mutex
 	all := true
-	g := grid.Grid{Cells: len(e.seeds), Cell: func(s int) (*scenario.Scenario, error) {
-		return e.scenarioAt(f, tiers, e.clients[0], s, load, ft)
-	}, Early: c.earlyExit(sim.StopWhenDecided)} // only whether it recovered counts
+	g := grid.Grid{Cells: len(todo), Cell: func(s int) (*scenario.Scenario, error) {
+		return todo[s], nil
+	}, Early: func(int) sim.EarlyExit { return early }}
 	opts := c.opts.GridOptions()
 	opts.Progress = nil
-	err := grid.Run(ctx, g, opts, func(_ int, r *sim.FleetResult) {
+	err := grid.Run(ctx, g, opts, func(s int, r *sim.FleetResult) {
+		if kept[s] {
+			e.cache.put(keys[s], CheckCell{Ran: true, Recovered: r.Summary.Recovered})
+		}
 		mu.Lock()
 		all = all && r.Summary.Recovered
 		mu.Unlock()

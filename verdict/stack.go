@@ -468,7 +468,7 @@ func StackRuns(co CheckOptions, layers []StackLayer) (int, error) {
 	}
 	// At most: a fleet judged on every fault, every cell again with
 	// retries off, and the margin's four searches.
-	all := []scenario.Fleet{{Retry: scenario.Retry{MaxRetries: 1}}}
+	all := []CheckInput{{Fleet: scenario.Fleet{Retry: scenario.Retry{MaxRetries: 1}}}}
 	n := len(e.jobs(all, nil)) + 1
 	if !co.NoMargin {
 		n += marginRuns(len(e.seeds))

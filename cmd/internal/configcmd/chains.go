@@ -66,9 +66,10 @@ func (c *CheckOptions) runChains(ctx context.Context, o IO, set chainSet, co ver
 	if m.Unmatched == nil {
 		m.Unmatched = []string{}
 	}
+	shared := new(verdict.RunCache) // the chains' identical runs (with retries off) are made once
 	for k, ch := range distinct {
 		cs := co
-		cs.Shard = sh
+		cs.Shard, cs.Runs = sh, shared
 		// Each distinct chain's outage run is made by one shard, in turn.
 		r, err := verdict.CheckStackShard(ctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
 		if err != nil {

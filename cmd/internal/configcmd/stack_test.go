@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/retrystorm/retrystorm/internal/race"
+	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
@@ -97,6 +98,42 @@ func TestStackAmplifiesThroughTheLayers(t *testing.T) {
 		if !strings.Contains(text, s) {
 			t.Errorf("the text lacks %q:\n%s", s, text)
 		}
+	}
+}
+
+// TestStackWhoseFirstLayerDoesNotRetry: an app that does not retry
+// behind a sidecar that retries ten times (Istio's attempts: 10). The
+// chain retries although its first layer does not: it is judged on every
+// fault the sidecar retries, its collapses are compared with the same
+// chain with retries off, its margin is searched without retries too,
+// and it is UNSAFE, as the sidecar's route is alone. (Before, the first
+// layer alone decided: the chain was judged on capacity dips only, its
+// collapses called the origin's "with retries off too" without a run
+// with retries off, and it was AT RISK.)
+func TestStackWhoseFirstLayerDoesNotRetry(t *testing.T) {
+	sidecar := filepath.Join("..", "..", "..", "verdict", "testdata", "early", "istio10-a.yaml")
+	out, _, err := runStack(t, CI{Stack: []string{stackdata("app-noretry.json") + "," + sidecar}}, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Errorf("an app behind a sidecar of ten retries: %v, want ErrUnsafe", err)
+	}
+	var r verdict.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	f := r.Check.Fleets[0]
+	if f.Bare == nil {
+		t.Error("no run with retries off: the chain's collapses are not compared with its retries off")
+	}
+	for i, ft := range r.Check.Faults {
+		if ft.Kind == scenario.TriggerErrors && !f.Judged[i] {
+			t.Errorf("not judged on %s, which the sidecar retries (5xx)", ft.Name)
+		}
+	}
+	if m := f.Margin; m == nil || m.LoadNoRetries == nil || m.Load != nil && *m.LoadNoRetries <= *m.Load {
+		t.Errorf("margin %+v: want a search without retries, and more room without them", m)
+	}
+	if f.Verdict != verdict.Unsafe {
+		t.Errorf("verdict %v, want UNSAFE", f.Verdict)
 	}
 }
 
