@@ -31,7 +31,6 @@ func TestRealHAProxyStorm(t *testing.T) {
 	t.Parallel() // see realTimeParallel
 	prom := promtest.Bin(t, "the real-HAProxy storm takes about 60 s")
 	hap := servertest.Need(t, "haproxy", "haproxy")
-	// The lock is TestMain's.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second) // up to testlock.Tries runs of 75 s
 	defer cancel()
 	const tick = 500 * time.Millisecond

@@ -45,6 +45,18 @@ fleets:
     budget: {use: none}
 `
 
+// realTimeParallel: the tests that play a storm in real time against real
+// servers (the lab's fleets, HAProxy, Prometheus; about 4 minutes one
+// after another) run in parallel with each other, two at a time by
+// default (go test's -parallel is GOMAXPROCS), and take no test lock
+// (internal/testlock): each keeps a sixth of a core busy and waits on its
+// ticks the rest of the time, and their ticks (500 ms, 1 s) leave room for
+// a busy machine. With two busy loops keeping both cores busy beside them,
+// every one was conclusive at its first try (154 s for the package; 142 s
+// on a quiet machine). Each still watches its machine and measures again
+// when a run was spoiled (testlock.Conclusive), and fails in CI when it
+// stays spoiled.
+
 // TestRealPrometheus runs the storm through the lab's own origin and
 // gateway, scraped every second by a real Prometheus on 127.0.0.1, then
 // replays the window from Prometheus's HTTP API: the window's verdict
@@ -53,7 +65,6 @@ fleets:
 func TestRealPrometheus(t *testing.T) {
 	t.Parallel() // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus replay test takes about 45 s")
-	// The lock is TestMain's.
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +173,6 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 		t.Skip("-short: the lab runs seven fleets for about 95 s")
 	}
 	t.Parallel() // see realTimeParallel
-	// The lock is TestMain's.
 	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,6 @@ fleets:
 func TestRealPrometheusLayers(t *testing.T) {
 	t.Parallel() // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus layers test takes about 40 s")
-	// The lock is TestMain's.
 	sc, err := scenario.Parse("chain.yaml", []byte(chainYAML))
 	if err != nil {
 		t.Fatal(err)
