@@ -11,6 +11,7 @@ import (
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/report"
+	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
@@ -155,12 +156,7 @@ func adviseChain(ctx context.Context, files []stackFile, co verdict.CheckOptions
 			return chainAdvice{}, costly(err)
 		}
 		cand.Verdict, cand.FailingCells, cand.Result = r.Level, r.Check.FailingCells(0), r
-		cand.Writable = true
-		for i, f := range files {
-			if cand.Changes[i] != "as it is" && !importer.Expressible(cand.fleets[i], f.from.Format) {
-				cand.Writable = false
-			}
-		}
+		cand.Writable, cand.Unwritable = writable(files, cand)
 		cand.Origin = r.Layers[len(r.Layers)-1].Simulated
 		for _, row := range r.Check.Fleets[0].Cells {
 			for _, cell := range row {
@@ -186,6 +182,39 @@ func adviseChain(ctx context.Context, files []stackFile, co verdict.CheckOptions
 	return adv, nil
 }
 
+// writable reports whether every layer cand changes can say its new
+// policy in its own files, and why not when one cannot: its format has
+// no such setting (no config format has a breaker on the whole
+// dependency: resil's, or the mesh's, goes in front of the calls), or
+// the edit of its files does not read back as the policy (an Istio
+// VirtualService alone has no DestinationRule for a retry budget).
+func writable(files []stackFile, cand *stackCandidate) (bool, string) {
+	for i, f := range files {
+		if cand.Changes[i] == "as it is" {
+			continue
+		}
+		want := cand.fleets[i]
+		if !importer.Expressible(want, f.from.Format) {
+			if hasBreaker(want) {
+				return false, "no layer's format can write it (a breaker on the whole dependency is resil's, or the mesh's, in front of the calls)"
+			}
+			return false, fmt.Sprintf("%s's format cannot write it", f.layer.Name)
+		}
+		if _, _, err := importer.Edit(f.srcs, f.from, layerPolicy(f, want)); err != nil {
+			return false, fmt.Sprintf("%s's files cannot hold it (%v)", f.layer.Name, err)
+		}
+	}
+	return true, ""
+}
+
+// layerPolicy is layer f's policy as advised: its own, with want's
+// retries, budget and breaker.
+func layerPolicy(f stackFile, want scenario.Fleet) scenario.Fleet {
+	rec := f.from.Fleet
+	rec.Retry.MaxRetries, rec.Budget, rec.Breaker = want.Retry.MaxRetries, want.Budget, want.Breaker
+	return rec
+}
+
 // print writes the ranking, the recommendation and each layer's change
 // (a diff of its own file), and keeps the edits in edits.
 func (adv chainAdvice) print(o IO, files []stackFile, edits *fileEdits) error {
@@ -200,7 +229,7 @@ func (adv chainAdvice) print(o IO, files []stackFile, edits *fileEdits) error {
 	best := adv.best
 	fmt.Fprintf(o.Stdout, "\nRecommendation: %s.\n", best.Name)
 	if adv.top.Name != best.Name {
-		fmt.Fprintf(o.Stdout, "Ranked above it, %s: no layer's format can write it (a breaker on the whole dependency is resil's, or the mesh's, in front of the calls).\n", adv.top.Name)
+		fmt.Fprintf(o.Stdout, "Ranked above it, %s: %s.\n", adv.top.Name, adv.top.Unwritable)
 	}
 	if best.changed == 0 {
 		fmt.Fprintln(o.Stdout, "Keep every layer as it is: no placement tried does better here.")
@@ -217,8 +246,7 @@ func (adv chainAdvice) print(o IO, files []stackFile, edits *fileEdits) error {
 			fmt.Fprintf(o.Stdout, "\n%s %s: unchanged.\n", f.layer.Name, what)
 			continue
 		}
-		rec := f.from.Fleet
-		rec.Retry.MaxRetries, rec.Budget, rec.Breaker = want.Retry.MaxRetries, want.Budget, want.Breaker
+		rec := layerPolicy(f, want)
 		if f.embedded {
 			fmt.Fprintf(o.Stdout, "\n%s: %s. Its change, in the config its data holds (%s, line %d on): not written, as the manifest holds it as a string; change it there:\n", f.layer.Name, best.Changes[i], f.layer.File, f.layer.Line)
 		} else {

@@ -20,10 +20,14 @@ type stackCandidate struct {
 	// Changes says what each layer becomes, in order: "as it is", "no
 	// retries", "+ budget (...)", "+ breaker".
 	Changes []string `json:"changes"`
-	// Writable is whether each changed layer's format can say its new
-	// policy (importer.Expressible): no config format here has a breaker
-	// on the whole dependency, so a placement with one is not.
+	// Writable is whether each changed layer's files can say its new
+	// policy: its format can (importer.Expressible; no config format here
+	// has a breaker on the whole dependency), and the edit of its own
+	// files reads back as the policy (importer.Edit: an Istio
+	// VirtualService alone has no place for a retry budget). Unwritable
+	// says why not, when it is not.
 	Writable     bool                 `json:"writable"`
+	Unwritable   string               `json:"unwritable,omitempty"`
 	Verdict      verdict.Level        `json:"verdict"`
 	FailingCells int                  `json:"failing_cells"`
 	IntentsLost  int64                `json:"intents_lost"`
@@ -65,8 +69,10 @@ func hasBreaker(f scenario.Fleet) bool {
 
 // stackCandidates are the placements advise tries: the stack as it is;
 // for each layer that retries, the retries there only, then with its
-// format's budget, then with a breaker too; and every retrying layer
-// keeping its retries with its format's budget added.
+// format's budget, then with a breaker too; for each layer that retries
+// more than once, one retry there only; no retries at any layer; and
+// every retrying layer keeping its retries with its format's budget
+// added.
 func stackCandidates(files []stackFile) []stackCandidate {
 	as := func() []scenario.Fleet {
 		var fs []scenario.Fleet
@@ -122,6 +128,30 @@ func stackCandidates(files []stackFile) []stackCandidate {
 			br.changed++
 			out = append(out, br)
 		}
+	}
+	// Placements every format writes (a layer's retries fewer, or none),
+	// so that a chain none of whose budgets its files can hold (an Istio
+	// VirtualService without a DestinationRule) still gets advice that
+	// its files can take.
+	none := stackCandidate{Name: "no retries at any layer", At: -1, fleets: as(), Changes: same(len(files))}
+	for i := range files {
+		if none.fleets[i].Retry.MaxRetries != 0 {
+			none.fleets[i].Retry.MaxRetries = 0
+			none.Changes[i] = "no retries"
+			none.changed++
+		}
+	}
+	for at, f := range files {
+		if f.layer.Input.Fleet.Retry.MaxRetries <= 1 {
+			continue // once already, or never, or without a limit (Linkerd's, bounded by its budget)
+		}
+		once := stackCandidate{Name: "retry at " + f.layer.Name + " only, once", At: at, fleets: slices.Clone(none.fleets), Changes: slices.Clone(none.Changes), changed: none.changed}
+		once.fleets[at].Retry.MaxRetries = 1
+		once.Changes[at] = "one retry"
+		out = append(out, once)
+	}
+	if none.changed > 0 {
+		out = append(out, none)
 	}
 	every := stackCandidate{Name: "every layer's retries, each with a budget", At: -1, fleets: as(), Changes: same(len(files))}
 	for i, f := range files {

@@ -743,11 +743,13 @@ func TestManifestsCountsTheWorkFirst(t *testing.T) {
 }
 
 // TestAdviseStack: advise --stack on 3 × 2 × 2 attempts searches where
-// to retry and, per layer, its format's budget and a breaker (the work
-// counted first): it recommends the best placement the files can say
-// (a breaker is in no config format), and writes each layer's change
-// into its own file (a diff in the layer's format: the gRPC client's
-// retryThrottling, the routes' attempts).
+// to retry and, per layer, its format's budget and a breaker, one retry,
+// and none (the work counted first): it recommends the best placement the
+// files can say (a breaker is in no config format; the app's gRPC service
+// config is not edited to no retries), says why the one ranked above it
+// is not, and writes each layer's change into its own file (a diff in
+// the layer's format: the gRPC client's retryThrottling, the routes'
+// attempts).
 func TestAdviseStack(t *testing.T) {
 	if race.Enabled {
 		// About 500 simulations, one goroutine each at a time: minutes under the
@@ -760,20 +762,20 @@ func TestAdviseStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{
-		"11 placements × 129 simulations each = 1419 simulations", // counted first: an upper bound
+		"13 placements × 129 simulations each = 1677 simulations", // counted first: an upper bound
 		"Recommendation: retry at app-grpc.json only, with retryThrottling 10 tokens, ratio 0.1.",
 		`+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},`,
 		"-      attempts: 1",
-		"no layer's format can write it",
+		"Ranked above it, no retries at any layer: app-grpc.json's files cannot hold it",
 	} {
 		if !strings.Contains(errb.String()+out.String(), s) {
 			t.Errorf("advise --stack lacks %q:\n%s%s", s, errb.String(), out.String())
 		}
 	}
 	// Past --max-runs: refused with the count, before anything runs.
-	err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: ci.Stack, MaxRuns: 1418}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Stack: ci.Stack, MaxRuns: 1676}}, IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	var ue *UsageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 1419 simulations, more than --max-runs 1418") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "= 1677 simulations, more than --max-runs 1676") {
 		t.Errorf("past --max-runs: %v", err)
 	}
 	if testing.Short() {
@@ -790,19 +792,80 @@ func TestAdviseStack(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Candidates) != 11 || !strings.HasPrefix(r.Recommended, "retry at ") {
-		t.Fatalf("%d candidates, recommended %q: want 11, and one retrying layer", len(r.Candidates), r.Recommended)
+	if len(r.Candidates) != 13 || !strings.HasPrefix(r.Recommended, "retry at ") {
+		t.Fatalf("%d candidates, recommended %q: want 13, and one retrying layer", len(r.Candidates), r.Recommended)
 	}
 	for _, c := range r.Candidates {
 		if c.At < 0 && c.Name == "as it is" && (c.Origin != 36 || c.Verdict == verdict.Safe) {
 			t.Errorf("the stack as it is: %+v", c)
 		}
-		if strings.Contains(c.Name, "breaker") == c.Writable {
-			t.Errorf("%s: writable %v: a breaker is in no layer's format", c.Name, c.Writable)
+		if strings.Contains(c.Name, "breaker") && c.Writable {
+			t.Errorf("%s: writable: a breaker is in no layer's format", c.Name)
+		}
+		if c.Writable != (c.Unwritable == "") {
+			t.Errorf("%s: writable %v, and not because %q", c.Name, c.Writable, c.Unwritable)
+		}
+		if c.Name == "no retries at any layer" && (c.Writable || !strings.Contains(c.Unwritable, "app-grpc.json")) {
+			t.Errorf("%s: writable %v (%s): the app's service config is not edited to no retries", c.Name, c.Writable, c.Unwritable)
 		}
 		if c.Name == r.Recommended && (!c.Writable || c.Changes[0] != "+ budget (retryThrottling 10 tokens, ratio 0.1)" || c.Changes[1] != "no retries") {
 			t.Errorf("recommended %+v", c)
 		}
+	}
+}
+
+// TestAdviseStackWritesWhatItRecommends: behind an app that does not
+// retry, an Istio VirtualService of attempts: 10 and no DestinationRule.
+// The retry budget advise tries at that layer is Istio's, but the file
+// has no DestinationRule to hold it: a placement with it is ranked and
+// said to be unwritable, not recommended (it was, and advise then failed
+// to write its own advice). What it recommends is better than the chain
+// as it is, and written into the route's own file.
+func TestAdviseStackWritesWhatItRecommends(t *testing.T) {
+	if race.Enabled {
+		t.Skip("advise --stack's search runs in the plain pass, not under -race")
+	}
+	sidecar := filepath.Join("..", "..", "..", "verdict", "testdata", "early", "istio10-a.yaml")
+	ci := CI{Stack: []string{stackdata("app-noretry.json") + "," + sidecar}}
+	var out, errb bytes.Buffer
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, CI: ci}, IO{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var r struct {
+		Candidates  []stackCandidate
+		Recommended string
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	var asIs, best *stackCandidate
+	budgeted := false
+	for i, c := range r.Candidates {
+		switch {
+		case c.Name == "as it is":
+			asIs = &r.Candidates[i]
+		case c.Name == r.Recommended:
+			best = &r.Candidates[i]
+		}
+		if strings.Contains(c.Name, "retry budget") && !strings.Contains(c.Name, "breaker") {
+			budgeted = true
+			if c.Writable || !strings.Contains(c.Unwritable, "istio10-a.yaml's files cannot hold it") {
+				t.Errorf("%s: writable %v (%q): a VirtualService alone has no place for a retry budget", c.Name, c.Writable, c.Unwritable)
+			}
+		}
+	}
+	if asIs == nil || best == nil || !budgeted {
+		t.Fatalf("as it is %v, recommended %q found %v, a budget tried %v", asIs != nil, r.Recommended, best != nil, budgeted)
+	}
+	if !best.Writable || best.Verdict >= asIs.Verdict {
+		t.Errorf("recommended %q (%v, writable %v) over the chain as it is (%v)", best.Name, best.Verdict, best.Writable, asIs.Verdict)
+	}
+	out.Reset()
+	if err := RunAdviseStack(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: ci}, IO{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "+++ "+sidecar+" (advised)") {
+		t.Errorf("the route's change is not written:\n%s", out.String())
 	}
 }
 
