@@ -28,7 +28,7 @@ import (
 // testdata/haproxy-storm.json, which TestHAProxyStormWindow replays on
 // every run. About 75 s.
 func TestRealHAProxyStorm(t *testing.T) {
-	t.Parallel() // see realTimeParallel
+	parallelUnlessCapturing(t) // see realTimeParallel
 	prom := promtest.Bin(t, "the real-HAProxy storm takes about 60 s")
 	hap := servertest.Need(t, "haproxy", "haproxy")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second) // up to testlock.Tries runs of 75 s

@@ -53,9 +53,19 @@ fleets:
 // ticks the rest of the time, and their ticks (500 ms, 1 s) leave room for
 // a busy machine. With two busy loops keeping both cores busy beside them,
 // every one was conclusive at its first try (154 s for the package; 142 s
-// on a quiet machine). Each still watches its machine and measures again
+// on a quiet machine), and the lab's package, run beside this one, passed
+// with no run measured again. Each still watches its machine and measures again
 // when a run was spoiled (testlock.Conclusive), and fails in CI when it
 // stays spoiled.
+
+// parallelUnlessCapturing marks t parallel (realTimeParallel), except with
+// -capture, when the tests write the windows (testdata) that
+// TestCounterfactualsInTheLab reads.
+func parallelUnlessCapturing(t *testing.T) {
+	if !*capture {
+		t.Parallel()
+	}
+}
 
 // TestRealPrometheus runs the storm through the lab's own origin and
 // gateway, scraped every second by a real Prometheus on 127.0.0.1, then
@@ -63,7 +73,7 @@ fleets:
 // and the replay's (recovered or never) must agree with what the lab
 // measured, and the inferred trigger must be the dip.
 func TestRealPrometheus(t *testing.T) {
-	t.Parallel() // see realTimeParallel
+	parallelUnlessCapturing(t) // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus replay test takes about 45 s")
 	sc, err := scenario.Parse("storm.yaml", []byte(stormYAML))
 	if err != nil {
@@ -172,7 +182,7 @@ func TestCounterfactualsInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the lab runs seven fleets for about 95 s")
 	}
-	t.Parallel() // see realTimeParallel
+	parallelUnlessCapturing(t) // see realTimeParallel
 	w, err := calibrate.ReadAnswers([]string{"testdata/storm.json"}, calibrate.Selector{})
 	if err != nil {
 		t.Fatal(err)

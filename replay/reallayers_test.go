@@ -70,7 +70,7 @@ fleets:
 // (users-NN), so the layers must be the chain's three hops, the loop
 // must be named in api, and the replay's verdict must be the lab's.
 func TestRealPrometheusLayers(t *testing.T) {
-	t.Parallel() // see realTimeParallel
+	parallelUnlessCapturing(t) // see realTimeParallel
 	bin := promtest.Bin(t, "the real-Prometheus layers test takes about 40 s")
 	sc, err := scenario.Parse("chain.yaml", []byte(chainYAML))
 	if err != nil {

@@ -84,6 +84,12 @@ type CheckOptions struct {
 	// every intent left is certain to be lost, and the map gives them no
 	// amplification figure (checkearly.go).
 	CountCollapsed bool
+	// JudgeOn names faults (CheckResult.Faults' names) every fleet is
+	// judged on besides those it retries on: advise --stack compares
+	// placements that retry less than the chain as it is on the faults
+	// the chain is judged on, so that a placement is not better for
+	// running fewer cells.
+	JudgeOn []string
 	// Runs, when set, is shared with the other checks of one invocation
 	// (the chains of a manifests directory): a run one of them made is
 	// not made again (RunCache). Nil: the check keeps a cache of its own.
@@ -187,6 +193,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 	}
 	base := e.base
 	e.faults = append(e.faults, faultsFor(base, in)...)
+	e.judgeOn = co.JudgeOn
 	e.cache = co.Runs
 	if e.cache == nil && !noRunCache {
 		e.cache = new(RunCache)
@@ -207,7 +214,7 @@ func Check(ctx context.Context, in []CheckInput, co CheckOptions, opts experimen
 		fleets[i] = f.Fleet
 		cf := CheckFleet{Name: f.Fleet.Name, Origin: f.Origin, FromBase: f.FromBase, Risks: risks(f.Fleet, counted, f.FromBase), Runs: r.newRuns()}
 		for _, ft := range e.faults {
-			cf.Judged = append(cf.Judged, chainJudges(f, ft))
+			cf.Judged = append(cf.Judged, e.judges(f, ft))
 		}
 		if chainRetries(f) {
 			cf.Bare = newSeedCells(len(e.seeds), len(e.faults), len(e.loads))

@@ -249,6 +249,8 @@ type envelope struct {
 	notes             []string // what the envelope changed of the base, in words
 	// cache, when set, makes each distinct run once (RunCache).
 	cache *RunCache
+	// judgeOn names faults every fleet is judged on (CheckOptions.JudgeOn).
+	judgeOn []string
 }
 
 // Where the faults go in a run: from faultAt (or the base scenario's
@@ -410,7 +412,7 @@ func (e *envelope) jobs(fleets []CheckInput, variants []bool) []job {
 	add := func(fl, v, ki int, realOnly bool) {
 		for si := range e.seeds {
 			for fi, ft := range e.faults {
-				if !chainJudges(fleets[fl], ft) {
+				if !e.judges(fleets[fl], ft) {
 					continue
 				}
 				for li := range e.loads {
@@ -448,12 +450,19 @@ func chainRetries(in CheckInput) bool {
 }
 
 // chainJudges reports whether in is judged on fault f: its fleet, or a
-// tier it calls through, retries a failure f makes. (A layer between two
-// others sees what the one below gives up with, not the origin's
-// failure: judging it on the origin's is a superset, which costs runs, not
-// verdicts, since a finding needs what the runs show.)
+// tier it calls through, retries a failure f makes at the origin. (An
+// approximation for a layer above another: it sees what the one below
+// gives up with, not the origin's failure, which giveup.Seen models for
+// the closed form and not here: an app that retries only 504s behind a
+// sidecar that times out is not judged on a stall.)
 func chainJudges(in CheckInput, f checkFault) bool {
 	return judges(in.Fleet, f) || slices.ContainsFunc(in.Tiers, func(t scenario.Tier) bool { return judges(t.Client.Fleet(t.Name), f) })
+}
+
+// judges reports whether in is judged on fault f: it retries what f
+// makes (chainJudges), or the check judges every fleet on f (JudgeOn).
+func (e *envelope) judges(in CheckInput, f checkFault) bool {
+	return chainJudges(in, f) || slices.Contains(e.judgeOn, f.Name)
 }
 
 // withoutRetries is f with its retries and hedges off, everything else
@@ -498,6 +507,8 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 		keyed bool
 		same  []job // jobs whose run is this one's
 	}
+	// Every job's scenario is built (and kept until its run starts) to key
+	// it: a few kilobytes each, for check's hundreds of jobs.
 	var todo []*run
 	first := map[runKey]*run{}
 	for _, j := range jobs {
@@ -545,11 +556,11 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 	})
 }
 
-// reading is how job j's run is read (cellOf): its window, the fault's
-// and the capacity's, which two jobs of the same scenario may not share
-// (a fault's place in the list differs from chain to chain).
+// reading is how job j's run is read (cellOf's window: the tick, the
+// fault's start and length, the capacity), which two jobs of the same
+// scenario may not share.
 func (e *envelope) reading(j job) string {
-	return fmt.Sprintf("cell %d %d %+v %v", e.base.Tick, e.at, e.faults[j.fault], e.base.Traffic.Rate/e.loads[j.load])
+	return fmt.Sprintf("cell %d %d %g %g", e.base.Tick, e.at, e.faults[j.fault].For, e.base.Traffic.Rate/e.loads[j.load])
 }
 
 // realistic is the region the user calls realistic: the given load and

@@ -12,8 +12,11 @@ import (
 
 // RunCache keeps what check read from its simulator runs, by everything
 // that decides a run (its scenario but for the names of the scenario, its
-// fleet and its tiers, which no run reads; its early exit; the window the
-// cell is read through), so that a run met again is made once. The runs
+// fleet and its tiers; its early exit; the window the cell is read
+// through), so that a run met again is made once. The names are left out
+// because check's scenarios never refer to them: one fleet, and faults
+// that target no fleet or tier by name (envelopeCell); a scenario that
+// did (a trigger's fleet, a fleet's callee) must not be keyed this way. The runs
 // met again are those with retries off: every chain of a manifests
 // directory that differs only in its retries has the same ones, for its
 // cells and its margin's search, and a check's runs with retries off for

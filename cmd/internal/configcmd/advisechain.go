@@ -135,10 +135,11 @@ func layersOf(files []stackFile) []verdict.StackLayer {
 	return out
 }
 
-// adviseChain checks every placement of a chain and ranks them: the best
-// verdict, then the fewest cells against it, then the fewest intents
-// lost, then the least amplification, then the fewest changes; ties keep
-// the chain as it is first.
+// adviseChain checks every placement of a chain, each on the faults the
+// chain as it is is judged on (and those it retries on), and ranks them:
+// the best verdict, then the fewest cells against it, then the fewest
+// intents lost, then the least amplification, then the fewest changes;
+// ties keep the chain as it is first.
 func adviseChain(ctx context.Context, files []stackFile, co verdict.CheckOptions, opts experiment.Options) (chainAdvice, error) {
 	var names []string
 	for _, f := range files {
@@ -154,6 +155,17 @@ func adviseChain(ctx context.Context, files []stackFile, co verdict.CheckOptions
 		r, err := verdict.CheckStack(ctx, layers, co, opts)
 		if err != nil {
 			return chainAdvice{}, costly(err)
+		}
+		if k == 0 {
+			// The chain as it is comes first: every other placement is
+			// judged on the faults it is judged on too, so that one that
+			// retries less is not better for running fewer cells.
+			co.JudgeOn = nil
+			for i, ft := range r.Check.Faults {
+				if r.Check.Fleets[0].Judged[i] {
+					co.JudgeOn = append(co.JudgeOn, ft.Name)
+				}
+			}
 		}
 		cand.Verdict, cand.FailingCells, cand.Result = r.Level, r.Check.FailingCells(0), r
 		cand.Writable, cand.Unwritable = writable(files, cand)
@@ -190,17 +202,18 @@ func adviseChain(ctx context.Context, files []stackFile, co verdict.CheckOptions
 // VirtualService alone has no DestinationRule for a retry budget).
 func writable(files []stackFile, cand *stackCandidate) (bool, string) {
 	for i, f := range files {
-		if cand.Changes[i] == "as it is" {
-			continue
-		}
-		want := cand.fleets[i]
-		if !importer.Expressible(want, f.from.Format) {
+		if want := cand.fleets[i]; cand.Changes[i] != "as it is" && !importer.Expressible(want, f.from.Format) {
 			if hasBreaker(want) {
 				return false, "no layer's format can write it (a breaker on the whole dependency is resil's, or the mesh's, in front of the calls)"
 			}
 			return false, fmt.Sprintf("%s's format cannot write it", f.layer.Name)
 		}
-		if _, _, err := importer.Edit(f.srcs, f.from, layerPolicy(f, want)); err != nil {
+	}
+	for i, f := range files {
+		if cand.Changes[i] == "as it is" {
+			continue
+		}
+		if _, _, err := importer.Edit(f.srcs, f.from, layerPolicy(f, cand.fleets[i])); err != nil {
 			return false, fmt.Sprintf("%s's files cannot hold it (%v)", f.layer.Name, err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 // of a stack: as it is, or changed layer by layer.
 type stackCandidate struct {
 	Name string `json:"name"`
-	// At is the layer that keeps its retries; -1: every layer keeps its
-	// own.
+	// At is the layer that keeps its retries; -1: no one layer (every
+	// layer keeps its own, or none retries).
 	At int `json:"retrying_layer"`
 	// Changes says what each layer becomes, in order: "as it is", "no
 	// retries", "+ budget (...)", "+ breaker".
@@ -101,7 +101,9 @@ func stackCandidates(files []stackFile) []stackCandidate {
 				only.changed++
 			}
 		}
-		out = append(out, only)
+		if only.changed > 0 { // else it is the chain as it is: one layer retries
+			out = append(out, only)
+		}
 		b, bname, ok := formatBudget(f.from.Format)
 		budgeted := only
 		if ok && !hasBudget(f.layer.Input.Fleet) {

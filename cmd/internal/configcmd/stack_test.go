@@ -744,12 +744,12 @@ func TestManifestsCountsTheWorkFirst(t *testing.T) {
 
 // TestAdviseStack: advise --stack on 3 × 2 × 2 attempts searches where
 // to retry and, per layer, its format's budget and a breaker, one retry,
-// and none (the work counted first): it recommends the best placement the
-// files can say (a breaker is in no config format; the app's gRPC service
-// config is not edited to no retries), says why the one ranked above it
-// is not, and writes each layer's change into its own file (a diff in
-// the layer's format: the gRPC client's retryThrottling, the routes'
-// attempts).
+// and none, each on the faults the stack as it is is judged on (the work
+// counted first): it recommends the best placement the files can say (a
+// breaker is in no config format; the app's gRPC service config is not
+// edited to no retries), says why the one ranked above it is not, and
+// writes each layer's change into its own file (a diff in the layer's
+// format: the gRPC client's retryThrottling, the routes' attempts).
 func TestAdviseStack(t *testing.T) {
 	if race.Enabled {
 		// About 500 simulations, one goroutine each at a time: minutes under the
@@ -766,7 +766,7 @@ func TestAdviseStack(t *testing.T) {
 		"Recommendation: retry at app-grpc.json only, with retryThrottling 10 tokens, ratio 0.1.",
 		`+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},`,
 		"-      attempts: 1",
-		"Ranked above it, no retries at any layer: app-grpc.json's files cannot hold it",
+		"no layer's format can write it",
 	} {
 		if !strings.Contains(errb.String()+out.String(), s) {
 			t.Errorf("advise --stack lacks %q:\n%s%s", s, errb.String(), out.String())
