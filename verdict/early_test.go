@@ -230,6 +230,8 @@ type earlyCheck struct {
 	seeds  int
 	// load and dip are the realistic region's (zero: the base's).
 	load, dip float64
+	// runs, when set, is the check's RunCache (CheckOptions.Runs).
+	runs *verdict.RunCache
 }
 
 // runWay is how far a check of the test lets its runs end early.
@@ -246,7 +248,7 @@ const (
 // with.
 func (c earlyCheck) run(t testing.TB, how runWay) (any, *verdict.CheckResult, string, error) {
 	t.Helper()
-	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, FullRuns: how == runFull, CountCollapsed: how == runCounted}
+	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, FullRuns: how == runFull, CountCollapsed: how == runCounted, Runs: c.runs}
 	var text bytes.Buffer
 	if c.layers != nil {
 		s, err := verdict.CheckStack(context.Background(), c.layers, co, experiment.Options{})

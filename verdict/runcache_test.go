@@ -1,15 +1,11 @@
 package verdict_test
 
 import (
-	"bytes"
-	"context"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
-	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/internal/race"
-	"github.com/retrystorm/retrystorm/report"
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
@@ -84,24 +80,10 @@ func TestRunCacheChangesNothing(t *testing.T) {
 // returns the result and its report.
 func checkWith(t *testing.T, c earlyCheck, runs *verdict.RunCache) (any, string) {
 	t.Helper()
-	co := verdict.CheckOptions{Base: c.base, Seeds: c.seeds, Load: c.load, Dip: c.dip, Runs: runs}
-	var text bytes.Buffer
-	if c.layers != nil {
-		s, err := verdict.CheckStack(context.Background(), c.layers, co, experiment.Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if err := s.Render(&text, report.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		return s, text.String()
-	}
-	r, err := verdict.Check(context.Background(), c.in, co, experiment.Options{})
+	c.runs = runs
+	r, _, text, err := c.run(t, runDefault)
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
-	if err := r.Render(&text, report.Style{}); err != nil {
-		t.Fatal(err)
-	}
-	return r, text.String()
+	return r, text
 }
