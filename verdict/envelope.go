@@ -516,12 +516,12 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 		if err != nil {
 			return err
 		}
-		k, ok := keyOf(sc, j.early, e.reading(j))
+		k, ok, cell, hit := e.cache.find(sc, j.early, e.reading(j))
+		if hit {
+			keep(j, cell)
+			continue
+		}
 		if ok {
-			if cell, hit := e.cache.get(k); hit {
-				keep(j, cell)
-				continue
-			}
 			if r := first[k]; r != nil {
 				r.same = append(r.same, j)
 				continue

@@ -147,17 +147,12 @@ func (c *checkRun) recoversAt(ctx context.Context, i, v int, load float64, ft ch
 		if err != nil {
 			return false, err
 		}
-		k, ok := runKey{}, false
-		if e.cache != nil {
-			k, ok = keyOf(sc, early, "recovered")
-		}
-		if ok {
-			if cell, hit := e.cache.get(k); hit {
-				if !cell.Recovered {
-					return false, nil
-				}
-				continue
+		k, ok, cell, hit := e.cache.find(sc, early, "recovered")
+		if hit {
+			if !cell.Recovered {
+				return false, nil
 			}
+			continue
 		}
 		todo, keys, kept = append(todo, sc), append(keys, k), append(kept, ok)
 	}

@@ -16,8 +16,8 @@ import (
 // through), so that a run met again is made once. The names are left out
 // because check's scenarios never refer to them: one fleet, and faults
 // that target no fleet or tier by name (envelopeCell); a scenario that
-// did (a trigger's fleet, a fleet's callee) must not be keyed this way. The runs
-// met again are those with retries off: every chain of a manifests
+// did (a trigger's fleet, a fleet's callee) must not be keyed this way.
+// The runs met again are those with retries off: every chain of a manifests
 // directory that differs only in its retries has the same ones, for its
 // cells and its margin's search, and a check's runs with retries off for
 // the cells that stopped early (settleStopped) are among those its
@@ -66,6 +66,19 @@ func keyOf(sc *scenario.Scenario, early sim.EarlyExit, read string) (k runKey, o
 	h.Write(b)
 	h.Sum(k[:0])
 	return k, true
+}
+
+// find keys sc's run with early exit early, read as read says, and
+// returns the cell kept under the key if any. keyed is false, and the run
+// goes uncached, where there is no cache or sc cannot be keyed.
+func (c *RunCache) find(sc *scenario.Scenario, early sim.EarlyExit, read string) (k runKey, keyed bool, cell CheckCell, hit bool) {
+	if c == nil {
+		return k, false, cell, false
+	}
+	if k, keyed = keyOf(sc, early, read); keyed {
+		cell, hit = c.get(k)
+	}
+	return k, keyed, cell, hit
 }
 
 // get returns the cell kept under k.
