@@ -135,6 +135,7 @@ func checkStorm(t *testing.T, target *Target) {
 // a tick, as the storm's origin), the fault proxy applying the capacity
 // dip.
 func TestLabAgainstHAProxy(t *testing.T) {
+	realServerParallel(t)
 	timed(t)
 	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, 2*time.Second))
 	if err != nil {
@@ -146,6 +147,7 @@ func TestLabAgainstHAProxy(t *testing.T) {
 // TestLabImposesOriginOnNginx: nginx serving a file answers far faster
 // than the storm's origin; imposing the scenario's origin makes it one.
 func TestLabImposesOriginOnNginx(t *testing.T) {
+	realServerParallel(t)
 	timed(t)
 	u, err := url.Parse(startNginx(t))
 	if err != nil {
@@ -157,6 +159,7 @@ func TestLabImposesOriginOnNginx(t *testing.T) {
 // TestProbeHAProxy: the probe finds HAProxy's capacity (12 at a time, 20
 // ms each: 600 per second) and writes a scenario the loader takes.
 func TestProbeHAProxy(t *testing.T) {
+	realServerParallel(t)
 	timed(t)
 	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, time.Second))
 	if err != nil {

@@ -95,6 +95,7 @@ func TestShardProcess(t *testing.T) {
 // lab's tolerances; merge refuses a shard of another run, and one given
 // twice.
 func TestShardsAgainstNginx(t *testing.T) {
+	realServerParallel(t)
 	timed(t)
 	target := startNginx(t)
 	u, _ := url.Parse(target)
