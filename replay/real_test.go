@@ -47,14 +47,15 @@ fleets:
 
 // realTimeParallel: the tests that play a storm in real time against real
 // servers (the lab's fleets, HAProxy, Prometheus; about 4 minutes one
-// after another) run in parallel with each other, two at a time by
-// default (go test's -parallel is GOMAXPROCS), and take no test lock
+// after another) run in parallel with each other, all four at once
+// (TestMain), and take no test lock
 // (internal/testlock): each keeps a sixth of a core busy and waits on its
 // ticks the rest of the time, and their ticks (500 ms, 1 s) leave room for
 // a busy machine. With two busy loops keeping both cores busy beside them,
-// every one was conclusive at its first try (154 s for the package; 142 s
-// on a quiet machine), and the lab's package, run beside this one, passed
-// with no run measured again. Each still watches its machine and measures again
+// every one was conclusive at its first try, two at a time (154 s for the
+// package; 142 s on a quiet machine) and four (116 s; 104 s quiet), and
+// the lab's package, run beside this one, passed with no run measured
+// again. Each still watches its machine and measures again
 // when a run was spoiled (testlock.Conclusive), and fails in CI when it
 // stays spoiled.
 

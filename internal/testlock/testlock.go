@@ -15,7 +15,9 @@
 // test of a claim may pass unmeasured (Inconclusive). So a loaded machine
 // costs the timing tests runs, never a false verdict;
 // TestLabStarvedFromOutside proves it with another process keeping every
-// core busy. The lock makes a conclusive run likelier.
+// core busy. The lock makes a conclusive run likelier. The watch does not
+// see all of the work of other tests in the same process, though: the
+// lab's storms against its own origin run one at a time (docs/lab.md).
 //
 // The lock is an advisory file lock in the temporary directory, released
 // by the operating system when the test process exits, however it exits.
