@@ -61,7 +61,9 @@ fleets:
 // third of the lookups fail to the end; on, it refills and nearly all
 // are answered; and the origin's load agrees within half either way.
 func TestCacheFlushAgainstNginx(t *testing.T) {
-	realServerParallel(t)
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	servertest.Need(t, "nginx", "nginx")
 	for _, lock := range []bool{false, true} {

@@ -1,10 +1,13 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -27,7 +30,7 @@ func TestMain(m *testing.M) {
 	// protection, beside a busy process of its own).
 	// A process of busy loops for a test (cpuhog.Start) goes no further.
 	cpuhog.Main()
-	if os.Getenv(shardHelperEnv) == "" { // a shard's process: its parent holds it
+	if os.Getenv(shardHelperEnv) == "" && os.Getenv(stormEnv) == "" { // a shard's or a storm's process: its parent holds it
 		testlock.Exclusive()
 	}
 	// As the lab command does: the lab is measured at its GC target.
@@ -35,27 +38,62 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// realServerParallel marks t parallel: go test runs two such tests at a
-// time (-parallel is GOMAXPROCS), after the package's other tests, which
-// run one at a time. They are the storms against a real server in another
-// process (nginx, HAProxy, or shards of the lab's own load), at ticks of
-// 100 ms to 1 s. The lab's side of each (the load generator, the gateway,
-// the fault proxy) keeps about a quarter of a core busy, so two of them
-// side by side leave the machine mostly idle, and the package's time
-// shrinks by some 45 s where the lock (TestMain) keeps the other test
-// slot of go test ./... waiting. Each still watches its machine and
-// measures again when a run was spoiled (testlock.Conclusive), and fails
-// in CI when it stays spoiled.
+// stormEnv, when set to a test's name, makes this process that test's
+// own (ownProcess): it runs the test and nothing else.
+const stormEnv = "RETRYSTORM_LAB_STORM"
+
+// ownProcess runs t's storm in a test process of its own, two at a time:
+// it marks t parallel (go test runs two such tests at once: -parallel is
+// GOMAXPROCS) and runs this test binary again for t alone, then reports
+// what that process said and returns true: the caller returns. In the
+// process of t's own it returns false: the caller runs the storm.
 //
-// The storms in the lab's own process (its origin, 50-100 ms ticks) stay
-// sequential: they share that process's scheduler, collector and sockets
-// with whatever runs beside them, which their watch does not see whole.
-// Run three at a time, two of them failed a claim in runs their watch
-// called conclusive (a guarded fleet recovered 29 ticks late after five
-// stray failures; a shedding origin's adaptive limit did not recover).
-func realServerParallel(t *testing.T) {
+// A storm keeps about a quarter of a core busy, so two side by side leave
+// the machine mostly idle, and the package's time shrinks by some 45 s
+// where the lock (TestMain) keeps the other test slot of go test ./...
+// waiting. In processes of their own, a storm is to the other what any
+// program of a busy machine is: load its watch sees (timer lateness, the
+// scheduler's waits, the machine's busy share), so a run the other
+// spoiled is measured again (testlock.Conclusive), and fails in CI when
+// it stays spoiled. In one process they shared a scheduler, a collector
+// and sockets, which the watch does not see whole: run three at a time
+// there, two failed a claim in runs their watch called conclusive (a
+// guarded fleet recovered 29 ticks late after five stray failures; a
+// shedding origin's adaptive limit did not recover). The lab command,
+// likewise, runs one experiment per process.
+func ownProcess(t *testing.T) bool {
 	t.Helper()
+	if os.Getenv(stormEnv) == t.Name() {
+		return false
+	}
 	t.Parallel()
+	ctx := context.Background()
+	args := []string{"-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1", "-test.v"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+		args = append(args, "-test.timeout="+time.Until(d).Round(time.Second).String())
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), stormEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	// Its log is this test's: shown with -v, or when it fails, so that
+	// go test -v ./lab | grep -c 'inconclusive, as the lab reports it'
+	// still counts the runs a loaded machine spoiled.
+	t.Logf("in a process of its own (%s=%s):\n%s", stormEnv, t.Name(), out)
+	switch {
+	case err != nil:
+		t.Fatalf("its process: %v", err)
+	case bytes.Contains(out, []byte("--- SKIP: "+t.Name()+" ")):
+		t.Skip("skipped in its process (above)")
+	case !bytes.Contains(out, []byte("--- PASS: "+t.Name()+" ")):
+		t.Fatal("its process ran no such test")
+	}
+	return true
 }
 
 // checkTallies fails t with every accounting identity the lab's tallies

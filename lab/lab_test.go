@@ -41,6 +41,9 @@ func stormScenario(t *testing.T, div float64) *scenario.Scenario {
 // over gRPC, under the race detector too: both fleets, a trigger, the live
 // view, and nothing left behind (TestMain checks for goroutines).
 func TestLabSmoke(t *testing.T) {
+	if ownProcess(t) {
+		return
+	}
 	for _, p := range []Protocol{ProtocolHTTP, ProtocolGRPC} {
 		t.Run(string(p), func(t *testing.T) { smoke(t, p) })
 	}
@@ -113,6 +116,9 @@ func TestLabStormAgreesWithSimulator(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it; TestLabSmoke runs under it")
 	}
+	if ownProcess(t) {
+		return
+	}
 	stormAgrees(t, ProtocolHTTP)
 }
 
@@ -126,6 +132,9 @@ func TestLabStormOverGRPCAgreesWithSimulator(t *testing.T) {
 	}
 	if raceEnabled {
 		t.Skip("the race detector slows real gRPC several times over: the lab would measure it; TestLabSmoke runs under it")
+	}
+	if ownProcess(t) {
+		return
 	}
 	stormAgrees(t, ProtocolGRPC)
 }
@@ -193,6 +202,9 @@ func TestLabShedAgreesWithSimulator(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
 	}
+	if ownProcess(t) {
+		return
+	}
 	for _, p := range []Protocol{ProtocolHTTP, ProtocolGRPC} {
 		t.Run(string(p), func(t *testing.T) { shedAgrees(t, p, false) })
 	}
@@ -254,6 +266,9 @@ func TestLabConcurrencyAgreesWithSimulator(t *testing.T) {
 	}
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
+	}
+	if ownProcess(t) {
+		return
 	}
 	sc, err := scenario.Load("testdata/concurrency.yaml")
 	if err != nil {
@@ -330,6 +345,9 @@ func TestLabHoldsOverload(t *testing.T) {
 	}
 	if raceEnabled {
 		t.Skip("under the race detector the lab would measure the detector at 4,000 attempts per second")
+	}
+	if ownProcess(t) {
+		return
 	}
 	d := 5 * time.Second
 	if v := os.Getenv("RETRYSTORM_LAB_SOAK"); v != "" {

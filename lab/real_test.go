@@ -135,7 +135,9 @@ func checkStorm(t *testing.T, target *Target) {
 // a tick, as the storm's origin), the fault proxy applying the capacity
 // dip.
 func TestLabAgainstHAProxy(t *testing.T) {
-	realServerParallel(t)
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, 2*time.Second))
 	if err != nil {
@@ -147,7 +149,9 @@ func TestLabAgainstHAProxy(t *testing.T) {
 // TestLabImposesOriginOnNginx: nginx serving a file answers far faster
 // than the storm's origin; imposing the scenario's origin makes it one.
 func TestLabImposesOriginOnNginx(t *testing.T) {
-	realServerParallel(t)
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	u, err := url.Parse(startNginx(t))
 	if err != nil {
@@ -159,7 +163,9 @@ func TestLabImposesOriginOnNginx(t *testing.T) {
 // TestProbeHAProxy: the probe finds HAProxy's capacity (12 at a time, 20
 // ms each: 600 per second) and writes a scenario the loader takes.
 func TestProbeHAProxy(t *testing.T) {
-	realServerParallel(t)
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	u, err := url.Parse(startHAProxy(t, 12, 20*time.Millisecond, time.Second))
 	if err != nil {
@@ -205,6 +211,9 @@ func TestProbeNginx(t *testing.T) {
 // (400 requests/s), probed as a target: its capacity and its workers as
 // built.
 func TestProbeLabOrigin(t *testing.T) {
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	o, err := NewOrigin(OriginConfig{Origin: queueOrigin(4, 400)})
 	if err != nil {

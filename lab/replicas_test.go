@@ -29,6 +29,9 @@ func TestLabReplicasAgreeWithSimulator(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows real HTTP several times over: the lab would measure it")
 	}
+	if ownProcess(t) {
+		return
+	}
 	sc, err := scenario.Load("testdata/replicas.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -211,15 +211,11 @@ func (res *Result) judge(sc *scenario.Scenario, tick time.Duration) {
 	if b, err := Bounds(sc); err == nil {
 		maxTick = b.Max
 	}
-	stall := timeout
-	if stall == 0 {
-		stall = tick
-	}
 	var service time.Duration
 	if res.Lab.Target == "" { // a target's own admission is not the lab's to judge
 		service = serviceBound(sc.Origin, scale)
 	}
-	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stall, service, maxTick)
+	res.Lab.Inconclusive = judge(&res.Lab, tick, lateBound(tick, timeout), stallBound(tick, timeout), service, maxTick)
 }
 
 // GCPercent is the garbage collector's target the lab is meant to run

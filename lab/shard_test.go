@@ -95,7 +95,9 @@ func TestShardProcess(t *testing.T) {
 // lab's tolerances; merge refuses a shard of another run, and one given
 // twice.
 func TestShardsAgainstNginx(t *testing.T) {
-	realServerParallel(t)
+	if ownProcess(t) {
+		return
+	}
 	timed(t)
 	target := startNginx(t)
 	u, _ := url.Parse(target)

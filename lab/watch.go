@@ -28,6 +28,14 @@ const (
 	// scaled timeouts: a fifth of a timeout late moves attempts across
 	// the line between answered and timed out.
 	LateShare = 0.2
+	// StallShare bounds the longest a timer of the lab's process woke
+	// late, one stall, as a share of the shortest of the fleets' scaled
+	// timeouts (the tick, without one). Everything in the process waits
+	// out a stall together, and then an attempt's deadline and its answer
+	// race: the whole timeout (the bound until 2026-12) let claims fail
+	// in runs whose longest stall was 95-99 ms against timeouts of 100
+	// ms, with two busy loops beside the lab's tests (BENCHMARKS.md).
+	StallShare = 0.5
 	// MinLateBound is the least lateness bound: a timer wake-up and a
 	// loopback hop cost a millisecond on an idle machine.
 	MinLateBound = 2 * time.Millisecond
@@ -342,12 +350,22 @@ func lateBound(tick, timeout time.Duration) time.Duration {
 	return max(time.Duration(LateShare*float64(d)), MinLateBound)
 }
 
+// stallBound is the longest one stall of the lab's timers may be at a
+// wall-clock tick of tick, whose fleets' shortest scaled timeout is
+// timeout (0: none).
+func stallBound(tick, timeout time.Duration) time.Duration {
+	d := tick
+	if timeout > 0 {
+		d = timeout
+	}
+	return max(time.Duration(StallShare*float64(d)), MinLateBound)
+}
+
 // judge returns why the run of info cannot be trusted, or nil: a fleet
 // whose load generator or timers were late past bound at the 99th
-// percentile, whose timers once stalled longer than stall (the shortest
-// attempt timeout in wall time: a stall that long fails attempts by
-// itself, and one failure in a tick after the trigger can push recovery
-// out by tens of ticks), that added more than service (ServiceShare of the
+// percentile, whose timers once stalled longer than stall (stallBound:
+// a stall fails attempts by itself, and one failure in a tick after the
+// trigger can push recovery out by tens of ticks), that added more than service (ServiceShare of the
 // origin's service time, when its admission learns from latency; 0:
 // unbounded) to its requests' latency on average, or that kept the lab's
 // cores busy past CPUShare. The suggestion is a tick long enough for the
@@ -367,7 +385,7 @@ func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inco
 			what = append(what, fmt.Sprintf("the timers of its servers (gateway, proxy, origin) woke %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*w.TimerLateP99, 1000*w.TimerLateMax))
 			late = max(late, w.TimerLateP99/b)
 		} else if st := stall.Seconds(); w.TimerLateMax > st {
-			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
+			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than half an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
 			late = max(late, w.TimerLateMax/st)
 		}
 		if len(what) > 0 {

@@ -16,8 +16,8 @@
 // costs the timing tests runs, never a false verdict;
 // TestLabStarvedFromOutside proves it with another process keeping every
 // core busy. The lock makes a conclusive run likelier. The watch does not
-// see all of the work of other tests in the same process, though: the
-// lab's storms against its own origin run one at a time (docs/lab.md).
+// see all of the work of other tests in the same process, though: each
+// of the lab's storms runs in a test process of its own (docs/lab.md).
 //
 // The lock is an advisory file lock in the temporary directory, released
 // by the operating system when the test process exits, however it exits.
