@@ -82,7 +82,7 @@ func TestRealNginxNextUpstream(t *testing.T) {
 	refused := func(n int) []string {
 		var s []string
 		for range n {
-			s = append(s, refusing(t)+" max_fails=0")
+			s = append(s, servertest.Refusing(t)+" max_fails=0")
 		}
 		return s
 	}
@@ -133,7 +133,7 @@ func TestRealNginxNextUpstream(t *testing.T) {
 // (ngx_http_upstream_free_round_robin_peer, ngx_http_upstream_get_peer).
 // The simulator's detector, as imported, loses as many intents.
 func TestRealNginxMaxFails(t *testing.T) {
-	servers := []string{refusing(t), newBackend(t, 200, 0).addr}
+	servers := []string{servertest.Refusing(t), newBackend(t, 200, 0).addr}
 	url, f := runNginx(t, servers, "", "proxy_next_upstream off;")
 	statuses, _ := send(t, "GET", url, 10, "X-Upstream-Addr")
 	failed := failures(statuses)
@@ -160,7 +160,7 @@ func TestRealGiveUpNginx(t *testing.T) {
 		origin  string
 		trigger string
 	}{
-		{"refused", []string{refusing(t) + " max_fails=0", refusing(t) + " max_fails=0", refusing(t) + " max_fails=0"}, "", giveup.Refused, "{model: capacity, capacity: 1000}", "  - {kind: outage, at: 0s, for: 5m, mode: refuse}\n"},
+		{"refused", []string{servertest.Refusing(t) + " max_fails=0", servertest.Refusing(t) + " max_fails=0", servertest.Refusing(t) + " max_fails=0"}, "", giveup.Refused, "{model: capacity, capacity: 1000}", "  - {kind: outage, at: 0s, for: 5m, mode: refuse}\n"},
 		{"timeout", []string{newBackend(t, 200, 300*time.Millisecond).addr + " max_fails=0"}, "proxy_read_timeout 100ms;", giveup.Timeout, "{model: concurrency, base: 10m}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -52,22 +52,11 @@ func newBackend(t *testing.T, status int, delay time.Duration) *backend {
 	return b
 }
 
-// refusing returns an address of 127.0.0.1 nothing listens on: a
-// connection to it is refused.
-func refusing(t *testing.T) string {
-	t.Helper()
-	addrs, err := servertest.FreeAddrs(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addrs[0]
-}
-
 // serverFor is a refusing address for status 0, else a new backend
 // answering status after delay, and that backend.
 func serverFor(t *testing.T, status int, delay time.Duration) (string, *backend) {
 	if status == 0 {
-		return refusing(t), nil
+		return servertest.Refusing(t), nil
 	}
 	be := newBackend(t, status, delay)
 	return be.addr, be

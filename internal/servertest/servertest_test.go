@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -138,5 +140,27 @@ func TestMissing(t *testing.T) {
 		if how != c.want || !strings.Contains(msg, "retrystorm-no-such-program is not installed") {
 			t.Errorf("CI=%q: %s %q, want a %s that names the program", c.ci, how, msg, c.want)
 		}
+	}
+}
+
+// TestRefusing: the address refuses a connection, and a server cannot
+// take its port while the test lasts (on Unix), which an address
+// FreeAddrs found free does not promise.
+func TestRefusing(t *testing.T) {
+	addr := Refusing(t)
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatalf("%s accepted a connection", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dialing %s: %v, want the connection refused", addr, err)
+	}
+	if runtime.GOOS == "windows" {
+		return
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Errorf("a server took %s", addr)
 	}
 }
