@@ -410,18 +410,22 @@ func (p *picker) finish(k int, start time.Time, di balancer.DoneInfo) {
 		h := p.hosts[k]
 		_ = p.det.Record(end, h, res)
 		if failed && p.det.Ejected(h) {
-			p.b.ejectedByRecord(p)
+			p.b.ejectedByRecord()
 		}
 	}
 }
 
 // ejectedByRecord builds a new picker when a consecutive rule (Envoy)
-// ejected an endpoint of p at the end of an RPC, unless one already
-// replaced p.
-func (b *resilBalancer) ejectedByRecord(p *picker) {
+// ejected an endpoint at the end of an RPC and the current picker still
+// sends to it. The RPC may have been picked by an older picker: one the
+// child's state replaced while the RPC was out (an endpoint came READY),
+// with a picker made before the ejection, which sent the ejected endpoint
+// a call more until the detector's next interval when only the RPC's own
+// picker was replaced.
+func (b *resilBalancer) ejectedByRecord() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.closed && b.current == p {
+	if !b.closed && b.current != nil && b.ejectionsChanged() {
 		b.updateLocked()
 	}
 }
