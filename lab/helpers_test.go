@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -68,7 +69,14 @@ func ownProcess(t *testing.T) bool {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	args := []string{"-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1", "-test.v"}
+	run := "^" + regexp.QuoteMeta(t.Name()) + "$"
+	if f := flag.Lookup("test.run"); f != nil {
+		// -run TestLabSmoke/http: the same subtests there.
+		if _, sub, ok := strings.Cut(f.Value.String(), "/"); ok {
+			run += "/" + sub
+		}
+	}
+	args := []string{"-test.run=" + run, "-test.count=1", "-test.v"}
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}
