@@ -50,9 +50,8 @@ const stormEnv = "RETRYSTORM_LAB_STORM"
 // process of t's own it returns false: the caller runs the storm.
 //
 // A storm keeps about a quarter of a core busy, so two side by side leave
-// the machine mostly idle, and the package's time shrinks by some 45 s
-// where the lock (TestMain) keeps the other test slot of go test ./...
-// waiting. In processes of their own, a storm is to the other what any
+// the machine mostly idle, and the package, whose lock (TestMain) keeps
+// the other test slot of go test ./... waiting, takes 145 s, not 228 s. In processes of their own, a storm is to the other what any
 // program of a busy machine is: load its watch sees (timer lateness, the
 // scheduler's waits, the machine's busy share), so a run the other
 // spoiled is measured again (testlock.Conclusive), and fails in CI when

@@ -365,9 +365,10 @@ func stallBound(tick, timeout time.Duration) time.Duration {
 // whose load generator or timers were late past bound at the 99th
 // percentile, whose timers once stalled longer than stall (stallBound:
 // a stall fails attempts by itself, and one failure in a tick after the
-// trigger can push recovery out by tens of ticks), that added more than service (ServiceShare of the
-// origin's service time, when its admission learns from latency; 0:
-// unbounded) to its requests' latency on average, or that kept the lab's
+// trigger can push recovery out by tens of ticks), that added more than
+// service (ServiceShare of the origin's service time, when its admission
+// learns from latency; 0: unbounded) to its requests' latency on
+// average, or that kept the lab's
 // cores busy past CPUShare. The suggestion is a tick long enough for the
 // lateness and the CPU seen to fit, within [tick, maxTick].
 func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inconclusive {
@@ -385,7 +386,7 @@ func judge(info *Info, tick, bound, stall, service, maxTick time.Duration) *Inco
 			what = append(what, fmt.Sprintf("the timers of its servers (gateway, proxy, origin) woke %.1f ms late at the 99th percentile (at most %.0f ms)", 1000*w.TimerLateP99, 1000*w.TimerLateMax))
 			late = max(late, w.TimerLateP99/b)
 		} else if st := stall.Seconds(); w.TimerLateMax > st {
-			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, longer than half an attempt's timeout (%.0f ms), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
+			what = append(what, fmt.Sprintf("the lab stalled once for %.0f ms, past %.0f ms (half an attempt's timeout, or a tick's without one), and %.1f ms at the 99th percentile", 1000*w.TimerLateMax, 1000*st, 1000*w.TimerLateP99))
 			late = max(late, w.TimerLateMax/st)
 		}
 		if len(what) > 0 {
