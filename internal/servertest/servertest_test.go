@@ -144,7 +144,7 @@ func TestMissing(t *testing.T) {
 }
 
 // TestRefusing: the address refuses a connection, and a server cannot
-// take its port while the test lasts (on Unix), which an address
+// take its port while the test lasts (on Linux), which an address
 // FreeAddrs found free does not promise.
 func TestRefusing(t *testing.T) {
 	addr := Refusing(t)
@@ -156,7 +156,7 @@ func TestRefusing(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("dialing %s: %v, want the connection refused", addr, err)
 	}
-	if runtime.GOOS == "windows" {
+	if runtime.GOOS != "linux" {
 		return
 	}
 	if l, err := net.Listen("tcp", addr); err == nil {

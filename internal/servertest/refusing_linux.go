@@ -1,5 +1,3 @@
-//go:build unix
-
 package servertest
 
 import (
@@ -14,7 +12,7 @@ import (
 // taken, so no other server, of this process or another, can start
 // listening there and answer in its place, as one did for an address
 // FreeAddrs had found free (nginx answered 200 from "refused" servers, in
-// the full test suite).
+// the full test suite). Elsewhere than Linux the port is not held.
 func Refusing(t testing.TB) string {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
