@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 	}
 	// As the lab command does: the lab is measured at its GC target.
 	debug.SetGCPercent(GCPercent)
+	flag.Parse()
+	testlock.Parallel(3) // three storms at a time, each in its own process (ownProcess)
 	goleak.VerifyTestMain(m)
 }
 
@@ -43,15 +45,16 @@ func TestMain(m *testing.M) {
 // own (ownProcess): it runs the test and nothing else.
 const stormEnv = "RETRYSTORM_LAB_STORM"
 
-// ownProcess runs t's storm in a test process of its own, two at a time:
-// it marks t parallel (go test runs two such tests at once: -parallel is
-// GOMAXPROCS) and runs this test binary again for t alone, then reports
-// what that process said and returns true: the caller returns. In the
-// process of t's own it returns false: the caller runs the storm.
+// ownProcess runs t's storm in a test process of its own, three at a
+// time: it marks t parallel (TestMain sets -parallel to 3) and runs this
+// test binary again for t alone, then reports what that process said and
+// returns true: the caller returns. In the process of t's own it returns
+// false: the caller runs the storm.
 //
-// A storm keeps about a quarter of a core busy, so two side by side leave
-// the machine mostly idle, and the package, whose lock (TestMain) keeps
-// the other test slot of go test ./... waiting, takes 145 s, not 228 s. In processes of their own, a storm is to the other what any
+// A storm keeps about a quarter of a core busy, so three side by side
+// leave the machine mostly idle, and the package, whose lock (TestMain)
+// keeps the other test slot of go test ./... waiting, takes 115 s (145 s
+// two at a time, 228 s one at a time). In processes of their own, a storm is to the other what any
 // program of a busy machine is: load its watch sees (timer lateness, the
 // scheduler's waits, the machine's busy share), so a run the other
 // spoiled is measured again (testlock.Conclusive), and fails in CI when
