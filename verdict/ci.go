@@ -187,31 +187,55 @@ func first(v []int) int {
 // make one again.
 func ReadBaseline(name string, data []byte) (*Baseline, error) {
 	var doc struct {
-		Check  *CheckResult   `json:"check"`
-		Chains []*StackResult `json:"chains"`
+		Check *CheckResult `json:"check"`
+		Chain string       `json:"chain"`
+		Shard string       `json:"stack_shard"`
+		// --manifests: each chain's verdict, its check among the
+		// distinct ones (a baseline of an earlier version has each
+		// chain's check in the chain).
+		Chains   []*baselineChain `json:"chains"`
+		Distinct []*CheckResult   `json:"distinct"`
 		CheckResult
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json: %v", name, err)
 	}
-	var results []*CheckResult
+	if doc.Shard != "" {
+		return nil, fmt.Errorf("--baseline %s: a shard's result (stack_shard %s): give the JSON of retrystorm merge or of a whole check", name, doc.Shard)
+	}
+	// named is a check result and the name its verdict is known by: a
+	// chain's whole name (its fleet's is cut at maxSimName), else each
+	// fleet's; was, when set, is the chain's verdict as the file says it.
+	type named struct {
+		r     *CheckResult
+		chain string
+		was   *Was
+	}
+	var results []named
 	switch {
 	case doc.Check != nil:
-		results = append(results, doc.Check)
+		results = append(results, named{r: doc.Check, chain: doc.Chain})
 	case doc.Chains != nil:
 		for _, c := range doc.Chains {
-			if c != nil && c.Check != nil {
-				results = append(results, c.Check)
+			switch {
+			case c == nil:
+			case c.Check != nil:
+				results = append(results, named{r: c.Check, chain: c.Chain})
+			case c.Distinct >= 0 && c.Distinct < len(doc.Distinct) && doc.Distinct[c.Distinct] != nil:
+				results = append(results, named{r: doc.Distinct[c.Distinct], chain: c.Chain, was: &Was{Level: c.Level, Cells: c.FailingCells}})
+			default:
+				return nil, fmt.Errorf("--baseline %s: chain %q: its distinct chain %d is not in the file", name, c.Chain, c.Distinct)
 			}
 		}
 	default:
-		results = append(results, &doc.CheckResult)
+		results = append(results, named{r: &doc.CheckResult})
 	}
 	if len(results) == 0 {
 		return nil, fmt.Errorf("--baseline %s: not the JSON of retrystorm check --json (no fleets)", name)
 	}
 	b := &Baseline{Verdicts: map[string]Was{}}
-	for k, r := range results {
+	for k, n := range results {
+		r := n.r
 		if r.Schema != BaselineSchema {
 			return nil, fmt.Errorf("--baseline %s: written by another version of retrystorm (schema %d; this one reads %d, whose verdicts are graded SAFE, AT RISK and UNSAFE): make it again with this version's check --json, with the same flags", name, r.Schema, BaselineSchema)
 		}
@@ -225,10 +249,28 @@ func ReadBaseline(name string, data []byte) (*Baseline, error) {
 			if len(f.Runs) != len(r.Clients) {
 				return nil, fmt.Errorf("--baseline %s: fleet %q has no runs: give a whole check's JSON, not a shard's", name, f.Name)
 			}
-			b.Verdicts[f.Name] = Was{Level: f.Verdict, Cells: r.FailingCells(i)}
+			switch {
+			case n.was != nil:
+				b.Verdicts[n.chain] = *n.was
+			case n.chain != "":
+				b.Verdicts[n.chain] = Was{Level: f.Verdict, Cells: r.FailingCells(i)}
+			default:
+				b.Verdicts[f.Name] = Was{Level: f.Verdict, Cells: r.FailingCells(i)}
+			}
 		}
 	}
 	return b, nil
+}
+
+// baselineChain is a chain of check --manifests --json as a baseline
+// reads it: this version's (a ManifestChain) or an earlier one's (a
+// StackResult, with its check).
+type baselineChain struct {
+	Chain        string       `json:"chain"`
+	Level        Level        `json:"verdict"`
+	Distinct     int          `json:"distinct"`
+	FailingCells int          `json:"failing_cells"`
+	Check        *CheckResult `json:"check"`
 }
 
 // SARIF 2.1.0 (OASIS, sarif-schema-2.1.0.json): the parts check writes.

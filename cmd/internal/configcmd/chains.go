@@ -139,11 +139,7 @@ func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) err
 		if single {
 			err = writeJSON(o.Stdout, results[0])
 		} else {
-			err = writeJSON(o.Stdout, struct {
-				Chains    []*verdict.StackResult `json:"chains"`
-				Unmatched []string               `json:"unmatched"`
-				Simulated int                    `json:"chains_simulated"`
-			}{results, m.Unmatched, len(m.Results)})
+			err = writeJSON(o.Stdout, m.Manifests())
 		}
 		if err != nil {
 			return err

@@ -101,6 +101,44 @@ func TestStackAmplifiesThroughTheLayers(t *testing.T) {
 	}
 }
 
+// TestStackBaselineOfALongChain: a chain whose name is longer than a
+// fleet's may be (its files' names) passes against its own baseline; the
+// baseline knew it by its fleet's cut name, and it was "new".
+func TestStackBaselineOfALongChain(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, f := range []string{"app-grpc.json", "mesh.yaml", "gateway.yaml"} {
+		data, err := os.ReadFile(stackdata(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		long := filepath.Join(dir, strings.Repeat("layer-", 8)+f)
+		if err := os.WriteFile(long, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, long)
+	}
+	ci := CI{Stack: []string{strings.Join(files, ",")}}
+	out, _, err := runStack(t, ci, true)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("the chain: %v, want ErrUnsafe", err)
+	}
+	var r verdict.StackResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Chain) <= len(r.Check.Fleets[0].Name) {
+		t.Fatalf("chain %q is no longer than its fleet's name %q: the case is not made", r.Chain, r.Check.Fleets[0].Name)
+	}
+	ci.Baseline = filepath.Join(dir, "base.json")
+	if err := os.WriteFile(ci.Baseline, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runStack(t, ci, false); err != nil {
+		t.Errorf("the chain against its own baseline: %v, want a pass", err)
+	}
+}
+
 // TestStackWhoseFirstLayerDoesNotRetry: an app that does not retry
 // behind a sidecar that retries ten times (Istio's attempts: 10). The
 // chain retries although its first layer does not: it is judged on every
@@ -652,6 +690,55 @@ func TestManifests(t *testing.T) {
 	}
 	if len(r.Chains) != 2 || r.Simulated != 1 {
 		t.Fatalf("%d chains, %d simulated: want 2 chains (Deployment and canary), simulated once", len(r.Chains), r.Simulated)
+	}
+	// The distinct chain's check is printed once, not in every chain.
+	var shape struct {
+		Chains   []map[string]json.RawMessage
+		Distinct []verdict.CheckResult
+	}
+	if err := json.Unmarshal(out.Bytes(), &shape); err != nil {
+		t.Fatal(err)
+	}
+	if len(shape.Distinct) != 1 || len(shape.Distinct[0].Fleets) != 1 {
+		t.Fatalf("distinct: %d checks, want the one chain's", len(shape.Distinct))
+	}
+	for _, ch := range shape.Chains {
+		if _, ok := ch["check"]; ok || string(ch["distinct"]) != "0" || string(ch["verdict"]) != `"unsafe"` || string(ch["failing_cells"]) == "0" {
+			t.Errorf("a chain has check %v, distinct %s, verdict %s, failing cells %s: want no check of its own, distinct 0, UNSAFE in some cells", ok, ch["distinct"], ch["verdict"], ch["failing_cells"])
+		}
+	}
+	// Its own JSON as a baseline forgives both chains: the canary, which
+	// shares the Deployment's simulation, is known by its own name.
+	baseline := filepath.Join(t.TempDir(), "base.json")
+	if err := os.WriteFile(baseline, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir, Baseline: baseline}}, IO{Stdout: &again, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Errorf("the manifests against their own baseline: %v, want a pass\n%s", err, again.String())
+	}
+	// So does a baseline of an earlier version, each chain with its check.
+	var full struct {
+		Chains   []map[string]json.RawMessage `json:"chains"`
+		Distinct []json.RawMessage            `json:"distinct"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &full); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range full.Chains {
+		ch["check"] = full.Distinct[0]
+		delete(ch, "distinct")
+		delete(ch, "failing_cells")
+	}
+	old, err := json.Marshal(map[string]any{"chains": full.Chains, "unmatched": r.Unmatched, "chains_simulated": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(baseline, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: dir, Baseline: baseline}}, IO{Stdout: &again, Stderr: &bytes.Buffer{}}); err != nil {
+		t.Errorf("the manifests against an earlier version's baseline: %v, want a pass", err)
 	}
 	for _, ch := range r.Chains {
 		if len(ch.Layers) != 2 || ch.Layers[0].ClosedForm != 2 || ch.Layers[1].ClosedForm != 6 || !ch.Agree {
