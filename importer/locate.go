@@ -1,8 +1,9 @@
 package importer
 
 import (
-	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Setting is one of a fleet's settings with the file and line it was read
@@ -18,9 +19,13 @@ type Setting struct {
 // Settings are f's settings (one per key of each of f.From) at their file
 // and line. srcs are the files f was imported from.
 func Settings(srcs []Source, f Fleet) []Setting {
+	return newLocator(srcs).settings(f)
+}
+
+func (l *locator) settings(f Fleet) []Setting {
 	var out []Setting
 	for _, v := range f.From {
-		file, line := Locate(srcs, v)
+		file, line := l.locate(v)
 		for _, n := range v.Settings {
 			out = append(out, Setting{Name: n, File: file, Line: line})
 		}
@@ -33,6 +38,7 @@ func Settings(srcs []Source, f Fleet) []Setting {
 // settings, read at that object's own place. A setting that is not read
 // under f's object (a cluster's budget, a default) is kept as f has it.
 func CoveredSettings(srcs []Source, f Fleet) [][]Setting {
+	l := newLocator(srcs)
 	var out [][]Setting
 	for k := range f.Covers {
 		var other place
@@ -43,7 +49,7 @@ func CoveredSettings(srcs []Source, f Fleet) [][]Setting {
 		for i, v := range f.From {
 			g.From[i] = f.at.move(v, other)
 		}
-		out = append(out, Settings(srcs, g))
+		out = append(out, l.settings(g))
 	}
 	return out
 }
@@ -77,17 +83,57 @@ func (p place) move(v Provenance, to place) Provenance {
 // the value at its YAML path, or of its nearest enclosing value that is
 // there). It returns no file for a value no file of srcs sets (a default,
 // a derived value).
-func Locate(srcs []Source, v Provenance) (string, int) {
-	i := slices.IndexFunc(srcs, func(s Source) bool { return v.File != "" && s.Name == v.File })
+func Locate(srcs []Source, v Provenance) (string, int) { return newLocator(srcs).locate(v) }
+
+// locator is Locate over one set of sources, each found by name and
+// parsed once however many values it is asked for: a fleet that covers a
+// thousand routes (a directory of manifests) has a few values in each.
+type locator struct {
+	srcs   []Source
+	byName map[string]int
+	docs   map[int][]*yaml.Node // parsed; nil where the file does not parse
+}
+
+func newLocator(srcs []Source) *locator { return &locator{srcs: srcs} }
+
+// source is the index of the source called name, or -1.
+func (l *locator) source(name string) int {
+	if name == "" {
+		return -1
+	}
+	if l.byName == nil {
+		l.byName = make(map[string]int, len(l.srcs))
+		for i := len(l.srcs) - 1; i >= 0; i-- {
+			l.byName[l.srcs[i].Name] = i // the first of a name, as a scan finds it
+		}
+	}
+	if i, ok := l.byName[name]; ok {
+		return i
+	}
+	return -1
+}
+
+func (l *locator) locate(v Provenance) (string, int) {
+	i := l.source(v.File)
 	if i < 0 {
 		return "", 0
 	}
-	src := srcs[i]
+	src := l.srcs[i]
 	if v.Line > 0 {
 		return src.Name, v.Line
 	}
-	docs, err := documents(src.Name, src.Data)
-	if err != nil || len(docs) == 0 {
+	docs, ok := l.docs[i]
+	if !ok {
+		var err error
+		if docs, err = documents(src.Name, src.Data); err != nil {
+			docs = nil
+		}
+		if l.docs == nil {
+			l.docs = map[int][]*yaml.Node{}
+		}
+		l.docs[i] = docs
+	}
+	if len(docs) == 0 {
 		return src.Name, 0
 	}
 	doc := docs[0]

@@ -114,20 +114,38 @@ func (ix *kubeIndex) describe(l *manifestLayer, file, obj, origin string) {
 // indexObjects reads the routes, DestinationRule subsets and ConfigMap
 // targets of one manifest file into ix.
 func (ix *kubeIndex) indexObjects(name string, data []byte) error {
+	docs, err := decodeDocs(name, data)
+	if err != nil {
+		return err
+	}
+	ix.indexDocs(name, docs)
+	return nil
+}
+
+// decodeDocs decodes the documents of manifest file name, for indexDocs:
+// the part of indexObjects that reads no index, so that files decode side
+// by side.
+func decodeDocs(name string, data []byte) ([]*yaml.Node, error) {
+	var docs []*yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
-			return nil
+			return docs, nil
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %v", name, strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil, fmt.Errorf("%s: %v", name, strings.TrimPrefix(err.Error(), "yaml: "))
 		}
-		if len(doc.Content) == 0 {
-			continue
+		if len(doc.Content) > 0 {
+			docs = append(docs, doc.Content[0])
 		}
-		root := doc.Content[0]
+	}
+}
+
+// indexDocs indexes the decoded documents of manifest file name.
+func (ix *kubeIndex) indexDocs(name string, docs []*yaml.Node) {
+	for _, root := range docs {
 		md := field(root, "metadata")
 		o := indexedObject{file: name, kind: scalar(field(root, "kind")), root: root, spec: field(root, "spec"),
 			name: scalar(field(md, "name")), ns: cmp.Or(scalar(field(md, "namespace")), "default")}
@@ -377,6 +395,7 @@ type chainer struct {
 	loads    []workload
 	services []service
 	ix       *kubeIndex
+	by       *chainIndex
 
 	chains    [][]Layer
 	unmatched []string
@@ -400,7 +419,8 @@ func (c *chainer) note(s string) {
 // explicitly, to where the manifests name no further hop. A chain that
 // comes back to a Service it passed is refused with the loop.
 func buildChains(layers []manifestLayer, loads []workload, services []service, ix *kubeIndex) ([][]Layer, []string, error) {
-	c := &chainer{layers: layers, loads: loads, services: services, ix: ix, used: map[string]bool{}, noted: map[string]bool{}, maxChains: 100_000}
+	c := &chainer{layers: layers, loads: loads, services: services, ix: ix, by: newChainIndex(layers, loads, services),
+		used: map[string]bool{}, noted: map[string]bool{}, maxChains: 100_000}
 	// A loop anywhere is refused, with the loop: one the chains would
 	// meet from their starts, and a ring of Services nothing enters
 	// (each called by another), which no chain starts in.
@@ -428,7 +448,7 @@ func buildChains(layers []manifestLayer, loads []workload, services []service, i
 	}
 	// Workloads nothing in the manifests calls are where calls start.
 	for _, w := range loads {
-		if c.reached(w, called, layers) {
+		if c.reached(w, called) {
 			continue
 		}
 		if err := c.fromWorkload(nil, w, nil, ""); err != nil {
@@ -454,28 +474,17 @@ func anyCalled(into []string, called map[string]bool) bool {
 }
 
 // mounted reports whether a workload mounts ConfigMap cm.
-func (c *chainer) mounted(cm string) bool {
-	for _, w := range c.loads {
-		if slices.Contains(w.configMaps, cm) {
-			return true
-		}
-	}
-	return false
-}
+func (c *chainer) mounted(cm string) bool { return c.by.mounted[cm] }
 
 // reached reports whether a route or another pod leads into w.
-func (c *chainer) reached(w workload, called map[string]bool, layers []manifestLayer) bool {
-	for _, s := range c.services {
-		if s.ns != w.ns || len(s.selector) == 0 || !selects(s.selector, w.labels) {
+func (c *chainer) reached(w workload, called map[string]bool) bool {
+	for _, i := range c.by.svcByNS[w.ns] {
+		s := c.services[i]
+		if len(s.selector) == 0 || !selects(s.selector, w.labels) {
 			continue
 		}
-		if called[s.name] {
+		if called[s.name] || c.by.hosts[s.name] {
 			return true
-		}
-		for _, l := range layers {
-			if l.host == s.name {
-				return true
-			}
 		}
 	}
 	return false
@@ -494,12 +503,7 @@ type edge struct {
 // client config; with several configs and no ConfigMap target, which
 // config calls which Service is not said, and is listed.
 func (c *chainer) edges(w workload, report bool) []edge {
-	var cfgs []int
-	for i, l := range c.layers {
-		if l.cm != "" && slices.Contains(w.configMaps, l.cm) {
-			cfgs = append(cfgs, i)
-		}
-	}
+	cfgs := c.by.configsOf(w)
 	var out []edge
 	if len(cfgs) == 0 {
 		for k := range w.targets {
@@ -592,8 +596,8 @@ func (c *chainer) intoService(chain []Layer, s ref, path []step, via manifestLay
 		}
 	}
 	var sel []service
-	for _, sv := range c.services {
-		if sv.name == s.name && (s.ns == "" || sv.ns == s.ns) {
+	for _, i := range c.by.svcByName[s.name] {
+		if sv := c.services[i]; s.ns == "" || sv.ns == s.ns {
 			sel = append(sel, sv)
 		}
 	}
@@ -614,8 +618,9 @@ func (c *chainer) intoService(chain []Layer, s ref, path []step, via manifestLay
 	}
 	found := false
 	for _, sv := range sel {
-		for _, w := range c.loads {
-			if w.ns != sv.ns || len(sv.selector) == 0 || !selects(sv.selector, w.labels) || !selects(extra, w.labels) {
+		for _, i := range c.by.loadsByNS[sv.ns] {
+			w := c.loads[i]
+			if len(sv.selector) == 0 || !selects(sv.selector, w.labels) || !selects(extra, w.labels) {
 				continue
 			}
 			found = true
@@ -671,18 +676,15 @@ func (c *chainer) fromWorkload(chain []Layer, w workload, path []step, via strin
 		if len(path) == 0 {
 			// A workload where calls start: its own Services are on
 			// the path, so that a call back into it is a loop.
-			for _, s := range c.services {
-				if s.ns == w.ns && len(s.selector) > 0 && selects(s.selector, w.labels) {
+			for _, i := range c.by.svcByNS[w.ns] {
+				if s := c.services[i]; len(s.selector) > 0 && selects(s.selector, w.labels) {
 					path = append(path, step{svc: s.ns + "/" + s.name, at: fmt.Sprintf("%s:%d: %s %s", w.file, w.line, w.kind, w.name)})
 				}
 			}
 		}
 		// The mesh's routes into the Service called: a sidecar's layer.
 		routed := false
-		for i, l := range c.layers {
-			if l.host == "" || !l.mesh || !slices.Contains(l.into, e.next.name) {
-				continue
-			}
+		for _, i := range c.by.meshInto[e.next.name] {
 			routed = true
 			if err := c.fromRoute(ch, i, path, e.next.at); err != nil {
 				return err
@@ -745,8 +747,9 @@ func serviceKey(s service) string { return s.ns + "/" + s.name }
 func (c *chainer) serviceCalls() map[string][]ref {
 	calls := map[string][]ref{}
 	for _, w := range c.loads {
-		for _, sv := range c.services {
-			if sv.ns != w.ns || len(sv.selector) == 0 || !selects(sv.selector, w.labels) {
+		for _, i := range c.by.svcByNS[w.ns] {
+			sv := c.services[i]
+			if len(sv.selector) == 0 || !selects(sv.selector, w.labels) {
 				continue
 			}
 			for _, e := range c.edges(w, false) {

@@ -13,7 +13,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/safetext"
@@ -104,15 +109,9 @@ func Find(dir string, o Options) (*Result, error) {
 	if len(paths) > MaxFiles {
 		return nil, fmt.Errorf("--manifests %s: %d files, more than the %d it reads", dir, len(paths), MaxFiles)
 	}
-	var (
-		loads    []workload
-		services []service
-		layers   []manifestLayer
-		routeSrc []importer.Source
-		ix       = &kubeIndex{}
-	)
+	datas := make([][]byte, len(paths))
 	total := 0
-	for _, p := range paths {
+	for i, p := range paths {
 		data, err := o.Read(p)
 		if err != nil {
 			return nil, err
@@ -120,23 +119,39 @@ func Find(dir string, o Options) (*Result, error) {
 		if total += len(data); total > MaxBytes {
 			return nil, fmt.Errorf("--manifests %s: more than %d MiB of manifests (at %s): check a part of the directory at a time", dir, MaxBytes>>20, p)
 		}
-		ws, ss, err := kubeObjects(p, data)
-		if err != nil {
-			return nil, err
+		datas[i] = data
+	}
+	// Each file is read on its own, side by side; what they add up to is
+	// put together in their order, the first error by file first.
+	files := make([]fileObjects, len(paths))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+				files[i] = readObjects(paths[i], datas[i], o.Import)
+			}
+		})
+	}
+	wg.Wait()
+	var (
+		loads    []workload
+		services []service
+		layers   []manifestLayer
+		routeSrc []importer.Source
+		ix       = &kubeIndex{}
+	)
+	for i, f := range files {
+		if f.err != nil {
+			return nil, f.err
 		}
-		loads, services = append(loads, ws...), append(services, ss...)
-		if err := ix.indexObjects(p, data); err != nil {
-			return nil, err
-		}
-		cms, err := configMapLayers(p, data, o.Import)
-		if err != nil {
-			return nil, err
-		}
-		layers = append(layers, cms...)
-		if f, err := importer.Detect(p, data); err == nil && (f == importer.Istio || f == importer.Linkerd) {
+		loads, services = append(loads, f.loads...), append(services, f.services...)
+		ix.indexDocs(paths[i], f.docs)
+		layers = append(layers, f.configs...)
+		if f.routes {
 			// Named as every message will quote it: escaped, as check's
 			// files are.
-			routeSrc = append(routeSrc, importer.Source{Name: safetext.Escape(p), Data: data})
+			routeSrc = append(routeSrc, importer.Source{Name: safetext.Escape(paths[i]), Data: datas[i]})
 		}
 	}
 	routes, err := routeLayers(routeSrc, ix, o.Import)
@@ -149,6 +164,35 @@ func Find(dir string, o Options) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Files: len(paths), Workloads: len(loads), Services: len(services), Configs: len(layers), Chains: chains, Unmatched: unmatched}, nil
+}
+
+// fileObjects is what one manifest file holds, as Find reads it.
+type fileObjects struct {
+	loads    []workload
+	services []service
+	docs     []*yaml.Node    // for the index
+	configs  []manifestLayer // its ConfigMaps' client configs
+	routes   bool            // it holds mesh routes (Istio, Linkerd)
+	err      error
+}
+
+// readObjects reads manifest file p: its errors in the order Find meets
+// them (its objects, its documents, its ConfigMaps' configs).
+func readObjects(p string, data []byte, opts importer.Options) fileObjects {
+	var f fileObjects
+	if f.loads, f.services, f.err = kubeObjects(p, data); f.err != nil {
+		return f
+	}
+	if f.docs, f.err = decodeDocs(p, data); f.err != nil {
+		return f
+	}
+	if f.configs, f.err = configMapLayers(p, data, opts); f.err != nil {
+		return f
+	}
+	if k, err := importer.Detect(p, data); err == nil && (k == importer.Istio || k == importer.Linkerd) {
+		f.routes = true
+	}
+	return f
 }
 
 // configMapLayers are the client configs held in the ConfigMaps of one
