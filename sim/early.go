@@ -33,13 +33,14 @@ const (
 	SkipCertainDrain
 	// StopWhenDecided is SkipCertainDrain, and also ends the run as soon
 	// as the fleet's recovery is decided: it was never healthy before the
-	// triggers, or the queue rule proves that it cannot recover before
-	// the run ends. The result says where it stopped (FleetResult.Ended);
+	// triggers, or a queue rule (the queue rule, or the fed one, which
+	// counts the intents still to come) proves that it cannot recover
+	// before the run ends. The result says where it stopped (FleetResult.Ended);
 	// its recovery (never), its baseline and NeverHealthy are the whole
 	// run's, and every other count stops there.
 	StopWhenDecided
 	// StopWhenLost is SkipCertainDrain, and also ends the run as soon as
-	// the queue rule proves that the fleet cannot recover and that every
+	// a queue rule proves that the fleet cannot recover and that every
 	// intent still open, and every one still to arrive before the run's
 	// end, is lost: no attempt any of them may send can be answered in
 	// time. The intents to come are drawn ahead and counted lost at once
@@ -59,6 +60,10 @@ const (
 	// EarlyNeverHealthy: the fleet failed most of its tries before the
 	// triggers (Summary.NeverHealthy): it does not recover.
 	EarlyNeverHealthy = "never_healthy"
+	// EarlyFedQueue: the queue at hand and the first attempts of the
+	// intents still to come hold every attempt the rule needs past its
+	// timeout (earlyfed.go).
+	EarlyFedQueue = "queue_stays_fed"
 )
 
 // EarlyEnd says where a run with an EarlyExit stopped, and by which rule.
@@ -92,6 +97,7 @@ type early struct {
 	endTk    int   // the first tick after them
 	life     int64 // how long a fleet's intent may send attempts, at most, from its arrival
 	arrivals *rand.PCG
+	fed      *fed // the fed rule's state (earlyfed.go); nil where it does not apply
 }
 
 // newEarly returns the fleet's early-exit state for mode, or nil when the
@@ -109,6 +115,7 @@ func newEarly(f *fleet, mode EarlyExit, arrivals *rand.PCG) *early {
 	if f.chain != nil {
 		e.timeout = f.chain.hops[f.last].timeout
 	}
+	e.fed = newFed(f)
 	e.settled = int64(start)*f.tickNs + f.timeout + earlyMargin
 	e.checkAt = max(e.settled, 0)
 	if mode == SkipCertainDrain {
@@ -184,8 +191,12 @@ func (f *fleet) checkEarly(now int64, end *EarlyEnd) bool {
 		// Every open intent and every one to come is lost once no attempt
 		// before the last of them can end can succeed.
 		c0, ok := f.noSuccessBefore(now)
-		if !ok || c0 <= f.end+e.life+earlyMargin || !never && !f.cannotRecover(now, b, c0) {
+		queue := ok && c0 > f.end+e.life+earlyMargin && (never || f.cannotRecover(now, b, c0))
+		if !queue && !(f.fedAllLost(now) && (never || f.fedCannotRecover(now, b))) {
 			return false
+		}
+		if !queue {
+			stop.Rule = EarlyFedQueue
 		}
 		stop.AllLost = true
 	case never:
@@ -193,7 +204,10 @@ func (f *fleet) checkEarly(now int64, end *EarlyEnd) bool {
 	default:
 		c0, ok := f.noSuccessBefore(now)
 		if !ok || !f.cannotRecover(now, b, c0) {
-			return false
+			if !f.fedCannotRecover(now, b) {
+				return false
+			}
+			stop.Rule = EarlyFedQueue
 		}
 	}
 	*end = stop
@@ -318,8 +332,12 @@ func (f *fleet) noSuccessBefore(now int64) (int64, bool) {
 // timeout (and the margin) before now: the attempts the hop that calls it
 // sent in the ticks that window touches. Only attempts sent during the
 // run are counted, which is all there are before its end.
-func (f *fleet) recentArrivals(now int64) int64 {
-	from := max((now-f.early.timeout-earlyMargin)/f.tickNs, 0)
+func (f *fleet) recentArrivals(now int64) int64 { return f.recentWithin(now, f.early.timeout) }
+
+// recentWithin bounds the requests that reached the origin within window
+// (and the margin) before now, as recentArrivals does.
+func (f *fleet) recentWithin(now, window int64) int64 {
+	from := max((now-window-earlyMargin)/f.tickNs, 0)
 	var n int64
 	for k := int(from); k < f.nTicks && int64(k)*f.tickNs <= now; k++ {
 		n += f.oticks[k].offered
