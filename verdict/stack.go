@@ -178,15 +178,13 @@ func CheckStackShard(ctx context.Context, layers []StackLayer, co CheckOptions, 
 	}
 	sharded := co.Shard.Count > 1
 	outage = outage || !sharded
-	var names, files []string
+	var names []string
 	for _, l := range layers {
-		names, files = append(names, l.Name), append(files, l.File)
+		names = append(names, l.Name)
 	}
 	r := &StackResult{Chain: strings.Join(names, " → ")}
-	fleet := layers[0].Input.Fleet
-	fleet.Name = simName(r.Chain)
-	tiers := stackTiers(layers)
-	in := CheckInput{Fleet: fleet, Origin: strings.Join(files, ", "), Tiers: tiers}
+	in := StackInput(layers)
+	fleet, tiers := in.Fleet, in.Tiers
 	c, err := Check(ctx, []CheckInput{in}, co, opts)
 	if err != nil {
 		return nil, err
@@ -236,6 +234,18 @@ func CheckStackShard(ctx context.Context, layers []StackLayer, co CheckOptions, 
 	}
 	r.finish()
 	return r, nil
+}
+
+// StackInput is the chain of layers as check runs it: layer 0's fleet,
+// named after the chain, calling the origin through the others as tiers.
+func StackInput(layers []StackLayer) CheckInput {
+	var names, files []string
+	for _, l := range layers {
+		names, files = append(names, l.Name), append(files, l.File)
+	}
+	fleet := layers[0].Input.Fleet
+	fleet.Name = simName(strings.Join(names, " → "))
+	return CheckInput{Fleet: fleet, Origin: strings.Join(files, ", "), Tiers: stackTiers(layers)}
 }
 
 // finish makes the verdict of a stack whose check has every cell and

@@ -3,8 +3,11 @@ package configcmd
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/retrystorm/retrystorm/experiment"
 	"github.com/retrystorm/retrystorm/grid"
@@ -66,16 +69,19 @@ func (c *CheckOptions) runChains(ctx context.Context, o IO, set chainSet, co ver
 	if m.Unmatched == nil {
 		m.Unmatched = []string{}
 	}
-	shared := new(verdict.RunCache) // the chains' identical runs (with retries off) are made once
-	for k, ch := range distinct {
-		cs := co
-		cs.Shard, cs.Runs = sh, shared
-		// Each distinct chain's outage run is made by one shard, in turn.
-		r, err := verdict.CheckStackShard(ctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
-		if err != nil {
-			return costly(err)
+	results, err := checkChains(ctx, distinct, co, opts, sh)
+	if err != nil {
+		return costly(err)
+	}
+	m.Results = results
+	if set.single && c.EmitWorst != "" && sh.Count <= 1 {
+		inputs := slices.Clone(c.Inputs)
+		for _, l := range set.chains[0] {
+			inputs = append(inputs, l.File)
 		}
-		m.Results = append(m.Results, r)
+		if err := emitWorst(o, results[0].Check, []verdict.CheckInput{verdict.StackInput(set.chains[0])}, co.Base, c.EmitWorst, inputs); err != nil {
+			return err
+		}
 	}
 	for i, ch := range set.chains {
 		r := m.Results[of[i]]
@@ -150,6 +156,73 @@ func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) err
 		settings = verdict.SettingsOf(results[0].Check)
 	}
 	return c.gate(o, vs, settings)
+}
+
+// chainsAtOnce is how many distinct chains a check of manifests checks at
+// a time. Each chain's runs come in a few grids, one after another (its
+// cells, its runs with retries off, its margin's searches, its outage
+// run), and a grid's last runs leave cores idle: with one chain at a
+// time, BenchmarkManifests1000 kept two cores 88% busy.
+const chainsAtOnce = 2
+
+// checkChains checks the distinct chains, chainsAtOnce at a time, and
+// returns their results in their order. Their identical runs (with
+// retries off) are made once, or twice where two chains at once meet one
+// together: what is printed is the same either way (RunCache). Progress
+// counts chains, not runs: the chains' grids interleave.
+func checkChains(ctx context.Context, distinct [][]verdict.StackLayer, co verdict.CheckOptions, opts experiment.Options, sh grid.Shard) ([]*verdict.StackResult, error) {
+	shared := new(verdict.RunCache)
+	at := 1
+	progress := opts.Progress
+	if len(distinct) > 1 {
+		at, opts.Progress = chainsAtOnce, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]*verdict.StackResult, len(distinct))
+	errs := make([]error, len(distinct))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		done int
+	)
+	slots := make(chan struct{}, at)
+	for k, ch := range distinct {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			cs := co
+			cs.Shard, cs.Runs = sh, shared
+			// Each distinct chain's outage run is made by one shard, in turn.
+			results[k], errs[k] = verdict.CheckStackShard(ctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
+			if errs[k] != nil {
+				cancel()
+				return
+			}
+			if at > 1 && progress != nil {
+				mu.Lock()
+				done++
+				progress(done, len(distinct))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// The first chain's own error, not another's cancellation of it.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, ctx.Err()
 }
 
 func chainName(ch []verdict.StackLayer) string {

@@ -78,6 +78,9 @@ func (c *CheckOptions) options(o IO) (experiment.Options, grid.Shard, error) {
 		if !c.JSON {
 			return experiment.Options{}, sh, usagef("--shard writes a part of the result for retrystorm merge: give --json too")
 		}
+		if c.EmitWorst != "" {
+			return experiment.Options{}, sh, usagef("--emit-worst writes the worst cell of a whole check, which a shard is not: check without --shard, or merge the shards and check the fleet again")
+		}
 	}
 	opts := experiment.Options{Workers: c.Workers, Limits: sim.Limits{Memory: c.MaxMemory}}
 	if !c.JSON {
@@ -116,7 +119,7 @@ func RunCheck(ctx context.Context, files []string, c CheckOptions, o IO) error {
 	if c.Base == "" && !fromScenario(in, files) {
 		r.Assumptions = verdict.BaseAssumptions(r, b, "the storm scenario's")
 	}
-	if c.EmitWorst != "" && sh.Count <= 1 {
+	if c.EmitWorst != "" {
 		if err := emitWorst(o, r, in, b, c.EmitWorst, append(slices.Clone(files), c.Inputs...)); err != nil {
 			return err
 		}

@@ -20,6 +20,9 @@ func RunManifests(ctx context.Context, files []string, c CheckOptions, o IO) err
 	if len(files) > 0 || len(c.Stack) > 0 {
 		return usagef("check --manifests %s takes no files and no --stack: it finds the chains in the directory", c.Manifests)
 	}
+	if c.EmitWorst != "" {
+		return usagef("--emit-worst writes one fleet's or one chain's worst cell, and --manifests checks many chains: check the chain with --stack and --emit-worst")
+	}
 	opts, sh, err := c.options(o)
 	if err != nil {
 		return err

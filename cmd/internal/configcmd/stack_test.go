@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrystorm/retrystorm/internal/race"
 	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
 	"github.com/retrystorm/retrystorm/verdict"
 )
 
@@ -98,6 +99,46 @@ func TestStackAmplifiesThroughTheLayers(t *testing.T) {
 		if !strings.Contains(text, s) {
 			t.Errorf("the text lacks %q:\n%s", s, text)
 		}
+	}
+}
+
+// TestStackEmitWorst: --emit-worst writes the worst cell of a stack's
+// verdict as a scenario with the chain's tiers, which the simulator plays
+// to the same collapse; --manifests (many chains) and --shard (a part)
+// refuse it rather than leave it unwritten.
+func TestStackEmitWorst(t *testing.T) {
+	worst := filepath.Join(t.TempDir(), "worst.yaml")
+	ci := CI{Stack: []string{stackdata("app-grpc.json") + "," + stackdata("mesh.yaml") + "," + stackdata("gateway.yaml")}, EmitWorst: worst}
+	if _, _, err := runStack(t, ci, false); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("the chain: %v, want ErrUnsafe", err)
+	}
+	data, err := os.ReadFile(worst)
+	if err != nil {
+		t.Fatalf("--emit-worst wrote nothing: %v", err)
+	}
+	sc, err := scenario.Parse(worst, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Tiers) != 2 || len(sc.Fleets) != 1 {
+		t.Fatalf("the worst cell has %d fleets and %d tiers, want the chain's: 1 and 2", len(sc.Fleets), len(sc.Tiers))
+	}
+	res, err := sim.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fleets[0].Summary.Recovered {
+		t.Errorf("the worst cell of an UNSAFE chain recovers when run")
+	}
+	var out, errb bytes.Buffer
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), CI: CI{Manifests: t.TempDir(), EmitWorst: worst}}, IO{Stdout: &out, Stderr: &errb})
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--emit-worst") {
+		t.Errorf("--manifests with --emit-worst: %v, want a usage error", err)
+	}
+	err = RunCheck(context.Background(), nil, CheckOptions{Seeds: 1, Base: shortBase(), JSON: true, Shard: "1/2", CI: ci}, IO{Stdout: &out, Stderr: &errb})
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--emit-worst") {
+		t.Errorf("--shard with --emit-worst: %v, want a usage error", err)
 	}
 }
 
