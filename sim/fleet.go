@@ -158,6 +158,8 @@ type fleet struct {
 	// early is the state of Options.EarlyExit's rules; nil when the run
 	// plays to its end (see early.go).
 	early *early
+	// arrivalsSrc is the source behind arrivals, which a fork copies.
+	arrivalsSrc *rand.PCG
 }
 
 // tickCounts are one tick's counters, kept together while the run
@@ -269,7 +271,7 @@ func newFleet(sc *scenario.Scenario, idx int, o *Options) (*fleet, error) {
 		replicas: replicas,
 		// Streams: the arrival stream is shared by every fleet (same
 		// traffic); the jitter stream is the fleet's own.
-		arrivals: rand.New(arrivals),
+		arrivals: rand.New(arrivals), arrivalsSrc: arrivals,
 		jitter:   rand.NewPCG(sc.Seed, 0x1000+uint64(idx)),
 		lastT:    time.Unix(0, 0),
 		sched:    buildSchedule(sc, replicas),
@@ -414,6 +416,19 @@ func satAdd(a, b int64) int64 {
 // in time order: trigger boundaries first, then arrivals, then scheduled
 // events, ties in the order they were scheduled.
 func (f *fleet) run(stop func() bool) (FleetResult, error) {
+	ended, _, err := f.play(stop, math.MaxInt64)
+	if err != nil {
+		return FleetResult{}, err
+	}
+	return f.result(&ended), nil
+}
+
+// play plays the fleet on until its end, or until the next thing to
+// happen is at pause or later (paused: nothing at pause has happened, not
+// even the checks before it, so that play can go on from there, in this
+// fleet or in a fork of it). On an error (stopped) the fleet's memory is
+// given back.
+func (f *fleet) play(stop func() bool, pause int64) (ended EarlyEnd, paused bool, err error) {
 	const (
 		none = iota
 		doEnv
@@ -422,7 +437,6 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	)
 	limit := satAdd(f.end, drainLimit)
 	var e event // the event in hand: popped into, handled by reference (see eventQueue.pop)
-	var ended EarlyEnd
 	for steps := 1; ; steps++ {
 		nextEnv := int64(math.MaxInt64)
 		if f.envAt+1 < len(f.sched.at) {
@@ -433,7 +447,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		// arrivals) need none of the checks below: take them in a tight
 		// loop, in the same order, an arrival before an event at its
 		// time.
-		for horizon := min(nextEnv, f.boundary, f.end); ; steps++ {
+		for horizon := min(nextEnv, f.boundary, f.end, pause); ; steps++ {
 			if t, a := f.q.next(), f.nextArrival; a <= t && a < horizon {
 				f.arrive(a)
 				f.nextArrival = satAdd(a, f.gap())
@@ -445,7 +459,7 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 			}
 			if steps&0xffff == 0 && stop != nil && stop() {
 				f.give()
-				return FleetResult{}, errStopped
+				return ended, false, errStopped
 			}
 		}
 		now, what := int64(math.MaxInt64), none
@@ -457,6 +471,9 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		}
 		if t := f.q.next(); t < now {
 			now, what = t, doEvent
+		}
+		if now >= pause {
+			return ended, true, nil
 		}
 		// Once arrivals stopped and every intent ended, what is left is
 		// the origin working for nobody: it changes no result.
@@ -481,10 +498,16 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 		}
 		if steps&0xffff == 0 && stop != nil && stop() {
 			f.give()
-			return FleetResult{}, errStopped
+			return ended, false, errStopped
 		}
 	}
-	f.endSamples(&ended)
+	return ended, false, nil
+}
+
+// result makes the result of a fleet played to its end (or stopped early,
+// as ended says) and gives its memory back.
+func (f *fleet) result(ended *EarlyEnd) FleetResult {
+	f.endSamples(ended)
 	f.finishUnfinished()
 	sum := f.summarize()
 	var tiers []TierResult
@@ -495,10 +518,11 @@ func (f *fleet) run(stop func() bool) (FleetResult, error) {
 	f.give()
 	r := FleetResult{Name: f.cfg.Name, Summary: sum, Series: f.s, Tiers: tiers, Replicas: reps, NoHealthyReplica: noHost}
 	if ended.Rule != "" {
-		r.Ended = &ended
+		e := *ended
+		r.Ended = &e
 		truncate(&r)
 	}
-	return r, nil
+	return r
 }
 
 var errStopped = errors.New("sim: stopped")

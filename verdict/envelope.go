@@ -540,7 +540,9 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 			todo[i].sc = nil // the run's own, and no longer kept
 			return sc, nil
 		},
-		Early: func(i int) sim.EarlyExit { return todo[i].job.early },
+		Early:  func(i int) sim.EarlyExit { return todo[i].job.early },
+		Group:  warmGroups(todo, func(r *run) *scenario.Scenario { return r.sc }, e.at),
+		WarmAt: e.at,
 	}
 	return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
 		r := todo[i]
@@ -554,6 +556,26 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 			keep(j, cell)
 		}
 	})
+}
+
+// warmGroups groups runs whose scenarios differ only in their faults,
+// which all start at at: the same fleet, client count, seed and load
+// (and origin: a bounded queue's is its own). Each group's runs share one
+// warm-up to at (grid.Grid.Group); the result is each run's whole.
+func warmGroups[R any](runs []R, sc func(R) *scenario.Scenario, at time.Duration) func(i int) int {
+	first := make([]int, len(runs))
+	seen := map[string]int{}
+	for i, r := range runs {
+		first[i] = i
+		if key, ok := sim.WarmKey(sc(r), at); ok {
+			if k, ok := seen[key]; ok {
+				first[i] = k
+			} else {
+				seen[key] = i
+			}
+		}
+	}
+	return func(i int) int { return first[i] }
 }
 
 // reading is how job j's run is read (cellOf's window: the tick, the

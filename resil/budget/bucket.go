@@ -244,6 +244,19 @@ func checkFunding(field string, f Funding, take ...Funding) error {
 // unset.
 func (b *TokenBucket) built() bool { return b != nil && b.funding != FundingUnset }
 
+// Fork returns a copy of b in its present state that shares nothing with
+// it: for a simulator that plays one history on in several ways from a
+// shared start. A bucket NewTokenBucket did not make forks into one that
+// grants no retry either.
+func (b *TokenBucket) Fork() resil.Budget {
+	if b == nil {
+		return b
+	}
+	c := &TokenBucket{ratio: b.ratio, max: b.max, cost: b.cost, timeout: b.timeout, funding: b.funding}
+	c.tokens.Store(b.tokens.Load())
+	return c
+}
+
 // Built names the constructor, and reports whether it made b.
 func (b *TokenBucket) Built() (constructor string, ok bool) {
 	return "budget.NewTokenBucket", b.built()

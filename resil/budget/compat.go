@@ -83,6 +83,19 @@ func (s GRPCThrottleSettings) Validate() error {
 // built reports whether NewGRPCThrottle made g: MaxTokens is required.
 func (g *GRPCThrottle) built() bool { return g != nil && g.max > 0 }
 
+// Fork returns a copy of g in its present state that shares nothing with
+// it: for a simulator that plays one history on in several ways from a
+// shared start. A throttle NewGRPCThrottle did not make forks into one
+// that grants no retry either.
+func (g *GRPCThrottle) Fork() resil.Budget {
+	if g == nil {
+		return g
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return &GRPCThrottle{tokens: g.tokens, max: g.max, ratio: g.ratio, uncounted: g.uncounted}
+}
+
 // Built names the constructor, and reports whether it made g.
 func (g *GRPCThrottle) Built() (constructor string, ok bool) {
 	return "budget.NewGRPCThrottle", g.built()

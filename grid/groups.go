@@ -1,0 +1,147 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/retrystorm/retrystorm/scenario"
+	"github.com/retrystorm/retrystorm/sim"
+)
+
+// runGroups is Run for a grid whose cells come in groups (Grid.Group):
+// each group goes to one worker, which warms its first cell's run up to
+// g.WarmAt once and plays each cell on from there.
+func runGroups(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) error {
+	_, err := runGroupsCounted(ctx, g, opts, keep)
+	return err
+}
+
+// runGroupsCounted is runGroups, and counts the cells played on from a
+// shared warm-up (for tests).
+func runGroupsCounted(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
+	var groups [][]int
+	at := map[int]int{}
+	total := 0
+	for _, i := range g.cells() {
+		first := g.Group(i)
+		k, ok := at[first]
+		if !ok {
+			k = len(groups)
+			at[first] = k
+			groups = append(groups, nil)
+		}
+		groups[k] = append(groups[k], i)
+		total++
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     int
+		count    atomic.Int64
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	kept := func(i int, f *sim.FleetResult) {
+		keep(i, f)
+		if opts.Progress != nil {
+			mu.Lock()
+			done++
+			opts.Progress(done, total)
+			mu.Unlock()
+		}
+	}
+	jobs := make(chan []int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for cells := range jobs {
+				n, err := runGroup(ctx, &g, opts, cells, kept)
+				count.Add(n)
+				if err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	for _, cells := range groups {
+		select {
+		case jobs <- cells:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return count.Load(), firstErr
+	}
+	return count.Load(), ctx.Err()
+}
+
+// runGroup runs one group's cells: forks of one warm-up when it has
+// several and their run can be warmed up, else each whole.
+func runGroup(ctx context.Context, g *Grid, opts Options, cells []int, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
+	scs := make([]*scenario.Scenario, len(cells))
+	for k, i := range cells {
+		sc, err := g.Cell(i)
+		if err != nil {
+			return 0, err
+		}
+		scs[k] = sc
+	}
+	var w *sim.Warm
+	if len(cells) > 1 {
+		var err error
+		w, err = sim.WarmUp(ctx, scs[0], g.WarmAt, sim.Options{Limits: opts.Limits})
+		switch {
+		case errors.Is(err, sim.ErrNotForkable):
+			w = nil
+		case err != nil:
+			return 0, err
+		default:
+			defer w.Release()
+		}
+	}
+	for k, i := range cells {
+		if ctx.Err() != nil {
+			return forked, ctx.Err()
+		}
+		var (
+			res *sim.Result
+			err error
+		)
+		if w != nil {
+			so := sim.Options{Limits: opts.Limits}
+			if g.Early != nil {
+				so.EarlyExit = g.Early(i)
+			}
+			res, err = w.Run(ctx, scs[k], so)
+			forked++
+		} else {
+			res, err = opts.simulate(ctx, g, i, scs[k])
+		}
+		if err != nil {
+			return forked, err
+		}
+		scs[k] = nil // the run's own, and no longer kept
+		keep(i, &res.Fleets[0])
+	}
+	return forked, nil
+}

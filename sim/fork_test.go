@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/retrystorm/retrystorm/resil/budget"
+	"github.com/retrystorm/retrystorm/scenario"
+)
+
+// TestForkIsTheWholeRun warms generated scenarios up to their fault's
+// start once and plays each of several faults on from there, with every
+// early exit, and requires each result to be the whole run's, byte for
+// byte once encoded; and it requires forks to have been made, so that it
+// cannot pass by refusing them all.
+func TestForkIsTheWholeRun(t *testing.T) {
+	cases := 18
+	if testing.Short() {
+		cases = 6
+	}
+	rng := rand.New(rand.NewPCG(41, 1))
+	ctx := context.Background()
+	forked := 0
+	for i := range cases {
+		var sc *scenario.Scenario
+		switch i % 3 {
+		case 0:
+			sc = earlyCase(rng, i)
+		case 1:
+			sc = edgeCase(rng, i)
+		default:
+			// gRPC's retry throttle, whose tokens a storm spends.
+			sc = earlyCase(rng, i)
+			sc.Fleets[0].Budget = scenario.Budget{Use: scenario.BudgetGRPC, GRPC: budget.GRPCThrottleSettings{MaxTokens: 10, TokenRatio: 0.1}}
+		}
+		at := sc.Triggers[0].At
+		capacity := sc.Origin.Capacity
+		faults := []scenario.Trigger{
+			sc.Triggers[0],
+			{Kind: scenario.TriggerCapacity, At: at, For: 7 * time.Second, Capacity: capacity * 0.2},
+			{Kind: scenario.TriggerErrors, At: at, For: 5 * time.Second, ErrorRate: 1, Answer: "error"},
+			{Kind: scenario.TriggerOutage, At: at, For: 4 * time.Second, Mode: scenario.OutageRefuse},
+			{Kind: scenario.TriggerLatency, At: at + time.Second, For: 6 * time.Second, Factor: 4},
+		}
+		w, err := WarmUp(ctx, sc, at, Options{})
+		if err == ErrNotForkable {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		for k, ft := range faults {
+			v := sc.Clone()
+			v.Name = sc.Name + "/" + ft.Kind
+			v.Triggers = []scenario.Trigger{ft}
+			if err := v.Validate(); err != nil {
+				t.Fatalf("%s: fault %d: %v", sc.Name, k, err)
+			}
+			for _, m := range []EarlyExit{NoEarlyExit, SkipCertainDrain, StopWhenDecided, StopWhenLost} {
+				whole, err := RunWith(ctx, v, Options{EarlyExit: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fork, err := w.Run(ctx, v, Options{EarlyExit: m})
+				if err != nil {
+					t.Fatalf("%s, early exit %d: %v", v.Name, m, err)
+				}
+				a, errA := json.Marshal(whole)
+				b, errB := json.Marshal(fork)
+				if errA != nil || errB != nil || len(a) < 100 {
+					t.Fatalf("%s: encoding the results: %v, %v", v.Name, errA, errB)
+				}
+				if string(a) != string(b) {
+					t.Errorf("%s, early exit %d: the fork differs from the whole run", v.Name, m)
+				}
+				forked++
+			}
+		}
+		w.Release()
+	}
+	if forked < cases {
+		t.Errorf("%d forks in %d scenarios: the test proves little", forked, cases)
+	}
+	t.Logf("%d forks, each the whole run", forked)
+}
