@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
@@ -36,14 +35,6 @@ type Grid struct {
 	// sim.EarlyExit): for a caller that reads only what the rules keep.
 	// Nil: every run plays to its end.
 	Early func(i int) sim.EarlyExit
-	// Group, when set, puts cells whose scenarios differ only in their
-	// triggers, none of them before WarmAt, in one group (Group gives
-	// cell i's group's first cell): a group's cells run one after another
-	// on one worker, each played on from one warm-up to WarmAt
-	// (sim.WarmUp), with the results of whole runs. A group whose run
-	// cannot be warmed up so runs its cells whole.
-	Group  func(i int) int
-	WarmAt time.Duration
 }
 
 // Shard is one part of a grid split for several machines: shard Index
@@ -120,9 +111,6 @@ func (o Options) simulate(ctx context.Context, g *Grid, i int, sc *scenario.Scen
 // and keep no more of the result than it needs (its series are the run's).
 // It reports progress through opts.Progress, and stops at the first error.
 func Run(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) error {
-	if g.Group != nil {
-		return runGroups(ctx, g, opts, keep)
-	}
 	todo := g.cells()
 	workers := opts.Workers
 	if workers <= 0 {

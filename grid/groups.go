@@ -6,27 +6,39 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/retrystorm/retrystorm/scenario"
 	"github.com/retrystorm/retrystorm/sim"
 )
 
-// runGroups is Run for a grid whose cells come in groups (Grid.Group):
-// each group goes to one worker, which warms its first cell's run up to
-// g.WarmAt once and plays each cell on from there.
-func runGroups(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) error {
-	_, err := runGroupsCounted(ctx, g, opts, keep)
+// Groups put a grid's cells whose scenarios differ only in their
+// triggers, none of them before WarmAt, in one group: First gives cell
+// i's group's first cell.
+type Groups struct {
+	First  func(i int) int
+	WarmAt time.Duration
+}
+
+// RunGroups is Run for a grid whose cells come in groups: a group's cells
+// run one after another on one worker, each played on from one warm-up to
+// gs.WarmAt (sim.WarmUp), with the results of whole runs; a group whose
+// run cannot be warmed up so runs its cells whole. (Apart from Run, so
+// that a program that never groups, the page's module, carries none of
+// it.)
+func RunGroups(ctx context.Context, g Grid, gs Groups, opts Options, keep func(i int, f *sim.FleetResult)) error {
+	_, err := runGroupsCounted(ctx, g, gs, opts, keep)
 	return err
 }
 
-// runGroupsCounted is runGroups, and counts the cells played on from a
+// runGroupsCounted is RunGroups, and counts the cells played on from a
 // shared warm-up (for tests).
-func runGroupsCounted(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
+func runGroupsCounted(ctx context.Context, g Grid, gs Groups, opts Options, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
 	var groups [][]int
 	at := map[int]int{}
 	total := 0
 	for _, i := range g.cells() {
-		first := g.Group(i)
+		first := gs.First(i)
 		k, ok := at[first]
 		if !ok {
 			k = len(groups)
@@ -70,7 +82,7 @@ func runGroupsCounted(ctx context.Context, g Grid, opts Options, keep func(i int
 	for range workers {
 		wg.Go(func() {
 			for cells := range jobs {
-				n, err := runGroup(ctx, &g, opts, cells, kept)
+				n, err := runGroup(ctx, &g, gs.WarmAt, opts, cells, kept)
 				count.Add(n)
 				if err != nil {
 					fail(err)
@@ -97,7 +109,7 @@ func runGroupsCounted(ctx context.Context, g Grid, opts Options, keep func(i int
 
 // runGroup runs one group's cells: forks of one warm-up when it has
 // several and their run can be warmed up, else each whole.
-func runGroup(ctx context.Context, g *Grid, opts Options, cells []int, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
+func runGroup(ctx context.Context, g *Grid, warmAt time.Duration, opts Options, cells []int, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
 	scs := make([]*scenario.Scenario, len(cells))
 	for k, i := range cells {
 		sc, err := g.Cell(i)
@@ -109,7 +121,7 @@ func runGroup(ctx context.Context, g *Grid, opts Options, cells []int, keep func
 	var w *sim.Warm
 	if len(cells) > 1 {
 		var err error
-		w, err = sim.WarmUp(ctx, scs[0], g.WarmAt, sim.Options{Limits: opts.Limits})
+		w, err = sim.WarmUp(ctx, scs[0], warmAt, sim.Options{Limits: opts.Limits})
 		switch {
 		case errors.Is(err, sim.ErrNotForkable):
 			w = nil

@@ -93,8 +93,7 @@ tiers:
 			}
 			return out, 0
 		}
-		g.Group, g.WarmAt = func(i int) int { return groups[i] }, at
-		n, err := runGroupsCounted(context.Background(), g, Options{}, keep)
+		n, err := runGroupsCounted(context.Background(), g, Groups{First: func(i int) int { return groups[i] }, WarmAt: at}, Options{}, keep)
 		if err != nil {
 			t.Fatal(err)
 		}

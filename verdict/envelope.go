@@ -540,11 +540,10 @@ func (e *envelope) runJobs(ctx context.Context, jobs []job, spec func(i, v int) 
 			todo[i].sc = nil // the run's own, and no longer kept
 			return sc, nil
 		},
-		Early:  func(i int) sim.EarlyExit { return todo[i].job.early },
-		Group:  warmGroups(todo, func(r *run) *scenario.Scenario { return r.sc }, e.at),
-		WarmAt: e.at,
+		Early: func(i int) sim.EarlyExit { return todo[i].job.early },
 	}
-	return grid.Run(ctx, g, opts.GridOptions(), func(i int, f *sim.FleetResult) {
+	gs := grid.Groups{First: warmGroups(todo, func(r *run) *scenario.Scenario { return r.sc }, e.at), WarmAt: e.at}
+	return grid.RunGroups(ctx, g, gs, opts.GridOptions(), func(i int, f *sim.FleetResult) {
 		r := todo[i]
 		cell := e.cellOf(f, r.job.fault, r.job.load)
 		if r.keyed {
