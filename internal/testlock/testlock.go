@@ -44,6 +44,27 @@ func Exclusive() { hold(true) }
 // it, shared with other such binaries, until the process exits.
 func Shared() { hold(false) }
 
+// Alone makes this test binary's lock exclusive for the rest of t, and
+// shared again after it, when it was shared: for a test that starves its
+// own lab on purpose (cpuhog) in a package that runs beside others, whose
+// load would add to the starvation it controls.
+func Alone(t testing.TB) {
+	mu.Lock()
+	wasShared := held != nil && !heldExclusive
+	mu.Unlock()
+	hold(true)
+	if !wasShared {
+		return
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if held != nil && heldExclusive && lock(held, false) == nil {
+			heldExclusive = false
+		}
+	})
+}
+
 // RunShared is a TestMain for a CPU-heavy test package: it holds the lock
 // shared, runs the tests and exits with their status.
 func RunShared(m *testing.M) {

@@ -77,3 +77,55 @@ func TestHoldTwice(t *testing.T) {
 	}
 	held.Close()
 }
+
+// TestAloneIsExclusiveForTheTest holds the lock shared, makes it exclusive
+// for a subtest with Alone, and checks that a child process asking for it
+// shared waits until the subtest is over, and no longer.
+func TestAloneIsExclusiveForTheTest(t *testing.T) {
+	if p := os.Getenv("TESTLOCK_SHARED_PATH"); p != "" {
+		path = func() string { return p }
+		Shared()
+		return
+	}
+	own := filepath.Join(t.TempDir(), "lock")
+	oldPath := path
+	path = func() string { return own }
+	t.Cleanup(func() {
+		mu.Lock()
+		if held != nil {
+			held.Close()
+		}
+		held, heldExclusive = nil, false
+		mu.Unlock()
+		path = oldPath
+	})
+	Shared()
+	child := func() chan error {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestAloneIsExclusiveForTheTest$")
+		cmd.Env = append(os.Environ(), "TESTLOCK_SHARED_PATH="+own)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		return done
+	}
+	var waiting chan error
+	t.Run("alone", func(t *testing.T) {
+		Alone(t)
+		waiting = child()
+		select {
+		case <-waiting:
+			t.Fatal("a shared lock was taken while a test held it alone")
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatalf("the child: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock stayed exclusive after the test that held it alone")
+	}
+}

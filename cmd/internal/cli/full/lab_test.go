@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrystorm/retrystorm/internal/cpuhog"
+	"github.com/retrystorm/retrystorm/internal/testlock"
 	"github.com/retrystorm/retrystorm/lab"
 )
 
@@ -227,6 +228,10 @@ func TestLabUsage(t *testing.T) {
 // fleet) take minutes: it yields once per span it sweeps.
 func starve(t *testing.T) {
 	t.Helper()
+	// The starvation is the test's own: other packages' tests beside it
+	// would add load it does not control (TestLabInconclusive's lab once
+	// judged a run measured whose fleet lost one intent to it).
+	testlock.Alone(t)
 	procs := runtime.GOMAXPROCS(1)
 	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	cpuhog.Start(t)
