@@ -275,8 +275,13 @@ func (t *requests) copyFrom(s *requests) {
 	for len(t.chunks) < len(s.chunks) {
 		t.chunks = append(t.chunks, new([requestChunk]request))
 	}
+	// The slots handed out so far; the others are set when taken.
 	for i := range s.chunks {
-		*t.chunks[i] = *s.chunks[i]
+		n := min(int(s.made)-i*requestChunk, requestChunk)
+		if n <= 0 {
+			break
+		}
+		copy(t.chunks[i][:n], s.chunks[i][:n])
 	}
 	t.made, t.free = s.made, append(t.free[:0], s.free...)
 }

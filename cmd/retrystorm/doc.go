@@ -185,6 +185,12 @@ a usage error or an invalid scenario file, with a message naming the file,
 line and field; 3 when a lab run could not measure (its load generator or
 servers ran late, or it used its cores up): inconclusive, no claim judged.
 
+# Environment
+
+GOGC and GOMEMLIMIT set Go's garbage collector as usual; unset, the
+process that runs the command sets GOGC=400 under a soft limit of 4 GiB,
+since the simulator's heap is small and short-lived (BENCHMARKS.md).
+
 # Files
 
 Scenario files are strict YAML; the format is documented in
