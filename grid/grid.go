@@ -112,55 +112,71 @@ func (o Options) simulate(ctx context.Context, g *Grid, i int, sc *scenario.Scen
 // It reports progress through opts.Progress, and stops at the first error.
 func Run(ctx context.Context, g Grid, opts Options, keep func(i int, f *sim.FleetResult)) error {
 	todo := g.cells()
-	workers := opts.Workers
+	progress := opts.progress(len(todo))
+	return each(ctx, opts.Workers, todo, func(ctx context.Context, i int) error {
+		sc, err := g.Cell(i)
+		if err != nil {
+			return err
+		}
+		res, err := opts.simulate(ctx, &g, i, sc)
+		if err != nil {
+			return err
+		}
+		keep(i, &res.Fleets[0])
+		progress()
+		return nil
+	})
+}
+
+// progress returns what to call as each of total cells is done: it
+// reports to o.Progress, under a lock, so that progress never goes back.
+func (o Options) progress(total int) func() {
+	if o.Progress == nil {
+		return func() {}
+	}
+	var (
+		mu   sync.Mutex
+		done int
+	)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		o.Progress(done, total)
+	}
+}
+
+// each calls work for every item on workers goroutines (all cores for 0),
+// and stops at the first error, which it returns (or ctx's).
+func each[T any](ctx context.Context, workers int, items []T, work func(ctx context.Context, item T) error) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan int)
 	var (
-		progressMu sync.Mutex
-		done       int
+		mu       sync.Mutex
+		firstErr error
 	)
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel()
-	}
+	jobs := make(chan T)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for job := range jobs {
-				sc, err := g.Cell(job)
-				if err != nil {
-					fail(err)
-					continue
-				}
-				res, err := opts.simulate(ctx, &g, job, sc)
-				if err != nil {
-					fail(err)
-					continue
-				}
-				keep(job, &res.Fleets[0])
-				if opts.Progress != nil {
-					// Under the lock, so that progress never goes back.
-					progressMu.Lock()
-					done++
-					opts.Progress(done, len(todo))
-					progressMu.Unlock()
+			for item := range jobs {
+				if err := work(ctx, item); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
 				}
 			}
 		})
 	}
-	for _, job := range todo {
+	for _, item := range items {
 		select {
-		case jobs <- job:
+		case jobs <- item:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {

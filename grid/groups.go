@@ -3,8 +3,6 @@ package grid
 import (
 	"context"
 	"errors"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,63 +46,17 @@ func runGroupsCounted(ctx context.Context, g Grid, gs Groups, opts Options, keep
 		groups[k] = append(groups[k], i)
 		total++
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		firstErr error
-		done     int
-		count    atomic.Int64
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel()
-	}
-	kept := func(i int, f *sim.FleetResult) {
-		keep(i, f)
-		if opts.Progress != nil {
-			mu.Lock()
-			done++
-			opts.Progress(done, total)
-			mu.Unlock()
-		}
-	}
-	jobs := make(chan []int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for cells := range jobs {
-				n, err := runGroup(ctx, &g, gs.WarmAt, opts, cells, kept)
-				count.Add(n)
-				if err != nil {
-					fail(err)
-				}
-			}
+	progress := opts.progress(total)
+	var count atomic.Int64
+	err = each(ctx, opts.Workers, groups, func(ctx context.Context, cells []int) error {
+		n, err := runGroup(ctx, &g, gs.WarmAt, opts, cells, func(i int, f *sim.FleetResult) {
+			keep(i, f)
+			progress()
 		})
-	}
-	for _, cells := range groups {
-		select {
-		case jobs <- cells:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return count.Load(), firstErr
-	}
-	return count.Load(), ctx.Err()
+		count.Add(n)
+		return err
+	})
+	return count.Load(), err
 }
 
 // runGroup runs one group's cells: forks of one warm-up when it has
