@@ -33,14 +33,18 @@ var ErrNotForkable = errors.New("sim: the run cannot be warmed up once and playe
 
 // Forkable reports whether sc's run can be warmed up to at and played on
 // from there (WarmUp): one fleet on the fleet engine; triggers that start
-// at or after at, a moment inside the run; no rate series; policies that
+// at or after at, a moment inside the run, none naming a replica; no
+// rate series; policies that
 // keep no state that fork cannot copy (a budget but the token bucket and
 // the gRPC throttle, a breaker, an adaptive throttle, a pacer); no picker, detector or replica named (their state is not
 // copied); and origin and tier servers whose state origin.Fork copies.
 // The last is known only once the run is built: WarmUp may still return
 // ErrNotForkable.
 func Forkable(sc *scenario.Scenario, at time.Duration) bool {
-	if len(sc.Fleets) != 1 || sc.System() || at <= 0 || at >= sc.Duration || len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)) > 0 {
+	// A scenario that names a replica keeps the ground truth per
+	// replica from its start (newReplicaState), which a warm-up without
+	// it would not have.
+	if len(sc.Fleets) != 1 || sc.System() || sc.NamesReplicas() || at <= 0 || at >= sc.Duration || len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)) > 0 {
 		return false
 	}
 	for _, t := range sc.Triggers {

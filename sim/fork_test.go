@@ -81,6 +81,36 @@ func TestForkIsTheWholeRun(t *testing.T) {
 		}
 		w.Release()
 	}
+	// A fault that names a replica: the whole run keeps each replica's
+	// ground truth from its start, the warm-up did not; refused.
+	sc, err := scenario.Parse("replicas.yaml", []byte(`name: replicas
+seed: 1
+duration: 60s
+tick: 1s
+traffic: {rate: 100, arrivals: poisson, clients: 4}
+origin: {model: queue, capacity: 150, workers: 12, replicas: 2}
+triggers:
+  - {kind: capacity, capacity: 50, at: 20s, for: 10s}
+fleets:
+  - name: fleet
+    timeout: 1s
+    retry: {max_retries: 2}
+    budget: {use: none}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := WarmUp(ctx, sc, sc.Triggers[0].At, Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", sc.Name, err)
+	}
+	bad := 1
+	named := sc.Clone()
+	named.Triggers = []scenario.Trigger{{Kind: scenario.TriggerErrors, At: sc.Triggers[0].At, For: 5 * time.Second, ErrorRate: 1, Replica: &bad}}
+	if _, err := w.Run(ctx, named, Options{}); err != ErrNotForkable {
+		t.Errorf("a fault that names a replica, played on from a warm-up without: %v, want ErrNotForkable", err)
+	}
+	w.Release()
 	if forked < cases {
 		t.Errorf("%d forks in %d scenarios: the test proves little", forked, cases)
 	}
