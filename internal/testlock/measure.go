@@ -119,7 +119,7 @@ func Conclusive(t testing.TB, run func(try int) (inconclusive string)) {
 func Timed(t testing.TB, slack time.Duration, run func() (check func())) {
 	t.Helper()
 	Conclusive(t, func(int) string {
-		stop := lateness()
+		stop := watch()
 		check := run()
 		if late := stop(); late > slack {
 			return fmt.Sprintf("this process's timers woke up to %v late, past the test's slack of %v", late.Round(time.Millisecond), slack)
@@ -128,6 +128,9 @@ func Timed(t testing.TB, slack time.Duration, run func() (check func())) {
 		return ""
 	})
 }
+
+// watch is lateness; a test replaces it to stall a run on cue.
+var watch = lateness
 
 // lateness starts a timer that wakes every 5 ms, and returns a function
 // that stops it and says how late it woke at worst.

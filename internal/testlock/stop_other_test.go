@@ -2,4 +2,13 @@
 
 package testlock
 
+import (
+	"testing"
+	"time"
+)
+
 func canStop() bool { return false }
+
+func stopper() {}
+
+func stopMe(*testing.T, time.Duration) {}
