@@ -24,8 +24,8 @@ import (
 func main() {
 	// WebAssembly has one thread: each collection stops the panel, where a
 	// native process marks beside it. Collecting at five times the live
-	// heap rather than twice took the cache panel's first computation from
-	// 1.7-1.9 s to 1.6 s and every panel from 5.7-5.8 s to 5.3-5.4 s
+	// heap rather than twice took every panel's first computation in
+	// Chromium from 5.75 s to 5.45 s (medians of six on two cores)
 	// (BENCHMARKS.md); the soft limit keeps a worker's memory, which
 	// WebAssembly never gives back, near what it was (73 MB natively at
 	// the default, 157 MB at 400 without a limit).
