@@ -136,8 +136,9 @@ var watch = lateness
 // that stops it and says how late it woke at worst.
 func lateness() (stop func() time.Duration) {
 	const period = 5 * time.Millisecond
-	done, worst := make(chan struct{}), make(chan time.Duration, 1)
+	done, worst, started := make(chan struct{}), make(chan time.Duration, 1), make(chan struct{})
 	go func() {
+		close(started) // a stall from here on is seen
 		var w time.Duration
 		for next := time.Now().Add(period); ; next = next.Add(period) {
 			select {
@@ -152,6 +153,7 @@ func lateness() (stop func() time.Duration) {
 			}
 		}
 	}()
+	<-started
 	return func() time.Duration {
 		close(done)
 		return <-worst
