@@ -33,7 +33,7 @@ func TestEarlyExitKeepsItsPromises(t *testing.T) {
 		cases = n
 	}
 	var scs []*scenario.Scenario
-	for _, p := range []string{"testdata/storm.yaml", "testdata/chain-stall.yaml", "testdata/replicas-per-client.yaml", "../scenario/testdata/tiers.yaml"} {
+	for _, p := range []string{"testdata/storm.yaml", "testdata/chain-stall.yaml", "testdata/replicas-per-client.yaml", "../scenario/testdata/tiers.yaml", "testdata/early-tier-limit.yaml"} {
 		sc := loadScenario(t, p)
 		sc.Name = filepath.Base(p)
 		scs = append(scs, sc)

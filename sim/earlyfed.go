@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/retrystorm/retrystorm/origin"
 	"github.com/retrystorm/retrystorm/scenario"
 )
 
@@ -39,8 +40,8 @@ const maxFedArrivals = 1 << 20
 // every first attempt (no breaker, no adaptive throttle, no pacer), no
 // picker or detector can find no host, the origin is one replica with an
 // unbounded queue and no faults of its own, and each tier serves every
-// request it gets in a fixed time (a concurrency model of fixed latency)
-// before it calls the next layer. The queue rule's own conditions
+// request it gets in a fixed time (a concurrency model of fixed latency,
+// no limit and no deadline shedding) before it calls the next layer. The queue rule's own conditions
 // (queueRuleHolds, no hedging, no pacer) are newEarly's.
 func newFed(f *fleet) *fed {
 	sc := f.sc
@@ -57,6 +58,13 @@ func newFed(f *fleet) *fed {
 	for _, t := range sc.Tiers {
 		s := &t.Server
 		if s.Model != scenario.ModelConcurrency || s.PerInflight != 0 || !s.ServiceTime.IsFixed() || len(s.Faults) > 0 || s.Base <= 0 {
+			return nil
+		}
+		// A tier with a limit or deadline shedding refuses at its door
+		// what the rule counts on to reach the queue: a tier limited to L
+		// calls held until its client's timeout lets through L per
+		// timeout, and the queue drains behind it.
+		if _, admits, err := origin.ShedderSettings(s); err != nil || admits {
 			return nil
 		}
 		r.transit += int64(s.Base)
