@@ -33,7 +33,8 @@ var ErrNotForkable = errors.New("sim: the run cannot be warmed up once and playe
 
 // Forkable reports whether sc's run can be warmed up to at and played on
 // from there (WarmUp): one fleet on the fleet engine; triggers that start
-// at or after at, a moment inside the run, none naming a replica; no
+// at or after at, a moment inside the run on its tick grid, none naming a
+// replica; no
 // rate series; policies that
 // keep no state that fork cannot copy (a budget but the token bucket and
 // the gRPC throttle, a breaker, an adaptive throttle, a pacer); no picker, detector or replica named (their state is not
@@ -44,7 +45,11 @@ func Forkable(sc *scenario.Scenario, at time.Duration) bool {
 	// A scenario that names a replica keeps the ground truth per
 	// replica from its start (newReplicaState), which a warm-up without
 	// it would not have.
-	if len(sc.Fleets) != 1 || sc.System() || sc.NamesReplicas() || at <= 0 || at >= sc.Duration || len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)) > 0 {
+	// A moment off the tick grid is refused: the early-exit rules check
+	// on the grid from the tick of the first trigger's start, which can
+	// then fall before the moment, where a warm-up never checks.
+	if len(sc.Fleets) != 1 || sc.System() || sc.NamesReplicas() || at <= 0 || at >= sc.Duration || sc.Tick <= 0 || at%sc.Tick != 0 ||
+		len(sc.Traffic.RateChanges(sc.Tick, sc.Duration)) > 0 {
 		return false
 	}
 	for _, t := range sc.Triggers {
@@ -70,6 +75,15 @@ func forkKey(sc *scenario.Scenario) (string, error) {
 	}
 	b, err := json.Marshal(c)
 	return string(b), err
+}
+
+// stopped is err, play's, as RunWith says it: the context's error for a
+// run its context stopped.
+func stopped(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, errStopped) {
+		return cerr
+	}
+	return err
 }
 
 // WarmKey is the key of sc's warm-up to at: scenarios of the same key
@@ -109,7 +123,10 @@ func WarmUp(ctx context.Context, sc *scenario.Scenario, at time.Duration, o Opti
 	stop := func() bool { return ctx.Err() != nil }
 	_, paused, err := f.play(stop, int64(at))
 	if err != nil {
-		return nil, err
+		return nil, stopped(ctx, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // as RunWith: a run its context ended is no result
 	}
 	if !paused || f.envAt != 0 {
 		f.give()
@@ -139,7 +156,7 @@ func (w *Warm) Run(ctx context.Context, sc *scenario.Scenario, o Options) (*Resu
 	stop := func() bool { return ctx.Err() != nil }
 	ended, _, err := f.play(stop, math.MaxInt64)
 	if err != nil {
-		return nil, err
+		return nil, stopped(ctx, err)
 	}
 	res := &Result{Scenario: sc.Name, Seed: sc.Seed, TickSeconds: sc.Tick.Seconds(), Fleets: []FleetResult{f.result(&ended)}}
 	res.Trigger = TriggerSpan(sc)

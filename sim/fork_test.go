@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -115,4 +116,37 @@ fleets:
 		t.Errorf("%d forks in %d scenarios: the test proves little", forked, cases)
 	}
 	t.Logf("%d forks, each the whole run", forked)
+}
+
+// TestForkRefusesAndStops: a moment off the tick grid is refused (the
+// early-exit rules check on the grid from the tick of the fault's start,
+// which can fall before such a moment, where a warm-up never checks); and
+// a warm-up or a fork whose context ends says so with the context's
+// error, as RunWith does, not the simulator's own.
+func TestForkRefusesAndStops(t *testing.T) {
+	sc := loadScenario(t, "testdata/storm.yaml")
+	sc.Fleets = sc.Fleets[:1]
+	at := sc.Triggers[0].At
+	if !Forkable(sc, at) {
+		t.Fatalf("%s at %v: not forkable", sc.Name, at)
+	}
+	if Forkable(sc, at-sc.Tick/2) {
+		t.Errorf("a moment half a tick off the grid is forkable")
+	}
+	if _, err := WarmUp(context.Background(), sc, at-sc.Tick/2, Options{}); err != ErrNotForkable {
+		t.Errorf("warming up to a moment off the grid: %v, want ErrNotForkable", err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := WarmUp(done, sc, at, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled warm-up: %v, want context.Canceled", err)
+	}
+	w, err := WarmUp(context.Background(), sc, at, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	if _, err := w.Run(done, sc, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled fork: %v, want context.Canceled", err)
+	}
 }
