@@ -60,7 +60,8 @@ func runGroupsCounted(ctx context.Context, g Grid, gs Groups, opts Options, keep
 }
 
 // runGroup runs one group's cells: forks of one warm-up when it has
-// several and their run can be warmed up, else each whole.
+// several and their run can be warmed up, else each whole; a cell whose
+// own run cannot be played on from the warm-up runs whole.
 func runGroup(ctx context.Context, g *Grid, warmAt time.Duration, opts Options, cells []int, keep func(i int, f *sim.FleetResult)) (forked int64, err error) {
 	scs := make([]*scenario.Scenario, len(cells))
 	for k, i := range cells {
@@ -97,7 +98,13 @@ func runGroup(ctx context.Context, g *Grid, warmAt time.Duration, opts Options, 
 				so.EarlyExit = g.Early(i)
 			}
 			res, err = w.Run(ctx, scs[k], so)
-			forked++
+			if errors.Is(err, sim.ErrNotForkable) {
+				// This cell's run cannot be played on from the group's
+				// warm-up (a fault before its moment): whole, then.
+				res, err = opts.simulate(ctx, g, i, scs[k])
+			} else {
+				forked++
+			}
 		} else {
 			res, err = opts.simulate(ctx, g, i, scs[k])
 		}
