@@ -118,7 +118,7 @@ func (ix *kubeIndex) indexObjects(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	ix.indexDocs(name, docs)
+	ix.indexDocs(name, headsOf(docs))
 	return nil
 }
 
@@ -143,18 +143,44 @@ func decodeDocs(name string, data []byte) ([]*yaml.Node, error) {
 	}
 }
 
-// indexDocs indexes the decoded documents of manifest file name.
-func (ix *kubeIndex) indexDocs(name string, docs []*yaml.Node) {
-	for _, root := range docs {
-		md := field(root, "metadata")
-		o := indexedObject{file: name, kind: scalar(field(root, "kind")), root: root, spec: field(root, "spec"),
-			name: scalar(field(md, "name")), ns: cmp.Or(scalar(field(md, "namespace")), "default")}
+// docHead is what the index takes of a document: its kind, name and
+// line, and the document itself only for the kinds it reads, so that the
+// documents of every other kind (CRDs, Deployments) are not all kept
+// while the files are read side by side.
+type docHead struct {
+	kind, name string
+	line       int
+	root       *yaml.Node // nil but for a VirtualService, HTTPRoute, DestinationRule or ConfigMap
+}
+
+// headsOf returns the heads of docs, in their order.
+func headsOf(docs []*yaml.Node) []docHead {
+	hs := make([]docHead, len(docs))
+	for i, root := range docs {
+		h := docHead{kind: scalar(field(root, "kind")), name: scalar(field(field(root, "metadata"), "name")), line: root.Line}
+		switch h.kind {
+		case "VirtualService", "HTTPRoute", "DestinationRule", "ConfigMap":
+			h.root = root
+		}
+		hs[i] = h
+	}
+	return hs
+}
+
+// indexDocs indexes the documents of manifest file name (headsOf).
+func (ix *kubeIndex) indexDocs(name string, docs []docHead) {
+	for _, h := range docs {
 		if ix.lines == nil {
 			ix.lines = map[[3]string]int{}
 		}
-		if _, ok := ix.lines[[3]string{name, o.kind, o.name}]; !ok {
-			ix.lines[[3]string{name, o.kind, o.name}] = root.Line
+		if _, ok := ix.lines[[3]string{name, h.kind, h.name}]; !ok {
+			ix.lines[[3]string{name, h.kind, h.name}] = h.line
 		}
+		if h.root == nil {
+			continue
+		}
+		o := indexedObject{file: name, kind: h.kind, root: h.root, spec: field(h.root, "spec"),
+			name: h.name, ns: cmp.Or(scalar(field(field(h.root, "metadata"), "namespace")), "default")}
 		switch o.kind {
 		case "VirtualService":
 			ix.routes = append(ix.routes, o.virtualService())

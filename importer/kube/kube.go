@@ -18,8 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/retrystorm/retrystorm/importer"
 	"github.com/retrystorm/retrystorm/internal/safetext"
 	"github.com/retrystorm/retrystorm/scenario"
@@ -110,25 +108,29 @@ func Find(dir string, o Options) (*Result, error) {
 		return nil, fmt.Errorf("--manifests %s: %d files, more than the %d it reads", dir, len(paths), MaxFiles)
 	}
 	datas := make([][]byte, len(paths))
-	total := 0
+	total, read := 0, len(paths)
+	var readErr error // the first file that cannot be read: its error comes after the earlier files'
 	for i, p := range paths {
 		data, err := o.Read(p)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			if total += len(data); total > MaxBytes {
+				err = fmt.Errorf("--manifests %s: more than %d MiB of manifests (at %s): check a part of the directory at a time", dir, MaxBytes>>20, p)
+			}
 		}
-		if total += len(data); total > MaxBytes {
-			return nil, fmt.Errorf("--manifests %s: more than %d MiB of manifests (at %s): check a part of the directory at a time", dir, MaxBytes>>20, p)
+		if err != nil {
+			read, readErr = i, err
+			break
 		}
 		datas[i] = data
 	}
-	// Each file is read on its own, side by side; what they add up to is
+	// Each file is parsed on its own, side by side; what they add up to is
 	// put together in their order, the first error by file first.
-	files := make([]fileObjects, len(paths))
+	files := make([]fileObjects, read)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+	for range min(runtime.GOMAXPROCS(0), read) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < read; i = int(next.Add(1) - 1) {
 				files[i] = readObjects(paths[i], datas[i], o.Import)
 			}
 		})
@@ -153,6 +155,10 @@ func Find(dir string, o Options) (*Result, error) {
 			// files are.
 			routeSrc = append(routeSrc, importer.Source{Name: safetext.Escape(paths[i]), Data: datas[i]})
 		}
+		files[i], datas[i] = fileObjects{}, nil // indexed: no longer kept
+	}
+	if readErr != nil {
+		return nil, readErr
 	}
 	routes, err := routeLayers(routeSrc, ix, o.Import)
 	if err != nil {
@@ -170,7 +176,7 @@ func Find(dir string, o Options) (*Result, error) {
 type fileObjects struct {
 	loads    []workload
 	services []service
-	docs     []*yaml.Node    // for the index
+	docs     []docHead       // for the index
 	configs  []manifestLayer // its ConfigMaps' client configs
 	routes   bool            // it holds mesh routes (Istio, Linkerd)
 	err      error
@@ -183,9 +189,11 @@ func readObjects(p string, data []byte, opts importer.Options) fileObjects {
 	if f.loads, f.services, f.err = kubeObjects(p, data); f.err != nil {
 		return f
 	}
-	if f.docs, f.err = decodeDocs(p, data); f.err != nil {
+	docs, err := decodeDocs(p, data)
+	if f.err = err; err != nil {
 		return f
 	}
+	f.docs = headsOf(docs)
 	if f.configs, f.err = configMapLayers(p, data, opts); f.err != nil {
 		return f
 	}
