@@ -3,8 +3,8 @@ package configcmd
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -166,57 +166,73 @@ func (c *CheckOptions) printChains(o IO, m *verdict.StackShard, single bool) err
 const chainsAtOnce = 2
 
 // checkChains checks the distinct chains, chainsAtOnce at a time, and
-// returns their results in their order. Their identical runs (with
-// retries off) are made once, or twice where two chains at once meet one
-// together: what is printed is the same either way (RunCache). Progress
-// counts chains, not runs: the chains' grids interleave.
+// returns their results in their order. The chains at once share
+// opts.Workers (--workers bounds the simulations at once, whatever the
+// chains). Their identical runs (with retries off) are made once, or
+// twice where two chains at once meet one together: what is printed is
+// the same either way (RunCache). Progress counts chains, not runs: the
+// chains' grids interleave. The error is the first chain's, in their
+// order, as when they ran one after another: a chain that fails stops
+// only the chains after it.
 func checkChains(ctx context.Context, distinct [][]verdict.StackLayer, co verdict.CheckOptions, opts experiment.Options, sh grid.Shard) ([]*verdict.StackResult, error) {
 	shared := new(verdict.RunCache)
-	at := 1
-	progress := opts.Progress
-	if len(distinct) > 1 {
-		at, opts.Progress = chainsAtOnce, nil
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	at := min(chainsAtOnce, workers, len(distinct))
+	progress := opts.Progress
+	if at > 1 {
+		opts.Progress = nil
+	}
+	at = max(at, 1)
+	opts.Workers = max(1, workers/at)
 	results := make([]*verdict.StackResult, len(distinct))
 	errs := make([]error, len(distinct))
+	cancels := make([]context.CancelFunc, len(distinct))
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		done int
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		done   int
+		failed = len(distinct) // the first chain, in order, that failed
 	)
 	slots := make(chan struct{}, at)
 	for k, ch := range distinct {
 		slots <- struct{}{}
-		if ctx.Err() != nil {
+		mu.Lock()
+		stop := failed < k
+		cctx, cancel := context.WithCancel(ctx)
+		cancels[k] = cancel
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			cancel()
 			break
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
+			defer cancel()
 			cs := co
 			cs.Shard, cs.Runs = sh, shared
 			// Each distinct chain's outage run is made by one shard, in turn.
-			results[k], errs[k] = verdict.CheckStackShard(ctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
+			results[k], errs[k] = verdict.CheckStackShard(cctx, ch, cs, opts, sh.Count <= 1 || k%sh.Count == sh.Index)
+			mu.Lock()
+			defer mu.Unlock()
 			if errs[k] != nil {
-				cancel()
+				failed = min(failed, k)
+				for _, c := range cancels[k+1:] {
+					if c != nil {
+						c()
+					}
+				}
 				return
 			}
 			if at > 1 && progress != nil {
-				mu.Lock()
 				done++
 				progress(done, len(distinct))
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	// The first chain's own error, not another's cancellation of it.
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
