@@ -95,8 +95,17 @@ func (r *CheckResult) WorstScenario(in []CheckInput, base *scenario.Scenario) (s
 	}
 	sc.Name = "worst"
 	a := r.assessment()
-	notes.Head = fmt.Sprintf("The worst cell of retrystorm check's verdict on %s (%s): %s.\nIt is the envelope's cell at seed %d with %d client instances; retrystorm run\nand retrystorm lab reproduce it.",
-		r.Fleets[fi].Name, r.Fleets[fi].Verdict, a.words(x, len(r.Seeds)), sc.Seed, r.Clients[0])
+	// The lab runs a tier of one replica; a stack's tiers have one per
+	// client instance.
+	how := "retrystorm run\nand retrystorm lab reproduce it."
+	for _, t := range sc.Tiers {
+		if t.Server.Replicas > 1 {
+			how = "retrystorm run\nreproduces it (the lab runs tiers of one replica, and these have more)."
+			break
+		}
+	}
+	notes.Head = fmt.Sprintf("The worst cell of retrystorm check's verdict on %s (%s): %s.\nIt is the envelope's cell at seed %d with %d client instances; %s",
+		r.Fleets[fi].Name, r.Fleets[fi].Verdict, a.words(x, len(r.Seeds)), sc.Seed, r.Clients[0], how)
 	return sc, notes, true, nil
 }
 

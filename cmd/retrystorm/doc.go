@@ -187,9 +187,12 @@ servers ran late, or it used its cores up): inconclusive, no claim judged.
 
 # Environment
 
-GOGC and GOMEMLIMIT set Go's garbage collector as usual; unset, the
-process that runs the command sets GOGC=400 under a soft limit of 4 GiB,
-since the simulator's heap is small and short-lived (BENCHMARKS.md).
+GOGC and GOMEMLIMIT set Go's garbage collector as usual; with neither
+set, the process that runs the command sets GOGC=400 under a soft limit
+of 4 GiB, since the simulator's heap is small and short-lived
+(BENCHMARKS.md). A run whose --max-memory is raised past the default
+collects often as its heap nears the limit: GOMEMLIMIT=off lifts it. The
+lab runs its storms at GOGC=400 whatever is set (docs/lab.md).
 
 # Files
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -107,6 +108,35 @@ func TestUsageErrorNamesTheCommandOnce(t *testing.T) {
 		code, msg := verdict(nil, &usageError{cmd: c.cmd, msg: c.msg})
 		if code != exitUsage || !strings.HasPrefix(msg, c.want) {
 			t.Errorf("%s %q: exit %d, %q; want %d, %q", c.cmd, c.msg, code, msg, exitUsage, c.want)
+		}
+	}
+}
+
+// TestTuneGCLeavesWhatIsSet: with GOGC or GOMEMLIMIT set, the collector
+// is Go's as those say (tuneGC changes neither); with neither, GOGC 400
+// under a 4 GiB soft limit.
+func TestTuneGCLeavesWhatIsSet(t *testing.T) {
+	const percent, limit = 77, 3 << 30
+	oldP, oldL := debug.SetGCPercent(percent), debug.SetMemoryLimit(limit)
+	t.Cleanup(func() { debug.SetGCPercent(oldP); debug.SetMemoryLimit(oldL) })
+	for _, c := range []struct {
+		gogc, gomemlimit string
+		percent          int
+		limit            int64
+	}{
+		{"off", "", percent, limit},
+		{"100", "", percent, limit},
+		{"", "1GiB", percent, limit},
+		{"", "", gcPercent, gcMemoryLimit},
+	} {
+		t.Setenv("GOGC", c.gogc)
+		t.Setenv("GOMEMLIMIT", c.gomemlimit)
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+		tuneGC()
+		p, l := debug.SetGCPercent(percent), debug.SetMemoryLimit(-1)
+		if p != c.percent || l != c.limit {
+			t.Errorf("GOGC=%q GOMEMLIMIT=%q: GC percent %d, limit %d; want %d, %d", c.gogc, c.gomemlimit, p, l, c.percent, c.limit)
 		}
 	}
 }

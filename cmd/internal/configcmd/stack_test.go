@@ -123,6 +123,11 @@ func TestStackEmitWorst(t *testing.T) {
 	if len(sc.Tiers) != 2 || len(sc.Fleets) != 1 {
 		t.Fatalf("the worst cell has %d fleets and %d tiers, want the chain's: 1 and 2", len(sc.Fleets), len(sc.Tiers))
 	}
+	// Its tiers have a replica per client instance, which the lab does
+	// not run: the file says so rather than promise the lab reproduces it.
+	if sc.Tiers[0].Server.Replicas > 1 && strings.Contains(string(data), "retrystorm lab reproduce") {
+		t.Errorf("a worst cell of %d-replica tiers says the lab reproduces it:\n%s", sc.Tiers[0].Server.Replicas, data[:min(len(data), 400)])
+	}
 	res, err := sim.Run(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
