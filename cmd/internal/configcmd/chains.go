@@ -180,12 +180,11 @@ func checkChains(ctx context.Context, distinct [][]verdict.StackLayer, co verdic
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	at := min(chainsAtOnce, workers, len(distinct))
+	at := max(1, min(chainsAtOnce, workers, len(distinct)))
 	progress := opts.Progress
 	if at > 1 {
 		opts.Progress = nil
 	}
-	at = max(at, 1)
 	opts.Workers = max(1, workers/at)
 	results := make([]*verdict.StackResult, len(distinct))
 	errs := make([]error, len(distinct))
